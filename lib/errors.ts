@@ -1,0 +1,83 @@
+/**
+ * The one error type of the engine. `code` is a dotted name (`run.not_found`,
+ * `step.timeout`, `action.invalid_input`) that the HTTP layer maps to a status
+ * and that callers branch on; `retryable` says whether trying again may help.
+ *
+ * Errors never cross RPC as thrown objects (only `message` and `name` survive
+ * a call): they travel as {@link ErrorData} and are rebuilt with
+ * {@link EngineError.fromData}.
+ */
+export class EngineError extends Error {
+  override readonly name = "EngineError";
+  readonly code: string;
+  readonly retryable: boolean;
+  readonly retryAfterMs: number | undefined;
+  readonly details: readonly ErrorDetail[] | undefined;
+
+  constructor(
+    code: string,
+    message: string,
+    options: { retryable?: boolean; retryAfterMs?: number; details?: readonly ErrorDetail[]; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.retryable = options.retryable ?? false;
+    this.retryAfterMs = options.retryAfterMs;
+    this.details = options.details;
+  }
+
+  /** A failure that will happen again however often it is tried. */
+  static terminal(code: string, message: string, details?: readonly ErrorDetail[]): EngineError {
+    return new EngineError(code, message, { retryable: false, details });
+  }
+
+  /** A failure of infrastructure (network, timeout, rate limit, 5xx) that may pass. */
+  static retryable(code: string, message: string, retryAfterMs?: number): EngineError {
+    return new EngineError(code, message, { retryable: true, retryAfterMs });
+  }
+
+  toData(): ErrorData {
+    return {
+      code: this.code,
+      message: this.message,
+      retryable: this.retryable,
+      ...(this.retryAfterMs === undefined ? {} : { retry_after_ms: this.retryAfterMs }),
+      ...(this.details === undefined ? {} : { details: [...this.details] }),
+    };
+  }
+
+  static fromData(data: ErrorData): EngineError {
+    return new EngineError(data.code, data.message, {
+      retryable: data.retryable,
+      retryAfterMs: data.retry_after_ms,
+      details: data.details,
+    });
+  }
+}
+
+/** One problem in a rejected input: where (`path`, dotted from the body's root) and what. */
+export interface ErrorDetail {
+  path: string;
+  message: string;
+  code?: string;
+}
+
+/** An error as data: what crosses RPC and what is stored. */
+export interface ErrorData {
+  code: string;
+  message: string;
+  retryable: boolean;
+  retry_after_ms?: number;
+  details?: ErrorDetail[];
+}
+
+/** Normalises anything thrown into an {@link EngineError}; unknown throws become `internal.error`. */
+export function ensureEngineError(thrown: unknown, fallbackCode = "internal.error"): EngineError {
+  if (thrown instanceof EngineError) {
+    return thrown;
+  }
+  if (thrown instanceof Error) {
+    return new EngineError(fallbackCode, thrown.message, { cause: thrown });
+  }
+  return new EngineError(fallbackCode, String(thrown));
+}

@@ -1,0 +1,4 @@
+import { Hono } from "hono";
+const app = new Hono();
+app.get("/healthz", (c) => c.json({ ok: true }));
+export default app;
