@@ -1,4 +1,16 @@
-import { Hono } from "hono";
-const app = new Hono();
-app.get("/healthz", (c) => c.json({ ok: true }));
-export default app;
+/**
+ * The Worker: the HTTP API as its default export, and the classes that
+ * wrangler.toml names.
+ */
+import { createApp } from "./app.ts";
+
+export default createApp();
+
+/** One Durable Object per run: lifecycle, scheduling, timers, signed journal. */
+export { Coordinator } from "../coordinator/index.ts";
+/** The definition catalog (SQLite). */
+export { Catalog } from "../catalog/index.ts";
+/** The stateless executor entrypoint the coordinator dispatches tasks to. */
+export { Executor } from "../executor/index.ts";
+/** The API over Workers RPC. */
+export { TrellisApi } from "./rpc.ts";

@@ -1,0 +1,105 @@
+import { DurableObject } from "cloudflare:workers";
+import { EngineError } from "../lib/errors.ts";
+import { canonicalJson } from "../lib/journal/canonical.ts";
+import { toResult, type Result } from "../lib/result.ts";
+import { parseOrThrow } from "../lib/validation.ts";
+import {
+  DEFINITION_KINDS,
+  DefinitionBundle,
+  type DefinitionKind,
+  type DefinitionRecord,
+  type RegisterResponse,
+  type RunSnapshot,
+} from "../schemas/index.ts";
+import { resolveRunSnapshot, type DefinitionReader, type StoredDefinition } from "./resolve.ts";
+import { checkBundle, type DefinitionLookup } from "./validate.ts";
+
+interface DefinitionRow extends Record<string, SqlStorageValue> {
+  version: number;
+  body: string;
+  created_at: string;
+}
+
+/**
+ * The definition catalog: one Durable Object whose SQLite holds every version
+ * of every definition. Versions are immutable; registering content identical
+ * to the latest version of an id returns that version.
+ */
+export class Catalog extends DurableObject<Env> {
+  private readonly sql: SqlStorage;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    this.sql = ctx.storage.sql;
+    this.sql.exec(`CREATE TABLE IF NOT EXISTS definitions (
+      kind TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL,
+      body TEXT NOT NULL, created_at TEXT NOT NULL,
+      PRIMARY KEY (kind, id, version))`);
+  }
+
+  /** Validates a whole bundle and stores it atomically: all of it, or none with every problem listed. */
+  async register(body: unknown): Promise<Result<RegisterResponse>> {
+    return toResult(() => {
+      const bundle = parseOrThrow(DefinitionBundle, body, "definition.invalid", "the definition bundle");
+      const problems = checkBundle(bundle, this.lookup());
+      if (problems.length > 0) {
+        throw EngineError.terminal("definition.invalid", `the definition bundle is invalid: ${problems.length} problem(s)`, problems);
+      }
+      const now = new Date().toISOString();
+      return this.ctx.storage.transactionSync(() => ({
+        created: DEFINITION_KINDS.flatMap((kind) =>
+          (bundle[kind] ?? []).map((definition) => ({ kind, id: definition.id, ...this.store(kind, definition.id, definition, now) })),
+        ),
+      }));
+    });
+  }
+
+  /** One definition: the latest version, or `version`. */
+  async get(kind: DefinitionKind, id: string, version?: number): Promise<Result<DefinitionRecord>> {
+    return toResult(() => {
+      const row = this.read(kind, id, version);
+      if (!row) {
+        const what = version === undefined ? `"${id}"` : `version ${version} of "${id}"`;
+        throw EngineError.terminal("definition.not_found", `${what} is not registered under ${kind}`);
+      }
+      return { kind, id, version: row.version, created_at: row.created_at, definition: JSON.parse(row.body) as DefinitionRecord["definition"] };
+    });
+  }
+
+  /** The snapshot a new run keeps to its end: every reference resolved now. */
+  async resolveRun(workflowId: string, version?: number): Promise<Result<RunSnapshot>> {
+    return toResult(() => resolveRunSnapshot(this.reader(), workflowId, version));
+  }
+
+  private store(kind: DefinitionKind, id: string, definition: unknown, now: string): { version: number; existing: boolean } {
+    const body = canonicalJson(definition);
+    const latest = this.read(kind, id, undefined);
+    if (latest?.body === body) {
+      return { version: latest.version, existing: true };
+    }
+    const version = (latest?.version ?? 0) + 1;
+    this.sql.exec("INSERT INTO definitions (kind, id, version, body, created_at) VALUES (?, ?, ?, ?, ?)", kind, id, version, body, now);
+    return { version, existing: false };
+  }
+
+  private read(kind: DefinitionKind, id: string, version: number | undefined): DefinitionRow | undefined {
+    const cursor =
+      version === undefined
+        ? this.sql.exec<DefinitionRow>("SELECT version, body, created_at FROM definitions WHERE kind = ? AND id = ? ORDER BY version DESC LIMIT 1", kind, id)
+        : this.sql.exec<DefinitionRow>("SELECT version, body, created_at FROM definitions WHERE kind = ? AND id = ? AND version = ?", kind, id, version);
+    return cursor.toArray()[0];
+  }
+
+  private lookup(): DefinitionLookup {
+    return { exists: (kind, id, version) => this.read(kind, id, version) !== undefined };
+  }
+
+  private reader(): DefinitionReader {
+    return {
+      read: (kind, id, version): StoredDefinition | undefined => {
+        const row = this.read(kind, id, version);
+        return row ? { version: row.version, definition: JSON.parse(row.body) as unknown } : undefined;
+      },
+    };
+  }
+}

@@ -1,0 +1,102 @@
+import { EngineError } from "../lib/errors.ts";
+import {
+  Action,
+  parseReference,
+  Task,
+  Workflow,
+  type DefinitionKind,
+  type InlineAction,
+  type InlineTask,
+  type ResolvedAction,
+  type ResolvedTask,
+  type RunSnapshot,
+} from "../schemas/index.ts";
+
+/** A stored definition: its version and body. */
+export interface StoredDefinition {
+  version: number;
+  definition: unknown;
+}
+
+/** Reads stored definitions: one version, or the latest when `version` is undefined. */
+export interface DefinitionReader {
+  read(kind: DefinitionKind, id: string, version: number | undefined): StoredDefinition | undefined;
+}
+
+/**
+ * Resolves every reference of a workflow, once, into the snapshot a run keeps
+ * to its end: `"id"` becomes the latest version now, `"id@3"` that version,
+ * and inline definitions are taken as written (version 0). Child workflows
+ * are pinned to their current version.
+ */
+export function resolveRunSnapshot(reader: DefinitionReader, workflowId: string, version: number | undefined): RunSnapshot {
+  const stored = reader.read("workflows", workflowId, version);
+  if (!stored) {
+    const what = version === undefined ? `workflow "${workflowId}"` : `version ${version} of workflow "${workflowId}"`;
+    throw EngineError.terminal("workflow.not_found", `${what} is not registered`);
+  }
+  const workflow = Workflow.parse(stored.definition);
+  const snapshot: RunSnapshot = {
+    workflow: { id: workflow.id, version: stored.version, definition: workflow },
+    tasks: {},
+    workflows: {},
+  };
+  for (const [nodeId, node] of Object.entries(workflow.nodes)) {
+    if (node.task !== undefined) {
+      snapshot.tasks[nodeId] = resolveTask(reader, node.task, `${workflow.id}/${nodeId}`);
+    } else if (node.workflow !== undefined) {
+      snapshot.workflows[nodeId] = pin(reader, "workflows", node.workflow);
+    }
+  }
+  return snapshot;
+}
+
+function resolveTask(reader: DefinitionReader, task: string | InlineTask, inlineId: string): ResolvedTask {
+  const { id, version, definition } =
+    typeof task === "string" ? load(reader, "tasks", task, Task) : { id: task.id ?? inlineId, version: 0, definition: task };
+  return {
+    id,
+    version,
+    ...(definition.input_schema === undefined ? {} : { input_schema: definition.input_schema }),
+    ...(definition.output_schema === undefined ? {} : { output_schema: definition.output_schema }),
+    steps: definition.steps.map((step) => ({
+      ...step,
+      action: resolveAction(reader, step.action, `${id}/${step.ref}`),
+    })),
+  };
+}
+
+function resolveAction(reader: DefinitionReader, action: string | InlineAction, inlineId: string): ResolvedAction {
+  const { id, version, definition } =
+    typeof action === "string" ? load(reader, "actions", action, Action) : { id: action.id ?? inlineId, version: 0, definition: action };
+  const resolved = { ...definition, id, version } as ResolvedAction;
+  if (resolved.kind === "workflow") {
+    // The child runs the version that is current now, whatever is registered later.
+    const child = pin(reader, "workflows", resolved.implementation.workflow);
+    return { ...resolved, implementation: { ...resolved.implementation, workflow: `${child.id}@${child.version}` } };
+  }
+  return resolved;
+}
+
+function pin(reader: DefinitionReader, kind: DefinitionKind, ref: string): { id: string; version: number } {
+  const parsed = parseReference(ref);
+  const stored = parsed ? reader.read(kind, parsed.id, parsed.version) : undefined;
+  if (!parsed || !stored) {
+    throw EngineError.terminal(`${kind === "workflows" ? "workflow" : "definition"}.not_found`, `"${ref}" (${kind}) is not registered`);
+  }
+  return { id: parsed.id, version: stored.version };
+}
+
+function load<T>(
+  reader: DefinitionReader,
+  kind: DefinitionKind,
+  ref: string,
+  schema: { parse(value: unknown): T },
+): { id: string; version: number; definition: T } {
+  const { id, version } = pin(reader, kind, ref);
+  const stored = reader.read(kind, id, version);
+  if (!stored) {
+    throw EngineError.terminal("definition.not_found", `"${ref}" (${kind}) is not registered`);
+  }
+  return { id, version, definition: schema.parse(stored.definition) };
+}

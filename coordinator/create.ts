@@ -1,0 +1,48 @@
+import { z } from "zod";
+import { JsonValue, RunMode, RunSnapshot, type NodeRecord, type RunView } from "../schemas/index.ts";
+import type { RunState } from "./decide.ts";
+
+/** API → coordinator: everything a new run needs, resolved before the call. */
+export const CreateRunRequest = z.strictObject({
+  run_id: z.string().min(1),
+  snapshot: RunSnapshot,
+  input: JsonValue,
+  mode: RunMode,
+  idempotency_key: z.string().nullable(),
+  /** Hash of (workflow, version, input, mode): the same key with another request is a conflict. */
+  request_hash: z.string(),
+});
+export type CreateRunRequest = z.infer<typeof CreateRunRequest>;
+
+export interface CreateRunOutcome {
+  /** False when the run already existed (same idempotency key and request). */
+  created: boolean;
+  view: RunView;
+}
+
+/** A run in `drafting`, every node `pending`. */
+export function newRunState(request: CreateRunRequest, now: number): RunState {
+  const workflow = request.snapshot.workflow;
+  const nodes: Record<string, NodeRecord> = {};
+  for (const nodeId of Object.keys(workflow.definition.nodes)) {
+    nodes[nodeId] = { status: "pending", attempts: 0, started_at: null, finished_at: null, error: null, invocations: [], settled_seq: null };
+  }
+  return {
+    record: {
+      run_id: request.run_id,
+      workflow: { id: workflow.id, version: workflow.version },
+      status: "drafting",
+      mode: request.mode,
+      context: { input: request.input, state: {}, output: {} },
+      error: null,
+      created_at: now,
+      updated_at: now,
+      deadline_at: workflow.definition.timeout_ms === undefined ? null : now + workflow.definition.timeout_ms,
+      dispatch_count: 0,
+      journal_seq: 1,
+      idempotency_key: request.idempotency_key,
+      request_hash: request.request_hash,
+    },
+    nodes,
+  };
+}

@@ -1,0 +1,35 @@
+import { EngineError } from "../lib/errors.ts";
+import type { RunStatus } from "../schemas/index.ts";
+
+/**
+ * The run lifecycle (brief §3): every legal move, and nothing else. A status
+ * changes only through {@link assertTransition}, so an illegal transition is
+ * a bug that fails loudly, never a state a run can reach.
+ */
+export const TRANSITIONS = {
+  drafting: ["queued", "cancelled"],
+  queued: ["running", "paused", "cancelled", "failed"],
+  running: ["waiting", "paused", "completed", "failed", "cancelled"],
+  waiting: ["running", "paused", "completed", "failed", "cancelled"],
+  paused: ["running", "waiting", "failed", "cancelled"],
+  // Terminal. `failed → queued` is the one way back: a redrive.
+  completed: [],
+  failed: ["queued"],
+  cancelled: [],
+} as const satisfies Record<RunStatus, readonly RunStatus[]>;
+
+export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set(["completed", "failed", "cancelled"]);
+
+export function isTerminal(status: RunStatus): boolean {
+  return TERMINAL_STATUSES.has(status);
+}
+
+export function canTransition(from: RunStatus, to: RunStatus): boolean {
+  return (TRANSITIONS[from] as readonly RunStatus[]).includes(to);
+}
+
+export function assertTransition(from: RunStatus, to: RunStatus): void {
+  if (!canTransition(from, to)) {
+    throw EngineError.terminal("run.illegal_transition", `a run cannot go from ${from} to ${to}`);
+  }
+}

@@ -1,0 +1,22 @@
+/** The Worker's bindings (wrangler.toml) and secrets. */
+interface Env {
+  COORDINATOR: DurableObjectNamespace<import("./coordinator/coordinator.ts").Coordinator>;
+  CATALOG: DurableObjectNamespace<import("./catalog/catalog.ts").Catalog>;
+  /** This Worker's own `Executor` entrypoint. Typed narrowly: results are parsed at the call site. */
+  EXECUTOR: ExecutorBinding;
+  /** Comma-separated bearer tokens accepted by the HTTP API. */
+  API_TOKENS: string;
+  /** Base64 PKCS#8 Ed25519 private key that signs journals. */
+  JOURNAL_SIGNING_KEY: string;
+  /** Optional JWKS (JSON) of retired journal keys still served for verification. */
+  JOURNAL_RETIRED_KEYS?: string;
+}
+
+declare namespace Cloudflare {
+  interface Env extends globalThis.Env {}
+}
+
+/** The executor's RPC surface as the coordinator sees it (the full `Service<Executor>` type is too deep for tsc). */
+interface ExecutorBinding {
+  runTask(payload: unknown): Promise<unknown>;
+}

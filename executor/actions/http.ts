@@ -1,0 +1,97 @@
+import { EngineError } from "../../lib/errors.ts";
+import type { Json } from "../../lib/expr/mapping.ts";
+import { renderJsonTemplate, renderTemplate } from "../../lib/expr/template.ts";
+import { isCredentialHeader } from "../../schemas/index.ts";
+import { resolveSecrets } from "../secrets.ts";
+import type { ActionHandler } from "./types.ts";
+
+/**
+ * `http`: one request rendered from Handlebars templates over the action
+ * input. Output `{ status, headers, body }`. 429, 5xx, network errors and
+ * timeouts are retryable (with the server's `Retry-After`); other 4xx are not.
+ */
+export const httpAction: ActionHandler<"http"> = {
+  async run(action, input, context) {
+    const implementation = action.implementation;
+    const url = renderTemplate(implementation.url_template, input, { escape: "url" });
+    if (!/^https?:\/\//i.test(url)) {
+      throw EngineError.terminal("http.bad_url", `url_template rendered "${url}", which is not an http(s) URL`);
+    }
+    const headers = new Headers();
+    for (const [name, template] of Object.entries(implementation.headers ?? {})) {
+      // Credential headers are `$env:` references only (checked at registration); never templates.
+      headers.set(name, isCredentialHeader(name) ? resolveSecrets(template, context.env) : renderTemplate(template, input));
+    }
+    const body = renderBody(implementation.body_template, input, headers);
+    let response: Response;
+    try {
+      response = await context.fetch(url, { method: implementation.method, headers, body, signal: context.signal, redirect: "follow" });
+    } catch (error) {
+      if (context.signal.aborted) {
+        throw error;
+      }
+      throw EngineError.retryable("http.network", `${implementation.method} ${redact(url)} failed: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    const responseBody = await readBody(response, implementation.response);
+    if (response.status === 429 || response.status >= 500) {
+      throw EngineError.retryable("http.status", `${implementation.method} ${redact(url)} answered ${response.status}`, retryAfterMs(response.headers.get("retry-after")));
+    }
+    if (response.status >= 400) {
+      throw EngineError.terminal("http.status", `${implementation.method} ${redact(url)} answered ${response.status}`);
+    }
+    return { status: response.status, headers: Object.fromEntries(response.headers), body: responseBody };
+  },
+};
+
+function renderBody(template: string | undefined, input: Json, headers: Headers): string | undefined {
+  if (template === undefined) {
+    return undefined;
+  }
+  const rendered = renderJsonTemplate(template, input);
+  if (rendered.json) {
+    if (!headers.has("content-type")) {
+      headers.set("content-type", "application/json");
+    }
+    return JSON.stringify(rendered.value);
+  }
+  return rendered.text;
+}
+
+async function readBody(response: Response, mode: "json" | "text" | undefined): Promise<Json> {
+  const text = await response.text();
+  const isJson = mode === "json" || (mode === undefined && /\bjson\b/i.test(response.headers.get("content-type") ?? ""));
+  if (!isJson || text === "") {
+    return text;
+  }
+  try {
+    return JSON.parse(text) as Json;
+  } catch {
+    if (response.ok) {
+      throw EngineError.terminal("http.invalid_json", `the response (${response.status}) is not JSON: ${text.slice(0, 200)}`);
+    }
+    return text;
+  }
+}
+
+/** `Retry-After` as milliseconds: delta-seconds or an HTTP date. */
+export function retryAfterMs(header: string | null, now = Date.now()): number | undefined {
+  if (header === null) {
+    return undefined;
+  }
+  const seconds = Number(header.trim());
+  if (Number.isFinite(seconds) && seconds >= 0) {
+    return Math.round(seconds * 1000);
+  }
+  const date = Date.parse(header);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+/** URLs may carry tokens in their query; errors show only origin and path. */
+function redact(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.origin}${parsed.pathname}`;
+  } catch {
+    return "<invalid url>";
+  }
+}

@@ -1,0 +1,12 @@
+import { EngineError } from "../../lib/errors.ts";
+import type { ActionKind } from "../../schemas/index.ts";
+import type { ActionHandler } from "./types.ts";
+
+/** A kind whose definitions are accepted but whose handler has not landed yet. */
+export function notImplemented<K extends ActionKind>(kind: K): ActionHandler<K> {
+  return {
+    async run() {
+      throw EngineError.terminal("action.not_implemented", `the "${kind}" action kind is not implemented yet`);
+    },
+  };
+}

@@ -1,0 +1,125 @@
+import { EngineError, ensureEngineError } from "../lib/errors.ts";
+import { evalCelBool } from "../lib/expr/cel.ts";
+import { applyOutputMapping, buildInput, setTargetPath, type Json, type JsonRecord } from "../lib/expr/mapping.ts";
+import { validateJson } from "../lib/json-schema.ts";
+import type { ResolvedStep, TaskContext, TaskPayload, TaskResult } from "../schemas/index.ts";
+import type { ActionContext } from "./actions/index.ts";
+import { invokeAction, type Clock } from "./invoke.ts";
+
+export interface RunTaskDeps {
+  context: Omit<ActionContext, "signal" | "payload">;
+  clock: Clock;
+}
+
+/** How a step ended, and what the task does next. */
+type StepOutcome =
+  | { next: "continue"; context: TaskContext; ran: boolean }
+  | { next: "succeed"; context: TaskContext; ran: boolean }
+  | { next: "fail"; error: EngineError; ran: boolean };
+
+/**
+ * Runs a task's steps strictly in order over its context `{ input, state,
+ * output }` and returns a {@link TaskResult}. Never throws: every failure is
+ * returned as data with a code and a `retryable` flag.
+ */
+export async function runTask(payload: TaskPayload, deps: RunTaskDeps): Promise<TaskResult> {
+  const started = deps.clock.now();
+  const signal = AbortSignal.timeout(payload.timeout_ms);
+  let context: TaskContext = { input: payload.input, state: {}, output: {} };
+  let stepsExecuted = 0;
+  const finish = (result: { success: true; output: Json } | { success: false; error: EngineError; stepRef: string | null }): TaskResult => ({
+    token_id: payload.token_id,
+    success: result.success,
+    ...(result.success
+      ? { output: result.output }
+      : { error: toTaskError(result.error, result.stepRef, context) }),
+    metrics: { duration_ms: deps.clock.now() - started, steps_executed: stepsExecuted, llm_tokens: { input: 0, output: 0, cost_usd: 0 } },
+  });
+
+  const inputProblems = validateJson(payload.task.input_schema, payload.input, "input");
+  if (inputProblems.length > 0) {
+    return finish({ success: false, error: EngineError.terminal("task.invalid_input", `the input of task ${payload.task.id} does not match its input_schema`, inputProblems), stepRef: null });
+  }
+  for (const step of payload.task.steps) {
+    const outcome = await runStep(step, context, payload, deps, signal);
+    stepsExecuted += outcome.ran ? 1 : 0;
+    if (outcome.next === "fail") {
+      return finish({ success: false, error: outcome.error, stepRef: step.ref });
+    }
+    context = outcome.context;
+    if (outcome.next === "succeed") {
+      break;
+    }
+  }
+  const outputProblems = validateJson(payload.task.output_schema, context.output, "output");
+  if (outputProblems.length > 0) {
+    return finish({ success: false, error: EngineError.terminal("task.invalid_output", `the output of task ${payload.task.id} does not match its output_schema`, outputProblems), stepRef: null });
+  }
+  return finish({ success: true, output: context.output });
+}
+
+async function runStep(step: ResolvedStep, context: TaskContext, payload: TaskPayload, deps: RunTaskDeps, signal: AbortSignal): Promise<StepOutcome> {
+  const doc = { input: context.input, state: context.state, output: context.output };
+  if (step.condition) {
+    let holds: boolean;
+    try {
+      holds = evalCelBool(step.condition.if, doc);
+    } catch (thrown) {
+      return { next: "fail", error: ensureEngineError(thrown, "step.condition_failed"), ran: false };
+    }
+    if (!holds) {
+      const otherwise = step.condition.else ?? "skip";
+      if (otherwise === "fail") {
+        return { next: "fail", error: EngineError.terminal("step.condition_failed", `condition of step ${step.ref} is false: ${step.condition.if}`), ran: false };
+      }
+      return { next: otherwise === "succeed" ? "succeed" : "continue", context, ran: false };
+    }
+  }
+  try {
+    const input: Json = step.input_mapping ? buildInput(step.input_mapping, doc) : context.input;
+    const { output } = await invokeAction(step.action, input, {
+      context: { ...deps.context, payload },
+      taskSignal: signal,
+      clock: deps.clock,
+    });
+    return { next: "continue", context: writeStepOutput(step, output, context), ran: true };
+  } catch (thrown) {
+    return onStepFailure(step, ensureEngineError(thrown, "step.failed"), context, signal);
+  }
+}
+
+/** A step's output goes where its output mapping says, or to `state.<ref>`. */
+function writeStepOutput(step: ResolvedStep, output: Json, context: TaskContext): TaskContext {
+  const target = { state: context.state as JsonRecord, output: context.output as JsonRecord };
+  const next = step.output_mapping ? applyOutputMapping(step.output_mapping, output, target) : setTargetPath(target, `state.${step.ref}`, output);
+  return { ...context, state: next.state, output: next.output };
+}
+
+function onStepFailure(step: ResolvedStep, error: EngineError, context: TaskContext, signal: AbortSignal): StepOutcome {
+  if (signal.aborted) {
+    return { next: "fail", error: EngineError.retryable("task.timeout", `the task ran out of time in step ${step.ref}: ${error.message}`), ran: true };
+  }
+  switch (step.on_failure ?? "abort") {
+    case "continue": {
+      const errors = Array.isArray(context.state._errors) ? context.state._errors : [];
+      const entry = { step: step.ref, error: { code: error.code, message: error.message } };
+      return { next: "continue", context: { ...context, state: { ...context.state, _errors: [...errors, entry] } }, ran: true };
+    }
+    case "retry":
+      return { next: "fail", error: new EngineError(error.code, error.message, { retryable: true, retryAfterMs: error.retryAfterMs, details: error.details }), ran: true };
+    case "abort":
+      return { next: "fail", error: new EngineError(error.code, error.message, { retryable: false, details: error.details }), ran: true };
+  }
+}
+
+function toTaskError(error: EngineError, stepRef: string | null, context: TaskContext): NonNullable<TaskResult["error"]> {
+  const details = error.details?.length ? ` (${error.details.map((detail) => `${detail.path}: ${detail.message}`).join("; ")})` : "";
+  return {
+    type: error.code,
+    step_ref: stepRef,
+    message: `${error.message}${details}`,
+    retryable: error.retryable,
+    ...(error.retryAfterMs === undefined ? {} : { retry_after_ms: error.retryAfterMs }),
+    context_snapshot: context,
+  };
+}

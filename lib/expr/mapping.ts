@@ -1,0 +1,124 @@
+import { EngineError } from "../errors.ts";
+import { evalCel } from "./cel.ts";
+import { selectJsonPath } from "./jsonpath.ts";
+import { renderTemplate } from "./template.ts";
+
+/**
+ * Input and output mappings (brief §2 "Contexts and mappings"). A source is:
+ * - a string starting with `$`: a JSONPath over the source document;
+ * - `{ "expr": "<CEL>" }`: CEL over the document's top-level fields;
+ * - `{ "template": "<Handlebars>" }`: a string rendered from the document;
+ * - any other JSON value: a literal.
+ */
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonRecord = { [key: string]: Json };
+
+/** `{ "expr": "…" }` or `{ "template": "…" }`: an object with exactly that one string key. */
+export function isComputed<K extends "expr" | "template">(source: unknown, key: K): source is Record<K, string> {
+  return (
+    typeof source === "object" &&
+    source !== null &&
+    !Array.isArray(source) &&
+    Object.keys(source).length === 1 &&
+    typeof (source as Record<string, unknown>)[key] === "string"
+  );
+}
+
+/** The value of one source against `doc`, or absent (a singular JSONPath that matched nothing). */
+export function evaluateSource(source: unknown, doc: Record<string, unknown>): { found: true; value: Json } | { found: false } {
+  if (typeof source === "string" && source.startsWith("$")) {
+    const selected = selectJsonPath(source, doc);
+    return selected.found ? { found: true, value: selected.value as Json } : selected;
+  }
+  if (isComputed(source, "expr")) {
+    return { found: true, value: evalCel(source.expr, doc) as Json };
+  }
+  if (isComputed(source, "template")) {
+    return { found: true, value: renderTemplate(source.template, doc) };
+  }
+  return { found: true, value: source as Json };
+}
+
+/** Builds a callee's input from an input mapping; absent sources leave their field out. */
+export function buildInput(mapping: Record<string, unknown>, doc: Record<string, unknown>): JsonRecord {
+  const input: JsonRecord = {};
+  for (const [field, source] of Object.entries(mapping)) {
+    const result = withPath(`input_mapping.${field}`, () => evaluateSource(source, doc));
+    if (result.found) {
+      input[field] = result.value;
+    }
+  }
+  return input;
+}
+
+/** The parts of a context an output mapping may write. */
+export interface Writable {
+  state: JsonRecord;
+  output: JsonRecord;
+}
+
+/**
+ * Writes a callee's output into the caller's context, returning new `state`
+ * and `output` objects (the inputs are not changed). Sources are evaluated
+ * against `{ "$": output }` for JSONPath and templates, and CEL sees the
+ * callee's output as the variable `output`.
+ */
+export function applyOutputMapping(mapping: Record<string, unknown>, calleeOutput: Json, target: Writable): Writable {
+  let next = target;
+  for (const [path, source] of Object.entries(mapping)) {
+    const result = withPath(`output_mapping.${path}`, () => evaluateOutputSource(source, calleeOutput));
+    if (result.found) {
+      next = setTargetPath(next, path, result.value);
+    }
+  }
+  return next;
+}
+
+function evaluateOutputSource(source: unknown, calleeOutput: Json): { found: true; value: Json } | { found: false } {
+  if (typeof source === "string" && source.startsWith("$")) {
+    const selected = selectJsonPath(source, calleeOutput);
+    return selected.found ? { found: true, value: selected.value as Json } : selected;
+  }
+  if (isComputed(source, "expr")) {
+    return { found: true, value: evalCel(source.expr, { output: calleeOutput }) as Json };
+  }
+  if (isComputed(source, "template")) {
+    return { found: true, value: renderTemplate(source.template, calleeOutput) };
+  }
+  return { found: true, value: source as Json };
+}
+
+/** Sets `state.a.b` or `output.x` immutably, creating objects along the way. */
+export function setTargetPath(target: Writable, path: string, value: Json): Writable {
+  const [root, ...segments] = path.split(".");
+  if ((root !== "state" && root !== "output") || segments.length === 0) {
+    throw EngineError.terminal("mapping.bad_target", `"${path}" must start with "state." or "output."`);
+  }
+  return { ...target, [root]: setIn(target[root], segments, value) };
+}
+
+/** Sets a dotted path inside a plain object immutably. */
+export function setIn(object: JsonRecord, segments: readonly string[], value: Json): JsonRecord {
+  const [head, ...rest] = segments;
+  if (head === undefined) {
+    return object;
+  }
+  if (rest.length === 0) {
+    return { ...object, [head]: value };
+  }
+  const child = object[head];
+  const childObject = child !== null && typeof child === "object" && !Array.isArray(child) ? child : {};
+  return { ...object, [head]: setIn(childObject, rest, value) };
+}
+
+function withPath<T>(path: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (error) {
+    if (error instanceof EngineError) {
+      throw new EngineError("mapping.failed", `${path}: ${error.message}`, { retryable: false, cause: error });
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,260 @@
+import { EngineError } from "../errors.ts";
+import { ATTEST_KIND, JournalAttestationBody, JournalEntry, JournalSignedFields } from "../../schemas/journal.ts";
+import { canonicalJson } from "./canonical.ts";
+import { base64UrlDecode, base64UrlEncode, readJwks, toHex, type JournalSigningKey, type WebCryptoKey } from "./keys.ts";
+
+/**
+ * The journal envelope (brief §4, a contract):
+ *
+ * ```
+ * signed = JCS({ seq, run_id, kind, at, body, prev })   // RFC 8785, UTF-8
+ * hash   = hex(SHA-256(signed))
+ * sig    = base64url(Ed25519(private key, signed))
+ * entry  = { seq, run_id, kind, at, body, prev, hash, sig, kid }
+ * ```
+ */
+
+/** What the caller supplies to sign an entry; `body` must be a JSON object. */
+export interface EntryFields {
+  seq: number;
+  run_id: string;
+  kind: string;
+  /** ISO-8601 timestamp with `Z` or an offset, e.g. `new Date().toISOString()`. */
+  at: string;
+  body: Record<string, unknown>;
+  /** The previous entry's `hash`; `null` for seq 1. */
+  prev: string | null;
+}
+
+/** Why a journal failed verification; the first problem found wins. */
+export type VerifyFailureReason =
+  | "malformed"
+  | "bad_seq"
+  | "wrong_run"
+  | "broken_link"
+  | "bad_hash"
+  | "unknown_kid"
+  | "bad_signature"
+  | "missing_attestation"
+  | "after_attestation";
+
+/**
+ * The verdict on a journal. On failure, `index` is the 0-based position of
+ * the offending entry (-1 for a problem with the document as a whole, such as
+ * an unusable JWKS), `seq` is that entry's `seq` field when it is an integer,
+ * and `message` names both.
+ */
+export type VerifyReport =
+  | { ok: true; entries: number; run_id: string | null; attested: boolean; outcome?: string }
+  | { ok: false; seq: number | null; index: number; reason: VerifyFailureReason; message: string };
+
+/** Options of {@link verifyJournal}. */
+export interface VerifyOptions {
+  /** Fail with `missing_attestation` unless the last entry is an `attest` entry. */
+  requireAttestation?: boolean;
+  /** Fail with `wrong_run` unless the entries belong to this run. */
+  runId?: string;
+}
+
+/** The exact bytes that are hashed and signed: UTF-8 of `JCS({ seq, run_id, kind, at, body, prev })`. */
+export function signedBytes(fields: EntryFields): Uint8Array {
+  const { seq, run_id, kind, at, body, prev } = fields;
+  return new TextEncoder().encode(canonicalJson({ seq, run_id, kind, at, body, prev }));
+}
+
+/** `hex(SHA-256(signed))` of an entry's signed fields. */
+export async function entryHash(fields: EntryFields): Promise<string> {
+  return toHex(new Uint8Array(await crypto.subtle.digest("SHA-256", signedBytes(fields))));
+}
+
+/**
+ * Signs one journal entry. The returned entry's fields are exactly what was
+ * signed (the body as its canonical JSON reads back: members whose value is
+ * `undefined` dropped, `toJSON` applied), so storing it as JSON and verifying
+ * it later gives the same hash.
+ *
+ * @throws EngineError `journal.invalid_entry` when a field is out of contract
+ *   (seq < 1, `at` not ISO-8601, `prev` not a hash or not null, …), or
+ *   `journal.not_canonicalizable` when the body is not JSON.
+ */
+export async function signEntry(key: JournalSigningKey, fields: EntryFields): Promise<JournalEntry> {
+  const { seq, run_id, kind, at, body, prev } = fields;
+  const text = canonicalJson({ seq, run_id, kind, at, body, prev });
+  const readBack: unknown = JSON.parse(text);
+  const parsed = JournalSignedFields.safeParse(readBack);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new EngineError(
+      "journal.invalid_entry",
+      `cannot sign journal entry seq ${String(seq)}: ${issue === undefined ? "invalid" : `${issue.path.join(".") || "entry"}: ${issue.message}`}`,
+    );
+  }
+  const signed = new TextEncoder().encode(text);
+  const [digest, signature] = await Promise.all([
+    crypto.subtle.digest("SHA-256", signed),
+    crypto.subtle.sign("Ed25519", key.privateKey, signed),
+  ]);
+  return {
+    ...parsed.data,
+    body: bodyOf(readBack),
+    hash: toHex(new Uint8Array(digest)),
+    sig: base64UrlEncode(new Uint8Array(signature)),
+    kid: key.kid,
+  };
+}
+
+const LABELS: Record<VerifyFailureReason, string> = {
+  malformed: "malformed",
+  bad_seq: "bad seq",
+  wrong_run: "wrong run",
+  broken_link: "broken link",
+  bad_hash: "bad hash",
+  unknown_kid: "unknown kid",
+  bad_signature: "bad signature",
+  missing_attestation: "missing attestation",
+  after_attestation: "after attestation",
+};
+
+function failure(reason: VerifyFailureReason, index: number, seq: number | null, detail: string): VerifyReport {
+  const where = index < 0 ? "journal" : seq === null ? `entry index ${index}` : `entry seq ${seq} (index ${index})`;
+  return { ok: false, seq, index, reason, message: `${where}: ${LABELS[reason]} — ${detail}` };
+}
+
+/**
+ * The body exactly as given (zod drops a `__proto__` member from records,
+ * which would change the hash of a body that has one as an own property).
+ * Only called once the entry has passed its schema.
+ */
+function bodyOf(validated: unknown): JournalEntry["body"] {
+  const body: unknown = typeof validated === "object" && validated !== null ? Reflect.get(validated, "body") : undefined;
+  return body as JournalEntry["body"];
+}
+
+function claimedSeq(entry: unknown): number | null {
+  const seq: unknown = typeof entry === "object" && entry !== null ? Reflect.get(entry, "seq") : undefined;
+  return typeof seq === "number" && Number.isSafeInteger(seq) ? seq : null;
+}
+
+/**
+ * Verifies a journal offline against a JWKS.
+ *
+ * `entries` is an array of entries or `{ entries: [...] }` (the body of
+ * `GET /v1/runs/{id}/journal`); `jwks` is `{ keys: [...] }` (the body of
+ * `GET /v1/journal-keys`). Each entry is checked in order — schema, `seq` =
+ * index + 1, same `run_id` as entry 1 (and as `options.runId`), `prev` = the
+ * previous `hash` (null for seq 1), `hash` recomputed from the canonical
+ * signed fields, `kid` in the JWKS, Ed25519 signature — and no entry may
+ * follow an `attest` entry. The first problem is reported.
+ */
+export async function verifyJournal(entries: unknown, jwks: unknown, options: VerifyOptions = {}): Promise<VerifyReport> {
+  const list: unknown =
+    typeof entries === "object" && entries !== null && !Array.isArray(entries) ? Reflect.get(entries, "entries") : entries;
+  if (!Array.isArray(list)) {
+    return failure("malformed", -1, null, 'expected an array of entries or { "entries": [...] }');
+  }
+  let keys: Map<string, WebCryptoKey>;
+  try {
+    keys = await readJwks(jwks);
+  } catch (error) {
+    return failure("malformed", -1, null, error instanceof Error ? error.message : String(error));
+  }
+
+  let previous: JournalEntry | undefined;
+  let runId: string | null = null;
+  for (const [index, raw] of list.entries()) {
+    const parsed = JournalEntry.safeParse(raw);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const detail = issue === undefined ? "not a journal entry" : `${issue.path.join(".") || "entry"}: ${issue.message}`;
+      return failure("malformed", index, claimedSeq(raw), detail);
+    }
+    const entry: JournalEntry = { ...parsed.data, body: bodyOf(raw) };
+    const { seq } = entry;
+    if (previous?.kind === ATTEST_KIND) {
+      return failure("after_attestation", index, seq, `the journal was closed by the attestation at seq ${previous.seq}`);
+    }
+    if (entry.kind === ATTEST_KIND) {
+      const body = JournalAttestationBody.safeParse(entry.body);
+      if (!body.success) {
+        const issue = body.error.issues[0];
+        return failure("malformed", index, seq, `attestation body ${issue === undefined ? "invalid" : `${issue.path.join(".")}: ${issue.message}`}`);
+      }
+    }
+    if (seq !== index + 1) {
+      return failure("bad_seq", index, seq, `found seq ${seq} where seq ${index + 1} was expected (a gap, a reordering or an altered seq)`);
+    }
+    const expectedRun = index === 0 ? options.runId : runId;
+    if (expectedRun !== undefined && expectedRun !== null && entry.run_id !== expectedRun) {
+      return failure("wrong_run", index, seq, `run_id ${JSON.stringify(entry.run_id)} is not ${JSON.stringify(expectedRun)}`);
+    }
+    runId = entry.run_id;
+    const expectedPrev = previous === undefined ? null : previous.hash;
+    if (entry.prev !== expectedPrev) {
+      return failure(
+        "broken_link",
+        index,
+        seq,
+        expectedPrev === null ? "the first entry must have prev null" : `prev does not equal the hash of entry seq ${seq - 1}`,
+      );
+    }
+    let signed: Uint8Array;
+    try {
+      signed = signedBytes(entry);
+    } catch (error) {
+      // Valid JSON can still hold what JCS refuses, such as a lone surrogate written "\ud800".
+      return failure("malformed", index, seq, error instanceof Error ? error.message : String(error));
+    }
+    const hash = toHex(new Uint8Array(await crypto.subtle.digest("SHA-256", signed)));
+    if (hash !== entry.hash) {
+      return failure("bad_hash", index, seq, "hash does not match the SHA-256 of the canonical signed fields (the entry was altered)");
+    }
+    const key = keys.get(entry.kid);
+    if (key === undefined) {
+      return failure("unknown_kid", index, seq, `kid ${JSON.stringify(entry.kid)} is not in the JWKS`);
+    }
+    let valid = false;
+    try {
+      valid = await crypto.subtle.verify("Ed25519", key, base64UrlDecode(entry.sig), signed);
+    } catch {
+      valid = false;
+    }
+    if (!valid) {
+      return failure("bad_signature", index, seq, `the signature does not verify with key ${entry.kid}`);
+    }
+    previous = entry;
+  }
+
+  if (options.requireAttestation === true && previous?.kind !== ATTEST_KIND) {
+    if (previous === undefined) {
+      return failure("missing_attestation", -1, null, "the journal is empty, so it has no attestation");
+    }
+    return failure(
+      "missing_attestation",
+      list.length - 1,
+      previous.seq,
+      `the last entry is a ${JSON.stringify(previous.kind)} entry, not an attestation (the journal is incomplete or truncated)`,
+    );
+  }
+  const attestation = previous?.kind === ATTEST_KIND ? JournalAttestationBody.safeParse(previous.body) : undefined;
+  return {
+    ok: true,
+    entries: list.length,
+    run_id: runId,
+    attested: attestation?.success === true,
+    ...(attestation?.success === true ? { outcome: attestation.data.outcome } : {}),
+  };
+}
+
+/**
+ * One human line for a report, as the verifier command prints it:
+ * `OK: 12 entries, run run_x, attested completed` or
+ * `FAIL: entry seq 4 (index 3): bad signature — …`.
+ */
+export function formatReport(report: VerifyReport): string {
+  if (!report.ok) {
+    return `FAIL: ${report.message}`;
+  }
+  const run = report.run_id === null ? "no run" : `run ${report.run_id}`;
+  const attested = report.attested ? `attested ${report.outcome ?? ""}`.trimEnd() : "not attested";
+  return `OK: ${report.entries} ${report.entries === 1 ? "entry" : "entries"}, ${run}, ${attested}`;
+}

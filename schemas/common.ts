@@ -1,0 +1,117 @@
+import { z } from "zod";
+
+/** `^[a-z][a-z0-9_-]{0,62}$`: the id of every definition (brief §2). */
+export const DEFINITION_ID_PATTERN = /^[a-z][a-z0-9_-]{0,62}$/;
+
+/** A definition id. */
+export const DefinitionId = z
+  .string()
+  .regex(DEFINITION_ID_PATTERN, "must match ^[a-z][a-z0-9_-]{0,62}$ (lowercase letter first)");
+export type DefinitionId = z.infer<typeof DefinitionId>;
+
+/** `"id"` (latest at run start) or `"id@3"` (pinned). */
+export const REFERENCE_PATTERN = /^([a-z][a-z0-9_-]{0,62})(?:@([1-9][0-9]{0,8}))?$/;
+export const Reference = z.string().regex(REFERENCE_PATTERN, 'must be "id" or "id@<version>"');
+export type Reference = z.infer<typeof Reference>;
+
+/** Splits a reference into its id and pinned version (undefined for "latest"). */
+export function parseReference(ref: string): { id: string; version: number | undefined } | undefined {
+  const match = REFERENCE_PATTERN.exec(ref);
+  if (!match?.[1]) {
+    return undefined;
+  }
+  return { id: match[1], version: match[2] === undefined ? undefined : Number(match[2]) };
+}
+
+/** Any JSON value. */
+export const JsonValue = z.json();
+export type JsonValue = z.infer<typeof JsonValue>;
+export type JsonObject = { [key: string]: JsonValue };
+export const JsonObject = z.record(z.string(), JsonValue);
+
+/**
+ * A JSON Schema (an object or a boolean). Its validity as a JSON Schema is
+ * checked when a definition is registered, not by zod.
+ */
+export const JsonSchema = z.union([z.boolean(), z.record(z.string(), JsonValue)]);
+export type JsonSchema = z.infer<typeof JsonSchema>;
+
+/** A CEL expression. Whether it parses is checked at registration. */
+export const CelSource = z.string().min(1, "must be a non-empty CEL expression");
+
+/**
+ * Where a mapped value comes from (brief §2 "Contexts and mappings"):
+ * - a string starting with `$` is a JSONPath (RFC 9535);
+ * - `{ "expr": "<CEL>" }` computes a value;
+ * - `{ "template": "<Handlebars>" }` renders a string;
+ * - any other JSON value is a literal.
+ */
+export const MappingSource = JsonValue;
+export type MappingSource = z.infer<typeof MappingSource>;
+
+/** A dotted target path that starts with `state.` or `output.`. */
+export const TARGET_PATH_PATTERN = /^(state|output)(\.[A-Za-z0-9_-]+)+$/;
+export const TargetPath = z
+  .string()
+  .regex(TARGET_PATH_PATTERN, 'must be a dotted path starting with "state." or "output."');
+
+/** `{ "<field>": <source> }`: builds the callee's input from the caller's context. */
+export const InputMapping = z.record(z.string().min(1), MappingSource);
+export type InputMapping = z.infer<typeof InputMapping>;
+
+/** `{ "<target path>": <source> }`: writes the callee's output into the caller's context. */
+export const OutputMapping = z.record(TargetPath, MappingSource);
+export type OutputMapping = z.infer<typeof OutputMapping>;
+
+/** Defaults of a retry policy (documented in docs/definitions.md). */
+export const RETRY_DEFAULTS = {
+  max_attempts: 1,
+  initial_delay_ms: 500,
+  backoff_coefficient: 2,
+  max_delay_ms: 60_000,
+  jitter: true,
+} as const;
+
+/**
+ * Exponential backoff. Cross-field rules are checked where the policy is
+ * declared, so a run never discovers a bad policy halfway.
+ */
+export const RetryPolicy = z
+  .strictObject({
+    max_attempts: z.number().int().min(1).max(100).optional(),
+    initial_delay_ms: z.number().int().min(0).max(86_400_000).optional(),
+    backoff_coefficient: z.number().min(1).max(100).optional(),
+    max_delay_ms: z.number().int().min(0).max(86_400_000).optional(),
+    jitter: z.boolean().optional(),
+  })
+  .check((ctx) => {
+    const initial = ctx.value.initial_delay_ms ?? RETRY_DEFAULTS.initial_delay_ms;
+    const max = ctx.value.max_delay_ms ?? Math.max(initial, RETRY_DEFAULTS.max_delay_ms);
+    if (max < initial) {
+      ctx.issues.push({
+        code: "custom",
+        input: ctx.value,
+        path: ["max_delay_ms"],
+        message: "max_delay_ms cannot be less than initial_delay_ms",
+      });
+    }
+  });
+export type RetryPolicy = z.infer<typeof RetryPolicy>;
+
+/** Milliseconds, bounded to a day for a step and a year for a run. */
+export const TimeoutMs = z.number().int().min(1).max(86_400_000);
+
+/** `$env:NAME`: a secret resolved from the Worker's environment at call time. */
+export const SECRET_REF_PATTERN = /^\$env:([A-Z_][A-Z0-9_]*)$/;
+
+/** A credential header value: `$env:NAME`, or a scheme word then `$env:NAME` (`Bearer $env:TOKEN`). */
+export const CREDENTIAL_VALUE_PATTERN = /^(?:[A-Za-z][A-Za-z0-9-]* )?\$env:[A-Z_][A-Z0-9_]*$/;
+
+/** Header names that carry credentials and so must use `$env:` (brief §2). */
+export function isCredentialHeader(name: string): boolean {
+  const lower = name.toLowerCase();
+  return lower === "authorization" || lower === "proxy-authorization" || lower.endsWith("-key") || lower.endsWith("-token");
+}
+
+/** Free text allowed on every definition for humans; ignored by the engine. */
+export const Description = z.string().max(4000).optional();

@@ -1,0 +1,334 @@
+import { z } from "zod";
+import {
+  CelSource,
+  DefinitionId,
+  Description,
+  InputMapping,
+  JsonSchema,
+  JsonValue,
+  OutputMapping,
+  Reference,
+  RetryPolicy,
+  TimeoutMs,
+} from "./common.ts";
+
+// ─── Prompts, models, MCP servers ────────────────────────────────────────────
+
+export const PromptMessage = z.strictObject({
+  role: z.enum(["system", "user", "assistant"]),
+  template: z.string(),
+});
+
+export const Prompt = z.strictObject({
+  id: DefinitionId,
+  description: Description,
+  messages: z.array(PromptMessage).min(1),
+  produces: JsonSchema.optional(),
+});
+export type Prompt = z.infer<typeof Prompt>;
+
+export const MODEL_PROVIDERS = ["openai", "anthropic", "workers-ai", "openai-compatible"] as const;
+
+export const Model = z.strictObject({
+  id: DefinitionId,
+  description: Description,
+  provider: z.enum(MODEL_PROVIDERS),
+  model_id: z.string().min(1),
+  base_url: z.url().optional(),
+  api_key: z.string().optional(),
+  parameters: z.record(z.string(), JsonValue).optional(),
+  pricing: z
+    .strictObject({ input_per_mtok: z.number().min(0), output_per_mtok: z.number().min(0) })
+    .optional(),
+});
+export type Model = z.infer<typeof Model>;
+
+export const McpServer = z.strictObject({
+  id: DefinitionId,
+  description: Description,
+  url: z.url(),
+  headers: z.record(z.string(), z.string()).optional(),
+  allowed_tools: z.array(z.string().min(1)).optional(),
+});
+export type McpServer = z.infer<typeof McpServer>;
+
+/** Inline definitions may omit their id. */
+const InlinePrompt = Prompt.extend({ id: DefinitionId.optional() });
+const InlineModel = Model.extend({ id: DefinitionId.optional() });
+
+// ─── Actions ─────────────────────────────────────────────────────────────────
+
+/** The ten action kinds (brief §2). */
+export const ACTION_KINDS = [
+  "llm",
+  "mcp",
+  "http",
+  "tool",
+  "shell",
+  "workflow",
+  "human",
+  "vector",
+  "metric",
+  "context",
+] as const;
+export const ActionKind = z.enum(ACTION_KINDS);
+export type ActionKind = z.infer<typeof ActionKind>;
+
+const ContextImplementation = z.strictObject({
+  updates: z
+    .array(
+      z.strictObject({
+        path: z.string().regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, "must be a dotted path such as a.b"),
+        expr: CelSource,
+      }),
+    )
+    .min(1),
+});
+
+const HttpImplementation = z.strictObject({
+  method: z.enum(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
+  url_template: z.string().min(1),
+  headers: z.record(z.string().min(1), z.string()).optional(),
+  body_template: z.string().optional(),
+  response: z.enum(["json", "text"]).optional(),
+});
+
+const LlmImplementation = z.strictObject({
+  prompt: z.union([Reference, InlinePrompt]),
+  model: z.union([Reference, InlineModel]),
+});
+
+const McpImplementation = z.strictObject({
+  server: Reference,
+  tool: z.string().min(1),
+  pin: z
+    .string()
+    .regex(/^sha256:[0-9a-f]{64}$/, "must be sha256:<64 lowercase hex>")
+    .optional(),
+});
+
+const ToolImplementation = z.strictObject({
+  tool: z.string().regex(/^[a-z][a-z0-9_]*$/, "must be a standard library tool name"),
+  version: z.string().optional(),
+});
+
+const ShellImplementation = z.strictObject({
+  command_template: z.string().min(1),
+  working_dir: z.string().optional(),
+  resource_name: z.string().min(1).optional(),
+});
+
+const WorkflowImplementation = z.strictObject({
+  workflow: Reference,
+  on_failure: z.enum(["propagate", "return"]).optional(),
+});
+
+const HumanImplementation = z.strictObject({
+  prompt_template: z.string(),
+  input_schema: JsonSchema,
+  timeout_ms: z.number().int().min(1).optional(),
+  on_timeout: z.union([z.literal("fail"), z.strictObject({ default: JsonValue })]).optional(),
+});
+
+const VectorImplementation = z.strictObject({
+  index: z.string().min(1),
+  operation: z.enum(["query", "upsert"]).optional(),
+  query_template: z.string().optional(),
+  vector: z.string().optional(),
+  top_k: z.number().int().min(1).max(100).optional(),
+  filter: z.record(z.string(), JsonValue).optional(),
+  embedding_model: z.string().optional(),
+});
+
+const MetricImplementation = z.strictObject({
+  metric_name: z.string().min(1),
+  value: z.union([z.number(), z.strictObject({ expr: CelSource })]),
+  dimensions: z.record(z.string(), JsonValue).optional(),
+});
+
+/** The implementation schema of each kind: the one place a new kind is added. */
+export const ACTION_IMPLEMENTATIONS = {
+  llm: LlmImplementation,
+  mcp: McpImplementation,
+  http: HttpImplementation,
+  tool: ToolImplementation,
+  shell: ShellImplementation,
+  workflow: WorkflowImplementation,
+  human: HumanImplementation,
+  vector: VectorImplementation,
+  metric: MetricImplementation,
+  context: ContextImplementation,
+} as const satisfies Record<ActionKind, z.ZodType>;
+
+export type ActionImplementation<K extends ActionKind> = z.infer<(typeof ACTION_IMPLEMENTATIONS)[K]>;
+
+const ActionExecution = z.strictObject({
+  timeout_ms: TimeoutMs.optional(),
+  retry_policy: RetryPolicy.optional(),
+});
+
+const actionFields = {
+  description: Description,
+  requires: JsonSchema.optional(),
+  produces: JsonSchema.optional(),
+  execution: ActionExecution.optional(),
+  risk: z.enum(["low", "medium", "high"]).optional(),
+};
+
+function actionOfKind<K extends ActionKind, E extends z.ZodRawShape>(kind: K, extra: E) {
+  return z.strictObject({ ...actionFields, ...extra, kind: z.literal(kind), implementation: ACTION_IMPLEMENTATIONS[kind] });
+}
+
+/** The action union, with `extra` fields (the id's shape, a resolved version). */
+export function actionUnion<E extends z.ZodRawShape>(extra: E) {
+  return z.discriminatedUnion("kind", [
+    actionOfKind("llm", extra),
+    actionOfKind("mcp", extra),
+    actionOfKind("http", extra),
+    actionOfKind("tool", extra),
+    actionOfKind("shell", extra),
+    actionOfKind("workflow", extra),
+    actionOfKind("human", extra),
+    actionOfKind("vector", extra),
+    actionOfKind("metric", extra),
+    actionOfKind("context", extra),
+  ]);
+}
+
+export const Action = actionUnion({ id: DefinitionId });
+export type Action = z.infer<typeof Action>;
+export type ActionOf<K extends ActionKind> = Extract<Action, { kind: K }>;
+
+/** An action written inline in a step: same shape, id optional. */
+export const InlineAction = actionUnion({ id: DefinitionId.optional() });
+export type InlineAction = z.infer<typeof InlineAction>;
+
+// ─── Tasks ───────────────────────────────────────────────────────────────────
+
+export const STEP_REF_PATTERN = /^[A-Za-z_][A-Za-z0-9_-]{0,62}$/;
+
+export const Step = z.strictObject({
+  ref: z.string().regex(STEP_REF_PATTERN, "must match ^[A-Za-z_][A-Za-z0-9_-]{0,62}$"),
+  description: Description,
+  action: z.union([Reference, InlineAction]),
+  input_mapping: InputMapping.optional(),
+  output_mapping: OutputMapping.optional(),
+  condition: z
+    .strictObject({
+      if: CelSource,
+      else: z.enum(["skip", "succeed", "fail"]).optional(),
+    })
+    .optional(),
+  on_failure: z.enum(["abort", "retry", "continue"]).optional(),
+});
+export type Step = z.infer<typeof Step>;
+
+export const Task = z.strictObject({
+  id: DefinitionId,
+  description: Description,
+  input_schema: JsonSchema.optional(),
+  output_schema: JsonSchema.optional(),
+  steps: z.array(Step).min(1),
+});
+export type Task = z.infer<typeof Task>;
+
+export const InlineTask = Task.extend({ id: DefinitionId.optional() });
+export type InlineTask = z.infer<typeof InlineTask>;
+
+// ─── Workflows ───────────────────────────────────────────────────────────────
+
+export const NODE_ID_PATTERN = /^[a-z][a-z0-9_-]{0,62}$/;
+
+/** A capability on the run's allowlist: `mcp:<server>/<tool>` or `tool:<name>`. */
+export const ToolGrant = z
+  .string()
+  .regex(/^(mcp:[a-z][a-z0-9_-]{0,62}\/\S+|tool:[a-z][a-z0-9_]*)$/, 'must be "mcp:<server>/<tool>" or "tool:<name>"');
+
+export const Node = z
+  .strictObject({
+    description: Description,
+    task: z.union([Reference, InlineTask]).optional(),
+    workflow: Reference.optional(),
+    depends_on: z.array(z.string().regex(NODE_ID_PATTERN, "must be a node id")).optional(),
+    when: CelSource.optional(),
+    foreach: z
+      .strictObject({
+        items: z.string().startsWith("$", "must be a JSONPath starting with $"),
+        max_parallel: z.number().int().min(1).max(1000).optional(),
+      })
+      .optional(),
+    repeat: z
+      .strictObject({ until: CelSource, max_iterations: z.number().int().min(1).max(10_000) })
+      .optional(),
+    input_mapping: InputMapping.optional(),
+    output_mapping: OutputMapping.optional(),
+    resource_bindings: z.record(z.string().min(1), z.string().min(1)).optional(),
+    retry: RetryPolicy.optional(),
+    timeout_ms: TimeoutMs.optional(),
+    on_failure: z.enum(["fail", "continue"]).optional(),
+  })
+  .check((ctx) => {
+    const hasTask = ctx.value.task !== undefined;
+    const hasWorkflow = ctx.value.workflow !== undefined;
+    if (hasTask === hasWorkflow) {
+      ctx.issues.push({
+        code: "custom",
+        input: ctx.value,
+        path: [],
+        message: 'a node runs exactly one of "task" or "workflow"',
+      });
+    }
+  });
+export type Node = z.infer<typeof Node>;
+
+export const Workflow = z.strictObject({
+  id: DefinitionId,
+  description: Description,
+  input_schema: JsonSchema.optional(),
+  output_schema: JsonSchema.optional(),
+  max_parallel: z.number().int().min(1).max(1000).optional(),
+  fail_fast: z.boolean().optional(),
+  timeout_ms: z.number().int().min(1).max(31_536_000_000).optional(),
+  tools: z.array(ToolGrant).optional(),
+  resources: z.record(z.string().min(1), z.strictObject({ type: z.literal("container") })).optional(),
+  nodes: z
+    .record(z.string().regex(NODE_ID_PATTERN, "node ids must match ^[a-z][a-z0-9_-]{0,62}$"), Node)
+    .refine((nodes) => Object.keys(nodes).length > 0, "a workflow needs at least one node"),
+});
+export type Workflow = z.infer<typeof Workflow>;
+
+// ─── Bundles ─────────────────────────────────────────────────────────────────
+
+/** The kinds of definition, as written in a bundle. */
+export const DEFINITION_KINDS = ["workflows", "tasks", "actions", "prompts", "models", "mcp_servers"] as const;
+export const DefinitionKind = z.enum(DEFINITION_KINDS);
+export type DefinitionKind = z.infer<typeof DefinitionKind>;
+
+/** The schema of one definition of each kind. */
+export const DEFINITION_SCHEMAS = {
+  workflows: Workflow,
+  tasks: Task,
+  actions: Action,
+  prompts: Prompt,
+  models: Model,
+  mcp_servers: McpServer,
+} as const satisfies Record<DefinitionKind, z.ZodType>;
+
+export type DefinitionOf<K extends DefinitionKind> = z.infer<(typeof DEFINITION_SCHEMAS)[K]>;
+export type Definition = DefinitionOf<DefinitionKind>;
+
+/** `POST /v1/definitions` body. */
+export const DefinitionBundle = z
+  .strictObject({
+    workflows: z.array(Workflow).optional(),
+    tasks: z.array(Task).optional(),
+    actions: z.array(Action).optional(),
+    prompts: z.array(Prompt).optional(),
+    models: z.array(Model).optional(),
+    mcp_servers: z.array(McpServer).optional(),
+  })
+  .refine(
+    (bundle) => DEFINITION_KINDS.some((kind) => (bundle[kind]?.length ?? 0) > 0),
+    "a bundle needs at least one definition",
+  );
+export type DefinitionBundle = z.infer<typeof DefinitionBundle>;

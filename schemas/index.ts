@@ -1,0 +1,11 @@
+/**
+ * The one contract: zod schemas of every definition, payload, record and API
+ * body, with their inferred types. This folder imports only zod.
+ */
+export * from "./api.ts";
+export * from "./common.ts";
+export * from "./definitions.ts";
+export * from "./journal.ts";
+export * from "./payload.ts";
+export * from "./resolved.ts";
+export * from "./run.ts";

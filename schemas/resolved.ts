@@ -1,0 +1,38 @@
+import { z } from "zod";
+import { JsonSchema } from "./common.ts";
+import { actionUnion, Step, Workflow } from "./definitions.ts";
+
+/**
+ * The resolved stage of definitions: what a run snapshots when it starts.
+ * Every reference is replaced by the definition it named at that moment, with
+ * its version, so nothing registered later can change a running run.
+ * Inline definitions get a synthetic id (`<parent>/<ref>`) and version 0.
+ */
+export const ResolvedAction = actionUnion({ id: z.string().min(1), version: z.number().int().min(0) });
+export type ResolvedAction = z.infer<typeof ResolvedAction>;
+
+export const ResolvedStep = Step.extend({ action: ResolvedAction });
+export type ResolvedStep = z.infer<typeof ResolvedStep>;
+
+export const ResolvedTask = z.strictObject({
+  id: z.string().min(1),
+  version: z.number().int().min(0),
+  input_schema: JsonSchema.optional(),
+  output_schema: JsonSchema.optional(),
+  steps: z.array(ResolvedStep).min(1),
+});
+export type ResolvedTask = z.infer<typeof ResolvedTask>;
+
+/** A pinned reference to a workflow: children run the version resolved when the parent started. */
+export const PinnedWorkflow = z.strictObject({ id: z.string().min(1), version: z.number().int().min(1) });
+export type PinnedWorkflow = z.infer<typeof PinnedWorkflow>;
+
+/** Everything a run needs, frozen at start. */
+export const RunSnapshot = z.strictObject({
+  workflow: PinnedWorkflow.extend({ definition: Workflow }),
+  /** The task each task node runs, by node id. */
+  tasks: z.record(z.string(), ResolvedTask),
+  /** The child workflow each workflow node runs, by node id. */
+  workflows: z.record(z.string(), PinnedWorkflow),
+});
+export type RunSnapshot = z.infer<typeof RunSnapshot>;

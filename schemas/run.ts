@@ -1,0 +1,96 @@
+import { z } from "zod";
+import { JsonObject, JsonValue } from "./common.ts";
+
+/** The 8 run states (brief §3). */
+export const RUN_STATUSES = [
+  "drafting",
+  "queued",
+  "running",
+  "waiting",
+  "paused",
+  "completed",
+  "failed",
+  "cancelled",
+] as const;
+export const RunStatus = z.enum(RUN_STATUSES);
+export type RunStatus = z.infer<typeof RunStatus>;
+
+export const NODE_STATUSES = ["pending", "running", "waiting", "completed", "failed", "skipped", "cancelled"] as const;
+export const NodeStatus = z.enum(NODE_STATUSES);
+export type NodeStatus = z.infer<typeof NodeStatus>;
+
+export const RUN_MODES = ["auto", "approval", "preview"] as const;
+export const RunMode = z.enum(RUN_MODES);
+export type RunMode = z.infer<typeof RunMode>;
+
+/** A failure as stored on a run or node. */
+export const Failure = z.strictObject({
+  code: z.string(),
+  message: z.string(),
+  node: z.string().optional(),
+  step: z.string().optional(),
+  retryable: z.boolean().optional(),
+});
+export type Failure = z.infer<typeof Failure>;
+
+export const INVOCATION_STATUSES = ["pending", "running", "retrying", "completed", "failed", "cancelled"] as const;
+
+/**
+ * One task invocation of a node: a plain node has one, a foreach node one per
+ * item. `token` names the dispatch in flight; a result is accepted only for it.
+ */
+export const InvocationRecord = z.strictObject({
+  index: z.number().int().min(0),
+  status: z.enum(INVOCATION_STATUSES),
+  attempts: z.number().int().min(0),
+  token: z.string().nullable(),
+  dispatched_at: z.number().nullable(),
+  deadline_at: z.number().nullable(),
+  retry_at: z.number().nullable(),
+  input: JsonValue.optional(),
+  output: JsonValue.optional(),
+  error: Failure.nullable(),
+});
+export type InvocationRecord = z.infer<typeof InvocationRecord>;
+
+export const NodeRecord = z.strictObject({
+  status: NodeStatus,
+  attempts: z.number().int().min(0),
+  started_at: z.number().nullable(),
+  finished_at: z.number().nullable(),
+  error: Failure.nullable(),
+  /** Empty until the node starts; then one per task invocation. */
+  invocations: z.array(InvocationRecord),
+  /** Journal seq of the entry that settled this node (cited by the attestation). */
+  settled_seq: z.number().int().nullable(),
+});
+export type NodeRecord = z.infer<typeof NodeRecord>;
+
+export const RunContext = z.strictObject({
+  input: JsonValue,
+  state: JsonObject,
+  output: JsonObject,
+});
+export type RunContext = z.infer<typeof RunContext>;
+
+/** The run's durable state, everything but its nodes. */
+export const RunRecord = z.strictObject({
+  run_id: z.string(),
+  workflow: z.strictObject({ id: z.string(), version: z.number().int() }),
+  status: RunStatus,
+  mode: RunMode,
+  context: RunContext,
+  error: Failure.nullable(),
+  created_at: z.number(),
+  updated_at: z.number(),
+  /** Absolute deadline from `workflow.timeout_ms`, or null. */
+  deadline_at: z.number().nullable(),
+  /** Counter for dispatch tokens: a token is never reused. */
+  dispatch_count: z.number().int().min(0),
+  /** Seq of the last journal entry written. */
+  journal_seq: z.number().int().min(0),
+  /** What started it: an idempotency key and the hash of the request, to detect reuse with other input. */
+  idempotency_key: z.string().nullable(),
+  request_hash: z.string(),
+});
+export type RunRecord = z.infer<typeof RunRecord>;

@@ -1,0 +1,70 @@
+import { Hono, type Context } from "hono";
+import { EngineError } from "../lib/errors.ts";
+import { bearerAuth } from "./auth.ts";
+import { onError } from "./errors.ts";
+import * as service from "./service.ts";
+
+/** Request bodies larger than this get 413. */
+export const MAX_BODY_BYTES = 1_048_576;
+
+type App = { Bindings: Env };
+
+/** The HTTP API (docs/api.md). Routes parse their input, call a service operation, and answer. */
+export function createApp(): Hono<App> {
+  const app = new Hono<App>();
+  app.onError(onError);
+  app.notFound((c) => onError(EngineError.terminal("route.not_found", `no route ${c.req.method} ${new URL(c.req.url).pathname}`), c));
+
+  app.get("/healthz", (c) => c.json({ ok: true }));
+  // Public keys are public: anyone verifying a journal offline needs them.
+  app.get("/v1/journal-keys", async (c) => c.json(await service.journalKeys(c.env)));
+
+  app.use("/v1/*", bearerAuth());
+  app.post("/v1/definitions", async (c) => c.json(await service.registerDefinitions(c.env, await readJson(c)), 201));
+  app.post("/v1/workflows/:id/runs", async (c) => {
+    const { created, run } = await service.startRun(c.env, c.req.param("id"), await readJson(c, {}));
+    return c.json(run, created ? 201 : 200);
+  });
+  app.get("/v1/runs/:runId", async (c) => c.json(await service.getRun(c.env, c.req.param("runId"))));
+  app.get("/v1/runs/:runId/journal", async (c) => c.json(await service.getJournal(c.env, c.req.param("runId"))));
+  app.post("/v1/runs/:runId/cancel", async (c) => {
+    const body = await readJson(c, {});
+    const reason = typeof body === "object" && body !== null && "reason" in body && typeof body.reason === "string" ? body.reason : undefined;
+    return c.json(await service.cancelRun(c.env, c.req.param("runId"), reason));
+  });
+  app.get("/v1/:kind/:id", async (c) => c.json(await service.getDefinition(c.env, c.req.param("kind"), c.req.param("id"))));
+  app.get("/v1/:kind/:id/versions/:version", async (c) => {
+    const version = Number(c.req.param("version"));
+    if (!Number.isInteger(version) || version < 1) {
+      throw EngineError.terminal("definition.not_found", `"${c.req.param("version")}" is not a version number`);
+    }
+    return c.json(await service.getDefinition(c.env, c.req.param("kind"), c.req.param("id"), version));
+  });
+  return app;
+}
+
+/**
+ * The request body as JSON, bounded to {@link MAX_BODY_BYTES}. An empty body
+ * is `empty` when given (routes whose body is optional), else a 400.
+ */
+async function readJson(c: Context<App>, empty?: unknown): Promise<unknown> {
+  const declared = Number(c.req.header("content-length") ?? "0");
+  if (declared > MAX_BODY_BYTES) {
+    throw EngineError.terminal("request.too_large", `the body is larger than ${MAX_BODY_BYTES} bytes`);
+  }
+  const text = await c.req.text();
+  if (new TextEncoder().encode(text).byteLength > MAX_BODY_BYTES) {
+    throw EngineError.terminal("request.too_large", `the body is larger than ${MAX_BODY_BYTES} bytes`);
+  }
+  if (text.trim() === "") {
+    if (empty !== undefined) {
+      return empty;
+    }
+    throw EngineError.terminal("request.invalid_json", "the body is empty; send a JSON object");
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw EngineError.terminal("request.invalid_json", `the body is not JSON: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}

@@ -1,0 +1,58 @@
+import type { Context } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { EngineError, ensureEngineError } from "../lib/errors.ts";
+import type { ErrorBody } from "../schemas/index.ts";
+
+/** Exact codes whose status is not implied by their suffix. */
+const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
+  "auth.missing_token": 401,
+  "auth.invalid_token": 401,
+  "request.too_large": 413,
+  "request.invalid_json": 400,
+  "run.terminal": 409,
+  "run.idempotency_conflict": 409,
+  "run.not_drafting": 409,
+  "action.not_implemented": 501,
+};
+
+/** The rest by their last segment: `*.not_found` is 404, `*.invalid*` is 400, … */
+const STATUS_BY_SUFFIX: [RegExp, ContentfulStatusCode][] = [
+  [/\.not_found$/, 404],
+  [/\.(invalid|invalid_[a-z_]+|unsupported|mode_unsupported|bad_[a-z_]+)$/, 400],
+  [/\.(conflict|already_[a-z_]+)$/, 409],
+];
+
+/** The HTTP status of an engine error code. */
+export function statusOf(code: string): ContentfulStatusCode {
+  const exact = STATUS_BY_CODE[code];
+  if (exact) {
+    return exact;
+  }
+  for (const [pattern, status] of STATUS_BY_SUFFIX) {
+    if (pattern.test(code)) {
+      return status;
+    }
+  }
+  return 500;
+}
+
+export function errorBody(error: EngineError): ErrorBody {
+  return {
+    error: {
+      code: error.code,
+      message: error.message,
+      ...(error.details && error.details.length > 0 ? { details: [...error.details] } : {}),
+    },
+  };
+}
+
+/** The one error path of the API: every thrown error becomes the documented body and status. */
+export function onError(thrown: unknown, c: Context): Response {
+  const error = ensureEngineError(thrown);
+  const status = statusOf(error.code);
+  if (status >= 500) {
+    console.error(JSON.stringify({ msg: "request failed", code: error.code, error: error.message, path: new URL(c.req.url).pathname }));
+  }
+  const shown = status >= 500 && error.code === "internal.error" ? new EngineError("internal.error", "internal error") : error;
+  return c.json(errorBody(shown), status);
+}

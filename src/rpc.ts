@@ -1,0 +1,43 @@
+import { WorkerEntrypoint } from "cloudflare:workers";
+import type { JournalEntry } from "../lib/journal/index.ts";
+import { toResult, type Result } from "../lib/result.ts";
+import type { DefinitionRecord, Jwks, RegisterResponse, RunView, StartRunResponse } from "../schemas/index.ts";
+import * as service from "./service.ts";
+
+/**
+ * The API as a Workers RPC entrypoint, for other Workers:
+ * `[[services]] binding = "TRELLIS", service = "trellis", entrypoint = "TrellisApi"`.
+ * Every method returns a Result: errors arrive as data with their code.
+ */
+export class TrellisApi extends WorkerEntrypoint<Env> {
+  registerDefinitions(bundle: unknown): Promise<Result<RegisterResponse>> {
+    return toResult(() => service.registerDefinitions(this.env, bundle));
+  }
+
+  getDefinition(kind: string, id: string, version?: number): Promise<Result<DefinitionRecord>> {
+    return toResult(() => service.getDefinition(this.env, kind, id, version));
+  }
+
+  startRun(workflowId: string, request: unknown): Promise<Result<StartRunResponse & { created: boolean }>> {
+    return toResult(async () => {
+      const { created, run } = await service.startRun(this.env, workflowId, request);
+      return { ...run, created };
+    });
+  }
+
+  getRun(runId: string): Promise<Result<RunView>> {
+    return toResult(() => service.getRun(this.env, runId));
+  }
+
+  getJournal(runId: string): Promise<Result<{ entries: JournalEntry[] }>> {
+    return toResult(() => service.getJournal(this.env, runId));
+  }
+
+  cancelRun(runId: string, reason?: string): Promise<Result<RunView>> {
+    return toResult(() => service.cancelRun(this.env, runId, reason));
+  }
+
+  journalKeys(): Promise<Result<Jwks>> {
+    return toResult(() => service.journalKeys(this.env));
+  }
+}

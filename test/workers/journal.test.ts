@@ -1,0 +1,83 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { EngineError } from "../../lib/errors.ts";
+import {
+  canonicalJson,
+  formatReport,
+  importSigningKey,
+  signEntry,
+  toJwks,
+  verifyJournal,
+  type JournalEntry,
+  type JournalSigningKey,
+} from "../../lib/journal/index.ts";
+
+/** The key the vitest config binds from test/global-setup.ts (base64 PKCS#8 Ed25519). */
+function signingKeySecret(): string {
+  const value: unknown = Reflect.get(env, "JOURNAL_SIGNING_KEY");
+  if (typeof value !== "string" || value === "") {
+    throw new Error("JOURNAL_SIGNING_KEY is not bound in the test environment");
+  }
+  return value;
+}
+
+async function journalOf(key: JournalSigningKey, count: number): Promise<JournalEntry[]> {
+  const entries: JournalEntry[] = [];
+  let prev: string | null = null;
+  for (let seq = 1; seq <= count; seq++) {
+    const last = seq === count;
+    const entry = await signEntry(key, {
+      seq,
+      run_id: "run_workerd",
+      kind: last ? "attest" : "node.completed",
+      at: new Date().toISOString(),
+      body: last
+        ? { outcome: "completed", reason: "all nodes completed", cited: [1], created_by: "token:test" }
+        : { node: `n${seq}`, output: { text: "héllo 😀", n: seq / 3 } },
+      prev,
+    });
+    entries.push(entry);
+    prev = entry.hash;
+  }
+  return entries;
+}
+
+describe("the signed journal inside workerd", () => {
+  it("imports the PKCS#8 key from JOURNAL_SIGNING_KEY, signs with Ed25519 and verifies", async () => {
+    const key = await importSigningKey(signingKeySecret());
+    expect(key.kid).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(key.publicJwk).toMatchObject({ kty: "OKP", crv: "Ed25519", alg: "EdDSA", use: "sig", kid: key.kid });
+    const entries = await journalOf(key, 5);
+    const jwks = toJwks([key.publicJwk]);
+    const report = await verifyJournal({ entries }, jwks, { requireAttestation: true });
+    expect(report).toEqual({ ok: true, entries: 5, run_id: "run_workerd", attested: true, outcome: "completed" });
+    expect(formatReport(report)).toBe("OK: 5 entries, run run_workerd, attested completed");
+  });
+
+  it("detects tampering inside workerd", async () => {
+    const key = await importSigningKey(signingKeySecret());
+    const entries = structuredClone(await journalOf(key, 4));
+    const third = entries[2];
+    if (third === undefined) {
+      throw new Error("no entry");
+    }
+    third.body["node"] = "other";
+    const report = await verifyJournal(entries, toJwks([key.publicJwk]));
+    expect(report).toMatchObject({ ok: false, reason: "bad_hash", seq: 3, index: 2 });
+  });
+
+  it("gives the same canonical JSON as in Node (no code generation needed)", () => {
+    expect(canonicalJson({ b: [1e21, 1e-7, -0], a: "\u20ac\n" })).toBe('{"a":"€\\n","b":[1e+21,1e-7,0]}');
+  });
+
+  it("rejects a malformed key with journal.bad_key", async () => {
+    let error: unknown;
+    try {
+      await importSigningKey("bm90IGEga2V5");
+    } catch (thrown) {
+      error = thrown;
+    }
+    expect(error).toBeInstanceOf(EngineError);
+    expect(error instanceof EngineError ? error.code : undefined).toBe("journal.bad_key");
+  });
+});
