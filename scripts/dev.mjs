@@ -1,0 +1,158 @@
+#!/usr/bin/env node
+/**
+ * `npm run dev`: serves the Trellis API on http://127.0.0.1:${PORT:-8787}.
+ *
+ * 1. Makes sure `.dev.vars` has the secrets the Worker needs, adding what is
+ *    missing and keeping every existing line:
+ *      API_TOKENS=dev-token                  (use `Authorization: Bearer dev-token`)
+ *      JOURNAL_SIGNING_KEY=<base64 PKCS#8>   (a fresh Ed25519 key; never printed)
+ * 2. Starts the local peers listed in `peers` below (none yet), which may hand
+ *    vars to the Worker (passed as `--var KEY:VALUE`, on top of `.dev.vars`).
+ * 3. Runs `wrangler dev --ip 127.0.0.1 --port $PORT` offline
+ *    (CLOUDFLARE_CF_FETCH_ENABLED=false, WRANGLER_SEND_METRICS=false), with the
+ *    terminal's stdio, forwarding SIGINT/SIGTERM/SIGHUP, and exits with its code
+ *    after stopping the peers. Extra arguments go to wrangler:
+ *    `npm run dev -- --log-level debug`.
+ *
+ * If this process dies without cleaning up, a watchdog ends wrangler and its
+ * workerd processes; it also ends them after TRELLIS_DEV_MAX_HOURS (default 12).
+ */
+import { spawn } from "node:child_process";
+import { generateKeyPairSync } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { constants } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { offlineEnv, repoRoot, resolveNode, resolveWrangler, startWatchdog } from "./lib/wrangler-dev.mjs";
+
+/**
+ * @typedef {object} RunningPeer
+ * @property {Record<string, string>} [vars]  bindings to give the Worker (non-secret: they go on wrangler's command line)
+ * @property {() => Promise<void>} stop
+ */
+/**
+ * @typedef {object} Peer
+ * @property {string} name
+ * @property {() => Promise<RunningPeer>} start  must bind 127.0.0.1 only
+ */
+
+/**
+ * Local peers started before wrangler and stopped after it, in order (stopped in
+ * reverse). This is the hook for the shell server (the container path), the
+ * MCP server and a fake LLM server. For example:
+ *
+ *   { name: "shell server", start: async () => {
+ *       const s = await startShellServer({ port: 0 });
+ *       return { vars: { SHELL_SERVER_URL: s.url }, stop: s.close };
+ *   } },
+ *
+ * @type {Peer[]}
+ */
+export const peers = [];
+
+const DEV_VARS = join(repoRoot, ".dev.vars");
+
+/**
+ * Adds API_TOKENS and JOURNAL_SIGNING_KEY to `.dev.vars` when missing or empty.
+ * @returns {string[]} what was done, for the user
+ */
+export function ensureDevVars(path = DEV_VARS) {
+  const existed = existsSync(path);
+  const text = existed ? readFileSync(path, "utf8") : "";
+  const lines = text === "" ? [] : text.replace(/\r?\n$/, "").split(/\r?\n/);
+  /** @type {Array<[string, () => string, string]>} */
+  const wanted = [
+    ["API_TOKENS", () => "dev-token", "API_TOKENS=dev-token (send `Authorization: Bearer dev-token`)"],
+    [
+      "JOURNAL_SIGNING_KEY",
+      () => generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "der" }).toString("base64"),
+      "JOURNAL_SIGNING_KEY (a fresh Ed25519 key, PKCS#8, base64; not shown)",
+    ],
+  ];
+  const done = [];
+  for (const [key, make, label] of wanted) {
+    const re = new RegExp(`^\\s*(?:export\\s+)?${key}\\s*=(.*)$`);
+    const index = lines.findIndex((l) => re.test(l));
+    const current = index >= 0 ? (re.exec(lines[index] ?? "")?.[1] ?? "").trim().replace(/^(['"])(.*)\1$/, "$2").trim() : "";
+    if (current !== "") continue;
+    const line = `${key}=${make()}`;
+    if (index >= 0) {
+      lines[index] = line;
+      done.push(`set ${label} (it was empty)`);
+    } else {
+      lines.push(line);
+      done.push(`added ${label}`);
+    }
+  }
+  if (done.length) writeFileSync(path, lines.join("\n") + "\n", { mode: 0o600 });
+  return done.map((d) => `${existed ? ".dev.vars" : "created .dev.vars"}: ${d}`);
+}
+
+async function main() {
+  const port = process.env.PORT || "8787";
+  const log = (/** @type {string} */ msg) => process.stderr.write(`[dev] ${msg}\n`);
+
+  const did = ensureDevVars();
+  if (did.length) for (const d of did) log(d);
+  else log("using the secrets in .dev.vars");
+
+  /** @type {Array<{ name: string, running: RunningPeer }>} */
+  const running = [];
+  const stopPeers = async () => {
+    while (running.length) {
+      const { name, running: peer } = /** @type {{ name: string, running: RunningPeer }} */ (running.pop());
+      await peer.stop().catch((err) => log(`stopping ${name}: ${err?.message ?? err}`));
+    }
+  };
+  /** @type {Record<string, string>} */
+  const vars = {};
+  for (const peer of peers) {
+    try {
+      const r = await peer.start();
+      running.push({ name: peer.name, running: r });
+      Object.assign(vars, r.vars ?? {});
+      log(`started ${peer.name}`);
+    } catch (err) {
+      log(`could not start ${peer.name}: ${/** @type {any} */ (err)?.message ?? err}`);
+      await stopPeers();
+      process.exit(1);
+    }
+  }
+
+  const args = [
+    resolveWrangler(),
+    "dev",
+    "--ip", "127.0.0.1",
+    "--port", port,
+    ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
+    ...process.argv.slice(2),
+  ];
+  const child = spawn(resolveNode(), args, { cwd: repoRoot, stdio: "inherit", env: offlineEnv() });
+  const maxHours = Number(process.env.TRELLIS_DEV_MAX_HOURS) || 12;
+  const watchdog = child.pid ? startWatchdog({ pid: child.pid, group: false, maxLifetimeMs: maxHours * 3_600_000 }) : { dispose() {} };
+
+  for (const sig of /** @type {NodeJS.Signals[]} */ (["SIGINT", "SIGTERM", "SIGHUP"])) {
+    process.on(sig, () => {
+      try {
+        child.kill(sig);
+      } catch {
+        /* already gone */
+      }
+    });
+  }
+
+  const { code, signal } = await new Promise((resolve) => {
+    child.once("exit", (c, s) => resolve({ code: c, signal: s }));
+    child.once("error", (err) => {
+      log(`could not start wrangler: ${err.message}`);
+      resolve({ code: 1, signal: null });
+    });
+  });
+  watchdog.dispose();
+  await stopPeers();
+  process.exit(code ?? (signal ? 128 + (constants.signals[signal] ?? 1) : 1));
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  await main();
+}

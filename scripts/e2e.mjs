@@ -1,0 +1,134 @@
+#!/usr/bin/env node
+/**
+ * `npm run test:e2e`: the end-to-end smoke suite against `wrangler dev` (real
+ * workerd, production code-generation rules), over HTTP.
+ *
+ * Starts one HTTP target and one `wrangler dev` (free port, temporary state,
+ * fresh API token and journal key) for the whole suite, runs
+ * `node --test test/e2e/*.test.mjs` with their addresses in TRELLIS_URL,
+ * TRELLIS_TOKEN and TRELLIS_HTTP_TARGET_URL, then stops both and exits with the
+ * test runner's code.
+ *
+ * Output: the spec reporter on stdout; a TAP copy in $TRELLIS_E2E_TAP (default
+ * .test-results/e2e.tap, which scripts/test.mjs counts); wrangler's own output
+ * in .test-results/wrangler.log (its tail is printed when something failed).
+ * Extra arguments go to `node --test`, e.g.
+ * `npm run test:e2e -- --test-name-pattern=greet`. Set TRELLIS_WRANGLER_ECHO=1
+ * to see wrangler's output live.
+ */
+import { spawn } from "node:child_process";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { startHttpTarget } from "./lib/http-target.mjs";
+import { repoRoot, resolveNode, startWranglerDev } from "./lib/wrangler-dev.mjs";
+
+const SUITE_TIMEOUT_MS = 20 * 60_000;
+const resultsDir = join(repoRoot, ".test-results");
+const tapFile = resolve(process.env.TRELLIS_E2E_TAP ?? join(resultsDir, "e2e.tap"));
+const wranglerLog = join(resultsDir, "wrangler.log");
+const log = (/** @type {string} */ msg) => process.stderr.write(`[e2e] ${msg}\n`);
+
+async function main() {
+  mkdirSync(resultsDir, { recursive: true });
+  mkdirSync(dirname(tapFile), { recursive: true });
+  rmSync(tapFile, { force: true });
+
+  const e2eDir = join(repoRoot, "test", "e2e");
+  const files = readdirSync(e2eDir)
+    .filter((f) => f.endsWith(".test.mjs"))
+    .sort()
+    .map((f) => relative(repoRoot, join(e2eDir, f)));
+  if (files.length === 0) {
+    log("no test/e2e/*.test.mjs files");
+    return 1;
+  }
+
+  const target = await startHttpTarget({ port: 0 });
+  const token = `e2e-${randomBytes(12).toString("hex")}`;
+  const signingKey = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "der" }).toString("base64");
+
+  let dev;
+  try {
+    dev = await startWranglerDev({
+      vars: { API_TOKENS: `${token},e2e-second-token`, JOURNAL_SIGNING_KEY: signingKey, HTTP_TARGET_URL: target.url },
+    });
+  } catch (err) {
+    writeFileSync(wranglerLog, String(/** @type {any} */ (err)?.output ?? ""));
+    log(`wrangler dev did not start: ${/** @type {any} */ (err)?.message ?? err}`);
+    await target.close();
+    return 1;
+  }
+  log(`wrangler dev ready at ${dev.url} in ${dev.startupMs} ms; http target at ${target.url}`);
+
+  let code = 1;
+  /** @type {string[]} */
+  const measurements = [];
+  try {
+    code = await new Promise((resolveCode) => {
+      const child = spawn(
+        resolveNode(),
+        [
+          "--test",
+          "--test-concurrency=1",
+          "--test-timeout=300000",
+          "--test-reporter=spec",
+          "--test-reporter-destination=stdout",
+          "--test-reporter=tap",
+          `--test-reporter-destination=${tapFile}`,
+          ...process.argv.slice(2),
+          ...files,
+        ],
+        {
+          cwd: repoRoot,
+          stdio: ["ignore", "pipe", "inherit"],
+          env: {
+            ...process.env,
+            TRELLIS_URL: dev.url,
+            TRELLIS_TOKEN: token,
+            TRELLIS_HTTP_TARGET_URL: target.url,
+          },
+        },
+      );
+      let pending = "";
+      child.stdout?.on("data", (chunk) => {
+        process.stdout.write(chunk);
+        pending += chunk.toString("utf8");
+        const lines = pending.split("\n");
+        pending = lines.pop() ?? "";
+        for (const line of lines) {
+          const m = /\b(chain\d+: total=\S+ per_node=\S+)/.exec(line);
+          if (m?.[1]) measurements.push(m[1]);
+        }
+      });
+      const timer = setTimeout(() => {
+        log(`suite still running after ${SUITE_TIMEOUT_MS / 60_000} min: stopping it`);
+        child.kill("SIGTERM");
+      }, SUITE_TIMEOUT_MS);
+      child.once("error", (err) => {
+        log(`could not run node --test: ${err.message}`);
+        clearTimeout(timer);
+        resolveCode(1);
+      });
+      child.once("exit", (c, signal) => {
+        clearTimeout(timer);
+        resolveCode(c ?? (signal ? 1 : 0));
+      });
+    });
+  } finally {
+    writeFileSync(wranglerLog, dev.output());
+    if (code !== 0) {
+      const tail = dev.output().trimEnd().split("\n").slice(-60).join("\n");
+      log(`wrangler output (last 60 lines; all of it in ${relative(repoRoot, wranglerLog)}):\n${tail}`);
+    }
+    await dev.stop();
+    await target.close();
+  }
+  for (const m of measurements) process.stdout.write(`${m}\n`);
+  return code;
+}
+
+process.exitCode = await main().catch((err) => {
+  log(`failed: ${err?.stack ?? err}`);
+  return 1;
+});

@@ -1,0 +1,138 @@
+// A whole run through real workerd: register, run, poll, then verify the signed
+// journal offline with the project's verifier CLI (and see it reject a tampered copy).
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, test } from "node:test";
+import { repoRoot, resolveNode } from "../../scripts/lib/wrangler-dev.mjs";
+import { api, register, show, startRun, uid, waitForRun } from "./helpers.mjs";
+
+/** The greet workflow: one node, one inline task, one `context` step. */
+export function greetWorkflow(/** @type {string} */ id) {
+  return {
+    id,
+    input_schema: { type: "object", required: ["name"], properties: { name: { type: "string" } } },
+    nodes: {
+      greet: {
+        task: {
+          id: `${id}-task`,
+          steps: [
+            {
+              ref: "compute",
+              action: {
+                id: `${id}-compute`,
+                kind: "context",
+                implementation: { updates: [{ path: "greeting", expr: "'Hello, ' + input.name" }] },
+              },
+              input_mapping: { name: "$.input.name" },
+              output_mapping: { "output.greeting": "$.greeting" },
+            },
+          ],
+        },
+        input_mapping: { name: "$.input.name" },
+        output_mapping: { "output.greeting": "$.greeting" },
+      },
+    },
+  };
+}
+
+/** The verifier CLI: scripts/verify-journal.ts (Node >= 22.18 strips its types), else .mjs. */
+function verifierPath() {
+  for (const name of ["verify-journal.ts", "verify-journal.mjs"]) {
+    const p = join(repoRoot, "scripts", name);
+    if (existsSync(p)) return p;
+  }
+  return undefined;
+}
+
+/**
+ * `node scripts/verify-journal.ts <journal> <jwks> --require-attestation --run-id <id>`:
+ * exit 0 verified, 1 not verified, 2 usage error.
+ * @param {string} journalFile
+ * @param {string} jwksFile
+ * @param {string} runId
+ */
+function runVerifier(journalFile, jwksFile, runId) {
+  const cli = verifierPath();
+  assert.ok(cli, "the journal verifier CLI (scripts/verify-journal.ts) does not exist yet");
+  const args = [cli, journalFile, jwksFile, "--require-attestation", "--run-id", runId];
+  const r = spawnSync(resolveNode(), args, { encoding: "utf8", timeout: 60_000, cwd: repoRoot });
+  return { code: r.status, out: `${r.stdout ?? ""}${r.stderr ?? ""}${r.error ? String(r.error) : ""}` };
+}
+
+/**
+ * Changes exactly one byte of the journal text while keeping it valid JSON: the
+ * "a" of the greeting's "Ada" if present, else a digit of the first timestamp.
+ * @param {string} text
+ */
+function tamperOneByte(text) {
+  const i = text.indexOf("Hello, Ada");
+  if (i >= 0) return `${text.slice(0, i + 9)}b${text.slice(i + 10)}`;
+  const m = /"at"\s*:\s*"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d/.exec(text);
+  assert.ok(m, "found nothing to tamper with in the journal");
+  const pos = m.index + m[0].length - 1;
+  const digit = text[pos] === "0" ? "1" : "0";
+  return `${text.slice(0, pos)}${digit}${text.slice(pos + 1)}`;
+}
+
+describe("greet: a one-node run", () => {
+  const dir = mkdtempSync(join(tmpdir(), "trellis-e2e-greet-"));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  /** @type {any} */
+  let run;
+
+  test("registers, runs to completed, and outputs the greeting", async () => {
+    const id = uid("greet");
+    const reg = await register({ workflows: [greetWorkflow(id)] });
+    assert.ok(Array.isArray(reg.created), `created should be a list: ${JSON.stringify(reg)}`);
+    assert.ok(reg.created.some((/** @type {any} */ c) => c.id === id && c.version === 1), JSON.stringify(reg));
+
+    const started = await startRun(id, { input: { name: "Ada" } });
+    assert.equal(started.status, 201, show(started));
+    assert.equal(typeof started.json.run_id, "string");
+    assert.deepEqual(started.json.workflow, { id, version: 1 });
+
+    run = await waitForRun(started.json.run_id, { timeoutMs: 60_000 });
+    assert.equal(run.status, "completed", `run: ${JSON.stringify(run)}`);
+    assert.deepEqual(run.output, { greeting: "Hello, Ada" });
+    assert.deepEqual(run.input, { name: "Ada" });
+    assert.equal(run.nodes?.greet?.status, "completed", JSON.stringify(run.nodes));
+    assert.equal(run.nodes.greet.attempts, 1);
+  });
+
+  test("its journal verifies offline, and a one-byte change does not", async (t) => {
+    if (!run) return t.skip("no completed run");
+    const journal = await api("GET", `/v1/runs/${run.run_id}/journal`);
+    assert.equal(journal.status, 200, show(journal));
+    const entries = journal.json.entries;
+    assert.ok(Array.isArray(entries) && entries.length >= 2, show(journal));
+    entries.forEach((/** @type {any} */ e, /** @type {number} */ i) => {
+      assert.equal(e.seq, i + 1, "seq starts at 1 without gaps");
+      assert.equal(e.run_id, run.run_id);
+      assert.equal(e.prev, i === 0 ? null : entries[i - 1].hash);
+    });
+    assert.equal(entries.at(-1).kind, "attest", "the terminal entry is an attestation");
+    assert.equal(entries.at(-1).body?.outcome, "completed");
+
+    const keys = await api("GET", "/v1/journal-keys");
+    assert.equal(keys.status, 200, show(keys));
+    assert.ok(Array.isArray(keys.json.keys) && keys.json.keys.length > 0, show(keys));
+
+    const journalFile = join(dir, "journal.json");
+    const jwksFile = join(dir, "jwks.json");
+    writeFileSync(journalFile, journal.text);
+    writeFileSync(jwksFile, keys.text);
+
+    const good = runVerifier(journalFile, jwksFile, run.run_id);
+    assert.equal(good.code, 0, `verifier should accept the journal:\n${good.out}`);
+
+    const tampered = tamperOneByte(readFileSync(journalFile, "utf8"));
+    assert.equal(Buffer.byteLength(tampered), Buffer.byteLength(journal.text));
+    const tamperedFile = join(dir, "journal-tampered.json");
+    writeFileSync(tamperedFile, tampered);
+    const bad = runVerifier(tamperedFile, jwksFile, run.run_id);
+    assert.equal(bad.code, 1, `verifier should reject the tampered journal with exit 1:\n${bad.out}`);
+  });
+});

@@ -1,0 +1,123 @@
+import { describe, it } from "vitest";
+import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
+
+async function hits(key: string): Promise<number> {
+  const response = await fetch(`${httpTarget()}/hits/${key}`);
+  return ((await response.json()) as { count: number }).count;
+}
+
+function httpStep(url: string, extra: Record<string, unknown> = {}, step: Record<string, unknown> = {}) {
+  return {
+    ref: "call",
+    action: { kind: "http", implementation: { method: "GET", url_template: url }, ...extra },
+    output_mapping: { "output.status": "$.status", "output.body": "$.body" },
+    ...step,
+  };
+}
+
+async function runSteps(steps: unknown[], input: unknown = {}, node: Record<string, unknown> = {}): Promise<any> {
+  const id = uniqueId("http");
+  const registered = await api("POST", "/v1/definitions", { workflows: [{ id, nodes: { main: { task: { steps }, output_mapping: { "output.result": "$" }, ...node } } }] });
+  if (registered.status !== 201) {
+    throw new Error(JSON.stringify(registered.json));
+  }
+  const start = await api("POST", `/v1/workflows/${id}/runs`, { input });
+  return waitForRun(start.json.run_id);
+}
+
+const RETRY = { execution: { retry_policy: { max_attempts: 4, initial_delay_ms: 10, max_delay_ms: 50 } } };
+
+describe("the http action", () => {
+  it("succeeds after an endpoint answers 503 twice, retrying only inside the step", async ({ expect }) => {
+    const key = uniqueId("flaky");
+    const run = await runSteps([httpStep(`${httpTarget()}/flaky/${key}?fail=2`, RETRY)]);
+    expect(run.status).toBe("completed");
+    expect(run.output.result).toEqual({ status: 200, body: { ok: true, attempts: 3 } });
+    expect(await hits(key)).toBe(3);
+    expect(run.nodes.main.attempts).toBe(1);
+  });
+
+  it("fails at once on 404 without retrying", async ({ expect }) => {
+    const key = uniqueId("missing");
+    const run = await runSteps([httpStep(`${httpTarget()}/status/404/${key}`, RETRY)]);
+    expect(run.status).toBe("failed");
+    expect(run.error).toMatchObject({ code: "http.status", node: "main", step: "call" });
+    expect(run.error.message).toMatch(/answered 404/);
+    expect(await hits(key)).toBe(1);
+  });
+
+  it("honours Retry-After between attempts", async ({ expect }) => {
+    const key = uniqueId("after");
+    const started = Date.now();
+    const run = await runSteps([httpStep(`${httpTarget()}/flaky/${key}?fail=1&status=429&retry_after=1`, RETRY)]);
+    expect(run.status).toBe("completed");
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+  });
+
+  it("records the error in state._errors and goes on when the step says continue", async ({ expect }) => {
+    const key = uniqueId("cont");
+    const run = await runSteps([
+      httpStep(`${httpTarget()}/status/500/${key}`, {}, { on_failure: "continue", output_mapping: {} }),
+      { ref: "after", action: { kind: "context", implementation: { updates: [{ path: "ran", expr: "true" }] } }, output_mapping: { "output.ran": "$.ran" } },
+    ], {}, { output_mapping: { "output.result": "$" } });
+    expect(run.status).toBe("completed");
+    expect(run.output.result.ran).toBe(true);
+    const errors = await api("GET", `/v1/runs/${run.run_id}/journal`);
+    const completed = errors.json.entries.find((entry: { kind: string }) => entry.kind === "task.completed");
+    expect(completed.body.output).toEqual({ ran: true });
+  });
+
+  it("renders url, headers and a JSON body from the input, url-encoding values", async ({ expect }) => {
+    const run = await runSteps(
+      [
+        httpStep(`${httpTarget()}/echo?q={{q}}`, {}, {
+          action: {
+            kind: "http",
+            implementation: {
+              method: "POST",
+              url_template: `${httpTarget()}/echo?q={{q}}`,
+              headers: { "x-trace": "t-{{id}}" },
+              body_template: '{"id": {{json id}}, "tags": {{json tags}} }',
+            },
+          },
+        }),
+      ],
+      { q: "a b&c", id: 7, tags: ["x", "y"] },
+    );
+    expect(run.status).toBe("completed");
+    const body = run.output.result.body;
+    expect(body.query.q).toBe("a b&c");
+    expect(body.headers["x-trace"]).toBe("t-7");
+    expect(body.headers["content-type"]).toBe("application/json");
+    expect(body.body).toEqual({ id: 7, tags: ["x", "y"] });
+  });
+
+  it("times out a slow call as a retryable failure and retries the whole task by the node's retry policy", async ({ expect }) => {
+    const key = uniqueId("slow");
+    const run = await runSteps(
+      [httpStep(`${httpTarget()}/slow/${key}?ms=2000`, { execution: { timeout_ms: 100 } }, { on_failure: "retry" })],
+      {},
+      { retry: { max_attempts: 2, initial_delay_ms: 10 } },
+    );
+    expect(run.status).toBe("failed");
+    expect(run.error.code).toBe("action.timeout");
+    expect(run.nodes.main.attempts).toBe(2);
+    expect(await hits(key)).toBe(2);
+  });
+
+  it("fails a step whose action is not implemented yet with action.not_implemented", async ({ expect }) => {
+    const run = await runSteps([{ ref: "ask", action: { kind: "tool", implementation: { tool: "read_file" } } }]);
+    expect(run.status).toBe("failed");
+    expect(run.error.code).toBe("action.not_implemented");
+  });
+
+  it("checks the action input against requires before calling", async ({ expect }) => {
+    const key = uniqueId("req");
+    const run = await runSteps([
+      httpStep(`${httpTarget()}/mark/${key}`, { requires: { type: "object", required: ["user_id"] } }, { input_mapping: { other: 1 } }),
+    ]);
+    expect(run.status).toBe("failed");
+    expect(run.error.code).toBe("action.invalid_input");
+    expect(await hits(key)).toBe(0);
+  });
+});

@@ -1,0 +1,203 @@
+import { env } from "cloudflare:workers";
+import { describe, it } from "vitest";
+import { verifyJournal } from "../../lib/journal/index.ts";
+import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
+
+const contextTask = (expr: string, path = "v") => ({ steps: [{ ref: "s", action: { kind: "context", implementation: { updates: [{ path, expr }] } }, output_mapping: { [`output.${path}`]: `$.${path}` } }] });
+const slowTask = (ms: number, key: string) => ({
+  steps: [{ ref: "wait", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}?ms=${ms}` } }, output_mapping: { "output.waited": "$.body.waited" } }],
+});
+
+async function register(workflow: Record<string, unknown>): Promise<void> {
+  const response = await api("POST", "/v1/definitions", { workflows: [workflow] });
+  if (response.status !== 201) {
+    throw new Error(`registration failed: ${JSON.stringify(response.json)}`);
+  }
+}
+
+async function runToEnd(workflowId: string, input: unknown = {}): Promise<any> {
+  const start = await api("POST", `/v1/workflows/${workflowId}/runs`, { input });
+  if (start.status !== 201) {
+    throw new Error(`start failed: ${JSON.stringify(start.json)}`);
+  }
+  return waitForRun(start.json.run_id);
+}
+
+async function journalOf(runId: string): Promise<any[]> {
+  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries;
+}
+
+describe("scheduling", () => {
+  it("runs the two middle nodes of a diamond at the same time", async ({ expect }) => {
+    const id = uniqueId("diamond");
+    const key = uniqueId("k");
+    await register({
+      id,
+      nodes: {
+        a: { task: contextTask("1") },
+        b: { task: slowTask(300, `${key}-b`), depends_on: ["a"] },
+        c: { task: slowTask(300, `${key}-c`), depends_on: ["a"] },
+        d: { task: contextTask("input.b + input.c", "sum"), depends_on: ["b", "c"], input_mapping: { b: "$.state.b.waited", c: "$.state.c.waited" } },
+      },
+    });
+    const run = await runToEnd(id);
+    expect(run.status).toBe("completed");
+    expect(run.nodes.d.status).toBe("completed");
+    const entries = await journalOf(run.run_id);
+    const interval = (node: string) => {
+      const dispatched = entries.find((entry) => entry.kind === "task.dispatched" && entry.body.node === node);
+      const completed = entries.find((entry) => entry.kind === "task.completed" && entry.body.node === node);
+      return [Date.parse(dispatched.at), Date.parse(completed.at)] as const;
+    };
+    const [bStart, bEnd] = interval("b");
+    const [cStart, cEnd] = interval("c");
+    // Their executions overlap: each started before the other finished.
+    expect(bStart).toBeLessThan(cEnd);
+    expect(cStart).toBeLessThan(bEnd);
+    const dDispatched = entries.find((entry) => entry.kind === "task.dispatched" && entry.body.node === "d");
+    expect(Date.parse(dDispatched.at)).toBeGreaterThanOrEqual(Math.max(bEnd, cEnd));
+  });
+
+  it("skips a node whose when is false, skips dependents of only skipped nodes, and runs a node with one live dependency", async ({ expect }) => {
+    const id = uniqueId("when");
+    await register({
+      id,
+      nodes: {
+        gate: { task: contextTask("input.go", "go") },
+        never: { task: contextTask("1"), depends_on: ["gate"], when: "state.gate.go == true" },
+        after_never: { task: contextTask("2"), depends_on: ["never"] },
+        joined: { task: contextTask("3"), depends_on: ["never", "gate"] },
+      },
+    });
+    const run = await runToEnd(id, { go: false });
+    expect(run.status).toBe("completed");
+    expect(run.nodes.never.status).toBe("skipped");
+    expect(run.nodes.after_never.status).toBe("skipped");
+    expect(run.nodes.joined.status).toBe("completed");
+    const skipped = (await journalOf(run.run_id)).filter((entry) => entry.kind === "node.skipped").map((entry) => entry.body.node);
+    expect(skipped).toEqual(["never", "after_never"]);
+  });
+
+  it("does not dispatch more than MAX_DISPATCHES_PER_EVENT executor calls in one event", async ({ expect }) => {
+    const id = uniqueId("wide");
+    const nodes = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`n${i}`, { task: contextTask(`${i}`) }]));
+    await register({ id, max_parallel: 100, nodes });
+    const run = await runToEnd(id);
+    expect(run.status).toBe("completed");
+    const stub = env.COORDINATOR.get(env.COORDINATOR.idFromName(run.run_id)) as unknown as { getStats(): Promise<{ maxDispatchesPerEvent: number; dispatches: number }> };
+    const stats = await stub.getStats();
+    expect(stats.dispatches).toBe(40);
+    expect(stats.maxDispatchesPerEvent).toBeLessThanOrEqual(24);
+    expect(stats.maxDispatchesPerEvent).toBeGreaterThan(1);
+  });
+
+  it("keeps the definition snapshot taken at start when a new version is registered during the run", async ({ expect }) => {
+    const id = uniqueId("snap");
+    const key = uniqueId("k");
+    await register({ id, nodes: { slow: { task: slowTask(300, key) }, last: { task: contextTask("'v1'", "tag"), depends_on: ["slow"], output_mapping: { "output.tag": "$.tag" } } } });
+    const start = await api("POST", `/v1/workflows/${id}/runs`, { input: {} });
+    await register({ id, nodes: { slow: { task: slowTask(300, key) }, last: { task: contextTask("'v2'", "tag"), depends_on: ["slow"], output_mapping: { "output.tag": "$.tag" } } } });
+    const run = await waitForRun(start.json.run_id);
+    expect(run.workflow).toEqual({ id, version: 1 });
+    expect(run.output).toEqual({ tag: "v1" });
+  });
+});
+
+describe("starting runs", () => {
+  it("rejects input that breaks input_schema with 400 details and creates no run", async ({ expect }) => {
+    const id = uniqueId("typed");
+    await register({ id, input_schema: { type: "object", required: ["name"], properties: { name: { type: "string" } } }, nodes: { a: { task: contextTask("1") } } });
+    const response = await api("POST", `/v1/workflows/${id}/runs`, { input: { name: 42 }, idempotency_key: "k1" });
+    expect(response.status).toBe(400);
+    expect(response.json.error.code).toBe("run.invalid_input");
+    expect(response.json.error.details[0].path).toBe("input.name");
+    // The key is still free: the rejected request created nothing.
+    const fixed = await api("POST", `/v1/workflows/${id}/runs`, { input: { name: "Ada" }, idempotency_key: "k1" });
+    expect(fixed.status).toBe(201);
+  });
+
+  it("answers 404 for an unknown workflow or version and for an unknown run", async ({ expect }) => {
+    const unknown = await api("POST", `/v1/workflows/${uniqueId("ghost")}/runs`, { input: {} });
+    expect(unknown.status).toBe(404);
+    expect(unknown.json.error.code).toBe("workflow.not_found");
+    const id = uniqueId("v");
+    await register({ id, nodes: { a: { task: contextTask("1") } } });
+    expect((await api("POST", `/v1/workflows/${id}/runs`, { version: 5 })).status).toBe(404);
+    for (const runId of ["run_00000000000000000000000000000000", "not-a-run"]) {
+      const response = await api("GET", `/v1/runs/${runId}`);
+      expect(response.status).toBe(404);
+      expect(response.json.error.code).toBe("run.not_found");
+    }
+  });
+
+  it("rejects a malformed run request with the path of each problem", async ({ expect }) => {
+    const id = uniqueId("v");
+    await register({ id, nodes: { a: { task: contextTask("1") } } });
+    const response = await api("POST", `/v1/workflows/${id}/runs`, { input: {}, version: "two", mode: "turbo" });
+    expect(response.status).toBe(400);
+    expect(response.json.error.details.map((detail: { path: string }) => detail.path).sort()).toEqual(["mode", "version"]);
+  });
+
+  it("returns the same run for the same idempotency_key, and 409 for that key with other input", async ({ expect }) => {
+    const id = uniqueId("idem");
+    await register({ id, nodes: { a: { task: contextTask("input.n", "n") } } });
+    const first = await api("POST", `/v1/workflows/${id}/runs`, { input: { n: 1 }, idempotency_key: "order-7" });
+    const second = await api("POST", `/v1/workflows/${id}/runs`, { input: { n: 1 }, idempotency_key: "order-7" });
+    expect(first.status).toBe(201);
+    expect(second.status).toBe(200);
+    expect(second.json.run_id).toBe(first.json.run_id);
+    const conflict = await api("POST", `/v1/workflows/${id}/runs`, { input: { n: 2 }, idempotency_key: "order-7" });
+    expect(conflict.status).toBe(409);
+    expect(conflict.json.error.code).toBe("run.idempotency_conflict");
+    const other = await api("POST", `/v1/workflows/${id}/runs`, { input: { n: 1 }, idempotency_key: "order-8" });
+    expect(other.json.run_id).not.toBe(first.json.run_id);
+  });
+});
+
+describe("cancel", () => {
+  it("cancels a running run, ignores the late result, and refuses a second cancel with 409", async ({ expect }) => {
+    const id = uniqueId("cancel");
+    await register({ id, nodes: { slow: { task: slowTask(500, uniqueId("k")) }, after: { task: contextTask("1"), depends_on: ["slow"] } } });
+    const start = await api("POST", `/v1/workflows/${id}/runs`, { input: {} });
+    await waitForRun(start.json.run_id, (run) => run.nodes.slow.status === "running");
+    const cancelled = await api("POST", `/v1/runs/${start.json.run_id}/cancel`, {});
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.json.status).toBe("cancelled");
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    const run = await waitForRun(start.json.run_id);
+    expect(run.status).toBe("cancelled");
+    expect(run.nodes.slow.status).toBe("cancelled");
+    expect(run.nodes.after.status).toBe("cancelled");
+    expect((await journalOf(run.run_id)).some((entry) => entry.kind === "task.dispatched" && entry.body.node === "after")).toBe(false);
+    const entries = await journalOf(run.run_id);
+    expect(entries.at(-1).kind).toBe("attest");
+    expect(entries.at(-1).body.outcome).toBe("cancelled");
+    const again = await api("POST", `/v1/runs/${start.json.run_id}/cancel`, {});
+    expect(again.status).toBe(409);
+    expect(again.json.error.code).toBe("run.terminal");
+  });
+});
+
+describe("the journal", () => {
+  it("verifies with the published key, ends in an attestation, and names the entry whose byte was changed", async ({ expect }) => {
+    const id = uniqueId("journal");
+    await register({ id, nodes: { a: { task: contextTask("'x'", "v"), output_mapping: { "output.v": "$.v" } }, b: { task: contextTask("2"), depends_on: ["a"] } } });
+    const run = await runToEnd(id);
+    const entries = await journalOf(run.run_id);
+    const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
+    expect(jwks.keys[0]).toMatchObject({ kty: "OKP", crv: "Ed25519", alg: "EdDSA" });
+    const report = await verifyJournal(entries, jwks, { requireAttestation: true });
+    expect(report).toMatchObject({ ok: true, entries: entries.length, attested: true, outcome: "completed" });
+    const attest = entries.at(-1);
+    expect(attest.body).toMatchObject({ outcome: "completed", created_by: "trellis/coordinator", output: { v: "x" } });
+    const completedSeqs = entries.filter((entry) => entry.kind === "node.completed").map((entry) => entry.seq);
+    expect(attest.body.cited).toEqual(completedSeqs);
+    for (let index = 0; index < entries.length; index += 1) {
+      const tampered = structuredClone(entries);
+      tampered[index].at = tampered[index].at.replace(/\d(?=Z$)/, (digit: string) => String((Number(digit) + 1) % 10));
+      const broken = await verifyJournal(tampered, jwks);
+      expect(broken.ok).toBe(false);
+      expect(broken.ok === false && broken.seq).toBe(entries[index].seq);
+    }
+  });
+});
