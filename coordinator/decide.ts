@@ -229,9 +229,14 @@ function onWake(draft: Draft, live: ReadonlySet<string>): void {
     draft.finish("failed", "run timed out", { code: "run.timeout", message: `the run exceeded its timeout_ms` });
     return;
   }
-  for (const [nodeId, node] of Object.entries(draft.nodes)) {
-    for (const invocation of node.invocations) {
-      checkInvocationTimers(draft, nodeId, invocation, live);
+  for (const nodeId of Object.keys(draft.nodes)) {
+    for (const { index } of draft.node(nodeId).invocations) {
+      // Re-read each invocation: an earlier timeout in this loop may have failed its
+      // node or, with fail_fast, cancelled it, and a stale copy would be acted on twice.
+      const invocation = draft.node(nodeId).invocations.find((candidate) => candidate.index === index);
+      if (invocation) {
+        checkInvocationTimers(draft, nodeId, invocation, live);
+      }
     }
   }
   if (!isTerminal(draft.record.status)) {

@@ -24,8 +24,9 @@ export function canonicalJson(value: unknown): string {
 }
 
 /** `canonicalJson(value)` encoded as UTF-8: the exact bytes that are hashed and signed. */
-export function canonicalBytes(value: unknown): Uint8Array {
-  return new TextEncoder().encode(canonicalJson(value));
+export function canonicalBytes(value: unknown): Uint8Array<ArrayBuffer> {
+  // Copied into a fresh ArrayBuffer: some TextEncoder typings allow a shared buffer, which WebCrypto refuses.
+  return new Uint8Array(new TextEncoder().encode(canonicalJson(value)));
 }
 
 function fail(path: string, what: string): never {

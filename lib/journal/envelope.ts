@@ -1,6 +1,6 @@
 import { EngineError } from "../errors.ts";
 import { ATTEST_KIND, JournalAttestationBody, JournalEntry, JournalSignedFields } from "../../schemas/journal.ts";
-import { canonicalJson } from "./canonical.ts";
+import { canonicalBytes, canonicalJson } from "./canonical.ts";
 import { base64UrlDecode, base64UrlEncode, readJwks, toHex, type JournalSigningKey, type WebCryptoKey } from "./keys.ts";
 
 /**
@@ -57,9 +57,9 @@ export interface VerifyOptions {
 }
 
 /** The exact bytes that are hashed and signed: UTF-8 of `JCS({ seq, run_id, kind, at, body, prev })`. */
-export function signedBytes(fields: EntryFields): Uint8Array {
+export function signedBytes(fields: EntryFields): Uint8Array<ArrayBuffer> {
   const { seq, run_id, kind, at, body, prev } = fields;
-  return new TextEncoder().encode(canonicalJson({ seq, run_id, kind, at, body, prev }));
+  return canonicalBytes({ seq, run_id, kind, at, body, prev });
 }
 
 /** `hex(SHA-256(signed))` of an entry's signed fields. */
@@ -197,7 +197,7 @@ export async function verifyJournal(entries: unknown, jwks: unknown, options: Ve
         expectedPrev === null ? "the first entry must have prev null" : `prev does not equal the hash of entry seq ${seq - 1}`,
       );
     }
-    let signed: Uint8Array;
+    let signed: Uint8Array<ArrayBuffer>;
     try {
       signed = signedBytes(entry);
     } catch (error) {

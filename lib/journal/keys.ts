@@ -38,7 +38,7 @@ export async function importSigningKey(pkcs8Base64: string): Promise<JournalSign
   if (text === "") {
     throw new EngineError("journal.bad_key", "JOURNAL_SIGNING_KEY is empty: expected base64 of a PKCS#8 Ed25519 private key");
   }
-  let der: Uint8Array;
+  let der: Uint8Array<ArrayBuffer>;
   try {
     der = base64Decode(text);
   } catch {
@@ -94,7 +94,7 @@ export async function importVerifyKey(jwk: { kty?: unknown; crv?: unknown; x?: u
   if (jwk.kty !== "OKP" || jwk.crv !== "Ed25519" || typeof jwk.x !== "string") {
     throw new EngineError("journal.bad_key", 'not an Ed25519 public JWK: expected { "kty": "OKP", "crv": "Ed25519", "x": … }');
   }
-  let raw: Uint8Array;
+  let raw: Uint8Array<ArrayBuffer>;
   try {
     raw = base64UrlDecode(jwk.x);
   } catch {
@@ -171,7 +171,7 @@ export function base64UrlEncode(bytes: Uint8Array): string {
  *
  * @throws Error when the text has characters outside the alphabet, an impossible length or non-zero padding bits.
  */
-export function base64UrlDecode(text: string): Uint8Array {
+export function base64UrlDecode(text: string): Uint8Array<ArrayBuffer> {
   if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) {
     throw new Error("invalid base64url");
   }
@@ -183,7 +183,7 @@ export function base64UrlDecode(text: string): Uint8Array {
 }
 
 /** Decodes base64 (standard or url alphabet, padding optional). @throws Error when it is not base64. */
-export function base64Decode(text: string): Uint8Array {
+export function base64Decode(text: string): Uint8Array<ArrayBuffer> {
   const standard = text.replace(/-/g, "+").replace(/_/g, "/").replace(/=+$/, "");
   if (!/^[A-Za-z0-9+/]*$/.test(standard) || standard.length % 4 === 1) {
     throw new Error("invalid base64");

@@ -1,0 +1,6 @@
+/** Types the test Worker's `exports` after the real module (as `wrangler types` would). */
+declare namespace Cloudflare {
+  interface GlobalProps {
+    mainModule: typeof import("../src/index.ts");
+  }
+}

@@ -1,0 +1,69 @@
+import { abortAllDurableObjects, evictDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, it } from "vitest";
+import { verifyJournal } from "../../lib/journal/index.ts";
+import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
+
+async function hits(key: string): Promise<number> {
+  return ((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count;
+}
+
+/** A chain a → b → c whose nodes each call the http target (slowly), so a crash can land mid-node. */
+async function registerChain(key: string): Promise<string> {
+  const id = uniqueId("chain");
+  const node = (name: string, previous: string | null) => ({
+    ...(previous ? { depends_on: [previous], input_mapping: { n: `$.state.${previous}.n` } } : { input_mapping: { n: "$.input.n" } }),
+    task: {
+      steps: [
+        { ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}-${name}?ms=150` } }, output_mapping: {} },
+        { ref: "add", action: { kind: "context", implementation: { updates: [{ path: "n", expr: "input.n + 1" }] } }, output_mapping: { "output.n": "$.n" } },
+      ],
+    },
+  });
+  const response = await api("POST", "/v1/definitions", {
+    workflows: [{ id, nodes: { a: node("a", null), b: node("b", "a"), c: { ...node("c", "b"), output_mapping: { "output.n": "$.n" } } } }],
+  });
+  if (response.status !== 201) {
+    throw new Error(JSON.stringify(response.json));
+  }
+  return id;
+}
+
+function stubOf(runId: string) {
+  return env.COORDINATOR.get(env.COORDINATOR.idFromName(runId));
+}
+
+describe("crash safety", () => {
+  for (const [label, crash] of [
+    ["evicted", (runId: string) => evictDurableObject(stubOf(runId))],
+    ["aborted", () => abortAllDurableObjects()],
+  ] as const) {
+    it(`finishes with the same output when the coordinator is ${label} at several points, never re-running a completed node`, async ({ expect }) => {
+      const key = uniqueId("crash");
+      const id = await registerChain(key);
+      const start = await api("POST", `/v1/workflows/${id}/runs`, { input: { n: 0 } });
+      const runId: string = start.json.run_id;
+      for (const node of ["a", "b", "c"]) {
+        await waitForRun(runId, (run) => run.nodes[node].status === "running" || run.status === "completed");
+        await crash(runId);
+      }
+      const run = await waitForRun(runId);
+      expect(run.status).toBe("completed");
+      expect(run.output).toEqual({ n: 3 });
+      const entries = (await api("GET", `/v1/runs/${runId}/journal`)).json.entries;
+      // Each node completed exactly once; a lost in-flight attempt may have been re-dispatched.
+      for (const node of ["a", "b", "c"]) {
+        expect(entries.filter((entry: { kind: string; body: { node?: string } }) => entry.kind === "node.completed" && entry.body.node === node)).toHaveLength(1);
+        const calls = await hits(`${key}-${node}`);
+        expect(calls).toBeGreaterThanOrEqual(1);
+        expect(calls).toBeLessThanOrEqual(2);
+      }
+      if (label === "aborted") {
+        // An abort cuts the executor calls in flight: the coordinator must notice and re-dispatch.
+        expect(entries.filter((entry: { kind: string }) => entry.kind === "task.lost").length).toBeGreaterThanOrEqual(1);
+      }
+      const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
+      expect(await verifyJournal(entries, jwks, { requireAttestation: true })).toMatchObject({ ok: true });
+    });
+  }
+});

@@ -1,0 +1,836 @@
+import { describe, it } from "vitest";
+import { newRunState } from "../../coordinator/create.ts";
+import {
+  decide,
+  DEFAULT_TASK_TIMEOUT_MS,
+  MAX_DISPATCHES_PER_EVENT,
+  type Decision,
+  type RunEvent,
+  type RunState,
+} from "../../coordinator/decide.ts";
+import {
+  RunSnapshot,
+  type JsonObject,
+  type JsonValue,
+  type Node,
+  type ResolvedTask,
+  type Step,
+  type TaskError,
+  type TaskPayload,
+  type TaskResult,
+  type Workflow,
+} from "../../schemas/index.ts";
+
+/**
+ * `decide` is pure: these tests feed it plain objects (a snapshot, a state,
+ * events) with an explicit clock and random number, and read back the next
+ * state, the commands and the next wake. They run in workerd because decide
+ * evaluates CEL and JSONPath through the production modules.
+ */
+
+const NOW = 1_700_000_000_000;
+const RUN_ID = "run_test";
+const WORKFLOW_ID = "wf";
+
+// ─── Factories ───────────────────────────────────────────────────────────────
+
+/** One `context` step, inline (as a user writes it in a node's task). */
+function makeStep(): Step {
+  return { ref: "set", action: { kind: "context", implementation: { updates: [{ path: "done", expr: "true" }] } } };
+}
+
+/** The same step as the run snapshot holds it: resolved, with a synthetic id and version 0. */
+function makeTask(nodeId: string): ResolvedTask {
+  const id = `${WORKFLOW_ID}/${nodeId}`;
+  return {
+    id,
+    version: 0,
+    steps: [{ ref: "set", action: { id: `${id}/set`, version: 0, kind: "context", implementation: { updates: [{ path: "done", expr: "true" }] } } }],
+  };
+}
+
+/** A snapshot whose nodes each run an inline task of one `context` step, parsed by the real schema. */
+function makeSnapshot(nodes: Record<string, Partial<Node>>, workflow: Partial<Omit<Workflow, "nodes">> = {}): RunSnapshot {
+  const definitions: Record<string, Node> = {};
+  const tasks: Record<string, ResolvedTask> = {};
+  for (const [nodeId, node] of Object.entries(nodes)) {
+    definitions[nodeId] = { task: { steps: [makeStep()] }, ...node };
+    tasks[nodeId] = makeTask(nodeId);
+  }
+  return RunSnapshot.parse({
+    workflow: { id: WORKFLOW_ID, version: 1, definition: { id: WORKFLOW_ID, ...workflow, nodes: definitions } },
+    tasks,
+    workflows: {},
+  });
+}
+
+function makeState(snapshot: RunSnapshot, input: JsonValue = {}): RunState {
+  return newRunState(
+    { run_id: RUN_ID, snapshot, input, mode: "auto", idempotency_key: null, request_hash: "hash" },
+    NOW,
+  );
+}
+
+const METRICS = { duration_ms: 5, steps_executed: 1, llm_tokens: { input: 0, output: 0, cost_usd: 0 } };
+
+function makeResult(token: string, output: JsonValue = { done: true }): TaskResult {
+  return { token_id: token, success: true, output, metrics: METRICS };
+}
+
+function makeFailure(token: string, error: Partial<TaskError> = {}): TaskResult {
+  return {
+    token_id: token,
+    success: false,
+    error: { type: "step.failed", step_ref: "set", message: "boom", retryable: false, context_snapshot: null, ...error },
+    metrics: METRICS,
+  };
+}
+
+/** The tokens of every attempt in flight: what a coordinator that never restarted holds as `live`. */
+function liveTokens(state: RunState): string[] {
+  return Object.values(state.nodes).flatMap((node) =>
+    node.invocations.flatMap((invocation) => (invocation.status === "running" && invocation.token !== null ? [invocation.token] : [])),
+  );
+}
+
+interface TestRun {
+  snapshot: RunSnapshot;
+  state: RunState;
+  send(event: RunEvent, now?: number, random?: number): Decision;
+  /** The alarm; by default every dispatch in flight is still live. */
+  wake(now?: number, live?: readonly string[]): Decision;
+  succeed(token: string, output?: JsonValue, now?: number): Decision;
+  fail(token: string, error?: Partial<TaskError>, now?: number): Decision;
+  /** The token of a node's invocation in flight. */
+  token(nodeId: string, index?: number): string;
+}
+
+/** A run in `drafting`, driven one event at a time: each decision becomes the next state. */
+function makeRun(
+  nodes: Record<string, Partial<Node>>,
+  options: { workflow?: Partial<Omit<Workflow, "nodes">>; input?: JsonValue } = {},
+): TestRun {
+  const snapshot = makeSnapshot(nodes, options.workflow);
+  const run: TestRun = {
+    snapshot,
+    state: makeState(snapshot, options.input),
+    send(event, now = NOW, random = 0) {
+      const decision = decide(run.state, event, { snapshot, now, random });
+      run.state = decision.state;
+      return decision;
+    },
+    wake: (now = NOW, live = liveTokens(run.state)) => run.send({ type: "wake", live }, now),
+    succeed: (token, output, now = NOW) => run.send({ type: "task_result", result: makeResult(token, output) }, now),
+    fail: (token, error, now = NOW) => run.send({ type: "task_result", result: makeFailure(token, error) }, now),
+    token(nodeId, index = 0) {
+      const token = run.state.nodes[nodeId]?.invocations.find((invocation) => invocation.index === index)?.token;
+      if (!token) {
+        throw new Error(`node ${nodeId}[${index}] has no dispatch in flight`);
+      }
+      return token;
+    },
+  };
+  return run;
+}
+
+/** Start, then the first wake: returns the wake's decision. */
+function startRun(run: TestRun, now = NOW): Decision {
+  run.send({ type: "start" }, now);
+  return run.wake(now);
+}
+
+function dispatchesOf(decision: Decision): TaskPayload[] {
+  return decision.commands.flatMap((command) => (command.kind === "dispatch" ? [command.payload] : []));
+}
+
+interface JournalCommand {
+  seq: number;
+  entryKind: string;
+  body: JsonObject;
+}
+
+function journalOf(decision: Decision): JournalCommand[] {
+  return decision.commands.flatMap((command) => (command.kind === "journal" ? [command] : []));
+}
+
+function kindsOf(decision: Decision): string[] {
+  return journalOf(decision).map((entry) => entry.entryKind);
+}
+
+/** The one journal entry of a kind in a decision. */
+function entryOf(decision: Decision, kind: string): JournalCommand {
+  const entries = journalOf(decision).filter((entry) => entry.entryKind === kind);
+  const [entry] = entries;
+  if (!entry || entries.length > 1) {
+    throw new Error(`expected one ${kind} entry, found ${entries.length}: ${kindsOf(decision).join(", ")}`);
+  }
+  return entry;
+}
+
+function lastEntry(decision: Decision): JournalCommand {
+  const entry = journalOf(decision).at(-1);
+  if (!entry) {
+    throw new Error("the decision journals nothing");
+  }
+  return entry;
+}
+
+function nodeIdsOf(decision: Decision): string[] {
+  return dispatchesOf(decision).map((payload) => payload.node_id);
+}
+
+function independentNodes(count: number): Record<string, Partial<Node>> {
+  return Object.fromEntries(Array.from({ length: count }, (_, index) => [`n${index}`, {}]));
+}
+
+// ─── Tests ───────────────────────────────────────────────────────────────────
+
+describe("starting a run", () => {
+  it("start moves a drafting run to queued and asks for a wake now", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    const decision = run.send({ type: "start" });
+    expect(decision.state.record.status).toBe("queued");
+    expect(decision.wakeAt).toBe(NOW);
+    expect(dispatchesOf(decision)).toEqual([]);
+    expect(journalOf(decision)).toEqual([{ kind: "journal", seq: 2, entryKind: "run.status", body: { from: "drafting", to: "queued", reason: "started" } }]);
+  });
+
+  it("a second start changes nothing", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    run.send({ type: "start" });
+    const decision = run.send({ type: "start" });
+    expect(decision.commands).toEqual([]);
+    expect(decision.state.record.status).toBe("queued");
+  });
+
+  it("a wake before start does nothing and asks for no further wake", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    const decision = run.wake();
+    expect(decision.commands).toEqual([]);
+    expect(decision.state.record.status).toBe("drafting");
+    expect(decision.wakeAt).toBeNull();
+  });
+
+  it("the first wake moves a queued run to running and dispatches every root node", ({ expect }) => {
+    const run = makeRun({ a: {}, b: {}, c: { depends_on: ["a"] } }, { input: { user: "ada" } });
+    const decision = startRun(run);
+    expect(decision.state.record.status).toBe("running");
+    expect(entryOf(decision, "run.status").body).toEqual({ from: "queued", to: "running", reason: "dispatching" });
+    expect(nodeIdsOf(decision)).toEqual(["a", "b"]);
+    const [payload] = dispatchesOf(decision);
+    expect(payload).toEqual({
+      token_id: run.token("a"),
+      workflow_run_id: RUN_ID,
+      node_id: "a",
+      item_index: null,
+      task_id: "wf/a",
+      task_version: 0,
+      task: run.snapshot.tasks.a,
+      input: { user: "ada" },
+      resources: {},
+      timeout_ms: DEFAULT_TASK_TIMEOUT_MS,
+      retry_attempt: 0,
+      tools: [],
+    });
+    expect(decision.state.nodes.a).toMatchObject({ status: "running", attempts: 1, started_at: NOW });
+    expect(decision.state.nodes.c).toMatchObject({ status: "pending", invocations: [] });
+    expect(decision.wakeAt).toBe(NOW + DEFAULT_TASK_TIMEOUT_MS);
+  });
+
+  it("every dispatch gets a token of its own", ({ expect }) => {
+    const run = makeRun(independentNodes(3));
+    const tokens = dispatchesOf(startRun(run)).map((payload) => payload.token_id);
+    expect(new Set(tokens).size).toBe(3);
+  });
+
+  it("journal commands have consecutive seqs starting after the record's journal_seq", ({ expect }) => {
+    const run = makeRun({ a: {}, b: { depends_on: ["a"] } });
+    run.state = { ...run.state, record: { ...run.state.record, journal_seq: 41 } };
+    const decisions = [run.send({ type: "start" }), run.wake()];
+    decisions.push(run.succeed(run.token("a")), run.wake());
+    decisions.push(run.succeed(run.token("b")));
+    const seqs = decisions.flatMap((decision) => journalOf(decision).map((entry) => entry.seq));
+    expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, index) => 42 + index));
+    expect(run.state.record.journal_seq).toBe(seqs.at(-1));
+    expect(run.state.record.status).toBe("completed");
+  });
+
+  it("decide leaves the state it is given untouched", ({ expect }) => {
+    const run = makeRun({ a: {}, b: { depends_on: ["a"] } });
+    startRun(run);
+    const before = run.state;
+    const copy = structuredClone(before);
+    run.succeed(run.token("a"));
+    expect(before).toEqual(copy);
+  });
+});
+
+describe("scheduling", () => {
+  it("a chain dispatches its next node only on the wake after the previous node's result", ({ expect }) => {
+    const run = makeRun({ a: {}, b: { depends_on: ["a"] } });
+    expect(nodeIdsOf(startRun(run))).toEqual(["a"]);
+
+    const result = run.succeed(run.token("a"), { n: 1 });
+    expect(dispatchesOf(result)).toEqual([]);
+    expect(result.wakeAt).toBe(NOW);
+    expect(result.state.record.status).toBe("running");
+    expect(result.state.nodes.a?.status).toBe("completed");
+
+    const wake = run.wake();
+    expect(nodeIdsOf(wake)).toEqual(["b"]);
+  });
+
+  it("a result that makes no work ready asks for no immediate wake", ({ expect }) => {
+    const run = makeRun({ a: {}, b: {}, c: { depends_on: ["a", "b"] } });
+    startRun(run);
+    const result = run.succeed(run.token("a"), null, NOW + 10);
+    expect(dispatchesOf(result)).toEqual([]);
+    expect(result.wakeAt).toBe(NOW + DEFAULT_TASK_TIMEOUT_MS);
+  });
+
+  it("a diamond dispatches both branches in one wake and the join only after both", ({ expect }) => {
+    const run = makeRun({ a: {}, b: { depends_on: ["a"] }, c: { depends_on: ["a"] }, d: { depends_on: ["b", "c"] } });
+    expect(nodeIdsOf(startRun(run))).toEqual(["a"]);
+    run.succeed(run.token("a"));
+    expect(nodeIdsOf(run.wake())).toEqual(["b", "c"]);
+
+    const first = run.succeed(run.token("b"));
+    expect(first.wakeAt).not.toBe(NOW);
+    expect(nodeIdsOf(run.wake())).toEqual([]);
+
+    const second = run.succeed(run.token("c"));
+    expect(second.wakeAt).toBe(NOW);
+    expect(nodeIdsOf(run.wake())).toEqual(["d"]);
+    run.succeed(run.token("d"));
+    expect(run.state.record.status).toBe("completed");
+  });
+
+  it("max_parallel bounds the dispatches in flight across wakes", ({ expect }) => {
+    const run = makeRun(independentNodes(5), { workflow: { max_parallel: 2 } });
+    expect(nodeIdsOf(startRun(run))).toEqual(["n0", "n1"]);
+    expect(run.state.record.status).toBe("running");
+
+    const result = run.succeed(run.token("n0"));
+    expect(result.wakeAt).toBe(NOW);
+    expect(nodeIdsOf(run.wake())).toEqual(["n2"]);
+    expect(liveTokens(run.state)).toHaveLength(2);
+  });
+
+  it("one wake never dispatches more than MAX_DISPATCHES_PER_EVENT, even with room for all", ({ expect }) => {
+    const run = makeRun(independentNodes(100), { workflow: { max_parallel: 1000 } });
+    const counts = [dispatchesOf(startRun(run)).length];
+    while (counts.reduce((sum, count) => sum + count, 0) < 100) {
+      expect(run.state.record.status).toBe("running");
+      counts.push(dispatchesOf(run.wake()).length);
+    }
+    expect(counts).toEqual([24, 24, 24, 24, 4]);
+    expect(Math.max(...counts)).toBe(MAX_DISPATCHES_PER_EVENT);
+    expect(liveTokens(run.state)).toHaveLength(100);
+  });
+});
+
+describe("conditions and skips", () => {
+  it.for<{ when: string; input: JsonObject; dispatched: boolean }>([
+    { when: "input.go", input: { go: false }, dispatched: false },
+    { when: "input.go", input: { go: true }, dispatched: true },
+    { when: "input.count + 1 > 2", input: { count: 2 }, dispatched: true },
+    { when: "input.count + 1 > 2", input: { count: 1 }, dispatched: false },
+  ])("when `$when` over $input dispatches: $dispatched", ({ when, input, dispatched }, { expect }) => {
+    const run = makeRun({ a: { when } }, { input });
+    const decision = startRun(run);
+    expect(nodeIdsOf(decision)).toEqual(dispatched ? ["a"] : []);
+    expect(decision.state.nodes.a?.status).toBe(dispatched ? "running" : "skipped");
+  });
+
+  it("a node whose when is false is skipped with a node.skipped entry, and a run of skips completes", ({ expect }) => {
+    const run = makeRun({ a: { when: "input.go" } }, { input: { go: false } });
+    const decision = startRun(run);
+    const skipped = entryOf(decision, "node.skipped");
+    expect(skipped.body).toEqual({ node: "a", reason: "when is false: input.go" });
+    expect(decision.state.nodes.a).toMatchObject({ status: "skipped", settled_seq: skipped.seq, finished_at: NOW });
+    expect(decision.state.record.status).toBe("completed");
+    expect(lastEntry(decision).body.cited).toEqual([skipped.seq]);
+  });
+
+  it("when sees the state written by a dependency", ({ expect }) => {
+    const run = makeRun({ a: {}, b: { depends_on: ["a"], when: "state.a.ok" } });
+    startRun(run);
+    run.succeed(run.token("a"), { ok: false });
+    expect(run.state.nodes.b?.status).toBe("skipped");
+    expect(run.state.record.status).toBe("completed");
+  });
+
+  it("a node whose dependencies were all skipped is skipped, and the skip cascades", ({ expect }) => {
+    const run = makeRun(
+      { a: { when: "false" }, b: { depends_on: ["a"] }, c: { depends_on: ["b"] } },
+    );
+    const decision = startRun(run);
+    expect(journalOf(decision).filter((entry) => entry.entryKind === "node.skipped").map((entry) => entry.body)).toEqual([
+      { node: "a", reason: "when is false: false" },
+      { node: "b", reason: "all dependencies were skipped" },
+      { node: "c", reason: "all dependencies were skipped" },
+    ]);
+    expect(nodeIdsOf(decision)).toEqual([]);
+    expect(decision.state.record.status).toBe("completed");
+  });
+
+  it("a node with one skipped and one completed dependency runs", ({ expect }) => {
+    const run = makeRun({ a: { when: "false" }, b: {}, c: { depends_on: ["a", "b"] } });
+    expect(nodeIdsOf(startRun(run))).toEqual(["b"]);
+    run.succeed(run.token("b"));
+    expect(nodeIdsOf(run.wake())).toEqual(["c"]);
+  });
+});
+
+describe("outputs", () => {
+  it("a node without output mapping writes its task output at state.<node>", ({ expect }) => {
+    const run = makeRun({ fetch: {} });
+    startRun(run);
+    const decision = run.succeed(run.token("fetch"), { user: { id: 7 } });
+    expect(decision.state.record.context.state).toEqual({ fetch: { user: { id: 7 } } });
+    expect(decision.state.record.context.output).toEqual({});
+  });
+
+  it("an explicit output mapping writes output.x, and the run completes with context.output", ({ expect }) => {
+    const run = makeRun({ fetch: { output_mapping: { "output.x": "$.user.id" } } });
+    startRun(run);
+    const decision = run.succeed(run.token("fetch"), { user: { id: 7 } });
+    expect(decision.state.record.context).toMatchObject({ state: {}, output: { x: 7 } });
+    expect(decision.state.record.status).toBe("completed");
+    expect(decision.wakeAt).toBeNull();
+    const completed = entryOf(decision, "node.completed");
+    expect(kindsOf(decision)).toEqual(["task.completed", "node.completed", "run.status", "attest"]);
+    expect(lastEntry(decision).body).toEqual({
+      outcome: "completed",
+      reason: "all nodes settled",
+      cited: [completed.seq],
+      created_by: "trellis/coordinator",
+      workflow: { id: WORKFLOW_ID, version: 1 },
+      output: { x: 7 },
+    });
+  });
+
+  it.for([
+    { output: { x: 7 }, status: "completed" },
+    { output: { x: "seven" }, status: "failed" },
+  ])("a run whose output is $output against output_schema ends $status", ({ output, status }, { expect }) => {
+    const run = makeRun(
+      { a: { output_mapping: { "output.x": "$.x" } } },
+      { workflow: { output_schema: { type: "object", properties: { x: { type: "integer" } }, required: ["x"] } } },
+    );
+    startRun(run);
+    const decision = run.succeed(run.token("a"), output);
+    expect(decision.state.record.status).toBe(status);
+    expect(lastEntry(decision).entryKind).toBe("attest");
+    if (status === "failed") {
+      expect(decision.state.record.error).toMatchObject({ code: "run.invalid_output" });
+      expect(decision.state.record.error?.message).toContain("output.x");
+      expect(lastEntry(decision).body).toMatchObject({ outcome: "failed", error: { code: "run.invalid_output" } });
+    }
+  });
+});
+
+describe("task failures", () => {
+  it("a non-retryable failure fails the node and the run, and the attestation cites the node.failed entry", ({ expect }) => {
+    const run = makeRun({ a: {}, b: { depends_on: ["a"] } });
+    startRun(run);
+    const decision = run.fail(run.token("a"), { type: "http.status", message: "404 from upstream" });
+    const error = { code: "http.status", message: "404 from upstream", node: "a", retryable: false, step: "set" };
+    expect(decision.state.nodes.a).toMatchObject({ status: "failed", error });
+    expect(decision.state.record.status).toBe("failed");
+    expect(decision.state.record.error).toEqual(error);
+    expect(decision.wakeAt).toBeNull();
+    expect(kindsOf(decision)).toEqual(["task.failed", "node.failed", "node.cancelled", "run.status", "attest"]);
+    const attest = lastEntry(decision);
+    expect(attest.entryKind).toBe("attest");
+    expect(attest.body).toMatchObject({ outcome: "failed", error });
+    expect(attest.body.cited).toContain(entryOf(decision, "node.failed").seq);
+    expect(decision.state.nodes.b?.status).toBe("cancelled");
+  });
+
+  it("with fail_fast, a failure cancels the other attempts in flight and their late results are not journaled", ({ expect }) => {
+    const run = makeRun({ a: {}, b: {} });
+    startRun(run);
+    const tokenB = run.token("b");
+    const decision = run.fail(run.token("a"));
+    expect(entryOf(decision, "node.cancelled").body).toEqual({ node: "b", reason: "node a failed (fail_fast)" });
+    expect(decision.state.nodes.b?.invocations[0]).toMatchObject({ status: "cancelled", token: null });
+    expect(decision.state.record.status).toBe("failed");
+
+    const late = run.succeed(tokenB);
+    expect(late.commands).toEqual([]);
+    expect(late.state).toEqual(decision.state);
+  });
+
+  it("without fail_fast, the run fails only once the attempts in flight have settled", ({ expect }) => {
+    const run = makeRun({ a: {}, b: {}, c: { depends_on: ["b"] } }, { workflow: { fail_fast: false } });
+    startRun(run);
+    const failure = run.fail(run.token("a"));
+    expect(failure.state.record.status).toBe("running");
+    expect(kindsOf(failure)).toEqual(["task.failed", "node.failed"]);
+
+    const last = run.succeed(run.token("b"));
+    expect(last.state.nodes.c?.status).toBe("pending");
+    expect(last.state.record.status).toBe("failed");
+    expect(last.state.record.error).toMatchObject({ node: "a" });
+    expect(lastEntry(last).entryKind).toBe("attest");
+  });
+
+  it("on_failure continue records the error in state._errors, runs dependents and completes the run", ({ expect }) => {
+    const run = makeRun({ a: { on_failure: "continue" }, b: { depends_on: ["a"] } });
+    startRun(run);
+    const failure = run.fail(run.token("a"), { type: "step.failed", message: "boom" });
+    expect(failure.state.nodes.a?.status).toBe("failed");
+    expect(entryOf(failure, "node.failed").body).toMatchObject({ node: "a", on_failure: "continue" });
+    expect(failure.state.record.context.state._errors).toEqual([{ node: "a", error: { code: "step.failed", message: "boom" } }]);
+    expect(failure.wakeAt).toBe(NOW);
+
+    expect(nodeIdsOf(run.wake())).toEqual(["b"]);
+    const done = run.succeed(run.token("b"));
+    expect(done.state.record.status).toBe("completed");
+    expect(done.state.record.error).toBeNull();
+  });
+});
+
+describe("retries", () => {
+  const retry = { max_attempts: 3, initial_delay_ms: 1000, jitter: false };
+
+  it("a retryable failure schedules a retry and the run waits for it", ({ expect }) => {
+    const run = makeRun({ a: { retry } });
+    startRun(run);
+    const decision = run.fail(run.token("a"), { type: "http.status", retryable: true });
+    expect(decision.state.nodes.a?.invocations[0]).toMatchObject({
+      status: "retrying",
+      attempts: 1,
+      token: null,
+      retry_at: NOW + 1000,
+      error: { code: "http.status", retryable: true },
+    });
+    expect(decision.state.nodes.a?.status).toBe("waiting");
+    expect(decision.state.record.status).toBe("waiting");
+    expect(decision.wakeAt).toBe(NOW + 1000);
+    expect(entryOf(decision, "task.retry_scheduled").body).toEqual({
+      node: "a",
+      item: null,
+      attempt: 2,
+      at: new Date(NOW + 1000).toISOString(),
+    });
+    expect(dispatchesOf(decision)).toEqual([]);
+  });
+
+  it("a wake before retry_at dispatches nothing; a wake at retry_at re-dispatches attempt 2", ({ expect }) => {
+    const run = makeRun({ a: { retry } });
+    startRun(run);
+    const firstToken = run.token("a");
+    run.fail(firstToken, { retryable: true });
+
+    const early = run.wake(NOW + 999);
+    expect(dispatchesOf(early)).toEqual([]);
+    expect(early.wakeAt).toBe(NOW + 1000);
+
+    const due = run.wake(NOW + 1000);
+    const [payload] = dispatchesOf(due);
+    expect(payload).toMatchObject({ node_id: "a", retry_attempt: 1 });
+    expect(payload?.token_id).not.toBe(firstToken);
+    expect(entryOf(due, "task.dispatched").body).toMatchObject({ attempt: 2 });
+    expect(due.state.nodes.a).toMatchObject({ status: "running", attempts: 2 });
+    expect(due.state.record.status).toBe("running");
+  });
+
+  it("after max_attempts failed attempts, with growing backoff, the node fails", ({ expect }) => {
+    const run = makeRun({ a: { retry } });
+    startRun(run);
+    let now = NOW;
+    const waits: number[] = [];
+    for (let attempt = 1; attempt < 3; attempt++) {
+      const decision = run.fail(run.token("a"), { retryable: true }, now);
+      const retryAt = decision.state.nodes.a?.invocations[0]?.retry_at ?? Number.NaN;
+      waits.push(retryAt - now);
+      now = retryAt;
+      run.wake(now);
+    }
+    const last = run.fail(run.token("a"), { retryable: true }, now);
+    expect(waits).toEqual([1000, 2000]);
+    expect(last.state.nodes.a).toMatchObject({ status: "failed", attempts: 3 });
+    expect(kindsOf(last)).not.toContain("task.retry_scheduled");
+    expect(last.state.record.status).toBe("failed");
+  });
+
+  it("a non-retryable error is not retried even under a retry policy", ({ expect }) => {
+    const run = makeRun({ a: { retry } });
+    startRun(run);
+    const decision = run.fail(run.token("a"), { retryable: false });
+    expect(kindsOf(decision)).not.toContain("task.retry_scheduled");
+    expect(decision.state.nodes.a?.status).toBe("failed");
+    expect(decision.state.record.status).toBe("failed");
+  });
+
+  it("a Retry-After longer than the backoff delays the retry", ({ expect }) => {
+    const run = makeRun({ a: { retry } });
+    startRun(run);
+    const decision = run.fail(run.token("a"), { retryable: true, retry_after_ms: 5000 });
+    expect(decision.wakeAt).toBe(NOW + 5000);
+  });
+
+  it("backoff jitter uses the random number it is given", ({ expect }) => {
+    const run = makeRun({ a: { retry: { ...retry, jitter: true } } });
+    startRun(run);
+    const decision = run.send({ type: "task_result", result: makeFailure(run.token("a"), { retryable: true }) }, NOW, 0);
+    expect(decision.wakeAt).toBe(NOW + 500);
+  });
+});
+
+describe("timeouts", () => {
+  it("an attempt is bounded by its node's timeout_ms", ({ expect }) => {
+    const run = makeRun({ a: { timeout_ms: 5000 } });
+    const decision = startRun(run);
+    expect(dispatchesOf(decision)[0]?.timeout_ms).toBe(5000);
+    expect(decision.state.nodes.a?.invocations[0]?.deadline_at).toBe(NOW + 5000);
+    expect(decision.wakeAt).toBe(NOW + 5000);
+  });
+
+  it("a wake past an attempt's deadline fails it as a retryable task.timeout", ({ expect }) => {
+    const run = makeRun({ a: { timeout_ms: 5000, retry: { max_attempts: 2, initial_delay_ms: 1000, jitter: false } } });
+    startRun(run);
+    const token = run.token("a");
+    const decision = run.wake(NOW + 5000);
+    expect(entryOf(decision, "task.timeout").body).toEqual({ node: "a", item: null, token, attempt: 1 });
+    expect(decision.state.nodes.a?.invocations[0]).toMatchObject({
+      status: "retrying",
+      token: null,
+      retry_at: NOW + 6000,
+      error: { code: "task.timeout", retryable: true, node: "a" },
+    });
+    expect(decision.state.record.status).toBe("waiting");
+  });
+
+  it("a timed-out attempt without retries fails the node and the run", ({ expect }) => {
+    const run = makeRun({ a: { timeout_ms: 5000 } });
+    startRun(run);
+    const decision = run.wake(NOW + 5000);
+    expect(decision.state.nodes.a).toMatchObject({ status: "failed", error: { code: "task.timeout" } });
+    expect(decision.state.record.status).toBe("failed");
+    expect(lastEntry(decision).entryKind).toBe("attest");
+  });
+
+  it("the late result of a timed-out attempt is journaled as ignored and changes nothing else", ({ expect }) => {
+    const run = makeRun({ a: { timeout_ms: 5000, retry: { max_attempts: 2, initial_delay_ms: 1000, jitter: false } } });
+    startRun(run);
+    const token = run.token("a");
+    const before = run.wake(NOW + 5000).state;
+    const late = run.succeed(token, { late: true }, NOW + 5500);
+    expect(journalOf(late)).toEqual([
+      {
+        kind: "journal",
+        seq: before.record.journal_seq + 1,
+        entryKind: "task.result_ignored",
+        body: { token, reason: "no dispatch in flight has this token", success: true },
+      },
+    ]);
+    expect(late.state.nodes).toEqual(before.nodes);
+    expect(late.state.record).toEqual({ ...before.record, journal_seq: before.record.journal_seq + 1 });
+    expect(dispatchesOf(late)).toEqual([]);
+  });
+
+  it("when attempts of two nodes time out in one wake under fail_fast, the first fails the run and the other is cancelled", ({ expect }) => {
+    const run = makeRun({ a: { timeout_ms: 5000 }, b: { timeout_ms: 5000 } });
+    startRun(run);
+    const decision = run.wake(NOW + 5000);
+    expect(kindsOf(decision)).toEqual(["task.timeout", "node.failed", "node.cancelled", "run.status", "attest"]);
+    expect(decision.state.nodes.a?.status).toBe("failed");
+    expect(decision.state.nodes.b).toMatchObject({ status: "cancelled", invocations: [{ status: "cancelled", token: null }] });
+  });
+
+  it("a node cancelled by a timeout's fail_fast in the same wake is not also re-dispatched as lost", ({ expect }) => {
+    const run = makeRun({ a: { timeout_ms: 5000 }, b: {} });
+    startRun(run);
+    const decision = run.wake(NOW + 5000, []);
+    expect(kindsOf(decision)).toEqual(["task.timeout", "node.failed", "node.cancelled", "run.status", "attest"]);
+    expect(dispatchesOf(decision)).toEqual([]);
+    expect(decision.state.nodes.b?.invocations[0]).toMatchObject({ status: "cancelled", attempts: 1 });
+  });
+
+  it("when two items of a foreach node time out in one wake, the node fails once", ({ expect }) => {
+    const run = makeRun({ each: { timeout_ms: 5000, foreach: { items: "$.input.items" } } }, { input: { items: [1, 2] } });
+    startRun(run);
+    const decision = run.wake(NOW + 5000);
+    expect(kindsOf(decision)).toEqual(["task.timeout", "node.failed", "run.status", "attest"]);
+    expect(decision.state.nodes.each?.invocations.map((invocation) => invocation.status)).toEqual(["failed", "cancelled"]);
+  });
+});
+
+describe("lost dispatches", () => {
+  it("a wake whose live list lacks a running token re-dispatches it with a new token and the same attempt", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    startRun(run);
+    const lostToken = run.token("a");
+    const decision = run.wake(NOW + 10, []);
+    expect(kindsOf(decision)).toEqual(["task.lost", "task.dispatched"]);
+    expect(entryOf(decision, "task.lost").body).toEqual({ node: "a", item: null, token: lostToken, attempt: 1 });
+    const [payload] = dispatchesOf(decision);
+    expect(payload).toMatchObject({ node_id: "a", retry_attempt: 0 });
+    expect(payload?.token_id).not.toBe(lostToken);
+    expect(entryOf(decision, "task.dispatched").body).toMatchObject({ attempt: 1 });
+    expect(decision.state.nodes.a).toMatchObject({ status: "running", attempts: 1 });
+
+    const stale = run.succeed(lostToken);
+    expect(kindsOf(stale)).toEqual(["task.result_ignored"]);
+    expect(stale.state.nodes.a?.status).toBe("running");
+  });
+
+  it("a wake whose live list holds every running token re-dispatches nothing", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    startRun(run);
+    const decision = run.wake(NOW + 10);
+    expect(decision.commands).toEqual([]);
+  });
+});
+
+describe("cancelling", () => {
+  it("cancel cancels what is in flight, ends the run cancelled and closes the journal with the attestation", ({ expect }) => {
+    const run = makeRun({ a: {}, b: {}, c: { depends_on: ["a"] } });
+    startRun(run);
+    const decision = run.send({ type: "cancel", reason: "user asked" });
+    expect(decision.state.record.status).toBe("cancelled");
+    expect(kindsOf(decision)).toEqual(["node.cancelled", "node.cancelled", "node.cancelled", "run.status", "attest"]);
+    expect(lastEntry(decision).body).toMatchObject({ outcome: "cancelled", reason: "user asked" });
+    for (const nodeId of ["a", "b"]) {
+      expect(decision.state.nodes[nodeId]).toMatchObject({ status: "cancelled", invocations: [{ status: "cancelled", token: null }] });
+    }
+    expect(dispatchesOf(decision)).toEqual([]);
+    expect(decision.wakeAt).toBeNull();
+  });
+
+  it("a result after cancel is ignored without any journal entry", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    startRun(run);
+    const token = run.token("a");
+    const cancelled = run.send({ type: "cancel", reason: "user asked" });
+    const late = run.succeed(token);
+    expect(late.commands).toEqual([]);
+    expect(late.state).toEqual(cancelled.state);
+    expect(late.wakeAt).toBeNull();
+  });
+
+  it("a drafting run can be cancelled before it starts", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    const decision = run.send({ type: "cancel", reason: "never mind" });
+    expect(decision.state.record.status).toBe("cancelled");
+    expect(lastEntry(decision).entryKind).toBe("attest");
+  });
+
+  it("a wake after the run ended does nothing", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    startRun(run);
+    run.send({ type: "cancel", reason: "user asked" });
+    const decision = run.wake(NOW + 10, []);
+    expect(decision.commands).toEqual([]);
+    expect(decision.wakeAt).toBeNull();
+  });
+});
+
+describe("results", () => {
+  it("a result for an unknown token is journaled as ignored", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    startRun(run);
+    const before = run.state;
+    const decision = run.succeed("no-such-token");
+    expect(journalOf(decision).map((entry) => entry.body)).toEqual([
+      { token: "no-such-token", reason: "no dispatch in flight has this token", success: true },
+    ]);
+    expect(decision.state.nodes).toEqual(before.nodes);
+  });
+
+  it("the same result delivered twice is accepted once", ({ expect }) => {
+    const run = makeRun({ a: {}, b: {} });
+    startRun(run);
+    const token = run.token("a");
+    run.succeed(token);
+    const again = run.succeed(token);
+    expect(kindsOf(again)).toEqual(["task.result_ignored"]);
+    expect(again.state.nodes.a?.status).toBe("completed");
+  });
+});
+
+describe("foreach", () => {
+  it("dispatches one invocation per item and collects outputs in item order", ({ expect }) => {
+    const run = makeRun({ each: { foreach: { items: "$.input.items" } } }, { input: { items: ["x", "y", "z"] } });
+    const decision = startRun(run);
+    expect(dispatchesOf(decision).map((payload) => [payload.item_index, payload.input])).toEqual([
+      [0, "x"],
+      [1, "y"],
+      [2, "z"],
+    ]);
+    run.succeed(run.token("each", 2), { v: "Z" });
+    run.succeed(run.token("each", 0), { v: "X" });
+    expect(run.state.nodes.each?.status).toBe("running");
+    const last = run.succeed(run.token("each", 1), { v: "Y" });
+    expect(last.state.record.context.state.each).toEqual([{ v: "X" }, { v: "Y" }, { v: "Z" }]);
+    expect(last.state.record.status).toBe("completed");
+  });
+
+  it("item and index are visible to the input mapping", ({ expect }) => {
+    const run = makeRun(
+      { each: { foreach: { items: "$.input.items" }, input_mapping: { value: "$.item", at: "$.index", run: "$.input.tag" } } },
+      { input: { items: [10, 20], tag: "t" } },
+    );
+    expect(dispatchesOf(startRun(run)).map((payload) => payload.input)).toEqual([
+      { value: 10, at: 0, run: "t" },
+      { value: 20, at: 1, run: "t" },
+    ]);
+  });
+
+  it("through an output mapping, each target receives an array in item order", ({ expect }) => {
+    const run = makeRun(
+      { each: { foreach: { items: "$.input.items" }, output_mapping: { "output.values": "$.v", "state.flags": "$.ok" } } },
+      { input: { items: [1, 2] } },
+    );
+    startRun(run);
+    run.succeed(run.token("each", 1), { v: 20, ok: false });
+    const last = run.succeed(run.token("each", 0), { v: 10, ok: true });
+    expect(last.state.record.context.output).toEqual({ values: [10, 20] });
+    expect(last.state.record.context.state).toEqual({ flags: [true, false] });
+  });
+
+  it("an empty item list completes the node at once, without a dispatch", ({ expect }) => {
+    const run = makeRun({ each: { foreach: { items: "$.input.items" } } }, { input: { items: [] } });
+    const decision = startRun(run);
+    expect(dispatchesOf(decision)).toEqual([]);
+    expect(decision.state.nodes.each?.status).toBe("completed");
+    expect(decision.state.record.context.state.each).toEqual([]);
+    expect(decision.state.record.status).toBe("completed");
+  });
+
+  it("foreach.max_parallel bounds the item dispatches in flight", ({ expect }) => {
+    const run = makeRun({ each: { foreach: { items: "$.input.items", max_parallel: 2 } } }, { input: { items: [1, 2, 3, 4, 5] } });
+    expect(dispatchesOf(startRun(run)).map((payload) => payload.item_index)).toEqual([0, 1]);
+    expect(run.state.record.status).toBe("running");
+    const result = run.succeed(run.token("each", 0));
+    expect(result.wakeAt).toBe(NOW);
+    expect(dispatchesOf(run.wake()).map((payload) => payload.item_index)).toEqual([2]);
+  });
+
+  it("items that are not an array fail the node", ({ expect }) => {
+    const run = makeRun({ each: { foreach: { items: "$.input.items" } } }, { input: { items: "nope" } });
+    const decision = startRun(run);
+    expect(decision.state.nodes.each).toMatchObject({ status: "failed", error: { code: "node.foreach_not_array" } });
+    expect(decision.state.record.status).toBe("failed");
+  });
+});
+
+describe("run timeout", () => {
+  it("a wake at the workflow's timeout fails the run with run.timeout and cancels what is in flight", ({ expect }) => {
+    const run = makeRun({ a: {} }, { workflow: { timeout_ms: 60_000 } });
+    const started = startRun(run);
+    expect(started.state.record.deadline_at).toBe(NOW + 60_000);
+    expect(started.wakeAt).toBe(NOW + 60_000);
+
+    const decision = run.wake(NOW + 60_000);
+    expect(decision.state.record.status).toBe("failed");
+    expect(decision.state.record.error).toEqual({ code: "run.timeout", message: "the run exceeded its timeout_ms" });
+    expect(decision.state.nodes.a?.status).toBe("cancelled");
+    expect(kindsOf(decision)).toEqual(["node.cancelled", "run.status", "attest"]);
+    expect(lastEntry(decision).body).toMatchObject({ outcome: "failed", error: { code: "run.timeout" } });
+    expect(decision.wakeAt).toBeNull();
+  });
+});
