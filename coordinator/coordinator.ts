@@ -4,12 +4,17 @@ import { importSigningKey, signEntry, type JournalSigningKey } from "../lib/jour
 import { validateJson } from "../lib/json-schema.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import { TaskResult, type JournalEntry, type RunSnapshot, type RunView, type TaskPayload } from "../schemas/index.ts";
+import { TaskResult, type JournalEntry, type RunSnapshot, type RunStatus, type RunView, type TaskPayload } from "../schemas/index.ts";
 import { decide, type Command, type RunEvent, type RunState } from "./decide.ts";
 import { isTerminal } from "./lifecycle.ts";
 import { CreateRunRequest, newRunState, type CreateRunOutcome } from "./create.ts";
 import { RunStore } from "./storage.ts";
 import { toRunView } from "./view.ts";
+
+/** Journal entries returned by one events call. */
+const EVENTS_PAGE = 500;
+/** The longest a long poll for events waits. */
+const MAX_EVENTS_WAIT_MS = 30_000;
 
 /** What tests read to check the platform's per-event invocation cap. */
 export interface CoordinatorStats {
@@ -36,6 +41,8 @@ export class Coordinator extends DurableObject<Env> {
   /** Events are applied one at a time, in arrival order. */
   private queue: Promise<void> = Promise.resolve();
   private alarmAt: number | null = null;
+  /** Long polls waiting for the next journal entries. */
+  private readonly journalWaiters = new Set<() => void>();
   private readonly stats: CoordinatorStats = { maxDispatchesPerEvent: 0, dispatches: 0, events: 0 };
 
   constructor(ctx: DurableObjectState, env: Env) {
@@ -89,14 +96,62 @@ export class Coordinator extends DurableObject<Env> {
     });
   }
 
+  /**
+   * Journal entries after `afterSeq`; when there are none yet, waits up to
+   * `waitMs` for the next ones (a long poll, so event streams need few calls).
+   */
+  async events(afterSeq: number, waitMs: number): Promise<Result<JournalEntry[]>> {
+    return toResult(async () => {
+      this.requireRun();
+      const entries = this.store.journal(afterSeq, EVENTS_PAGE);
+      if (entries.length > 0 || waitMs <= 0) {
+        return entries;
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, Math.min(waitMs, MAX_EVENTS_WAIT_MS));
+        function done() {
+          clearTimeout(timer);
+          resolve();
+        }
+        this.journalWaiters.add(done);
+      });
+      return this.store.journal(afterSeq, EVENTS_PAGE);
+    });
+  }
+
   /** Cancels the run: no new dispatches, in-flight work abandoned, late results ignored. */
   async cancel(reason?: string): Promise<Result<RunView>> {
+    return this.control({ type: "cancel", reason: reason ?? "cancelled by request" }, (status) => !isTerminal(status), "the run is already");
+  }
+
+  /** Stops new dispatches; what is in flight finishes. */
+  async pause(): Promise<Result<RunView>> {
+    return this.control({ type: "pause" }, (status) => status === "queued" || status === "running" || status === "waiting", "only a queued, running or waiting run can be paused; this one is");
+  }
+
+  async resume(): Promise<Result<RunView>> {
+    return this.control({ type: "resume" }, (status) => status === "paused", "only a paused run can be resumed; this one is");
+  }
+
+  /** Re-runs a failed run from its failed nodes, keeping completed results, in the same journal. */
+  async redrive(): Promise<Result<RunView>> {
+    return this.control({ type: "redrive" }, (status) => status === "failed", "only a failed run can be redriven; this one is");
+  }
+
+  /** Starts a run created with `mode: "approval"`. */
+  async approve(): Promise<Result<RunView>> {
+    return this.control({ type: "start" }, (status) => status === "drafting", "only a run waiting in drafting can be approved; this one is");
+  }
+
+  /** Applies a control event when the run's status allows it, else a 409 `run.conflict`. */
+  private async control(event: RunEvent, allowed: (status: RunStatus) => boolean, refusal: string): Promise<Result<RunView>> {
     return toResult(async () => {
       const { record } = this.requireRun();
-      if (isTerminal(record.status)) {
-        throw EngineError.terminal("run.terminal", `the run is already ${record.status}`);
+      if (!allowed(record.status)) {
+        const code = isTerminal(record.status) ? "run.terminal" : "run.conflict";
+        throw EngineError.terminal(code, `${refusal} ${record.status}`);
       }
-      await this.apply({ type: "cancel", reason: reason ?? "cancelled by request" });
+      await this.apply(event);
       return this.view();
     });
   }
@@ -144,7 +199,7 @@ export class Coordinator extends DurableObject<Env> {
       return;
     }
     const now = Date.now();
-    const decision = decide(state, event, { snapshot, now, random: Math.random() });
+    const decision = decide(state, event, { snapshot, now, random: Math.random });
     const entries = await this.sign(state.record.run_id, decision.commands, now);
     this.ctx.storage.transactionSync(() => {
       this.store.save(state, decision.state);
@@ -152,6 +207,9 @@ export class Coordinator extends DurableObject<Env> {
     });
     this.state = decision.state;
     this.stats.events += 1;
+    if (entries.length > 0) {
+      this.wakeJournalWaiters();
+    }
     await this.setAlarm(decision.wakeAt);
     const dispatches = decision.commands.filter((command) => command.kind === "dispatch");
     this.stats.maxDispatchesPerEvent = Math.max(this.stats.maxDispatchesPerEvent, dispatches.length);
@@ -205,6 +263,14 @@ export class Coordinator extends DurableObject<Env> {
         console.error(JSON.stringify({ msg: "applying a task result failed", token, error: ensureEngineError(thrown).message }));
       });
     this.ctx.waitUntil(call);
+  }
+
+  private wakeJournalWaiters(): void {
+    const waiters = [...this.journalWaiters];
+    this.journalWaiters.clear();
+    for (const wake of waiters) {
+      wake();
+    }
   }
 
   private async setAlarm(at: number | null): Promise<void> {

@@ -25,7 +25,7 @@ export function newRunState(request: CreateRunRequest, now: number): RunState {
   const workflow = request.snapshot.workflow;
   const nodes: Record<string, NodeRecord> = {};
   for (const nodeId of Object.keys(workflow.definition.nodes)) {
-    nodes[nodeId] = { status: "pending", attempts: 0, started_at: null, finished_at: null, error: null, invocations: [], settled_seq: null };
+    nodes[nodeId] = { status: "pending", attempts: 0, started_at: null, finished_at: null, error: null, invocations: [], settled_seq: null, iterations: 0 };
   }
   return {
     record: {
@@ -39,6 +39,7 @@ export function newRunState(request: CreateRunRequest, now: number): RunState {
       updated_at: now,
       deadline_at: workflow.definition.timeout_ms === undefined ? null : now + workflow.definition.timeout_ms,
       dispatch_count: 0,
+      redrives: 0,
       journal_seq: 1,
       idempotency_key: request.idempotency_key,
       request_hash: request.request_hash,

@@ -11,7 +11,8 @@ export const TRANSITIONS = {
   queued: ["running", "paused", "cancelled", "failed"],
   running: ["waiting", "paused", "completed", "failed", "cancelled"],
   waiting: ["running", "paused", "completed", "failed", "cancelled"],
-  paused: ["running", "waiting", "failed", "cancelled"],
+  // A paused run dispatches nothing new, but what is in flight may still finish it.
+  paused: ["running", "waiting", "completed", "failed", "cancelled"],
   // Terminal. `failed → queued` is the one way back: a redrive.
   completed: [],
   failed: ["queued"],

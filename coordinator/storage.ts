@@ -1,55 +1,82 @@
-import { JournalEntry, NodeRecord, RunRecord, RunSnapshot } from "../schemas/index.ts";
+import { InvocationRecord, JournalEntry, NodeRecord, RunRecord, RunSnapshot } from "../schemas/index.ts";
 import type { RunState } from "./decide.ts";
 
 /**
+ * SQLite rows hold at most 2 MB; JSON values are split into chunks of this
+ * many UTF-16 code units (≤ 1.5 MB of UTF-8 even if every unit takes 3 bytes).
+ */
+const CHUNK_CHARS = 500_000;
+
+/**
  * Row ↔ record mapping for one run, with all of the coordinator's SQL in one
- * place. The run record, the snapshot and each node are separate rows, so an
- * event rewrites only what it changed; rows are parsed with their schemas
- * when read back.
+ * place. The run record, the snapshot, each node and each task invocation are
+ * separate rows, so an event rewrites only what it changed (a foreach item's
+ * result writes one invocation row, not the whole node). Values larger than a
+ * SQLite row are stored in chunks. Rows are parsed with their schemas when
+ * read back.
  */
 export class RunStore {
   private readonly sql: SqlStorage;
 
   constructor(sql: SqlStorage) {
     this.sql = sql;
-    sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    sql.exec(`CREATE TABLE IF NOT EXISTS blobs (key TEXT NOT NULL, chunk INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (key, chunk));
       CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, data TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS invocations (node TEXT NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (node, idx));
       CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, entry TEXT NOT NULL);`);
   }
 
   /** The run, or null when this object holds none yet. */
   load(): { state: RunState; snapshot: RunSnapshot; lastHash: string | null } | null {
-    const meta = new Map(this.sql.exec<{ key: string; value: string }>("SELECT key, value FROM meta").toArray().map((row) => [row.key, row.value]));
-    const record = meta.get("record");
-    const snapshot = meta.get("snapshot");
+    const record = this.getJson("record");
+    const snapshot = this.getJson("snapshot");
     if (record === undefined || snapshot === undefined) {
       return null;
     }
+    const invocations = new Map<string, InvocationRecord[]>();
+    for (const row of this.sql.exec<{ node: string; data: string }>("SELECT node, data FROM invocations ORDER BY node, idx")) {
+      const list = invocations.get(row.node) ?? [];
+      list.push(InvocationRecord.parse(JSON.parse(row.data)));
+      invocations.set(row.node, list);
+    }
     const nodes: Record<string, NodeRecord> = {};
     for (const row of this.sql.exec<{ id: string; data: string }>("SELECT id, data FROM nodes")) {
-      nodes[row.id] = NodeRecord.parse(JSON.parse(row.data));
+      nodes[row.id] = NodeRecord.parse({ ...(JSON.parse(row.data) as object), invocations: invocations.get(row.id) ?? [] });
     }
     const last = this.sql.exec<{ entry: string }>("SELECT entry FROM journal ORDER BY seq DESC LIMIT 1").toArray()[0];
     return {
-      state: { record: RunRecord.parse(JSON.parse(record)), nodes },
-      snapshot: RunSnapshot.parse(JSON.parse(snapshot)),
+      state: { record: RunRecord.parse(record), nodes },
+      snapshot: RunSnapshot.parse(snapshot),
       lastHash: last ? JournalEntry.parse(JSON.parse(last.entry)).hash : null,
     };
   }
 
   /** Writes a new run. Call inside a storage transaction with its first journal entries. */
   create(state: RunState, snapshot: RunSnapshot): void {
-    this.sql.exec("INSERT INTO meta (key, value) VALUES ('snapshot', ?)", JSON.stringify(snapshot));
+    this.putJson("snapshot", snapshot);
     this.save(null, state);
   }
 
   /** Writes what changed between `before` and `after`. Call inside a storage transaction. */
   save(before: RunState | null, after: RunState): void {
-    this.sql.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('record', ?)", JSON.stringify(after.record));
+    if (before?.record !== after.record) {
+      this.putJson("record", after.record);
+    }
     for (const [id, node] of Object.entries(after.nodes)) {
-      if (before?.nodes[id] !== node) {
-        this.sql.exec("INSERT OR REPLACE INTO nodes (id, data) VALUES (?, ?)", id, JSON.stringify(node));
+      const previous = before?.nodes[id];
+      if (previous === node) {
+        continue;
       }
+      const { invocations, ...rest } = node;
+      this.sql.exec("INSERT OR REPLACE INTO nodes (id, data) VALUES (?, ?)", id, JSON.stringify(rest));
+      if (previous && previous.invocations.length > invocations.length) {
+        this.sql.exec("DELETE FROM invocations WHERE node = ? AND idx >= ?", id, invocations.length);
+      }
+      invocations.forEach((invocation, index) => {
+        if (previous?.invocations[index] !== invocation) {
+          this.sql.exec("INSERT OR REPLACE INTO invocations (node, idx, data) VALUES (?, ?, ?)", id, index, JSON.stringify(invocation));
+        }
+      });
     }
   }
 
@@ -59,10 +86,36 @@ export class RunStore {
     }
   }
 
-  journal(afterSeq = 0): JournalEntry[] {
+  journal(afterSeq = 0, limit = 10_000): JournalEntry[] {
     return this.sql
-      .exec<{ entry: string }>("SELECT entry FROM journal WHERE seq > ? ORDER BY seq", afterSeq)
+      .exec<{ entry: string }>("SELECT entry FROM journal WHERE seq > ? ORDER BY seq LIMIT ?", afterSeq, limit)
       .toArray()
       .map((row) => JournalEntry.parse(JSON.parse(row.entry)));
   }
+
+  private putJson(key: string, value: unknown): void {
+    const text = JSON.stringify(value);
+    this.sql.exec("DELETE FROM blobs WHERE key = ?", key);
+    let start = 0;
+    let chunk = 0;
+    do {
+      let end = Math.min(start + CHUNK_CHARS, text.length);
+      // Never split a surrogate pair: SQLite would store each half as U+FFFD.
+      if (end < text.length && isHighSurrogate(text.charCodeAt(end - 1))) {
+        end -= 1;
+      }
+      this.sql.exec("INSERT INTO blobs (key, chunk, data) VALUES (?, ?, ?)", key, chunk, text.slice(start, end));
+      start = end;
+      chunk += 1;
+    } while (start < text.length);
+  }
+
+  private getJson(key: string): unknown {
+    const rows = this.sql.exec<{ data: string }>("SELECT data FROM blobs WHERE key = ? ORDER BY chunk", key).toArray();
+    return rows.length === 0 ? undefined : (JSON.parse(rows.map((row) => row.data).join("")) as unknown);
+  }
+}
+
+function isHighSurrogate(code: number): boolean {
+  return code >= 0xd800 && code <= 0xdbff;
 }

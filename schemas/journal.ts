@@ -15,6 +15,8 @@ export const Base64Url = z.string().regex(/^[A-Za-z0-9_-]+$/, "expected unpadded
 
 /** The kind of the terminal attestation entry. */
 export const ATTEST_KIND = "attest";
+/** The one kind that may follow an attestation: a redrive reopens a failed run's journal. */
+export const REDRIVE_KIND = "run.redriven";
 
 /** One journal entry, exactly the nine envelope fields (extra fields are rejected: they would not be signed). */
 export const JournalEntry = z.strictObject({

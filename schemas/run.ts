@@ -33,11 +33,12 @@ export const Failure = z.strictObject({
 });
 export type Failure = z.infer<typeof Failure>;
 
-export const INVOCATION_STATUSES = ["pending", "running", "retrying", "completed", "failed", "cancelled"] as const;
+export const INVOCATION_STATUSES = ["pending", "running", "retrying", "completed", "failed", "cancelled", "skipped"] as const;
 
 /**
  * One task invocation of a node: a plain node has one, a foreach node one per
  * item. `token` names the dispatch in flight; a result is accepted only for it.
+ * `input` is fixed when the node starts, so every attempt gets the same input.
  */
 export const InvocationRecord = z.strictObject({
   index: z.number().int().min(0),
@@ -63,6 +64,8 @@ export const NodeRecord = z.strictObject({
   invocations: z.array(InvocationRecord),
   /** Journal seq of the entry that settled this node (cited by the attestation). */
   settled_seq: z.number().int().nullable(),
+  /** Iterations started so far (1 for a node without `repeat`, once started). */
+  iterations: z.number().int().min(0),
 });
 export type NodeRecord = z.infer<typeof NodeRecord>;
 
@@ -87,6 +90,8 @@ export const RunRecord = z.strictObject({
   deadline_at: z.number().nullable(),
   /** Counter for dispatch tokens: a token is never reused. */
   dispatch_count: z.number().int().min(0),
+  /** How many times this run was redriven after failing. */
+  redrives: z.number().int().min(0),
   /** Seq of the last journal entry written. */
   journal_seq: z.number().int().min(0),
   /** What started it: an idempotency key and the hash of the request, to detect reuse with other input. */

@@ -2,6 +2,7 @@ import { Hono, type Context } from "hono";
 import { EngineError } from "../lib/errors.ts";
 import { bearerAuth } from "./auth.ts";
 import { onError } from "./errors.ts";
+import { streamRunEvents } from "./events.ts";
 import * as service from "./service.ts";
 
 /** Request bodies larger than this get 413. */
@@ -32,6 +33,10 @@ export function createApp(): Hono<App> {
     const reason = typeof body === "object" && body !== null && "reason" in body && typeof body.reason === "string" ? body.reason : undefined;
     return c.json(await service.cancelRun(c.env, c.req.param("runId"), reason));
   });
+  for (const control of ["pause", "resume", "redrive", "approve"] as const) {
+    app.post(`/v1/runs/:runId/${control}`, async (c) => c.json(await service.controlRun(c.env, c.req.param("runId"), control)));
+  }
+  app.get("/v1/runs/:runId/events", (c) => streamRunEvents(c, c.req.param("runId")));
   app.get("/v1/:kind/:id", async (c) => c.json(await service.getDefinition(c.env, c.req.param("kind"), c.req.param("id"))));
   app.get("/v1/:kind/:id/versions/:version", async (c) => {
     const version = Number(c.req.param("version"));

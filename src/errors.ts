@@ -11,7 +11,8 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   "request.invalid_json": 400,
   "run.terminal": 409,
   "run.idempotency_conflict": 409,
-  "run.not_drafting": 409,
+  "run.conflict": 409,
+  "request.invalid_cursor": 400,
   "action.not_implemented": 501,
 };
 

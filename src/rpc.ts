@@ -37,6 +37,27 @@ export class TrellisApi extends WorkerEntrypoint<Env> {
     return toResult(() => service.cancelRun(this.env, runId, reason));
   }
 
+  pauseRun(runId: string): Promise<Result<RunView>> {
+    return toResult(() => service.controlRun(this.env, runId, "pause"));
+  }
+
+  resumeRun(runId: string): Promise<Result<RunView>> {
+    return toResult(() => service.controlRun(this.env, runId, "resume"));
+  }
+
+  redriveRun(runId: string): Promise<Result<RunView>> {
+    return toResult(() => service.controlRun(this.env, runId, "redrive"));
+  }
+
+  approveRun(runId: string): Promise<Result<RunView>> {
+    return toResult(() => service.controlRun(this.env, runId, "approve"));
+  }
+
+  /** Journal entries after `afterSeq`, waiting up to `waitMs` for the next ones: the event stream over RPC. */
+  runEvents(runId: string, afterSeq = 0, waitMs = 0): Promise<Result<JournalEntry[]>> {
+    return toResult(() => service.runEvents(this.env, runId, afterSeq, waitMs));
+  }
+
   journalKeys(): Promise<Result<Jwks>> {
     return toResult(() => service.journalKeys(this.env));
   }

@@ -27,7 +27,7 @@ const CATALOG_NAME = "catalog";
 // The stubs' generated RPC types are too deep for tsc over recursive JSON
 // types; the methods return plain-data Results, so their own signatures are exact.
 type CatalogApi = Pick<Catalog, "register" | "get" | "resolveRun">;
-type CoordinatorApi = Pick<Coordinator, "create" | "get" | "journal" | "cancel">;
+type CoordinatorApi = Pick<Coordinator, "create" | "get" | "journal" | "events" | "cancel" | "pause" | "resume" | "redrive" | "approve">;
 
 function catalog(env: Env): CatalogApi {
   return env.CATALOG.get(env.CATALOG.idFromName(CATALOG_NAME)) as unknown as CatalogApi;
@@ -87,6 +87,20 @@ export async function getJournal(env: Env, runId: string): Promise<{ entries: Jo
 
 export async function cancelRun(env: Env, runId: string, reason?: string): Promise<RunView> {
   return unwrap(await coordinator(env, runId).cancel(reason));
+}
+
+/** The run controls that take no arguments. */
+export type RunControl = "pause" | "resume" | "redrive" | "approve";
+
+export async function controlRun(env: Env, runId: string, control: RunControl): Promise<RunView> {
+  const stub = coordinator(env, runId);
+  const results = { pause: () => stub.pause(), resume: () => stub.resume(), redrive: () => stub.redrive(), approve: () => stub.approve() } satisfies Record<RunControl, () => Promise<unknown>>;
+  return unwrap(await results[control]());
+}
+
+/** Journal entries after `afterSeq`, waiting up to `waitMs` for new ones when there are none. */
+export async function runEvents(env: Env, runId: string, afterSeq: number, waitMs: number): Promise<JournalEntry[]> {
+  return unwrap(await coordinator(env, runId).events(afterSeq, waitMs));
 }
 
 /** The JWKS: the current signing key's public half, plus retired keys still trusted. */

@@ -1,5 +1,5 @@
 import { EngineError } from "../errors.ts";
-import { ATTEST_KIND, JournalAttestationBody, JournalEntry, JournalSignedFields } from "../../schemas/journal.ts";
+import { ATTEST_KIND, JournalAttestationBody, JournalEntry, JournalSignedFields, REDRIVE_KIND } from "../../schemas/journal.ts";
 import { canonicalBytes, canonicalJson } from "./canonical.ts";
 import { base64UrlDecode, base64UrlEncode, readJwks, toHex, type JournalSigningKey, type WebCryptoKey } from "./keys.ts";
 
@@ -170,7 +170,8 @@ export async function verifyJournal(entries: unknown, jwks: unknown, options: Ve
     }
     const entry: JournalEntry = { ...parsed.data, body: bodyOf(raw) };
     const { seq } = entry;
-    if (previous?.kind === ATTEST_KIND) {
+    // An attestation closes the journal; only a redrive of a failed run may reopen it.
+    if (previous?.kind === ATTEST_KIND && !(entry.kind === REDRIVE_KIND && isFailedAttestation(previous))) {
       return failure("after_attestation", index, seq, `the journal was closed by the attestation at seq ${previous.seq}`);
     }
     if (entry.kind === ATTEST_KIND) {
@@ -257,4 +258,8 @@ export function formatReport(report: VerifyReport): string {
   const run = report.run_id === null ? "no run" : `run ${report.run_id}`;
   const attested = report.attested ? `attested ${report.outcome ?? ""}`.trimEnd() : "not attested";
   return `OK: ${report.entries} ${report.entries === 1 ? "entry" : "entries"}, ${run}, ${attested}`;
+}
+
+function isFailedAttestation(entry: JournalEntry): boolean {
+  return entry.body.outcome === "failed";
 }

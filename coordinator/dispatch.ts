@@ -1,0 +1,110 @@
+import type { Json } from "../lib/expr/mapping.ts";
+import type { InvocationRecord } from "../schemas/index.ts";
+import type { Draft } from "./draft.ts";
+import { failNode } from "./nodes.ts";
+
+/** At most this many executor calls per Durable Object event (the platform's cap is 32 invocations). */
+export const MAX_DISPATCHES_PER_EVENT = 24;
+/** In-flight tasks per run when the workflow sets no `max_parallel`. */
+export const DEFAULT_MAX_PARALLEL = 32;
+/** A task attempt's bound when its node sets no `timeout_ms`: 15 minutes. */
+export const DEFAULT_TASK_TIMEOUT_MS = 15 * 60_000;
+/**
+ * The executor enforces `timeout_ms` itself and reports the timeout; the
+ * coordinator's own deadline comes this much later and only catches an
+ * executor that never answered.
+ */
+export const DEADLINE_GRACE_MS = 10_000;
+
+export function inFlightCount(draft: Draft): number {
+  let count = 0;
+  for (const node of Object.values(draft.nodes)) {
+    for (const invocation of node.invocations) {
+      count += invocation.status === "running" ? 1 : 0;
+    }
+  }
+  return count;
+}
+
+/** The invocations that may be dispatched now, in node then item order, within every limit. */
+export function dispatchable(draft: Draft, budget: number): { nodeId: string; index: number }[] {
+  if (draft.record.error !== null || draft.record.status === "paused") {
+    return [];
+  }
+  const runLimit = draft.workflow.max_parallel ?? DEFAULT_MAX_PARALLEL;
+  let room = Math.min(budget, runLimit - inFlightCount(draft));
+  const picked: { nodeId: string; index: number }[] = [];
+  for (const [nodeId, node] of Object.entries(draft.nodes)) {
+    if (room <= 0) {
+      break;
+    }
+    if (node.status !== "pending" && node.status !== "running" && node.status !== "waiting") {
+      continue;
+    }
+    const nodeLimit = draft.nodeDefinition(nodeId).foreach?.max_parallel ?? Number.POSITIVE_INFINITY;
+    let nodeRoom = nodeLimit - node.invocations.filter((invocation) => invocation.status === "running").length;
+    for (const invocation of node.invocations) {
+      if (room <= 0 || nodeRoom <= 0) {
+        break;
+      }
+      if (invocation.status === "pending") {
+        picked.push({ nodeId, index: invocation.index });
+        room -= 1;
+        nodeRoom -= 1;
+      }
+    }
+  }
+  return picked;
+}
+
+/** Dispatches what is ready, at most {@link MAX_DISPATCHES_PER_EVENT}; only a wake calls this. */
+export function dispatchReady(draft: Draft): void {
+  for (const { nodeId, index } of dispatchable(draft, MAX_DISPATCHES_PER_EVENT)) {
+    const invocation = draft.invocation(nodeId, index);
+    // An earlier dispatch of this batch may have failed the run.
+    if (invocation?.status === "pending" && draft.record.error === null) {
+      dispatchInvocation(draft, nodeId, invocation);
+    }
+  }
+}
+
+function dispatchInvocation(draft: Draft, nodeId: string, invocation: InvocationRecord): void {
+  const definition = draft.nodeDefinition(nodeId);
+  const task = draft.snapshot.tasks[nodeId];
+  if (!task) {
+    failNode(draft, nodeId, { code: "node.no_task", message: `node ${nodeId} has no resolved task`, node: nodeId });
+    return;
+  }
+  draft.record.dispatch_count += 1;
+  const attempt = invocation.attempts + 1;
+  const token = `${draft.record.run_id}.${draft.record.dispatch_count}`;
+  const timeoutMs = definition.timeout_ms ?? DEFAULT_TASK_TIMEOUT_MS;
+  draft.setInvocation(nodeId, invocation.index, {
+    status: "running",
+    attempts: attempt,
+    token,
+    dispatched_at: draft.now,
+    deadline_at: draft.now + timeoutMs + DEADLINE_GRACE_MS,
+    retry_at: null,
+  });
+  draft.setNode(nodeId, { status: "running", attempts: draft.node(nodeId).attempts + 1 });
+  const item = definition.foreach ? invocation.index : null;
+  draft.journal("task.dispatched", { node: nodeId, item, token, attempt, task: { id: task.id, version: task.version } });
+  draft.commands.push({
+    kind: "dispatch",
+    payload: {
+      token_id: token,
+      workflow_run_id: draft.record.run_id,
+      node_id: nodeId,
+      item_index: item,
+      task_id: task.id,
+      task_version: task.version,
+      task,
+      input: (invocation.input ?? null) as Json,
+      resources: {},
+      timeout_ms: timeoutMs,
+      retry_attempt: attempt - 1,
+      tools: draft.workflow.tools ?? [],
+    },
+  });
+}

@@ -1,0 +1,158 @@
+import type {
+  Failure,
+  InvocationRecord,
+  JsonObject,
+  Node as NodeDefinition,
+  NodeRecord,
+  RunRecord,
+  RunSnapshot,
+  RunStatus,
+  TaskPayload,
+} from "../schemas/index.ts";
+import { assertTransition } from "./lifecycle.ts";
+
+export interface RunState {
+  record: RunRecord;
+  nodes: Record<string, NodeRecord>;
+}
+
+export type Command =
+  | { kind: "dispatch"; payload: TaskPayload }
+  | { kind: "journal"; seq: number; entryKind: string; body: JsonObject };
+
+export interface DecideContext {
+  snapshot: RunSnapshot;
+  now: number;
+  /** Numbers in [0, 1) for backoff jitter; each retry draws its own. */
+  random: () => number;
+}
+
+/** Attestations carry the run output only up to this size of JSON (else its size). */
+const MAX_ATTESTED_OUTPUT_CHARS = 256 * 1024;
+
+/**
+ * One event's working copy of the run: copy-on-write (a node or invocation
+ * object is replaced only when it changes, so storage can write only those),
+ * plus the commands the event produces, in order.
+ */
+export class Draft {
+  record: RunRecord;
+  nodes: Record<string, NodeRecord>;
+  readonly commands: Command[] = [];
+  readonly snapshot: RunSnapshot;
+  readonly now: number;
+  readonly random: () => number;
+
+  constructor(state: RunState, context: DecideContext) {
+    this.record = { ...state.record };
+    this.nodes = { ...state.nodes };
+    this.snapshot = context.snapshot;
+    this.now = context.now;
+    this.random = context.random;
+  }
+
+  get workflow() {
+    return this.snapshot.workflow.definition;
+  }
+
+  nodeDefinition(nodeId: string): NodeDefinition {
+    const node = this.workflow.nodes[nodeId];
+    if (!node) {
+      throw new Error(`node ${nodeId} is not in the snapshot`);
+    }
+    return node;
+  }
+
+  node(nodeId: string): NodeRecord {
+    const node = this.nodes[nodeId];
+    if (!node) {
+      throw new Error(`node ${nodeId} has no record`);
+    }
+    return node;
+  }
+
+  invocation(nodeId: string, index: number): InvocationRecord | undefined {
+    return this.node(nodeId).invocations[index];
+  }
+
+  setNode(nodeId: string, patch: Partial<NodeRecord>): NodeRecord {
+    const next = { ...this.node(nodeId), ...patch };
+    this.nodes[nodeId] = next;
+    return next;
+  }
+
+  setInvocation(nodeId: string, index: number, patch: Partial<InvocationRecord>): void {
+    const invocations = this.node(nodeId).invocations.map((invocation) => (invocation.index === index ? { ...invocation, ...patch } : invocation));
+    this.setNode(nodeId, { invocations });
+  }
+
+  /** Appends a journal entry; returns its seq. */
+  journal(entryKind: string, body: JsonObject): number {
+    const seq = this.record.journal_seq + 1;
+    this.record.journal_seq = seq;
+    this.commands.push({ kind: "journal", seq, entryKind, body });
+    return seq;
+  }
+
+  transition(to: RunStatus, reason: string): number {
+    const from = this.record.status;
+    assertTransition(from, to);
+    this.record.status = to;
+    this.record.updated_at = this.now;
+    return this.journal("run.status", { from, to, reason });
+  }
+
+  /** Ends the run: nodes that never ran are cancelled, and the attestation closes the journal. */
+  finish(outcome: "completed" | "failed" | "cancelled", reason: string, error: Failure | null): void {
+    if (outcome !== "completed") {
+      this.cancelOpenNodes(outcome === "cancelled" ? "run cancelled" : "run failed");
+    }
+    const statusSeq = this.transition(outcome, reason);
+    this.record.error = error;
+    const cited = outcome === "completed" ? settledSeqs(this.nodes) : [...failedSeqs(this.nodes), statusSeq];
+    const output = JSON.stringify(this.record.context.output);
+    this.journal("attest", {
+      outcome,
+      reason,
+      cited,
+      created_by: "trellis/coordinator",
+      workflow: { id: this.record.workflow.id, version: this.record.workflow.version },
+      ...(outcome === "completed" ? (output.length <= MAX_ATTESTED_OUTPUT_CHARS ? { output: this.record.context.output } : { output_chars: output.length }) : {}),
+      ...(error ? { error: { ...error } } : {}),
+    });
+  }
+
+  /** Abandons every node not settled: dispatches in flight are forgotten, their late results ignored. */
+  cancelOpenNodes(reason: string): void {
+    for (const [nodeId, node] of Object.entries(this.nodes)) {
+      if (node.status === "pending" || node.status === "running" || node.status === "waiting") {
+        const invocations = node.invocations.map((invocation) => (isOpen(invocation) ? closeInvocation(invocation, "cancelled") : invocation));
+        this.setNode(nodeId, { status: "cancelled", invocations, finished_at: this.now });
+        this.journal("node.cancelled", { node: nodeId, reason });
+      }
+    }
+  }
+}
+
+export function isOpen(invocation: InvocationRecord): boolean {
+  return invocation.status === "pending" || invocation.status === "running" || invocation.status === "retrying";
+}
+
+/** An invocation that will not run again: no token, no timers. */
+export function closeInvocation(invocation: InvocationRecord, status: "cancelled" | "failed"): InvocationRecord {
+  return { ...invocation, status, token: null, retry_at: null, deadline_at: null };
+}
+
+function settledSeqs(nodes: Record<string, NodeRecord>): number[] {
+  return Object.values(nodes)
+    .map((node) => node.settled_seq)
+    .filter((seq): seq is number => seq !== null)
+    .sort((a, b) => a - b);
+}
+
+function failedSeqs(nodes: Record<string, NodeRecord>): number[] {
+  return Object.values(nodes)
+    .filter((node) => node.status === "failed" && node.settled_seq !== null)
+    .map((node) => node.settled_seq as number)
+    .sort((a, b) => a - b);
+}

@@ -1,0 +1,223 @@
+import { ensureEngineError, EngineError } from "../lib/errors.ts";
+import { evalCelBool } from "../lib/expr/cel.ts";
+import { selectJsonPath } from "../lib/expr/jsonpath.ts";
+import { applyOutputMapping, buildInput, type Json, type JsonRecord, type Writable } from "../lib/expr/mapping.ts";
+import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
+import type { Failure, InvocationRecord, Node as NodeDefinition, NodeRecord } from "../schemas/index.ts";
+import { closeInvocation, isOpen, type Draft } from "./draft.ts";
+
+/**
+ * A node's life: started when its dependencies settle (or skipped), one task
+ * invocation per foreach item (or one), retried by its policy, repeated until
+ * its `repeat.until` holds, then completed — its output written into the run
+ * context — or failed.
+ */
+
+/** A node is settled when nothing more will happen to it. */
+export function isSettled(node: NodeRecord, definition: NodeDefinition): boolean {
+  return (
+    node.status === "completed" ||
+    node.status === "skipped" ||
+    node.status === "cancelled" ||
+    (node.status === "failed" && definition.on_failure === "continue")
+  );
+}
+
+/**
+ * Join semantics: a node is considered once every dependency is settled
+ * (completed, skipped, or failed with `on_failure: "continue"`). If it has
+ * dependencies and all of them were skipped, it is skipped too; otherwise its
+ * `when` decides. Once the run is failing, nothing new starts.
+ */
+export function startReadyNodes(draft: Draft): void {
+  let changed = true;
+  // Skips cascade: repeat until no node changes.
+  while (changed && draft.record.error === null) {
+    changed = false;
+    for (const [nodeId, definition] of Object.entries(draft.workflow.nodes)) {
+      const node = draft.node(nodeId);
+      if (node.status !== "pending" || node.iterations > 0) {
+        continue;
+      }
+      const dependencies = (definition.depends_on ?? []).map((id) => ({ node: draft.node(id), definition: draft.nodeDefinition(id) }));
+      if (!dependencies.every((dependency) => isSettled(dependency.node, dependency.definition))) {
+        continue;
+      }
+      changed = true;
+      if (dependencies.length > 0 && dependencies.every((dependency) => dependency.node.status === "skipped")) {
+        skipNode(draft, nodeId, "all dependencies were skipped");
+      } else {
+        draft.setNode(nodeId, { started_at: draft.now });
+        startIteration(draft, nodeId, definition);
+      }
+    }
+  }
+}
+
+function skipNode(draft: Draft, nodeId: string, reason: string): void {
+  const seq = draft.journal("node.skipped", { node: nodeId, reason });
+  draft.setNode(nodeId, { status: "skipped", finished_at: draft.now, settled_seq: seq });
+}
+
+export function contextDocument(draft: Draft): Record<string, unknown> {
+  const { input, state, output } = draft.record.context;
+  return { input, state, output };
+}
+
+/**
+ * Starts one iteration: evaluates `when` (per item for foreach, with `item`
+ * and `index`) and fixes every invocation's input now, so retries get the
+ * same input whatever happens to the run context meanwhile.
+ */
+function startIteration(draft: Draft, nodeId: string, definition: NodeDefinition): void {
+  const iteration = draft.node(nodeId).iterations + 1;
+  try {
+    if (definition.workflow !== undefined) {
+      throw EngineError.terminal("node.not_implemented", "nodes that run a sub-workflow are not implemented yet");
+    }
+    const doc = contextDocument(draft);
+    const items: { vars: Record<string, unknown>; fallback: Json }[] = definition.foreach
+      ? foreachItems(draft, definition.foreach.items).map((item, index) => ({ vars: { ...doc, item, index }, fallback: item }))
+      : [{ vars: doc, fallback: draft.record.context.input as Json }];
+    const invocations = items.map(({ vars, fallback }, index): InvocationRecord => {
+      const runs = definition.when === undefined || evalCelBool(definition.when, vars);
+      const input = runs ? (definition.input_mapping ? buildInput(definition.input_mapping, vars) : fallback) : null;
+      return { index, status: runs ? "pending" : "skipped", attempts: 0, token: null, dispatched_at: null, deadline_at: null, retry_at: null, input, error: null };
+    });
+    if (invocations.length > 0 && invocations.every((invocation) => invocation.status === "skipped") && iteration === 1) {
+      skipNode(draft, nodeId, `when is false: ${definition.when ?? ""}`);
+      return;
+    }
+    draft.setNode(nodeId, { invocations, iterations: iteration });
+    draft.journal("node.started", { node: nodeId, iteration, invocations: invocations.length, skipped: invocations.filter((invocation) => invocation.status === "skipped").length });
+    if (!invocations.some(isOpen)) {
+      completeIteration(draft, nodeId);
+    }
+  } catch (thrown) {
+    const error = ensureEngineError(thrown, "node.start_failed");
+    draft.setNode(nodeId, { iterations: iteration });
+    failNode(draft, nodeId, { code: error.code, message: error.message, node: nodeId });
+  }
+}
+
+function foreachItems(draft: Draft, itemsPath: string): Json[] {
+  const selected = selectJsonPath(itemsPath, contextDocument(draft));
+  const items = selected.found ? selected.value : undefined;
+  if (!Array.isArray(items)) {
+    throw EngineError.terminal("node.foreach_not_array", `foreach.items ${itemsPath} did not select an array`);
+  }
+  return items as Json[];
+}
+
+/** Where in the node an invocation sits, for journal bodies: the item index of a foreach, else null. */
+export function itemOf(draft: Draft, nodeId: string, invocation: InvocationRecord): number | null {
+  return draft.nodeDefinition(nodeId).foreach ? invocation.index : null;
+}
+
+export function completeInvocation(draft: Draft, nodeId: string, invocation: InvocationRecord, output: Json, durationMs: number): void {
+  draft.journal("task.completed", {
+    node: nodeId,
+    item: itemOf(draft, nodeId, invocation),
+    token: invocation.token,
+    attempt: invocation.attempts,
+    duration_ms: durationMs,
+    output,
+  });
+  draft.setInvocation(nodeId, invocation.index, { status: "completed", token: null, deadline_at: null, output, error: null });
+  if (draft.node(nodeId).invocations.every((candidate) => candidate.status === "completed" || candidate.status === "skipped")) {
+    completeIteration(draft, nodeId);
+  }
+}
+
+export interface TaskFailure {
+  type: string;
+  message: string;
+  retryable: boolean;
+  retryAfterMs?: number | undefined;
+  stepRef: string | null;
+}
+
+/** A failed attempt: retried by the node's policy when retryable, else the node fails. */
+export function failInvocation(draft: Draft, nodeId: string, invocation: InvocationRecord, failure: TaskFailure): void {
+  const policy = resolveRetryPolicy(draft.nodeDefinition(nodeId).retry);
+  const error: Failure = { code: failure.type, message: failure.message, node: nodeId, retryable: failure.retryable, ...(failure.stepRef ? { step: failure.stepRef } : {}) };
+  const item = itemOf(draft, nodeId, invocation);
+  draft.journal("task.failed", { node: nodeId, item, token: invocation.token, attempt: invocation.attempts, error: { ...error } });
+  if (failure.retryable && invocation.attempts < policy.maxAttempts) {
+    const retryAt = draft.now + retryDelayMs(policy, invocation.attempts, draft.random(), failure.retryAfterMs);
+    draft.journal("task.retry_scheduled", { node: nodeId, item, attempt: invocation.attempts + 1, at: new Date(retryAt).toISOString() });
+    draft.setInvocation(nodeId, invocation.index, { status: "retrying", token: null, deadline_at: null, retry_at: retryAt, error });
+    return;
+  }
+  draft.setInvocation(nodeId, invocation.index, { ...closeInvocation(invocation, "failed"), error });
+  failNode(draft, nodeId, error);
+}
+
+/** Every invocation of an iteration is done: write the output, then repeat or complete. */
+function completeIteration(draft: Draft, nodeId: string): void {
+  const definition = draft.nodeDefinition(nodeId);
+  const node = draft.node(nodeId);
+  const outputs = node.invocations.map((invocation) => (invocation.output ?? null) as Json);
+  try {
+    writeNodeOutput(draft, nodeId, definition, definition.foreach ? outputs : (outputs[0] ?? null));
+    if (definition.repeat && !evalCelBool(definition.repeat.until, contextDocument(draft))) {
+      if (node.iterations < definition.repeat.max_iterations) {
+        draft.journal("node.repeat", { node: nodeId, iteration: node.iterations, until: definition.repeat.until });
+        startIteration(draft, nodeId, definition);
+        return;
+      }
+      throw EngineError.terminal("node.repeat_exhausted", `repeat.until (${definition.repeat.until}) still false after ${node.iterations} iterations`);
+    }
+  } catch (thrown) {
+    const error = ensureEngineError(thrown, "mapping.failed");
+    failNode(draft, nodeId, { code: error.code, message: error.message, node: nodeId });
+    return;
+  }
+  const seq = draft.journal("node.completed", { node: nodeId, invocations: node.invocations.length, iterations: node.iterations });
+  draft.setNode(nodeId, { status: "completed", finished_at: draft.now, settled_seq: seq, error: null });
+}
+
+/**
+ * Writes a node's task output into the run context: by its output mapping, or
+ * at `state.<node id>`. A foreach node's output is the array of its item
+ * outputs in item order (null for skipped items), and each mapping target
+ * receives the array of what its source selects from each item.
+ */
+function writeNodeOutput(draft: Draft, nodeId: string, definition: NodeDefinition, output: Json): void {
+  const context = draft.record.context;
+  const target: Writable = { state: context.state as JsonRecord, output: context.output as JsonRecord };
+  let next: Writable;
+  if (!definition.output_mapping) {
+    next = { ...target, state: { ...target.state, [nodeId]: output } };
+  } else if (definition.foreach && Array.isArray(output)) {
+    next = target;
+    for (const [path, source] of Object.entries(definition.output_mapping)) {
+      const values = output.map((itemOutput) => (applyOutputMapping({ "state.v": source }, itemOutput, { state: {}, output: {} }).state.v ?? null) as Json);
+      next = applyOutputMapping({ [path]: values }, null, next);
+    }
+  } else {
+    next = applyOutputMapping(definition.output_mapping, output, target);
+  }
+  draft.record.context = { ...context, state: next.state, output: next.output };
+}
+
+/** The node fails: with `continue` the run goes on (the error lands in `state._errors`), else the run is failing. */
+export function failNode(draft: Draft, nodeId: string, error: Failure): void {
+  const definition = draft.nodeDefinition(nodeId);
+  const invocations = draft.node(nodeId).invocations.map((invocation) => (isOpen(invocation) ? closeInvocation(invocation, "cancelled") : invocation));
+  const seq = draft.journal("node.failed", { node: nodeId, error: { ...error }, on_failure: definition.on_failure ?? "fail" });
+  draft.setNode(nodeId, { status: "failed", finished_at: draft.now, error, settled_seq: seq, invocations });
+  if (definition.on_failure === "continue") {
+    const state = draft.record.context.state;
+    const errors = Array.isArray(state._errors) ? state._errors : [];
+    const entry = { node: nodeId, error: { code: error.code, message: error.message } };
+    draft.record.context = { ...draft.record.context, state: { ...state, _errors: [...errors, entry] } };
+    return;
+  }
+  if (draft.record.error === null) {
+    draft.record.error = error;
+  }
+  if (draft.workflow.fail_fast ?? true) {
+    draft.cancelOpenNodes(`node ${nodeId} failed (fail_fast)`);
+  }
+}

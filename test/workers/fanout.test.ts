@@ -1,0 +1,134 @@
+import { env } from "cloudflare:workers";
+import { describe, it } from "vitest";
+import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
+
+interface Stats {
+  maxDispatchesPerEvent: number;
+  dispatches: number;
+}
+
+async function statsOf(runId: string): Promise<Stats> {
+  const stub = env.COORDINATOR.get(env.COORDINATOR.idFromName(runId)) as unknown as { getStats(): Promise<Stats> };
+  return stub.getStats();
+}
+
+async function run(workflow: Record<string, unknown>, input: unknown, timeoutMs = 60_000): Promise<any> {
+  const registered = await api("POST", "/v1/definitions", { workflows: [workflow] });
+  if (registered.status !== 201) {
+    throw new Error(JSON.stringify(registered.json));
+  }
+  const started = await api("POST", `/v1/workflows/${workflow.id}/runs`, { input });
+  return waitForRun(started.json.run_id, undefined, timeoutMs);
+}
+
+const square = { steps: [{ ref: "sq", action: { kind: "context", implementation: { updates: [{ path: "sq", expr: "input.n * input.n" }] } }, output_mapping: { "output.sq": "$.sq", "output.i": "$.i" }, input_mapping: { n: "$.input.n" } }] };
+
+describe("foreach", () => {
+  it("fans out one invocation per item with item and index, collecting outputs in item order", async ({ expect }) => {
+    const items = [5, 3, 9, 1, 7];
+    const result = await run(
+      {
+        id: uniqueId("map"),
+        nodes: {
+          each: {
+            foreach: { items: "$.input.items", max_parallel: 2 },
+            input_mapping: { n: "$.item", position: "$.index" },
+            task: { steps: [{ ref: "sq", action: { kind: "context", implementation: { updates: [{ path: "sq", expr: "input.n * input.n" }, { path: "at", expr: "input.position" }] } }, output_mapping: { "output.sq": "$.sq", "output.at": "$.at" } }] },
+            output_mapping: { "output.squares": "$.sq", "output.positions": "$.at" },
+          },
+        },
+      },
+      { items },
+    );
+    expect(result.status).toBe("completed");
+    expect(result.output).toEqual({ squares: items.map((n) => n * n), positions: [0, 1, 2, 3, 4] });
+    expect(result.nodes.each.items).toEqual({ total: 5, pending: 0, running: 0, completed: 5, failed: 0 });
+  });
+
+  it("completes a foreach over an empty array at once, and lets its dependents run", async ({ expect }) => {
+    const result = await run({ id: uniqueId("empty"), nodes: { each: { foreach: { items: "$.input.items" }, task: square }, after: { depends_on: ["each"], task: square, input_mapping: { n: 3 } } } }, { items: [] });
+    expect(result.status).toBe("completed");
+    expect(result.nodes.each.status).toBe("completed");
+    expect(result.nodes.each.attempts).toBe(0);
+    expect(result.nodes.after.status).toBe("completed");
+  });
+
+  it("evaluates when per item, skipping items whose condition is false", async ({ expect }) => {
+    const result = await run(
+      { id: uniqueId("when"), nodes: { each: { foreach: { items: "$.input.items" }, when: "item % 2 == 1", input_mapping: { n: "$.item" }, task: square, output_mapping: { "output.sq": "$.sq" } } } },
+      { items: [1, 2, 3, 4] },
+    );
+    expect(result.status).toBe("completed");
+    expect(result.output.sq).toEqual([1, null, 9, null]);
+  });
+
+  it("respects foreach max_parallel: never more items in flight than allowed", async ({ expect }) => {
+    const key = uniqueId("par");
+    const items = Array.from({ length: 6 }, (_, i) => i);
+    const result = await run(
+      {
+        id: uniqueId("bounded"),
+        nodes: { each: { foreach: { items: "$.input.items", max_parallel: 2 }, input_mapping: { i: "$.item" }, task: { steps: [{ ref: "wait", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}?ms=100` } } }] } } },
+      },
+      { items },
+    );
+    expect(result.status).toBe("completed");
+    const entries = (await api("GET", `/v1/runs/${result.run_id}/journal`)).json.entries as { kind: string; body: { node?: string } }[];
+    let inFlight = 0;
+    let peak = 0;
+    for (const entry of entries) {
+      inFlight += entry.kind === "task.dispatched" ? 1 : entry.kind === "task.completed" ? -1 : 0;
+      peak = Math.max(peak, inFlight);
+    }
+    expect(peak).toBe(2);
+  });
+
+  it("repeats a node until its condition holds", async ({ expect }) => {
+    const result = await run(
+      {
+        id: uniqueId("repeat"),
+        nodes: {
+          grow: {
+            repeat: { until: "state.grow.n >= 5", max_iterations: 10 },
+            input_mapping: { n: { expr: "has(state.grow) ? state.grow.n : 0" } },
+            task: { steps: [{ ref: "inc", action: { kind: "context", implementation: { updates: [{ path: "n", expr: "input.n + 2" }] } }, output_mapping: { "output.n": "$.n" } }] },
+          },
+        },
+      },
+      {},
+    );
+    expect(result.status).toBe("completed");
+    const entries = (await api("GET", `/v1/runs/${result.run_id}/journal`)).json.entries as { kind: string }[];
+    expect(entries.filter((entry) => entry.kind === "node.repeat")).toHaveLength(2);
+    expect(result.nodes.grow.attempts).toBe(3);
+  });
+});
+
+describe("scale", () => {
+  it("completes a 1,000-item foreach with outputs in item order, never over 24 executor calls per event", async ({ expect }) => {
+    const items = Array.from({ length: 1000 }, (_, i) => i);
+    const result = await run({ id: uniqueId("k1"), max_parallel: 200, nodes: { each: { foreach: { items: "$.input.items" }, input_mapping: { n: "$.item" }, task: square, output_mapping: { "output.sq": "$.sq" } } } }, { items }, 120_000);
+    expect(result.status).toBe("completed");
+    expect(result.output.sq).toEqual(items.map((n) => n * n));
+    const stats = await statsOf(result.run_id);
+    expect(stats.dispatches).toBe(1000);
+    expect(stats.maxDispatchesPerEvent).toBeLessThanOrEqual(24);
+  }, 180_000);
+
+  it("completes a 200-node chain, never over 24 executor calls per event", async ({ expect }) => {
+    const nodes: Record<string, unknown> = {};
+    for (let i = 0; i < 200; i += 1) {
+      nodes[`n${i}`] = {
+        ...(i > 0 ? { depends_on: [`n${i - 1}`], input_mapping: { n: `$.state.n${i - 1}.sq` } } : { input_mapping: { n: 1 } }),
+        task: { steps: [{ ref: "inc", action: { kind: "context", implementation: { updates: [{ path: "sq", expr: "input.n + 1" }] } }, output_mapping: { "output.sq": "$.sq" } }] },
+      };
+    }
+    const result = await run({ id: uniqueId("chain"), nodes }, {}, 120_000);
+    expect(result.status).toBe("completed");
+    const state = (await api("GET", `/v1/runs/${result.run_id}/journal`)).json.entries.at(-1);
+    expect(state.body.outcome).toBe("completed");
+    const stats = await statsOf(result.run_id);
+    expect(stats.dispatches).toBe(200);
+    expect(stats.maxDispatchesPerEvent).toBe(1);
+  }, 180_000);
+});
