@@ -2,10 +2,11 @@ import { DurableObject } from "cloudflare:workers";
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { importSigningKey, signEntry, type JournalSigningKey } from "../lib/journal/index.ts";
 import { validateJson } from "../lib/json-schema.ts";
+import { Mutex } from "../lib/mutex.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import { TaskResult, type JournalEntry, type RunSnapshot, type RunStatus, type RunView, type TaskPayload } from "../schemas/index.ts";
-import { decide, type Command, type RunEvent, type RunState } from "./decide.ts";
+import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunState } from "./decide.ts";
 import { isTerminal } from "./lifecycle.ts";
 import { CreateRunRequest, newRunState, type CreateRunOutcome } from "./create.ts";
 import { RunStore } from "./storage.ts";
@@ -16,10 +17,23 @@ const EVENTS_PAGE = 500;
 /** The longest a long poll for events waits. */
 const MAX_EVENTS_WAIT_MS = 30_000;
 
+/**
+ * How long a result waits for others before it is committed, when more are
+ * expected: each commit of a Durable Object costs a durable write.
+ */
+const GROUP_COMMIT_WINDOW_MS = 4;
+/** Events applied together in one transaction, at most. */
+const MAX_EVENTS_PER_BATCH = 256;
+/** The alarm set behind a self-wake, in case that call is lost. */
+const WAKE_BACKSTOP_MS = 2_000;
+
 /** What tests read to check the platform's per-event invocation cap. */
 export interface CoordinatorStats {
-  /** The most executor calls made within one Durable Object event. */
+  /** The most executor calls (Worker invocations) made within one Durable Object event. */
   maxDispatchesPerEvent: number;
+  /** The most tasks dispatched within one event (several travel in one call). */
+  maxTasksPerEvent: number;
+  /** Tasks dispatched in all. */
   dispatches: number;
   events: number;
 }
@@ -38,12 +52,15 @@ export class Coordinator extends DurableObject<Env> {
   private signingKey: Promise<JournalSigningKey> | null = null;
   /** Tokens of the dispatches this instance is awaiting; any other running dispatch was lost. */
   private readonly live = new Set<string>();
-  /** Events are applied one at a time, in arrival order. */
-  private queue: Promise<void> = Promise.resolve();
+  /** Events are applied one batch at a time, in arrival order. */
+  private readonly mutex = new Mutex();
+  /** A call to our own wake() is on its way; more ready work need not send another. */
+  private selfWakePending = false;
+  private readonly inbox: { event: RunEvent; resolve: () => void; reject: (error: unknown) => void }[] = [];
   private alarmAt: number | null = null;
   /** Long polls waiting for the next journal entries. */
   private readonly journalWaiters = new Set<() => void>();
-  private readonly stats: CoordinatorStats = { maxDispatchesPerEvent: 0, dispatches: 0, events: 0 };
+  private readonly stats: CoordinatorStats = { maxDispatchesPerEvent: 0, maxTasksPerEvent: 0, dispatches: 0, events: 0 };
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -79,7 +96,8 @@ export class Coordinator extends DurableObject<Env> {
       }
       await this.initialize(parsed);
       if (parsed.mode === "auto") {
-        await this.apply({ type: "start" });
+        // This call is a fresh event: it may dispatch the first wave itself.
+        await this.applyAndWake([{ type: "start" }]);
       }
       return { created: true, view: this.view() };
     });
@@ -140,18 +158,18 @@ export class Coordinator extends DurableObject<Env> {
 
   /** Starts a run created with `mode: "approval"`. */
   async approve(): Promise<Result<RunView>> {
-    return this.control({ type: "start" }, (status) => status === "drafting", "only a run waiting in drafting can be approved; this one is");
+    return this.control({ type: "start" }, (status) => status === "drafting", "only a run waiting in drafting can be approved; this one is", true);
   }
 
   /** Applies a control event when the run's status allows it, else a 409 `run.conflict`. */
-  private async control(event: RunEvent, allowed: (status: RunStatus) => boolean, refusal: string): Promise<Result<RunView>> {
+  private async control(event: RunEvent, allowed: (status: RunStatus) => boolean, refusal: string, thenWake = false): Promise<Result<RunView>> {
     return toResult(async () => {
       const { record } = this.requireRun();
       if (!allowed(record.status)) {
         const code = isTerminal(record.status) ? "run.terminal" : "run.conflict";
         throw EngineError.terminal(code, `${refusal} ${record.status}`);
       }
-      await this.apply(event);
+      await (thenWake ? this.applyAndWake([event]) : this.apply(event));
       return this.view();
     });
   }
@@ -163,9 +181,38 @@ export class Coordinator extends DurableObject<Env> {
 
   override async alarm(): Promise<void> {
     this.alarmAt = null;
+    await this.wake();
+  }
+
+  /**
+   * A fresh event that fires due timers and dispatches ready work. Dispatches
+   * happen only here, inside the event that entered, so each event makes at
+   * most MAX_DISPATCHES_PER_EVENT executor calls (+1 to wake itself again).
+   */
+  async wake(): Promise<void> {
     if (this.state) {
-      await this.apply({ type: "wake", live: [...this.live] });
+      await this.applyAndWake([]);
     }
+  }
+
+  /**
+   * Applies `events`, then a wake, in the caller's event: only entry points
+   * that are events of their own (an alarm, an RPC call into this object)
+   * call this, so their dispatches count against their own budget.
+   */
+  private async applyAndWake(events: readonly RunEvent[]): Promise<void> {
+    await this.mutex.run(async () => {
+      this.selfWakePending = false;
+      const batch = this.inbox.splice(0);
+      try {
+        // Results that were waiting go first; the wake sees their effects.
+        await this.applyNow([...batch.map((item) => item.event), ...events, { type: "wake", live: [...this.live] }]);
+        batch.forEach((item) => item.resolve());
+      } catch (error) {
+        batch.forEach((item) => item.reject(error));
+        throw error;
+      }
+    });
   }
 
   // ─── Applying decisions ────────────────────────────────────────────────────
@@ -186,36 +233,94 @@ export class Coordinator extends DurableObject<Env> {
     this.snapshot = request.snapshot;
   }
 
+  /**
+   * Applies an event. Events that arrive while another is being applied wait
+   * in the inbox and are then applied together, in arrival order, in one
+   * storage transaction (a group commit: a burst of results costs one write).
+   */
   private apply(event: RunEvent): Promise<void> {
-    const run = () => this.applyNow(event);
-    const next = this.queue.then(run, run);
-    this.queue = next.catch(() => undefined);
-    return next;
+    return new Promise<void>((resolve, reject) => {
+      this.inbox.push({ event, resolve, reject });
+      // While other tasks are in flight their results tend to arrive in bursts:
+      // waiting a moment lets one commit carry the whole burst.
+      const gather = event.type === "task_result" && this.live.size > 0 ? GROUP_COMMIT_WINDOW_MS : 0;
+      if (gather > 0) {
+        setTimeout(() => void this.mutex.run(() => this.applyInbox()), gather);
+      } else {
+        void this.mutex.run(() => this.applyInbox());
+      }
+    });
   }
 
-  private async applyNow(event: RunEvent): Promise<void> {
-    const { state, snapshot } = this;
-    if (!state || !snapshot) {
+  private async applyInbox(): Promise<void> {
+    const batch = this.inbox.splice(0, MAX_EVENTS_PER_BATCH);
+    if (batch.length === 0) {
+      return; // An earlier turn already applied these events.
+    }
+    try {
+      await this.applyNow(batch.map((item) => item.event));
+      for (const item of batch) {
+        item.resolve();
+      }
+    } catch (error) {
+      for (const item of batch) {
+        item.reject(error);
+      }
+    }
+  }
+
+  private async applyNow(events: readonly RunEvent[]): Promise<void> {
+    const { state: before, snapshot } = this;
+    if (!before || !snapshot) {
       return;
     }
     const now = Date.now();
-    const decision = decide(state, event, { snapshot, now, random: Math.random });
-    const entries = await this.sign(state.record.run_id, decision.commands, now);
+    let state = before;
+    let wakeAt: number | null = null;
+    const commands: Command[] = [];
+    for (const event of events) {
+      const decision = decide(state, event, { snapshot, now, random: Math.random });
+      state = decision.state;
+      wakeAt = decision.wakeAt;
+      commands.push(...decision.commands);
+    }
+    const entries = await this.sign(before.record.run_id, commands, now);
     this.ctx.storage.transactionSync(() => {
-      this.store.save(state, decision.state);
+      this.store.save(before, state);
       this.store.appendJournal(entries);
     });
-    this.state = decision.state;
-    this.stats.events += 1;
+    this.state = state;
+    this.stats.events += events.length;
     if (entries.length > 0) {
       this.wakeJournalWaiters();
     }
-    await this.setAlarm(decision.wakeAt);
-    const dispatches = decision.commands.filter((command) => command.kind === "dispatch");
-    this.stats.maxDispatchesPerEvent = Math.max(this.stats.maxDispatchesPerEvent, dispatches.length);
-    for (const command of dispatches) {
-      this.dispatch(command.payload);
+    const payloads = commands.flatMap((command) => (command.kind === "dispatch" ? [command.payload] : []));
+    const groups = chunk(payloads, TASKS_PER_EXECUTOR_CALL);
+    this.stats.maxDispatchesPerEvent = Math.max(this.stats.maxDispatchesPerEvent, groups.length);
+    this.stats.maxTasksPerEvent = Math.max(this.stats.maxTasksPerEvent, payloads.length);
+    for (const group of groups) {
+      this.dispatchGroup(group);
     }
+    await this.scheduleWake(wakeAt, now);
+  }
+
+  /**
+   * Work that is ready now gets a fresh event at once: a call to this
+   * object's own `wake()` (an alarm would add its scheduling latency to every
+   * dispatch wave). The alarm stays set as the backstop.
+   */
+  private async scheduleWake(wakeAt: number | null, now: number): Promise<void> {
+    if (wakeAt !== null && wakeAt <= now) {
+      if (this.selfWakePending) {
+        return; // One wake in flight serves everything that became ready meanwhile.
+      }
+      this.selfWakePending = true;
+      await this.setAlarm(now + WAKE_BACKSTOP_MS);
+      const self = this.env.COORDINATOR.get(this.ctx.id) as unknown as { wake(): Promise<void> };
+      this.ctx.waitUntil(self.wake().catch((error: unknown) => console.error(JSON.stringify({ msg: "self-wake failed", error: ensureEngineError(error).message }))));
+      return;
+    }
+    await this.setAlarm(wakeAt);
   }
 
   /** Signs the decision's journal entries, chained to the last one written. */
@@ -243,25 +348,44 @@ export class Coordinator extends DurableObject<Env> {
   }
 
   /**
-   * Calls the executor and feeds its result back as an event. The call is
-   * not awaited by the event that made it: a pending service-binding call
-   * keeps this object alive (compatibility date ≥ 2026-10-01), and the result
-   * is applied as an event of its own.
+   * Sends a group of tasks to the executor in one call and applies each
+   * result as an event of its own as it streams back. The call is not awaited
+   * by the event that made it: a pending service-binding call keeps this
+   * object alive (compatibility date ≥ 2026-10-01). A task whose result never
+   * arrives (the stream broke) gets a retryable `executor.unavailable`.
    */
-  private dispatch(payload: TaskPayload): void {
-    const token = payload.token_id;
-    this.live.add(token);
-    this.stats.dispatches += 1;
-    const call = this.env.EXECUTOR.runTask(payload)
-      .then((raw: unknown) => TaskResult.parse(raw))
-      .catch((thrown: unknown) => executorFailure(token, thrown))
-      .then((result) => {
-        this.live.delete(token);
-        return this.apply({ type: "task_result", result });
-      })
-      .catch((thrown: unknown) => {
-        console.error(JSON.stringify({ msg: "applying a task result failed", token, error: ensureEngineError(thrown).message }));
+  private dispatchGroup(payloads: readonly TaskPayload[]): void {
+    const waiting = new Set(payloads.map((payload) => payload.token_id));
+    for (const token of waiting) {
+      this.live.add(token);
+    }
+    this.stats.dispatches += payloads.length;
+    const deliver = (result: TaskResult): Promise<void> => {
+      waiting.delete(result.token_id);
+      this.live.delete(result.token_id);
+      return this.apply({ type: "task_result", result }).catch((thrown: unknown) => {
+        console.error(JSON.stringify({ msg: "applying a task result failed", token: result.token_id, error: ensureEngineError(thrown).message }));
       });
+    };
+    const call = (async () => {
+      const applied: Promise<void>[] = [];
+      let failure: unknown = new Error("the executor closed the stream before every result");
+      try {
+        const stream = await this.env.EXECUTOR.runTasks([...payloads]);
+        for await (const line of ndjsonLines(stream)) {
+          const parsed = TaskResult.safeParse(JSON.parse(line));
+          if (parsed.success && waiting.has(parsed.data.token_id)) {
+            applied.push(deliver(parsed.data));
+          }
+        }
+      } catch (thrown) {
+        failure = thrown;
+      }
+      for (const token of [...waiting]) {
+        applied.push(deliver(executorFailure(token, failure)));
+      }
+      await Promise.all(applied);
+    })();
     this.ctx.waitUntil(call);
   }
 
@@ -273,16 +397,25 @@ export class Coordinator extends DurableObject<Env> {
     }
   }
 
+  /**
+   * Keeps the one alarm at or before the next timer. The alarm is only ever
+   * moved earlier (or set when there is none): an alarm that fires with
+   * nothing due just sets the next one, while moving it on every event would
+   * cost a storage write per result. `null` (the run ended) clears it.
+   */
   private async setAlarm(at: number | null): Promise<void> {
-    if (at === this.alarmAt) {
+    if (at === null) {
+      if (this.alarmAt !== null) {
+        this.alarmAt = null;
+        await this.ctx.storage.deleteAlarm();
+      }
+      return;
+    }
+    if (this.alarmAt !== null && this.alarmAt <= at) {
       return;
     }
     this.alarmAt = at;
-    if (at === null) {
-      await this.ctx.storage.deleteAlarm();
-    } else {
-      await this.ctx.storage.setAlarm(at);
-    }
+    await this.ctx.storage.setAlarm(at);
   }
 
   private requireRun(): RunState {
@@ -297,6 +430,35 @@ export class Coordinator extends DurableObject<Env> {
     const nodes = this.snapshot?.workflow.definition.nodes ?? {};
     const foreach = new Set(Object.entries(nodes).filter(([, node]) => node.foreach).map(([id]) => id));
     return toRunView(state, foreach);
+  }
+}
+
+function chunk<T>(items: readonly T[], size: number): T[][] {
+  const groups: T[][] = [];
+  for (let start = 0; start < items.length; start += size) {
+    groups.push(items.slice(start, start + size));
+  }
+  return groups;
+}
+
+/** The lines of a stream of newline-delimited JSON. */
+async function* ndjsonLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+  const decoder = new TextDecoder();
+  let buffered = "";
+  for await (const bytes of stream) {
+    buffered += decoder.decode(bytes, { stream: true });
+    let newline = buffered.indexOf("\n");
+    while (newline >= 0) {
+      const line = buffered.slice(0, newline);
+      buffered = buffered.slice(newline + 1);
+      if (line.trim() !== "") {
+        yield line;
+      }
+      newline = buffered.indexOf("\n");
+    }
+  }
+  if (buffered.trim() !== "") {
+    yield buffered;
   }
 }
 

@@ -7,7 +7,7 @@ import { completeInvocation, failInvocation, isSettled, itemOf, startReadyNodes 
 import type { Json } from "../lib/expr/mapping.ts";
 
 export type { Command, DecideContext, RunState } from "./draft.ts";
-export { DEFAULT_MAX_PARALLEL, DEFAULT_TASK_TIMEOUT_MS, DEADLINE_GRACE_MS, MAX_DISPATCHES_PER_EVENT } from "./dispatch.ts";
+export { DEFAULT_MAX_PARALLEL, DEFAULT_TASK_TIMEOUT_MS, DEADLINE_GRACE_MS, MAX_DISPATCHES_PER_EVENT, TASKS_PER_EXECUTOR_CALL } from "./dispatch.ts";
 
 /**
  * The coordinator's brain: `decide(state, event, context)` returns the next
@@ -101,7 +101,8 @@ function onWake(draft: Draft, live: ReadonlySet<string>): void {
       }
     }
   }
-  if (!isTerminal(draft.record.status)) {
+  // A paused run lets timers fire and in-flight work finish, but starts and dispatches nothing.
+  if (!isTerminal(draft.record.status) && draft.record.status !== "paused") {
     startReadyNodes(draft);
     dispatchReady(draft);
   }
@@ -174,6 +175,12 @@ function redrive(draft: Draft): void {
       reset.push(nodeId);
     }
   }
+  // Errors recorded by nodes that will run again are history, not state.
+  const state = draft.record.context.state;
+  if (Array.isArray(state._errors)) {
+    const kept = state._errors.filter((entry) => !(typeof entry === "object" && entry !== null && !Array.isArray(entry) && reset.includes(String(entry.node))));
+    draft.record.context = { ...draft.record.context, state: { ...state, _errors: kept } };
+  }
   // The first entry after the previous attestation: the verifier accepts only this kind there.
   draft.journal("run.redriven", { redrive: draft.record.redrives, nodes: reset });
   draft.transition("queued", `redrive ${draft.record.redrives}`);
@@ -190,11 +197,13 @@ function advance(draft: Draft): void {
   if (status === "drafting" || status === "queued" || isTerminal(status)) {
     return;
   }
-  startReadyNodes(draft);
+  if (status !== "paused") {
+    startReadyNodes(draft);
+  }
   const inFlight = inFlightCount(draft);
-  const retrying = Object.values(draft.nodes).some((node) => node.invocations.some((invocation) => invocation.status === "retrying"));
   if (draft.record.error !== null) {
-    if (inFlight === 0 && !retrying) {
+    // Retries still waiting will not be dispatched by a failing run: it ends once nothing is in flight.
+    if (inFlight === 0) {
       draft.finish("failed", draft.record.error.message, draft.record.error);
     }
     return;

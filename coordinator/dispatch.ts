@@ -3,8 +3,17 @@ import type { InvocationRecord } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
 import { failNode } from "./nodes.ts";
 
-/** At most this many executor calls per Durable Object event (the platform's cap is 32 invocations). */
-export const MAX_DISPATCHES_PER_EVENT = 24;
+/**
+ * Tasks travel to the executor in groups of at most this many per call; each
+ * call is one Worker invocation.
+ */
+export const TASKS_PER_EXECUTOR_CALL = 25;
+/**
+ * At most this many tasks are dispatched per Durable Object event: 8 executor
+ * calls, well under the platform's cap of 32 invocations per event (one more
+ * call may wake this object again).
+ */
+export const MAX_DISPATCHES_PER_EVENT = 200;
 /** In-flight tasks per run when the workflow sets no `max_parallel`. */
 export const DEFAULT_MAX_PARALLEL = 32;
 /** A task attempt's bound when its node sets no `timeout_ms`: 15 minutes. */

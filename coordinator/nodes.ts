@@ -48,7 +48,9 @@ export function startReadyNodes(draft: Draft): void {
         skipNode(draft, nodeId, "all dependencies were skipped");
       } else {
         draft.setNode(nodeId, { started_at: draft.now });
-        startIteration(draft, nodeId, definition);
+        if (startIteration(draft, nodeId, definition)) {
+          completeIteration(draft, nodeId);
+        }
       }
     }
   }
@@ -67,9 +69,11 @@ export function contextDocument(draft: Draft): Record<string, unknown> {
 /**
  * Starts one iteration: evaluates `when` (per item for foreach, with `item`
  * and `index`) and fixes every invocation's input now, so retries get the
- * same input whatever happens to the run context meanwhile.
+ * same input whatever happens to the run context meanwhile. Returns true when
+ * the iteration started with nothing to run (no items, or every item
+ * skipped): the caller completes it at once.
  */
-function startIteration(draft: Draft, nodeId: string, definition: NodeDefinition): void {
+function startIteration(draft: Draft, nodeId: string, definition: NodeDefinition): boolean {
   const iteration = draft.node(nodeId).iterations + 1;
   try {
     if (definition.workflow !== undefined) {
@@ -86,17 +90,16 @@ function startIteration(draft: Draft, nodeId: string, definition: NodeDefinition
     });
     if (invocations.length > 0 && invocations.every((invocation) => invocation.status === "skipped") && iteration === 1) {
       skipNode(draft, nodeId, `when is false: ${definition.when ?? ""}`);
-      return;
+      return false;
     }
     draft.setNode(nodeId, { invocations, iterations: iteration });
     draft.journal("node.started", { node: nodeId, iteration, invocations: invocations.length, skipped: invocations.filter((invocation) => invocation.status === "skipped").length });
-    if (!invocations.some(isOpen)) {
-      completeIteration(draft, nodeId);
-    }
+    return !invocations.some(isOpen);
   } catch (thrown) {
     const error = ensureEngineError(thrown, "node.start_failed");
     draft.setNode(nodeId, { iterations: iteration });
     failNode(draft, nodeId, { code: error.code, message: error.message, node: nodeId });
+    return false;
   }
 }
 
@@ -153,28 +156,37 @@ export function failInvocation(draft: Draft, nodeId: string, invocation: Invocat
   failNode(draft, nodeId, error);
 }
 
-/** Every invocation of an iteration is done: write the output, then repeat or complete. */
+/**
+ * Every invocation of an iteration is done: write the output, then repeat or
+ * complete. Iterations with nothing to run complete here in a loop, not by
+ * recursion, so a long `repeat` of them cannot exhaust the stack.
+ */
 function completeIteration(draft: Draft, nodeId: string): void {
   const definition = draft.nodeDefinition(nodeId);
-  const node = draft.node(nodeId);
-  const outputs = node.invocations.map((invocation) => (invocation.output ?? null) as Json);
-  try {
-    writeNodeOutput(draft, nodeId, definition, definition.foreach ? outputs : (outputs[0] ?? null));
-    if (definition.repeat && !evalCelBool(definition.repeat.until, contextDocument(draft))) {
-      if (node.iterations < definition.repeat.max_iterations) {
-        draft.journal("node.repeat", { node: nodeId, iteration: node.iterations, until: definition.repeat.until });
-        startIteration(draft, nodeId, definition);
-        return;
+  for (;;) {
+    const node = draft.node(nodeId);
+    const outputs = node.invocations.map((invocation) => (invocation.output ?? null) as Json);
+    try {
+      writeNodeOutput(draft, nodeId, definition, definition.foreach ? outputs : (outputs[0] ?? null));
+      if (definition.repeat && !evalCelBool(definition.repeat.until, contextDocument(draft))) {
+        if (node.iterations < definition.repeat.max_iterations) {
+          draft.journal("node.repeat", { node: nodeId, iteration: node.iterations, until: definition.repeat.until });
+          if (startIteration(draft, nodeId, definition)) {
+            continue;
+          }
+          return;
+        }
+        throw EngineError.terminal("node.repeat_exhausted", `repeat.until (${definition.repeat.until}) still false after ${node.iterations} iterations`);
       }
-      throw EngineError.terminal("node.repeat_exhausted", `repeat.until (${definition.repeat.until}) still false after ${node.iterations} iterations`);
+    } catch (thrown) {
+      const error = ensureEngineError(thrown, "mapping.failed");
+      failNode(draft, nodeId, { code: error.code, message: error.message, node: nodeId });
+      return;
     }
-  } catch (thrown) {
-    const error = ensureEngineError(thrown, "mapping.failed");
-    failNode(draft, nodeId, { code: error.code, message: error.message, node: nodeId });
+    const seq = draft.journal("node.completed", { node: nodeId, invocations: node.invocations.length, iterations: node.iterations });
+    draft.setNode(nodeId, { status: "completed", finished_at: draft.now, settled_seq: seq, error: null });
     return;
   }
-  const seq = draft.journal("node.completed", { node: nodeId, invocations: node.invocations.length, iterations: node.iterations });
-  draft.setNode(nodeId, { status: "completed", finished_at: draft.now, settled_seq: seq, error: null });
 }
 
 /**

@@ -123,7 +123,7 @@ describe("pause, resume and redrive", () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect((await api("GET", `/v1/runs/${runId}`)).json.status).toBe("drafting");
     const approved = await api("POST", `/v1/runs/${runId}/approve`);
-    expect(approved.json.status).toBe("queued");
+    expect(approved.json.status).toBe("running");
     expect((await waitForRun(runId)).status).toBe("completed");
     expect((await api("POST", `/v1/runs/${runId}/approve`)).status).toBe(409);
   });

@@ -1,6 +1,7 @@
 import { describe, it } from "vitest";
 import { newRunState } from "../../coordinator/create.ts";
 import {
+  DEADLINE_GRACE_MS,
   decide,
   DEFAULT_TASK_TIMEOUT_MS,
   MAX_DISPATCHES_PER_EVENT,
@@ -23,7 +24,7 @@ import {
 
 /**
  * `decide` is pure: these tests feed it plain objects (a snapshot, a state,
- * events) with an explicit clock and random number, and read back the next
+ * events) with an explicit clock and random source, and read back the next
  * state, the commands and the next wake. They run in workerd because decide
  * evaluates CEL and JSONPath through the production modules.
  */
@@ -49,18 +50,28 @@ function makeTask(nodeId: string): ResolvedTask {
   };
 }
 
-/** A snapshot whose nodes each run an inline task of one `context` step, parsed by the real schema. */
+/**
+ * A snapshot, parsed by the real schema, whose nodes each run an inline task
+ * of one `context` step, except nodes given a `workflow`, which run that
+ * child workflow (pinned at version 1).
+ */
 function makeSnapshot(nodes: Record<string, Partial<Node>>, workflow: Partial<Omit<Workflow, "nodes">> = {}): RunSnapshot {
   const definitions: Record<string, Node> = {};
   const tasks: Record<string, ResolvedTask> = {};
+  const workflows: Record<string, { id: string; version: number }> = {};
   for (const [nodeId, node] of Object.entries(nodes)) {
-    definitions[nodeId] = { task: { steps: [makeStep()] }, ...node };
-    tasks[nodeId] = makeTask(nodeId);
+    if (node.workflow === undefined) {
+      definitions[nodeId] = { task: { steps: [makeStep()] }, ...node };
+      tasks[nodeId] = makeTask(nodeId);
+    } else {
+      definitions[nodeId] = node;
+      workflows[nodeId] = { id: node.workflow, version: 1 };
+    }
   }
   return RunSnapshot.parse({
     workflow: { id: WORKFLOW_ID, version: 1, definition: { id: WORKFLOW_ID, ...workflow, nodes: definitions } },
     tasks,
-    workflows: {},
+    workflows,
   });
 }
 
@@ -96,7 +107,7 @@ function liveTokens(state: RunState): string[] {
 interface TestRun {
   snapshot: RunSnapshot;
   state: RunState;
-  send(event: RunEvent, now?: number, random?: number): Decision;
+  send(event: RunEvent, now?: number, random?: () => number): Decision;
   /** The alarm; by default every dispatch in flight is still live. */
   wake(now?: number, live?: readonly string[]): Decision;
   succeed(token: string, output?: JsonValue, now?: number): Decision;
@@ -114,7 +125,7 @@ function makeRun(
   const run: TestRun = {
     snapshot,
     state: makeState(snapshot, options.input),
-    send(event, now = NOW, random = 0) {
+    send(event, now = NOW, random = () => 0) {
       const decision = decide(run.state, event, { snapshot, now, random });
       run.state = decision.state;
       return decision;
@@ -131,6 +142,15 @@ function makeRun(
     },
   };
   return run;
+}
+
+/** A random source that returns `values` in turn (then 0), counting its draws. */
+function makeRandom(...values: number[]): { random: () => number; draws: () => number } {
+  let draws = 0;
+  return {
+    random: () => values[draws++] ?? 0,
+    draws: () => draws,
+  };
 }
 
 /** Start, then the first wake: returns the wake's decision. */
@@ -232,9 +252,19 @@ describe("starting a run", () => {
       retry_attempt: 0,
       tools: [],
     });
-    expect(decision.state.nodes.a).toMatchObject({ status: "running", attempts: 1, started_at: NOW });
-    expect(decision.state.nodes.c).toMatchObject({ status: "pending", invocations: [] });
-    expect(decision.wakeAt).toBe(NOW + DEFAULT_TASK_TIMEOUT_MS);
+    expect(decision.state.nodes.a).toMatchObject({ status: "running", attempts: 1, started_at: NOW, iterations: 1 });
+    expect(decision.state.nodes.c).toMatchObject({ status: "pending", invocations: [], iterations: 0 });
+    expect(kindsOf(decision)).toEqual(["run.status", "node.started", "node.started", "task.dispatched", "task.dispatched"]);
+    expect(decision.wakeAt).toBe(NOW + DEFAULT_TASK_TIMEOUT_MS + DEADLINE_GRACE_MS);
+  });
+
+  it("every node start journals node.started with its iteration and invocation counts", ({ expect }) => {
+    const run = makeRun({ a: {}, each: { foreach: { items: "$.input.items" }, when: "item != 'skip'" } }, { input: { items: ["x", "skip", "y"] } });
+    const decision = startRun(run);
+    expect(journalOf(decision).filter((entry) => entry.entryKind === "node.started").map((entry) => entry.body)).toEqual([
+      { node: "a", iteration: 1, invocations: 1, skipped: 0 },
+      { node: "each", iteration: 1, invocations: 3, skipped: 1 },
+    ]);
   });
 
   it("every dispatch gets a token of its own", ({ expect }) => {
@@ -285,7 +315,7 @@ describe("scheduling", () => {
     startRun(run);
     const result = run.succeed(run.token("a"), null, NOW + 10);
     expect(dispatchesOf(result)).toEqual([]);
-    expect(result.wakeAt).toBe(NOW + DEFAULT_TASK_TIMEOUT_MS);
+    expect(result.wakeAt).toBe(NOW + DEFAULT_TASK_TIMEOUT_MS + DEADLINE_GRACE_MS);
   });
 
   it("a diamond dispatches both branches in one wake and the join only after both", ({ expect }) => {
@@ -317,15 +347,15 @@ describe("scheduling", () => {
   });
 
   it("one wake never dispatches more than MAX_DISPATCHES_PER_EVENT, even with room for all", ({ expect }) => {
-    const run = makeRun(independentNodes(100), { workflow: { max_parallel: 1000 } });
+    const total = MAX_DISPATCHES_PER_EVENT * 2 + 7;
+    const run = makeRun(independentNodes(total), { workflow: { max_parallel: 1000 } });
     const counts = [dispatchesOf(startRun(run)).length];
-    while (counts.reduce((sum, count) => sum + count, 0) < 100) {
+    while (counts.reduce((sum, count) => sum + count, 0) < total) {
       expect(run.state.record.status).toBe("running");
       counts.push(dispatchesOf(run.wake()).length);
     }
-    expect(counts).toEqual([24, 24, 24, 24, 4]);
-    expect(Math.max(...counts)).toBe(MAX_DISPATCHES_PER_EVENT);
-    expect(liveTokens(run.state)).toHaveLength(100);
+    expect(counts).toEqual([MAX_DISPATCHES_PER_EVENT, MAX_DISPATCHES_PER_EVENT, 7]);
+    expect(liveTokens(run.state)).toHaveLength(total);
   });
 });
 
@@ -462,7 +492,7 @@ describe("task failures", () => {
     expect(late.state).toEqual(decision.state);
   });
 
-  it("without fail_fast, the run fails only once the attempts in flight have settled", ({ expect }) => {
+  it("without fail_fast, the run fails only once the attempts in flight have settled, and cancels the nodes that never started", ({ expect }) => {
     const run = makeRun({ a: {}, b: {}, c: { depends_on: ["b"] } }, { workflow: { fail_fast: false } });
     startRun(run);
     const failure = run.fail(run.token("a"));
@@ -470,7 +500,10 @@ describe("task failures", () => {
     expect(kindsOf(failure)).toEqual(["task.failed", "node.failed"]);
 
     const last = run.succeed(run.token("b"));
-    expect(last.state.nodes.c?.status).toBe("pending");
+    expect(kindsOf(last)).toEqual(["task.completed", "node.completed", "node.cancelled", "run.status", "attest"]);
+    expect(entryOf(last, "node.cancelled").body).toEqual({ node: "c", reason: "run failed" });
+    expect(last.state.nodes.b?.status).toBe("completed");
+    expect(last.state.nodes.c).toMatchObject({ status: "cancelled", invocations: [], finished_at: NOW });
     expect(last.state.record.status).toBe("failed");
     expect(last.state.record.error).toMatchObject({ node: "a" });
     expect(lastEntry(last).entryKind).toBe("attest");
@@ -572,33 +605,56 @@ describe("retries", () => {
     expect(decision.wakeAt).toBe(NOW + 5000);
   });
 
-  it("backoff jitter uses the random number it is given", ({ expect }) => {
+  it.for([
+    { random: 0, wait: 500 },
+    { random: 0.5, wait: 750 },
+  ])("backoff jitter draws from the random source it is given: $random waits $wait ms", ({ random, wait }, { expect }) => {
     const run = makeRun({ a: { retry: { ...retry, jitter: true } } });
     startRun(run);
-    const decision = run.send({ type: "task_result", result: makeFailure(run.token("a"), { retryable: true }) }, NOW, 0);
-    expect(decision.wakeAt).toBe(NOW + 500);
+    const decision = run.send({ type: "task_result", result: makeFailure(run.token("a"), { retryable: true }) }, NOW, () => random);
+    expect(decision.wakeAt).toBe(NOW + wait);
   });
 });
 
 describe("timeouts", () => {
-  it("an attempt is bounded by its node's timeout_ms", ({ expect }) => {
+  /** When the coordinator gives up on an attempt of a node with `timeout_ms: 5000`. */
+  const DEADLINE = NOW + 5000 + DEADLINE_GRACE_MS;
+
+  it("an attempt is bounded by its node's timeout_ms, and the coordinator's own deadline comes DEADLINE_GRACE_MS later", ({ expect }) => {
     const run = makeRun({ a: { timeout_ms: 5000 } });
     const decision = startRun(run);
     expect(dispatchesOf(decision)[0]?.timeout_ms).toBe(5000);
-    expect(decision.state.nodes.a?.invocations[0]?.deadline_at).toBe(NOW + 5000);
-    expect(decision.wakeAt).toBe(NOW + 5000);
+    expect(decision.state.nodes.a?.invocations[0]).toMatchObject({ dispatched_at: NOW, deadline_at: DEADLINE });
+    expect(decision.wakeAt).toBe(DEADLINE);
   });
 
-  it("a wake past an attempt's deadline fails it as a retryable task.timeout", ({ expect }) => {
+  it("a wake at timeout_ms but before the grace has passed leaves the attempt running", ({ expect }) => {
+    const run = makeRun({ a: { timeout_ms: 5000 } });
+    startRun(run);
+    const decision = run.wake(DEADLINE - 1);
+    expect(decision.commands).toEqual([]);
+    expect(decision.state.nodes.a?.invocations[0]?.status).toBe("running");
+    expect(decision.wakeAt).toBe(DEADLINE);
+  });
+
+  it("a wake past an attempt's deadline journals task.timeout then task.failed, and retries it as retryable", ({ expect }) => {
     const run = makeRun({ a: { timeout_ms: 5000, retry: { max_attempts: 2, initial_delay_ms: 1000, jitter: false } } });
     startRun(run);
     const token = run.token("a");
-    const decision = run.wake(NOW + 5000);
+    const decision = run.wake(DEADLINE);
+    expect(kindsOf(decision)).toEqual(["task.timeout", "task.failed", "task.retry_scheduled", "run.status"]);
     expect(entryOf(decision, "task.timeout").body).toEqual({ node: "a", item: null, token, attempt: 1 });
+    expect(entryOf(decision, "task.failed").body).toEqual({
+      node: "a",
+      item: null,
+      token,
+      attempt: 1,
+      error: { code: "task.timeout", message: "attempt 1 exceeded its timeout", node: "a", retryable: true },
+    });
     expect(decision.state.nodes.a?.invocations[0]).toMatchObject({
       status: "retrying",
       token: null,
-      retry_at: NOW + 6000,
+      retry_at: DEADLINE + 1000,
       error: { code: "task.timeout", retryable: true, node: "a" },
     });
     expect(decision.state.record.status).toBe("waiting");
@@ -607,18 +663,18 @@ describe("timeouts", () => {
   it("a timed-out attempt without retries fails the node and the run", ({ expect }) => {
     const run = makeRun({ a: { timeout_ms: 5000 } });
     startRun(run);
-    const decision = run.wake(NOW + 5000);
+    const decision = run.wake(DEADLINE);
+    expect(kindsOf(decision)).toEqual(["task.timeout", "task.failed", "node.failed", "run.status", "attest"]);
     expect(decision.state.nodes.a).toMatchObject({ status: "failed", error: { code: "task.timeout" } });
     expect(decision.state.record.status).toBe("failed");
-    expect(lastEntry(decision).entryKind).toBe("attest");
   });
 
   it("the late result of a timed-out attempt is journaled as ignored and changes nothing else", ({ expect }) => {
     const run = makeRun({ a: { timeout_ms: 5000, retry: { max_attempts: 2, initial_delay_ms: 1000, jitter: false } } });
     startRun(run);
     const token = run.token("a");
-    const before = run.wake(NOW + 5000).state;
-    const late = run.succeed(token, { late: true }, NOW + 5500);
+    const before = run.wake(DEADLINE).state;
+    const late = run.succeed(token, { late: true }, DEADLINE + 500);
     expect(journalOf(late)).toEqual([
       {
         kind: "journal",
@@ -635,8 +691,8 @@ describe("timeouts", () => {
   it("when attempts of two nodes time out in one wake under fail_fast, the first fails the run and the other is cancelled", ({ expect }) => {
     const run = makeRun({ a: { timeout_ms: 5000 }, b: { timeout_ms: 5000 } });
     startRun(run);
-    const decision = run.wake(NOW + 5000);
-    expect(kindsOf(decision)).toEqual(["task.timeout", "node.failed", "node.cancelled", "run.status", "attest"]);
+    const decision = run.wake(DEADLINE);
+    expect(kindsOf(decision)).toEqual(["task.timeout", "task.failed", "node.failed", "node.cancelled", "run.status", "attest"]);
     expect(decision.state.nodes.a?.status).toBe("failed");
     expect(decision.state.nodes.b).toMatchObject({ status: "cancelled", invocations: [{ status: "cancelled", token: null }] });
   });
@@ -644,8 +700,8 @@ describe("timeouts", () => {
   it("a node cancelled by a timeout's fail_fast in the same wake is not also re-dispatched as lost", ({ expect }) => {
     const run = makeRun({ a: { timeout_ms: 5000 }, b: {} });
     startRun(run);
-    const decision = run.wake(NOW + 5000, []);
-    expect(kindsOf(decision)).toEqual(["task.timeout", "node.failed", "node.cancelled", "run.status", "attest"]);
+    const decision = run.wake(DEADLINE, []);
+    expect(kindsOf(decision)).toEqual(["task.timeout", "task.failed", "node.failed", "node.cancelled", "run.status", "attest"]);
     expect(dispatchesOf(decision)).toEqual([]);
     expect(decision.state.nodes.b?.invocations[0]).toMatchObject({ status: "cancelled", attempts: 1 });
   });
@@ -653,8 +709,8 @@ describe("timeouts", () => {
   it("when two items of a foreach node time out in one wake, the node fails once", ({ expect }) => {
     const run = makeRun({ each: { timeout_ms: 5000, foreach: { items: "$.input.items" } } }, { input: { items: [1, 2] } });
     startRun(run);
-    const decision = run.wake(NOW + 5000);
-    expect(kindsOf(decision)).toEqual(["task.timeout", "node.failed", "run.status", "attest"]);
+    const decision = run.wake(DEADLINE);
+    expect(kindsOf(decision)).toEqual(["task.timeout", "task.failed", "node.failed", "run.status", "attest"]);
     expect(decision.state.nodes.each?.invocations.map((invocation) => invocation.status)).toEqual(["failed", "cancelled"]);
   });
 });
@@ -819,8 +875,8 @@ describe("foreach", () => {
 });
 
 describe("run timeout", () => {
-  it("a wake at the workflow's timeout fails the run with run.timeout and cancels what is in flight", ({ expect }) => {
-    const run = makeRun({ a: {} }, { workflow: { timeout_ms: 60_000 } });
+  it("a wake at the workflow's timeout fails the run with run.timeout and cancels what is in flight and what never started", ({ expect }) => {
+    const run = makeRun({ a: {}, b: { depends_on: ["a"] } }, { workflow: { timeout_ms: 60_000 } });
     const started = startRun(run);
     expect(started.state.record.deadline_at).toBe(NOW + 60_000);
     expect(started.wakeAt).toBe(NOW + 60_000);
@@ -828,9 +884,479 @@ describe("run timeout", () => {
     const decision = run.wake(NOW + 60_000);
     expect(decision.state.record.status).toBe("failed");
     expect(decision.state.record.error).toEqual({ code: "run.timeout", message: "the run exceeded its timeout_ms" });
-    expect(decision.state.nodes.a?.status).toBe("cancelled");
-    expect(kindsOf(decision)).toEqual(["node.cancelled", "run.status", "attest"]);
+    expect(decision.state.nodes.a).toMatchObject({ status: "cancelled", invocations: [{ status: "cancelled", token: null }] });
+    expect(decision.state.nodes.b).toMatchObject({ status: "cancelled", invocations: [] });
+    expect(journalOf(decision).map((entry) => [entry.entryKind, entry.body.node ?? null])).toEqual([
+      ["node.cancelled", "a"],
+      ["node.cancelled", "b"],
+      ["run.status", null],
+      ["attest", null],
+    ]);
     expect(lastEntry(decision).body).toMatchObject({ outcome: "failed", error: { code: "run.timeout" } });
     expect(decision.wakeAt).toBeNull();
+  });
+});
+
+describe("attempts and frozen inputs", () => {
+  const retry = { max_attempts: 3, initial_delay_ms: 1000, jitter: false };
+
+  it("a node's attempts count every dispatch of its invocations, and a lost dispatch does not count", ({ expect }) => {
+    const run = makeRun({ each: { foreach: { items: "$.input.items" }, retry } }, { input: { items: [1, 2] } });
+    expect(startRun(run).state.nodes.each?.attempts).toBe(2);
+
+    run.fail(run.token("each", 0), { retryable: true });
+    const retried = run.wake(NOW + 1000);
+    expect(retried.state.nodes.each?.attempts).toBe(3);
+    expect(retried.state.nodes.each?.invocations.map((invocation) => invocation.attempts)).toEqual([2, 1]);
+
+    const lost = run.wake(NOW + 1010, []);
+    expect(kindsOf(lost)).toEqual(["task.lost", "task.lost", "task.dispatched", "task.dispatched"]);
+    expect(lost.state.nodes.each?.attempts).toBe(3);
+    expect(lost.state.nodes.each?.invocations.map((invocation) => invocation.attempts)).toEqual([2, 1]);
+  });
+
+  it("a node's input is fixed when it starts, so a retry re-sends it even after the run context changed", ({ expect }) => {
+    const run = makeRun({ a: { retry, input_mapping: { seen: "$.state.b", tag: "$.input.tag" } }, b: {} }, { input: { tag: "t" } });
+    const [first] = dispatchesOf(startRun(run));
+    expect(first?.input).toEqual({ tag: "t" });
+    expect(run.state.nodes.a?.invocations[0]?.input).toEqual({ tag: "t" });
+
+    run.succeed(run.token("b"), { late: "value" });
+    expect(run.state.record.context.state.b).toEqual({ late: "value" });
+    run.fail(run.token("a"), { retryable: true });
+    const [second] = dispatchesOf(run.wake(NOW + 1000));
+    expect(second).toMatchObject({ node_id: "a", retry_attempt: 1, input: { tag: "t" } });
+  });
+
+  it("a lost dispatch is re-sent with the input fixed at start", ({ expect }) => {
+    const run = makeRun({ a: { input_mapping: { seen: "$.state.b" } }, b: {} });
+    startRun(run);
+    run.succeed(run.token("b"), { late: "value" });
+    const [payload] = dispatchesOf(run.wake(NOW + 10, []));
+    expect(payload).toMatchObject({ node_id: "a", input: {} });
+  });
+
+  it("a node started but held back by max_parallel is dispatched later with the input fixed when it started", ({ expect }) => {
+    const run = makeRun({ a: {}, b: { input_mapping: { seen: "$.state.a" } } }, { workflow: { max_parallel: 1 } });
+    const first = startRun(run);
+    expect(nodeIdsOf(first)).toEqual(["a"]);
+    expect(first.state.nodes.b).toMatchObject({ status: "pending", iterations: 1, invocations: [{ status: "pending", input: {} }] });
+    run.succeed(run.token("a"), { ready: true });
+    expect(dispatchesOf(run.wake())).toMatchObject([{ node_id: "b", input: {} }]);
+  });
+
+  it("each retry draws its own jitter, even when several are scheduled in one event", ({ expect }) => {
+    const run = makeRun(
+      { each: { timeout_ms: 5000, foreach: { items: "$.input.items" }, retry: { max_attempts: 2, initial_delay_ms: 1000, jitter: true } } },
+      { input: { items: [1, 2] } },
+    );
+    startRun(run);
+    const source = makeRandom(0, 0.5);
+    const deadline = NOW + 5000 + DEADLINE_GRACE_MS;
+    const decision = run.send({ type: "wake", live: liveTokens(run.state) }, deadline, source.random);
+    expect(source.draws()).toBe(2);
+    expect(decision.state.nodes.each?.invocations.map((invocation) => invocation.retry_at)).toEqual([deadline + 500, deadline + 750]);
+    expect(decision.wakeAt).toBe(deadline + 500);
+  });
+
+  it("a failure that is not retried draws no random number", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    startRun(run);
+    const source = makeRandom();
+    run.send({ type: "task_result", result: makeFailure(run.token("a"), { retryable: true }) }, NOW, source.random);
+    expect(run.state.record.status).toBe("failed");
+    expect(source.draws()).toBe(0);
+  });
+});
+
+describe("foreach with when", () => {
+  it("when is evaluated per item with item and index; false items are skipped invocations with null output", ({ expect }) => {
+    const run = makeRun(
+      { each: { foreach: { items: "$.input.items" }, when: "item.go && index != 3", input_mapping: { name: "$.item.name" } } },
+      { input: { items: [{ go: true, name: "a" }, { go: false, name: "b" }, { go: true, name: "c" }, { go: true, name: "d" }] } },
+    );
+    const started = startRun(run);
+    expect(dispatchesOf(started).map((payload) => [payload.item_index, payload.input])).toEqual([
+      [0, { name: "a" }],
+      [2, { name: "c" }],
+    ]);
+    expect(started.state.nodes.each?.invocations.map((invocation) => [invocation.status, invocation.input])).toEqual([
+      ["running", { name: "a" }],
+      ["skipped", null],
+      ["running", { name: "c" }],
+      ["skipped", null],
+    ]);
+    expect(entryOf(started, "node.started").body).toEqual({ node: "each", iteration: 1, invocations: 4, skipped: 2 });
+
+    run.succeed(run.token("each", 2), { v: "C" });
+    const last = run.succeed(run.token("each", 0), { v: "A" });
+    expect(last.state.record.context.state.each).toEqual([{ v: "A" }, null, { v: "C" }, null]);
+    expect(entryOf(last, "node.completed").body).toEqual({ node: "each", invocations: 4, iterations: 1 });
+    expect(last.state.record.status).toBe("completed");
+  });
+
+  it("through an output mapping, skipped items are null in each target array", ({ expect }) => {
+    const run = makeRun(
+      { each: { foreach: { items: "$.input.items" }, when: "item > 1", output_mapping: { "output.values": "$.v" } } },
+      { input: { items: [1, 2, 3] } },
+    );
+    startRun(run);
+    run.succeed(run.token("each", 1), { v: 20 });
+    const last = run.succeed(run.token("each", 2), { v: 30 });
+    expect(last.state.record.context.output).toEqual({ values: [null, 20, 30] });
+  });
+
+  it("a foreach whose when is false for every item is skipped, and so are its dependents", ({ expect }) => {
+    const run = makeRun(
+      { each: { foreach: { items: "$.input.items" }, when: "item > 10" }, after: { depends_on: ["each"] } },
+      { input: { items: [1, 2] } },
+    );
+    const decision = startRun(run);
+    expect(dispatchesOf(decision)).toEqual([]);
+    expect(kindsOf(decision)).not.toContain("node.started");
+    expect(journalOf(decision).filter((entry) => entry.entryKind === "node.skipped").map((entry) => entry.body)).toEqual([
+      { node: "each", reason: "when is false: item > 10" },
+      { node: "after", reason: "all dependencies were skipped" },
+    ]);
+    expect(decision.state.nodes.each).toMatchObject({ status: "skipped", invocations: [], iterations: 0 });
+    expect(decision.state.record.context.state).toEqual({});
+    expect(decision.state.record.status).toBe("completed");
+  });
+
+  it("a when that cannot be evaluated for an item fails the node", ({ expect }) => {
+    const run = makeRun({ each: { foreach: { items: "$.input.items" }, when: "item.missing.deeper" } }, { input: { items: [{}] } });
+    const decision = startRun(run);
+    expect(decision.state.nodes.each?.status).toBe("failed");
+    expect(decision.state.record.status).toBe("failed");
+    expect(dispatchesOf(decision)).toEqual([]);
+  });
+});
+
+describe("repeat", () => {
+  /** A counter node: each iteration sends the previous iteration's `n` (absent at first). */
+  function makeCounter(maxIterations: number, until = "state.count.n >= 3"): TestRun {
+    return makeRun({ count: { repeat: { until, max_iterations: maxIterations }, input_mapping: { previous: "$.state.count.n" } }, after: { depends_on: ["count"] } });
+  }
+
+  it("re-runs the node with fresh invocations and inputs until `until` holds over the run context", ({ expect }) => {
+    const run = makeCounter(5);
+    const inputs: (JsonValue | undefined)[] = [];
+    const first = startRun(run);
+    inputs.push(dispatchesOf(first)[0]?.input);
+
+    for (let n = 1; n <= 2; n++) {
+      const token = run.token("count");
+      const result = run.succeed(token, { n });
+      expect(kindsOf(result)).toEqual(["task.completed", "node.repeat", "node.started"]);
+      expect(entryOf(result, "node.repeat").body).toEqual({ node: "count", iteration: n, until: "state.count.n >= 3" });
+      expect(entryOf(result, "node.started").body).toEqual({ node: "count", iteration: n + 1, invocations: 1, skipped: 0 });
+      expect(result.state.nodes.count).toMatchObject({ status: "running", iterations: n + 1, invocations: [{ status: "pending", attempts: 0, token: null, input: { previous: n } }] });
+      expect(result.state.record.context.state.count).toEqual({ n });
+      expect(result.wakeAt).toBe(NOW);
+
+      const [payload] = dispatchesOf(run.wake());
+      expect(payload).toMatchObject({ node_id: "count", retry_attempt: 0 });
+      expect(payload?.token_id).not.toBe(token);
+      inputs.push(payload?.input);
+    }
+
+    const done = run.succeed(run.token("count"), { n: 3 });
+    expect(inputs).toEqual([{}, { previous: 1 }, { previous: 2 }]);
+    expect(entryOf(done, "node.completed").body).toEqual({ node: "count", invocations: 1, iterations: 3 });
+    expect(done.state.nodes.count).toMatchObject({ status: "completed", iterations: 3, attempts: 3 });
+    expect(nodeIdsOf(run.wake())).toEqual(["after"]);
+  });
+
+  it("a node whose until holds after the first iteration runs once", ({ expect }) => {
+    const run = makeCounter(5, "true");
+    startRun(run);
+    const decision = run.succeed(run.token("count"), { n: 1 });
+    expect(kindsOf(decision)).toEqual(["task.completed", "node.completed", "node.started"]);
+    expect(entryOf(decision, "node.started").body).toMatchObject({ node: "after" });
+    expect(decision.state.nodes.count?.iterations).toBe(1);
+  });
+
+  it("fails with node.repeat_exhausted when until still does not hold after max_iterations", ({ expect }) => {
+    const run = makeCounter(2, "false");
+    startRun(run);
+    run.succeed(run.token("count"), { n: 1 });
+    run.wake();
+    const last = run.succeed(run.token("count"), { n: 2 });
+    expect(kindsOf(last)).toEqual(["task.completed", "node.failed", "node.cancelled", "run.status", "attest"]);
+    expect(last.state.nodes.count).toMatchObject({
+      status: "failed",
+      iterations: 2,
+      error: { code: "node.repeat_exhausted", message: "repeat.until (false) still false after 2 iterations", node: "count" },
+    });
+    expect(last.state.record.context.state.count).toEqual({ n: 2 });
+    expect(last.state.nodes.after?.status).toBe("cancelled");
+    expect(last.state.record).toMatchObject({ status: "failed", error: { code: "node.repeat_exhausted" } });
+  });
+
+  it("iterations with nothing to run repeat at once, up to max_iterations, without exhausting the stack", ({ expect }) => {
+    const run = makeRun({ each: { foreach: { items: "$.input.items" }, repeat: { until: "false", max_iterations: 10_000 } } }, { input: { items: [] } });
+    const decision = startRun(run);
+    expect(decision.state.nodes.each).toMatchObject({
+      status: "failed",
+      iterations: 10_000,
+      error: { code: "node.repeat_exhausted", message: "repeat.until (false) still false after 10000 iterations" },
+    });
+    const kinds = kindsOf(decision);
+    expect(kinds.filter((kind) => kind === "node.started")).toHaveLength(10_000);
+    expect(kinds.filter((kind) => kind === "node.repeat")).toHaveLength(9_999);
+    expect(dispatchesOf(decision)).toEqual([]);
+  });
+
+  it("an iteration with nothing to run completes the node once until holds", ({ expect }) => {
+    const run = makeRun({ each: { foreach: { items: "$.input.items" }, repeat: { until: "size(state.each) == 0", max_iterations: 3 } } }, { input: { items: [] } });
+    const decision = startRun(run);
+    expect(kindsOf(decision)).toEqual(["run.status", "node.started", "node.completed", "run.status", "attest"]);
+    expect(decision.state.nodes.each).toMatchObject({ status: "completed", iterations: 1 });
+  });
+
+  it("a foreach node repeats with its items and inputs evaluated again each iteration", ({ expect }) => {
+    const run = makeRun({
+      seed: { output_mapping: { "state.queue": "$.queue" } },
+      batch: {
+        depends_on: ["seed"],
+        foreach: { items: "$.state.queue" },
+        input_mapping: { id: "$.item" },
+        output_mapping: { "state.queue": "$.next" },
+        repeat: { until: "state.queue.all(q, q == 'done')", max_iterations: 5 },
+      },
+    });
+    startRun(run);
+    run.succeed(run.token("seed"), { queue: ["a", "b"] });
+    expect(dispatchesOf(run.wake()).map((payload) => payload.input)).toEqual([{ id: "a" }, { id: "b" }]);
+    run.succeed(run.token("batch", 0), { next: "c" });
+    const second = run.succeed(run.token("batch", 1), { next: "d" });
+    expect(second.state.record.context.state.queue).toEqual(["c", "d"]);
+    expect(second.state.nodes.batch).toMatchObject({ iterations: 2, invocations: [{ input: { id: "c" } }, { input: { id: "d" } }] });
+
+    expect(dispatchesOf(run.wake()).map((payload) => [payload.item_index, payload.input])).toEqual([
+      [0, { id: "c" }],
+      [1, { id: "d" }],
+    ]);
+    run.succeed(run.token("batch", 1), { next: "done" });
+    const done = run.succeed(run.token("batch", 0), { next: "done" });
+    expect(done.state.nodes.batch).toMatchObject({ status: "completed", iterations: 2, attempts: 4 });
+    expect(done.state.record.status).toBe("completed");
+  });
+});
+
+describe("pause and resume", () => {
+  it("pause stops dispatching; resume dispatches on the next wake", ({ expect }) => {
+    const run = makeRun({ a: {}, b: { depends_on: ["a"] } });
+    startRun(run);
+    const paused = run.send({ type: "pause" });
+    expect(journalOf(paused).map((entry) => entry.body)).toEqual([{ from: "running", to: "paused", reason: "paused by request" }]);
+    expect(paused.state.record.status).toBe("paused");
+
+    const result = run.succeed(run.token("a"), { ok: true });
+    // Nothing starts while paused: b waits, unstarted, for the resume.
+    expect(kindsOf(result)).toEqual(["task.completed", "node.completed"]);
+    expect(result.state.record.context.state.a).toEqual({ ok: true });
+    expect(result.state.record.status).toBe("paused");
+    expect(result.wakeAt).toBeNull();
+
+    const wake = run.wake(NOW + 10);
+    expect(dispatchesOf(wake)).toEqual([]);
+    expect(wake.state.nodes.b).toMatchObject({ status: "pending", invocations: [] });
+
+    const resumed = run.send({ type: "resume" });
+    expect(kindsOf(resumed)).toEqual(["run.status", "node.started"]);
+    expect(journalOf(resumed)[0]?.body).toEqual({ from: "paused", to: "running", reason: "resumed by request" });
+    expect(dispatchesOf(resumed)).toEqual([]);
+    expect(resumed.wakeAt).toBe(NOW);
+    expect(nodeIdsOf(run.wake())).toEqual(["b"]);
+  });
+
+  it("a queued run can be paused before its first dispatch, and resumes into running", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    run.send({ type: "start" });
+    const paused = run.send({ type: "pause" });
+    expect(entryOf(paused, "run.status").body).toEqual({ from: "queued", to: "paused", reason: "paused by request" });
+    expect(dispatchesOf(run.wake())).toEqual([]);
+    expect(run.state.record.status).toBe("paused");
+
+    run.send({ type: "resume" });
+    expect(run.state.record.status).toBe("running");
+    expect(nodeIdsOf(run.wake())).toEqual(["a"]);
+  });
+
+  it("timers still fire while paused: a timeout schedules its retry, and the retry waits for resume", ({ expect }) => {
+    const run = makeRun({ a: { timeout_ms: 5000, retry: { max_attempts: 2, initial_delay_ms: 1000, jitter: false } } });
+    startRun(run);
+    run.send({ type: "pause" });
+    const deadline = NOW + 5000 + DEADLINE_GRACE_MS;
+    expect(run.state.record.status).toBe("paused");
+
+    const timeout = run.wake(deadline);
+    expect(kindsOf(timeout)).toEqual(["task.timeout", "task.failed", "task.retry_scheduled"]);
+    expect(timeout.state.record.status).toBe("paused");
+    expect(timeout.wakeAt).toBe(deadline + 1000);
+
+    const due = run.wake(deadline + 1000);
+    expect(dispatchesOf(due)).toEqual([]);
+    expect(due.state.nodes.a?.invocations[0]?.status).toBe("pending");
+
+    run.send({ type: "resume" }, deadline + 2000);
+    expect(dispatchesOf(run.wake(deadline + 2000))).toMatchObject([{ node_id: "a", retry_attempt: 1 }]);
+  });
+
+  it("a paused run whose last node completes goes from paused to completed", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    startRun(run);
+    run.send({ type: "pause" });
+    const decision = run.succeed(run.token("a"));
+    expect(entryOf(decision, "run.status").body).toEqual({ from: "paused", to: "completed", reason: "all nodes settled" });
+    expect(lastEntry(decision).body).toMatchObject({ outcome: "completed" });
+    expect(decision.wakeAt).toBeNull();
+  });
+
+  it("a paused run whose node fails goes from paused to failed", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    startRun(run);
+    run.send({ type: "pause" });
+    const decision = run.fail(run.token("a"));
+    expect(entryOf(decision, "run.status").body).toMatchObject({ from: "paused", to: "failed" });
+    expect(decision.state.record.status).toBe("failed");
+  });
+
+  it("a paused run can be cancelled", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    startRun(run);
+    run.send({ type: "pause" });
+    const decision = run.send({ type: "cancel", reason: "user asked" });
+    expect(entryOf(decision, "run.status").body).toEqual({ from: "paused", to: "cancelled", reason: "user asked" });
+    expect(decision.state.nodes.a?.status).toBe("cancelled");
+  });
+
+  it.for<{ event: "pause" | "resume"; setup: "drafting" | "running" | "paused" | "completed" }>([
+    { event: "pause", setup: "drafting" },
+    { event: "pause", setup: "paused" },
+    { event: "pause", setup: "completed" },
+    { event: "resume", setup: "drafting" },
+    { event: "resume", setup: "running" },
+    { event: "resume", setup: "completed" },
+  ])("$event on a $setup run changes nothing", ({ event, setup }, { expect }) => {
+    const run = makeRun({ a: {} });
+    if (setup !== "drafting") {
+      startRun(run);
+    }
+    if (setup === "paused") {
+      run.send({ type: "pause" });
+    }
+    if (setup === "completed") {
+      run.succeed(run.token("a"));
+    }
+    const before = run.state;
+    const decision = run.send({ type: event });
+    expect(decision.commands).toEqual([]);
+    expect(decision.state).toEqual(before);
+  });
+});
+
+describe("redrive", () => {
+  /** a → b → c, where b fails on its first run: ends failed with a completed, b failed and c cancelled. */
+  function makeFailedRun(): TestRun {
+    const run = makeRun({ a: {}, b: { depends_on: ["a"], input_mapping: { x: "$.state.a.x" } }, c: { depends_on: ["b"] } });
+    startRun(run);
+    run.succeed(run.token("a"), { x: 1 });
+    run.wake();
+    run.fail(run.token("b"), { type: "http.status", message: "503" });
+    return run;
+  }
+
+  it("a failed run goes back to queued: failed and cancelled nodes reset, completed ones keep their results", ({ expect }) => {
+    const run = makeFailedRun();
+    expect(run.state.record.status).toBe("failed");
+    const attestSeq = run.state.record.journal_seq;
+    const aBefore = run.state.nodes.a;
+
+    const decision = run.send({ type: "redrive" }, NOW + 100);
+    expect(journalOf(decision)).toEqual([
+      { kind: "journal", seq: attestSeq + 1, entryKind: "run.redriven", body: { redrive: 1, nodes: ["b", "c"] } },
+      { kind: "journal", seq: attestSeq + 2, entryKind: "run.status", body: { from: "failed", to: "queued", reason: "redrive 1" } },
+    ]);
+    expect(decision.state.record).toMatchObject({ status: "queued", redrives: 1, error: null });
+    expect(decision.state.nodes.a).toEqual(aBefore);
+    expect(decision.state.record.context.state.a).toEqual({ x: 1 });
+    for (const nodeId of ["b", "c"]) {
+      expect(decision.state.nodes[nodeId]).toMatchObject({ status: "pending", error: null, invocations: [], iterations: 0, settled_seq: null, started_at: null, finished_at: null });
+    }
+    expect(decision.wakeAt).toBe(NOW + 100);
+  });
+
+  it("a redriven run re-runs only its failed nodes, and completes with the outputs kept from before", ({ expect }) => {
+    const run = makeFailedRun();
+    run.send({ type: "redrive" });
+    const wake = run.wake();
+    expect(kindsOf(wake)).toEqual(["run.status", "node.started", "task.dispatched"]);
+    expect(dispatchesOf(wake)).toMatchObject([{ node_id: "b", input: { x: 1 }, retry_attempt: 0 }]);
+    expect(wake.state.nodes.b?.attempts).toBe(2);
+
+    run.succeed(run.token("b"), { y: 2 });
+    expect(nodeIdsOf(run.wake())).toEqual(["c"]);
+    const done = run.succeed(run.token("c"));
+    expect(done.state.record.status).toBe("completed");
+    expect(done.state.record.context.state).toEqual({ a: { x: 1 }, b: { y: 2 }, c: { done: true } });
+    expect(done.state.nodes.a?.attempts).toBe(1);
+  });
+
+  it("a run can be redriven again after failing again, counting its redrives", ({ expect }) => {
+    const run = makeFailedRun();
+    run.send({ type: "redrive" });
+    run.wake();
+    run.fail(run.token("b"));
+    expect(run.state.record.status).toBe("failed");
+    const again = run.send({ type: "redrive" });
+    expect(entryOf(again, "run.redriven").body).toEqual({ redrive: 2, nodes: ["b", "c"] });
+    expect(again.state.record.redrives).toBe(2);
+  });
+
+  it("redriving a timed-out run gives it a fresh deadline and re-runs the cancelled nodes", ({ expect }) => {
+    const run = makeRun({ a: {}, b: { depends_on: ["a"] } }, { workflow: { timeout_ms: 60_000 } });
+    startRun(run);
+    run.wake(NOW + 60_000);
+    expect(run.state.record.error).toMatchObject({ code: "run.timeout" });
+
+    const redrive = run.send({ type: "redrive" }, NOW + 70_000);
+    expect(entryOf(redrive, "run.redriven").body).toEqual({ redrive: 1, nodes: ["a", "b"] });
+    expect(redrive.state.record).toMatchObject({ deadline_at: NOW + 130_000, error: null });
+    expect(nodeIdsOf(run.wake(NOW + 70_000))).toEqual(["a"]);
+  });
+
+  it.for<{ setup: "drafting" | "running" | "completed" | "cancelled" }>([
+    { setup: "drafting" },
+    { setup: "running" },
+    { setup: "completed" },
+    { setup: "cancelled" },
+  ])("redrive of a $setup run changes nothing", ({ setup }, { expect }) => {
+    const run = makeRun({ a: {} });
+    if (setup !== "drafting") {
+      startRun(run);
+    }
+    if (setup === "completed") {
+      run.succeed(run.token("a"));
+    }
+    if (setup === "cancelled") {
+      run.send({ type: "cancel", reason: "user asked" });
+    }
+    const before = run.state;
+    const decision = run.send({ type: "redrive" });
+    expect(decision.commands).toEqual([]);
+    expect(decision.state).toEqual(before);
+  });
+});
+
+describe("workflow nodes", () => {
+  it("a node that runs a sub-workflow fails at start with node.not_implemented", ({ expect }) => {
+    const run = makeRun({ child: { workflow: "child_flow" }, after: { depends_on: ["child"] } });
+    const decision = startRun(run);
+    expect(dispatchesOf(decision)).toEqual([]);
+    expect(kindsOf(decision)).toEqual(["run.status", "node.failed", "node.cancelled", "run.status", "attest"]);
+    expect(decision.state.nodes.child).toMatchObject({ status: "failed", iterations: 1, error: { code: "node.not_implemented", node: "child" } });
+    expect(decision.state.record).toMatchObject({ status: "failed", error: { code: "node.not_implemented" } });
   });
 });
