@@ -6,6 +6,13 @@ import type { ResolvedStep, TaskContext, TaskPayload, TaskResult } from "../sche
 import type { ActionContext } from "./actions/index.ts";
 import { invokeAction, type Clock } from "./invoke.ts";
 
+/**
+ * The largest task output, in characters of JSON (about 1 MB). Outputs are
+ * journaled and stored in the run's SQLite rows (2 MB each at most); larger
+ * data belongs in an artifact, passed by reference.
+ */
+export const MAX_TASK_OUTPUT_CHARS = 1_000_000;
+
 export interface RunTaskDeps {
   context: Omit<ActionContext, "signal" | "payload">;
   clock: Clock;
@@ -27,14 +34,18 @@ export async function runTask(payload: TaskPayload, deps: RunTaskDeps): Promise<
   const signal = AbortSignal.timeout(payload.timeout_ms);
   let context: TaskContext = { input: payload.input, state: {}, output: {} };
   let stepsExecuted = 0;
-  const finish = (result: { success: true; output: Json } | { success: false; error: EngineError; stepRef: string | null }): TaskResult => ({
-    token_id: payload.token_id,
-    success: result.success,
-    ...(result.success
-      ? { output: result.output }
-      : { error: toTaskError(result.error, result.stepRef, context) }),
-    metrics: { duration_ms: deps.clock.now() - started, steps_executed: stepsExecuted, llm_tokens: { input: 0, output: 0, cost_usd: 0 } },
-  });
+  const finish = (outcome: { success: true; output: Json } | { success: false; error: EngineError; stepRef: string | null }): TaskResult => {
+    const metrics = { duration_ms: deps.clock.now() - started, steps_executed: stepsExecuted, llm_tokens: { input: 0, output: 0, cost_usd: 0 } };
+    if (outcome.success) {
+      const size = JSON.stringify(outcome.output).length;
+      if (size <= MAX_TASK_OUTPUT_CHARS) {
+        return { token_id: payload.token_id, success: true, output: outcome.output, metrics };
+      }
+      const tooLarge = EngineError.terminal("task.output_too_large", `the task output is ${size} characters of JSON; the limit is ${MAX_TASK_OUTPUT_CHARS} (store large data elsewhere, e.g. as an artifact, and pass a reference)`);
+      return { token_id: payload.token_id, success: false, error: toTaskError(tooLarge, null, null), metrics };
+    }
+    return { token_id: payload.token_id, success: false, error: toTaskError(outcome.error, outcome.stepRef, context), metrics };
+  };
 
   const inputProblems = validateJson(payload.task.input_schema, payload.input, "input");
   if (inputProblems.length > 0) {
@@ -112,7 +123,7 @@ function onStepFailure(step: ResolvedStep, error: EngineError, context: TaskCont
   }
 }
 
-function toTaskError(error: EngineError, stepRef: string | null, context: TaskContext): NonNullable<TaskResult["error"]> {
+function toTaskError(error: EngineError, stepRef: string | null, context: TaskContext | null): NonNullable<TaskResult["error"]> {
   const details = error.details?.length ? ` (${error.details.map((detail) => `${detail.path}: ${detail.message}`).join("; ")})` : "";
   return {
     type: error.code,
@@ -120,6 +131,7 @@ function toTaskError(error: EngineError, stepRef: string | null, context: TaskCo
     message: `${error.message}${details}`,
     retryable: error.retryable,
     ...(error.retryAfterMs === undefined ? {} : { retry_after_ms: error.retryAfterMs }),
-    context_snapshot: context,
+    // A snapshot too large to travel and store is left out rather than failing the report.
+    context_snapshot: context !== null && JSON.stringify(context).length <= MAX_TASK_OUTPUT_CHARS ? context : null,
   };
 }

@@ -1,3 +1,4 @@
+/// <reference path="../node_modules/@cloudflare/vitest-plugin/types/cloudflare-test.d.ts" />
 /** Types the test Worker's `exports` after the real module (as `wrangler types` would). */
 declare namespace Cloudflare {
   interface GlobalProps {

@@ -121,3 +121,15 @@ describe("the http action", () => {
     expect(await hits(key)).toBe(0);
   });
 });
+
+describe("limits", () => {
+  it("fails a task whose output is larger than the limit with task.output_too_large, not a crash", async ({ expect }) => {
+    // 600 kB of input (under the 1 MB body limit), doubled into 1.2 MB of output.
+    const run = await runSteps(
+      [{ ref: "big", action: { kind: "context", implementation: { updates: [{ path: "a", expr: "input.s" }, { path: "b", expr: "input.s" }] } }, output_mapping: { "output.a": "$.a", "output.b": "$.b" } }],
+      { s: "x".repeat(600_000) },
+    );
+    expect(run.status).toBe("failed");
+    expect(run.error.code).toBe("task.output_too_large");
+  });
+});
