@@ -4,6 +4,8 @@ interface Env {
   CATALOG: DurableObjectNamespace<import("./catalog/catalog.ts").Catalog>;
   /** This Worker's own `Executor` entrypoint. Typed narrowly: results are parsed at the call site. */
   EXECUTOR: ExecutorBinding;
+  /** One container Durable Object per (run, declared resource), named `<run_id>/<resource>`. */
+  SANDBOX?: SandboxNamespace;
   /** Comma-separated bearer tokens accepted by the HTTP API. */
   API_TOKENS: string;
   /** Base64 PKCS#8 Ed25519 private key that signs journals. */
@@ -20,4 +22,10 @@ declare namespace Cloudflare {
 interface ExecutorBinding {
   runTask(payload: unknown): Promise<unknown>;
   runTasks(payloads: unknown[]): Promise<ReadableStream<Uint8Array>>;
+}
+
+/** What the coordinator uses of the container namespace (see containers/). */
+interface SandboxNamespace {
+  idFromName(name: string): DurableObjectId;
+  get(id: DurableObjectId): { release(): Promise<unknown> };
 }

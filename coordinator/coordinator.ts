@@ -301,6 +301,11 @@ export class Coordinator extends DurableObject<Env> {
     for (const group of groups) {
       this.dispatchGroup(group);
     }
+    for (const command of commands) {
+      if (command.kind === "release_resources") {
+        this.releaseContainers(command.containers);
+      }
+    }
     await this.scheduleWake(wakeAt, now);
   }
 
@@ -387,6 +392,20 @@ export class Coordinator extends DurableObject<Env> {
       await Promise.all(applied);
     })();
     this.ctx.waitUntil(call);
+  }
+
+  /** Stops the run's containers; a container that is already gone is fine. */
+  private releaseContainers(names: readonly string[]): void {
+    const sandbox = this.env.SANDBOX;
+    if (!sandbox) {
+      return;
+    }
+    for (const name of names) {
+      const stub = sandbox.get(sandbox.idFromName(name));
+      this.ctx.waitUntil(
+        stub.release().catch((error: unknown) => console.error(JSON.stringify({ msg: "releasing a container failed", container: name, error: ensureEngineError(error).message }))),
+      );
+    }
   }
 
   private wakeJournalWaiters(): void {

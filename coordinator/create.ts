@@ -40,6 +40,7 @@ export function newRunState(request: CreateRunRequest, now: number): RunState {
       deadline_at: workflow.definition.timeout_ms === undefined ? null : now + workflow.definition.timeout_ms,
       dispatch_count: 0,
       redrives: 0,
+      usage: { input_tokens: 0, output_tokens: 0, cost_usd: 0 },
       journal_seq: 1,
       idempotency_key: request.idempotency_key,
       request_hash: request.request_hash,

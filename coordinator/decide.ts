@@ -140,6 +140,9 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
     return;
   }
   const { nodeId, invocation } = found;
+  const tokens = result.metrics.llm_tokens;
+  const usage = draft.record.usage;
+  draft.record.usage = { input_tokens: usage.input_tokens + tokens.input, output_tokens: usage.output_tokens + tokens.output, cost_usd: usage.cost_usd + tokens.cost_usd };
   if (result.success) {
     completeInvocation(draft, nodeId, invocation, (result.output ?? null) as Json, result.metrics.duration_ms);
     return;

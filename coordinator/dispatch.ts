@@ -110,10 +110,27 @@ function dispatchInvocation(draft: Draft, nodeId: string, invocation: Invocation
       task_version: task.version,
       task,
       input: (invocation.input ?? null) as Json,
-      resources: {},
+      resources: resourcesOf(draft, definition.resource_bindings),
       timeout_ms: timeoutMs,
       retry_attempt: attempt - 1,
       tools: draft.workflow.tools ?? [],
     },
   });
+}
+
+/**
+ * The durable name of a run's container for one declared resource: one
+ * container per (run, resource), the same for every node that binds it.
+ */
+export function containerName(runId: string, resource: string): string {
+  return `${runId}/${resource}`;
+}
+
+/** `resource_bindings` (generic name → declared resource) resolved to container handles. */
+function resourcesOf(draft: Draft, bindings: Record<string, string> | undefined): Record<string, { type: "container"; id: string }> {
+  const resources: Record<string, { type: "container"; id: string }> = {};
+  for (const [name, resource] of Object.entries(bindings ?? {})) {
+    resources[name] = { type: "container", id: containerName(draft.record.run_id, resource) };
+  }
+  return resources;
 }

@@ -18,7 +18,9 @@ export interface RunState {
 
 export type Command =
   | { kind: "dispatch"; payload: TaskPayload }
-  | { kind: "journal"; seq: number; entryKind: string; body: JsonObject };
+  | { kind: "journal"; seq: number; entryKind: string; body: JsonObject }
+  /** The run ended: stop the containers it declared (by their durable names). */
+  | { kind: "release_resources"; containers: string[] };
 
 export interface DecideContext {
   snapshot: RunSnapshot;
@@ -109,6 +111,10 @@ export class Draft {
     }
     const statusSeq = this.transition(outcome, reason);
     this.record.error = error;
+    const containers = Object.keys(this.workflow.resources ?? {}).map((resource) => `${this.record.run_id}/${resource}`);
+    if (containers.length > 0) {
+      this.commands.push({ kind: "release_resources", containers });
+    }
     const cited = outcome === "completed" ? settledSeqs(this.nodes) : [...failedSeqs(this.nodes), statusSeq];
     const output = JSON.stringify(this.record.context.output);
     this.journal("attest", {

@@ -18,6 +18,7 @@ export function toRunView(state: RunState, foreachNodes: ReadonlySet<string>): R
     updated_at: new Date(record.updated_at).toISOString(),
     nodes: Object.fromEntries(Object.entries(state.nodes).map(([id, node]) => [id, toNodeView(node, foreachNodes.has(id))])),
     gates: [],
+    usage: record.usage,
   };
 }
 

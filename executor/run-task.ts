@@ -19,10 +19,11 @@ export interface RunTaskDeps {
 }
 
 /** How a step ended, and what the task does next. */
-type StepOutcome =
+type StepOutcome = (
   | { next: "continue"; context: TaskContext; ran: boolean }
   | { next: "succeed"; context: TaskContext; ran: boolean }
-  | { next: "fail"; error: EngineError; ran: boolean };
+  | { next: "fail"; error: EngineError; ran: boolean }
+) & { usage?: Json };
 
 /**
  * Runs a task's steps strictly in order over its context `{ input, state,
@@ -34,8 +35,9 @@ export async function runTask(payload: TaskPayload, deps: RunTaskDeps): Promise<
   const signal = AbortSignal.timeout(payload.timeout_ms);
   let context: TaskContext = { input: payload.input, state: {}, output: {} };
   let stepsExecuted = 0;
+  const usage = { input: 0, output: 0, cost_usd: 0 };
   const finish = (outcome: { success: true; output: Json } | { success: false; error: EngineError; stepRef: string | null }): TaskResult => {
-    const metrics = { duration_ms: deps.clock.now() - started, steps_executed: stepsExecuted, llm_tokens: { input: 0, output: 0, cost_usd: 0 } };
+    const metrics = { duration_ms: deps.clock.now() - started, steps_executed: stepsExecuted, llm_tokens: { ...usage } };
     if (outcome.success) {
       const size = JSON.stringify(outcome.output).length;
       if (size <= MAX_TASK_OUTPUT_CHARS) {
@@ -54,6 +56,7 @@ export async function runTask(payload: TaskPayload, deps: RunTaskDeps): Promise<
   for (const step of payload.task.steps) {
     const outcome = await runStep(step, context, payload, deps, signal);
     stepsExecuted += outcome.ran ? 1 : 0;
+    addUsage(usage, outcome.usage);
     if (outcome.next === "fail") {
       return finish({ success: false, error: outcome.error, stepRef: step.ref });
     }
@@ -93,7 +96,7 @@ async function runStep(step: ResolvedStep, context: TaskContext, payload: TaskPa
       taskSignal: signal,
       clock: deps.clock,
     });
-    return { next: "continue", context: writeStepOutput(step, output, context), ran: true };
+    return { next: "continue", context: writeStepOutput(step, output, context), ran: true, usage: metaOf(output) };
   } catch (thrown) {
     return onStepFailure(step, ensureEngineError(thrown, "step.failed"), context, signal);
   }
@@ -134,4 +137,23 @@ function toTaskError(error: EngineError, stepRef: string | null, context: TaskCo
     // A snapshot too large to travel and store is left out rather than failing the report.
     context_snapshot: context !== null && JSON.stringify(context).length <= MAX_TASK_OUTPUT_CHARS ? context : null,
   };
+}
+
+/** An action's `_meta` (llm actions report `tokens { input, output }` and `cost_usd` there). */
+function metaOf(output: Json): Json | undefined {
+  return output !== null && typeof output === "object" && !Array.isArray(output) ? output._meta : undefined;
+}
+
+/** Adds an action's reported usage to the task's totals; anything malformed counts as nothing. */
+function addUsage(total: { input: number; output: number; cost_usd: number }, meta: Json | undefined): void {
+  if (meta === null || typeof meta !== "object" || Array.isArray(meta)) {
+    return;
+  }
+  const tokens = meta.tokens;
+  const count = (value: Json | undefined) => (typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : 0);
+  if (tokens !== null && typeof tokens === "object" && !Array.isArray(tokens)) {
+    total.input += Math.round(count(tokens.input));
+    total.output += Math.round(count(tokens.output));
+  }
+  total.cost_usd += count(meta.cost_usd);
 }

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { JsonValue } from "./common.ts";
 import { DefinitionKind } from "./definitions.ts";
-import { Failure, NodeStatus, RunMode, RunStatus } from "./run.ts";
+import { Failure, NodeStatus, RunMode, RunStatus, Usage } from "./run.ts";
 
 /** `POST /v1/workflows/{id}/runs` body. */
 export const StartRunBody = z.strictObject({
@@ -66,6 +66,8 @@ export const RunView = z.strictObject({
   updated_at: z.string(),
   nodes: z.record(z.string(), NodeView),
   gates: z.array(z.record(z.string(), JsonValue)),
+  /** LLM tokens and cost so far. */
+  usage: Usage,
 });
 export type RunView = z.infer<typeof RunView>;
 

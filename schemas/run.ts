@@ -76,6 +76,14 @@ export const RunContext = z.strictObject({
 });
 export type RunContext = z.infer<typeof RunContext>;
 
+/** LLM usage added up from task results. */
+export const Usage = z.strictObject({
+  input_tokens: z.number().int().min(0),
+  output_tokens: z.number().int().min(0),
+  cost_usd: z.number().min(0),
+});
+export type Usage = z.infer<typeof Usage>;
+
 /** The run's durable state, everything but its nodes. */
 export const RunRecord = z.strictObject({
   run_id: z.string(),
@@ -90,6 +98,8 @@ export const RunRecord = z.strictObject({
   deadline_at: z.number().nullable(),
   /** Counter for dispatch tokens: a token is never reused. */
   dispatch_count: z.number().int().min(0),
+  /** LLM tokens and cost of every task result accepted so far. */
+  usage: Usage,
   /** How many times this run was redriven after failing. */
   redrives: z.number().int().min(0),
   /** Seq of the last journal entry written. */
