@@ -5,7 +5,12 @@ import { validateJson } from "../lib/json-schema.ts";
 import { Mutex } from "../lib/mutex.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import { TaskResult, type JournalEntry, type RunSnapshot, type RunStatus, type RunView, type TaskPayload } from "../schemas/index.ts";
+import type { Catalog } from "../catalog/catalog.ts";
+import { runIdFor, sha256Hex } from "../lib/ids.ts";
+import type { Json } from "../lib/expr/mapping.ts";
+import { APPROVAL_SCHEMA, GateAnswerBody, TaskResult, type GateView, type JournalEntry, type RunSnapshot, type RunStatus, type RunView, type TaskPayload } from "../schemas/index.ts";
+import { ChildNotification, toGateView } from "./children.ts";
+import { MAX_WORKFLOW_DEPTH } from "./waits.ts";
 import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunState } from "./decide.ts";
 import { isTerminal } from "./lifecycle.ts";
 import { CreateRunRequest, newRunState, type CreateRunOutcome } from "./create.ts";
@@ -174,6 +179,49 @@ export class Coordinator extends DurableObject<Env> {
     });
   }
 
+  /** The run's gates, open and closed. */
+  async gates(): Promise<Result<GateView[]>> {
+    return toResult(() => this.requireRun().record.gates.map(toGateView));
+  }
+
+  /**
+   * Answers an open gate. The answer must match the gate's `input_schema`
+   * (an approval takes `{ approved, reason? }`); a gate answers once. This
+   * call is an event of its own, so the task resumes from here at once.
+   */
+  async answerGate(gateId: string, body: unknown): Promise<Result<GateView>> {
+    return toResult(async () => {
+      const { record } = this.requireRun();
+      const answer = parseOrThrow(GateAnswerBody, body, "gate.invalid_answer", "the gate answer");
+      const gate = record.gates.find((candidate) => candidate.gate_id === gateId);
+      if (!gate) {
+        throw EngineError.terminal("gate.not_found", `no gate "${gateId}" in this run`);
+      }
+      if (gate.status !== "open") {
+        throw EngineError.terminal(gate.status === "answered" ? "gate.answered" : "gate.expired", `gate ${gateId} is already ${gate.status}`);
+      }
+      const problems = validateJson(gate.kind === "approval" ? APPROVAL_SCHEMA : gate.input_schema, answer.response, "response");
+      if (problems.length > 0) {
+        throw EngineError.terminal("gate.invalid_response", `the response does not match the gate's input_schema`, problems);
+      }
+      await this.applyAndWake([{ type: "gate_answer", gate_id: gateId, response: answer.response as Json, responder: answer.responder ?? null }]);
+      const answered = this.requireRun().record.gates.find((candidate) => candidate.gate_id === gateId);
+      return toGateView(answered ?? gate);
+    });
+  }
+
+  /** A child run reports that it ended (it retries until this returns). */
+  async childFinished(notification: unknown): Promise<Result<{ accepted: boolean }>> {
+    return toResult(async () => {
+      const outcome = ChildNotification.parse(notification);
+      if (!this.state) {
+        return { accepted: false };
+      }
+      await this.applyAndWake([{ type: "child_finished", outcome }]);
+      return { accepted: true };
+    });
+  }
+
   /** For tests: counters of executor calls per event. */
   async getStats(): Promise<CoordinatorStats> {
     return { ...this.stats };
@@ -301,9 +349,17 @@ export class Coordinator extends DurableObject<Env> {
     for (const group of groups) {
       this.dispatchGroup(group);
     }
+    const lastEntry = entries.at(-1);
     for (const command of commands) {
       if (command.kind === "release_resources") {
         this.releaseContainers(command.containers);
+      } else if (command.kind === "start_child") {
+        this.ctx.waitUntil(this.startChild(command));
+      } else if (command.kind === "cancel_children") {
+        this.ctx.waitUntil(this.cancelChildren(command.keys));
+      } else if (command.kind === "notify_parent") {
+        const attestation = lastEntry?.kind === "attest" ? { seq: lastEntry.seq, hash: lastEntry.hash } : this.attestation();
+        this.ctx.waitUntil(this.notifyParent(command, attestation));
       }
     }
     await this.scheduleWake(wakeAt, now);
@@ -392,6 +448,77 @@ export class Coordinator extends DurableObject<Env> {
       await Promise.all(applied);
     })();
     this.ctx.waitUntil(call);
+  }
+
+  /** Resolves and creates a child run (idempotently, by key), then links it or reports why it could not start. */
+  private async startChild(command: Extract<Command, { kind: "start_child" }>): Promise<void> {
+    const state = this.state;
+    if (!state) {
+      return;
+    }
+    const childRunId = await runIdFor(command.key);
+    const failed = (code: string, message: string) =>
+      this.apply({ type: "child_finished", outcome: { key: command.key, run_id: null, status: "failed", output: null, error: { code, message }, attestation: null } });
+    try {
+      if (command.depth > MAX_WORKFLOW_DEPTH) {
+        await failed("workflow.depth_exceeded", `sub-workflows may nest at most ${MAX_WORKFLOW_DEPTH} deep; this child would be at depth ${command.depth}`);
+        return;
+      }
+      const [workflowId = "", version] = command.workflow.split("@");
+      const catalog = this.env.CATALOG.get(this.env.CATALOG.idFromName("catalog")) as unknown as Pick<Catalog, "resolveRun">;
+      const snapshot = await catalog.resolveRun(workflowId, version === undefined ? undefined : Number(version));
+      if (!snapshot.ok) {
+        await failed(snapshot.error.code, snapshot.error.message);
+        return;
+      }
+      const child = this.env.COORDINATOR.get(this.env.COORDINATOR.idFromName(childRunId)) as unknown as Pick<Coordinator, "create">;
+      const created = await child.create({
+        run_id: childRunId,
+        snapshot: snapshot.value,
+        input: command.input,
+        mode: "auto",
+        idempotency_key: command.key,
+        request_hash: await sha256Hex(command.key),
+        parent: { run_id: state.record.run_id, key: command.key, depth: command.depth - 1 },
+      });
+      if (!created.ok) {
+        await failed(created.error.code, created.error.message);
+        return;
+      }
+      await this.apply({ type: "child_started", key: command.key, run_id: childRunId });
+    } catch (error) {
+      // Infrastructure trouble: the child may or may not exist; report it as failed to start.
+      await failed("workflow.child_start_failed", ensureEngineError(error).message);
+    }
+  }
+
+  private async cancelChildren(keys: readonly string[]): Promise<void> {
+    await Promise.all(
+      keys.map(async (key) => {
+        const child = this.env.COORDINATOR.get(this.env.COORDINATOR.idFromName(await runIdFor(key))) as unknown as Pick<Coordinator, "cancel">;
+        await child.cancel("the parent run ended").catch((error: unknown) => console.error(JSON.stringify({ msg: "cancelling a child failed", key, error: ensureEngineError(error).message })));
+      }),
+    );
+  }
+
+  /** Tells the parent this child ended; an alarm retries until the parent acknowledges. */
+  private async notifyParent(command: Extract<Command, { kind: "notify_parent" }>, attestation: { seq: number; hash: string } | null): Promise<void> {
+    const runId = this.state?.record.run_id ?? null;
+    try {
+      const parent = this.env.COORDINATOR.get(this.env.COORDINATOR.idFromName(command.parent_run_id)) as unknown as Pick<Coordinator, "childFinished">;
+      const acknowledged = await parent.childFinished({ key: command.key, run_id: runId, status: command.status, output: command.output, error: command.error, attestation });
+      if (acknowledged.ok) {
+        await this.apply({ type: "parent_notified" });
+      }
+    } catch (error) {
+      console.error(JSON.stringify({ msg: "notifying the parent failed; the alarm will retry", parent: command.parent_run_id, error: ensureEngineError(error).message }));
+    }
+  }
+
+  /** The attestation that closes this run's journal, if it has one. */
+  private attestation(): { seq: number; hash: string } | null {
+    const last = this.store.journal(Math.max(0, (this.state?.record.journal_seq ?? 1) - 1), 1)[0];
+    return last?.kind === "attest" ? { seq: last.seq, hash: last.hash } : null;
   }
 
   /** Stops the run's containers; a container that is already gone is fine. */

@@ -5,6 +5,10 @@ import { Draft, type Command, type DecideContext, type RunState } from "./draft.
 import { isTerminal } from "./lifecycle.ts";
 import { completeInvocation, failInvocation, isSettled, itemOf, startReadyNodes } from "./nodes.ts";
 import type { Json } from "../lib/expr/mapping.ts";
+import { answerGate, childFinished, childStarted, expireGates, nextGateExpiry, suspendInvocation, type ChildOutcome } from "./waits.ts";
+
+/** How soon a child that could not reach its parent tries again. */
+export const PARENT_NOTIFY_RETRY_MS = 1_000;
 
 export type { Command, DecideContext, RunState } from "./draft.ts";
 export { DEFAULT_MAX_PARALLEL, DEFAULT_TASK_TIMEOUT_MS, DEADLINE_GRACE_MS, MAX_DISPATCHES_PER_EVENT, TASKS_PER_EXECUTOR_CALL } from "./dispatch.ts";
@@ -31,7 +35,15 @@ export type RunEvent =
   | { type: "pause" }
   | { type: "resume" }
   /** Re-run a failed run from its failed nodes, keeping what completed. */
-  | { type: "redrive" };
+  | { type: "redrive" }
+  /** A valid answer to an open gate (checked against its schema by the Durable Object). */
+  | { type: "gate_answer"; gate_id: string; response: Json; responder: string | null }
+  /** A child run this run asked for exists now. */
+  | { type: "child_started"; key: string; run_id: string }
+  /** A child run ended, or could not start (`run_id` null). */
+  | { type: "child_finished"; outcome: ChildOutcome }
+  /** This child run's parent acknowledged its result. */
+  | { type: "parent_notified" };
 
 export interface Decision {
   state: RunState;
@@ -70,6 +82,26 @@ const HANDLERS: Handlers = {
       redrive(draft);
     }
   },
+  gate_answer: (draft, event) => {
+    if (!isTerminal(draft.record.status)) {
+      answerGate(draft, event.gate_id, event.response, event.responder);
+    }
+  },
+  child_started: (draft, event) => {
+    if (!isTerminal(draft.record.status)) {
+      childStarted(draft, event.key, event.run_id);
+    }
+  },
+  child_finished: (draft, event) => {
+    if (!isTerminal(draft.record.status)) {
+      childFinished(draft, event.outcome);
+    }
+  },
+  parent_notified: (draft) => {
+    if (draft.record.parent) {
+      draft.record.parent = { ...draft.record.parent, notified: true };
+    }
+  },
 };
 
 export function decide(state: RunState, event: RunEvent, context: DecideContext): Decision {
@@ -81,7 +113,11 @@ export function decide(state: RunState, event: RunEvent, context: DecideContext)
 
 function onWake(draft: Draft, live: ReadonlySet<string>): void {
   const status = draft.record.status;
-  if (status === "drafting" || isTerminal(status)) {
+  if (isTerminal(status)) {
+    draft.notifyParent(); // Until the parent acknowledges, every wake tries again.
+    return;
+  }
+  if (status === "drafting") {
     return;
   }
   if (status === "queued") {
@@ -91,6 +127,7 @@ function onWake(draft: Draft, live: ReadonlySet<string>): void {
     draft.finish("failed", "run timed out", { code: "run.timeout", message: "the run exceeded its timeout_ms" });
     return;
   }
+  expireGates(draft);
   for (const nodeId of Object.keys(draft.nodes)) {
     for (const { index } of draft.node(nodeId).invocations) {
       // Re-read each invocation: an earlier timeout in this loop may have failed its
@@ -118,8 +155,10 @@ function checkInvocationTimers(draft: Draft, nodeId: string, invocation: Invocat
     } else if (!live.has(invocation.token)) {
       // The coordinator restarted while this dispatch was in flight: its result can never arrive.
       draft.journal("task.lost", { node: nodeId, item, token: invocation.token, attempt: invocation.attempts });
-      draft.setInvocation(nodeId, invocation.index, { status: "pending", token: null, deadline_at: null, attempts: invocation.attempts - 1 });
-      draft.setNode(nodeId, { attempts: Math.max(0, draft.node(nodeId).attempts - 1) });
+      // A lost continuation (after a gate or a child) is still the same attempt.
+      const recount = invocation.resume ? 0 : 1;
+      draft.setInvocation(nodeId, invocation.index, { status: "pending", token: null, deadline_at: null, attempts: invocation.attempts - recount });
+      draft.setNode(nodeId, { attempts: Math.max(0, draft.node(nodeId).attempts - recount) });
     }
   } else if (invocation.status === "retrying" && invocation.retry_at !== null && draft.now >= invocation.retry_at) {
     draft.setInvocation(nodeId, invocation.index, { status: "pending", retry_at: null });
@@ -143,6 +182,10 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
   const tokens = result.metrics.llm_tokens;
   const usage = draft.record.usage;
   draft.record.usage = { input_tokens: usage.input_tokens + tokens.input, output_tokens: usage.output_tokens + tokens.output, cost_usd: usage.cost_usd + tokens.cost_usd };
+  if (result.suspended) {
+    suspendInvocation(draft, nodeId, invocation, result.suspended);
+    return;
+  }
   if (result.success) {
     completeInvocation(draft, nodeId, invocation, (result.output ?? null) as Json, result.metrics.duration_ms);
     return;
@@ -248,13 +291,17 @@ function refreshActivity(draft: Draft, inFlight: number): void {
 
 function nextWakeAt(draft: Draft): number | null {
   const status = draft.record.status;
-  if (isTerminal(status) || status === "drafting") {
+  if (isTerminal(status)) {
+    const parent = draft.record.parent;
+    return parent && !parent.notified ? draft.now + PARENT_NOTIFY_RETRY_MS : null;
+  }
+  if (status === "drafting") {
     return null;
   }
   if (status === "queued" || dispatchable(draft, 1).length > 0) {
     return draft.now;
   }
-  let wakeAt = draft.record.deadline_at ?? Number.POSITIVE_INFINITY;
+  let wakeAt = Math.min(draft.record.deadline_at ?? Number.POSITIVE_INFINITY, nextGateExpiry(draft));
   for (const node of Object.values(draft.nodes)) {
     for (const invocation of node.invocations) {
       if (invocation.status === "running" && invocation.deadline_at !== null) {

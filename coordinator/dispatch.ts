@@ -2,6 +2,7 @@ import type { Json } from "../lib/expr/mapping.ts";
 import type { InvocationRecord } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
 import { failNode } from "./nodes.ts";
+import { childKey, MAX_CHILD_STARTS_PER_EVENT, requestChild } from "./waits.ts";
 
 /**
  * Tasks travel to the executor in groups of at most this many per call; each
@@ -68,13 +69,43 @@ export function dispatchable(draft: Draft, budget: number): { nodeId: string; in
 
 /** Dispatches what is ready, at most {@link MAX_DISPATCHES_PER_EVENT}; only a wake calls this. */
 export function dispatchReady(draft: Draft): void {
+  let childStarts = 0;
   for (const { nodeId, index } of dispatchable(draft, MAX_DISPATCHES_PER_EVENT)) {
     const invocation = draft.invocation(nodeId, index);
     // An earlier dispatch of this batch may have failed the run.
-    if (invocation?.status === "pending" && draft.record.error === null) {
-      dispatchInvocation(draft, nodeId, invocation);
+    if (invocation?.status !== "pending" || draft.record.error !== null) {
+      continue;
     }
+    if (draft.nodeDefinition(nodeId).workflow !== undefined) {
+      if (childStarts < MAX_CHILD_STARTS_PER_EVENT) {
+        childStarts += 1;
+        startNodeChild(draft, nodeId, invocation);
+      }
+      continue;
+    }
+    dispatchInvocation(draft, nodeId, invocation);
   }
+}
+
+/** A node that runs a sub-workflow: its invocation waits for a child run, no executor involved. */
+function startNodeChild(draft: Draft, nodeId: string, invocation: InvocationRecord): void {
+  const pinned = draft.snapshot.workflows[nodeId];
+  if (!pinned) {
+    failNode(draft, nodeId, { code: "node.no_workflow", message: `node ${nodeId} has no resolved workflow`, node: nodeId });
+    return;
+  }
+  const attempt = invocation.attempts + 1;
+  const started = { ...invocation, attempts: attempt };
+  const key = childKey(draft.record.run_id, nodeId, started, null);
+  const workflow = `${pinned.id}@${pinned.version}`;
+  draft.setInvocation(nodeId, invocation.index, {
+    status: "suspended",
+    attempts: attempt,
+    dispatched_at: draft.now,
+    suspension: { step_ref: null, step_index: 0, context: null, waiting_for: { kind: "child", key, run_id: null, workflow, on_failure: "propagate" } },
+  });
+  draft.setNode(nodeId, { status: "waiting", attempts: draft.node(nodeId).attempts + 1 });
+  requestChild(draft, key, workflow, (invocation.input ?? null) as Json);
 }
 
 function dispatchInvocation(draft: Draft, nodeId: string, invocation: InvocationRecord): void {
@@ -85,7 +116,9 @@ function dispatchInvocation(draft: Draft, nodeId: string, invocation: Invocation
     return;
   }
   draft.record.dispatch_count += 1;
-  const attempt = invocation.attempts + 1;
+  // Continuing after a gate or a child is the same attempt, not a new one.
+  const resuming = invocation.resume !== undefined;
+  const attempt = resuming ? invocation.attempts : invocation.attempts + 1;
   const token = `${draft.record.run_id}.${draft.record.dispatch_count}`;
   const timeoutMs = definition.timeout_ms ?? DEFAULT_TASK_TIMEOUT_MS;
   draft.setInvocation(nodeId, invocation.index, {
@@ -96,9 +129,9 @@ function dispatchInvocation(draft: Draft, nodeId: string, invocation: Invocation
     deadline_at: draft.now + timeoutMs + DEADLINE_GRACE_MS,
     retry_at: null,
   });
-  draft.setNode(nodeId, { status: "running", attempts: draft.node(nodeId).attempts + 1 });
+  draft.setNode(nodeId, { status: "running", attempts: draft.node(nodeId).attempts + (resuming ? 0 : 1) });
   const item = definition.foreach ? invocation.index : null;
-  draft.journal("task.dispatched", { node: nodeId, item, token, attempt, task: { id: task.id, version: task.version } });
+  draft.journal("task.dispatched", { node: nodeId, item, token, attempt, task: { id: task.id, version: task.version }, ...(resuming ? { resume: invocation.resume?.mode ?? "after" } : {}) });
   draft.commands.push({
     kind: "dispatch",
     payload: {
@@ -114,6 +147,7 @@ function dispatchInvocation(draft: Draft, nodeId: string, invocation: Invocation
       timeout_ms: timeoutMs,
       retry_attempt: attempt - 1,
       tools: draft.workflow.tools ?? [],
+      ...(invocation.resume ? { resume: invocation.resume } : {}),
     },
   });
 }

@@ -9,6 +9,7 @@ import type {
   RunStatus,
   TaskPayload,
 } from "../schemas/index.ts";
+import type { Json } from "../lib/expr/mapping.ts";
 import { assertTransition } from "./lifecycle.ts";
 
 export interface RunState {
@@ -20,7 +21,13 @@ export type Command =
   | { kind: "dispatch"; payload: TaskPayload }
   | { kind: "journal"; seq: number; entryKind: string; body: JsonObject }
   /** The run ended: stop the containers it declared (by their durable names). */
-  | { kind: "release_resources"; containers: string[] };
+  | { kind: "release_resources"; containers: string[] }
+  /** Start (idempotently, by key) a child run of a pinned workflow `id@version`. */
+  | { kind: "start_child"; key: string; workflow: string; input: Json; depth: number }
+  /** Cancel the child runs started under these keys. */
+  | { kind: "cancel_children"; keys: string[] }
+  /** This run is a child and has ended: tell its parent (the DO adds the attestation's seq and hash). */
+  | { kind: "notify_parent"; parent_run_id: string; key: string; status: "completed" | "failed" | "cancelled"; output: Json; error: { code: string; message: string } | null };
 
 export interface DecideContext {
   snapshot: RunSnapshot;
@@ -107,6 +114,7 @@ export class Draft {
   /** Ends the run: nodes that never ran are cancelled, and the attestation closes the journal. */
   finish(outcome: "completed" | "failed" | "cancelled", reason: string, error: Failure | null): void {
     if (outcome !== "completed") {
+      this.closeWaits(outcome === "cancelled" ? "run cancelled" : "run failed");
       this.cancelOpenNodes(outcome === "cancelled" ? "run cancelled" : "run failed");
     }
     const statusSeq = this.transition(outcome, reason);
@@ -126,6 +134,39 @@ export class Draft {
       ...(outcome === "completed" ? (output.length <= MAX_ATTESTED_OUTPUT_CHARS ? { output: this.record.context.output } : { output_chars: output.length }) : {}),
       ...(error ? { error: { ...error } } : {}),
     });
+    this.notifyParent();
+  }
+
+  /** A child run that ended tells its parent (again, until the parent acknowledges). */
+  notifyParent(): void {
+    const { parent, status } = this.record;
+    if (parent && !parent.notified && (status === "completed" || status === "failed" || status === "cancelled")) {
+      const error = this.record.error ? { code: this.record.error.code, message: this.record.error.message } : null;
+      this.commands.push({ kind: "notify_parent", parent_run_id: parent.run_id, key: parent.key, status, output: status === "completed" ? this.record.context.output : null, error });
+    }
+  }
+
+  /** The run is ending: open gates close (as expired) and child runs are cancelled. */
+  closeWaits(reason: string): void {
+    this.record.gates = this.record.gates.map((gate) => {
+      if (gate.status !== "open") {
+        return gate;
+      }
+      this.journal("gate.expired", { gate_id: gate.gate_id, node: gate.node, step: gate.step, reason });
+      return { ...gate, status: "expired" as const, reason };
+    });
+    const keys: string[] = [];
+    for (const node of Object.values(this.nodes)) {
+      for (const invocation of node.invocations) {
+        const waiting = invocation.suspension?.waiting_for;
+        if (invocation.status === "suspended" && waiting?.kind === "child") {
+          keys.push(waiting.key);
+        }
+      }
+    }
+    if (keys.length > 0) {
+      this.commands.push({ kind: "cancel_children", keys });
+    }
   }
 
   /** Abandons every node not settled: dispatches in flight are forgotten, their late results ignored. */
@@ -141,12 +182,13 @@ export class Draft {
 }
 
 export function isOpen(invocation: InvocationRecord): boolean {
-  return invocation.status === "pending" || invocation.status === "running" || invocation.status === "retrying";
+  return invocation.status === "pending" || invocation.status === "running" || invocation.status === "retrying" || invocation.status === "suspended";
 }
 
 /** An invocation that will not run again: no token, no timers. */
 export function closeInvocation(invocation: InvocationRecord, status: "cancelled" | "failed"): InvocationRecord {
-  return { ...invocation, status, token: null, retry_at: null, deadline_at: null };
+  const { suspension: _suspension, resume: _resume, ...rest } = invocation;
+  return { ...rest, status, token: null, retry_at: null, deadline_at: null };
 }
 
 function settledSeqs(nodes: Record<string, NodeRecord>): number[] {

@@ -76,9 +76,6 @@ export function contextDocument(draft: Draft): Record<string, unknown> {
 function startIteration(draft: Draft, nodeId: string, definition: NodeDefinition): boolean {
   const iteration = draft.node(nodeId).iterations + 1;
   try {
-    if (definition.workflow !== undefined) {
-      throw EngineError.terminal("node.not_implemented", "nodes that run a sub-workflow are not implemented yet");
-    }
     const doc = contextDocument(draft);
     const items: { vars: Record<string, unknown>; fallback: Json }[] = definition.foreach
       ? foreachItems(draft, definition.foreach.items).map((item, index) => ({ vars: { ...doc, item, index }, fallback: item }))
@@ -149,7 +146,8 @@ export function failInvocation(draft: Draft, nodeId: string, invocation: Invocat
   if (failure.retryable && invocation.attempts < policy.maxAttempts) {
     const retryAt = draft.now + retryDelayMs(policy, invocation.attempts, draft.random(), failure.retryAfterMs);
     draft.journal("task.retry_scheduled", { node: nodeId, item, attempt: invocation.attempts + 1, at: new Date(retryAt).toISOString() });
-    draft.setInvocation(nodeId, invocation.index, { status: "retrying", token: null, deadline_at: null, retry_at: retryAt, error });
+    // A retry starts the task over with a fresh context: nothing of a suspension carries over.
+    draft.setInvocation(nodeId, invocation.index, { status: "retrying", token: null, deadline_at: null, retry_at: retryAt, error, resume: undefined, suspension: undefined });
     return;
   }
   draft.setInvocation(nodeId, invocation.index, { ...closeInvocation(invocation, "failed"), error });

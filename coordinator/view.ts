@@ -1,4 +1,5 @@
 import type { NodeRecord, NodeView, RunView } from "../schemas/index.ts";
+import { toGateView } from "./children.ts";
 import type { RunState } from "./decide.ts";
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
@@ -17,7 +18,7 @@ export function toRunView(state: RunState, foreachNodes: ReadonlySet<string>): R
     created_at: new Date(record.created_at).toISOString(),
     updated_at: new Date(record.updated_at).toISOString(),
     nodes: Object.fromEntries(Object.entries(state.nodes).map(([id, node]) => [id, toNodeView(node, foreachNodes.has(id))])),
-    gates: [],
+    gates: record.gates.map(toGateView),
     usage: record.usage,
   };
 }

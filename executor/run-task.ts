@@ -1,8 +1,9 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { evalCelBool } from "../lib/expr/cel.ts";
 import { applyOutputMapping, buildInput, setTargetPath, type Json, type JsonRecord } from "../lib/expr/mapping.ts";
+import { renderTemplate } from "../lib/expr/template.ts";
 import { validateJson } from "../lib/json-schema.ts";
-import type { ResolvedStep, TaskContext, TaskPayload, TaskResult } from "../schemas/index.ts";
+import { APPROVAL_SCHEMA, type ResolvedStep, type TaskContext, type TaskPayload, type TaskResult, type TaskResume, type TaskSuspension } from "../schemas/index.ts";
 import type { ActionContext } from "./actions/index.ts";
 import { invokeAction, type Clock } from "./invoke.ts";
 
@@ -23,6 +24,7 @@ type StepOutcome = (
   | { next: "continue"; context: TaskContext; ran: boolean }
   | { next: "succeed"; context: TaskContext; ran: boolean }
   | { next: "fail"; error: EngineError; ran: boolean }
+  | { next: "suspend"; wait: TaskSuspension["wait"]; ran: boolean }
 ) & { usage?: Json };
 
 /**
@@ -49,16 +51,41 @@ export async function runTask(payload: TaskPayload, deps: RunTaskDeps): Promise<
     return { token_id: payload.token_id, success: false, error: toTaskError(outcome.error, outcome.stepRef, context), metrics };
   };
 
-  const inputProblems = validateJson(payload.task.input_schema, payload.input, "input");
-  if (inputProblems.length > 0) {
-    return finish({ success: false, error: EngineError.terminal("task.invalid_input", `the input of task ${payload.task.id} does not match its input_schema`, inputProblems), stepRef: null });
+  const resume = payload.resume;
+  let first = 0;
+  if (resume) {
+    context = resume.context;
+    const resumed = resumeStep(payload, resume, context, signal);
+    if (resumed.next === "fail") {
+      return finish({ success: false, error: resumed.error, stepRef: payload.task.steps[resume.step_index]?.ref ?? null });
+    }
+    if (resume.mode === "approved") {
+      first = resume.step_index; // The approved step itself runs now.
+    } else if (resumed.next === "continue") {
+      context = resumed.context;
+      first = resume.step_index + 1;
+    } else if (resumed.next === "succeed") {
+      context = resumed.context;
+      first = payload.task.steps.length;
+    }
+  } else {
+    const inputProblems = validateJson(payload.task.input_schema, payload.input, "input");
+    if (inputProblems.length > 0) {
+      return finish({ success: false, error: EngineError.terminal("task.invalid_input", `the input of task ${payload.task.id} does not match its input_schema`, inputProblems), stepRef: null });
+    }
   }
-  for (const step of payload.task.steps) {
-    const outcome = await runStep(step, context, payload, deps, signal);
+  for (let index = first; index < payload.task.steps.length; index += 1) {
+    const step = payload.task.steps[index] as ResolvedStep;
+    const approved = resume?.mode === "approved" && resume.step_index === index;
+    const outcome = await runStep(step, context, payload, deps, signal, approved);
     stepsExecuted += outcome.ran ? 1 : 0;
     addUsage(usage, outcome.usage);
     if (outcome.next === "fail") {
       return finish({ success: false, error: outcome.error, stepRef: step.ref });
+    }
+    if (outcome.next === "suspend") {
+      const metrics = { duration_ms: deps.clock.now() - started, steps_executed: stepsExecuted, llm_tokens: { ...usage } };
+      return { token_id: payload.token_id, success: false, suspended: { step_ref: step.ref, step_index: index, context, wait: outcome.wait }, metrics };
     }
     context = outcome.context;
     if (outcome.next === "succeed") {
@@ -72,7 +99,7 @@ export async function runTask(payload: TaskPayload, deps: RunTaskDeps): Promise<
   return finish({ success: true, output: context.output });
 }
 
-async function runStep(step: ResolvedStep, context: TaskContext, payload: TaskPayload, deps: RunTaskDeps, signal: AbortSignal): Promise<StepOutcome> {
+async function runStep(step: ResolvedStep, context: TaskContext, payload: TaskPayload, deps: RunTaskDeps, signal: AbortSignal, approved: boolean): Promise<StepOutcome> {
   const doc = { input: context.input, state: context.state, output: context.output };
   if (step.condition) {
     let holds: boolean;
@@ -91,6 +118,10 @@ async function runStep(step: ResolvedStep, context: TaskContext, payload: TaskPa
   }
   try {
     const input: Json = step.input_mapping ? buildInput(step.input_mapping, doc) : context.input;
+    const wait = waitFor(step, input, approved);
+    if (wait) {
+      return { next: "suspend", wait, ran: false };
+    }
     const { output } = await invokeAction(step.action, input, {
       context: { ...deps.context, payload },
       taskSignal: signal,
@@ -99,6 +130,76 @@ async function runStep(step: ResolvedStep, context: TaskContext, payload: TaskPa
     return { next: "continue", context: writeStepOutput(step, output, context), ran: true, usage: metaOf(output) };
   } catch (thrown) {
     return onStepFailure(step, ensureEngineError(thrown, "step.failed"), context, signal);
+  }
+}
+
+/**
+ * What a step must wait for before it can run, if anything: a human step
+ * waits for its gate, a workflow step for its child run, and a high-risk
+ * action for an approval (unless this dispatch carries that approval).
+ */
+function waitFor(step: ResolvedStep, input: Json, approved: boolean): TaskSuspension["wait"] | undefined {
+  const action = step.action;
+  if (action.risk === "high" && !approved) {
+    return {
+      kind: "gate",
+      gate_kind: "approval",
+      prompt: `Step "${step.ref}" wants to run the high-risk ${action.kind} action ${action.id}@${action.version} with input ${preview(input)}. Approve?`,
+      input_schema: APPROVAL_SCHEMA,
+      action: { id: action.id, version: action.version, kind: action.kind },
+    };
+  }
+  if (action.kind === "human") {
+    const implementation = action.implementation;
+    return {
+      kind: "gate",
+      gate_kind: "input",
+      prompt: renderTemplate(implementation.prompt_template, input),
+      input_schema: implementation.input_schema,
+      ...(implementation.timeout_ms === undefined ? {} : { timeout_ms: implementation.timeout_ms }),
+      ...(implementation.on_timeout === undefined ? {} : { on_timeout: implementation.on_timeout }),
+    };
+  }
+  if (action.kind === "workflow") {
+    return { kind: "child", workflow: action.implementation.workflow, input, on_failure: action.implementation.on_failure ?? "propagate" };
+  }
+  return undefined;
+}
+
+function preview(input: Json): string {
+  const text = JSON.stringify(input);
+  return text.length > 500 ? `${text.slice(0, 500)}…` : text;
+}
+
+/**
+ * The step a suspended task stopped at, once its wait is over: its output
+ * (a gate's answer, a child's output) is written as any step output would
+ * be, and a failure (a child that failed, a rejected approval) is handled by
+ * the step's `on_failure`.
+ */
+function resumeStep(payload: TaskPayload, resume: TaskResume, context: TaskContext, signal: AbortSignal): StepOutcome {
+  const step = payload.task.steps[resume.step_index];
+  if (!step) {
+    return { next: "fail", error: EngineError.terminal("task.bad_resume", `the task has no step ${resume.step_index}`), ran: false };
+  }
+  if (resume.mode === "approved") {
+    return { next: "continue", context, ran: false };
+  }
+  if (resume.mode === "rejected") {
+    const rejected = EngineError.terminal("approval.rejected", `step ${step.ref} was not approved${resume.reason ? `: ${resume.reason}` : ""}`);
+    return onStepFailure({ ...step, on_failure: step.on_failure === "continue" ? "continue" : "abort" }, rejected, context, signal);
+  }
+  const outcome = resume.outcome;
+  if (!outcome) {
+    return { next: "fail", error: EngineError.terminal("task.bad_resume", `resuming step ${step.ref} needs its outcome`), ran: false };
+  }
+  if (!outcome.ok) {
+    return onStepFailure(step, EngineError.terminal(outcome.error.code, outcome.error.message), context, signal);
+  }
+  try {
+    return { next: "continue", context: writeStepOutput(step, outcome.output as Json, context), ran: true };
+  } catch (thrown) {
+    return onStepFailure(step, ensureEngineError(thrown, "mapping.failed"), context, signal);
   }
 }
 

@@ -65,17 +65,22 @@ export const RunView = z.strictObject({
   created_at: z.string(),
   updated_at: z.string(),
   nodes: z.record(z.string(), NodeView),
-  gates: z.array(z.record(z.string(), JsonValue)),
+  gates: z.array(z.lazy(() => GateView)),
   /** LLM tokens and cost so far. */
   usage: Usage,
 });
 export type RunView = z.infer<typeof RunView>;
 
-/** `POST /v1/workflows/{id}/runs` → 201 (new) or 200 (same idempotency key). */
+/**
+ * `POST /v1/workflows/{id}/runs` → 201 (new) or 200 (same idempotency key).
+ * A preview (200) creates no run: `run_id` is null, `status` is "preview",
+ * and `plan` says what would run.
+ */
 export const StartRunResponse = z.strictObject({
-  run_id: z.string(),
-  status: RunStatus,
+  run_id: z.string().nullable(),
+  status: z.union([RunStatus, z.literal("preview")]),
   workflow: z.strictObject({ id: z.string(), version: z.number().int() }),
+  plan: z.record(z.string(), JsonValue).optional(),
 });
 export type StartRunResponse = z.infer<typeof StartRunResponse>;
 
@@ -88,3 +93,29 @@ export const ErrorBody = z.strictObject({
   }),
 });
 export type ErrorBody = z.infer<typeof ErrorBody>;
+
+/** A gate as `GET /v1/runs/{id}/gates` shows it (brief §5). */
+export const GateView = z.strictObject({
+  gate_id: z.string(),
+  kind: z.enum(["input", "approval"]),
+  node: z.string(),
+  item: z.number().int().nullable(),
+  step: z.string(),
+  prompt: z.string(),
+  input_schema: z.union([z.boolean(), z.record(z.string(), JsonValue)]),
+  status: z.enum(["open", "answered", "expired"]),
+  opened_at: z.string(),
+  expires_at: z.string().nullable(),
+  response: JsonValue.optional(),
+  responder: z.string().nullable().optional(),
+  responded_at: z.string().nullable().optional(),
+  reason: z.string().optional(),
+});
+export type GateView = z.infer<typeof GateView>;
+
+/** `POST /v1/runs/{id}/gates/{gate_id}` body. */
+export const GateAnswerBody = z.strictObject({
+  response: JsonValue,
+  responder: z.string().min(1).max(256).optional(),
+});
+export type GateAnswerBody = z.infer<typeof GateAnswerBody>;

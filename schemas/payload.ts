@@ -5,7 +5,14 @@ import { ResolvedTask } from "./resolved.ts";
 /** A container the coordinator resolved for this task (`resource_bindings` → Durable Object id). */
 export const ResourceHandle = z.strictObject({
   type: z.literal("container"),
+  /** The container's durable name, `<run_id>/<declared resource>`. */
   id: z.string().min(1),
+  /**
+   * The run that owns the container, when it is not this task's run: set only
+   * by a parent run that hands its own container to a sub-workflow. Absent,
+   * the task's own run is the owner (docs/containers.md, "Ownership").
+   */
+  owner: z.string().min(1).optional(),
 });
 export type ResourceHandle = z.infer<typeof ResourceHandle>;
 
@@ -16,6 +23,28 @@ export const TaskContext = z.strictObject({
   output: z.record(z.string(), JsonValue),
 });
 export type TaskContext = z.infer<typeof TaskContext>;
+
+/**
+ * How a suspended task continues (brief §3: gates and sub-workflows never
+ * hold an executor invocation open). The executor starts at `step_index` with
+ * the task context as it was when the task suspended:
+ * - `after`: the step is done; `outcome` is its output (or its error) and the task goes on after it;
+ * - `approved`: a high-risk step was approved; run it now;
+ * - `rejected`: a high-risk step was rejected; it fails, not retryable.
+ */
+export const TaskResume = z.strictObject({
+  step_index: z.number().int().min(0),
+  context: TaskContext,
+  mode: z.enum(["after", "approved", "rejected"]),
+  outcome: z
+    .union([
+      z.strictObject({ ok: z.literal(true), output: JsonValue }),
+      z.strictObject({ ok: z.literal(false), error: z.strictObject({ code: z.string(), message: z.string() }) }),
+    ])
+    .optional(),
+  reason: z.string().optional(),
+});
+export type TaskResume = z.infer<typeof TaskResume>;
 
 /** Coordinator → executor: one attempt of one task invocation (brief §3). */
 export const TaskPayload = z.strictObject({
@@ -37,6 +66,8 @@ export const TaskPayload = z.strictObject({
   retry_attempt: z.number().int().min(0),
   /** The run's capability allowlist (`workflow.tools`); an empty list allows nothing. */
   tools: z.array(z.string()),
+  /** Present when the task continues after a gate, an approval or a child workflow. */
+  resume: TaskResume.optional(),
 });
 export type TaskPayload = z.infer<typeof TaskPayload>;
 
@@ -63,12 +94,53 @@ export const TaskMetrics = z.strictObject({
 });
 export type TaskMetrics = z.infer<typeof TaskMetrics>;
 
+/**
+ * Why a task stopped without finishing: it waits for a human (a gate or an
+ * approval) or for a child workflow. The coordinator records it and
+ * re-dispatches the task with a {@link TaskResume} when the answer arrives.
+ */
+export const TaskSuspension = z.strictObject({
+  step_ref: z.string(),
+  step_index: z.number().int().min(0),
+  context: TaskContext,
+  wait: z.discriminatedUnion("kind", [
+    z.strictObject({
+      kind: z.literal("gate"),
+      gate_kind: z.enum(["input", "approval"]),
+      prompt: z.string(),
+      input_schema: z.union([z.boolean(), z.record(z.string(), JsonValue)]),
+      timeout_ms: z.number().int().min(1).optional(),
+      on_timeout: z.union([z.literal("fail"), z.strictObject({ default: JsonValue })]).optional(),
+      /** For approvals: the action that waits for it. */
+      action: z.strictObject({ id: z.string(), version: z.number().int(), kind: z.string() }).optional(),
+    }),
+    z.strictObject({
+      kind: z.literal("child"),
+      /** A pinned reference, `id@version`. */
+      workflow: z.string(),
+      input: JsonValue,
+      on_failure: z.enum(["propagate", "return"]),
+    }),
+  ]),
+});
+export type TaskSuspension = z.infer<typeof TaskSuspension>;
+
+/** The answer an approval gate takes: `{ "approved": true|false, "reason"?: "…" }` (brief §5). */
+export const APPROVAL_SCHEMA: Record<string, JsonValue> = {
+  type: "object",
+  required: ["approved"],
+  properties: { approved: { type: "boolean" }, reason: { type: "string" } },
+  additionalProperties: false,
+};
+
 /** Executor → coordinator. Errors travel as data, never as thrown objects. */
 export const TaskResult = z.strictObject({
   token_id: z.string().min(1),
   success: z.boolean(),
   output: JsonValue.optional(),
   error: TaskError.optional(),
+  /** Set (with `success: false` and no error) when the task waits for a gate or a child. */
+  suspended: TaskSuspension.optional(),
   metrics: TaskMetrics,
 });
 export type TaskResult = z.infer<typeof TaskResult>;

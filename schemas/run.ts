@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { JsonObject, JsonValue } from "./common.ts";
+import { TaskContext, TaskResume } from "./payload.ts";
 
 /** The 8 run states (brief §3). */
 export const RUN_STATUSES = [
@@ -33,7 +34,23 @@ export const Failure = z.strictObject({
 });
 export type Failure = z.infer<typeof Failure>;
 
-export const INVOCATION_STATUSES = ["pending", "running", "retrying", "completed", "failed", "cancelled", "skipped"] as const;
+export const INVOCATION_STATUSES = ["pending", "running", "retrying", "suspended", "completed", "failed", "cancelled", "skipped"] as const;
+
+/**
+ * Where a suspended invocation stopped and what it waits for: a gate (by id)
+ * or a child run (by its start key; `run_id` once it has started).
+ */
+export const Suspension = z.strictObject({
+  /** Null for a node that runs a sub-workflow itself (no task, no step). */
+  step_ref: z.string().nullable(),
+  step_index: z.number().int().min(0),
+  context: TaskContext.nullable(),
+  waiting_for: z.discriminatedUnion("kind", [
+    z.strictObject({ kind: z.literal("gate"), gate_id: z.string() }),
+    z.strictObject({ kind: z.literal("child"), key: z.string(), run_id: z.string().nullable(), workflow: z.string(), on_failure: z.enum(["propagate", "return"]) }),
+  ]),
+});
+export type Suspension = z.infer<typeof Suspension>;
 
 /**
  * One task invocation of a node: a plain node has one, a foreach node one per
@@ -51,6 +68,9 @@ export const InvocationRecord = z.strictObject({
   input: JsonValue.optional(),
   output: JsonValue.optional(),
   error: Failure.nullable(),
+  suspension: Suspension.optional(),
+  /** How the next dispatch continues a suspended task. */
+  resume: TaskResume.optional(),
 });
 export type InvocationRecord = z.infer<typeof InvocationRecord>;
 
@@ -76,6 +96,38 @@ export const RunContext = z.strictObject({
 });
 export type RunContext = z.infer<typeof RunContext>;
 
+/** A human gate: an input to give, or an approval of a high-risk step (brief §5). */
+export const GateRecord = z.strictObject({
+  gate_id: z.string(),
+  kind: z.enum(["input", "approval"]),
+  node: z.string(),
+  item: z.number().int().nullable(),
+  step: z.string(),
+  prompt: z.string(),
+  input_schema: z.union([z.boolean(), JsonObject]),
+  status: z.enum(["open", "answered", "expired"]),
+  opened_at: z.number(),
+  expires_at: z.number().nullable(),
+  on_timeout: z.union([z.literal("fail"), z.strictObject({ default: JsonValue })]),
+  response: JsonValue.optional(),
+  responder: z.string().nullable().optional(),
+  responded_at: z.number().nullable().optional(),
+  /** Why a gate expired without an answer (its timeout, or the run ending). */
+  reason: z.string().optional(),
+  action: z.strictObject({ id: z.string(), version: z.number().int(), kind: z.string() }).optional(),
+});
+export type GateRecord = z.infer<typeof GateRecord>;
+
+/** The parent of a child run: where its result goes when it ends. */
+export const ParentLink = z.strictObject({
+  run_id: z.string(),
+  /** The start key the parent knows this child by. */
+  key: z.string(),
+  /** Set once the parent acknowledged the result. */
+  notified: z.boolean(),
+});
+export type ParentLink = z.infer<typeof ParentLink>;
+
 /** LLM usage added up from task results. */
 export const Usage = z.strictObject({
   input_tokens: z.number().int().min(0),
@@ -100,6 +152,10 @@ export const RunRecord = z.strictObject({
   dispatch_count: z.number().int().min(0),
   /** LLM tokens and cost of every task result accepted so far. */
   usage: Usage,
+  gates: z.array(GateRecord),
+  /** 0 for a run started by a client; a child is one deeper than its parent. */
+  depth: z.number().int().min(0),
+  parent: ParentLink.nullable(),
   /** How many times this run was redriven after failing. */
   redrives: z.number().int().min(0),
   /** Seq of the last journal entry written. */

@@ -37,6 +37,8 @@ export function createApp(): Hono<App> {
     app.post(`/v1/runs/:runId/${control}`, async (c) => c.json(await service.controlRun(c.env, c.req.param("runId"), control)));
   }
   app.get("/v1/runs/:runId/events", (c) => streamRunEvents(c, c.req.param("runId")));
+  app.get("/v1/runs/:runId/gates", async (c) => c.json(await service.listGates(c.env, c.req.param("runId"))));
+  app.post("/v1/runs/:runId/gates/:gateId", async (c) => c.json(await service.answerGate(c.env, c.req.param("runId"), c.req.param("gateId"), await readJson(c))));
   app.get("/v1/:kind/:id", async (c) => c.json(await service.getDefinition(c.env, c.req.param("kind"), c.req.param("id"))));
   app.get("/v1/:kind/:id/versions/:version", async (c) => {
     const version = Number(c.req.param("version"));

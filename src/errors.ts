@@ -12,6 +12,8 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   "run.terminal": 409,
   "run.idempotency_conflict": 409,
   "run.conflict": 409,
+  "gate.answered": 409,
+  "gate.expired": 409,
   "request.invalid_cursor": 400,
   "action.not_implemented": 501,
 };

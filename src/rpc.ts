@@ -1,7 +1,7 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import type { JournalEntry } from "../lib/journal/index.ts";
 import { toResult, type Result } from "../lib/result.ts";
-import type { DefinitionRecord, Jwks, RegisterResponse, RunView, StartRunResponse } from "../schemas/index.ts";
+import type { DefinitionRecord, GateView, Jwks, RegisterResponse, RunView, StartRunResponse } from "../schemas/index.ts";
 import * as service from "./service.ts";
 
 /**
@@ -56,6 +56,14 @@ export class TrellisApi extends WorkerEntrypoint<Env> {
   /** Journal entries after `afterSeq`, waiting up to `waitMs` for the next ones: the event stream over RPC. */
   runEvents(runId: string, afterSeq = 0, waitMs = 0): Promise<Result<JournalEntry[]>> {
     return toResult(() => service.runEvents(this.env, runId, afterSeq, waitMs));
+  }
+
+  listGates(runId: string): Promise<Result<{ gates: GateView[] }>> {
+    return toResult(() => service.listGates(this.env, runId));
+  }
+
+  answerGate(runId: string, gateId: string, answer: unknown): Promise<Result<GateView>> {
+    return toResult(() => service.answerGate(this.env, runId, gateId, answer));
   }
 
   journalKeys(): Promise<Result<Jwks>> {

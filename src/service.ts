@@ -1,14 +1,19 @@
 import type { Catalog } from "../catalog/index.ts";
 import type { Coordinator, CreateRunOutcome } from "../coordinator/index.ts";
 import { EngineError } from "../lib/errors.ts";
-import { canonicalJson, importSigningKey, toHex, toJwks, type JournalEntry } from "../lib/journal/index.ts";
+import { newRunId, RUN_ID_PATTERN, runIdFor, sha256Hex } from "../lib/ids.ts";
+import { canonicalJson, importSigningKey, toJwks, type JournalEntry } from "../lib/journal/index.ts";
 import { unwrap } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
+import { validateJson } from "../lib/json-schema.ts";
+import { planRun } from "../coordinator/plan.ts";
 import {
   DefinitionKind,
   Jwks,
   StartRunBody,
   type DefinitionRecord,
+  type GateView,
+  type JsonValue,
   type PublicJwk,
   type RegisterResponse,
   type RunView,
@@ -21,13 +26,12 @@ import {
  * `EngineError`s that the caller maps to a status or a Result.
  */
 
-const RUN_ID_PATTERN = /^run_[0-9a-f]{32}$/;
 const CATALOG_NAME = "catalog";
 
 // The stubs' generated RPC types are too deep for tsc over recursive JSON
 // types; the methods return plain-data Results, so their own signatures are exact.
 type CatalogApi = Pick<Catalog, "register" | "get" | "resolveRun">;
-type CoordinatorApi = Pick<Coordinator, "create" | "get" | "journal" | "events" | "cancel" | "pause" | "resume" | "redrive" | "approve">;
+type CoordinatorApi = Pick<Coordinator, "create" | "get" | "journal" | "events" | "cancel" | "pause" | "resume" | "redrive" | "approve" | "gates" | "answerGate">;
 
 function catalog(env: Env): CatalogApi {
   return env.CATALOG.get(env.CATALOG.idFromName(CATALOG_NAME)) as unknown as CatalogApi;
@@ -56,11 +60,16 @@ export async function getDefinition(env: Env, kind: string, id: string, version?
 export async function startRun(env: Env, workflowId: string, body: unknown): Promise<{ created: boolean; run: StartRunResponse }> {
   const request = parseOrThrow(StartRunBody, body ?? {}, "run.invalid_request", "the run request");
   const mode = request.mode ?? "auto";
-  if (mode === "preview") {
-    throw EngineError.terminal("run.mode_unsupported", 'mode "preview" is not available yet');
-  }
   const snapshot = unwrap(await catalog(env).resolveRun(workflowId, request.version));
   const input = request.input ?? {};
+  if (mode === "preview") {
+    const problems = validateJson(snapshot.workflow.definition.input_schema, input, "input");
+    if (problems.length > 0) {
+      throw EngineError.terminal("run.invalid_input", "the run input does not match the workflow's input_schema", problems);
+    }
+    // Nothing is created and nothing runs: the plan is the answer.
+    return { created: false, run: { run_id: null, status: "preview", workflow: { id: snapshot.workflow.id, version: snapshot.workflow.version }, plan: planRun(snapshot) as unknown as Record<string, JsonValue> } };
+  }
   const requestHash = await sha256Hex(canonicalJson({ workflow: workflowId, version: request.version ?? null, input, mode }));
   const runId = request.idempotency_key === undefined ? newRunId() : await idempotentRunId(workflowId, request.idempotency_key);
   const outcome: CreateRunOutcome = unwrap(
@@ -89,6 +98,14 @@ export async function cancelRun(env: Env, runId: string, reason?: string): Promi
   return unwrap(await coordinator(env, runId).cancel(reason));
 }
 
+export async function listGates(env: Env, runId: string): Promise<{ gates: GateView[] }> {
+  return { gates: unwrap(await coordinator(env, runId).gates()) };
+}
+
+export async function answerGate(env: Env, runId: string, gateId: string, body: unknown): Promise<GateView> {
+  return unwrap(await coordinator(env, runId).answerGate(gateId, body));
+}
+
 /** The run controls that take no arguments. */
 export type RunControl = "pause" | "resume" | "redrive" | "approve";
 
@@ -110,15 +127,7 @@ export async function journalKeys(env: Env): Promise<Jwks> {
   return toJwks([current.publicJwk, ...retired.filter((key) => key.kid !== current.kid)]);
 }
 
-function newRunId(): string {
-  return `run_${crypto.randomUUID().replaceAll("-", "")}`;
-}
-
 /** The same (workflow, key) always names the same run, so a retried start finds it. */
-async function idempotentRunId(workflowId: string, key: string): Promise<string> {
-  return `run_${(await sha256Hex(`${workflowId}\n${key}`)).slice(0, 32)}`;
-}
-
-async function sha256Hex(text: string): Promise<string> {
-  return toHex(new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text))));
+function idempotentRunId(workflowId: string, key: string): Promise<string> {
+  return runIdFor(`${workflowId}\n${key}`);
 }

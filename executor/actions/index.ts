@@ -1,6 +1,6 @@
 import { contextAction } from "./context.ts";
 import { httpAction } from "./http.ts";
-import { notImplemented } from "./not-implemented.ts";
+import { handledByTaskRunner, notImplemented } from "./not-implemented.ts";
 import type { ActionRegistry } from "./types.ts";
 
 export type { ActionContext, ActionHandler, ActionRegistry } from "./types.ts";
@@ -13,8 +13,8 @@ export const ACTION_HANDLERS = {
   mcp: notImplemented("mcp"),
   tool: notImplemented("tool"),
   shell: notImplemented("shell"),
-  workflow: notImplemented("workflow"),
-  human: notImplemented("human"),
+  workflow: handledByTaskRunner("workflow"),
+  human: handledByTaskRunner("human"),
   vector: notImplemented("vector"),
   metric: notImplemented("metric"),
 } satisfies ActionRegistry;

@@ -10,3 +10,15 @@ export function notImplemented<K extends ActionKind>(kind: K): ActionHandler<K> 
     },
   };
 }
+
+/**
+ * `human` and `workflow` steps never reach a handler: the task runner
+ * suspends the task there and the coordinator takes over. Reaching this is a bug.
+ */
+export function handledByTaskRunner<K extends ActionKind>(kind: K): ActionHandler<K> {
+  return {
+    async run() {
+      throw EngineError.terminal("executor.internal", `"${kind}" steps are suspended by the task runner, never run as actions`);
+    },
+  };
+}

@@ -1351,12 +1351,14 @@ describe("redrive", () => {
 });
 
 describe("workflow nodes", () => {
-  it("a node that runs a sub-workflow fails at start with node.not_implemented", ({ expect }) => {
+  it("a node that runs a sub-workflow starts a child run instead of dispatching a task, and waits for it", ({ expect }) => {
     const run = makeRun({ child: { workflow: "child_flow" }, after: { depends_on: ["child"] } });
     const decision = startRun(run);
     expect(dispatchesOf(decision)).toEqual([]);
-    expect(kindsOf(decision)).toEqual(["run.status", "node.failed", "node.cancelled", "run.status", "attest"]);
-    expect(decision.state.nodes.child).toMatchObject({ status: "failed", iterations: 1, error: { code: "node.not_implemented", node: "child" } });
-    expect(decision.state.record).toMatchObject({ status: "failed", error: { code: "node.not_implemented" } });
+    const starts = decision.commands.filter((command) => command.kind === "start_child");
+    expect(starts).toHaveLength(1);
+    expect(starts[0]).toMatchObject({ kind: "start_child", depth: 1, input: {} });
+    expect(decision.state.nodes.child).toMatchObject({ status: "waiting", attempts: 1, invocations: [{ status: "suspended" }] });
+    expect(decision.state.record.status).toBe("waiting");
   });
 });
