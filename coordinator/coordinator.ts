@@ -480,6 +480,7 @@ export class Coordinator extends DurableObject<Env> {
         idempotency_key: command.key,
         request_hash: await sha256Hex(command.key),
         parent: { run_id: state.record.run_id, key: command.key, depth: command.depth - 1 },
+        created_by: `run:${state.record.run_id}`,
       });
       if (!created.ok) {
         await failed(created.error.code, created.error.message);

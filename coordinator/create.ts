@@ -11,6 +11,8 @@ export const CreateRunRequest = z.strictObject({
   idempotency_key: z.string().nullable(),
   /** Hash of (workflow, version, input, mode): the same key with another request is a conflict. */
   request_hash: z.string(),
+  /** Who asks: recorded on the run and in its attestation. */
+  created_by: z.string().min(1).max(200),
   /** Set when a parent run starts this run as its child. */
   parent: z.strictObject({ run_id: z.string(), key: z.string(), depth: z.number().int().min(0) }).optional(),
 });
@@ -45,6 +47,7 @@ export function newRunState(request: CreateRunRequest, now: number): RunState {
       usage: { input_tokens: 0, output_tokens: 0, cost_usd: 0 },
       gates: [],
       depth: request.parent ? request.parent.depth + 1 : 0,
+      created_by: request.created_by,
       parent: request.parent ? { run_id: request.parent.run_id, key: request.parent.key, notified: false } : null,
       journal_seq: 1,
       idempotency_key: request.idempotency_key,

@@ -129,7 +129,7 @@ export class Draft {
       outcome,
       reason,
       cited,
-      created_by: "trellis/coordinator",
+      created_by: this.record.created_by,
       workflow: { id: this.record.workflow.id, version: this.record.workflow.version },
       ...(outcome === "completed" ? (output.length <= MAX_ATTESTED_OUTPUT_CHARS ? { output: this.record.context.output } : { output_chars: output.length }) : {}),
       ...(error ? { error: { ...error } } : {}),

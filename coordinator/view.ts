@@ -36,9 +36,11 @@ function toNodeView(node: NodeRecord, foreach: boolean): NodeView {
           items: {
             total: node.invocations.length,
             pending: count("pending") + count("retrying"),
-            running: count("running"),
+            running: count("running") + count("suspended"),
             completed: count("completed"),
             failed: count("failed"),
+            skipped: count("skipped"),
+            cancelled: count("cancelled"),
           },
         }
       : {}),

@@ -48,6 +48,8 @@ export const NodeView = z.strictObject({
       running: z.number().int(),
       completed: z.number().int(),
       failed: z.number().int(),
+      skipped: z.number().int(),
+      cancelled: z.number().int(),
     })
     .optional(),
 });

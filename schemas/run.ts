@@ -156,6 +156,8 @@ export const RunRecord = z.strictObject({
   /** 0 for a run started by a client; a child is one deeper than its parent. */
   depth: z.number().int().min(0),
   parent: ParentLink.nullable(),
+  /** Who started the run: `token:<8 hex of the token's SHA-256>`, `rpc`, or `run:<parent run id>`. */
+  created_by: z.string(),
   /** How many times this run was redriven after failing. */
   redrives: z.number().int().min(0),
   /** Seq of the last journal entry written. */

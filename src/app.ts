@@ -8,7 +8,7 @@ import * as service from "./service.ts";
 /** Request bodies larger than this get 413. */
 export const MAX_BODY_BYTES = 1_048_576;
 
-type App = { Bindings: Env };
+type App = { Bindings: Env; Variables: { principal: string } };
 
 /** The HTTP API (docs/api.md). Routes parse their input, call a service operation, and answer. */
 export function createApp(): Hono<App> {
@@ -23,7 +23,7 @@ export function createApp(): Hono<App> {
   app.use("/v1/*", bearerAuth());
   app.post("/v1/definitions", async (c) => c.json(await service.registerDefinitions(c.env, await readJson(c)), 201));
   app.post("/v1/workflows/:id/runs", async (c) => {
-    const { created, run } = await service.startRun(c.env, c.req.param("id"), await readJson(c, {}));
+    const { created, run } = await service.startRun(c.env, c.req.param("id"), await readJson(c, {}), c.get("principal"));
     return c.json(run, created ? 201 : 200);
   });
   app.get("/v1/runs/:runId", async (c) => c.json(await service.getRun(c.env, c.req.param("runId"))));

@@ -13,6 +13,8 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   "run.idempotency_conflict": 409,
   "run.conflict": 409,
   "gate.answered": 409,
+  // A bad signing key is the operator's misconfiguration, not the client's.
+  "journal.bad_key": 500,
   "gate.expired": 409,
   "request.invalid_cursor": 400,
   "action.not_implemented": 501,

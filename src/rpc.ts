@@ -20,7 +20,7 @@ export class TrellisApi extends WorkerEntrypoint<Env> {
 
   startRun(workflowId: string, request: unknown): Promise<Result<StartRunResponse & { created: boolean }>> {
     return toResult(async () => {
-      const { created, run } = await service.startRun(this.env, workflowId, request);
+      const { created, run } = await service.startRun(this.env, workflowId, request, "rpc");
       return { ...run, created };
     });
   }

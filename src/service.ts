@@ -57,7 +57,7 @@ export async function getDefinition(env: Env, kind: string, id: string, version?
 }
 
 /** Starts a run: 201 with a new run, or 200 with the run an idempotency key already started. */
-export async function startRun(env: Env, workflowId: string, body: unknown): Promise<{ created: boolean; run: StartRunResponse }> {
+export async function startRun(env: Env, workflowId: string, body: unknown, createdBy: string): Promise<{ created: boolean; run: StartRunResponse }> {
   const request = parseOrThrow(StartRunBody, body ?? {}, "run.invalid_request", "the run request");
   const mode = request.mode ?? "auto";
   const snapshot = unwrap(await catalog(env).resolveRun(workflowId, request.version));
@@ -80,6 +80,7 @@ export async function startRun(env: Env, workflowId: string, body: unknown): Pro
       mode,
       idempotency_key: request.idempotency_key ?? null,
       request_hash: requestHash,
+      created_by: createdBy,
     }),
   );
   const { view } = outcome;

@@ -77,7 +77,7 @@ function makeSnapshot(nodes: Record<string, Partial<Node>>, workflow: Partial<Om
 
 function makeState(snapshot: RunSnapshot, input: JsonValue = {}): RunState {
   return newRunState(
-    { run_id: RUN_ID, snapshot, input, mode: "auto", idempotency_key: null, request_hash: "hash" },
+    { run_id: RUN_ID, snapshot, input, mode: "auto", idempotency_key: null, request_hash: "hash", created_by: "token:tester" },
     NOW,
   );
 }
@@ -434,7 +434,7 @@ describe("outputs", () => {
       outcome: "completed",
       reason: "all nodes settled",
       cited: [completed.seq],
-      created_by: "trellis/coordinator",
+      created_by: "token:tester",
       workflow: { id: WORKFLOW_ID, version: 1 },
       output: { x: 7 },
     });

@@ -42,7 +42,7 @@ describe("foreach", () => {
     );
     expect(result.status).toBe("completed");
     expect(result.output).toEqual({ squares: items.map((n) => n * n), positions: [0, 1, 2, 3, 4] });
-    expect(result.nodes.each.items).toEqual({ total: 5, pending: 0, running: 0, completed: 5, failed: 0 });
+    expect(result.nodes.each.items).toEqual({ total: 5, pending: 0, running: 0, completed: 5, failed: 0, skipped: 0, cancelled: 0 });
   });
 
   it("completes a foreach over an empty array at once, and lets its dependents run", async ({ expect }) => {

@@ -14,7 +14,7 @@ it("offers the same operations over Workers RPC, with errors as data", async ({ 
 
   const started = await rpc.startRun(id, { input: { n: 41 } });
   expect(started.ok).toBe(true);
-  const runId = started.ok ? started.value.run_id : "";
+  const runId = (started.ok ? started.value.run_id : null) ?? "";
   await waitForRun(runId);
   const run = await rpc.getRun(runId);
   expect(run).toMatchObject({ ok: true, value: { status: "completed", output: { n: 42 } } });
