@@ -97,7 +97,7 @@ async function main() {
         const lines = pending.split("\n");
         pending = lines.pop() ?? "";
         for (const line of lines) {
-          const m = /\b(chain\d+: total=\S+ per_node=\S+)/.exec(line);
+          const m = /\b(chain\d+: total=\S+ per_node=\S+|gate_answer_to_resume: .*)$/.exec(line);
           if (m?.[1]) measurements.push(m[1]);
         }
       });
