@@ -29,6 +29,12 @@ const MAX_EVENTS_WAIT_MS = 30_000;
 const GROUP_COMMIT_WINDOW_MS = 4;
 /** Events applied together in one transaction, at most. */
 const MAX_EVENTS_PER_BATCH = 256;
+/**
+ * At most this many self-wakes follow each other before an alarm takes over:
+ * every self-call nests one subrequest deeper than the event that made it,
+ * and the platform limits that depth; an alarm starts again from the top.
+ */
+const MAX_SELF_WAKE_STREAK = 4;
 /** The alarm set behind a self-wake, in case that call is lost. */
 const WAKE_BACKSTOP_MS = 2_000;
 
@@ -61,6 +67,8 @@ export class Coordinator extends DurableObject<Env> {
   private readonly mutex = new Mutex();
   /** A call to our own wake() is on its way; more ready work need not send another. */
   private selfWakePending = false;
+  /** Self-wakes since the last alarm: each nests one subrequest deeper. */
+  private selfWakeStreak = 0;
   private readonly inbox: { event: RunEvent; resolve: () => void; reject: (error: unknown) => void }[] = [];
   private alarmAt: number | null = null;
   /** Long polls waiting for the next journal entries. */
@@ -229,6 +237,7 @@ export class Coordinator extends DurableObject<Env> {
 
   override async alarm(): Promise<void> {
     this.alarmAt = null;
+    this.selfWakeStreak = 0;
     await this.wake();
   }
 
@@ -237,7 +246,8 @@ export class Coordinator extends DurableObject<Env> {
    * happen only here, inside the event that entered, so each event makes at
    * most MAX_DISPATCHES_PER_EVENT executor calls (+1 to wake itself again).
    */
-  async wake(): Promise<void> {
+  async wake(self = false): Promise<void> {
+    this.selfWakeStreak = self ? this.selfWakeStreak + 1 : 0;
     if (this.state) {
       await this.applyAndWake([]);
     }
@@ -375,10 +385,16 @@ export class Coordinator extends DurableObject<Env> {
       if (this.selfWakePending) {
         return; // One wake in flight serves everything that became ready meanwhile.
       }
+      if (this.selfWakeStreak >= MAX_SELF_WAKE_STREAK) {
+        // Each self-call is a subrequest of the event that made it, and the platform
+        // caps how deep subrequests nest; an alarm is a fresh top-level event.
+        await this.setAlarm(now);
+        return;
+      }
       this.selfWakePending = true;
       await this.setAlarm(now + WAKE_BACKSTOP_MS);
-      const self = this.env.COORDINATOR.get(this.ctx.id) as unknown as { wake(): Promise<void> };
-      this.ctx.waitUntil(self.wake().catch((error: unknown) => console.error(JSON.stringify({ msg: "self-wake failed", error: ensureEngineError(error).message }))));
+      const self = this.env.COORDINATOR.get(this.ctx.id) as unknown as { wake(self: boolean): Promise<void> };
+      this.ctx.waitUntil(self.wake(true).catch((error: unknown) => console.error(JSON.stringify({ msg: "self-wake failed", error: ensureEngineError(error).message }))));
       return;
     }
     await this.setAlarm(wakeAt);
