@@ -1,5 +1,18 @@
 import { z } from "zod";
-import { JsonValue, type GateRecord, type GateView } from "../schemas/index.ts";
+import { ensureEngineError } from "../lib/errors.ts";
+import type { Json } from "../lib/expr/mapping.ts";
+import { runIdFor, sha256Hex } from "../lib/ids.ts";
+import type { Result } from "../lib/result.ts";
+import { JsonValue, type GateRecord, type GateView, type RunSnapshot } from "../schemas/index.ts";
+import type { RunEvent } from "./decide.ts";
+import { MAX_WORKFLOW_DEPTH } from "./waits.ts";
+
+/**
+ * Runs talking to runs: a parent starts and cancels its children, a child
+ * reports its end to its parent. Functions here take the peers they talk to
+ * (`RunPeers`), not the Durable Object, so the Durable Object only applies
+ * the events they return.
+ */
 
 /** Child → parent: the child ended, with its output or error and its attestation. */
 export const ChildNotification = z.strictObject({
@@ -32,4 +45,81 @@ export function toGateView(gate: GateRecord): GateView {
     ...(gate.responded_at === undefined ? {} : { responded_at: iso(gate.responded_at) }),
     ...(gate.reason === undefined ? {} : { reason: gate.reason }),
   };
+}
+
+/** Another run, as a run sees it. */
+export interface RunPeer {
+  create(request: unknown): Promise<Result<unknown>>;
+  cancel(reason?: string): Promise<Result<unknown>>;
+  childFinished(notification: unknown): Promise<Result<{ accepted: boolean }>>;
+}
+
+/** What child-run bookkeeping needs from the platform: the catalog and other runs. */
+export interface RunPeers {
+  catalog(): { resolveRun(workflowId: string, version?: number): Promise<Result<RunSnapshot>> };
+  run(runId: string): RunPeer;
+}
+
+/**
+ * Resolves and creates a child run (idempotently: its id derives from the
+ * key), and returns the event that records the outcome: `child_started`, or
+ * `child_finished` as failed when it could not start.
+ */
+export async function startChildRun(peers: RunPeers, parentRunId: string, command: { key: string; workflow: string; input: Json; depth: number }): Promise<RunEvent> {
+  const failed = (code: string, message: string): RunEvent => ({
+    type: "child_finished",
+    outcome: { key: command.key, run_id: null, status: "failed", output: null, error: { code, message }, attestation: null },
+  });
+  if (command.depth > MAX_WORKFLOW_DEPTH) {
+    return failed("workflow.depth_exceeded", `sub-workflows may nest at most ${MAX_WORKFLOW_DEPTH} deep; this child would be at depth ${command.depth}`);
+  }
+  try {
+    const childRunId = await runIdFor(command.key);
+    const [workflowId = "", version] = command.workflow.split("@");
+    const snapshot = await peers.catalog().resolveRun(workflowId, version === undefined ? undefined : Number(version));
+    if (!snapshot.ok) {
+      return failed(snapshot.error.code, snapshot.error.message);
+    }
+    const created = await peers.run(childRunId).create({
+      run_id: childRunId,
+      snapshot: snapshot.value,
+      input: command.input,
+      mode: "auto",
+      idempotency_key: command.key,
+      request_hash: await sha256Hex(command.key),
+      parent: { run_id: parentRunId, key: command.key, depth: command.depth - 1 },
+      created_by: `run:${parentRunId}`,
+    });
+    return created.ok ? { type: "child_started", key: command.key, run_id: childRunId } : failed(created.error.code, created.error.message);
+  } catch (error) {
+    // Infrastructure trouble: the child may or may not exist; report it as failed to start.
+    return failed("workflow.child_start_failed", ensureEngineError(error).message);
+  }
+}
+
+export async function cancelChildRuns(peers: RunPeers, keys: readonly string[]): Promise<void> {
+  await Promise.all(
+    keys.map(async (key) => {
+      const result = await peers.run(await runIdFor(key)).cancel("the parent run ended").catch((error: unknown) => ({ ok: false, error: ensureEngineError(error).toData() }) as const);
+      if (!result.ok && result.error.code !== "run.terminal") {
+        console.error(JSON.stringify({ msg: "cancelling a child failed", key, error: result.error.message }));
+      }
+    }),
+  );
+}
+
+/** Tells the parent this child ended; true once the parent acknowledged (else an alarm retries). */
+export async function notifyParentRun(
+  peers: RunPeers,
+  childRunId: string | null,
+  command: { parent_run_id: string; key: string; status: "completed" | "failed" | "cancelled"; output: Json; error: { code: string; message: string } | null },
+  attestation: { seq: number; hash: string } | null,
+): Promise<boolean> {
+  try {
+    const acknowledged = await peers.run(command.parent_run_id).childFinished({ key: command.key, run_id: childRunId, status: command.status, output: command.output, error: command.error, attestation });
+    return acknowledged.ok;
+  } catch (error) {
+    console.error(JSON.stringify({ msg: "notifying the parent failed; the alarm will retry", parent: command.parent_run_id, error: ensureEngineError(error).message }));
+    return false;
+  }
 }

@@ -6,11 +6,10 @@ import { Mutex } from "../lib/mutex.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import type { Catalog } from "../catalog/catalog.ts";
-import { runIdFor, sha256Hex } from "../lib/ids.ts";
 import type { Json } from "../lib/expr/mapping.ts";
-import { APPROVAL_SCHEMA, GateAnswerBody, TaskResult, type GateView, type JournalEntry, type RunSnapshot, type RunStatus, type RunView, type TaskPayload } from "../schemas/index.ts";
-import { ChildNotification, toGateView } from "./children.ts";
-import { MAX_WORKFLOW_DEPTH } from "./waits.ts";
+import { APPROVAL_SCHEMA, GateAnswerBody, type TaskResult, type GateView, type JournalEntry, type RunSnapshot, type RunStatus, type RunView, type TaskPayload } from "../schemas/index.ts";
+import { cancelChildRuns, ChildNotification, notifyParentRun, startChildRun, toGateView, type RunPeer, type RunPeers } from "./children.ts";
+import { chunk, sendTaskGroup } from "./executor-client.ts";
 import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunState } from "./decide.ts";
 import { isTerminal } from "./lifecycle.ts";
 import { CreateRunRequest, newRunState, type CreateRunOutcome } from "./create.ts";
@@ -366,7 +365,7 @@ export class Coordinator extends DurableObject<Env> {
       } else if (command.kind === "start_child") {
         this.ctx.waitUntil(this.startChild(command));
       } else if (command.kind === "cancel_children") {
-        this.ctx.waitUntil(this.cancelChildren(command.keys));
+        this.ctx.waitUntil(cancelChildRuns(this.peers(), command.keys));
       } else if (command.kind === "notify_parent") {
         const attestation = lastEntry?.kind === "attest" ? { seq: lastEntry.seq, hash: lastEntry.hash } : this.attestation();
         this.ctx.waitUntil(this.notifyParent(command, attestation));
@@ -432,103 +431,38 @@ export class Coordinator extends DurableObject<Env> {
    * arrives (the stream broke) gets a retryable `executor.unavailable`.
    */
   private dispatchGroup(payloads: readonly TaskPayload[]): void {
-    const waiting = new Set(payloads.map((payload) => payload.token_id));
-    for (const token of waiting) {
-      this.live.add(token);
+    for (const payload of payloads) {
+      this.live.add(payload.token_id);
     }
     this.stats.dispatches += payloads.length;
     const deliver = (result: TaskResult): Promise<void> => {
-      waiting.delete(result.token_id);
       this.live.delete(result.token_id);
       return this.apply({ type: "task_result", result }).catch((thrown: unknown) => {
         console.error(JSON.stringify({ msg: "applying a task result failed", token: result.token_id, error: ensureEngineError(thrown).message }));
       });
     };
-    const call = (async () => {
-      const applied: Promise<void>[] = [];
-      let failure: unknown = new Error("the executor closed the stream before every result");
-      try {
-        const stream = await this.env.EXECUTOR.runTasks([...payloads]);
-        for await (const line of ndjsonLines(stream)) {
-          const parsed = TaskResult.safeParse(JSON.parse(line));
-          if (parsed.success && waiting.has(parsed.data.token_id)) {
-            applied.push(deliver(parsed.data));
-          }
-        }
-      } catch (thrown) {
-        failure = thrown;
-      }
-      for (const token of [...waiting]) {
-        applied.push(deliver(executorFailure(token, failure)));
-      }
-      await Promise.all(applied);
-    })();
+    const call = sendTaskGroup(this.env.EXECUTOR, payloads, deliver);
     this.ctx.waitUntil(call);
   }
 
-  /** Resolves and creates a child run (idempotently, by key), then links it or reports why it could not start. */
+  /** Peers a run talks to about its children and its parent. */
+  private peers(): RunPeers {
+    return {
+      catalog: () => this.env.CATALOG.get(this.env.CATALOG.idFromName("catalog")) as unknown as Pick<Catalog, "resolveRun">,
+      run: (runId) => this.env.COORDINATOR.get(this.env.COORDINATOR.idFromName(runId)) as unknown as RunPeer,
+    };
+  }
+
   private async startChild(command: Extract<Command, { kind: "start_child" }>): Promise<void> {
-    const state = this.state;
-    if (!state) {
-      return;
-    }
-    const childRunId = await runIdFor(command.key);
-    const failed = (code: string, message: string) =>
-      this.apply({ type: "child_finished", outcome: { key: command.key, run_id: null, status: "failed", output: null, error: { code, message }, attestation: null } });
-    try {
-      if (command.depth > MAX_WORKFLOW_DEPTH) {
-        await failed("workflow.depth_exceeded", `sub-workflows may nest at most ${MAX_WORKFLOW_DEPTH} deep; this child would be at depth ${command.depth}`);
-        return;
-      }
-      const [workflowId = "", version] = command.workflow.split("@");
-      const catalog = this.env.CATALOG.get(this.env.CATALOG.idFromName("catalog")) as unknown as Pick<Catalog, "resolveRun">;
-      const snapshot = await catalog.resolveRun(workflowId, version === undefined ? undefined : Number(version));
-      if (!snapshot.ok) {
-        await failed(snapshot.error.code, snapshot.error.message);
-        return;
-      }
-      const child = this.env.COORDINATOR.get(this.env.COORDINATOR.idFromName(childRunId)) as unknown as Pick<Coordinator, "create">;
-      const created = await child.create({
-        run_id: childRunId,
-        snapshot: snapshot.value,
-        input: command.input,
-        mode: "auto",
-        idempotency_key: command.key,
-        request_hash: await sha256Hex(command.key),
-        parent: { run_id: state.record.run_id, key: command.key, depth: command.depth - 1 },
-        created_by: `run:${state.record.run_id}`,
-      });
-      if (!created.ok) {
-        await failed(created.error.code, created.error.message);
-        return;
-      }
-      await this.apply({ type: "child_started", key: command.key, run_id: childRunId });
-    } catch (error) {
-      // Infrastructure trouble: the child may or may not exist; report it as failed to start.
-      await failed("workflow.child_start_failed", ensureEngineError(error).message);
+    const runId = this.state?.record.run_id;
+    if (runId !== undefined) {
+      await this.apply(await startChildRun(this.peers(), runId, command));
     }
   }
 
-  private async cancelChildren(keys: readonly string[]): Promise<void> {
-    await Promise.all(
-      keys.map(async (key) => {
-        const child = this.env.COORDINATOR.get(this.env.COORDINATOR.idFromName(await runIdFor(key))) as unknown as Pick<Coordinator, "cancel">;
-        await child.cancel("the parent run ended").catch((error: unknown) => console.error(JSON.stringify({ msg: "cancelling a child failed", key, error: ensureEngineError(error).message })));
-      }),
-    );
-  }
-
-  /** Tells the parent this child ended; an alarm retries until the parent acknowledges. */
   private async notifyParent(command: Extract<Command, { kind: "notify_parent" }>, attestation: { seq: number; hash: string } | null): Promise<void> {
-    const runId = this.state?.record.run_id ?? null;
-    try {
-      const parent = this.env.COORDINATOR.get(this.env.COORDINATOR.idFromName(command.parent_run_id)) as unknown as Pick<Coordinator, "childFinished">;
-      const acknowledged = await parent.childFinished({ key: command.key, run_id: runId, status: command.status, output: command.output, error: command.error, attestation });
-      if (acknowledged.ok) {
-        await this.apply({ type: "parent_notified" });
-      }
-    } catch (error) {
-      console.error(JSON.stringify({ msg: "notifying the parent failed; the alarm will retry", parent: command.parent_run_id, error: ensureEngineError(error).message }));
+    if (await notifyParentRun(this.peers(), this.state?.record.run_id ?? null, command, attestation)) {
+      await this.apply({ type: "parent_notified" });
     }
   }
 
@@ -596,46 +530,6 @@ export class Coordinator extends DurableObject<Env> {
   }
 }
 
-function chunk<T>(items: readonly T[], size: number): T[][] {
-  const groups: T[][] = [];
-  for (let start = 0; start < items.length; start += size) {
-    groups.push(items.slice(start, start + size));
-  }
-  return groups;
-}
-
-/** The lines of a stream of newline-delimited JSON. */
-async function* ndjsonLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
-  const decoder = new TextDecoder();
-  let buffered = "";
-  for await (const bytes of stream) {
-    buffered += decoder.decode(bytes, { stream: true });
-    let newline = buffered.indexOf("\n");
-    while (newline >= 0) {
-      const line = buffered.slice(0, newline);
-      buffered = buffered.slice(newline + 1);
-      if (line.trim() !== "") {
-        yield line;
-      }
-      newline = buffered.indexOf("\n");
-    }
-  }
-  if (buffered.trim() !== "") {
-    yield buffered;
-  }
-}
-
 function hasRunningDispatch(state: RunState): boolean {
   return Object.values(state.nodes).some((node) => node.invocations.some((invocation) => invocation.status === "running"));
-}
-
-/** The executor could not be reached or crashed: a retryable infrastructure failure. */
-function executorFailure(token: string, thrown: unknown): TaskResult {
-  const message = thrown instanceof Error ? thrown.message : String(thrown);
-  return {
-    token_id: token,
-    success: false,
-    error: { type: "executor.unavailable", step_ref: null, message: `the executor call failed: ${message}`, retryable: true, context_snapshot: null },
-    metrics: { duration_ms: 0, steps_executed: 0, llm_tokens: { input: 0, output: 0, cost_usd: 0 } },
-  };
 }

@@ -1,0 +1,69 @@
+import { TaskResult, type TaskPayload } from "../schemas/index.ts";
+
+/**
+ * The coordinator's side of the executor call: a group of tasks goes out in
+ * one call, and their results stream back as newline-delimited JSON, each
+ * delivered the moment it arrives. A task whose result never comes (the
+ * stream broke, the executor crashed) is delivered as a retryable
+ * `executor.unavailable` failure, so nothing is lost.
+ */
+export async function sendTaskGroup(executor: ExecutorBinding, payloads: readonly TaskPayload[], deliver: (result: TaskResult) => Promise<void>): Promise<void> {
+  const waiting = new Set(payloads.map((payload) => payload.token_id));
+  const delivered: Promise<void>[] = [];
+  let failure: unknown = new Error("the executor closed the stream before every result");
+  try {
+    const stream = await executor.runTasks([...payloads]);
+    for await (const line of ndjsonLines(stream)) {
+      const parsed = TaskResult.safeParse(JSON.parse(line));
+      if (parsed.success && waiting.delete(parsed.data.token_id)) {
+        delivered.push(deliver(parsed.data));
+      }
+    }
+  } catch (thrown) {
+    failure = thrown;
+  }
+  for (const token of waiting) {
+    delivered.push(deliver(executorFailure(token, failure)));
+  }
+  await Promise.all(delivered);
+}
+
+export function chunk<T>(items: readonly T[], size: number): T[][] {
+  const groups: T[][] = [];
+  for (let start = 0; start < items.length; start += size) {
+    groups.push(items.slice(start, start + size));
+  }
+  return groups;
+}
+
+/** The lines of a stream of newline-delimited JSON. */
+async function* ndjsonLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+  const decoder = new TextDecoder();
+  let buffered = "";
+  for await (const bytes of stream) {
+    buffered += decoder.decode(bytes, { stream: true });
+    let newline = buffered.indexOf("\n");
+    while (newline >= 0) {
+      const line = buffered.slice(0, newline);
+      buffered = buffered.slice(newline + 1);
+      if (line.trim() !== "") {
+        yield line;
+      }
+      newline = buffered.indexOf("\n");
+    }
+  }
+  if (buffered.trim() !== "") {
+    yield buffered;
+  }
+}
+
+/** The executor could not be reached or crashed: a retryable infrastructure failure. */
+export function executorFailure(token: string, thrown: unknown): TaskResult {
+  const message = thrown instanceof Error ? thrown.message : String(thrown);
+  return {
+    token_id: token,
+    success: false,
+    error: { type: "executor.unavailable", step_ref: null, message: `the executor call failed: ${message}`, retryable: true, context_snapshot: null },
+    metrics: { duration_ms: 0, steps_executed: 0, llm_tokens: { input: 0, output: 0, cost_usd: 0 } },
+  };
+}
