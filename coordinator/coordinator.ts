@@ -455,8 +455,15 @@ export class Coordinator extends DurableObject<Env> {
 
   private async startChild(command: Extract<Command, { kind: "start_child" }>): Promise<void> {
     const runId = this.state?.record.run_id;
-    if (runId !== undefined) {
+    if (runId === undefined || this.live.has(command.key)) {
+      return;
+    }
+    // While starting, the key is live: a wake meanwhile must not ask for the child again.
+    this.live.add(command.key);
+    try {
       await this.apply(await startChildRun(this.peers(), runId, command));
+    } finally {
+      this.live.delete(command.key);
     }
   }
 
@@ -530,6 +537,12 @@ export class Coordinator extends DurableObject<Env> {
   }
 }
 
+/** Work that a restart loses: dispatches in flight, and children asked for but not yet known to exist. */
 function hasRunningDispatch(state: RunState): boolean {
-  return Object.values(state.nodes).some((node) => node.invocations.some((invocation) => invocation.status === "running"));
+  return Object.values(state.nodes).some((node) =>
+    node.invocations.some((invocation) => {
+      const waiting = invocation.suspension?.waiting_for;
+      return invocation.status === "running" || (invocation.status === "suspended" && waiting?.kind === "child" && waiting.run_id === null);
+    }),
+  );
 }

@@ -5,7 +5,7 @@ import { Draft, type Command, type DecideContext, type RunState } from "./draft.
 import { isTerminal } from "./lifecycle.ts";
 import { completeInvocation, failInvocation, isSettled, itemOf, startReadyNodes } from "./nodes.ts";
 import type { Json } from "../lib/expr/mapping.ts";
-import { answerGate, childFinished, childStarted, expireGates, nextGateExpiry, suspendInvocation, type ChildOutcome } from "./waits.ts";
+import { answerGate, childFinished, childStarted, expireGates, nextGateExpiry, restartLostChildStarts, suspendInvocation, type ChildOutcome } from "./waits.ts";
 
 /** How soon a child that could not reach its parent tries again. */
 export const PARENT_NOTIFY_RETRY_MS = 1_000;
@@ -128,6 +128,7 @@ function onWake(draft: Draft, live: ReadonlySet<string>): void {
     return;
   }
   expireGates(draft);
+  restartLostChildStarts(draft, live);
   for (const nodeId of Object.keys(draft.nodes)) {
     for (const { index } of draft.node(nodeId).invocations) {
       // Re-read each invocation: an earlier timeout in this loop may have failed its
@@ -285,7 +286,7 @@ function refreshActivity(draft: Draft, inFlight: number): void {
   }
   const next: RunStatus = inFlight > 0 || dispatchable(draft, 1).length > 0 ? "running" : "waiting";
   if (next !== status) {
-    draft.transition(next, next === "waiting" ? "only timers are pending" : "work resumed");
+    draft.transition(next, next === "waiting" ? "waiting for timers, gates or child runs" : "work resumed");
   }
 }
 

@@ -96,13 +96,13 @@ function startNodeChild(draft: Draft, nodeId: string, invocation: InvocationReco
   }
   const attempt = invocation.attempts + 1;
   const started = { ...invocation, attempts: attempt };
-  const key = childKey(draft.record.run_id, nodeId, started, null);
+  const key = childKey(draft, nodeId, started, null);
   const workflow = `${pinned.id}@${pinned.version}`;
   draft.setInvocation(nodeId, invocation.index, {
     status: "suspended",
     attempts: attempt,
     dispatched_at: draft.now,
-    suspension: { step_ref: null, step_index: 0, context: null, waiting_for: { kind: "child", key, run_id: null, workflow, on_failure: "propagate" } },
+    suspension: { step_ref: null, step_index: 0, context: null, waiting_for: { kind: "child", key, run_id: null, workflow, on_failure: "propagate", input: (invocation.input ?? null) as Json } },
   });
   draft.setNode(nodeId, { status: "waiting", attempts: draft.node(nodeId).attempts + 1 });
   requestChild(draft, key, workflow, (invocation.input ?? null) as Json);

@@ -114,7 +114,6 @@ export class Draft {
   /** Ends the run: nodes that never ran are cancelled, and the attestation closes the journal. */
   finish(outcome: "completed" | "failed" | "cancelled", reason: string, error: Failure | null): void {
     if (outcome !== "completed") {
-      this.closeWaits(outcome === "cancelled" ? "run cancelled" : "run failed");
       this.cancelOpenNodes(outcome === "cancelled" ? "run cancelled" : "run failed");
     }
     const statusSeq = this.transition(outcome, reason);
@@ -171,6 +170,8 @@ export class Draft {
 
   /** Abandons every node not settled: dispatches in flight are forgotten, their late results ignored. */
   cancelOpenNodes(reason: string): void {
+    // First, while the suspensions still say what they wait for: close gates, cancel children.
+    this.closeWaits(reason);
     for (const [nodeId, node] of Object.entries(this.nodes)) {
       if (node.status === "pending" || node.status === "running" || node.status === "waiting") {
         const invocations = node.invocations.map((invocation) => (isOpen(invocation) ? closeInvocation(invocation, "cancelled") : invocation));

@@ -15,9 +15,13 @@ export const MAX_WORKFLOW_DEPTH = 8;
 /** Child runs started per event, at most: each start is two calls (catalog, child). */
 export const MAX_CHILD_STARTS_PER_EVENT = 10;
 
-/** A child run's key: stable for one attempt of one step (or node) of one run, so a start is idempotent. */
-export function childKey(runId: string, nodeId: string, invocation: InvocationRecord, stepRef: string | null): string {
-  return `${runId}/${nodeId}/${invocation.index}/${invocation.attempts}/${stepRef ?? "-"}`;
+/**
+ * A child run's key: stable for one attempt of one step (or node) of one run
+ * (and one redrive of it), so a start is idempotent and a new attempt gets a
+ * new child.
+ */
+export function childKey(draft: Draft, nodeId: string, invocation: InvocationRecord, stepRef: string | null): string {
+  return `${draft.record.run_id}/${draft.record.redrives}/${nodeId}/${invocation.index}/${invocation.attempts}/${stepRef ?? "-"}`;
 }
 
 /** A task stopped at a human, approval or workflow step: record the wait and open what it waits for. */
@@ -29,8 +33,8 @@ export function suspendInvocation(draft: Draft, nodeId: string, invocation: Invo
     setSuspended(draft, nodeId, invocation, { ...base, waiting_for: { kind: "gate", gate_id: gate.gate_id } });
     return;
   }
-  const key = childKey(draft.record.run_id, nodeId, invocation, suspended.step_ref);
-  setSuspended(draft, nodeId, invocation, { ...base, waiting_for: { kind: "child", key, run_id: null, workflow: wait.workflow, on_failure: wait.on_failure } });
+  const key = childKey(draft, nodeId, invocation, suspended.step_ref);
+  setSuspended(draft, nodeId, invocation, { ...base, waiting_for: { kind: "child", key, run_id: null, workflow: wait.workflow, on_failure: wait.on_failure, input: wait.input } });
   requestChild(draft, key, wait.workflow, wait.input);
 }
 
@@ -202,6 +206,22 @@ export function childFinished(draft: Draft, outcome: ChildOutcome): void {
     resumeInvocation(draft, nodeId, invocation, { mode: "after", outcome: { ok: true, output } });
   } else {
     resumeInvocation(draft, nodeId, invocation, { mode: "after", outcome: { ok: false, error } });
+  }
+}
+
+/**
+ * Children asked for but not known to have started, and not being started by
+ * this instance (`live`): the request was lost with a restart. Starting is
+ * idempotent by key, so asking again is safe.
+ */
+export function restartLostChildStarts(draft: Draft, live: ReadonlySet<string>): void {
+  for (const node of Object.values(draft.nodes)) {
+    for (const invocation of node.invocations) {
+      const waiting = invocation.suspension?.waiting_for;
+      if (invocation.status === "suspended" && waiting?.kind === "child" && waiting.run_id === null && !live.has(waiting.key)) {
+        requestChild(draft, waiting.key, waiting.workflow, waiting.input as Json);
+      }
+    }
   }
 }
 

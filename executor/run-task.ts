@@ -120,6 +120,11 @@ async function runStep(step: ResolvedStep, context: TaskContext, payload: TaskPa
     const input: Json = step.input_mapping ? buildInput(step.input_mapping, doc) : context.input;
     const wait = waitFor(step, input, approved);
     if (wait) {
+      // A step that waits is still an action call: its input is checked now, its output on resume.
+      const problems = validateJson(step.action.requires, input, "input");
+      if (problems.length > 0) {
+        throw EngineError.terminal("action.invalid_input", `the input of action ${step.action.id} does not match its "requires" schema`, problems);
+      }
       return { next: "suspend", wait, ran: false };
     }
     const { output } = await invokeAction(step.action, input, {
@@ -197,6 +202,10 @@ function resumeStep(payload: TaskPayload, resume: TaskResume, context: TaskConte
     return onStepFailure(step, EngineError.terminal(outcome.error.code, outcome.error.message), context, signal);
   }
   try {
+    const problems = validateJson(step.action.produces, outcome.output, "output");
+    if (problems.length > 0) {
+      throw EngineError.terminal("action.invalid_output", `the output of action ${step.action.id} does not match its "produces" schema`, problems);
+    }
     return { next: "continue", context: writeStepOutput(step, outcome.output as Json, context), ran: true };
   } catch (thrown) {
     return onStepFailure(step, ensureEngineError(thrown, "mapping.failed"), context, signal);

@@ -47,7 +47,7 @@ export const Suspension = z.strictObject({
   context: TaskContext.nullable(),
   waiting_for: z.discriminatedUnion("kind", [
     z.strictObject({ kind: z.literal("gate"), gate_id: z.string() }),
-    z.strictObject({ kind: z.literal("child"), key: z.string(), run_id: z.string().nullable(), workflow: z.string(), on_failure: z.enum(["propagate", "return"]) }),
+    z.strictObject({ kind: z.literal("child"), key: z.string(), run_id: z.string().nullable(), workflow: z.string(), on_failure: z.enum(["propagate", "return"]), input: JsonValue }),
   ]),
 });
 export type Suspension = z.infer<typeof Suspension>;

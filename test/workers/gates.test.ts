@@ -315,3 +315,46 @@ describe("sub-workflows", () => {
     expect(run.error.code).toBe("workflow.depth_exceeded");
   });
 });
+
+describe("children when the parent fails or is redriven", () => {
+  it("cancels a waiting child when another node fails the parent under fail_fast", async ({ expect }) => {
+    const slow = uniqueId("slowkid");
+    const parent = uniqueId("failfast");
+    await register({ workflows: [{ id: slow, nodes: { wait: { task: { steps: [{ ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=4000` } } }] } } } }] });
+    await register({
+      workflows: [
+        {
+          id: parent,
+          nodes: {
+            kid: { workflow: slow },
+            boom: { depends_on: [], task: { steps: [{ ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=300` } } }, { ref: "fail", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/status/400` } } }] } },
+          },
+        },
+      ],
+    });
+    const parentId = await start(parent);
+    const run = await waitForRun(parentId);
+    expect(run.status).toBe("failed");
+    const started = (await journal(parentId)).find((entry) => entry.kind === "child.started");
+    expect(started).toBeDefined();
+    const child = await waitForRun(started?.body.child_run_id);
+    expect(child.status).toBe("cancelled");
+  });
+
+  it("starts a new child when a parent whose child failed is redriven", async ({ expect }) => {
+    const flaky = uniqueId("flakykid");
+    const key = uniqueId("once");
+    const parent = uniqueId("redrive-parent");
+    await register({ workflows: [{ id: flaky, nodes: { call: { task: { steps: [{ ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/flaky/${key}?fail=1&status=400` } } }] } } } }] });
+    await register({ workflows: [{ id: parent, nodes: { kid: { workflow: flaky } } }] });
+    const parentId = await start(parent);
+    expect((await waitForRun(parentId)).status).toBe("failed");
+    expect((await api("POST", `/v1/runs/${parentId}/redrive`)).status).toBe(200);
+    const run = await waitForRun(parentId);
+    expect(run.status).toBe("completed");
+    const children = (await journal(parentId)).filter((entry) => entry.kind === "child.started").map((entry) => entry.body.child_run_id);
+    expect(children).toHaveLength(2);
+    expect(children[0]).not.toBe(children[1]);
+    expect(await verified(parentId)).toBe(true);
+  });
+});
