@@ -6,12 +6,27 @@ interface Env {
   EXECUTOR: ExecutorBinding;
   /** One container Durable Object per (run, declared resource), named `<run_id>/<resource>`. */
   SANDBOX?: SandboxNamespace;
+  /** Artifacts of the `write_artifact` tool (R2), keyed `runs/<run_id>/artifacts/<name>`. */
+  ARTIFACTS?: R2Bucket;
+  /** `local`: the Sandbox forwards to the shell server at SHELL_SERVER_URL instead of a container (docs/containers.md). */
+  CONTAINER_MODE?: string;
+  SHELL_SERVER_URL?: string;
+  /** Bearer token of the local shell server (local mode only). */
+  SHELL_SERVER_TOKEN?: string;
+  /** How long an idle container stays up, e.g. `30m`; default `1h`. */
+  SANDBOX_SLEEP_AFTER?: string;
   /** Comma-separated bearer tokens accepted by the HTTP API. */
   API_TOKENS: string;
   /** Base64 PKCS#8 Ed25519 private key that signs journals. */
   JOURNAL_SIGNING_KEY: string;
   /** Optional JWKS (JSON) of retired journal keys still served for verification. */
   JOURNAL_RETIRED_KEYS?: string;
+  /** Workers AI: `workers-ai` models and vector embeddings. Remote-only: absent under `wrangler dev --local`. */
+  AI?: Ai;
+  /** The default Vectorize index (`index: "default"`); an index `docs` is served by `VECTORIZE_DOCS`. Remote-only. */
+  VECTORIZE?: Vectorize;
+  /** Analytics Engine dataset that `metric` actions write to. */
+  METRICS?: AnalyticsEngineDataset;
 }
 
 declare namespace Cloudflare {
@@ -24,8 +39,21 @@ interface ExecutorBinding {
   runTasks(payloads: unknown[]): Promise<ReadableStream<Uint8Array>>;
 }
 
-/** What the coordinator uses of the container namespace (see containers/). */
+/**
+ * The container namespace as the coordinator and the executor use it (see
+ * containers/). Typed narrowly like EXECUTOR: requests and replies are the
+ * schemas in schemas/sandbox.ts, parsed at the call site.
+ */
 interface SandboxNamespace {
   idFromName(name: string): DurableObjectId;
-  get(id: DurableObjectId): { release(): Promise<unknown> };
+  get(id: DurableObjectId): SandboxStub;
+}
+
+interface SandboxStub {
+  exec(request: unknown): Promise<unknown>;
+  readFile(request: unknown): Promise<unknown>;
+  writeFile(request: unknown): Promise<unknown>;
+  listFiles(request: unknown): Promise<unknown>;
+  deleteFile(request: unknown): Promise<unknown>;
+  release(): Promise<unknown>;
 }

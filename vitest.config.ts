@@ -1,5 +1,6 @@
 import { cloudflareTest } from "@cloudflare/vitest-plugin";
 import { defineConfig, defineProject } from "vitest/config";
+import { TEST_SECRETS } from "./test/secrets.ts";
 
 /**
  * Two projects:
@@ -18,11 +19,24 @@ export default defineConfig({
         plugins: [
           cloudflareTest(({ inject }) => ({
             wrangler: { configPath: "./wrangler.toml" },
+            // The real Worker plus test doubles for the remote-only bindings (AI, Vectorize,
+            // Analytics Engine): see test/worker.ts. Nothing here may reach Cloudflare.
+            main: "./test/worker.ts",
+            remoteBindings: false,
             miniflare: {
               bindings: {
                 API_TOKENS: "test-token,second-token",
                 JOURNAL_SIGNING_KEY: inject<string>("journalSigningKey"),
                 HTTP_TARGET_URL: inject<string>("httpTargetUrl"),
+                LLM_SERVER_URL: inject<string>("llmServerUrl"),
+                MCP_SERVER_URL: inject<string>("mcpServerUrl"),
+                MCP_SSE_SERVER_URL: inject<string>("mcpSseServerUrl"),
+                // Secrets that model and MCP server definitions reference as `$env:…`; tests check they never leak.
+                LLM_API_KEY: TEST_SECRETS.LLM_API_KEY,
+                MCP_TOKEN: TEST_SECRETS.MCP_TOKEN,
+                CONTAINER_MODE: "local",
+                SHELL_SERVER_URL: inject<string>("shellServerUrl"),
+                SHELL_SERVER_TOKEN: inject<string>("shellServerToken"),
               },
             },
           })),

@@ -1,7 +1,10 @@
 import { EngineError } from "../lib/errors.ts";
 import {
   Action,
+  McpServer,
+  Model,
   parseReference,
+  Prompt,
   Task,
   Workflow,
   type DefinitionKind,
@@ -69,13 +72,36 @@ function resolveTask(reader: DefinitionReader, task: string | InlineTask, inline
 function resolveAction(reader: DefinitionReader, action: string | InlineAction, inlineId: string): ResolvedAction {
   const { id, version, definition } =
     typeof action === "string" ? load(reader, "actions", action, Action) : { id: action.id ?? inlineId, version: 0, definition: action };
-  const resolved = { ...definition, id, version } as ResolvedAction;
-  if (resolved.kind === "workflow") {
-    // The child runs the version that is current now, whatever is registered later.
-    const child = pin(reader, "workflows", resolved.implementation.workflow);
-    return { ...resolved, implementation: { ...resolved.implementation, workflow: `${child.id}@${child.version}` } };
+  switch (definition.kind) {
+    case "workflow": {
+      // The child runs the version that is current now, whatever is registered later.
+      const child = pin(reader, "workflows", definition.implementation.workflow);
+      return { ...definition, id, version, implementation: { ...definition.implementation, workflow: `${child.id}@${child.version}` } };
+    }
+    case "llm": {
+      // The prompt and the model are frozen into the snapshot: the executor never looks them up.
+      const { prompt, model } = definition.implementation;
+      return {
+        ...definition,
+        id,
+        version,
+        implementation: {
+          prompt: typeof prompt === "string" ? loadResolved(reader, "prompts", prompt, Prompt) : { ...prompt, id: prompt.id ?? `${id}/prompt`, version: 0 },
+          model: typeof model === "string" ? loadResolved(reader, "models", model, Model) : { ...model, id: model.id ?? `${id}/model`, version: 0 },
+        },
+      };
+    }
+    case "mcp":
+      return { ...definition, id, version, implementation: { ...definition.implementation, server: loadResolved(reader, "mcp_servers", definition.implementation.server, McpServer) } };
+    default:
+      return { ...definition, id, version };
   }
-  return resolved;
+}
+
+/** A referenced definition with its resolved id and version. */
+function loadResolved<T extends object>(reader: DefinitionReader, kind: DefinitionKind, ref: string, schema: { parse(value: unknown): T }): T & { id: string; version: number } {
+  const { id, version, definition } = load(reader, kind, ref, schema);
+  return { ...definition, id, version };
 }
 
 function pin(reader: DefinitionReader, kind: DefinitionKind, ref: string): { id: string; version: number } {

@@ -3,18 +3,23 @@ import { compileCel } from "../lib/expr/cel.ts";
 import { compileJsonPath } from "../lib/expr/jsonpath.ts";
 import { isComputed } from "../lib/expr/mapping.ts";
 import { compileTemplate } from "../lib/expr/template.ts";
-import { checkJsonSchema } from "../lib/json-schema.ts";
+import { checkJsonSchema, validateJson } from "../lib/json-schema.ts";
 import {
   CREDENTIAL_VALUE_PATTERN,
   isCredentialHeader,
+  isToolName,
   parseReference,
   SECRET_REF_PATTERN,
+  TOOL_NAMES,
+  type ActionImplementation,
   type DefinitionBundle,
   type DefinitionKind,
   type InlineAction,
   type InlineTask,
   type InputMapping,
+  type Model,
   type OutputMapping,
+  type Prompt,
   type Step,
   type Workflow,
 } from "../schemas/index.ts";
@@ -41,11 +46,8 @@ export function checkBundle(bundle: DefinitionBundle, stored: DefinitionLookup):
   bundle.workflows?.forEach((workflow, i) => checkWorkflow(workflow, `workflows.${i}`, lookup, report, problems));
   bundle.tasks?.forEach((task, i) => checkTask(task, `tasks.${i}`, lookup, report, problems));
   bundle.actions?.forEach((action, i) => checkAction(action, `actions.${i}`, lookup, report, problems));
-  bundle.prompts?.forEach((prompt, i) => {
-    prompt.messages.forEach((message, j) => checkTemplate(message.template, `prompts.${i}.messages.${j}.template`, report));
-    checkSchema(prompt.produces, `prompts.${i}.produces`, problems);
-  });
-  bundle.models?.forEach((model, i) => checkSecret(model.api_key, `models.${i}.api_key`, report));
+  bundle.prompts?.forEach((prompt, i) => checkPrompt(prompt, `prompts.${i}`, report, problems));
+  bundle.models?.forEach((model, i) => checkModel(model, `models.${i}`, report));
   bundle.mcp_servers?.forEach((server, i) => checkHeaders(server.headers, `mcp_servers.${i}.headers`, report, false));
   return problems;
 }
@@ -209,6 +211,10 @@ function checkAction(action: InlineAction, path: string, lookup: DefinitionLooku
       return;
     case "shell":
       checkTemplate(action.implementation.command_template, `${at}.command_template`, report);
+      checkTemplate(action.implementation.working_dir, `${at}.working_dir`, report);
+      for (const [name, template] of Object.entries(action.implementation.env ?? {})) {
+        checkTemplate(template, `${at}.env.${name}`, report);
+      }
       return;
     case "workflow":
       checkReference("workflows", action.implementation.workflow, `${at}.workflow`, lookup, report);
@@ -216,22 +222,32 @@ function checkAction(action: InlineAction, path: string, lookup: DefinitionLooku
     case "human":
       checkTemplate(action.implementation.prompt_template, `${at}.prompt_template`, report);
       checkSchema(action.implementation.input_schema, `${at}.input_schema`, problems);
+      if (typeof action.implementation.on_timeout === "object" && problems.length === 0) {
+        // The default answer stands in for a human's: it must be one they could have given.
+        for (const problem of validateJson(action.implementation.input_schema, action.implementation.on_timeout.default, `${at}.on_timeout.default`)) {
+          report(problem.path, problem.message, "definition.invalid_default");
+        }
+      }
       return;
     case "vector":
-      checkTemplate(action.implementation.query_template, `${at}.query_template`, report);
+      checkVector(action.implementation, at, report);
       return;
     case "metric":
       if (typeof action.implementation.value === "object") {
         checkCel(action.implementation.value.expr, `${at}.value.expr`, report);
       }
+      checkMappings(action.implementation.dimensions, `${at}.dimensions`, report);
       return;
     case "tool":
+      if (!isToolName(action.implementation.tool)) {
+        report(`${at}.tool`, `"${action.implementation.tool}" is not a standard library tool (known: ${TOOL_NAMES.join(", ")})`, "definition.unknown_tool");
+      }
       return;
   }
 }
 
 function checkPromptOrModel(
-  value: string | { messages?: { template: string }[]; produces?: unknown; api_key?: string },
+  value: string | Omit<Prompt, "id"> | Omit<Model, "id">,
   kind: "prompts" | "models",
   path: string,
   lookup: DefinitionLookup,
@@ -240,11 +256,40 @@ function checkPromptOrModel(
 ): void {
   if (typeof value === "string") {
     checkReference(kind, value, path, lookup, report);
-    return;
+  } else if ("messages" in value) {
+    checkPrompt(value, path, report, problems);
+  } else {
+    checkModel(value, path, report);
   }
-  value.messages?.forEach((message, i) => checkTemplate(message.template, `${path}.messages.${i}.template`, report));
-  checkSchema(value.produces, `${path}.produces`, problems);
-  checkSecret(value.api_key, `${path}.api_key`, report);
+}
+
+function checkPrompt(prompt: Omit<Prompt, "id">, path: string, report: Report, problems: ErrorDetail[]): void {
+  prompt.messages.forEach((message, i) => checkTemplate(message.template, `${path}.messages.${i}.template`, report));
+  checkSchema(prompt.produces, `${path}.produces`, problems);
+  // The step output is the parsed object plus `_meta`, and providers' structured output wants an object at the root.
+  const produces = prompt.produces;
+  if (typeof produces === "object" && produces.type !== undefined && produces.type !== "object") {
+    report(`${path}.produces.type`, 'a prompt\'s "produces" must describe a JSON object ("type": "object")', "definition.invalid_produces");
+  }
+}
+
+function checkModel(model: Omit<Model, "id">, path: string, report: Report): void {
+  checkSecret(model.api_key, `${path}.api_key`, report);
+  if (model.provider === "openai-compatible" && model.base_url === undefined) {
+    report(`${path}.base_url`, 'an "openai-compatible" model needs a base_url (the server\'s OpenAI-style API root, e.g. http://host/v1)', "definition.missing_base_url");
+  }
+}
+
+function checkVector(implementation: ActionImplementation<"vector">, at: string, report: Report): void {
+  checkTemplate(implementation.query_template, `${at}.query_template`, report);
+  checkTemplate(implementation.text_template, `${at}.text_template`, report);
+  if (implementation.vector !== undefined) {
+    checkJsonPath(implementation.vector, `${at}.vector`, report);
+  }
+  const sources = [implementation.query_template, implementation.vector].filter((source) => source !== undefined).length;
+  if ((implementation.operation ?? "query") === "query" && sources !== 1) {
+    report(at, 'a vector query needs exactly one of "query_template" (text to embed) or "vector" (a JSONPath to the query vector in the input)', "definition.invalid_vector");
+  }
 }
 
 function checkMappings(mapping: InputMapping | OutputMapping | undefined, path: string, report: Report): void {

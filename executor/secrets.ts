@@ -16,3 +16,38 @@ export function resolveSecrets(value: string, env: Env): string {
     return secret;
   });
 }
+
+/** What a rendered string's secrets resolved to, so error messages can be scrubbed of them. */
+export interface ResolvedSecret {
+  value: string;
+  /** The resolved secret values inside `value`. */
+  secrets: string[];
+}
+
+/** {@link resolveSecrets}, also returning the secret values it put in, for {@link redactSecrets}. */
+export function resolveSecretsTracked(value: string, env: Env): ResolvedSecret {
+  const secrets: string[] = [];
+  const resolved = value.replace(SECRET_REFERENCE, (match) => {
+    const secret = resolveSecrets(match, env);
+    secrets.push(secret);
+    return secret;
+  });
+  return { value: resolved, secrets };
+}
+
+/**
+ * Replaces every resolved secret in `text` with `[redacted]`. Peers sometimes
+ * echo credentials in their error bodies (a rejected key, a header dump); a
+ * message built from such a body passes through here before it can reach a
+ * step error, and so the journal.
+ */
+export function redactSecrets(text: string, secrets: readonly string[]): string {
+  let redacted = text;
+  // Longest first, so a secret that contains another is replaced whole.
+  for (const secret of [...secrets].sort((a, b) => b.length - a.length)) {
+    if (secret.length > 0) {
+      redacted = redacted.replaceAll(secret, "[redacted]");
+    }
+  }
+  return redacted;
+}

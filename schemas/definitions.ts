@@ -110,12 +110,35 @@ const McpImplementation = z.strictObject({
 const ToolImplementation = z.strictObject({
   tool: z.string().regex(/^[a-z][a-z0-9_]*$/, "must be a standard library tool name"),
   version: z.string().optional(),
+  /** The container the tool works in, by its generic name in the node's `resource_bindings`; default `container`. */
+  resource_name: z.string().min(1).optional(),
 });
 
+/** An environment variable name a shell step may set (not one of the engine's `TRELLIS_IN_*`). */
+export const SHELL_ENV_NAME_PATTERN = /^(?!TRELLIS_IN_)[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * `shell`: `command_template` is Handlebars over the action input, rendered so
+ * that no value can inject shell syntax: each `{{…}}` becomes a quoted
+ * reference to an environment variable that carries the value
+ * (docs/containers.md, "Quoting rule").
+ */
 const ShellImplementation = z.strictObject({
   command_template: z.string().min(1),
+  /** Handlebars; relative to the container's workspace (default: the workspace). */
   working_dir: z.string().optional(),
+  /** The container, by its generic name in the node's `resource_bindings`; default `container`. */
   resource_name: z.string().min(1).optional(),
+  /** Extra environment variables; values are Handlebars over the action input (never parsed by the shell). */
+  env: z.record(z.string().regex(SHELL_ENV_NAME_PATTERN, "must be an environment variable name not starting with TRELLIS_IN_"), z.string()).optional(),
+  /** A non-zero exit fails the step (`shell.exit_nonzero`) unless this is true. Default false. */
+  allow_nonzero_exit: z.boolean().optional(),
+  /** Exit codes that count as success; default `[0]`. */
+  ok_exit_codes: z.array(z.number().int().min(0).max(255)).min(1).optional(),
+  /** The command's own bound; the whole process group is killed past it. Default: the action's timeout less one second. */
+  timeout_ms: z.number().int().min(1).max(3_600_000).optional(),
+  /** Output kept per stream (head and tail); default 1 MiB, at most 16 MiB. */
+  max_output_bytes: z.number().int().min(0).max(16 * 1024 * 1024).optional(),
 });
 
 const WorkflowImplementation = z.strictObject({
@@ -130,14 +153,25 @@ const HumanImplementation = z.strictObject({
   on_timeout: z.union([z.literal("fail"), z.strictObject({ default: JsonValue })]).optional(),
 });
 
+/** A Vectorize index name as actions write it; `docs` is served by the binding `VECTORIZE_DOCS`. */
+export const VECTOR_INDEX_PATTERN = /^[a-z][a-z0-9_-]{0,62}$/;
+
 const VectorImplementation = z.strictObject({
-  index: z.string().min(1),
+  index: z.string().regex(VECTOR_INDEX_PATTERN, "must match ^[a-z][a-z0-9_-]{0,62}$ (served by the binding VECTORIZE_<INDEX>, or VECTORIZE for \"default\")"),
+  /** `query` (default) or `upsert`. */
   operation: z.enum(["query", "upsert"]).optional(),
+  /** query: Handlebars over the action input, embedded with `embedding_model`. */
   query_template: z.string().optional(),
-  vector: z.string().optional(),
+  /** query: a JSONPath over the action input selecting the query vector (an array of numbers). */
+  vector: z.string().startsWith("$", "must be a JSONPath starting with $").optional(),
   top_k: z.number().int().min(1).max(100).optional(),
   filter: z.record(z.string(), JsonValue).optional(),
-  embedding_model: z.string().optional(),
+  embedding_model: z.string().min(1).optional(),
+  namespace: z.string().min(1).max(64).optional(),
+  /** query: which metadata to return (default `all`). */
+  return_metadata: z.enum(["none", "indexed", "all"]).optional(),
+  /** upsert: Handlebars over each item of `input.vectors` that has no `values`; default: the item's `text`. */
+  text_template: z.string().optional(),
 });
 
 const MetricImplementation = z.strictObject({
@@ -175,23 +209,34 @@ const actionFields = {
   risk: z.enum(["low", "medium", "high"]).optional(),
 };
 
-function actionOfKind<K extends ActionKind, E extends z.ZodRawShape>(kind: K, extra: E) {
-  return z.strictObject({ ...actionFields, ...extra, kind: z.literal(kind), implementation: ACTION_IMPLEMENTATIONS[kind] });
+function actionOfKind<K extends ActionKind, E extends z.ZodRawShape, I extends z.ZodType>(kind: K, extra: E, implementation: I) {
+  return z.strictObject({ ...actionFields, ...extra, kind: z.literal(kind), implementation });
 }
 
-/** The action union, with `extra` fields (the id's shape, a resolved version). */
-export function actionUnion<E extends z.ZodRawShape>(extra: E) {
+/** An implementation schema per kind: the definitions' own, or a later stage's (see schemas/resolved.ts). */
+export type ActionImplementations = { [K in ActionKind]: z.ZodType };
+
+/**
+ * The action union, with `extra` fields (the id's shape, a resolved version)
+ * and, for a later stage, other implementation schemas (a resolved `llm`
+ * carries its prompt and model, not references to them).
+ */
+export function actionUnion<E extends z.ZodRawShape, M extends ActionImplementations = typeof ACTION_IMPLEMENTATIONS>(
+  extra: E,
+  implementations: M = ACTION_IMPLEMENTATIONS as unknown as M,
+) {
+  // The casts keep each member's implementation type precise (`M["llm"]`, not the `ZodType` constraint).
   return z.discriminatedUnion("kind", [
-    actionOfKind("llm", extra),
-    actionOfKind("mcp", extra),
-    actionOfKind("http", extra),
-    actionOfKind("tool", extra),
-    actionOfKind("shell", extra),
-    actionOfKind("workflow", extra),
-    actionOfKind("human", extra),
-    actionOfKind("vector", extra),
-    actionOfKind("metric", extra),
-    actionOfKind("context", extra),
+    actionOfKind("llm", extra, implementations.llm as M["llm"]),
+    actionOfKind("mcp", extra, implementations.mcp as M["mcp"]),
+    actionOfKind("http", extra, implementations.http as M["http"]),
+    actionOfKind("tool", extra, implementations.tool as M["tool"]),
+    actionOfKind("shell", extra, implementations.shell as M["shell"]),
+    actionOfKind("workflow", extra, implementations.workflow as M["workflow"]),
+    actionOfKind("human", extra, implementations.human as M["human"]),
+    actionOfKind("vector", extra, implementations.vector as M["vector"]),
+    actionOfKind("metric", extra, implementations.metric as M["metric"]),
+    actionOfKind("context", extra, implementations.context as M["context"]),
   ]);
 }
 

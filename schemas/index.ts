@@ -9,3 +9,5 @@ export * from "./journal.ts";
 export * from "./payload.ts";
 export * from "./resolved.ts";
 export * from "./run.ts";
+export * from "./sandbox.ts";
+export * from "./tools.ts";

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { JsonSchema } from "./common.ts";
-import { actionUnion, Step, Workflow } from "./definitions.ts";
+import { ACTION_IMPLEMENTATIONS, actionUnion, McpServer, Model, Prompt, Step, Workflow } from "./definitions.ts";
 
 /**
  * The resolved stage of definitions: what a run snapshots when it starts.
@@ -8,7 +8,28 @@ import { actionUnion, Step, Workflow } from "./definitions.ts";
  * its version, so nothing registered later can change a running run.
  * Inline definitions get a synthetic id (`<parent>/<ref>`) and version 0.
  */
-export const ResolvedAction = actionUnion({ id: z.string().min(1), version: z.number().int().min(0) });
+const resolvedIdentity = { id: z.string().min(1), version: z.number().int().min(0) };
+
+/** A prompt as a run uses it: the definition itself (inline ones get `<action id>/prompt`, version 0). */
+export const ResolvedPrompt = Prompt.extend(resolvedIdentity);
+export type ResolvedPrompt = z.infer<typeof ResolvedPrompt>;
+
+/** A model as a run uses it. `api_key` stays a `$env:NAME` reference: secrets resolve at call time only. */
+export const ResolvedModel = Model.extend(resolvedIdentity);
+export type ResolvedModel = z.infer<typeof ResolvedModel>;
+
+/** An MCP server as a run uses it. Credential headers stay `$env:` references. */
+export const ResolvedMcpServer = McpServer.extend(resolvedIdentity);
+export type ResolvedMcpServer = z.infer<typeof ResolvedMcpServer>;
+
+/** Implementations once resolved: `llm` and `mcp` carry the definitions they referenced. */
+const RESOLVED_IMPLEMENTATIONS = {
+  ...ACTION_IMPLEMENTATIONS,
+  llm: z.strictObject({ prompt: ResolvedPrompt, model: ResolvedModel }),
+  mcp: ACTION_IMPLEMENTATIONS.mcp.extend({ server: ResolvedMcpServer }),
+};
+
+export const ResolvedAction = actionUnion(resolvedIdentity, RESOLVED_IMPLEMENTATIONS);
 export type ResolvedAction = z.infer<typeof ResolvedAction>;
 
 export const ResolvedStep = Step.extend({ action: ResolvedAction });

@@ -6,9 +6,14 @@
  *    missing and keeping every existing line:
  *      API_TOKENS=dev-token                  (use `Authorization: Bearer dev-token`)
  *      JOURNAL_SIGNING_KEY=<base64 PKCS#8>   (a fresh Ed25519 key; never printed)
- * 2. Starts the local peers listed in `peers` below (none yet), which may hand
- *    vars to the Worker (passed as `--var KEY:VALUE`, on top of `.dev.vars`).
- * 3. Runs `wrangler dev --ip 127.0.0.1 --port $PORT` offline
+ * 2. Starts the local peers listed in `peers` below, which may hand vars to the
+ *    Worker (passed as `--var KEY:VALUE`, on top of `.dev.vars`) and secrets
+ *    (written to a temporary env file, mode 0600, loaded after `.dev.vars` with
+ *    `--env-file`, so they never show on a command line). The shell server
+ *    runs there: the Sandbox uses it in local mode (docs/containers.md) unless
+ *    `--enable-containers` is passed, for a machine with Docker.
+ * 3. Runs `wrangler dev --local --ip 127.0.0.1 --port $PORT` offline, remote
+ *    bindings off (Workers AI and Vectorize are absent; see wrangler.toml)
  *    (CLOUDFLARE_CF_FETCH_ENABLED=false, WRANGLER_SEND_METRICS=false), with the
  *    terminal's stdio, forwarding SIGINT/SIGTERM/SIGHUP, and exits with its code
  *    after stopping the peers. Extra arguments go to wrangler:
@@ -19,15 +24,19 @@
  */
 import { spawn } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { constants } from "node:os";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { constants, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { startShellServer } from "../containers/shell-server/server.mjs";
+import { startLlmServer } from "./lib/llm-server.mjs";
+import { startMcpPeer } from "./lib/mcp-peer.mjs";
 import { offlineEnv, repoRoot, resolveNode, resolveWrangler, startWatchdog } from "./lib/wrangler-dev.mjs";
 
 /**
  * @typedef {object} RunningPeer
  * @property {Record<string, string>} [vars]  bindings to give the Worker (non-secret: they go on wrangler's command line)
+ * @property {Record<string, string>} [secrets]  bindings to give the Worker through a temporary env file
  * @property {() => Promise<void>} stop
  */
 /**
@@ -36,19 +45,49 @@ import { offlineEnv, repoRoot, resolveNode, resolveWrangler, startWatchdog } fro
  * @property {() => Promise<RunningPeer>} start  must bind 127.0.0.1 only
  */
 
+/** Whether wrangler's arguments ask for real containers (Docker) instead of local mode. */
+function wantsRealContainers(/** @type {string[]} */ args) {
+  return args.some((arg) => arg === "--enable-containers" || arg === "--enable-containers=true");
+}
+
 /**
  * Local peers started before wrangler and stopped after it, in order (stopped in
- * reverse). This is the hook for the shell server (the container path), the
- * MCP server and a fake LLM server. For example:
- *
- *   { name: "shell server", start: async () => {
- *       const s = await startShellServer({ port: 0 });
- *       return { vars: { SHELL_SERVER_URL: s.url }, stop: s.close };
- *   } },
+ * reverse): the shell server (the container path in local mode), the local LLM
+ * server and the MCP reference server.
  *
  * @type {Peer[]}
  */
-export const peers = [];
+export const peers = [
+  {
+    name: "shell server (containers in local mode)",
+    start: async () => {
+      if (wantsRealContainers(process.argv.slice(2))) return { stop: async () => {} };
+      const shell = await startShellServer({ port: 0 });
+      return {
+        vars: { CONTAINER_MODE: "local", SHELL_SERVER_URL: shell.url },
+        secrets: { SHELL_SERVER_TOKEN: shell.token },
+        stop: shell.close,
+      };
+    },
+  },
+  {
+    // The llm action's peer: `openai-compatible`, `openai` or `anthropic` models whose
+    // base_url is LLM_SERVER_URL + "/v1" get deterministic answers (scripts/lib/llm-server.mjs).
+    name: "local LLM server",
+    start: async () => {
+      const llm = await startLlmServer({ port: 0 });
+      return { vars: { LLM_SERVER_URL: llm.url }, stop: llm.close };
+    },
+  },
+  {
+    // The mcp action's peer: the reference MCP server, endpoint MCP_SERVER_URL + "/mcp".
+    name: "MCP reference server (server-everything)",
+    start: async () => {
+      const mcp = await startMcpPeer();
+      return { vars: { MCP_SERVER_URL: mcp.url }, stop: mcp.close };
+    },
+  },
+];
 
 const DEV_VARS = join(repoRoot, ".dev.vars");
 
@@ -106,11 +145,14 @@ async function main() {
   };
   /** @type {Record<string, string>} */
   const vars = {};
+  /** @type {Record<string, string>} */
+  const secrets = {};
   for (const peer of peers) {
     try {
       const r = await peer.start();
       running.push({ name: peer.name, running: r });
       Object.assign(vars, r.vars ?? {});
+      Object.assign(secrets, r.secrets ?? {});
       log(`started ${peer.name}`);
     } catch (err) {
       log(`could not start ${peer.name}: ${/** @type {any} */ (err)?.message ?? err}`);
@@ -119,12 +161,29 @@ async function main() {
     }
   }
 
+  // Peer secrets go in a private env file loaded after .dev.vars (passing any
+  // --env-file makes wrangler skip its default .dev.vars, so it is named too).
+  const secretDir = Object.keys(secrets).length > 0 ? mkdtempSync(join(tmpdir(), "trellis-dev-")) : undefined;
+  const envFiles = [];
+  if (secretDir) {
+    const secretFile = join(secretDir, "peers.env");
+    writeFileSync(secretFile, Object.entries(secrets).map(([k, v]) => `${k}=${v}`).join("\n") + "\n", { mode: 0o600 });
+    if (existsSync(DEV_VARS)) envFiles.push(DEV_VARS);
+    envFiles.push(secretFile);
+  }
+  const removeSecrets = () => {
+    if (secretDir) rmSync(secretDir, { recursive: true, force: true });
+  };
+  process.on("exit", removeSecrets);
   const args = [
     resolveWrangler(),
     "dev",
     "--ip", "127.0.0.1",
     "--port", port,
+    // Remote bindings off (Workers AI, Vectorize): offline, they would need a Cloudflare login.
+    "--local",
     ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
+    ...envFiles.flatMap((file) => ["--env-file", file]),
     ...process.argv.slice(2),
   ];
   const child = spawn(resolveNode(), args, { cwd: repoRoot, stdio: "inherit", env: offlineEnv() });
@@ -150,6 +209,7 @@ async function main() {
   });
   watchdog.dispose();
   await stopPeers();
+  removeSecrets();
   process.exit(code ?? (signal ? 128 + (constants.signals[signal] ?? 1) : 1));
 }
 

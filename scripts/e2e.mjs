@@ -20,6 +20,7 @@ import { spawn } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
+import { startShellServer } from "../containers/shell-server/server.mjs";
 import { startHttpTarget } from "./lib/http-target.mjs";
 import { repoRoot, resolveNode, startWranglerDev } from "./lib/wrangler-dev.mjs";
 
@@ -45,18 +46,28 @@ async function main() {
   }
 
   const target = await startHttpTarget({ port: 0 });
+  // Containers run in local mode against this shell server (docs/containers.md).
+  const shell = await startShellServer({ port: 0 });
   const token = `e2e-${randomBytes(12).toString("hex")}`;
   const signingKey = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "der" }).toString("base64");
 
   let dev;
   try {
     dev = await startWranglerDev({
-      vars: { API_TOKENS: `${token},e2e-second-token`, JOURNAL_SIGNING_KEY: signingKey, HTTP_TARGET_URL: target.url },
+      vars: {
+        API_TOKENS: `${token},e2e-second-token`,
+        JOURNAL_SIGNING_KEY: signingKey,
+        HTTP_TARGET_URL: target.url,
+        CONTAINER_MODE: "local",
+        SHELL_SERVER_URL: shell.url,
+        SHELL_SERVER_TOKEN: shell.token,
+      },
     });
   } catch (err) {
     writeFileSync(wranglerLog, String(/** @type {any} */ (err)?.output ?? ""));
     log(`wrangler dev did not start: ${/** @type {any} */ (err)?.message ?? err}`);
     await target.close();
+    await shell.close();
     return 1;
   }
   log(`wrangler dev ready at ${dev.url} in ${dev.startupMs} ms; http target at ${target.url}`);
@@ -97,7 +108,7 @@ async function main() {
         const lines = pending.split("\n");
         pending = lines.pop() ?? "";
         for (const line of lines) {
-          const m = /\b(chain\d+: total=\S+ per_node=\S+|gate_answer_to_resume: .*)$/.exec(line);
+          const m = /\b(chain\d+: total=\S+ per_node=\S+|gate_answer_to_resume: .*|containers: shell_true_run .*)$/.exec(line);
           if (m?.[1]) measurements.push(m[1]);
         }
       });
@@ -123,6 +134,7 @@ async function main() {
     }
     await dev.stop();
     await target.close();
+    await shell.close();
   }
   for (const m of measurements) process.stdout.write(`${m}\n`);
   return code;

@@ -14,3 +14,5 @@ export { Catalog } from "../catalog/index.ts";
 export { Executor } from "../executor/index.ts";
 /** The API over Workers RPC. */
 export { TrellisApi } from "./rpc.ts";
+/** One container per run and declared resource, running the shell server (docs/containers.md). */
+export { Sandbox } from "../containers/index.ts";

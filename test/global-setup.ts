@@ -1,11 +1,19 @@
 import { generateKeyPairSync } from "node:crypto";
 import type { TestProject } from "vitest/node";
+import { startShellServer } from "../containers/shell-server/server.mjs";
 import { startHttpTarget } from "../scripts/lib/http-target.mjs";
+import { startLlmServer } from "../scripts/lib/llm-server.mjs";
+import { startMcpPeer } from "../scripts/lib/mcp-peer.mjs";
 
 declare module "vitest" {
   export interface ProvidedContext {
     journalSigningKey: string;
     httpTargetUrl: string;
+    llmServerUrl: string;
+    mcpServerUrl: string;
+    mcpSseServerUrl: string;
+    shellServerUrl: string;
+    shellServerToken: string;
   }
 }
 
@@ -15,7 +23,20 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide("journalSigningKey", privateKey.export({ type: "pkcs8", format: "der" }).toString("base64"));
   const target = await startHttpTarget({ port: 0 });
   project.provide("httpTargetUrl", target.url);
+  // The llm and mcp actions' peers: an OpenAI/Anthropic-compatible server and the reference MCP server.
+  const llm = await startLlmServer({ port: 0 });
+  project.provide("llmServerUrl", llm.url);
+  const mcp = await startMcpPeer({ sse: true });
+  project.provide("mcpServerUrl", mcp.url);
+  project.provide("mcpSseServerUrl", mcp.sseUrl ?? "");
+  // The container path in local mode: the Sandbox forwards to this shell server (docs/containers.md).
+  const shell = await startShellServer({ port: 0 });
+  project.provide("shellServerUrl", shell.url);
+  project.provide("shellServerToken", shell.token);
   return async () => {
     await target.close();
+    await llm.close();
+    await mcp.close();
+    await shell.close();
   };
 }

@@ -1,7 +1,13 @@
 import { contextAction } from "./context.ts";
 import { httpAction } from "./http.ts";
-import { handledByTaskRunner, notImplemented } from "./not-implemented.ts";
+import { llmAction } from "./llm.ts";
+import { mcpAction } from "./mcp.ts";
+import { metricAction } from "./metric.ts";
+import { handledByTaskRunner } from "./not-implemented.ts";
+import { shellAction } from "./shell.ts";
+import { toolAction } from "./tool.ts";
 import type { ActionRegistry } from "./types.ts";
+import { vectorAction } from "./vector.ts";
 
 export type { ActionContext, ActionHandler, ActionRegistry } from "./types.ts";
 
@@ -9,12 +15,12 @@ export type { ActionContext, ActionHandler, ActionRegistry } from "./types.ts";
 export const ACTION_HANDLERS = {
   context: contextAction,
   http: httpAction,
-  llm: notImplemented("llm"),
-  mcp: notImplemented("mcp"),
-  tool: notImplemented("tool"),
-  shell: notImplemented("shell"),
+  llm: llmAction,
+  mcp: mcpAction,
+  tool: toolAction,
+  shell: shellAction,
   workflow: handledByTaskRunner("workflow"),
   human: handledByTaskRunner("human"),
-  vector: notImplemented("vector"),
-  metric: notImplemented("metric"),
+  vector: vectorAction,
+  metric: metricAction,
 } satisfies ActionRegistry;

@@ -86,6 +86,12 @@ export interface RenderOptions {
   escape?: TemplateEscape;
   /** Partials by name, as Handlebars sources, for `{{> name}}`. */
   partials?: Readonly<Record<string, string>>;
+  /**
+   * Replaces what every mustache emits, `{{x}}` and `{{{x}}}` alike (escaping is not
+   * applied): it receives the rendered value and returns the text to emit. The shell
+   * action uses it to keep values out of command text (see `lib/expr/shell-template.ts`).
+   */
+  substitute?: (text: string) => string;
 }
 
 /** A parsed and checked template; rendering it never re-parses. */
@@ -194,6 +200,7 @@ class CompiledTemplate implements Template {
       root: data,
       escape: options.escape ?? "none",
       partials: options.partials,
+      substitute: options.substitute,
     };
     const scope: Scope = {
       context: { value: data, parent: undefined },
@@ -570,6 +577,7 @@ interface RenderState {
   readonly root: unknown;
   readonly escape: TemplateEscape;
   readonly partials: Readonly<Record<string, string>> | undefined;
+  readonly substitute: ((text: string) => string) | undefined;
 }
 
 interface Scope {
@@ -878,7 +886,11 @@ function checkExpression(node: AST.Expression, params: ParamNames): void {
 const renderers: StatementHandlers<string, Scope> = {
   ContentStatement: (node) => node.value,
   CommentStatement: () => "",
-  MustacheStatement: (node, scope) => emit(mustacheValue(node, scope), node.escaped, scope.state.escape),
+  MustacheStatement: (node, scope) => {
+    const value = mustacheValue(node, scope);
+    const substitute = scope.state.substitute;
+    return substitute === undefined ? emit(value, node.escaped, scope.state.escape) : substitute(renderValue(value));
+  },
   BlockStatement: renderBlock,
   DecoratorBlock: () => "", // inline partials are collected by renderProgram
   PartialStatement: renderPartial,

@@ -306,6 +306,9 @@ async function startOnce({
     "--persist-to", join(tmp, "state"),
     "--env-file", envFile,
     "--show-interactive-dev-session=false",
+    // Remote bindings off: Workers AI and Vectorize exist only on Cloudflare's network, and
+    // without --local wrangler tries to open a remote proxy session (which needs a login).
+    "--local",
     ...extraArgs,
   ];
   const started = Date.now();

@@ -14,6 +14,7 @@
  */
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { after } from "node:test";
+import { startShellServer } from "../../containers/shell-server/server.mjs";
 import { startHttpTarget } from "../../scripts/lib/http-target.mjs";
 import { startWranglerDev } from "../../scripts/lib/wrangler-dev.mjs";
 
@@ -47,8 +48,18 @@ export function env() {
     }
     const target = await ownTarget();
     const token = "e2e-token";
+    // Containers in local mode, as scripts/e2e.mjs sets them up (docs/containers.md).
+    const shell = await startShellServer({ port: 0 });
+    ownStops.push(shell.close);
     const dev = await startWranglerDev({
-      vars: { API_TOKENS: `${token},e2e-second-token`, JOURNAL_SIGNING_KEY: freshSigningKey(), HTTP_TARGET_URL: target },
+      vars: {
+        API_TOKENS: `${token},e2e-second-token`,
+        JOURNAL_SIGNING_KEY: freshSigningKey(),
+        HTTP_TARGET_URL: target,
+        CONTAINER_MODE: "local",
+        SHELL_SERVER_URL: shell.url,
+        SHELL_SERVER_TOKEN: shell.token,
+      },
     });
     ownStops.push(dev.stop);
     return { url: dev.url, token, target };

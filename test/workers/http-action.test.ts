@@ -105,12 +105,6 @@ describe("the http action", () => {
     expect(await hits(key)).toBe(2);
   });
 
-  it("fails a step whose action is not implemented yet with action.not_implemented", async ({ expect }) => {
-    const run = await runSteps([{ ref: "ask", action: { kind: "tool", implementation: { tool: "read_file" } } }]);
-    expect(run.status).toBe("failed");
-    expect(run.error.code).toBe("action.not_implemented");
-  });
-
   it("checks the action input against requires before calling", async ({ expect }) => {
     const key = uniqueId("req");
     const run = await runSteps([

@@ -1,0 +1,115 @@
+/**
+ * The deterministic "model" behind the local LLM peers: the OpenAI/Anthropic
+ * compatible test server (scripts/lib/llm-server.mjs) and the fake Workers AI
+ * binding of the tests (test/fakes/bindings.ts). Plain ESM, no dependencies,
+ * no Node APIs: it runs in Node and in workerd alike.
+ *
+ * Answers:
+ * - text: `Echo: <last user message>`;
+ * - structured (a JSON Schema was asked for): a value built from the schema:
+ *   objects get every property, strings are the last user message (or the
+ *   first `enum`/`const`), integers and numbers its word count, booleans
+ *   `true`, arrays one item, `anyOf`/`oneOf` their first branch.
+ *
+ * Markers in the last user message steer the peer (they are removed before
+ * answering): `[[key:K]]` counts requests under K; `[[fail:S]]` answers HTTP
+ * status S (with `[[times:N]]`: only the first N requests for the key;
+ * `[[retry-after:SEC]]` adds `Retry-After`); `[[invalid-json]]` answers text
+ * that is not JSON where JSON was asked for; `[[wrong-shape]]` answers
+ * `{"unexpected":true}`; `[[echo-credential]]` answers 401 with a body that
+ * quotes the credential it received (as some providers do), to test redaction.
+ *
+ * Tokens: input = the words of every message, output = the words of the answer.
+ */
+
+const MARKER = /\[\[([a-z-]+)(?::([^\]]*))?\]\]/g;
+
+/**
+ * @typedef {object} Directives
+ * @property {string | undefined} key
+ * @property {number | undefined} fail
+ * @property {number | undefined} times
+ * @property {number | undefined} retryAfter
+ * @property {boolean} invalidJson
+ * @property {boolean} wrongShape
+ * @property {boolean} echoCredential
+ */
+
+/**
+ * The markers of a message, and its text without them.
+ * @param {string} text
+ * @returns {{ text: string, directives: Directives }}
+ */
+export function readDirectives(text) {
+  /** @type {Directives} */
+  const directives = { key: undefined, fail: undefined, times: undefined, retryAfter: undefined, invalidJson: false, wrongShape: false, echoCredential: false };
+  const clean = text.replace(MARKER, (_match, name, value) => {
+    if (name === "key") directives.key = value;
+    else if (name === "fail") directives.fail = Number(value);
+    else if (name === "times") directives.times = Number(value);
+    else if (name === "retry-after") directives.retryAfter = Number(value);
+    else if (name === "invalid-json") directives.invalidJson = true;
+    else if (name === "wrong-shape") directives.wrongShape = true;
+    else if (name === "echo-credential") directives.echoCredential = true;
+    return "";
+  });
+  return { text: clean.replace(/\s+/g, " ").trim(), directives };
+}
+
+/** @param {string} text */
+export function countWords(text) {
+  const words = text.trim().split(/\s+/).filter((word) => word.length > 0);
+  return words.length;
+}
+
+/**
+ * A value that satisfies `schema`, built from the question.
+ * @param {unknown} schema
+ * @param {string} question
+ * @param {number} [depth]
+ * @returns {unknown}
+ */
+export function valueFromSchema(schema, question, depth = 0) {
+  if (schema === null || typeof schema !== "object" || depth > 8) return question;
+  const s = /** @type {Record<string, any>} */ (schema);
+  if ("const" in s) return s.const;
+  if (Array.isArray(s.enum) && s.enum.length > 0) return s.enum[0];
+  if (Array.isArray(s.anyOf) && s.anyOf.length > 0) return valueFromSchema(s.anyOf[0], question, depth + 1);
+  if (Array.isArray(s.oneOf) && s.oneOf.length > 0) return valueFromSchema(s.oneOf[0], question, depth + 1);
+  const type = Array.isArray(s.type) ? s.type.find((/** @type {string} */ t) => t !== "null") ?? s.type[0] : s.type;
+  switch (type) {
+    case "object":
+    case undefined: {
+      if (type === undefined && !s.properties) return question;
+      /** @type {Record<string, unknown>} */
+      const out = {};
+      for (const [name, sub] of Object.entries(s.properties ?? {})) out[name] = valueFromSchema(sub, question, depth + 1);
+      return out;
+    }
+    case "string":
+      return question;
+    case "integer":
+    case "number":
+      return countWords(question);
+    case "boolean":
+      return true;
+    case "null":
+      return null;
+    case "array":
+      return [valueFromSchema(s.items ?? {}, question, depth + 1)];
+    default:
+      return question;
+  }
+}
+
+/**
+ * The answer to one request: text, or JSON text built from `schema`.
+ * @param {{ question: string, schema?: unknown, directives: Directives }} request
+ * @returns {string}
+ */
+export function answerText({ question, schema, directives }) {
+  if (schema === undefined) return `Echo: ${question}`;
+  if (directives.invalidJson) return "Sure! Here is the JSON you asked for: {";
+  if (directives.wrongShape) return JSON.stringify({ unexpected: true });
+  return JSON.stringify(valueFromSchema(schema, question));
+}

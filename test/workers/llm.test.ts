@@ -1,0 +1,257 @@
+import { env, exports } from "cloudflare:workers";
+import { describe, it } from "vitest";
+import { FAKE_BINDINGS } from "../fakes/bindings.ts";
+import { TEST_SECRETS } from "../secrets.ts";
+import { api, TOKEN, uniqueId, waitForRun } from "./helpers.ts";
+
+const llmServer = (): string => (env as unknown as { LLM_SERVER_URL: string }).LLM_SERVER_URL;
+const mcpServer = (): string => (env as unknown as { MCP_SERVER_URL: string }).MCP_SERVER_URL;
+
+async function seen(key: string): Promise<{ count: number; credentials: string[] }> {
+  return (await (await fetch(`${llmServer()}/seen/${key}`)).json()) as { count: number; credentials: string[] };
+}
+
+/** A prompt whose answer the local server builds from `produces`: strings echo the question, integers count its words. */
+const SUMMARY_PROMPT = {
+  messages: [
+    { role: "system", template: "You summarise." },
+    { role: "user", template: "Summarise {{topic}} {{marker}}" },
+  ],
+  produces: {
+    type: "object",
+    required: ["summary", "words", "mood"],
+    properties: { summary: { type: "string" }, words: { type: "integer" }, mood: { enum: ["calm", "stormy"] } },
+    additionalProperties: false,
+  },
+};
+
+const PRICING = { input_per_mtok: 3, output_per_mtok: 15 };
+
+function compatibleModel(id: string, extra: Record<string, unknown> = {}) {
+  return { id, provider: "openai-compatible", model_id: "local-echo", base_url: `${llmServer()}/v1`, api_key: "$env:LLM_API_KEY", pricing: PRICING, ...extra };
+}
+
+/** An llm step whose output lands at `output.<ref>` of the task (so in `run.output.result.<ref>`). */
+function llmStep(ref: string, prompt: unknown, model: unknown, extra: Record<string, unknown> = {}, step: Record<string, unknown> = {}) {
+  return { ref, action: { kind: "llm", implementation: { prompt, model }, ...extra }, output_mapping: { [`output.${ref}`]: "$" }, ...step };
+}
+
+async function register(bundle: Record<string, unknown>): Promise<void> {
+  const registered = await api("POST", "/v1/definitions", bundle);
+  if (registered.status !== 201) {
+    throw new Error(JSON.stringify(registered.json));
+  }
+}
+
+async function runWorkflow(workflow: Record<string, unknown>, input: unknown, bundle: Record<string, unknown> = {}): Promise<any> {
+  await register({ ...bundle, workflows: [workflow] });
+  const start = await api("POST", `/v1/workflows/${String(workflow.id)}/runs`, { input });
+  return waitForRun(start.json.run_id);
+}
+
+function oneTask(id: string, steps: unknown[], extra: Record<string, unknown> = {}) {
+  return { id, nodes: { main: { task: { steps }, output_mapping: { "output.result": "$" } } }, ...extra };
+}
+
+describe("the llm action", () => {
+  it("returns the object an OpenAI-compatible server answers, validated against produces, and the run shows its tokens and cost", async ({ expect }) => {
+    const key = uniqueId("llm");
+    const ids = { prompt: uniqueId("summary"), model: uniqueId("local"), workflow: uniqueId("wf") };
+    const run = await runWorkflow(
+      oneTask(ids.workflow, [llmStep("answer", ids.prompt, ids.model, {}, { input_mapping: { topic: "$.input.topic", marker: `[[key:${key}]]` } })]),
+      { topic: "the tides" },
+      { prompts: [{ id: ids.prompt, ...SUMMARY_PROMPT }], models: [compatibleModel(ids.model)] },
+    );
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    // Input: "You summarise." (2 words) + "Summarise the tides" (3); output: the JSON text, 3 whitespace-separated words.
+    expect(run.output.result.answer).toEqual({ summary: "Summarise the tides", words: 3, mood: "calm", _meta: { tokens: { input: 5, output: 3 }, cost_usd: 0.00006 } });
+    expect(run.usage).toEqual({ input_tokens: 5, output_tokens: 3, cost_usd: 0.00006 });
+    expect((await seen(key)).credentials).toEqual([`Bearer ${TEST_SECRETS.LLM_API_KEY}`]);
+  });
+
+  it("returns { content } with token usage when the prompt has no produces", async ({ expect }) => {
+    const run = await runWorkflow(
+      oneTask(uniqueId("wf"), [llmStep("chat", { messages: [{ role: "user", template: "Hello {{name}}" }] }, compatibleModel("inline", { pricing: undefined }), {}, { input_mapping: { name: "$.input.name" } })]),
+      { name: "Ada" },
+    );
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(run.output.result.chat).toEqual({ content: "Echo: Hello Ada", _meta: { tokens: { input: 2, output: 3 }, cost_usd: 0 } });
+  });
+
+  it("fails the step with llm.invalid_output quoting the model's text when the answer is not JSON, without retrying", async ({ expect }) => {
+    const key = uniqueId("bad");
+    const retry = { execution: { retry_policy: { max_attempts: 3, initial_delay_ms: 10 } } };
+    const run = await runWorkflow(
+      oneTask(uniqueId("wf"), [llmStep("ask", SUMMARY_PROMPT, compatibleModel("inline"), retry, { input_mapping: { topic: "tides", marker: `[[key:${key}]] [[invalid-json]]` } })]),
+      {},
+    );
+    expect(run.status).toBe("failed");
+    expect(run.error.code).toBe("llm.invalid_output");
+    expect(run.error.message).toContain("Sure! Here is the JSON you asked for: {");
+    expect((await seen(key)).count).toBe(1);
+  });
+
+  it("fails the step with llm.invalid_output naming the schema problem when the JSON has the wrong shape", async ({ expect }) => {
+    const run = await runWorkflow(oneTask(uniqueId("wf"), [llmStep("ask", SUMMARY_PROMPT, compatibleModel("inline"), {}, { input_mapping: { topic: "tides", marker: "[[wrong-shape]]" } })]), {});
+    expect(run.status).toBe("failed");
+    expect(run.error.code).toBe("llm.invalid_output");
+    expect(run.error.message).toMatch(/does not match the prompt's "produces" schema/);
+    expect(run.error.message).toContain('{\\"unexpected\\":true}');
+  });
+
+  it("answers the same prompt through the anthropic provider, with native structured output and with the JSON tool", async ({ expect }) => {
+    const anthropic = (modelId: string) => ({ provider: "anthropic", model_id: modelId, base_url: `${llmServer()}/v1`, api_key: "$env:LLM_API_KEY", pricing: PRICING });
+    const key = uniqueId("claude");
+    const mapping = { topic: "$.input.topic", marker: `[[key:${key}]]` };
+    const run = await runWorkflow(
+      oneTask(uniqueId("wf"), [
+        llmStep("native", SUMMARY_PROMPT, anthropic("claude-sonnet-4-5"), {}, { input_mapping: mapping }),
+        llmStep("tool", SUMMARY_PROMPT, anthropic("claude-3-haiku-20240307"), {}, { input_mapping: mapping }),
+      ]),
+      { topic: "the tides" },
+    );
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    for (const ref of ["native", "tool"]) {
+      expect(run.output.result[ref]).toMatchObject({ summary: "Summarise the tides", words: 3, mood: "calm", _meta: { tokens: { input: 5, output: 3 } } });
+    }
+    expect((await seen(key)).credentials).toEqual([TEST_SECRETS.LLM_API_KEY, TEST_SECRETS.LLM_API_KEY]);
+    expect(run.usage).toEqual({ input_tokens: 10, output_tokens: 6, cost_usd: 0.00012 });
+  });
+
+  it("answers the same prompt through the openai provider at a custom base_url", async ({ expect }) => {
+    const model = { provider: "openai", model_id: "gpt-4o-mini", base_url: `${llmServer()}/v1`, api_key: "$env:LLM_API_KEY" };
+    const run = await runWorkflow(oneTask(uniqueId("wf"), [llmStep("ask", SUMMARY_PROMPT, model, {}, { input_mapping: { topic: "the tides", marker: "" } })]), {});
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(run.output.result.ask).toMatchObject({ summary: "Summarise the tides", words: 3, mood: "calm" });
+  });
+
+  it("answers the same prompt through workers-ai, here the test double of the AI binding", async ({ expect }) => {
+    const model = { provider: "workers-ai", model_id: "@cf/meta/llama-3.3-70b-instruct-fp8-fast", pricing: PRICING };
+    const before = FAKE_BINDINGS.AI.calls.length;
+    const run = await runWorkflow(oneTask(uniqueId("wf"), [llmStep("ask", SUMMARY_PROMPT, model, {}, { input_mapping: { topic: "the tides", marker: "" } })]), {});
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(run.output.result.ask).toEqual({ summary: "Summarise the tides", words: 3, mood: "calm", _meta: { tokens: { input: 5, output: 3 }, cost_usd: 0.00006 } });
+    expect(FAKE_BINDINGS.AI.calls.slice(before).map((call) => call.model)).toContain("@cf/meta/llama-3.3-70b-instruct-fp8-fast");
+  });
+
+  it("retries a 503 and a 429 by the retry policy, honouring Retry-After", async ({ expect }) => {
+    const retry = { execution: { retry_policy: { max_attempts: 3, initial_delay_ms: 10, max_delay_ms: 50 } } };
+    const keys = { unavailable: uniqueId("u"), limited: uniqueId("l") };
+    const started = Date.now();
+    const run = await runWorkflow(
+      oneTask(uniqueId("wf"), [
+        llmStep("unavailable", SUMMARY_PROMPT, compatibleModel("inline"), retry, { input_mapping: { topic: "tides", marker: `[[key:${keys.unavailable}]] [[fail:503]] [[times:1]]` } }),
+        llmStep("limited", SUMMARY_PROMPT, compatibleModel("inline"), retry, { input_mapping: { topic: "tides", marker: `[[key:${keys.limited}]] [[fail:429]] [[times:1]] [[retry-after:1]]` } }),
+      ]),
+      {},
+    );
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect((await seen(keys.unavailable)).count).toBe(2);
+    expect((await seen(keys.limited)).count).toBe(2);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+  });
+
+  it("fails with llm.network when the server cannot be reached", async ({ expect }) => {
+    // Port 9 (discard) on loopback: nothing listens there.
+    const model = { provider: "openai-compatible", model_id: "m", base_url: "http://127.0.0.1:9/v1" };
+    const run = await runWorkflow(oneTask(uniqueId("wf"), [llmStep("ask", SUMMARY_PROMPT, model, {}, { input_mapping: { topic: "tides", marker: "" } })]), {});
+    expect(run.status).toBe("failed");
+    expect(run.error.code).toBe("llm.network");
+  });
+
+  it("fails at once on a 4xx answer, with llm.status and no retry", async ({ expect }) => {
+    const key = uniqueId("4xx");
+    const retry = { execution: { retry_policy: { max_attempts: 3, initial_delay_ms: 10 } } };
+    const run = await runWorkflow(oneTask(uniqueId("wf"), [llmStep("ask", SUMMARY_PROMPT, compatibleModel("inline"), retry, { input_mapping: { topic: "tides", marker: `[[key:${key}]] [[fail:400]]` } })]), {});
+    expect(run.status).toBe("failed");
+    expect(run.error.code).toBe("llm.status");
+    expect(run.error.message).toMatch(/answered 400/);
+    expect((await seen(key)).count).toBe(1);
+  });
+});
+
+describe("llm definitions", () => {
+  it("rejects a model with a literal API key at registration, registered or inline", async ({ expect }) => {
+    const model = { id: uniqueId("leaky"), provider: "openai", model_id: "gpt-4o", api_key: "sk-live-0123456789" };
+    const inline = oneTask(uniqueId("wf"), [llmStep("ask", SUMMARY_PROMPT, { provider: "anthropic", model_id: "claude-sonnet-4-5", api_key: "sk-ant-literal" })]);
+    const response = await api("POST", "/v1/definitions", { models: [model], workflows: [inline] });
+    expect(response.status).toBe(400);
+    const problems = response.json.error.details.map((detail: { path: string; code: string }) => `${detail.path} ${detail.code}`);
+    expect(problems).toContain("models.0.api_key definition.literal_secret");
+    expect(problems).toContain("workflows.0.nodes.main.task.steps.0.action.implementation.model.api_key definition.literal_secret");
+    expect(JSON.stringify(response.json)).not.toContain("sk-live-0123456789");
+  });
+
+  it("rejects an openai-compatible model without base_url and a prompt whose produces is not an object", async ({ expect }) => {
+    const response = await api("POST", "/v1/definitions", {
+      models: [{ id: uniqueId("nourl"), provider: "openai-compatible", model_id: "m" }],
+      prompts: [{ id: uniqueId("list"), messages: [{ role: "user", template: "x" }], produces: { type: "array" } }],
+    });
+    expect(response.status).toBe(400);
+    const codes = response.json.error.details.map((detail: { code: string }) => detail.code);
+    expect(codes).toEqual(expect.arrayContaining(["definition.missing_base_url", "definition.invalid_produces"]));
+  });
+
+  it("freezes the prompt and the model into the run when it starts", async ({ expect }) => {
+    const ids = { prompt: uniqueId("p"), model: uniqueId("m"), workflow: uniqueId("wf") };
+    await register({
+      prompts: [{ id: ids.prompt, messages: [{ role: "user", template: "first {{x}}" }] }],
+      models: [compatibleModel(ids.model)],
+      workflows: [oneTask(ids.workflow, [llmStep("ask", ids.prompt, ids.model, {}, { input_mapping: { x: "$.input.x" } })])],
+    });
+    const start = await api("POST", `/v1/workflows/${ids.workflow}/runs`, { input: { x: "one" } });
+    // Registered after the run started: a new version the running run must not see.
+    await register({ prompts: [{ id: ids.prompt, messages: [{ role: "user", template: "second {{x}}" }] }] });
+    const run = await waitForRun(start.json.run_id);
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(run.output.result.ask.content).toBe("Echo: first one");
+  });
+});
+
+describe("secrets", () => {
+  it("never puts a resolved secret in the journal, the run view or the events, even when a peer echoes it in an error", async ({ expect }) => {
+    const server = uniqueId("srv");
+    const key = uniqueId("k");
+    const workflow = {
+      id: uniqueId("wf"),
+      tools: [`mcp:${server}/echo`],
+      nodes: {
+        main: {
+          task: {
+            steps: [
+              llmStep("ask", SUMMARY_PROMPT, compatibleModel("inline"), {}, { input_mapping: { topic: "tides", marker: "" } }),
+              // The peer answers 401 quoting the key it received; the step error is journaled, scrubbed.
+              llmStep("leaky", SUMMARY_PROMPT, compatibleModel("inline"), {}, { input_mapping: { topic: "tides", marker: "[[echo-credential]]" }, on_failure: "continue" }),
+              { ref: "tool", action: { kind: "mcp", implementation: { server, tool: "echo" } }, input_mapping: { message: "hello" } },
+              {
+                ref: "errors",
+                action: { kind: "context", implementation: { updates: [{ path: "errors", expr: "input.errors" }] } },
+                input_mapping: { errors: "$.state._errors" },
+                output_mapping: { "output.errors": "$.errors" },
+              },
+            ],
+          },
+          output_mapping: { "output.result": "$" },
+        },
+      },
+    };
+    const run = await runWorkflow(workflow, {}, {
+      mcp_servers: [{ id: server, url: `${mcpServer()}/k/${key}/mcp`, headers: { authorization: "Bearer $env:MCP_TOKEN" } }],
+    });
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(run.output.result.errors[0].error.message).toContain("Incorrect API key provided: Bearer [redacted]");
+    const stats = (await (await fetch(`${mcpServer()}/_stats/${key}`)).json()) as { authorization: string[] };
+    expect(stats.authorization).toContain(`Bearer ${TEST_SECRETS.MCP_TOKEN}`);
+
+    const journal = JSON.stringify((await api("GET", `/v1/runs/${run.run_id}/journal`)).json);
+    const view = JSON.stringify((await api("GET", `/v1/runs/${run.run_id}`)).json);
+    const events = await (await exports.default.fetch(`http://trellis.test/v1/runs/${run.run_id}/events`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
+    // The scrubbed peer error travelled into the task output, so into the journal and the events.
+    expect(journal).toContain("Incorrect API key provided: Bearer [redacted]");
+    expect(events).toContain("event: attest");
+    for (const text of [journal, view, events]) {
+      expect(text).not.toContain(TEST_SECRETS.LLM_API_KEY);
+      expect(text).not.toContain(TEST_SECRETS.MCP_TOKEN);
+    }
+  });
+});
