@@ -1,4 +1,5 @@
 import { Hono, type Context } from "hono";
+import { parseDocument } from "yaml";
 import { EngineError } from "../lib/errors.ts";
 import { bearerAuth } from "./auth.ts";
 import { onError } from "./errors.ts";
@@ -69,9 +70,34 @@ async function readJson(c: Context<App>, empty?: unknown): Promise<unknown> {
     }
     throw EngineError.terminal("request.invalid_json", "the body is empty; send a JSON object");
   }
+  if (isYaml(c.req.header("content-type"))) {
+    return parseYamlBody(text);
+  }
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {
     throw EngineError.terminal("request.invalid_json", `the body is not JSON: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+/** YAML is accepted where people type definitions by hand: `Content-Type: application/yaml` (or `text/yaml`). */
+function isYaml(contentType: string | undefined): boolean {
+  return /^(application|text)\/(x-)?yaml\b/i.test(contentType ?? "");
+}
+
+/**
+ * YAML 1.2 core schema only (no custom tags, no code), with aliases bounded so
+ * a "billion laughs" document cannot blow up; the result is plain JSON data.
+ */
+function parseYamlBody(text: string): unknown {
+  const document = parseDocument(text, { schema: "core", uniqueKeys: true, prettyErrors: false });
+  const [problem] = document.errors;
+  if (problem) {
+    throw EngineError.terminal("request.invalid_yaml", `the body is not YAML: ${problem.message}`);
+  }
+  try {
+    return document.toJS({ maxAliasCount: 100 }) as unknown;
+  } catch (error) {
+    throw EngineError.terminal("request.invalid_yaml", `the body is not usable YAML: ${error instanceof Error ? error.message : String(error)}`);
   }
 }

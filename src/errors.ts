@@ -9,6 +9,7 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   "auth.invalid_token": 401,
   "request.too_large": 413,
   "request.invalid_json": 400,
+  "request.invalid_yaml": 400,
   "run.terminal": 409,
   "run.idempotency_conflict": 409,
   "run.conflict": 409,

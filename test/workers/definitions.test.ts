@@ -199,3 +199,30 @@ describe("registration rejects bad definitions with every problem and its path",
     expect(huge.json.error.code).toBe("request.too_large");
   });
 });
+
+describe("YAML", () => {
+  async function postYaml(path: string, yaml: string): Promise<{ status: number; json: any }> {
+    const { exports } = await import("cloudflare:workers");
+    const response = await exports.default.fetch(`http://trellis.test${path}`, { method: "POST", headers: { authorization: "Bearer test-token", "content-type": "application/yaml" }, body: yaml });
+    return { status: response.status, json: await response.json() };
+  }
+
+  it("accepts a definition bundle written in YAML, identical to its JSON", async ({ expect }) => {
+    const id = uniqueId("yaml");
+    const yaml = `workflows:\n  - id: ${id}\n    nodes:\n      main:\n        task:\n          steps:\n            - ref: s\n              action:\n                kind: context\n                implementation:\n                  updates:\n                    - { path: v, expr: "1" }\n`;
+    const registered = await postYaml("/v1/definitions", yaml);
+    expect(registered.status).toBe(201);
+    const again = await api("POST", "/v1/definitions", { workflows: [simpleWorkflow(id)] });
+    expect(again.json.created[0]).toMatchObject({ id, version: 1, existing: true });
+  });
+
+  it("rejects YAML that does not parse, and alias bombs, with 400", async ({ expect }) => {
+    const broken = await postYaml("/v1/definitions", "workflows: [ {id: x\n");
+    expect(broken.status).toBe(400);
+    expect(broken.json.error.code).toBe("request.invalid_yaml");
+    const bomb = ["a: &a [x, x, x, x, x, x, x, x, x, x]", ...Array.from({ length: 8 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [*${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}]`)].join("\n");
+    const exploded = await postYaml("/v1/definitions", bomb);
+    expect(exploded.status).toBe(400);
+    expect(exploded.json.error.code).toBe("request.invalid_yaml");
+  });
+});
