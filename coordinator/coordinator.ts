@@ -43,6 +43,8 @@ export interface CoordinatorStats {
   maxDispatchesPerEvent: number;
   /** The most tasks dispatched within one event (several travel in one call). */
   maxTasksPerEvent: number;
+  /** The most tasks in one executor call (the platform lets an invocation wait on six connections at once). */
+  maxTasksPerCall: number;
   /** Tasks dispatched in all. */
   dispatches: number;
   events: number;
@@ -72,7 +74,7 @@ export class Coordinator extends DurableObject<Env> {
   private alarmAt: number | null = null;
   /** Long polls waiting for the next journal entries. */
   private readonly journalWaiters = new Set<() => void>();
-  private readonly stats: CoordinatorStats = { maxDispatchesPerEvent: 0, maxTasksPerEvent: 0, dispatches: 0, events: 0 };
+  private readonly stats: CoordinatorStats = { maxDispatchesPerEvent: 0, maxTasksPerEvent: 0, maxTasksPerCall: 0, dispatches: 0, events: 0 };
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -355,6 +357,7 @@ export class Coordinator extends DurableObject<Env> {
     const groups = chunk(payloads, TASKS_PER_EXECUTOR_CALL);
     this.stats.maxDispatchesPerEvent = Math.max(this.stats.maxDispatchesPerEvent, groups.length);
     this.stats.maxTasksPerEvent = Math.max(this.stats.maxTasksPerEvent, payloads.length);
+    this.stats.maxTasksPerCall = Math.max(this.stats.maxTasksPerCall, ...groups.map((group) => group.length), 0);
     for (const group of groups) {
       this.dispatchGroup(group);
     }

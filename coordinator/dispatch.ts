@@ -6,15 +6,21 @@ import { childKey, MAX_CHILD_STARTS_PER_EVENT, requestChild } from "./waits.ts";
 
 /**
  * Tasks travel to the executor in groups of at most this many per call; each
- * call is one Worker invocation.
+ * call is one Worker invocation. Six, because a production invocation may
+ * have only six outbound connections waiting for response headers at once
+ * (more are queued; `wrangler dev` does not enforce this), and most tasks are
+ * one outbound call at a time: a larger group would serialize their I/O.
  */
-export const TASKS_PER_EXECUTOR_CALL = 25;
+export const TASKS_PER_EXECUTOR_CALL = 6;
 /**
- * At most this many tasks are dispatched per Durable Object event: 8 executor
- * calls, well under the platform's cap of 32 invocations per event (one more
- * call may wake this object again).
+ * Executor calls per Durable Object event, at most. The platform allows 32
+ * calls per event; a wake makes at most 20 executor calls, 10 calls to start
+ * 5 child runs (`MAX_CHILD_STARTS_PER_EVENT`, catalog + child each) and 1
+ * call to wake itself again: 31.
  */
-export const MAX_DISPATCHES_PER_EVENT = 200;
+export const MAX_EXECUTOR_CALLS_PER_EVENT = 20;
+/** At most this many tasks are dispatched per Durable Object event: 20 calls of 6. */
+export const MAX_DISPATCHES_PER_EVENT = TASKS_PER_EXECUTOR_CALL * MAX_EXECUTOR_CALLS_PER_EVENT;
 /** In-flight tasks per run when the workflow sets no `max_parallel`. */
 export const DEFAULT_MAX_PARALLEL = 32;
 /** A task attempt's bound when its node sets no `timeout_ms`: 15 minutes. */

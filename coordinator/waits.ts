@@ -12,8 +12,8 @@ import { completeInvocation, failNode, itemOf } from "./nodes.ts";
 
 /** The deepest a chain of sub-workflows may go: a run started by a client is depth 0. */
 export const MAX_WORKFLOW_DEPTH = 8;
-/** Child runs started per event, at most: each start is two calls (catalog, child). */
-export const MAX_CHILD_STARTS_PER_EVENT = 10;
+/** Child runs started per wake, at most: each start is two calls (catalog, child). */
+export const MAX_CHILD_STARTS_PER_EVENT = 5;
 
 /**
  * A child run's key: stable for one attempt of one step (or node) of one run

@@ -4,6 +4,7 @@ import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
 
 interface Stats {
   maxDispatchesPerEvent: number;
+  maxTasksPerCall: number;
   dispatches: number;
 }
 
@@ -105,17 +106,18 @@ describe("foreach", () => {
 });
 
 describe("scale", () => {
-  it("completes a 1,000-item foreach with outputs in item order, never over 24 executor calls per event", async ({ expect }) => {
+  it("completes a 1,000-item foreach with outputs in item order, never over 20 executor calls per event nor 6 tasks per call", async ({ expect }) => {
     const items = Array.from({ length: 1000 }, (_, i) => i);
     const result = await run({ id: uniqueId("k1"), max_parallel: 200, nodes: { each: { foreach: { items: "$.input.items" }, input_mapping: { n: "$.item" }, task: square, output_mapping: { "output.sq": "$.sq" } } } }, { items }, 120_000);
     expect(result.status).toBe("completed");
     expect(result.output.sq).toEqual(items.map((n) => n * n));
     const stats = await statsOf(result.run_id);
     expect(stats.dispatches).toBe(1000);
-    expect(stats.maxDispatchesPerEvent).toBeLessThanOrEqual(24);
+    expect(stats.maxDispatchesPerEvent).toBeLessThanOrEqual(20);
+    expect(stats.maxTasksPerCall).toBeLessThanOrEqual(6);
   }, 180_000);
 
-  it("completes a 200-node chain, never over 24 executor calls per event", async ({ expect }) => {
+  it("completes a 200-node chain, never over 20 executor calls per event nor 6 tasks per call", async ({ expect }) => {
     const nodes: Record<string, unknown> = {};
     for (let i = 0; i < 200; i += 1) {
       nodes[`n${i}`] = {
