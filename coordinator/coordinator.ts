@@ -337,7 +337,7 @@ export class Coordinator extends DurableObject<Env> {
     let state = before;
     let wakeAt: number | null = null;
     const commands: Command[] = [];
-    for (const event of events) {
+    for (const event of coalesceResults(events)) {
       const decision = decide(state, event, { snapshot, now, random: Math.random });
       state = decision.state;
       wakeAt = decision.wakeAt;
@@ -538,6 +538,26 @@ export class Coordinator extends DurableObject<Env> {
     const foreach = new Set(Object.entries(nodes).filter(([, node]) => node.foreach).map(([id]) => id));
     return toRunView(state, foreach);
   }
+}
+
+/**
+ * Runs of consecutive task results become one `task_results` event: the same
+ * outcome as applying them one by one, with one settling pass instead of one
+ * per result (a burst of a hundred results is one pass, not a hundred).
+ */
+function coalesceResults(events: readonly RunEvent[]): RunEvent[] {
+  const out: RunEvent[] = [];
+  for (const event of events) {
+    const last = out.at(-1);
+    if (event.type === "task_result" && last?.type === "task_results") {
+      out[out.length - 1] = { type: "task_results", results: [...last.results, event.result] };
+    } else if (event.type === "task_result") {
+      out.push({ type: "task_results", results: [event.result] });
+    } else {
+      out.push(event);
+    }
+  }
+  return out;
 }
 
 /** Work that a restart loses: dispatches in flight, and children asked for but not yet known to exist. */

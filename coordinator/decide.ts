@@ -31,6 +31,8 @@ export type RunEvent =
   /** The alarm: fire due timers, find lost dispatches, dispatch ready work. */
   | { type: "wake"; live: readonly string[] }
   | { type: "task_result"; result: TaskResult }
+  /** Several results at once, applied in order, with one settling pass after them all. */
+  | { type: "task_results"; results: readonly TaskResult[] }
   | { type: "cancel"; reason: string }
   | { type: "pause" }
   | { type: "resume" }
@@ -62,6 +64,11 @@ const HANDLERS: Handlers = {
   },
   wake: (draft, event) => onWake(draft, new Set(event.live)),
   task_result: (draft, event) => onTaskResult(draft, event.result),
+  task_results: (draft, event) => {
+    for (const result of event.results) {
+      onTaskResult(draft, result);
+    }
+  },
   cancel: (draft, event) => {
     if (!isTerminal(draft.record.status)) {
       draft.finish("cancelled", event.reason, null);

@@ -66,8 +66,12 @@ async function median(workflowId, input) {
     samples.push((await timedRun(workflowId, input)).ms);
   }
   samples.sort((a, b) => a - b);
+  spreads.set(workflowId, `${samples[0]}–${samples.at(-1)}`);
   return samples[Math.floor(samples.length / 2)];
 }
+
+/** min–max of each scenario's samples, printed under the table: a median alone hides noise. */
+const spreads = new Map();
 
 async function main() {
   const target = await startHttpTarget({ port: 0 });
@@ -108,6 +112,7 @@ async function main() {
     await target.close();
   }
   printTable(rows);
+  console.log(`\nspread (min–max ms of the ${REPEATS} samples): ${[...spreads].map(([id, spread]) => `${id} ${spread}`).join(", ")}`);
 }
 
 /** 100 concurrent requests straight to the peer: what the fan-out could at best achieve here. */
