@@ -92,6 +92,24 @@ async function main() {
     return code;
   };
 
+  // Stage 0: the types and the lint rules hold (strict TS, no `any`, no code generation).
+  process.stderr.write("[test] stage 0: typecheck and lint\n");
+  const bin = (/** @type {string} */ name) => join(repoRoot, "node_modules", ".bin", name);
+  for (const config of ["tsconfig.json", "test/tsconfig.json", "test/tsconfig.node.json"]) {
+    const code = await run(bin("tsc"), ["-p", config, "--noEmit"]);
+    if (code !== 0) {
+      process.stderr.write(`[test] typecheck failed (${config}); skipping the tests\n`);
+      failed += 1;
+      return finish(code);
+    }
+  }
+  const lintCode = await run(bin("oxlint"), ["-c", ".oxlintrc.json", "--deny-warnings", "."]);
+  if (lintCode !== 0) {
+    process.stderr.write("[test] lint failed; skipping the tests\n");
+    failed += 1;
+    return finish(lintCode);
+  }
+
   process.stderr.write("[test] stage 1/2: vitest (workers + node projects)\n");
   const vitestCode = await run(node, [
     join(repoRoot, "node_modules", "vitest", "vitest.mjs"),

@@ -263,7 +263,7 @@ function findStaticProblem(root: Expr, sourceInfo: SourceInfo | undefined): stri
         break;
       }
       case "selectExpr":
-        if (kind.value.operand !== undefined) stack.push(kind.value.operand);
+        if (kind.value.operand !== undefined) {stack.push(kind.value.operand);}
         break;
       case "callExpr": {
         const call = kind.value;
@@ -271,7 +271,7 @@ function findStaticProblem(root: Expr, sourceInfo: SourceInfo | undefined): stri
           const shown = call.target === undefined ? `${call.function}()` : `.${call.function}()`;
           return `unknown function ${shown} or wrong use of a macro${at(expr, sourceInfo)}`;
         }
-        if (call.target !== undefined) stack.push(call.target);
+        if (call.target !== undefined) {stack.push(call.target);}
         stack.push(...call.args);
         break;
       }
@@ -280,14 +280,14 @@ function findStaticProblem(root: Expr, sourceInfo: SourceInfo | undefined): stri
         break;
       case "structExpr":
         for (const entry of kind.value.entries) {
-          if (entry.keyKind.case === "mapKey") stack.push(entry.keyKind.value);
-          if (entry.value !== undefined) stack.push(entry.value);
+          if (entry.keyKind.case === "mapKey") {stack.push(entry.keyKind.value);}
+          if (entry.value !== undefined) {stack.push(entry.value);}
         }
         break;
       case "comprehensionExpr": {
         const c = kind.value;
         for (const part of [c.iterRange, c.accuInit, c.loopCondition, c.loopStep, c.result]) {
-          if (part !== undefined) stack.push(part);
+          if (part !== undefined) {stack.push(part);}
         }
         break;
       }
@@ -350,7 +350,7 @@ class JsonMap {
   get size(): number {
     let n = 0;
     for (const key of Object.keys(this.raw)) {
-      if (this.raw[key] !== undefined) n++;
+      if (this.raw[key] !== undefined) {n++;}
     }
     return n;
   }
@@ -366,16 +366,16 @@ class JsonMap {
   }
   *keys(): Generator<string, void, undefined> {
     for (const key of Object.keys(this.raw)) {
-      if (this.raw[key] !== undefined) yield key;
+      if (this.raw[key] !== undefined) {yield key;}
     }
   }
   *values(): Generator<CelValue, void, undefined> {
-    for (const [, value] of this.entries()) yield value;
+    for (const [, value] of this.entries()) {yield value;}
   }
   *entries(): Generator<[string, CelValue], void, undefined> {
     for (const key of Object.keys(this.raw)) {
       const value = this.raw[key];
-      if (value !== undefined) yield [key, toCelValue(value)];
+      if (value !== undefined) {yield [key, toCelValue(value)];}
     }
   }
   forEach(callback: (value: CelValue, key: string, map: CelMap) => void, thisArg?: unknown): void {
@@ -457,7 +457,7 @@ function eagerList(value: readonly unknown[]): CelValue {
 function eagerMap(value: Readonly<Record<string, unknown>>): CelValue {
   const map = new Map<string, CelValue>();
   for (const [key, element] of Object.entries(value)) {
-    if (element !== undefined) map.set(key, toCelValue(element));
+    if (element !== undefined) {map.set(key, toCelValue(element));}
   }
   return celMap(map);
 }
@@ -478,7 +478,7 @@ function fromCelValue(value: CelValue): unknown {
     case "bigint":
       return intToJson(value);
     case "number":
-      if (Number.isFinite(value)) return value;
+      if (Number.isFinite(value)) {return value;}
       return Number.isNaN(value) ? "NaN" : value > 0 ? "Infinity" : "-Infinity";
     default:
       break;
@@ -516,8 +516,8 @@ function intToJson(value: bigint): number | string {
 }
 
 function mapKeyToJson(key: string | bigint | boolean | CelUint): string {
-  if (typeof key === "string") return key;
-  if (typeof key === "bigint" || typeof key === "boolean") return String(key);
+  if (typeof key === "string") {return key;}
+  if (typeof key === "bigint" || typeof key === "boolean") {return String(key);}
   return key.value.toString();
 }
 
@@ -533,9 +533,9 @@ function bytesToBase64(bytes: Uint8Array): string {
 // ---------------------------------------------------------------------------
 
 function describeJson(value: unknown): string {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "a list";
-  if (typeof value === "object") return "a map";
+  if (value === null) {return "null";}
+  if (Array.isArray(value)) {return "a list";}
+  if (typeof value === "object") {return "a map";}
   return `${typeof value} ${JSON.stringify(value)}`;
 }
 

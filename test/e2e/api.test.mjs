@@ -73,7 +73,7 @@ describe("validation and lookups", () => {
     assertError(assert, res, 400);
     const details = res.json.error.details;
     assert.ok(Array.isArray(details) && details.length > 0, `details should list the problems: ${show(res)}`);
-    for (const d of details) assert.ok("path" in d, `every detail has a path: ${JSON.stringify(d)}`);
+    for (const d of details) {assert.ok("path" in d, `every detail has a path: ${JSON.stringify(d)}`);}
     const paths = details.map(detailPath);
     assert.ok(
       paths.some((p) => /^workflows\.0\.id$/.test(p) || (p.includes("workflows") && p.endsWith("id"))),

@@ -63,7 +63,7 @@ test(`containers: a trivial command through the whole path (${RUNS} runs, timed)
     const run = await waitForRun(started.json.run_id, { intervalMs: 2 });
     const elapsed = performance.now() - t0;
     assert.equal(run.status, "completed", JSON.stringify(run.error));
-    if (i === 0) continue; // the first run warms up the Durable Objects
+    if (i === 0) {continue;} // the first run warms up the Durable Objects
     wall.push(elapsed);
     coordinator.push(Date.parse(run.updated_at) - Date.parse(run.created_at));
     exec.push(run.output.result.exec_ms);

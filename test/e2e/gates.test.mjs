@@ -8,8 +8,8 @@ async function waitUntil(runId, predicate, timeoutMs = 30_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const res = await api("GET", `/v1/runs/${runId}`);
-    if (predicate(res.json)) return res.json;
-    if (Date.now() > deadline) throw new Error(`run ${runId} never matched: ${show(res)}`);
+    if (predicate(res.json)) {return res.json;}
+    if (Date.now() > deadline) {throw new Error(`run ${runId} never matched: ${show(res)}`);}
     await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -43,7 +43,7 @@ export class FakeAi {
 
 /** A deterministic unit vector for a text: each word adds 1 to a hashed dimension. */
 export function fakeEmbedding(text: string): number[] {
-  const vector = new Array<number>(FAKE_EMBEDDING_DIMENSIONS).fill(0);
+  const vector: number[] = Array.from({ length: FAKE_EMBEDDING_DIMENSIONS }, () => 0);
   for (const word of text.toLowerCase().match(/[a-z0-9]+/g) ?? []) {
     let hash = 2166136261;
     for (let i = 0; i < word.length; i++) {

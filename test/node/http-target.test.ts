@@ -120,7 +120,7 @@ describe("http target", () => {
     expect(await res.json()).toEqual({ waited: 120 });
     expect(Date.now() - t0).toBeGreaterThanOrEqual(100);
     expect(await hits("sl")).toBe(1);
-    expect(await (await fetch(`${target.url}/slow?ms=999999999&key=cap`, { signal: AbortSignal.timeout(50) }).catch(() => null))).toBeNull();
+    expect((await fetch(`${target.url}/slow?ms=999999999&key=cap`, { signal: AbortSignal.timeout(50) }).catch(() => null))).toBeNull();
     expect(await hits("cap")).toBe(1);
   });
 
@@ -147,7 +147,7 @@ describe("http target", () => {
     // A non-number `fail` falls back to the default of one failure.
     expect((await fetch(`${target.url}/flaky/%E0%A4%A?fail=abc`)).status).toBe(503);
     const big = await fetch(`${target.url}/echo`, { method: "POST", body: "x".repeat(9 * 1024 * 1024) }).catch(() => null);
-    if (big) expect(big.status).toBe(413);
+    if (big) {expect(big.status).toBe(413);}
     // A malformed request line gets a 400 and the server keeps serving.
     const raw = await new Promise<number | undefined>((resolve) => {
       const req = request({ host: "127.0.0.1", port: target.port, path: "/echo", method: "GET", headers: { "bad header": "x" } as any });

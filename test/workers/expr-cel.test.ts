@@ -313,16 +313,16 @@ function runConformance(suite: IncrementalTestSuite): ConformanceTally {
   const tally: ConformanceTally = { applicable: 0, passed: 0, failures: new Map() };
   const visit = (s: IncrementalTestSuite, path: string[]): void => {
     for (const child of s.suites) {
-      if (path.length === 0 && !CORE_SUITES.has(child.name)) continue;
+      if (path.length === 0 && !CORE_SUITES.has(child.name)) {continue;}
       visit(child, [...path, child.name]);
     }
     for (const t of s.tests) {
-      if (bindsMessage(t)) continue; // a protobuf message as a variable has no JSON counterpart
+      if (bindsMessage(t)) {continue;} // a protobuf message as a variable has no JSON counterpart
       tally.applicable++;
       const name = [...path, t.original.name].join("/");
       const failure = runConformanceTest(t, registry, envs);
-      if (failure === undefined) tally.passed++;
-      else tally.failures.set(name, failure);
+      if (failure === undefined) {tally.passed++;}
+      else {tally.failures.set(name, failure);}
     }
   };
   visit(suite, []);
@@ -344,7 +344,7 @@ function runConformanceTest(t: IncrementalTest, registry: Registry, envs: Map<st
   try {
     const bindings: Record<string, CelInput> = {};
     for (const [name, binding] of Object.entries(test.bindings)) {
-      if (binding.kind.case !== "value") return `unsupported binding kind ${String(binding.kind.case)}`;
+      if (binding.kind.case !== "value") {return `unsupported binding kind ${String(binding.kind.case)}`;}
       bindings[name] = valueToCel(binding.kind.value, registry);
     }
     result = plan(env, parse(test.expr))(bindings);
@@ -356,7 +356,7 @@ function runConformanceTest(t: IncrementalTest, registry: Registry, envs: Map<st
     case undefined:
       return result === true ? undefined : `expected true, got ${show(result)}`;
     case "value":
-      if (isCelError(result)) return `expected a value, got error: ${result.message}`;
+      if (isCelError(result)) {return `expected a value, got error: ${result.message}`;}
       return celMatches(result, matcher.value, registry) ? undefined : `unexpected value ${show(result)}`;
     case "evalError":
     case "anyEvalErrors":
@@ -386,7 +386,7 @@ function valueToCel(value: Value, registry: Registry): CelInput {
     case "mapValue": {
       const map = new Map<string | bigint | boolean | CelUint, CelInput>();
       for (const entry of kind.value.entries) {
-        if (entry.key === undefined || entry.value === undefined) throw new Error("map entry without key or value");
+        if (entry.key === undefined || entry.value === undefined) {throw new Error("map entry without key or value");}
         const key = valueToCel(entry.key, registry);
         if (typeof key !== "string" && typeof key !== "bigint" && typeof key !== "boolean" && !isCelUint(key)) {
           throw new Error("unsupported map key");
@@ -397,7 +397,7 @@ function valueToCel(value: Value, registry: Registry): CelInput {
     }
     case "objectValue": {
       const message = anyUnpack(kind.value, registry);
-      if (message === undefined) throw new Error(`unknown message ${kind.value.typeUrl}`);
+      if (message === undefined) {throw new Error(`unknown message ${kind.value.typeUrl}`);}
       return message;
     }
     default:
@@ -426,25 +426,25 @@ function celMatches(actual: CelValue, expected: Value, registry: Registry): bool
     case "typeValue":
       return isCelType(actual) && actual.name === kind.value;
     case "listValue": {
-      if (!isCelList(actual) || actual.size !== kind.value.values.length) return false;
+      if (!isCelList(actual) || actual.size !== kind.value.values.length) {return false;}
       return kind.value.values.every((v, i) => {
         const element = actual.get(i);
         return element !== undefined && celMatches(element, v, registry);
       });
     }
     case "mapValue": {
-      if (!isCelMap(actual) || actual.size !== kind.value.entries.length) return false;
+      if (!isCelMap(actual) || actual.size !== kind.value.entries.length) {return false;}
       return kind.value.entries.every((entry) => {
-        if (entry.key === undefined || entry.value === undefined) return false;
+        if (entry.key === undefined || entry.value === undefined) {return false;}
         const key = valueToCel(entry.key, registry);
-        if (typeof key !== "string" && typeof key !== "bigint" && typeof key !== "boolean" && !isCelUint(key)) return false;
+        if (typeof key !== "string" && typeof key !== "bigint" && typeof key !== "boolean" && !isCelUint(key)) {return false;}
         const element = actual.get(key);
         return element !== undefined && celMatches(element, entry.value, registry);
       });
     }
     case "objectValue": {
       const message = anyUnpack(kind.value, registry);
-      if (message === undefined || !isReflectMessage(actual)) return false;
+      if (message === undefined || !isReflectMessage(actual)) {return false;}
       return actual.desc.typeName === message.$typeName && equals(actual.desc, actual.message, message);
     }
     default:
@@ -453,13 +453,13 @@ function celMatches(actual: CelValue, expected: Value, registry: Registry): bool
 }
 
 function show(value: unknown): string {
-  if (value instanceof Error) return `error: ${value.message}`;
-  if (typeof value === "bigint") return `${value}`;
-  if (isCelUint(value)) return `${value.value}u`;
-  if (isCelList(value)) return `[${Array.from(value, show).join(", ")}]`;
-  if (isCelMap(value)) return `{${Array.from(value.entries(), ([k, v]) => `${show(k)}: ${show(v)}`).join(", ")}}`;
-  if (isCelType(value)) return `type(${value.name})`;
-  if (isReflectMessage(value)) return value.desc.typeName;
+  if (value instanceof Error) {return `error: ${value.message}`;}
+  if (typeof value === "bigint") {return `${value}`;}
+  if (isCelUint(value)) {return `${value.value}u`;}
+  if (isCelList(value)) {return `[${Array.from(value, show).join(", ")}]`;}
+  if (isCelMap(value)) {return `{${Array.from(value.entries(), ([k, v]) => `${show(k)}: ${show(v)}`).join(", ")}}`;}
+  if (isCelType(value)) {return `type(${value.name})`;}
+  if (isReflectMessage(value)) {return value.desc.typeName;}
   return JSON.stringify(value) ?? String(value);
 }
 

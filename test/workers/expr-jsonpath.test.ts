@@ -132,7 +132,7 @@ interface CtsCase {
 const KNOWN_FAILURES: ReadonlyMap<string, string> = new Map();
 
 function jsonEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
+  if (a === b) {return true;}
   if (Array.isArray(a)) {
     return Array.isArray(b) && a.length === b.length && a.every((x, i) => jsonEqual(x, b[i]));
   }
@@ -192,7 +192,7 @@ describe("JSONPath Compliance Test Suite", () => {
       const failure = runCtsCase(env, c);
       if (failure === undefined) {
         passed++;
-        if (KNOWN_FAILURES.has(c.name)) unexpected.push(`${c.name}: passes now; remove it from KNOWN_FAILURES`);
+        if (KNOWN_FAILURES.has(c.name)) {unexpected.push(`${c.name}: passes now; remove it from KNOWN_FAILURES`);}
       } else if (KNOWN_FAILURES.has(c.name)) {
         stillFailing.push(c.name);
       } else {
