@@ -3,7 +3,7 @@ import { ensureEngineError } from "../lib/errors.ts";
 import type { Json } from "../lib/expr/mapping.ts";
 import { runIdFor, sha256Hex } from "../lib/ids.ts";
 import type { Result } from "../lib/result.ts";
-import { JsonValue, type GateRecord, type GateView, type RunSnapshot } from "../schemas/index.ts";
+import { JsonValue, type GateRecord, type GateView, type ResourceHandle, type RunSnapshot } from "../schemas/index.ts";
 import type { RunEvent } from "./decide.ts";
 import { MAX_WORKFLOW_DEPTH } from "./waits.ts";
 
@@ -65,7 +65,11 @@ export interface RunPeers {
  * key), and returns the event that records the outcome: `child_started`, or
  * `child_finished` as failed when it could not start.
  */
-export async function startChildRun(peers: RunPeers, parentRunId: string, command: { key: string; workflow: string; input: Json; depth: number }): Promise<RunEvent> {
+export async function startChildRun(
+  peers: RunPeers,
+  parentRunId: string,
+  command: { key: string; workflow: string; input: Json; depth: number; resources?: Record<string, ResourceHandle> },
+): Promise<RunEvent> {
   const failed = (code: string, message: string): RunEvent => ({
     type: "child_finished",
     outcome: { key: command.key, run_id: null, status: "failed", output: null, error: { code, message }, attestation: null },
@@ -89,6 +93,7 @@ export async function startChildRun(peers: RunPeers, parentRunId: string, comman
       request_hash: await sha256Hex(command.key),
       parent: { run_id: parentRunId, key: command.key, depth: command.depth - 1 },
       created_by: `run:${parentRunId}`,
+      ...(command.resources ? { inherited_resources: command.resources } : {}),
     });
     return created.ok ? { type: "child_started", key: command.key, run_id: childRunId } : failed(created.error.code, created.error.message);
   } catch (error) {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { JsonValue, RunMode, RunSnapshot, type NodeRecord, type RunView } from "../schemas/index.ts";
+import { JsonValue, ResourceHandle, RunMode, RunSnapshot, type NodeRecord, type RunView } from "../schemas/index.ts";
 import type { RunState } from "./decide.ts";
 
 /** API → coordinator: everything a new run needs, resolved before the call. */
@@ -13,6 +13,8 @@ export const CreateRunRequest = z.strictObject({
   request_hash: z.string(),
   /** Who asks: recorded on the run and in its attestation. */
   created_by: z.string().min(1).max(200),
+  /** Resources a parent hands down to this child (declared resource name → the parent's container). */
+  inherited_resources: z.record(z.string(), ResourceHandle).optional(),
   /** Set when a parent run starts this run as its child. */
   parent: z.strictObject({ run_id: z.string(), key: z.string(), depth: z.number().int().min(0) }).optional(),
 });
@@ -48,6 +50,7 @@ export function newRunState(request: CreateRunRequest, now: number): RunState {
       gates: [],
       depth: request.parent ? request.parent.depth + 1 : 0,
       created_by: request.created_by,
+      inherited_resources: request.inherited_resources ?? {},
       parent: request.parent ? { run_id: request.parent.run_id, key: request.parent.key, notified: false } : null,
       journal_seq: 1,
       idempotency_key: request.idempotency_key,

@@ -1,5 +1,5 @@
 import type { Json } from "../lib/expr/mapping.ts";
-import type { InvocationRecord } from "../schemas/index.ts";
+import type { InvocationRecord, ResourceHandle } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
 import { failNode } from "./nodes.ts";
 import { childKey, MAX_CHILD_STARTS_PER_EVENT, requestChild } from "./waits.ts";
@@ -111,7 +111,7 @@ function startNodeChild(draft: Draft, nodeId: string, invocation: InvocationReco
     suspension: { step_ref: null, step_index: 0, context: null, waiting_for: { kind: "child", key, run_id: null, workflow, on_failure: "propagate", input: (invocation.input ?? null) as Json } },
   });
   draft.setNode(nodeId, { status: "waiting", attempts: draft.node(nodeId).attempts + 1 });
-  requestChild(draft, key, workflow, (invocation.input ?? null) as Json);
+  requestChild(draft, key, workflow, (invocation.input ?? null) as Json, handedDown(draft, draft.nodeDefinition(nodeId).resource_bindings));
 }
 
 function dispatchInvocation(draft: Draft, nodeId: string, invocation: InvocationRecord): void {
@@ -166,11 +166,31 @@ export function containerName(runId: string, resource: string): string {
   return `${runId}/${resource}`;
 }
 
-/** `resource_bindings` (generic name → declared resource) resolved to container handles. */
-function resourcesOf(draft: Draft, bindings: Record<string, string> | undefined): Record<string, { type: "container"; id: string }> {
-  const resources: Record<string, { type: "container"; id: string }> = {};
+/**
+ * `resource_bindings` (name → declared resource) resolved to container
+ * handles: this run's own container for the resource, or the one its parent
+ * handed down under that resource's name.
+ */
+export function resourcesOf(draft: Draft, bindings: Record<string, string> | undefined): Record<string, ResourceHandle> {
+  const resources: Record<string, ResourceHandle> = {};
   for (const [name, resource] of Object.entries(bindings ?? {})) {
-    resources[name] = { type: "container", id: containerName(draft.record.run_id, resource) };
+    resources[name] = draft.record.inherited_resources[resource] ?? { type: "container", id: containerName(draft.record.run_id, resource) };
   }
   return resources;
+}
+
+/**
+ * What a sub-workflow node hands its child: each binding maps a resource the
+ * child declares to one of this run's, and the child uses that container as
+ * this run (its owner) would.
+ */
+function handedDown(draft: Draft, bindings: Record<string, string> | undefined): Record<string, ResourceHandle> | undefined {
+  if (!bindings || Object.keys(bindings).length === 0) {
+    return undefined;
+  }
+  const handles: Record<string, ResourceHandle> = {};
+  for (const [childResource, handle] of Object.entries(resourcesOf(draft, bindings))) {
+    handles[childResource] = { ...handle, owner: handle.owner ?? draft.record.run_id };
+  }
+  return handles;
 }

@@ -6,6 +6,7 @@ import type {
   NodeRecord,
   RunRecord,
   RunSnapshot,
+  ResourceHandle,
   RunStatus,
   TaskPayload,
 } from "../schemas/index.ts";
@@ -23,7 +24,7 @@ export type Command =
   /** The run ended: stop the containers it declared (by their durable names). */
   | { kind: "release_resources"; containers: string[] }
   /** Start (idempotently, by key) a child run of a pinned workflow `id@version`. */
-  | { kind: "start_child"; key: string; workflow: string; input: Json; depth: number }
+  | { kind: "start_child"; key: string; workflow: string; input: Json; depth: number; resources?: Record<string, ResourceHandle> }
   /** Cancel the child runs started under these keys. */
   | { kind: "cancel_children"; keys: string[] }
   /** This run is a child and has ended: tell its parent (the DO adds the attestation's seq and hash). */
@@ -118,7 +119,10 @@ export class Draft {
     }
     const statusSeq = this.transition(outcome, reason);
     this.record.error = error;
-    const containers = Object.keys(this.workflow.resources ?? {}).map((resource) => `${this.record.run_id}/${resource}`);
+    // Containers a parent handed down are the parent's to release, not this run's.
+    const containers = Object.keys(this.workflow.resources ?? {})
+      .filter((resource) => this.record.inherited_resources[resource] === undefined)
+      .map((resource) => `${this.record.run_id}/${resource}`);
     if (containers.length > 0) {
       this.commands.push({ kind: "release_resources", containers });
     }

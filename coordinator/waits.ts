@@ -1,5 +1,5 @@
 import type { Json } from "../lib/expr/mapping.ts";
-import type { GateRecord, InvocationRecord, JsonObject, Suspension, TaskResume, TaskSuspension } from "../schemas/index.ts";
+import type { GateRecord, InvocationRecord, JsonObject, ResourceHandle, Suspension, TaskResume, TaskSuspension } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
 import { completeInvocation, failNode, itemOf } from "./nodes.ts";
 
@@ -43,8 +43,8 @@ function setSuspended(draft: Draft, nodeId: string, invocation: InvocationRecord
 }
 
 /** Starts a child run (the Durable Object resolves and creates it), unless the depth limit forbids it. */
-export function requestChild(draft: Draft, key: string, workflow: string, input: Json): void {
-  draft.commands.push({ kind: "start_child", key, workflow, input, depth: draft.record.depth + 1 });
+export function requestChild(draft: Draft, key: string, workflow: string, input: Json, resources?: Record<string, ResourceHandle>): void {
+  draft.commands.push({ kind: "start_child", key, workflow, input, depth: draft.record.depth + 1, ...(resources ? { resources } : {}) });
 }
 
 function openGate(draft: Draft, nodeId: string, invocation: InvocationRecord, stepRef: string, wait: Extract<TaskSuspension["wait"], { kind: "gate" }>): GateRecord {

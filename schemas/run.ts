@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { JsonObject, JsonValue } from "./common.ts";
-import { TaskContext, TaskResume } from "./payload.ts";
+import { ResourceHandle, TaskContext, TaskResume } from "./payload.ts";
 
 /** The 8 run states (brief §3). */
 export const RUN_STATUSES = [
@@ -158,6 +158,8 @@ export const RunRecord = z.strictObject({
   parent: ParentLink.nullable(),
   /** Who started the run: `token:<8 hex of the token's SHA-256>`, `rpc`, or `run:<parent run id>`. */
   created_by: z.string(),
+  /** Declared resources a parent handed down (by resource name): the parent's containers, used as theirs. */
+  inherited_resources: z.record(z.string(), ResourceHandle),
   /** How many times this run was redriven after failing. */
   redrives: z.number().int().min(0),
   /** Seq of the last journal entry written. */

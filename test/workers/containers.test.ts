@@ -463,3 +463,27 @@ describe("the standard library tools", () => {
     expect(artifact?.httpMetadata?.contentType).toBe("application/x-test");
   });
 });
+
+describe("handing a container to a sub-workflow", () => {
+  it("lets a child run work in its parent's container when a workflow node binds it, and leaves the container to the parent", async ({ expect }) => {
+    const child = uniqueId("kid");
+    await register({
+      id: child,
+      tools: ALL_TOOLS,
+      resources: { workspace: { type: "container" } },
+      nodes: {
+        read: { task: { steps: [tool("read", "read_file", { path: "note.txt" }, { output_mapping: { "output.note": "$.content" } })] }, resource_bindings: { container: "workspace" }, output_mapping: { "output.note": "$.note" } },
+      },
+    });
+    const parent = containerWorkflow(uniqueId("handing"), {
+      write: { steps: [tool("write", "write_file", { path: "note.txt", content: "from the parent" })] },
+      again: { depends_on: ["kid"], steps: [tool("read", "read_file", { path: "note.txt" }, { output_mapping: { "output.note": "$.content" } })], output_mapping: { "output.after": "$.note" } },
+    });
+    const nodes = { ...parent.nodes, kid: { workflow: child, depends_on: ["write"], resource_bindings: { workspace: "dev_env" }, output_mapping: { "output.from_child": "$.note" } } };
+    const result = await run({ ...parent, nodes });
+    expect(result.status, JSON.stringify(result.error)).toBe("completed");
+    expect(result.output.from_child).toBe("from the parent");
+    // The child ended before `again` ran: it did not release the container it was handed.
+    expect(result.output.after).toBe("from the parent");
+  });
+});
