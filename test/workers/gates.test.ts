@@ -358,3 +358,13 @@ describe("children when the parent fails or is redriven", () => {
     expect(await verified(parentId)).toBe(true);
   });
 });
+
+describe("gate definitions", () => {
+  it("rejects, at registration, a default answer that breaks the gate's input_schema", async ({ expect }) => {
+    const response = await api("POST", "/v1/definitions", {
+      actions: [{ id: uniqueId("ask"), kind: "human", implementation: { prompt_template: "ok?", input_schema: { type: "object", required: ["ok"], properties: { ok: { type: "boolean" } } }, timeout_ms: 1000, on_timeout: { default: { ok: "maybe" } } } }],
+    });
+    expect(response.status).toBe(400);
+    expect(response.json.error.details).toEqual([expect.objectContaining({ path: "actions.0.implementation.on_timeout.default.ok", code: "definition.invalid_default" })]);
+  });
+});
