@@ -102,7 +102,7 @@ export class Coordinator extends DurableObject<Env> {
         if (this.state.record.request_hash !== parsed.request_hash) {
           throw EngineError.terminal("run.idempotency_conflict", "this idempotency_key was already used for a different request");
         }
-        return { created: false, view: this.view() };
+        return { created: false, run: this.summary() };
       }
       const problems = validateJson(parsed.snapshot.workflow.definition.input_schema, parsed.input, "input");
       if (problems.length > 0) {
@@ -113,7 +113,7 @@ export class Coordinator extends DurableObject<Env> {
         // This call is a fresh event: it may dispatch the first wave itself.
         await this.applyAndWake([{ type: "start" }]);
       }
-      return { created: true, view: this.view() };
+      return { created: true, run: this.summary() };
     });
   }
 
@@ -530,6 +530,11 @@ export class Coordinator extends DurableObject<Env> {
       throw EngineError.terminal("run.not_found", "no such run");
     }
     return this.state;
+  }
+
+  private summary(): CreateRunOutcome["run"] {
+    const { record } = this.requireRun();
+    return { run_id: record.run_id, status: record.status, workflow: record.workflow };
   }
 
   private view(): RunView {

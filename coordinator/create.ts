@@ -20,10 +20,15 @@ export const CreateRunRequest = z.strictObject({
 });
 export type CreateRunRequest = z.infer<typeof CreateRunRequest>;
 
+/**
+ * What creating a run answers: who it is and where it stands, not the whole
+ * view (a wide first wave would otherwise be copied across RPC just to be
+ * dropped; `get()` gives the view).
+ */
 export interface CreateRunOutcome {
   /** False when the run already existed (same idempotency key and request). */
   created: boolean;
-  view: RunView;
+  run: Pick<RunView, "run_id" | "status" | "workflow">;
 }
 
 /** A run in `drafting`, every node `pending`. */

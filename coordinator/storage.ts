@@ -7,6 +7,9 @@ import type { RunState } from "./decide.ts";
  */
 const CHUNK_CHARS = 500_000;
 
+/** Rows inserted together are bound as one JSON text of about this many characters at most. */
+const BATCH_CHARS = 200_000;
+
 /**
  * Row ↔ record mapping for one run, with all of the coordinator's SQL in one
  * place. The run record, the snapshot, each node and each task invocation are
@@ -62,6 +65,7 @@ export class RunStore {
     if (before?.record !== after.record) {
       this.putJson("record", after.record);
     }
+    const changed: [string, number, string][] = [];
     for (const [id, node] of Object.entries(after.nodes)) {
       const previous = before?.nodes[id];
       if (previous === node) {
@@ -74,16 +78,51 @@ export class RunStore {
       }
       invocations.forEach((invocation, index) => {
         if (previous?.invocations[index] !== invocation) {
-          this.sql.exec("INSERT OR REPLACE INTO invocations (node, idx, data) VALUES (?, ?, ?)", id, index, JSON.stringify(invocation));
+          changed.push([id, index, JSON.stringify(invocation)]);
         }
       });
     }
+    // A wave of a hundred dispatches or results is one call into SQLite, not a hundred.
+    this.insertRows("INSERT OR REPLACE INTO invocations (node, idx, data)", changed);
   }
 
   appendJournal(entries: readonly JournalEntry[]): void {
-    for (const entry of entries) {
-      this.sql.exec("INSERT INTO journal (seq, entry) VALUES (?, ?)", entry.seq, JSON.stringify(entry));
+    this.insertRows(
+      "INSERT INTO journal (seq, entry)",
+      entries.map((entry) => [entry.seq, JSON.stringify(entry)]),
+    );
+  }
+
+  /**
+   * Inserts rows with few statements: rows go as one JSON array bound to
+   * `json_each` (each value a JSON string or number, so SQLite never
+   * re-renders stored JSON), in batches of at most BATCH_CHARS; a row larger
+   * than that goes on its own with plain parameters.
+   */
+  private insertRows(insert: string, rows: readonly (readonly (string | number)[])[]): void {
+    const width = rows[0]?.length ?? 0;
+    const single = `${insert} VALUES (${Array.from({ length: width }, () => "?").join(", ")})`;
+    const batch = `${insert} SELECT ${Array.from({ length: width }, (_, column) => `value ->> ${column}`).join(", ")} FROM json_each(?)`;
+    let pending: (readonly (string | number)[])[] = [];
+    let pendingChars = 0;
+    const flush = () => {
+      if (pending.length === 1) {
+        this.sql.exec(single, ...(pending[0] ?? []));
+      } else if (pending.length > 1) {
+        this.sql.exec(batch, JSON.stringify(pending));
+      }
+      pending = [];
+      pendingChars = 0;
+    };
+    for (const row of rows) {
+      const chars = row.reduce<number>((sum, cell) => sum + (typeof cell === "string" ? cell.length : 16), 0);
+      if (pendingChars + chars > BATCH_CHARS) {
+        flush();
+      }
+      pending.push(row);
+      pendingChars += chars;
     }
+    flush();
   }
 
   journal(afterSeq = 0, limit = 10_000): JournalEntry[] {

@@ -24,8 +24,75 @@ export function parseReference(ref: string): { id: string; version: number | und
 }
 
 /** Any JSON value. */
-export const JsonValue = z.json();
-export type JsonValue = z.infer<typeof JsonValue>;
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+
+/**
+ * Any JSON value: strings, finite numbers, booleans, null, arrays and plain
+ * objects, nested. One walk over the value with a path kept only for the
+ * error (zod's own `z.json()` is a recursive union that tries every branch
+ * at every node: this runs on every task payload, result and journal read).
+ */
+export const JsonValue = z.custom<JsonValue>().superRefine((value, ctx) => {
+  const problem = firstNonJson(value);
+  if (problem) {
+    ctx.addIssue({ code: "custom", message: problem.message, path: problem.path });
+  }
+});
+
+/** Where `value` stops being JSON (a path into it, and why), or null when it is JSON throughout. */
+export function firstNonJson(value: unknown): { path: (string | number)[]; message: string } | null {
+  const problem = walkJson(value, new Set());
+  if (problem) {
+    problem.path.reverse(); // built while unwinding, innermost key first
+  }
+  return problem;
+}
+
+function walkJson(value: unknown, ancestors: Set<object>): { path: (string | number)[]; message: string } | null {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return null;
+    case "number":
+      return Number.isFinite(value) ? null : { path: [], message: `expected a JSON value, got ${String(value)}` };
+    case "object":
+      break;
+    default:
+      return { path: [], message: `expected a JSON value, got ${typeof value}` };
+  }
+  if (value === null) {
+    return null;
+  }
+  if (ancestors.has(value)) {
+    return { path: [], message: "expected a JSON value, got a cyclic structure" };
+  }
+  ancestors.add(value);
+  if (Array.isArray(value)) {
+    for (let index = 0; index < value.length; index++) {
+      const problem = walkJson(value[index], ancestors);
+      if (problem) {
+        problem.path.push(index);
+        return problem;
+      }
+    }
+  } else {
+    const prototype: unknown = Object.getPrototypeOf(value);
+    if (prototype !== Object.prototype && prototype !== null) {
+      return { path: [], message: `expected a JSON value, got ${Object.prototype.toString.call(value).slice(8, -1)}` };
+    }
+    for (const key in value) {
+      if (Object.hasOwn(value, key)) {
+        const problem = walkJson((value as Record<string, unknown>)[key], ancestors);
+        if (problem) {
+          problem.path.push(key);
+          return problem;
+        }
+      }
+    }
+  }
+  ancestors.delete(value);
+  return null;
+}
 export type JsonObject = { [key: string]: JsonValue };
 export const JsonObject = z.record(z.string(), JsonValue);
 

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { JsonValue } from "./common.ts";
 
 /**
  * The signed journal of a run (brief §4, a contract): every entry is the
@@ -24,7 +25,7 @@ export const JournalEntry = z.strictObject({
   run_id: z.string().min(1),
   kind: z.string().min(1),
   at: z.iso.datetime({ offset: true }),
-  body: z.record(z.string(), z.json()),
+  body: z.record(z.string(), JsonValue),
   prev: Sha256Hex.nullable(),
   hash: Sha256Hex,
   sig: Base64Url,

@@ -83,8 +83,8 @@ export async function startRun(env: Env, workflowId: string, body: unknown, crea
       created_by: createdBy,
     }),
   );
-  const { view } = outcome;
-  return { created: outcome.created, run: { run_id: view.run_id, status: view.status, workflow: view.workflow } };
+  const { run } = outcome;
+  return { created: outcome.created, run: { run_id: run.run_id, status: run.status, workflow: run.workflow } };
 }
 
 export async function getRun(env: Env, runId: string): Promise<RunView> {

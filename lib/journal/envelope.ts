@@ -1,5 +1,8 @@
 import { EngineError } from "../errors.ts";
 import { ATTEST_KIND, JournalAttestationBody, JournalEntry, JournalSignedFields, REDRIVE_KIND } from "../../schemas/journal.ts";
+
+/** The signed fields but the body, checked when signing (the body is checked by canonicalization). */
+const JournalHeaderFields = JournalSignedFields.omit({ body: true });
 import { canonicalBytes, canonicalJson } from "./canonical.ts";
 import { base64UrlDecode, base64UrlEncode, readJwks, toHex, type JournalSigningKey, type WebCryptoKey } from "./keys.ts";
 
@@ -79,24 +82,30 @@ export async function entryHash(fields: EntryFields): Promise<string> {
  */
 export async function signEntry(key: JournalSigningKey, fields: EntryFields): Promise<JournalEntry> {
   const { seq, run_id, kind, at, body, prev } = fields;
-  const text = canonicalJson({ seq, run_id, kind, at, body, prev });
-  const readBack: unknown = JSON.parse(text);
-  const parsed = JournalSignedFields.safeParse(readBack);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
+  // The scalar fields go through their schema; the body needs no second pass:
+  // canonicalJson already refuses anything that is not JSON.
+  const parsed = JournalHeaderFields.safeParse({ seq, run_id, kind, at, prev });
+  if (!parsed.success || !isPlainObject(body)) {
+    const issue = parsed.success ? { path: ["body"], message: "expected a JSON object" } : parsed.error.issues[0];
     throw new EngineError(
       "journal.invalid_entry",
       `cannot sign journal entry seq ${String(seq)}: ${issue === undefined ? "invalid" : `${issue.path.join(".") || "entry"}: ${issue.message}`}`,
     );
   }
+  const text = canonicalJson({ seq, run_id, kind, at, body, prev });
+  const readBack: unknown = JSON.parse(text);
   const signed = new TextEncoder().encode(text);
   const [digest, signature] = await Promise.all([
     crypto.subtle.digest("SHA-256", signed),
     crypto.subtle.sign("Ed25519", key.privateKey, signed),
   ]);
   return {
-    ...parsed.data,
+    seq: parsed.data.seq,
+    run_id: parsed.data.run_id,
+    kind: parsed.data.kind,
+    at: parsed.data.at,
     body: bodyOf(readBack),
+    prev: parsed.data.prev,
     hash: toHex(new Uint8Array(digest)),
     sig: base64UrlEncode(new Uint8Array(signature)),
     kid: key.kid,
@@ -128,6 +137,10 @@ function failure(reason: VerifyFailureReason, index: number, seq: number | null,
 function bodyOf(validated: unknown): JournalEntry["body"] {
   const body: unknown = typeof validated === "object" && validated !== null ? Reflect.get(validated, "body") : undefined;
   return body as JournalEntry["body"];
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && Object.prototype.toString.call(value) === "[object Object]";
 }
 
 function claimedSeq(entry: unknown): number | null {

@@ -244,6 +244,7 @@ function envLine(key, raw) {
  * @typedef {object} WranglerDev
  * @property {string} url        e.g. `http://127.0.0.1:41234`
  * @property {number} port
+ * @property {number} inspectorPort  the DevTools inspector (CPU profiles: `npm run bench -- --profile`)
  * @property {number} pid        wrangler's pid (also its process group id)
  * @property {number} startupMs  from spawn to the first 200 from /healthz
  * @property {() => string} output  what wrangler printed so far (last 256 KiB)
@@ -261,6 +262,8 @@ function envLine(key, raw) {
  * @param {number} [options.maxLifetimeMs]  the watchdog's hard limit (default 2 h)
  * @param {string[]} [options.extraArgs]  more `wrangler dev` arguments
  * @param {boolean} [options.echo]  also copy wrangler's output to stderr (default: env TRELLIS_WRANGLER_ECHO=1)
+ * @param {boolean} [options.localTraces]  keep wrangler's local trace store on (default off: it
+ *   writes every invocation's spans to SQLite on the Worker's thread, which slows a wide fan-out ~10%)
  * @returns {Promise<WranglerDev>}
  */
 export async function startWranglerDev(options = {}) {
@@ -288,6 +291,7 @@ async function startOnce({
   maxLifetimeMs = DEFAULT_MAX_LIFETIME_MS,
   extraArgs = [],
   echo = process.env.TRELLIS_WRANGLER_ECHO === "1",
+  localTraces = false,
 }) {
   const listenPort = port || (await freePort());
   const inspectorPort = await freePort();
@@ -316,7 +320,16 @@ async function startOnce({
     cwd,
     detached: process.platform !== "win32", // its own process group: stop() ends the whole tree
     stdio: ["ignore", "pipe", "pipe"],
-    env: offlineEnv({ ...process.env, WRANGLER_LOG_PATH: join(tmp, "logs"), FORCE_COLOR: "0", NO_COLOR: "1" }),
+    env: offlineEnv({
+      ...process.env,
+      WRANGLER_LOG_PATH: join(tmp, "logs"),
+      FORCE_COLOR: "0",
+      NO_COLOR: "1",
+      // wrangler's local trace store (the local explorer's "observability") writes every
+      // invocation's spans to a SQLite database on the Worker's own thread: off for
+      // tests and benchmarks, where nobody reads it. Production tracing is not local.
+      X_LOCAL_OBSERVABILITY: localTraces ? "true" : "false",
+    }),
   });
   const pid = /** @type {number} */ (child.pid);
 
@@ -408,6 +421,7 @@ async function startOnce({
   return {
     url,
     port: listenPort,
+    inspectorPort,
     pid,
     startupMs: Date.now() - started,
     output: () => output,

@@ -1,0 +1,97 @@
+import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, it } from "vitest";
+import { newRunState } from "../../coordinator/create.ts";
+import type { RunState } from "../../coordinator/decide.ts";
+import { RunStore } from "../../coordinator/storage.ts";
+import { importSigningKey, signEntry } from "../../lib/journal/index.ts";
+import { RunSnapshot, type InvocationRecord, type JournalEntry } from "../../schemas/index.ts";
+import { uniqueId } from "./helpers.ts";
+
+/**
+ * RunStore writes a wave of rows with one statement (a JSON array bound to
+ * `json_each`), in batches bounded by size, and a row too large for a batch
+ * on its own. These tests read back exactly what was written, across batch
+ * boundaries and for text that JSON escaping could mangle.
+ */
+
+const SNAPSHOT = RunSnapshot.parse({
+  workflow: { id: "wf", version: 1, definition: { id: "wf", nodes: { each: { task: { steps: [{ ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } }] } } } } },
+  tasks: { each: { id: "wf/each", version: 0, steps: [{ ref: "s", action: { id: "wf/each/s", version: 0, kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } }] } },
+  workflows: {},
+});
+
+/** Text that breaks naive quoting: quotes, backslashes, controls, a surrogate pair, SQL. */
+const AWKWARD = `"quoted" \\ back\\slash \n\t\u0000 é 😀 '); DROP TABLE journal; --`;
+
+function invocation(index: number, output: unknown): InvocationRecord {
+  return {
+    index,
+    status: "completed",
+    attempts: 1,
+    token: `tok_${index}`,
+    dispatched_at: 1,
+    deadline_at: null,
+    retry_at: null,
+    input: { item: index },
+    output: output as InvocationRecord["output"],
+    error: null,
+  };
+}
+
+function withInvocations(state: RunState, invocations: InvocationRecord[]): RunState {
+  const node = state.nodes.each;
+  if (!node) {
+    throw new Error("no node each");
+  }
+  return { ...state, nodes: { ...state.nodes, each: { ...node, status: "running", invocations } } };
+}
+
+/** Runs `body` with a RunStore over the SQLite storage of a fresh Durable Object. */
+async function withStore<T>(body: (open: () => RunStore) => T | Promise<T>): Promise<T> {
+  const namespace = env.COORDINATOR;
+  const stub = namespace.get(namespace.idFromName(uniqueId("storage")));
+  return runInDurableObject(stub, (_instance, state) => body(() => new RunStore(state.storage.sql)));
+}
+
+describe("RunStore", () => {
+  it("reads back a wave of invocations written in size-bounded batches, large rows alone", async ({ expect }) => {
+    const initial = newRunState({ run_id: "run_storage", snapshot: SNAPSHOT, input: {}, mode: "auto", idempotency_key: null, request_hash: "h", created_by: "token:t" }, 1);
+    // 300 small rows and, among them, rows of 150 000 and 450 000 characters: several
+    // batches, and rows over the batch size that must go on their own.
+    const invocations = Array.from({ length: 300 }, (_, index) =>
+      invocation(index, index % 97 === 5 ? { big: "x".repeat(index % 2 === 0 ? 450_000 : 150_000), text: AWKWARD } : { n: index, text: AWKWARD, nested: [{ a: null, b: [1.5, -0, 1e21] }] }),
+    );
+    const loaded = await withStore((open) => {
+      const store = open();
+      store.create(initial, SNAPSHOT);
+      const running = withInvocations(initial, invocations);
+      store.save(initial, running);
+      // A second save rewrites only what changed: one invocation gets a new output.
+      const changed = withInvocations(running, invocations.map((one, index) => (index === 7 ? { ...one, output: { changed: AWKWARD } } : one)));
+      store.save(running, changed);
+      return { expected: changed, actual: open().load() };
+    });
+    expect(loaded.actual?.state.nodes.each?.invocations).toHaveLength(300);
+    expect(loaded.actual?.state).toEqual(JSON.parse(JSON.stringify(loaded.expected)));
+  });
+
+  it("appends many journal entries at once and reads them back byte for byte", async ({ expect }) => {
+    const key = await importSigningKey(env.JOURNAL_SIGNING_KEY ?? "");
+    const entries: JournalEntry[] = [];
+    let prev: string | null = null;
+    for (let seq = 1; seq <= 120; seq += 1) {
+      const body = seq === 60 ? { blob: "y".repeat(250_000) } : { seq, text: AWKWARD, values: [0.1 + 0.2, 1e-7, -0] };
+      const entry = await signEntry(key, { seq, run_id: "run_storage", kind: "test.entry", at: new Date(1_700_000_000_000 + seq).toISOString(), body, prev });
+      entries.push(entry);
+      prev = entry.hash;
+    }
+    const read = await withStore((open) => {
+      const store = open();
+      store.appendJournal(entries.slice(0, 1));
+      store.appendJournal(entries.slice(1));
+      return open().journal();
+    });
+    expect(read.map((entry) => JSON.stringify(entry))).toEqual(entries.map((entry) => JSON.stringify(entry)));
+  });
+});
