@@ -36,7 +36,7 @@ declare namespace Cloudflare {
 /** The executor's RPC surface as the coordinator sees it (the full `Service<Executor>` type is too deep for tsc). */
 interface ExecutorBinding {
   runTask(payload: unknown): Promise<unknown>;
-  runTasks(payloads: unknown[]): Promise<ReadableStream<Uint8Array>>;
+  runTasks(group: unknown): Promise<ReadableStream<Uint8Array>>;
 }
 
 /**

@@ -70,6 +70,8 @@ export class Coordinator extends DurableObject<Env> {
   private selfWakePending = false;
   /** Self-wakes since the last alarm: each nests one subrequest deeper. */
   private selfWakeStreak = 0;
+  /** A group-commit timer is set; results arriving meanwhile join its batch. */
+  private gathering = false;
   private readonly inbox: { event: RunEvent; resolve: () => void; reject: (error: unknown) => void }[] = [];
   private alarmAt: number | null = null;
   /** Long polls waiting for the next journal entries. */
@@ -303,10 +305,15 @@ export class Coordinator extends DurableObject<Env> {
       // While other tasks are in flight their results tend to arrive in bursts:
       // waiting a moment lets one commit carry the whole burst.
       const gather = event.type === "task_result" && this.live.size > 0 ? GROUP_COMMIT_WINDOW_MS : 0;
-      if (gather > 0) {
-        setTimeout(() => void this.mutex.run(() => this.applyInbox()), gather);
-      } else {
+      if (gather === 0) {
         void this.mutex.run(() => this.applyInbox());
+      } else if (!this.gathering) {
+        // One timer per window, not one per result: it applies whatever the inbox holds by then.
+        this.gathering = true;
+        setTimeout(() => {
+          this.gathering = false;
+          void this.mutex.run(() => this.applyInbox());
+        }, gather);
       }
     });
   }
@@ -325,6 +332,9 @@ export class Coordinator extends DurableObject<Env> {
       for (const item of batch) {
         item.reject(error);
       }
+    }
+    if (this.inbox.length > 0 && !this.gathering) {
+      void this.mutex.run(() => this.applyInbox()); // More than one batch was waiting.
     }
   }
 

@@ -177,7 +177,7 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
   if (isTerminal(draft.record.status)) {
     return; // The journal is closed by its attestation; nothing may follow it.
   }
-  const found = findInvocation(draft, result.token_id);
+  const found = draft.findByToken(result.token_id);
   if (!found || found.invocation.status !== "running") {
     draft.journal("task.result_ignored", {
       token: result.token_id,
@@ -208,15 +208,6 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
   });
 }
 
-function findInvocation(draft: Draft, token: string): { nodeId: string; invocation: InvocationRecord } | undefined {
-  for (const [nodeId, node] of Object.entries(draft.nodes)) {
-    const invocation = node.invocations.find((candidate) => candidate.token === token);
-    if (invocation) {
-      return { nodeId, invocation };
-    }
-  }
-  return undefined;
-}
 
 /** Failed and cancelled nodes start over; completed and skipped ones keep their results. */
 function redrive(draft: Draft): void {

@@ -52,6 +52,10 @@ export class Draft {
   readonly snapshot: RunSnapshot;
   readonly now: number;
   readonly random: () => number;
+  /** Nodes whose invocation list this draft has copied and may update in place. */
+  private readonly ownedInvocations = new Set<string>();
+  /** Dispatch token → invocation, built on first use and kept current by setInvocation. */
+  private tokens: Map<string, { nodeId: string; index: number }> | null = null;
 
   constructor(state: RunState, context: DecideContext) {
     this.record = { ...state.record };
@@ -82,18 +86,68 @@ export class Draft {
   }
 
   invocation(nodeId: string, index: number): InvocationRecord | undefined {
-    return this.node(nodeId).invocations[index];
+    const invocations = this.node(nodeId).invocations;
+    const atPosition = invocations[index];
+    return atPosition?.index === index ? atPosition : invocations.find((invocation) => invocation.index === index);
   }
 
   setNode(nodeId: string, patch: Partial<NodeRecord>): NodeRecord {
     const next = { ...this.node(nodeId), ...patch };
     this.nodes[nodeId] = next;
+    if (patch.invocations !== undefined) {
+      // A list from elsewhere: copy it before changing an item, and re-index its tokens.
+      this.ownedInvocations.delete(nodeId);
+      this.tokens = null;
+    }
     return next;
   }
 
+  /**
+   * Replaces one invocation. The node's list is copied once per draft (the
+   * state it came from is never changed) and then updated in place, so a
+   * burst of a hundred results costs a hundred item copies, not a hundred
+   * list copies.
+   */
   setInvocation(nodeId: string, index: number, patch: Partial<InvocationRecord>): void {
-    const invocations = this.node(nodeId).invocations.map((invocation) => (invocation.index === index ? { ...invocation, ...patch } : invocation));
-    this.setNode(nodeId, { invocations });
+    const current = this.node(nodeId).invocations;
+    const position = current[index]?.index === index ? index : current.findIndex((invocation) => invocation.index === index);
+    const before = current[position];
+    if (before === undefined) {
+      return;
+    }
+    let invocations = current;
+    if (!this.ownedInvocations.has(nodeId)) {
+      invocations = current.slice();
+      this.setNode(nodeId, { invocations });
+      this.ownedInvocations.add(nodeId);
+    }
+    const after = { ...before, ...patch };
+    invocations[position] = after;
+    if (this.tokens !== null && before.token !== after.token) {
+      if (before.token !== null) {
+        this.tokens.delete(before.token);
+      }
+      if (after.token !== null) {
+        this.tokens.set(after.token, { nodeId, index });
+      }
+    }
+  }
+
+  /** The invocation that holds this dispatch token, if any. */
+  findByToken(token: string): { nodeId: string; invocation: InvocationRecord } | undefined {
+    if (this.tokens === null) {
+      this.tokens = new Map();
+      for (const [nodeId, node] of Object.entries(this.nodes)) {
+        for (const invocation of node.invocations) {
+          if (invocation.token !== null) {
+            this.tokens.set(invocation.token, { nodeId, index: invocation.index });
+          }
+        }
+      }
+    }
+    const found = this.tokens.get(token);
+    const invocation = found && this.invocation(found.nodeId, found.index);
+    return found && invocation?.token === token ? { nodeId: found.nodeId, invocation } : undefined;
   }
 
   /** Appends a journal entry; returns its seq. */

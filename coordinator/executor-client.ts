@@ -1,4 +1,4 @@
-import { TaskResult, type TaskPayload } from "../schemas/index.ts";
+import { TaskResult, toTaskGroup, type TaskPayload } from "../schemas/index.ts";
 
 /**
  * The coordinator's side of the executor call: a group of tasks goes out in
@@ -12,7 +12,7 @@ export async function sendTaskGroup(executor: ExecutorBinding, payloads: readonl
   const delivered: Promise<void>[] = [];
   let failure: unknown = new Error("the executor closed the stream before every result");
   try {
-    const stream = await executor.runTasks([...payloads]);
+    const stream = await executor.runTasks(toTaskGroup(payloads));
     for await (const line of ndjsonLines(stream)) {
       const parsed = TaskResult.safeParse(JSON.parse(line));
       if (parsed.success && waiting.delete(parsed.data.token_id)) {

@@ -1,7 +1,7 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { ensureEngineError } from "../lib/errors.ts";
 import { issuesToDetails, summarize } from "../lib/validation.ts";
-import { TaskPayload, type TaskResult } from "../schemas/index.ts";
+import { fromTaskGroup, TaskGroup, TaskPayload, type TaskResult } from "../schemas/index.ts";
 import { SYSTEM_CLOCK } from "./invoke.ts";
 import { runTask } from "./run-task.ts";
 
@@ -11,21 +11,23 @@ import { runTask } from "./run-task.ts";
  */
 export class Executor extends WorkerEntrypoint<Env> {
   /**
-   * Runs a group of tasks concurrently in this one invocation and streams
-   * each result back as a line of JSON the moment it is ready. One call per
-   * group keeps a wide fan-out far under the platform's cap on invocations
-   * per Durable Object event, and costs one RPC round trip, not one per task.
+   * Runs a group of tasks (a {@link TaskGroup}) concurrently in this one
+   * invocation and streams each result back as a line of JSON the moment it
+   * is ready. One call per group keeps a wide fan-out far under the
+   * platform's cap on invocations per Durable Object event, and costs one RPC
+   * round trip, not one per task. A group that fails its schema answers every
+   * payload it names with `executor.invalid_payload`.
    */
-  runTasks(payloads: unknown[]): ReadableStream<Uint8Array> {
+  runTasks(group: unknown): ReadableStream<Uint8Array> {
     const encoder = new TextEncoder();
-    const list = Array.isArray(payloads) ? payloads : [];
     return new ReadableStream<Uint8Array>({
       start: async (controller) => {
         // Results finishing together leave as one chunk: each chunk costs a
-        // trip across RPC, so a burst of 25 results should not cost 25 trips.
+        // trip across RPC, so a burst of results should not cost a trip each.
         let pending: string[] = [];
         let flushing: Promise<void> | null = null;
-        const flush = () => {
+        const send = (result: TaskResult) => {
+          pending.push(`${JSON.stringify(result)}\n`);
           flushing ??= Promise.resolve().then(() => {
             controller.enqueue(encoder.encode(pending.join("")));
             pending = [];
@@ -33,13 +35,19 @@ export class Executor extends WorkerEntrypoint<Env> {
           });
           return flushing;
         };
-        await Promise.all(
-          list.map(async (payload) => {
-            const result = await this.runTask(payload);
-            pending.push(`${JSON.stringify(result)}\n`);
-            await flush();
-          }),
-        );
+        const parsed = TaskGroup.safeParse(group);
+        if (!parsed.success) {
+          const details = issuesToDetails(parsed.error.issues);
+          for (const token of tokensOf(group)) {
+            await send(failure(token, "executor.invalid_payload", `the task group is invalid: ${summarize(details)}`));
+          }
+        } else {
+          await Promise.all(
+            fromTaskGroup(parsed.data).map(async (payload) =>
+              send("missing" in payload ? failure(payload.missing, "executor.invalid_payload", "the task group names a task it does not carry") : await this.execute(payload)),
+            ),
+          );
+        }
         controller.close();
       },
     });
@@ -51,16 +59,26 @@ export class Executor extends WorkerEntrypoint<Env> {
       const details = issuesToDetails(parsed.error.issues);
       return failure(tokenOf(payload), "executor.invalid_payload", `the task payload is invalid: ${summarize(details)}`);
     }
+    return this.execute(parsed.data);
+  }
+
+  private async execute(payload: TaskPayload): Promise<TaskResult> {
     try {
-      return await runTask(parsed.data, {
+      return await runTask(payload, {
         context: { env: this.env, fetch: (input, init) => fetch(input, init) },
         clock: SYSTEM_CLOCK,
       });
     } catch (thrown) {
       // runTask returns its failures; reaching here is a bug, reported as data all the same.
-      return failure(parsed.data.token_id, "executor.internal", ensureEngineError(thrown).message);
+      return failure(payload.token_id, "executor.internal", ensureEngineError(thrown).message);
     }
   }
+}
+
+/** The tokens a malformed group names, so each can be answered. */
+function tokensOf(group: unknown): string[] {
+  const payloads: unknown = typeof group === "object" && group !== null ? (group as Record<string, unknown>).payloads : undefined;
+  return Array.isArray(payloads) ? payloads.map(tokenOf) : [];
 }
 
 function tokenOf(payload: unknown): string {

@@ -71,6 +71,44 @@ export const TaskPayload = z.strictObject({
 });
 export type TaskPayload = z.infer<typeof TaskPayload>;
 
+/**
+ * Coordinator → executor, one call for several tasks: each task definition
+ * travels (and is checked) once, however many payloads run it (a foreach
+ * sends the same task with every item).
+ */
+export const TaskGroup = z.strictObject({
+  /** The tasks the payloads run, by `<id>@<version>`. */
+  tasks: z.record(z.string(), ResolvedTask),
+  /** Each payload names its task by key instead of carrying it. */
+  payloads: z.array(TaskPayload.omit({ task: true }).extend({ task_key: z.string() })),
+});
+export type TaskGroup = z.infer<typeof TaskGroup>;
+
+/** Packs payloads into a {@link TaskGroup}: each task object once, keyed `<id>@<version>` (`#n` if two differ). */
+export function toTaskGroup(payloads: readonly TaskPayload[]): TaskGroup {
+  const tasks: Record<string, ResolvedTask> = {};
+  const keys = new Map<ResolvedTask, string>();
+  const slim = payloads.map(({ task, ...rest }) => {
+    let key = keys.get(task);
+    if (key === undefined) {
+      const base = `${task.id}@${task.version}`;
+      key = base in tasks ? `${base}#${keys.size}` : base;
+      keys.set(task, key);
+      tasks[key] = task;
+    }
+    return { ...rest, task_key: key };
+  });
+  return { tasks, payloads: slim };
+}
+
+/** Unpacks a checked {@link TaskGroup} into whole payloads; a payload whose task is missing comes back as its token. */
+export function fromTaskGroup(group: TaskGroup): (TaskPayload | { missing: string })[] {
+  return group.payloads.map(({ task_key, ...rest }) => {
+    const task = group.tasks[task_key];
+    return task === undefined ? { missing: rest.token_id } : { ...rest, task };
+  });
+}
+
 export const TaskError = z.strictObject({
   /** A dotted error code, e.g. `http.status`, `step.timeout`, `action.invalid_input`. */
   type: z.string().min(1),

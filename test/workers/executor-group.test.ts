@@ -1,0 +1,71 @@
+import { env } from "cloudflare:workers";
+import { describe, it } from "vitest";
+import { toTaskGroup, type ResolvedTask, type TaskPayload, type TaskResult } from "../../schemas/index.ts";
+
+/**
+ * The coordinator sends tasks to the executor in groups (`runTasks`), each
+ * task definition once however many payloads run it, and reads the results
+ * back as newline-delimited JSON. These tests call the executor the same way,
+ * through the real service binding.
+ */
+
+function contextTask(id: string, expr: string): ResolvedTask {
+  return { id, version: 0, steps: [{ ref: "s", action: { id: `${id}/s`, version: 0, kind: "context", implementation: { updates: [{ path: "v", expr }] } }, output_mapping: { "output.v": "$.v" } }] };
+}
+
+function payload(token: string, task: ResolvedTask, input: TaskPayload["input"]): TaskPayload {
+  return { token_id: token, workflow_run_id: "run_group", node_id: "n", item_index: null, task_id: task.id, task_version: 0, task, input, resources: {}, timeout_ms: 10_000, retry_attempt: 0, tools: [] };
+}
+
+async function results(group: unknown): Promise<TaskResult[]> {
+  const stream = await env.EXECUTOR.runTasks(group);
+  const text = await new Response(stream).text();
+  return text
+    .split("\n")
+    .filter((line) => line.trim() !== "")
+    .map((line) => JSON.parse(line) as TaskResult);
+}
+
+describe("runTasks", () => {
+  it("sends each task once and runs every payload with its own task", async ({ expect }) => {
+    const double = contextTask("double", "input.n * 2");
+    const square = contextTask("square", "input.n * input.n");
+    // Another object with the same id and version must not be confused with the first.
+    const impostor = contextTask("double", "input.n + 1000");
+    const payloads = [payload("a", double, { n: 3 }), payload("b", square, { n: 4 }), payload("c", double, { n: 5 }), payload("d", impostor, { n: 1 })];
+    const group = toTaskGroup(payloads);
+    expect(Object.keys(group.tasks)).toHaveLength(3);
+    expect(group.payloads.every((one) => !("task" in one))).toBe(true);
+
+    const byToken = new Map((await results(group)).map((result) => [result.token_id, result]));
+    expect(byToken.get("a")).toMatchObject({ success: true, output: { v: 6 } });
+    expect(byToken.get("b")).toMatchObject({ success: true, output: { v: 16 } });
+    expect(byToken.get("c")).toMatchObject({ success: true, output: { v: 10 } });
+    expect(byToken.get("d")).toMatchObject({ success: true, output: { v: 1001 } });
+  });
+
+  it("answers every payload of a malformed group with executor.invalid_payload, as data", async ({ expect }) => {
+    const task = contextTask("ok", "1");
+    const group = toTaskGroup([payload("x", task, {}), payload("y", task, {})]);
+    const broken = { ...group, payloads: group.payloads.map((one) => ({ ...one, timeout_ms: -1 })) };
+    const answered = await results(broken);
+    expect(answered.map((result) => result.token_id).sort()).toEqual(["x", "y"]);
+    for (const result of answered) {
+      expect(result).toMatchObject({ success: false, error: { type: "executor.invalid_payload", retryable: false } });
+      expect(result.error?.message).toContain("payloads.0.timeout_ms");
+    }
+  });
+
+  it("fails a payload whose task the group does not carry, and runs the rest", async ({ expect }) => {
+    const task = contextTask("ok", "7");
+    const group = toTaskGroup([payload("here", task, {}), payload("lost", task, {})]);
+    const [first, second] = group.payloads;
+    if (!first || !second) {
+      throw new Error("two payloads expected");
+    }
+    const answered = await results({ ...group, payloads: [first, { ...second, task_key: "nowhere@1" }] });
+    const byToken = new Map(answered.map((result) => [result.token_id, result]));
+    expect(byToken.get("here")).toMatchObject({ success: true, output: { v: 7 } });
+    expect(byToken.get("lost")).toMatchObject({ success: false, error: { type: "executor.invalid_payload" } });
+  });
+});
