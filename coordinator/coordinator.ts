@@ -13,7 +13,7 @@ import { chunk, sendTaskGroup } from "./executor-client.ts";
 import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunState } from "./decide.ts";
 import { isTerminal } from "./lifecycle.ts";
 import { CreateRunRequest, newRunState, type CreateRunOutcome } from "./create.ts";
-import { RunStore } from "./storage.ts";
+import { RunStore, type UnsignedEntry } from "./storage.ts";
 import { toRunView } from "./view.ts";
 
 /** Journal entries returned by one events call. */
@@ -26,6 +26,13 @@ const MAX_EVENTS_WAIT_MS = 30_000;
  * expected: each commit of a Durable Object costs a durable write.
  */
 const GROUP_COMMIT_WINDOW_MS = 4;
+/**
+ * A decision that sends work in this many executor calls or more, of tasks
+ * that wait on I/O, commits its journal entries unsigned and signs them while
+ * the work runs. Narrower waves, and waves of pure computation that come back
+ * at once, sign first: there the extra commit costs more than it saves.
+ */
+const DEFER_SIGNING_MIN_CALLS = 2;
 /** Events applied together in one transaction, at most. */
 const MAX_EVENTS_PER_BATCH = 256;
 /**
@@ -61,6 +68,8 @@ export class Coordinator extends DurableObject<Env> {
   private state: RunState | null = null;
   private snapshot: RunSnapshot | null = null;
   private lastHash: string | null = null;
+  /** Entries committed with their decision but not signed yet (a wide wave signs after dispatching). */
+  private unsigned: UnsignedEntry[] = [];
   private signingKey: Promise<JournalSigningKey> | null = null;
   /** Tokens of the dispatches this instance is awaiting; any other running dispatch was lost. */
   private readonly live = new Set<string>();
@@ -87,6 +96,10 @@ export class Coordinator extends DurableObject<Env> {
         this.state = loaded.state;
         this.snapshot = loaded.snapshot;
         this.lastHash = loaded.lastHash;
+        this.unsigned = this.store.unsigned();
+        if (this.unsigned.length > 0) {
+          await this.signUnsigned(); // A restart came between a wave's commit and its signing.
+        }
         this.alarmAt = await ctx.storage.getAlarm();
         if (hasRunningDispatch(loaded.state)) {
           // A restart loses every dispatch in flight; wake now to re-dispatch them.
@@ -281,11 +294,9 @@ export class Coordinator extends DurableObject<Env> {
   private async initialize(request: CreateRunRequest): Promise<void> {
     const now = Date.now();
     const state = newRunState(request, now);
-    const entry = await this.sign(
-      state.record.run_id,
-      [{ kind: "journal", seq: 1, entryKind: "run.created", body: { workflow: state.record.workflow, mode: request.mode, input: request.input, idempotency_key: request.idempotency_key } }],
-      now,
-    );
+    const entry = await this.sign(state.record.run_id, [
+      { seq: 1, kind: "run.created", at: new Date(now).toISOString(), body: { workflow: state.record.workflow, mode: request.mode, input: request.input, idempotency_key: request.idempotency_key } },
+    ]);
     this.ctx.storage.transactionSync(() => {
       this.store.create(state, request.snapshot);
       this.store.appendJournal(entry);
@@ -353,23 +364,50 @@ export class Coordinator extends DurableObject<Env> {
       wakeAt = decision.wakeAt;
       commands.push(...decision.commands);
     }
-    const entries = await this.sign(before.record.run_id, commands, now);
-    this.ctx.storage.transactionSync(() => {
-      this.store.save(before, state);
-      this.store.appendJournal(entries);
-    });
-    this.state = state;
-    this.stats.events += events.length;
-    if (entries.length > 0) {
-      this.wakeJournalWaiters();
-    }
+    const at = new Date(now).toISOString();
+    const journal = commands.flatMap((command): UnsignedEntry[] => (command.kind === "journal" ? [{ seq: command.seq, kind: command.entryKind, at, body: command.body }] : []));
     const payloads = commands.flatMap((command) => (command.kind === "dispatch" ? [command.payload] : []));
     const groups = chunk(payloads, TASKS_PER_EXECUTOR_CALL);
+    this.stats.events += events.length;
     this.stats.maxDispatchesPerEvent = Math.max(this.stats.maxDispatchesPerEvent, groups.length);
     this.stats.maxTasksPerEvent = Math.max(this.stats.maxTasksPerEvent, payloads.length);
     this.stats.maxTasksPerCall = Math.max(this.stats.maxTasksPerCall, ...groups.map((group) => group.length), 0);
-    for (const group of groups) {
-      this.dispatchGroup(group);
+    let entries: JournalEntry[];
+    if (groups.length >= DEFER_SIGNING_MIN_CALLS && payloads.some(waitsOnIo)) {
+      // A wide wave: commit the decision with its entries unsigned, send the work,
+      // and sign while it runs. Signing a hundred entries first would hold every
+      // task back by that long; a restart in between signs them on load.
+      this.ctx.storage.transactionSync(() => {
+        this.store.save(before, state);
+        this.store.putUnsigned(journal);
+      });
+      this.state = state;
+      this.unsigned.push(...journal);
+      for (const group of groups) {
+        this.dispatchGroup(group);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 0)); // let the executor calls start first
+      entries = await this.signUnsigned();
+    } else {
+      // Entries an earlier wave could not sign (its signing failed) go first.
+      const pending = this.unsigned;
+      entries = await this.sign(before.record.run_id, [...pending, ...journal]);
+      this.ctx.storage.transactionSync(() => {
+        this.store.save(before, state);
+        if (pending.length > 0) {
+          this.store.appendSigned(entries);
+        } else {
+          this.store.appendJournal(entries);
+        }
+      });
+      this.state = state;
+      this.unsigned = [];
+      if (entries.length > 0) {
+        this.wakeJournalWaiters();
+      }
+      for (const group of groups) {
+        this.dispatchGroup(group);
+      }
     }
     const lastEntry = entries.at(-1);
     for (const command of commands) {
@@ -412,22 +450,37 @@ export class Coordinator extends DurableObject<Env> {
     await this.setAlarm(wakeAt);
   }
 
-  /** Signs the decision's journal entries, chained to the last one written. */
-  private async sign(runId: string, commands: readonly Command[], now: number): Promise<JournalEntry[]> {
-    const journal = commands.filter((command) => command.kind === "journal");
-    if (journal.length === 0) {
+  /** Signs journal entries in order, chained to the last one signed. */
+  private async sign(runId: string, unsigned: readonly UnsignedEntry[]): Promise<JournalEntry[]> {
+    if (unsigned.length === 0) {
       return [];
     }
     const key = await this.key();
-    const at = new Date(now).toISOString();
     const entries: JournalEntry[] = [];
     let prev = this.lastHash;
-    for (const command of journal) {
-      const entry = await signEntry(key, { seq: command.seq, run_id: runId, kind: command.entryKind, at, body: command.body, prev });
-      entries.push(entry as JournalEntry);
+    for (const { seq, kind, at, body } of unsigned) {
+      const entry = await signEntry(key, { seq, run_id: runId, kind, at, body, prev });
+      entries.push(entry);
       prev = entry.hash;
     }
     this.lastHash = prev;
+    return entries;
+  }
+
+  /**
+   * Signs the entries a wide dispatch wave left unsigned (or a restart found
+   * unsigned) and appends them to the journal.
+   */
+  private async signUnsigned(): Promise<JournalEntry[]> {
+    const runId = this.state?.record.run_id;
+    const pending = this.unsigned;
+    if (runId === undefined || pending.length === 0) {
+      return [];
+    }
+    const entries = await this.sign(runId, pending);
+    this.ctx.storage.transactionSync(() => this.store.appendSigned(entries));
+    this.unsigned = this.unsigned.slice(pending.length);
+    this.wakeJournalWaiters();
     return entries;
   }
 
@@ -573,6 +626,15 @@ function coalesceResults(events: readonly RunEvent[]): RunEvent[] {
     }
   }
   return out;
+}
+
+/**
+ * Whether a task may wait on something outside the executor (any step but a
+ * pure `context` computation): while such tasks run the coordinator is idle,
+ * and that is when their wave's entries are signed.
+ */
+function waitsOnIo(payload: TaskPayload): boolean {
+  return payload.task.steps.some((step) => step.action.kind !== "context");
 }
 
 /** Work that a restart loses: dispatches in flight, and children asked for but not yet known to exist. */

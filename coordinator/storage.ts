@@ -1,4 +1,5 @@
-import { InvocationRecord, JournalEntry, NodeRecord, RunRecord, RunSnapshot } from "../schemas/index.ts";
+import type { z } from "zod";
+import { InvocationRecord, JournalEntry, JournalSignedFields, NodeRecord, RunRecord, RunSnapshot } from "../schemas/index.ts";
 import type { RunState } from "./decide.ts";
 
 /**
@@ -9,6 +10,10 @@ const CHUNK_CHARS = 500_000;
 
 /** Rows inserted together are bound as one JSON text of about this many characters at most. */
 const BATCH_CHARS = 200_000;
+
+/** A journal entry decided and committed, waiting to be chained and signed. */
+export const UnsignedEntry = JournalSignedFields.omit({ prev: true, run_id: true });
+export type UnsignedEntry = z.infer<typeof UnsignedEntry>;
 
 /**
  * Row ↔ record mapping for one run, with all of the coordinator's SQL in one
@@ -26,7 +31,8 @@ export class RunStore {
     sql.exec(`CREATE TABLE IF NOT EXISTS blobs (key TEXT NOT NULL, chunk INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (key, chunk));
       CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, data TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS invocations (node TEXT NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (node, idx));
-      CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, entry TEXT NOT NULL);`);
+      CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, entry TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS journal_unsigned (seq INTEGER PRIMARY KEY, fields TEXT NOT NULL);`);
   }
 
   /** The run, or null when this object holds none yet. */
@@ -123,6 +129,34 @@ export class RunStore {
       pendingChars += chars;
     }
     flush();
+  }
+
+  /**
+   * Records journal entries decided but not signed yet, in the transaction
+   * that commits their decision (see Coordinator.applyNow): a restart before
+   * they are signed finds them here and signs them first.
+   */
+  putUnsigned(entries: readonly UnsignedEntry[]): void {
+    this.insertRows(
+      "INSERT INTO journal_unsigned (seq, fields)",
+      entries.map((entry) => [entry.seq, JSON.stringify(entry)]),
+    );
+  }
+
+  unsigned(): UnsignedEntry[] {
+    return this.sql
+      .exec<{ fields: string }>("SELECT fields FROM journal_unsigned ORDER BY seq")
+      .toArray()
+      .map((row) => UnsignedEntry.parse(JSON.parse(row.fields)));
+  }
+
+  /** Appends signed entries and forgets their unsigned drafts. Call inside a storage transaction. */
+  appendSigned(entries: readonly JournalEntry[]): void {
+    this.appendJournal(entries);
+    const last = entries.at(-1);
+    if (last) {
+      this.sql.exec("DELETE FROM journal_unsigned WHERE seq <= ?", last.seq);
+    }
   }
 
   journal(afterSeq = 0, limit = 10_000): JournalEntry[] {

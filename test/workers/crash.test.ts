@@ -1,4 +1,4 @@
-import { abortAllDurableObjects, evictDurableObject } from "cloudflare:test";
+import { abortAllDurableObjects, evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { verifyJournal } from "../../lib/journal/index.ts";
@@ -66,4 +66,43 @@ describe("crash safety", () => {
       expect(await verifyJournal(entries, jwks, { requireAttestation: true })).toMatchObject({ ok: true });
     });
   }
+
+  it("signs on restart the entries a wide wave committed unsigned, exactly as it would have", async ({ expect }) => {
+    // A wide wave commits its decision with the journal entries unsigned, sends the
+    // work, then signs. Here the crash is staged: the wave's signed entries are put
+    // back to the unsigned state they had before signing, and the object is aborted.
+    const key = uniqueId("unsigned");
+    const id = uniqueId("wide");
+    const task = { steps: [{ ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}?ms=1500` } } }] };
+    const registered = await api("POST", "/v1/definitions", { workflows: [{ id, nodes: { each: { foreach: { items: "$.input.items" }, task } } }] });
+    expect(registered.status).toBe(201);
+    const start = await api("POST", `/v1/workflows/${id}/runs`, { input: { items: Array.from({ length: 20 }, (_, i) => i) } });
+    const runId: string = start.json.run_id;
+    const before = (await api("GET", `/v1/runs/${runId}/journal`)).json.entries as { seq: number; kind: string; at: string; body: unknown }[];
+    const wave = before.filter((entry) => entry.kind === "task.dispatched");
+    expect(wave).toHaveLength(20);
+    const cut = (wave[0]?.seq ?? 0) - 1;
+    const stub = stubOf(runId);
+    await runInDurableObject(stub, (_instance, state) => {
+      const sql = state.storage.sql;
+      for (const entry of before.filter((one) => one.seq > cut)) {
+        sql.exec("INSERT INTO journal_unsigned (seq, fields) VALUES (?, ?)", entry.seq, JSON.stringify({ seq: entry.seq, kind: entry.kind, at: entry.at, body: entry.body }));
+      }
+      sql.exec("DELETE FROM journal WHERE seq > ?", cut);
+    });
+    // Aborted, not evicted: in this test runtime an evicted object's executor streams
+    // still deliver into the old instance, which a real restart would not allow.
+    await abortAllDurableObjects();
+
+    const run = await waitForRun(runId);
+    expect(run.status).toBe("completed");
+    const after = (await api("GET", `/v1/runs/${runId}/journal`)).json.entries as { seq: number }[];
+    // Ed25519 signatures are deterministic: the re-signed entries are the very same entries.
+    expect(after.slice(0, before.length)).toEqual(before);
+    // The abort also cut the calls in flight: those items ran again (task.lost), none was lost.
+    expect(await hits(key)).toBeGreaterThanOrEqual(20);
+    expect(run.nodes.each.items).toMatchObject({ total: 20, completed: 20 });
+    const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
+    expect(await verifyJournal(after, jwks, { requireAttestation: true })).toMatchObject({ ok: true });
+  });
 });
