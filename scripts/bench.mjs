@@ -9,14 +9,31 @@
  * Each scenario runs once unmeasured (warm-up), then REPEATS times, and the
  * median is reported.
  *
+ * The fan-out's peer (scripts/lib/wait-peer.mjs) runs in a process of its own
+ * and logs when each request arrived and when its answer left; with the
+ * journal's timestamps (the same clock) that splits the fan-out's overhead
+ * into phases, printed under the table. The peer floor row is 100
+ * concurrent requests from Node straight to that same peer.
+ *
  * Output format (kept stable so later work can compare):
  *   scenario | metric | value | unit | ratio | ratio meaning
+ *
+ * Options: BENCH_REPEATS=N (default 3); `--profile` also records a CPU profile
+ * of workerd (through wrangler's inspector) during the measured fan-out runs,
+ * writes it to a .cpuprofile file (open it in Chrome DevTools) and prints the
+ * functions with the most samples.
  */
+import { spawn } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
-import { startHttpTarget } from "./lib/http-target.mjs";
+import { writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import { startWranglerDev } from "./lib/wrangler-dev.mjs";
 
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
+const PROFILE = process.argv.includes("--profile");
 const ACTION_WAIT_MS = 100;
 
 const token = `bench-${randomBytes(8).toString("hex")}`;
@@ -59,12 +76,16 @@ async function timedRun(workflowId, input = {}) {
   return { ms: Date.parse(entries.at(-1).at) - Date.parse(entries[0].at), entries };
 }
 
-async function median(workflowId, input) {
-  // One unmeasured run first: it warms the code paths and connections this scenario uses.
+/**
+ * One unmeasured run (it warms the code paths and connections this scenario
+ * uses), then REPEATS measured runs; `around` wraps each measured run (the
+ * fan-out reads its peer's log there). Returns the median duration.
+ */
+async function median(workflowId, input, around = (run) => run()) {
   await timedRun(workflowId, input);
   const samples = [];
   for (let i = 0; i < REPEATS; i += 1) {
-    samples.push((await timedRun(workflowId, input)).ms);
+    samples.push((await around(() => timedRun(workflowId, input))).ms);
   }
   samples.sort((a, b) => a - b);
   spreads.set(workflowId, `${samples[0]}–${samples.at(-1)}`);
@@ -75,17 +96,20 @@ async function median(workflowId, input) {
 const spreads = new Map();
 
 async function main() {
-  const target = await startHttpTarget({ port: 0 });
+  const peer = await startPeerProcess();
   const signingKey = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "der" }).toString("base64");
   const dev = await startWranglerDev({ vars: { API_TOKENS: token, JOURNAL_SIGNING_KEY: signingKey } });
   baseUrl = dev.url;
   const rows = [];
+  /** Per measured fan-out run: milliseconds spent in each phase. */
+  const phases = { dispatch: [], spread: [], tail: [] };
+  const profiler = PROFILE ? await Profiler.attach(dev.inspectorPort) : null;
   try {
     const chain = {};
     for (let i = 0; i < 200; i += 1) {
       chain[`n${i}`] = { task: noop(), ...(i > 0 ? { depends_on: [`n${i - 1}`] } : {}) };
     }
-    const wait = { steps: [{ ref: "wait", action: { kind: "http", implementation: { method: "GET", url_template: `${target.url}/slow?ms=${ACTION_WAIT_MS}` } } }] };
+    const wait = { steps: [{ ref: "wait", action: { kind: "http", implementation: { method: "GET", url_template: `${peer.url}/wait?ms=${ACTION_WAIT_MS}` } } }] };
     await api("POST", "/v1/definitions", {
       workflows: [
         { id: "bench-single", nodes: { only: { task: noop() } } },
@@ -102,26 +126,138 @@ async function main() {
     const chainMs = await median("bench-chain-200");
     const perNode = chainMs / 200;
     rows.push(["chain of 200 no-op tasks", "per node", perNode, "ms/node", perNode / single, "per-node cost ÷ a whole 1-node run"]);
-    const peer = await peerFloor(target.url);
-    rows.push([`peer floor: 100 × ${ACTION_WAIT_MS} ms GETs from Node`, "makespan", peer, "ms", peer / ACTION_WAIT_MS, "the local peer's own overhead, no Trellis"]);
-    const fanout = await median("bench-fanout-100", { items: Array.from({ length: 100 }, (_, i) => i) });
+    const floor = await peerFloor(peer.url);
+    rows.push([`peer floor: 100 × ${ACTION_WAIT_MS} ms GETs from Node`, "makespan", floor, "ms", floor / ACTION_WAIT_MS, "the local peer's own overhead, no Trellis"]);
+    await profiler?.start();
+    const fanout = await median("bench-fanout-100", { items: Array.from({ length: 100 }, (_, i) => i) }, async (run) => {
+      await fetch(`${peer.url}/log/clear`, { method: "POST" });
+      const result = await run();
+      const log = await (await fetch(`${peer.url}/log`)).json();
+      const at = (kind) => result.entries.filter((entry) => entry.kind === kind).map((entry) => Date.parse(entry.at));
+      phases.dispatch.push(Math.min(...log.arrived) - at("run.created")[0]);
+      phases.spread.push(Math.max(...log.arrived) - Math.min(...log.arrived));
+      phases.tail.push(Math.max(...at("task.completed")) - Math.max(...log.answered));
+      return result;
+    });
+    const profile = await profiler?.stop();
     rows.push([`fan-out 100 × ${ACTION_WAIT_MS} ms action`, "makespan", fanout, "ms", fanout / ACTION_WAIT_MS, `makespan ÷ ${ACTION_WAIT_MS} ms (1.0 is ideal)`]);
     const foreach = await median("bench-foreach-1000", { items: Array.from({ length: 1000 }, (_, i) => i) });
     rows.push(["foreach 1,000 no-op items", "total", foreach, "ms", foreach / 1000 / perNode, "per-item cost ÷ chain per-node cost"]);
+    printTable(rows);
+    console.log(`\nspread (min–max ms of the ${REPEATS} samples): ${[...spreads].map(([id, spread]) => `${id} ${spread}`).join(", ")}`);
+    const mid = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+    console.log(
+      `fan-out phases (median ms): run.created → first request at the peer ${mid(phases.dispatch)}; ` +
+        `first → last request ${mid(phases.spread)}; last answer → last result journaled ${mid(phases.tail)}`,
+    );
+    if (profile) {
+      reportProfile(profile, REPEATS);
+    }
   } finally {
+    profiler?.close();
     await dev.stop();
-    await target.close();
+    peer.stop();
   }
-  printTable(rows);
-  console.log(`\nspread (min–max ms of the ${REPEATS} samples): ${[...spreads].map(([id, spread]) => `${id} ${spread}`).join(", ")}`);
+}
+
+/** The wait peer in a child process of its own; it exits when our stdin pipe to it closes. */
+async function startPeerProcess() {
+  const script = fileURLToPath(new URL("./lib/wait-peer.mjs", import.meta.url));
+  const child = spawn(process.execPath, [script], { stdio: ["pipe", "pipe", "inherit"] });
+  const [line] = await Promise.race([
+    (async () => {
+      for await (const first of createInterface({ input: child.stdout })) {
+        return [first];
+      }
+      return [""];
+    })(),
+    new Promise((_, reject) => setTimeout(() => reject(new Error("the wait peer did not start")), 10_000)),
+  ]);
+  return { url: line, stop: () => child.stdin.end() };
+}
+
+/** A CPU profile of workerd through wrangler's inspector (Chrome DevTools Protocol). */
+class Profiler {
+  /** @param {number} port */
+  static async attach(port) {
+    const targets = await (await fetch(`http://127.0.0.1:${port}/json`)).json();
+    // wrangler's inspector proxy accepts local origins only; `ws` lets us send one.
+    const { default: WebSocket } = await import("ws");
+    const socket = new WebSocket(targets[0].webSocketDebuggerUrl, { headers: { origin: "http://127.0.0.1" } });
+    await new Promise((resolve, reject) => {
+      socket.once("open", resolve);
+      socket.once("error", reject);
+    });
+    const profiler = new Profiler(socket);
+    await profiler.send("Profiler.enable");
+    await profiler.send("Profiler.setSamplingInterval", { interval: 100 });
+    return profiler;
+  }
+
+  /** @param {import("ws").WebSocket} socket */
+  constructor(socket) {
+    this.socket = socket;
+    this.nextId = 1;
+    this.pending = new Map();
+    socket.on("message", (data) => {
+      const message = JSON.parse(String(data));
+      this.pending.get(message.id)?.(message.result ?? {});
+      this.pending.delete(message.id);
+    });
+  }
+
+  send(method, params = {}) {
+    const id = this.nextId++;
+    this.socket.send(JSON.stringify({ id, method, params }));
+    return new Promise((resolve) => this.pending.set(id, resolve));
+  }
+
+  start() {
+    return this.send("Profiler.start");
+  }
+
+  async stop() {
+    return (await this.send("Profiler.stop")).profile;
+  }
+
+  close() {
+    this.socket.close();
+  }
+}
+
+/** Writes the profile and prints the busy time per run and the functions with the most samples. */
+function reportProfile(profile, runs) {
+  const file = join(tmpdir(), `trellis-bench-fanout-${Date.now()}.cpuprofile`);
+  writeFileSync(file, JSON.stringify(profile));
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const samples = new Map();
+  let busyUs = 0;
+  profile.samples.forEach((id, index) => {
+    const delta = profile.timeDeltas[index] ?? 0;
+    const frame = byId.get(id).callFrame;
+    const where = frame.url ? ` ${frame.url.split("/").at(-1)}:${frame.lineNumber + 1}` : "";
+    const name = `${frame.functionName || "(anonymous)"}${where}`;
+    samples.set(name, (samples.get(name) ?? 0) + 1);
+    // Gaps between samples longer than 5 ms are idle time the sampler skipped.
+    if (frame.functionName !== "(idle)" && delta < 5_000) {
+      busyUs += delta;
+    }
+  });
+  const total = profile.samples.length;
+  const top = [...samples].sort((a, b) => b[1] - a[1]).slice(0, 12);
+  console.log(`\nCPU profile of the measured fan-out runs: ${file}`);
+  console.log(`workerd busy ≈ ${(busyUs / 1000 / runs).toFixed(0)} ms per run; most samples (self time):`);
+  for (const [name, count] of top) {
+    console.log(`  ${((count / total) * 100).toFixed(1).padStart(5)}%  ${name}`);
+  }
 }
 
 /** 100 concurrent requests straight to the peer: what the fan-out could at best achieve here. */
-async function peerFloor(targetUrl) {
+async function peerFloor(peerUrl) {
   const samples = [];
   for (let i = 0; i <= REPEATS; i += 1) {
     const started = Date.now();
-    await Promise.all(Array.from({ length: 100 }, async () => (await fetch(`${targetUrl}/slow?ms=${ACTION_WAIT_MS}`)).text()));
+    await Promise.all(Array.from({ length: 100 }, async () => (await fetch(`${peerUrl}/wait?ms=${ACTION_WAIT_MS}`)).text()));
     samples.push(Date.now() - started);
   }
   samples.shift();
