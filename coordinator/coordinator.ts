@@ -52,6 +52,8 @@ export interface CoordinatorStats {
   maxTasksPerEvent: number;
   /** The most tasks in one executor call (the platform lets an invocation wait on six connections at once). */
   maxTasksPerCall: number;
+  /** The most child runs started within one event (each is two calls: the catalog and the child). */
+  maxChildStartsPerEvent: number;
   /** Tasks dispatched in all. */
   dispatches: number;
   events: number;
@@ -85,7 +87,7 @@ export class Coordinator extends DurableObject<Env> {
   private alarmAt: number | null = null;
   /** Long polls waiting for the next journal entries. */
   private readonly journalWaiters = new Set<() => void>();
-  private readonly stats: CoordinatorStats = { maxDispatchesPerEvent: 0, maxTasksPerEvent: 0, maxTasksPerCall: 0, dispatches: 0, events: 0 };
+  private readonly stats: CoordinatorStats = { maxDispatchesPerEvent: 0, maxTasksPerEvent: 0, maxTasksPerCall: 0, maxChildStartsPerEvent: 0, dispatches: 0, events: 0 };
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -372,6 +374,7 @@ export class Coordinator extends DurableObject<Env> {
     this.stats.maxDispatchesPerEvent = Math.max(this.stats.maxDispatchesPerEvent, groups.length);
     this.stats.maxTasksPerEvent = Math.max(this.stats.maxTasksPerEvent, payloads.length);
     this.stats.maxTasksPerCall = Math.max(this.stats.maxTasksPerCall, ...groups.map((group) => group.length), 0);
+    this.stats.maxChildStartsPerEvent = Math.max(this.stats.maxChildStartsPerEvent, commands.filter((command) => command.kind === "start_child").length);
     let entries: JournalEntry[];
     if (groups.length >= DEFER_SIGNING_MIN_CALLS && payloads.some(waitsOnIo)) {
       // A wide wave: commit the decision with its entries unsigned, send the work,

@@ -1,11 +1,11 @@
 import type { InvocationRecord, RunStatus, TaskResult } from "../schemas/index.ts";
 import { validateJson } from "../lib/json-schema.ts";
-import { dispatchable, dispatchReady, inFlightCount } from "./dispatch.ts";
+import { dispatchable, dispatchReady, inFlightCount, startPendingChildren } from "./dispatch.ts";
 import { Draft, type Command, type DecideContext, type RunState } from "./draft.ts";
 import { isTerminal } from "./lifecycle.ts";
 import { completeInvocation, failInvocation, isSettled, itemOf, startReadyNodes } from "./nodes.ts";
 import type { Json } from "../lib/expr/mapping.ts";
-import { answerGate, childFinished, childStarted, expireGates, nextGateExpiry, restartLostChildStarts, suspendInvocation, type ChildOutcome } from "./waits.ts";
+import { answerGate, childFinished, childStarted, expireGates, hasUnrequestedChild, MAX_CHILD_STARTS_PER_EVENT, nextGateExpiry, suspendInvocation, type ChildOutcome } from "./waits.ts";
 
 /** How soon a child that could not reach its parent tries again. */
 export const PARENT_NOTIFY_RETRY_MS = 1_000;
@@ -135,7 +135,6 @@ function onWake(draft: Draft, live: ReadonlySet<string>): void {
     return;
   }
   expireGates(draft);
-  restartLostChildStarts(draft, live);
   for (const nodeId of Object.keys(draft.nodes)) {
     for (const { index } of draft.node(nodeId).invocations) {
       // Re-read each invocation: an earlier timeout in this loop may have failed its
@@ -148,8 +147,10 @@ function onWake(draft: Draft, live: ReadonlySet<string>): void {
   }
   // A paused run lets timers fire and in-flight work finish, but starts and dispatches nothing.
   if (!isTerminal(draft.record.status) && draft.record.status !== "paused") {
+    // One budget of child starts per event, for workflow steps and sub-workflow nodes alike.
+    const childStarts = startPendingChildren(draft, live, MAX_CHILD_STARTS_PER_EVENT);
     startReadyNodes(draft);
-    dispatchReady(draft);
+    dispatchReady(draft, MAX_CHILD_STARTS_PER_EVENT - childStarts);
   }
 }
 
@@ -297,7 +298,7 @@ function nextWakeAt(draft: Draft): number | null {
   if (status === "drafting") {
     return null;
   }
-  if (status === "queued" || dispatchable(draft, 1).length > 0) {
+  if (status === "queued" || (status !== "paused" && hasUnrequestedChild(draft)) || dispatchable(draft, 1).length > 0) {
     return draft.now;
   }
   let wakeAt = Math.min(draft.record.deadline_at ?? Number.POSITIVE_INFINITY, nextGateExpiry(draft));

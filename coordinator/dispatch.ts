@@ -2,7 +2,7 @@ import type { Json } from "../lib/expr/mapping.ts";
 import type { InvocationRecord, ResourceHandle } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
 import { failNode } from "./nodes.ts";
-import { childKey, MAX_CHILD_STARTS_PER_EVENT, requestChild } from "./waits.ts";
+import { childKey, requestChild } from "./waits.ts";
 
 /**
  * Tasks travel to the executor in groups of at most this many per call; each
@@ -73,8 +73,39 @@ export function dispatchable(draft: Draft, budget: number): { nodeId: string; in
   return picked;
 }
 
-/** Dispatches what is ready, at most {@link MAX_DISPATCHES_PER_EVENT}; only a wake calls this. */
-export function dispatchReady(draft: Draft): void {
+/**
+ * Asks for the child runs that suspended invocations wait for and that nobody
+ * is starting: new ones (never requested), and ones whose start was lost with
+ * a restart (requested, but not `live` in this instance; starting is
+ * idempotent by key). At most `budget` of them; returns how many.
+ */
+export function startPendingChildren(draft: Draft, live: ReadonlySet<string>, budget: number): number {
+  let started = 0;
+  for (const [nodeId, node] of Object.entries(draft.nodes)) {
+    for (const invocation of node.invocations) {
+      const suspension = invocation.suspension;
+      const waiting = suspension?.waiting_for;
+      if (started >= budget || !suspension || invocation.status !== "suspended" || waiting?.kind !== "child" || waiting.run_id !== null) {
+        continue;
+      }
+      if (waiting.requested_at != null && live.has(waiting.key)) {
+        continue; // Being started by this instance right now.
+      }
+      // A node that is a sub-workflow hands its resources down; a workflow step does not.
+      const resources = suspension.step_ref === null ? handedDown(draft, draft.nodeDefinition(nodeId).resource_bindings) : undefined;
+      requestChild(draft, waiting.key, waiting.workflow, waiting.input as Json, resources);
+      draft.setInvocation(nodeId, invocation.index, { suspension: { ...suspension, waiting_for: { ...waiting, requested_at: draft.now } } });
+      started += 1;
+    }
+  }
+  return started;
+}
+
+/**
+ * Dispatches what is ready, at most {@link MAX_DISPATCHES_PER_EVENT} tasks and
+ * `childBudget` sub-workflow nodes; only a wake calls this.
+ */
+export function dispatchReady(draft: Draft, childBudget: number): void {
   let childStarts = 0;
   for (const { nodeId, index } of dispatchable(draft, MAX_DISPATCHES_PER_EVENT)) {
     const invocation = draft.invocation(nodeId, index);
@@ -83,7 +114,7 @@ export function dispatchReady(draft: Draft): void {
       continue;
     }
     if (draft.nodeDefinition(nodeId).workflow !== undefined) {
-      if (childStarts < MAX_CHILD_STARTS_PER_EVENT) {
+      if (childStarts < childBudget) {
         childStarts += 1;
         startNodeChild(draft, nodeId, invocation);
       }
@@ -108,7 +139,7 @@ function startNodeChild(draft: Draft, nodeId: string, invocation: InvocationReco
     status: "suspended",
     attempts: attempt,
     dispatched_at: draft.now,
-    suspension: { step_ref: null, step_index: 0, context: null, waiting_for: { kind: "child", key, run_id: null, workflow, on_failure: "propagate", input: (invocation.input ?? null) as Json } },
+    suspension: { step_ref: null, step_index: 0, context: null, waiting_for: { kind: "child", key, run_id: null, workflow, on_failure: "propagate", input: (invocation.input ?? null) as Json, requested_at: draft.now } },
   });
   draft.setNode(nodeId, { status: "waiting", attempts: draft.node(nodeId).attempts + 1 });
   requestChild(draft, key, workflow, (invocation.input ?? null) as Json, handedDown(draft, draft.nodeDefinition(nodeId).resource_bindings));

@@ -33,9 +33,11 @@ export function suspendInvocation(draft: Draft, nodeId: string, invocation: Invo
     setSuspended(draft, nodeId, invocation, { ...base, waiting_for: { kind: "gate", gate_id: gate.gate_id } });
     return;
   }
+  // The child is started by the next wake (a fresh event, with a budget of child
+  // starts), not here: a hundred items reaching a workflow step at once must not
+  // start a hundred runs from one event.
   const key = childKey(draft, nodeId, invocation, suspended.step_ref);
-  setSuspended(draft, nodeId, invocation, { ...base, waiting_for: { kind: "child", key, run_id: null, workflow: wait.workflow, on_failure: wait.on_failure, input: wait.input } });
-  requestChild(draft, key, wait.workflow, wait.input);
+  setSuspended(draft, nodeId, invocation, { ...base, waiting_for: { kind: "child", key, run_id: null, workflow: wait.workflow, on_failure: wait.on_failure, input: wait.input, requested_at: null } });
 }
 
 function setSuspended(draft: Draft, nodeId: string, invocation: InvocationRecord, suspension: Suspension): void {
@@ -209,20 +211,14 @@ export function childFinished(draft: Draft, outcome: ChildOutcome): void {
   }
 }
 
-/**
- * Children asked for but not known to have started, and not being started by
- * this instance (`live`): the request was lost with a restart. Starting is
- * idempotent by key, so asking again is safe.
- */
-export function restartLostChildStarts(draft: Draft, live: ReadonlySet<string>): void {
-  for (const node of Object.values(draft.nodes)) {
-    for (const invocation of node.invocations) {
+/** Whether a suspended invocation waits for a child run that nobody has asked to start yet. */
+export function hasUnrequestedChild(draft: Draft): boolean {
+  return Object.values(draft.nodes).some((node) =>
+    node.invocations.some((invocation) => {
       const waiting = invocation.suspension?.waiting_for;
-      if (invocation.status === "suspended" && waiting?.kind === "child" && waiting.run_id === null && !live.has(waiting.key)) {
-        requestChild(draft, waiting.key, waiting.workflow, waiting.input as Json);
-      }
-    }
-  }
+      return invocation.status === "suspended" && waiting?.kind === "child" && waiting.run_id === null && waiting.requested_at === null;
+    }),
+  );
 }
 
 /** The earliest gate expiry, for the alarm. */

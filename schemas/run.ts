@@ -47,7 +47,19 @@ export const Suspension = z.strictObject({
   context: TaskContext.nullable(),
   waiting_for: z.discriminatedUnion("kind", [
     z.strictObject({ kind: z.literal("gate"), gate_id: z.string() }),
-    z.strictObject({ kind: z.literal("child"), key: z.string(), run_id: z.string().nullable(), workflow: z.string(), on_failure: z.enum(["propagate", "return"]), input: JsonValue }),
+    z.strictObject({
+      kind: z.literal("child"),
+      key: z.string(),
+      run_id: z.string().nullable(),
+      workflow: z.string(),
+      on_failure: z.enum(["propagate", "return"]),
+      input: JsonValue,
+      /**
+       * When a wake asked for the child to be started (null: not yet). Starts
+       * are spread over wakes, a few per event (MAX_CHILD_STARTS_PER_EVENT).
+       */
+      requested_at: z.number().nullable().optional(),
+    }),
   ]),
 });
 export type Suspension = z.infer<typeof Suspension>;

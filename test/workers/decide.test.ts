@@ -1,5 +1,6 @@
 import { describe, it } from "vitest";
 import { newRunState } from "../../coordinator/create.ts";
+import { MAX_CHILD_STARTS_PER_EVENT } from "../../coordinator/waits.ts";
 import {
   DEADLINE_GRACE_MS,
   decide,
@@ -1362,3 +1363,73 @@ describe("workflow nodes", () => {
     expect(decision.state.record.status).toBe("waiting");
   });
 });
+
+describe("workflow steps", () => {
+  /** A result that says the task stopped at a `workflow` step and waits for a child run. */
+  function suspendOnChild(token: string): TaskResult {
+    return {
+      token_id: token,
+      success: false,
+      suspended: { step_ref: "sub", step_index: 0, context: { input: {}, state: {}, output: {} }, wait: { kind: "child", workflow: "child_flow@1", input: { from: token }, on_failure: "propagate" } },
+      metrics: METRICS,
+    };
+  }
+
+  /** Eight items that all reach a workflow step at once. */
+  function eightSuspended(): TestRun {
+    const run = makeRun({ each: { foreach: { items: "$.input.items" } } }, { input: { items: [0, 1, 2, 3, 4, 5, 6, 7] } });
+    const tokens = dispatchesOf(startRun(run)).map((payload) => payload.token_id);
+    if (tokens.length !== 8) {
+      throw new Error(`expected 8 dispatches, got ${tokens.length}`);
+    }
+    run.send({ type: "task_results", results: tokens.map(suspendOnChild) });
+    return run;
+  }
+
+  const startsOf = (decision: Decision) => decision.commands.filter((command) => command.kind === "start_child");
+
+  it("starts no child from the result that suspends: it asks for a wake", ({ expect }) => {
+    const run = makeRun({ each: { foreach: { items: "$.input.items" } } }, { input: { items: [0] } });
+    const [payload] = dispatchesOf(startRun(run));
+    const decision = run.send({ type: "task_result", result: suspendOnChild(payload?.token_id ?? "") });
+    expect(startsOf(decision)).toEqual([]);
+    expect(decision.wakeAt).toBe(NOW);
+    expect(decision.state.nodes.each?.invocations[0]?.suspension?.waiting_for).toMatchObject({ kind: "child", run_id: null, requested_at: null });
+  });
+
+  it("starts at most MAX_CHILD_STARTS_PER_EVENT children per wake, the rest on the next wakes", ({ expect }) => {
+    const run = eightSuspended();
+    const first = run.wake(NOW, []);
+    expect(startsOf(first)).toHaveLength(MAX_CHILD_STARTS_PER_EVENT);
+    expect(first.wakeAt).toBe(NOW);
+    // The first five are being started by this instance: they are live.
+    const live = startsOf(first).map((command) => (command.kind === "start_child" ? command.key : ""));
+    const second = run.wake(NOW, live);
+    expect(startsOf(second)).toHaveLength(8 - MAX_CHILD_STARTS_PER_EVENT);
+    const keys = [...startsOf(first), ...startsOf(second)].map((command) => (command.kind === "start_child" ? command.key : ""));
+    expect(new Set(keys).size).toBe(8);
+    const third = run.wake(NOW, keys);
+    expect(startsOf(third)).toEqual([]);
+    expect(third.wakeAt).not.toBe(NOW);
+  });
+
+  it("asks again for a child whose start was lost with a restart (requested, not live)", ({ expect }) => {
+    const run = eightSuspended();
+    const first = run.wake(NOW, []);
+    const live = startsOf(first).map((command) => (command.kind === "start_child" ? command.key : ""));
+    run.wake(NOW, live);
+    // A restart: nothing is live any more; every child not known to have started is asked for again, five per wake.
+    const again = run.wake(NOW, []);
+    expect(startsOf(again)).toHaveLength(MAX_CHILD_STARTS_PER_EVENT);
+  });
+
+  it("starts no child while the run is paused, and starts them after resume", ({ expect }) => {
+    const run = eightSuspended();
+    run.send({ type: "pause" });
+    const paused = run.wake(NOW, []);
+    expect(startsOf(paused)).toEqual([]);
+    run.send({ type: "resume" });
+    expect(startsOf(run.wake(NOW, []))).toHaveLength(MAX_CHILD_STARTS_PER_EVENT);
+  });
+});
+

@@ -3,6 +3,7 @@ import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
+import { MAX_CHILD_STARTS_PER_EVENT } from "../../coordinator/waits.ts";
 
 type Entry = { seq: number; kind: string; at: string; hash: string; body: Record<string, any> };
 
@@ -257,6 +258,25 @@ describe("sub-workflows", () => {
       expect(await verified(parentRun.run_id)).toBe(true);
       expect(await verified(started?.body.child_run_id)).toBe(true);
     }
+  });
+
+  it("starts the children of a wide foreach's workflow steps a few per event, and completes every item in order", async ({ expect }) => {
+    const names = await registerFamily();
+    const wide = uniqueId("p-wide");
+    const step = { ref: "call", action: { kind: "workflow", implementation: { workflow: names.child, on_failure: "propagate" } }, input_mapping: { n: "$.input.item" }, output_mapping: { "output.n": "$.n" } };
+    await register({ workflows: [{ id: wide, nodes: { each: { foreach: { items: "$.input.items" }, input_mapping: { item: "$.item" }, task: { steps: [step] }, output_mapping: { "output.doubled": "$.n" } } } }] });
+    const items = Array.from({ length: 12 }, (_, i) => i);
+    const run = await waitForRun(await start(wide, { input: { items } }));
+    expect(run.status).toBe("completed");
+    expect(run.output).toEqual({ doubled: items.map((n) => n * 2) });
+    const stub = env.COORDINATOR.get(env.COORDINATOR.idFromName(run.run_id)) as unknown as { getStats(): Promise<{ maxChildStartsPerEvent: number }> };
+    const stats = await stub.getStats();
+    // Twelve items reached a workflow step together; no event started more than five children.
+    expect(stats.maxChildStartsPerEvent).toBeGreaterThan(0);
+    expect(stats.maxChildStartsPerEvent).toBeLessThanOrEqual(MAX_CHILD_STARTS_PER_EVENT);
+    const entries = await journal(run.run_id);
+    expect(entries.filter((entry) => entry.kind === "child.started")).toHaveLength(12);
+    expect(await verified(run.run_id)).toBe(true);
   });
 
   it("fails the parent step with the child's error under propagate, and hands it back as data under return", async ({ expect }) => {
