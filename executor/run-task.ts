@@ -134,7 +134,10 @@ async function runStep(step: ResolvedStep, context: TaskContext, payload: TaskPa
     });
     return { next: "continue", context: writeStepOutput(step, output, context), ran: true, usage: metaOf(output) };
   } catch (thrown) {
-    return onStepFailure(step, ensureEngineError(thrown, "step.failed"), context, signal);
+    const error = ensureEngineError(thrown, "step.failed");
+    const outcome = onStepFailure(step, error, context, signal);
+    // A failed call may still have been paid for (an llm answer that did not match).
+    return error.meta === undefined ? outcome : { ...outcome, usage: error.meta as Json };
   }
 }
 

@@ -13,17 +13,29 @@ export class EngineError extends Error {
   readonly retryable: boolean;
   readonly retryAfterMs: number | undefined;
   readonly details: readonly ErrorDetail[] | undefined;
+  /**
+   * What the failed call consumed, in the shape an action's `_meta` reports it
+   * (`{ tokens: { input, output }, cost_usd }`): a model that answered, but not
+   * what was asked, was still paid for. Stays in the executor (not in `toData`).
+   */
+  readonly meta: Record<string, unknown> | undefined;
 
   constructor(
     code: string,
     message: string,
-    options: { retryable?: boolean; retryAfterMs?: number; details?: readonly ErrorDetail[]; cause?: unknown } = {},
+    options: { retryable?: boolean; retryAfterMs?: number; details?: readonly ErrorDetail[]; cause?: unknown; meta?: Record<string, unknown> } = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.retryable = options.retryable ?? false;
     this.retryAfterMs = options.retryAfterMs;
     this.details = options.details;
+    this.meta = options.meta;
+  }
+
+  /** The same error, carrying what the failed call consumed. */
+  withMeta(meta: Record<string, unknown>): EngineError {
+    return new EngineError(this.code, this.message, { retryable: this.retryable, retryAfterMs: this.retryAfterMs, details: this.details, cause: this.cause, meta });
   }
 
   /** A failure that will happen again however often it is tried. */

@@ -48,8 +48,13 @@ export const llmAction: ActionHandler<"llm"> = {
         ...(produces === undefined ? {} : { output: Output.object({ schema: jsonSchema(produces === true ? {} : produces === false ? { not: {} } : produces) }) }),
       });
       const meta = toMeta(result.totalUsage, model);
-      const answer: JsonRecord = produces === undefined ? { content: result.text } : checkAnswer(result.output, result.text, produces, model);
-      return { ...answer, _meta: meta };
+      try {
+        const answer: JsonRecord = produces === undefined ? { content: result.text } : checkAnswer(result.output, result.text, produces, model);
+        return { ...answer, _meta: meta };
+      } catch (thrown) {
+        // The model answered, just not what was asked: its tokens were spent all the same.
+        throw thrown instanceof EngineError ? thrown.withMeta(meta) : thrown;
+      }
     } catch (thrown) {
       throw toLlmError(thrown, model, secrets, context.signal);
     }
@@ -163,7 +168,8 @@ function toLlmError(thrown: unknown, model: ResolvedModel, secrets: readonly str
     return EngineError.terminal("llm.no_binding", `model ${model.id} needs the Workers AI binding, which is remote-only (not available under wrangler dev --local)`);
   }
   if (NoObjectGeneratedError.isInstance(thrown)) {
-    return EngineError.terminal("llm.invalid_output", scrub(`the answer of model ${model.id} is not the JSON the prompt's "produces" asks for; the model answered: ${quote(thrown.text ?? "")}`));
+    const error = EngineError.terminal("llm.invalid_output", scrub(`the answer of model ${model.id} is not the JSON the prompt's "produces" asks for; the model answered: ${quote(thrown.text ?? "")}`));
+    return thrown.usage === undefined ? error : error.withMeta(toMeta(thrown.usage, model));
   }
   if (APICallError.isInstance(thrown)) {
     const status = thrown.statusCode;

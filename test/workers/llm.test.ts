@@ -89,6 +89,10 @@ describe("the llm action", () => {
     expect(run.error.code).toBe("llm.invalid_output");
     expect(run.error.message).toContain("Sure! Here is the JSON you asked for: {");
     expect((await seen(key)).count).toBe(1);
+    // The model answered, so the call was paid for: its tokens count on the run.
+    expect(run.usage.input_tokens).toBeGreaterThan(0);
+    expect(run.usage.output_tokens).toBeGreaterThan(0);
+    expect(run.usage.cost_usd).toBeGreaterThan(0);
   });
 
   it("fails the step with llm.invalid_output naming the schema problem when the JSON has the wrong shape", async ({ expect }) => {
@@ -97,6 +101,9 @@ describe("the llm action", () => {
     expect(run.error.code).toBe("llm.invalid_output");
     expect(run.error.message).toMatch(/does not match the prompt's "produces" schema/);
     expect(run.error.message).toContain('{\\"unexpected\\":true}');
+    // The answer {"unexpected":true} is one word to the local server's counter.
+    expect(run.usage.output_tokens).toBe(1);
+    expect(run.usage.input_tokens).toBeGreaterThan(0);
   });
 
   it("answers the same prompt through the anthropic provider, with native structured output and with the JSON tool", async ({ expect }) => {
