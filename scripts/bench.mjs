@@ -23,58 +23,19 @@
  * writes it to a .cpuprofile file (open it in Chrome DevTools) and prints the
  * functions with the most samples.
  */
-import { spawn } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import { ACTION_WAIT_MS, benchClient, benchWorkflows, startWaitPeerProcess } from "./lib/bench-client.mjs";
 import { startWranglerDev } from "./lib/wrangler-dev.mjs";
 
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 const PROFILE = process.argv.includes("--profile");
-const ACTION_WAIT_MS = 100;
 
 const token = `bench-${randomBytes(8).toString("hex")}`;
-let baseUrl = "";
-
-async function api(method, path, body) {
-  const response = await fetch(`${baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const json = await response.json();
-  if (response.status >= 400) {
-    throw new Error(`${method} ${path} → ${response.status}: ${JSON.stringify(json)}`);
-  }
-  return json;
-}
-
-const noop = (path = "v") => ({ steps: [{ ref: "s", action: { kind: "context", implementation: { updates: [{ path, expr: "1" }] } } }] });
-
-/** Starts a run and returns its duration in ms (run.created → attest), from the journal. */
-async function timedRun(workflowId, input = {}) {
-  const { run_id: runId } = await api("POST", `/v1/workflows/${workflowId}/runs`, { input });
-  const deadline = Date.now() + 300_000;
-  for (;;) {
-    const run = await api("GET", `/v1/runs/${runId}`);
-    if (["completed", "failed", "cancelled"].includes(run.status)) {
-      if (run.status !== "completed") {
-        throw new Error(`run ${runId} of ${workflowId} ended ${run.status}: ${JSON.stringify(run.error)}`);
-      }
-      break;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`run ${runId} did not finish`);
-    }
-    // Poll gently: the timings come from the journal, and polling competes with the run for workerd.
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-  const { entries } = await api("GET", `/v1/runs/${runId}/journal`);
-  return { ms: Date.parse(entries.at(-1).at) - Date.parse(entries[0].at), entries };
-}
+/** @type {ReturnType<typeof benchClient>["timedRun"]} */
+let timedRun = () => Promise.reject(new Error("no client yet"));
 
 /**
  * One unmeasured run (it warms the code paths and connections this scenario
@@ -96,28 +57,18 @@ async function median(workflowId, input, around = (run) => run()) {
 const spreads = new Map();
 
 async function main() {
-  const peer = await startPeerProcess();
+  const peer = await startWaitPeerProcess();
   const signingKey = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "der" }).toString("base64");
   const dev = await startWranglerDev({ vars: { API_TOKENS: token, JOURNAL_SIGNING_KEY: signingKey } });
-  baseUrl = dev.url;
+  const client = benchClient(dev.url, token);
+  timedRun = client.timedRun;
   const rows = [];
   /** Per measured fan-out run: milliseconds spent in each phase. */
   const phases = { dispatch: [], spread: [], tail: [] };
   const profiler = PROFILE ? await Profiler.attach(dev.inspectorPort) : null;
   try {
-    const chain = {};
-    for (let i = 0; i < 200; i += 1) {
-      chain[`n${i}`] = { task: noop(), ...(i > 0 ? { depends_on: [`n${i - 1}`] } : {}) };
-    }
-    const wait = { steps: [{ ref: "wait", action: { kind: "http", implementation: { method: "GET", url_template: `${peer.url}/wait?ms=${ACTION_WAIT_MS}` } } }] };
-    await api("POST", "/v1/definitions", {
-      workflows: [
-        { id: "bench-single", nodes: { only: { task: noop() } } },
-        { id: "bench-chain-200", nodes: chain },
-        { id: "bench-fanout-100", max_parallel: 100, nodes: { each: { foreach: { items: "$.input.items", max_parallel: 100 }, task: wait } } },
-        { id: "bench-foreach-1000", max_parallel: 200, nodes: { each: { foreach: { items: "$.input.items" }, task: noop() } } },
-      ],
-    });
+    const flows = benchWorkflows("bench", peer.url);
+    await client.api("POST", "/v1/definitions", { workflows: Object.values(flows).map((flow) => flow.workflow) });
     // Warm the isolate and the catalog before measuring.
     await timedRun("bench-single");
 
@@ -129,7 +80,7 @@ async function main() {
     const floor = await peerFloor(peer.url);
     rows.push([`peer floor: 100 × ${ACTION_WAIT_MS} ms GETs from Node`, "makespan", floor, "ms", floor / ACTION_WAIT_MS, "the local peer's own overhead, no Trellis"]);
     await profiler?.start();
-    const fanout = await median("bench-fanout-100", { items: Array.from({ length: 100 }, (_, i) => i) }, async (run) => {
+    const fanout = await median("bench-fanout-100", flows.fanout.input, async (run) => {
       await fetch(`${peer.url}/log/clear`, { method: "POST" });
       const result = await run();
       const log = await (await fetch(`${peer.url}/log`)).json();
@@ -141,7 +92,7 @@ async function main() {
     });
     const profile = await profiler?.stop();
     rows.push([`fan-out 100 × ${ACTION_WAIT_MS} ms action`, "makespan", fanout, "ms", fanout / ACTION_WAIT_MS, `makespan ÷ ${ACTION_WAIT_MS} ms (1.0 is ideal)`]);
-    const foreach = await median("bench-foreach-1000", { items: Array.from({ length: 1000 }, (_, i) => i) });
+    const foreach = await median("bench-foreach-1000", flows.foreach.input);
     rows.push(["foreach 1,000 no-op items", "total", foreach, "ms", foreach / 1000 / perNode, "per-item cost ÷ chain per-node cost"]);
     printTable(rows);
     console.log(`\nspread (min–max ms of the ${REPEATS} samples): ${[...spreads].map(([id, spread]) => `${id} ${spread}`).join(", ")}`);
@@ -158,22 +109,6 @@ async function main() {
     await dev.stop();
     peer.stop();
   }
-}
-
-/** The wait peer in a child process of its own; it exits when our stdin pipe to it closes. */
-async function startPeerProcess() {
-  const script = fileURLToPath(new URL("./lib/wait-peer.mjs", import.meta.url));
-  const child = spawn(process.execPath, [script], { stdio: ["pipe", "pipe", "inherit"] });
-  const [line] = await Promise.race([
-    (async () => {
-      for await (const first of createInterface({ input: child.stdout })) {
-        return [first];
-      }
-      return [""];
-    })(),
-    new Promise((_, reject) => setTimeout(() => reject(new Error("the wait peer did not start")), 10_000)),
-  ]);
-  return { url: line, stop: () => child.stdin.end() };
 }
 
 /** A CPU profile of workerd through wrangler's inspector (Chrome DevTools Protocol). */
