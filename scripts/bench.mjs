@@ -18,10 +18,11 @@
  * Output format (kept stable so later work can compare):
  *   scenario | metric | value | unit | ratio | ratio meaning
  *
- * Options: BENCH_REPEATS=N (default 3); `--profile` also records a CPU profile
- * of workerd (through wrangler's inspector) during the measured fan-out runs,
- * writes it to a .cpuprofile file (open it in Chrome DevTools) and prints the
- * functions with the most samples.
+ * Options: BENCH_REPEATS=N (default 3); `--profile[=fanout|chain|foreach]`
+ * also records a CPU profile of workerd (through wrangler's inspector) during
+ * that scenario's measured runs (default: the fan-out), writes it to a
+ * .cpuprofile file (open it in Chrome DevTools) and prints the functions with
+ * the most samples.
  */
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
@@ -31,7 +32,15 @@ import { ACTION_WAIT_MS, benchClient, benchWorkflows, startWaitPeerProcess } fro
 import { startWranglerDev } from "./lib/wrangler-dev.mjs";
 
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
-const PROFILE = process.argv.includes("--profile");
+/** `--profile` or `--profile=<fanout|chain|foreach>`: the scenario whose measured runs are profiled. */
+const PROFILE = (() => {
+  const flag = process.argv.find((arg) => arg === "--profile" || arg.startsWith("--profile="));
+  return flag === undefined ? null : flag === "--profile" ? "fanout" : flag.slice("--profile=".length);
+})();
+if (PROFILE !== null && !["fanout", "chain", "foreach"].includes(PROFILE)) {
+  console.error(`--profile takes fanout, chain or foreach, not ${PROFILE}`);
+  process.exit(2);
+}
 
 const token = `bench-${randomBytes(8).toString("hex")}`;
 /** @type {ReturnType<typeof benchClient>["timedRun"]} */
@@ -66,6 +75,18 @@ async function main() {
   /** Per measured fan-out run: milliseconds spent in each phase. */
   const phases = { dispatch: [], spread: [], tail: [] };
   const profiler = PROFILE ? await Profiler.attach(dev.inspectorPort) : null;
+  /** @type {unknown} */
+  let profile = null;
+  /** Runs `measure`, under the profiler when `scenario` is the one asked for. */
+  const profiled = async (/** @type {string} */ scenario, /** @type {() => Promise<number>} */ measure) => {
+    if (profiler === null || scenario !== PROFILE) {
+      return measure();
+    }
+    await profiler.start();
+    const ms = await measure();
+    profile = await profiler.stop();
+    return ms;
+  };
   try {
     const flows = benchWorkflows("bench", peer.url);
     await client.api("POST", "/v1/definitions", { workflows: Object.values(flows).map((flow) => flow.workflow) });
@@ -74,13 +95,12 @@ async function main() {
 
     const single = await median("bench-single");
     rows.push(["single node", "total", single, "ms", "", ""]);
-    const chainMs = await median("bench-chain-200");
+    const chainMs = await profiled("chain", () => median("bench-chain-200"));
     const perNode = chainMs / 200;
     rows.push(["chain of 200 no-op tasks", "per node", perNode, "ms/node", perNode / single, "per-node cost ÷ a whole 1-node run"]);
     const floor = await peerFloor(peer.url);
     rows.push([`peer floor: 100 × ${ACTION_WAIT_MS} ms GETs from Node`, "makespan", floor, "ms", floor / ACTION_WAIT_MS, "the local peer's own overhead, no Trellis"]);
-    await profiler?.start();
-    const fanout = await median("bench-fanout-100", flows.fanout.input, async (run) => {
+    const fanout = await profiled("fanout", () => median("bench-fanout-100", flows.fanout.input, async (run) => {
       await fetch(`${peer.url}/log/clear`, { method: "POST" });
       const result = await run();
       const log = await (await fetch(`${peer.url}/log`)).json();
@@ -89,10 +109,9 @@ async function main() {
       phases.spread.push(Math.max(...log.arrived) - Math.min(...log.arrived));
       phases.tail.push(Math.max(...at("task.completed")) - Math.max(...log.answered));
       return result;
-    });
-    const profile = await profiler?.stop();
+    }));
     rows.push([`fan-out 100 × ${ACTION_WAIT_MS} ms action`, "makespan", fanout, "ms", fanout / ACTION_WAIT_MS, `makespan ÷ ${ACTION_WAIT_MS} ms (1.0 is ideal)`]);
-    const foreach = await median("bench-foreach-1000", flows.foreach.input);
+    const foreach = await profiled("foreach", () => median("bench-foreach-1000", flows.foreach.input));
     rows.push(["foreach 1,000 no-op items", "total", foreach, "ms", foreach / 1000 / perNode, "per-item cost ÷ chain per-node cost"]);
     printTable(rows);
     console.log(`\nspread (min–max ms of the ${REPEATS} samples): ${[...spreads].map(([id, spread]) => `${id} ${spread}`).join(", ")}`);
@@ -102,7 +121,7 @@ async function main() {
         `first → last request ${mid(phases.spread)}; last answer → last result journaled ${mid(phases.tail)}`,
     );
     if (profile) {
-      reportProfile(profile, REPEATS);
+      reportProfile(profile, `${PROFILE}`, REPEATS);
     }
   } finally {
     profiler?.close();
@@ -161,8 +180,8 @@ class Profiler {
 }
 
 /** Writes the profile and prints the busy time per run and the functions with the most samples. */
-function reportProfile(profile, runs) {
-  const file = join(tmpdir(), `trellis-bench-fanout-${Date.now()}.cpuprofile`);
+function reportProfile(profile, scenario, runs) {
+  const file = join(tmpdir(), `trellis-bench-${scenario}-${Date.now()}.cpuprofile`);
   writeFileSync(file, JSON.stringify(profile));
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   const samples = new Map();
@@ -180,7 +199,7 @@ function reportProfile(profile, runs) {
   });
   const total = profile.samples.length;
   const top = [...samples].sort((a, b) => b[1] - a[1]).slice(0, 12);
-  console.log(`\nCPU profile of the measured fan-out runs: ${file}`);
+  console.log(`\nCPU profile of the measured ${scenario} runs: ${file}`);
   console.log(`workerd busy ≈ ${(busyUs / 1000 / runs).toFixed(0)} ms per run; most samples (self time):`);
   for (const [name, count] of top) {
     console.log(`  ${((count / total) * 100).toFixed(1).padStart(5)}%  ${name}`);
