@@ -25,6 +25,8 @@ export type UnsignedEntry = z.infer<typeof UnsignedEntry>;
  */
 export class RunStore {
   private readonly sql: SqlStorage;
+  /** Whether the context blob exists (a run stored by an older version keeps the context in its record). */
+  private contextStored = false;
 
   constructor(sql: SqlStorage) {
     this.sql = sql;
@@ -37,11 +39,15 @@ export class RunStore {
 
   /** The run, or null when this object holds none yet. */
   load(): { state: RunState; snapshot: RunSnapshot; lastHash: string | null } | null {
-    const record = this.getJson("record");
+    const stored = this.getJson("record");
+    const context = this.getJson("context");
     const snapshot = this.getJson("snapshot");
-    if (record === undefined || snapshot === undefined) {
+    if (stored === undefined || snapshot === undefined) {
       return null;
     }
+    // The context has a blob of its own; a run stored before that keeps it in the record.
+    this.contextStored = context !== undefined;
+    const record = context === undefined ? stored : { ...(stored as object), context };
     const invocations = new Map<string, InvocationRecord[]>();
     for (const row of this.sql.exec<{ node: string; data: string }>("SELECT node, data FROM invocations ORDER BY node, idx")) {
       const list = invocations.get(row.node) ?? [];
@@ -69,7 +75,15 @@ export class RunStore {
   /** Writes what changed between `before` and `after`. Call inside a storage transaction. */
   save(before: RunState | null, after: RunState): void {
     if (before?.record !== after.record) {
-      this.putJson("record", after.record);
+      // The run context (input, state, output) grows with the run and changes less
+      // often than the record (every event moves journal_seq): it is written apart,
+      // and only when it changed.
+      const { context, ...rest } = after.record;
+      this.putJson("record", rest);
+      if (before?.record.context !== context || !this.contextStored) {
+        this.putJson("context", context);
+        this.contextStored = true;
+      }
     }
     const changed: [string, number, string][] = [];
     for (const [id, node] of Object.entries(after.nodes)) {

@@ -94,4 +94,43 @@ describe("RunStore", () => {
     });
     expect(read.map((entry) => JSON.stringify(entry))).toEqual(entries.map((entry) => JSON.stringify(entry)));
   });
+
+  it("writes the run context only when it changed, apart from the record", async ({ expect }) => {
+    const initial = newRunState({ run_id: "run_ctx", snapshot: SNAPSHOT, input: { big: "z".repeat(1000) }, mode: "auto", idempotency_key: null, request_hash: "h", created_by: "token:t" }, 1);
+    const seen = await withStore((open) => {
+      const store = open();
+      store.create(initial, SNAPSHOT);
+      const sql = (store as unknown as { sql: SqlStorage }).sql;
+      // A marker in the stored context: a save that rewrote the context would erase it.
+      const marked = { ...initial.record.context, state: { marker: true } };
+      sql.exec("UPDATE blobs SET data = ? WHERE key = 'context'", JSON.stringify(marked));
+      const moved = { ...initial, record: { ...initial.record, journal_seq: 5 } }; // same context object
+      store.save(initial, moved);
+      const afterRecordOnly = open().load()?.state.record;
+      const changed = { ...moved, record: { ...moved.record, context: { ...moved.record.context, output: { done: true } } } };
+      store.save(moved, changed);
+      return { afterRecordOnly, afterContext: open().load()?.state.record };
+    });
+    expect(seen.afterRecordOnly?.journal_seq).toBe(5);
+    expect(seen.afterRecordOnly?.context.state).toEqual({ marker: true });
+    expect(seen.afterContext?.context).toEqual({ input: { big: "z".repeat(1000) }, state: {}, output: { done: true } });
+  });
+
+  it("loads a run stored with its context inside the record (before the split) and splits it on the next save", async ({ expect }) => {
+    const initial = newRunState({ run_id: "run_legacy", snapshot: SNAPSHOT, input: { n: 1 }, mode: "auto", idempotency_key: null, request_hash: "h", created_by: "token:t" }, 1);
+    const seen = await withStore((open) => {
+      const sql = (open() as unknown as { sql: SqlStorage }).sql;
+      sql.exec("INSERT INTO blobs (key, chunk, data) VALUES ('record', 0, ?)", JSON.stringify(initial.record));
+      sql.exec("INSERT INTO blobs (key, chunk, data) VALUES ('snapshot', 0, ?)", JSON.stringify(SNAPSHOT));
+      const store = open();
+      const legacy = store.load();
+      if (!legacy) {
+        throw new Error("the legacy run did not load");
+      }
+      store.save(legacy.state, { ...legacy.state, record: { ...legacy.state.record, journal_seq: 9 } });
+      return { legacy: legacy.state.record, after: open().load()?.state.record };
+    });
+    expect(seen.legacy.context).toEqual({ input: { n: 1 }, state: {}, output: {} });
+    expect(seen.after).toMatchObject({ journal_seq: 9, context: { input: { n: 1 }, state: {}, output: {} } });
+  });
 });
