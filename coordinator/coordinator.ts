@@ -370,49 +370,73 @@ export class Coordinator extends DurableObject<Env> {
     const journal = commands.flatMap((command): UnsignedEntry[] => (command.kind === "journal" ? [{ seq: command.seq, kind: command.entryKind, at, body: command.body }] : []));
     const payloads = commands.flatMap((command) => (command.kind === "dispatch" ? [command.payload] : []));
     const groups = chunk(payloads, TASKS_PER_EXECUTOR_CALL);
-    this.stats.events += events.length;
+    this.countEvent(events.length, groups, commands);
+    const entries =
+      groups.length >= DEFER_SIGNING_MIN_CALLS && payloads.some(waitsOnIo)
+        ? await this.commitSendSign(before, state, journal, groups)
+        : await this.signCommitSend(before, state, journal, groups);
+    this.perform(commands, entries.at(-1));
+    await this.scheduleWake(wakeAt, now);
+  }
+
+  /**
+   * The usual order: sign the decision's journal entries, commit them with the
+   * state in one transaction, then send the work. Entries an earlier wave left
+   * unsigned (its signing failed) go first.
+   */
+  private async signCommitSend(before: RunState, state: RunState, journal: readonly UnsignedEntry[], groups: readonly TaskPayload[][]): Promise<JournalEntry[]> {
+    const pending = this.unsigned;
+    const entries = await this.sign(before.record.run_id, [...pending, ...journal]);
+    this.ctx.storage.transactionSync(() => {
+      this.store.save(before, state);
+      if (pending.length > 0) {
+        this.store.appendSigned(entries);
+      } else {
+        this.store.appendJournal(entries);
+      }
+    });
+    this.state = state;
+    this.unsigned = [];
+    if (entries.length > 0) {
+      this.wakeJournalWaiters();
+    }
+    for (const group of groups) {
+      this.dispatchGroup(group);
+    }
+    return entries;
+  }
+
+  /**
+   * A wide wave of I/O tasks: commit the decision with its entries unsigned,
+   * send the work, and sign while it runs. Signing a hundred entries first
+   * would hold every task back by that long; a restart in between signs them
+   * on load (Ed25519 is deterministic: the same entries).
+   */
+  private async commitSendSign(before: RunState, state: RunState, journal: readonly UnsignedEntry[], groups: readonly TaskPayload[][]): Promise<JournalEntry[]> {
+    this.ctx.storage.transactionSync(() => {
+      this.store.save(before, state);
+      this.store.putUnsigned(journal);
+    });
+    this.state = state;
+    this.unsigned.push(...journal);
+    for (const group of groups) {
+      this.dispatchGroup(group);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 0)); // let the executor calls start first
+    return this.signUnsigned();
+  }
+
+  /** Counters for tests: executor calls, tasks and child starts of one event. */
+  private countEvent(events: number, groups: readonly TaskPayload[][], commands: readonly Command[]): void {
+    this.stats.events += events;
     this.stats.maxDispatchesPerEvent = Math.max(this.stats.maxDispatchesPerEvent, groups.length);
-    this.stats.maxTasksPerEvent = Math.max(this.stats.maxTasksPerEvent, payloads.length);
+    this.stats.maxTasksPerEvent = Math.max(this.stats.maxTasksPerEvent, groups.reduce((sum, group) => sum + group.length, 0));
     this.stats.maxTasksPerCall = Math.max(this.stats.maxTasksPerCall, ...groups.map((group) => group.length), 0);
     this.stats.maxChildStartsPerEvent = Math.max(this.stats.maxChildStartsPerEvent, commands.filter((command) => command.kind === "start_child").length);
-    let entries: JournalEntry[];
-    if (groups.length >= DEFER_SIGNING_MIN_CALLS && payloads.some(waitsOnIo)) {
-      // A wide wave: commit the decision with its entries unsigned, send the work,
-      // and sign while it runs. Signing a hundred entries first would hold every
-      // task back by that long; a restart in between signs them on load.
-      this.ctx.storage.transactionSync(() => {
-        this.store.save(before, state);
-        this.store.putUnsigned(journal);
-      });
-      this.state = state;
-      this.unsigned.push(...journal);
-      for (const group of groups) {
-        this.dispatchGroup(group);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 0)); // let the executor calls start first
-      entries = await this.signUnsigned();
-    } else {
-      // Entries an earlier wave could not sign (its signing failed) go first.
-      const pending = this.unsigned;
-      entries = await this.sign(before.record.run_id, [...pending, ...journal]);
-      this.ctx.storage.transactionSync(() => {
-        this.store.save(before, state);
-        if (pending.length > 0) {
-          this.store.appendSigned(entries);
-        } else {
-          this.store.appendJournal(entries);
-        }
-      });
-      this.state = state;
-      this.unsigned = [];
-      if (entries.length > 0) {
-        this.wakeJournalWaiters();
-      }
-      for (const group of groups) {
-        this.dispatchGroup(group);
-      }
-    }
-    const lastEntry = entries.at(-1);
+  }
+
+  /** The commands other than journal entries and dispatches, after the commit. */
+  private perform(commands: readonly Command[], lastEntry: JournalEntry | undefined): void {
     for (const command of commands) {
       if (command.kind === "release_resources") {
         this.releaseContainers(command.containers);
@@ -425,7 +449,6 @@ export class Coordinator extends DurableObject<Env> {
         this.ctx.waitUntil(this.notifyParent(command, attestation));
       }
     }
-    await this.scheduleWake(wakeAt, now);
   }
 
   /**
