@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
+import { verifyJournal } from "../../lib/journal/index.ts";
 import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
 
 interface Stats {
@@ -115,6 +116,23 @@ describe("scale", () => {
     expect(stats.dispatches).toBe(1000);
     expect(stats.maxDispatchesPerEvent).toBeLessThanOrEqual(20);
     expect(stats.maxTasksPerCall).toBeLessThanOrEqual(6);
+  }, 180_000);
+
+  it("completes a 300-item foreach of http tasks (waves sent before they are signed) within the same bounds, and its journal verifies", async ({ expect }) => {
+    const key = uniqueId("wide-http");
+    const items = Array.from({ length: 300 }, (_, i) => i);
+    const task = { steps: [{ ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/json?n={{n}}&key=${key}` } }, output_mapping: { "output.n": "$.body.n" } }] };
+    const result = await run({ id: uniqueId("k3"), max_parallel: 300, nodes: { each: { foreach: { items: "$.input.items" }, input_mapping: { n: "$.item" }, task, output_mapping: { "output.n": "$.n" } } } }, { items }, 120_000);
+    expect(result.status).toBe("completed");
+    expect(result.output.n).toEqual(items);
+    const stats = await statsOf(result.run_id);
+    expect(stats.dispatches).toBe(300);
+    expect(stats.maxDispatchesPerEvent).toBeLessThanOrEqual(20);
+    expect(stats.maxTasksPerCall).toBeLessThanOrEqual(6);
+    expect(((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count).toBe(300);
+    const entries = (await api("GET", `/v1/runs/${result.run_id}/journal`)).json.entries;
+    const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
+    expect(await verifyJournal(entries, jwks, { requireAttestation: true })).toMatchObject({ ok: true });
   }, 180_000);
 
   it("completes a 200-node chain, never over 20 executor calls per event nor 6 tasks per call", async ({ expect }) => {
