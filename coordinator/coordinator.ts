@@ -18,6 +18,12 @@ import { toRunView } from "./view.ts";
 
 /** Journal entries returned by one events call. */
 const EVENTS_PAGE = 500;
+/**
+ * Journal entries returned by one journal call, at most: a long journal is
+ * read in pages (a 1,000-item foreach writes over 2,000 entries), so no
+ * single RPC answer grows with the run.
+ */
+export const JOURNAL_PAGE = 1_000;
 /** The longest a long poll for events waits. */
 const MAX_EVENTS_WAIT_MS = 30_000;
 
@@ -138,10 +144,11 @@ export class Coordinator extends DurableObject<Env> {
     return toResult(() => this.view());
   }
 
-  async journal(afterSeq?: number): Promise<Result<JournalEntry[]>> {
+  /** Journal entries after `afterSeq`, at most `limit` (≤ JOURNAL_PAGE) of them: a page. */
+  async journal(afterSeq?: number, limit?: number): Promise<Result<JournalEntry[]>> {
     return toResult(() => {
       this.requireRun();
-      return this.store.journal(afterSeq ?? 0);
+      return this.store.journal(afterSeq ?? 0, Math.max(1, Math.min(limit ?? JOURNAL_PAGE, JOURNAL_PAGE)));
     });
   }
 

@@ -1,4 +1,4 @@
 /** The coordinator: what other folders may use. */
-export { Coordinator, type CoordinatorStats } from "./coordinator.ts";
+export { Coordinator, JOURNAL_PAGE, type CoordinatorStats } from "./coordinator.ts";
 export { CreateRunRequest, type CreateRunOutcome } from "./create.ts";
 export { decide, MAX_DISPATCHES_PER_EVENT, TASKS_PER_EXECUTOR_CALL, type RunEvent, type RunState } from "./decide.ts";

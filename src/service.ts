@@ -1,5 +1,5 @@
 import type { Catalog } from "../catalog/index.ts";
-import type { Coordinator, CreateRunOutcome } from "../coordinator/index.ts";
+import { JOURNAL_PAGE, type Coordinator, type CreateRunOutcome } from "../coordinator/index.ts";
 import { EngineError } from "../lib/errors.ts";
 import { newRunId, RUN_ID_PATTERN, runIdFor, sha256Hex } from "../lib/ids.ts";
 import { canonicalJson, importSigningKey, toJwks, type JournalEntry } from "../lib/journal/index.ts";
@@ -91,8 +91,16 @@ export async function getRun(env: Env, runId: string): Promise<RunView> {
   return unwrap(await coordinator(env, runId).get());
 }
 
+/** The whole journal, read from the run's coordinator a page at a time. */
 export async function getJournal(env: Env, runId: string): Promise<{ entries: JournalEntry[] }> {
-  return { entries: unwrap(await coordinator(env, runId).journal()) };
+  const entries: JournalEntry[] = [];
+  for (;;) {
+    const page = unwrap(await coordinator(env, runId).journal(entries.at(-1)?.seq ?? 0, JOURNAL_PAGE));
+    entries.push(...page);
+    if (page.length < JOURNAL_PAGE) {
+      return { entries };
+    }
+  }
 }
 
 export async function cancelRun(env: Env, runId: string, reason?: string): Promise<RunView> {

@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
+import { JOURNAL_PAGE } from "../../coordinator/index.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
 
@@ -116,6 +117,11 @@ describe("scale", () => {
     expect(stats.dispatches).toBe(1000);
     expect(stats.maxDispatchesPerEvent).toBeLessThanOrEqual(20);
     expect(stats.maxTasksPerCall).toBeLessThanOrEqual(6);
+    // Over 2,000 entries: the API reads them from the coordinator in pages and returns them all.
+    const entries: { seq: number; kind: string }[] = (await api("GET", `/v1/runs/${result.run_id}/journal`)).json.entries;
+    expect(entries.length).toBeGreaterThan(2 * JOURNAL_PAGE);
+    expect(entries.map((entry) => entry.seq)).toEqual(entries.map((_, index) => index + 1));
+    expect(entries.at(-1)?.kind).toBe("attest");
   }, 180_000);
 
   it("completes a 300-item foreach of http tasks (waves sent before they are signed) within the same bounds, and its journal verifies", async ({ expect }) => {
