@@ -124,9 +124,24 @@ export function completeInvocation(draft: Draft, nodeId: string, invocation: Inv
     output,
   });
   draft.setInvocation(nodeId, invocation.index, { status: "completed", token: null, deadline_at: null, output, error: null });
-  if (draft.node(nodeId).invocations.every((candidate) => candidate.status === "completed" || candidate.status === "skipped")) {
+  if (allDone(draft.node(nodeId).invocations)) {
     completeIteration(draft, nodeId);
   }
+}
+
+/**
+ * Whether every invocation completed or was skipped. Scans from the end:
+ * items finish roughly in order, so what is still open sits at the back, and
+ * a wave of n results costs about n steps here, not n².
+ */
+function allDone(invocations: readonly InvocationRecord[]): boolean {
+  for (let index = invocations.length - 1; index >= 0; index -= 1) {
+    const status = invocations[index]?.status;
+    if (status !== "completed" && status !== "skipped") {
+      return false;
+    }
+  }
+  return true;
 }
 
 export interface TaskFailure {
