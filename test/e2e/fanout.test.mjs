@@ -5,7 +5,7 @@
 // `fanout60: makespan=…ms` (a measurement, not a threshold).
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { verifyJournal } from "../../lib/journal/index.ts";
+import { JournalEntry, verifyJournal } from "../../lib/journal/index.ts";
 import { api, env, register, show, startRun, uid, waitForRun } from "./helpers.mjs";
 
 const ITEMS = 60;
@@ -50,11 +50,12 @@ test(`fanout${ITEMS}: a ${ITEMS}-item foreach of http tasks completes in item or
   const jwks = await api("GET", "/v1/journal-keys");
   const report = await verifyJournal(journal.json.entries, jwks.json, { requireAttestation: true });
   assert.equal(report.ok, true, JSON.stringify(report));
-  const entries = journal.json.entries;
-  assert.equal(entries.filter((/** @type {any} */ entry) => entry.kind === "task.dispatched").length, ITEMS, "one dispatch per item");
-  assert.equal(entries.filter((/** @type {any} */ entry) => entry.kind === "task.completed").length, ITEMS);
+  // Each entry checked against the journal's schema, then counted by kind.
+  const entries = journal.json.entries.map((/** @type {unknown} */ entry) => JournalEntry.parse(entry));
+  assert.equal(entries.filter((entry) => entry.kind === "task.dispatched").length, ITEMS, "one dispatch per item");
+  assert.equal(entries.filter((entry) => entry.kind === "task.completed").length, ITEMS);
 
-  const makespan = Date.parse(entries.at(-1).at) - Date.parse(entries[0].at);
+  const makespan = Date.parse(entries.at(-1)?.at ?? "") - Date.parse(entries[0]?.at ?? "");
   // The e2e files run side by side against one wrangler dev: `npm run bench` is where the fan-out is measured.
   console.log(`fanout${ITEMS}: makespan=${makespan}ms (each task: a ${WAIT_MS} ms wait and an echo call; other e2e files run alongside)`);
 });
