@@ -15,6 +15,7 @@ import { isTerminal } from "./lifecycle.ts";
 import { CreateRunRequest, newRunState, type CreateRunOutcome } from "./create.ts";
 import { RunStore, type UnsignedEntry } from "./storage.ts";
 import { toRunView } from "./view.ts";
+import { unstartedChild } from "./waits.ts";
 
 /** Journal entries returned by one events call. */
 const EVENTS_PAGE = 500;
@@ -673,9 +674,6 @@ function waitsOnIo(payload: TaskPayload): boolean {
 /** Work that a restart loses: dispatches in flight, and children asked for but not yet known to exist. */
 function hasRunningDispatch(state: RunState): boolean {
   return Object.values(state.nodes).some((node) =>
-    node.invocations.some((invocation) => {
-      const waiting = invocation.suspension?.waiting_for;
-      return invocation.status === "running" || (invocation.status === "suspended" && waiting?.kind === "child" && waiting.run_id === null);
-    }),
+    node.invocations.some((invocation) => invocation.status === "running" || unstartedChild(invocation) !== null),
   );
 }

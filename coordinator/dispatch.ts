@@ -2,7 +2,7 @@ import type { Json } from "../lib/expr/mapping.ts";
 import type { InvocationRecord, ResourceHandle } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
 import { failNode } from "./nodes.ts";
-import { childKey, requestChild } from "./waits.ts";
+import { childKey, requestChild, unstartedChild } from "./waits.ts";
 
 /**
  * Tasks travel to the executor in groups of at most this many per call; each
@@ -84,8 +84,8 @@ export function startPendingChildren(draft: Draft, live: ReadonlySet<string>, bu
   for (const [nodeId, node] of Object.entries(draft.nodes)) {
     for (const invocation of node.invocations) {
       const suspension = invocation.suspension;
-      const waiting = suspension?.waiting_for;
-      if (started >= budget || !suspension || invocation.status !== "suspended" || waiting?.kind !== "child" || waiting.run_id !== null) {
+      const waiting = unstartedChild(invocation);
+      if (started >= budget || !suspension || !waiting) {
         continue;
       }
       if (waiting.requested_at != null && live.has(waiting.key)) {

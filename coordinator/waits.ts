@@ -211,14 +211,17 @@ export function childFinished(draft: Draft, outcome: ChildOutcome): void {
   }
 }
 
+type ChildWait = Extract<Suspension["waiting_for"], { kind: "child" }>;
+
+/** The child run a suspended invocation waits for, while that child is not known to exist yet. */
+export function unstartedChild(invocation: InvocationRecord): ChildWait | null {
+  const waiting = invocation.suspension?.waiting_for;
+  return invocation.status === "suspended" && waiting?.kind === "child" && waiting.run_id === null ? waiting : null;
+}
+
 /** Whether a suspended invocation waits for a child run that nobody has asked to start yet. */
 export function hasUnrequestedChild(draft: Draft): boolean {
-  return Object.values(draft.nodes).some((node) =>
-    node.invocations.some((invocation) => {
-      const waiting = invocation.suspension?.waiting_for;
-      return invocation.status === "suspended" && waiting?.kind === "child" && waiting.run_id === null && waiting.requested_at === null;
-    }),
-  );
+  return Object.values(draft.nodes).some((node) => node.invocations.some((invocation) => unstartedChild(invocation)?.requested_at === null));
 }
 
 /** The earliest gate expiry, for the alarm. */
