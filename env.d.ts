@@ -15,6 +15,8 @@ interface Env {
   SHELL_SERVER_TOKEN?: string;
   /** How long an idle container stays up, e.g. `30m`; default `1h`. */
   SANDBOX_SLEEP_AFTER?: string;
+  /** Comma-separated names definitions may use as `$env:NAME` (lib/secrets.ts, docs/security.md). */
+  WORKFLOW_SECRETS?: string;
   /** Comma-separated bearer tokens accepted by the HTTP API. */
   API_TOKENS: string;
   /** Base64 PKCS#8 Ed25519 private key that signs journals. */

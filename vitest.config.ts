@@ -34,6 +34,8 @@ export default defineConfig({
                 // Secrets that model and MCP server definitions reference as `$env:…`; tests check they never leak.
                 LLM_API_KEY: TEST_SECRETS.LLM_API_KEY,
                 MCP_TOKEN: TEST_SECRETS.MCP_TOKEN,
+                // The names definitions may use as `$env:NAME` (lib/secrets.ts); everything else is refused.
+                WORKFLOW_SECRETS: "LLM_API_KEY, MCP_TOKEN, UNSET_SECRET",
                 CONTAINER_MODE: "local",
                 SHELL_SERVER_URL: inject<string>("shellServerUrl"),
                 SHELL_SERVER_TOKEN: inject<string>("shellServerToken"),

@@ -2,6 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import { EngineError } from "../lib/errors.ts";
 import { canonicalJson } from "../lib/journal/canonical.ts";
 import { toResult, type Result } from "../lib/result.ts";
+import { declaredSecretNames } from "../lib/secrets.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import {
   DEFINITION_KINDS,
@@ -41,7 +42,7 @@ export class Catalog extends DurableObject<Env> {
   async register(body: unknown): Promise<Result<RegisterResponse>> {
     return toResult(() => {
       const bundle = parseOrThrow(DefinitionBundle, body, "definition.invalid", "the definition bundle");
-      const problems = checkBundle(bundle, this.lookup());
+      const problems = checkBundle(bundle, this.lookup(), declaredSecretNames(this.env));
       if (problems.length > 0) {
         throw EngineError.terminal("definition.invalid", `the definition bundle is invalid: ${problems.length} problem(s)`, problems);
       }

@@ -4,6 +4,7 @@ import { compileJsonPath } from "../lib/expr/jsonpath.ts";
 import { isComputed } from "../lib/expr/mapping.ts";
 import { compileTemplate } from "../lib/expr/template.ts";
 import { checkJsonSchema, validateJson } from "../lib/json-schema.ts";
+import { secretNamesIn, undeclaredSecretReason } from "../lib/secrets.ts";
 import {
   CREDENTIAL_VALUE_PATTERN,
   isCredentialHeader,
@@ -38,11 +39,12 @@ export interface DefinitionLookup {
  * DAGs without cycles, and credentials that must be `$env:` references.
  * Returns every problem, each with its dotted path in the bundle.
  */
-export function checkBundle(bundle: DefinitionBundle, stored: DefinitionLookup): ErrorDetail[] {
+export function checkBundle(bundle: DefinitionBundle, stored: DefinitionLookup, secrets: ReadonlySet<string>): ErrorDetail[] {
   const problems: ErrorDetail[] = [];
   const lookup = withBundle(bundle, stored);
   const report = (path: string, message: string, code: string) => problems.push({ path, message, code });
   checkDuplicates(bundle, report);
+  checkSecretNames(bundle, secrets, report);
   bundle.workflows?.forEach((workflow, i) => checkWorkflow(workflow, `workflows.${i}`, lookup, report, problems));
   bundle.tasks?.forEach((task, i) => checkTask(task, `tasks.${i}`, lookup, report, problems));
   bundle.actions?.forEach((action, i) => checkAction(action, `actions.${i}`, lookup, report, problems));
@@ -335,6 +337,33 @@ function checkTemplate(source: string | undefined, path: string, report: Report)
 function checkSchema(schema: unknown, path: string, problems: ErrorDetail[]): void {
   if (schema !== undefined) {
     problems.push(...checkJsonSchema(schema, path));
+  }
+}
+
+/**
+ * Every `$env:NAME` anywhere in the bundle must name a declared workflow
+ * secret (lib/secrets.ts): the engine's own secrets and undeclared names are
+ * refused here, wherever they stand, so no field (today's or a future one
+ * that resolves secrets) can reach them.
+ */
+function checkSecretNames(bundle: DefinitionBundle, declared: ReadonlySet<string>, report: Report): void {
+  const stack: { value: unknown; path: string }[] = [{ value: bundle, path: "" }];
+  while (stack.length > 0) {
+    const { value, path } = stack.pop() as { value: unknown; path: string };
+    if (typeof value === "string") {
+      for (const name of new Set(secretNamesIn(value))) {
+        const reason = undeclaredSecretReason(name, declared);
+        if (reason !== undefined) {
+          report(path, reason, "definition.undeclared_secret");
+        }
+      }
+    } else if (Array.isArray(value)) {
+      value.forEach((item, index) => stack.push({ value: item, path: `${path}.${index}` }));
+    } else if (value !== null && typeof value === "object") {
+      for (const [key, item] of Object.entries(value)) {
+        stack.push({ value: item, path: path === "" ? key : `${path}.${key}` });
+      }
+    }
   }
 }
 

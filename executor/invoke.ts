@@ -1,5 +1,7 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import type { Json } from "../lib/expr/mapping.ts";
+import { canonicalProblem } from "../lib/journal/canonical.ts";
+import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
 import type { ResolvedAction } from "../schemas/index.ts";
@@ -45,9 +47,20 @@ export interface Invocation {
  * Runs one action: checks its input against `requires`, calls its handler
  * with a timeout signal, retries infrastructure failures (retryable errors)
  * by `execution.retry_policy` with backoff and `Retry-After`, and checks the
- * output against `produces`.
+ * output against `produces`. What comes back is scrubbed of secrets (an
+ * output, an error message) before anything else sees it, and an output that
+ * could not be signed into the journal fails the call at once.
  */
 export async function invokeAction(action: ResolvedAction, input: Json, options: InvokeOptions): Promise<Invocation> {
+  const secrets = scrubbedSecretValues(options.context.env);
+  try {
+    return await invokeChecked(action, input, options, secrets);
+  } catch (thrown) {
+    throw scrubError(ensureEngineError(thrown, "action.failed"), secrets);
+  }
+}
+
+async function invokeChecked(action: ResolvedAction, input: Json, options: InvokeOptions, secrets: readonly string[]): Promise<Invocation> {
   const problems = validateJson(action.requires, input, "input");
   if (problems.length > 0) {
     throw EngineError.terminal("action.invalid_input", `the input of action ${action.id} does not match its "requires" schema`, problems);
@@ -55,7 +68,7 @@ export async function invokeAction(action: ResolvedAction, input: Json, options:
   const policy = resolveRetryPolicy(action.execution?.retry_policy);
   for (let attempt = 1; ; attempt += 1) {
     try {
-      const output = await callOnce(action, input, options);
+      const output = scrubSecrets(signable(action, await callOnce(action, input, options)), secrets);
       const outputProblems = validateJson(action.produces, output, "output");
       if (outputProblems.length > 0) {
         throw EngineError.terminal("action.invalid_output", `the output of action ${action.id} does not match its "produces" schema`, outputProblems);
@@ -69,6 +82,33 @@ export async function invokeAction(action: ResolvedAction, input: Json, options:
       await options.clock.sleep(retryDelayMs(policy, attempt, options.clock.random(), error.retryAfterMs), options.taskSignal);
     }
   }
+}
+
+/**
+ * An output that cannot be canonicalized (a lone surrogate a peer sent as
+ * `"\\ud800"`, nesting past the limit) could never be journaled: the step
+ * fails now, not retryable, rather than the task's result being lost later.
+ */
+function signable(action: ResolvedAction, output: Json): Json {
+  const problem = canonicalProblem(output);
+  if (problem !== null) {
+    throw EngineError.terminal("action.unsignable_output", `the output of action ${action.id} cannot be journaled: at ${clip(problem.path.replace(/^\$/, "output"))}, ${problem.message}`);
+  }
+  return output;
+}
+
+function clip(text: string): string {
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+}
+
+/** The error with every secret value taken out of its message and details. */
+function scrubError(error: EngineError, secrets: readonly string[]): EngineError {
+  const message = scrubSecrets(error.message, secrets);
+  const details = scrubSecrets(error.details, secrets);
+  if (message === error.message && details === error.details) {
+    return error;
+  }
+  return new EngineError(error.code, message, { retryable: error.retryable, retryAfterMs: error.retryAfterMs, details, cause: error.cause, meta: error.meta });
 }
 
 async function callOnce(action: ResolvedAction, input: Json, options: InvokeOptions): Promise<Json> {

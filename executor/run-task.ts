@@ -2,7 +2,9 @@ import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { evalCelBool } from "../lib/expr/cel.ts";
 import { applyOutputMapping, buildInput, setTargetPath, type Json, type JsonRecord } from "../lib/expr/mapping.ts";
 import { renderTemplate } from "../lib/expr/template.ts";
+import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../lib/journal/canonical.ts";
 import { validateJson } from "../lib/json-schema.ts";
+import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
 import { APPROVAL_SCHEMA, type ResolvedStep, type TaskContext, type TaskPayload, type TaskResult, type TaskResume, type TaskSuspension } from "../schemas/index.ts";
 import type { ActionContext } from "./actions/index.ts";
 import { invokeAction, type Clock } from "./invoke.ts";
@@ -13,6 +15,9 @@ import { invokeAction, type Clock } from "./invoke.ts";
  * data belongs in an artifact, passed by reference.
  */
 export const MAX_TASK_OUTPUT_CHARS = 1_000_000;
+
+/** Levels a result adds around the values it carries (`error.context_snapshot.state.<ref>`, mapped target paths). */
+const RESULT_WRAPPING_DEPTH = 16;
 
 export interface RunTaskDeps {
   context: Omit<ActionContext, "signal" | "payload">;
@@ -33,6 +38,34 @@ type StepOutcome = (
  * returned as data with a code and a `retryable` flag.
  */
 export async function runTask(payload: TaskPayload, deps: RunTaskDeps): Promise<TaskResult> {
+  return finalizeResult(await runSteps(payload, deps), scrubbedSecretValues(deps.context.env));
+}
+
+/**
+ * The last net before a result leaves the executor: every secret value is
+ * scrubbed from all of it (outputs, error messages, the context snapshot, a
+ * gate's prompt), messages are made well-formed text, and a result that still
+ * could not be signed into the journal becomes a failure that says so (not
+ * retryable: the same work would produce the same value).
+ */
+export function finalizeResult(result: TaskResult, secrets: readonly string[]): TaskResult {
+  const scrubbed = scrubSecrets(result, secrets);
+  const error = scrubbed.error;
+  const wellFormed = error === undefined || error.message.isWellFormed() ? scrubbed : { ...scrubbed, error: { ...error, message: error.message.toWellFormed() } };
+  // Outputs were checked against MAX_CANONICAL_DEPTH as each action returned; the result wraps them a few levels deeper.
+  const problem = canonicalProblem(wellFormed, MAX_CANONICAL_DEPTH + RESULT_WRAPPING_DEPTH);
+  if (problem === null) {
+    return wellFormed;
+  }
+  return {
+    token_id: result.token_id,
+    success: false,
+    error: { type: "task.unsignable_result", step_ref: result.error?.step_ref ?? null, message: `the task's result cannot be journaled: at ${problem.path.slice(0, 200)}, ${problem.message}`.toWellFormed(), retryable: false, context_snapshot: null },
+    metrics: result.metrics,
+  };
+}
+
+async function runSteps(payload: TaskPayload, deps: RunTaskDeps): Promise<TaskResult> {
   const started = deps.clock.now();
   const signal = AbortSignal.timeout(payload.timeout_ms);
   let context: TaskContext = { input: payload.input, state: {}, output: {} };

@@ -126,3 +126,72 @@ function quote(text: string, path: string): string {
   // Well-formed JSON.stringify (ES2019) escapes exactly as RFC 8785 §3.2.2.2 requires.
   return JSON.stringify(text);
 }
+
+/**
+ * The deepest nesting a value may have and still be journaled: arrays and
+ * objects count one level each, so a scalar is depth 0 and `[[1]]` depth 2.
+ * {@link canonicalJson} and the rest of the engine recurse over values, and a
+ * Worker's stack holds a few thousand frames; the API refuses deeper bodies at
+ * ingress, and the executor fails a step whose output is deeper.
+ */
+export const MAX_CANONICAL_DEPTH = 128;
+
+/** What keeps `value` out of a journal entry: where, and why. */
+export interface CanonicalProblem {
+  path: string;
+  message: string;
+}
+
+/**
+ * The first reason `value` cannot be canonicalized and signed, or `null`:
+ * nesting deeper than `maxDepth`, a string or key with a lone UTF-16
+ * surrogate, a number that is not finite, or something that is not JSON.
+ * Iterative, so a value of any depth is checked without exhausting the
+ * stack. Plain JSON data only (`toJSON` is not applied): task results and
+ * outputs as they come off the wire.
+ */
+export function canonicalProblem(value: unknown, maxDepth = MAX_CANONICAL_DEPTH): CanonicalProblem | null {
+  const stack: { value: unknown; path: string; depth: number }[] = [{ value, path: "$", depth: 0 }];
+  while (stack.length > 0) {
+    const item = stack.pop() as { value: unknown; path: string; depth: number };
+    const problem = scalarProblem(item.value);
+    if (problem !== undefined) {
+      return { path: item.path, message: problem };
+    }
+    if (typeof item.value !== "object" || item.value === null) {
+      continue;
+    }
+    if (item.depth >= maxDepth) {
+      return { path: item.path, message: `nested deeper than ${maxDepth} levels` };
+    }
+    if (Array.isArray(item.value)) {
+      item.value.forEach((member, index) => stack.push({ value: member, path: `${item.path}[${index}]`, depth: item.depth + 1 }));
+      continue;
+    }
+    for (const [key, member] of Object.entries(item.value)) {
+      if (!key.isWellFormed()) {
+        return { path: item.path, message: "an object key contains a lone UTF-16 surrogate (not I-JSON)" };
+      }
+      if (member !== undefined) {
+        // Left out by JSON.stringify and canonicalJson alike.
+        stack.push({ value: member, path: `${item.path}.${key}`, depth: item.depth + 1 });
+      }
+    }
+  }
+  return null;
+}
+
+function scalarProblem(value: unknown): string | undefined {
+  switch (typeof value) {
+    case "string":
+      return value.isWellFormed() ? undefined : "the string contains a lone UTF-16 surrogate (not I-JSON)";
+    case "number":
+      return Number.isFinite(value) ? undefined : `${String(value)} is not a JSON number`;
+    case "boolean":
+      return undefined;
+    case "object":
+      return value === null || Array.isArray(value) || Object.prototype.toString.call(value) === "[object Object]" ? undefined : "not a plain JSON object";
+    default:
+      return `${typeof value} is not a JSON value`;
+  }
+}

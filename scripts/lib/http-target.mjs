@@ -11,6 +11,9 @@
  *                              text, or null when empty. `query` maps each name to
  *                              its value (an array when repeated); `headers` are
  *                              lower-cased.
+ *   /broken-json               200 `application/json` whose body is not JSON: the
+ *                              text "headers: " and the request's headers (to test
+ *                              that echoed credentials are scrubbed from errors).
  *   /json?a=1&b=x&c=true       200 an object built from the query: values that look
  *                              like JSON (numbers, true/false/null, objects, arrays)
  *                              are parsed, others stay strings, repeated names give
@@ -165,6 +168,11 @@ export async function startHttpTarget({ port = 0 } = {}) {
         });
       case "json":
         return sendJson(res, 200, queryObject(url.searchParams, true));
+      case "broken-json": {
+        const text = `headers: ${JSON.stringify(req.headers)}`;
+        res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+        return res.end(text);
+      }
       case "users": {
         if (!a) return sendJson(res, 404, { error: "not_found", path: url.pathname });
         const n = clampInt(url.searchParams.get("repos"), 3, 0, 1000);

@@ -17,7 +17,9 @@
  * `[[retry-after:SEC]]` adds `Retry-After`); `[[invalid-json]]` answers text
  * that is not JSON where JSON was asked for; `[[wrong-shape]]` answers
  * `{"unexpected":true}`; `[[echo-credential]]` answers 401 with a body that
- * quotes the credential it received (as some providers do), to test redaction.
+ * quotes the credential it received (as some providers do), to test redaction;
+ * `[[echo-credential:answer]]` answers 200 with the credential in the answer's
+ * text (which is then not JSON where JSON was asked for).
  *
  * Tokens: input = the words of every message, output = the words of the answer.
  */
@@ -33,6 +35,7 @@ const MARKER = /\[\[([a-z-]+)(?::([^\]]*))?\]\]/g;
  * @property {boolean} invalidJson
  * @property {boolean} wrongShape
  * @property {boolean} echoCredential
+ * @property {boolean} echoCredentialInAnswer
  */
 
 /**
@@ -42,7 +45,7 @@ const MARKER = /\[\[([a-z-]+)(?::([^\]]*))?\]\]/g;
  */
 export function readDirectives(text) {
   /** @type {Directives} */
-  const directives = { key: undefined, fail: undefined, times: undefined, retryAfter: undefined, invalidJson: false, wrongShape: false, echoCredential: false };
+  const directives = { key: undefined, fail: undefined, times: undefined, retryAfter: undefined, invalidJson: false, wrongShape: false, echoCredential: false, echoCredentialInAnswer: false };
   const clean = text.replace(MARKER, (_match, name, value) => {
     if (name === "key") directives.key = value;
     else if (name === "fail") directives.fail = Number(value);
@@ -50,6 +53,7 @@ export function readDirectives(text) {
     else if (name === "retry-after") directives.retryAfter = Number(value);
     else if (name === "invalid-json") directives.invalidJson = true;
     else if (name === "wrong-shape") directives.wrongShape = true;
+    else if (name === "echo-credential" && value === "answer") directives.echoCredentialInAnswer = true;
     else if (name === "echo-credential") directives.echoCredential = true;
     return "";
   });
@@ -109,6 +113,7 @@ export function valueFromSchema(schema, question, depth = 0) {
  */
 export function answerText({ question, schema, directives }) {
   if (schema === undefined) return `Echo: ${question}`;
+  if (directives.echoCredentialInAnswer) return `Not JSON, but here is what you sent: ${question}`;
   if (directives.invalidJson) return "Sure! Here is the JSON you asked for: {";
   if (directives.wrongShape) return JSON.stringify({ unexpected: true });
   return JSON.stringify(valueFromSchema(schema, question));

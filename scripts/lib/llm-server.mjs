@@ -92,7 +92,7 @@ export async function startLlmServer({ port = 0 } = {}) {
     if (body.stream === true) return sendError(res, flavour, 400, "streaming is not supported by this test server");
     const messages = flavour === "openai" ? openAiMessages(body) : anthropicMessages(body);
     const lastUser = [...messages].reverse().find((m) => m.role === "user")?.text ?? "";
-    const { text: question, directives } = readDirectives(lastUser);
+    const { text: asked, directives } = readDirectives(lastUser);
     const credential = String(req.headers.authorization ?? req.headers["x-api-key"] ?? "");
     let attempt = 1;
     if (directives.key !== undefined) {
@@ -109,6 +109,7 @@ export async function startLlmServer({ port = 0 } = {}) {
     }
     const inputTokens = messages.reduce((total, m) => total + countWords(readDirectives(m.text).text), 0);
     sequence += 1;
+    const question = directives.echoCredentialInAnswer ? `${asked} (credential: ${credential})` : asked;
     const model = String(body.model ?? "unknown");
     return flavour === "openai"
       ? sendJson(res, 200, openAiAnswer(body, { question, directives, inputTokens, model, id: sequence }))

@@ -152,9 +152,9 @@ describe("registration rejects bad definitions with every problem and its path",
     expect(JSON.stringify(details)).not.toMatch(/sk-live-123|Bearer abc|\\"literal\\"/);
   });
 
-  it("accepts $env: credentials, including a scheme before them", async ({ expect }) => {
+  it("accepts $env: credentials of declared workflow secrets, including a scheme before them", async ({ expect }) => {
     const response = await api("POST", "/v1/definitions", {
-      models: [{ id: uniqueId("m"), provider: "openai", model_id: "gpt", api_key: "$env:OPENAI_API_KEY" }],
+      models: [{ id: uniqueId("m"), provider: "openai", model_id: "gpt", api_key: "$env:LLM_API_KEY" }],
       mcp_servers: [{ id: uniqueId("s"), url: "http://127.0.0.1:1/mcp", headers: { Authorization: "Bearer $env:MCP_TOKEN" } }],
     });
     expect(response.status).toBe(201);
