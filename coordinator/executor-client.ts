@@ -1,4 +1,5 @@
-import { TaskResult, toTaskGroup, type TaskPayload } from "../schemas/index.ts";
+import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../lib/journal/canonical.ts";
+import { TaskResult, toTaskGroup, toUnsignableResult, type TaskPayload } from "../schemas/index.ts";
 
 /**
  * The coordinator's side of the executor call: a group of tasks goes out in
@@ -16,7 +17,7 @@ export async function sendTaskGroup(executor: ExecutorBinding, payloads: readonl
     for await (const line of ndjsonLines(stream)) {
       const parsed = TaskResult.safeParse(JSON.parse(line));
       if (parsed.success && waiting.delete(parsed.data.token_id)) {
-        delivered.push(deliver(parsed.data));
+        delivered.push(deliver(signableResult(parsed.data)));
       }
     }
   } catch (thrown) {
@@ -55,6 +56,18 @@ async function* ndjsonLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<
   if (buffered.trim() !== "") {
     yield buffered;
   }
+}
+
+/**
+ * The executor only sends results that can be signed (executor/run-task.ts
+ * `finalizeResult`); should one slip through anyway, it becomes a failure
+ * that says so. Applied as it came, its journal entry could not be signed,
+ * the event would be refused and the task would sit until its timeout, then
+ * be retried: the same value, the same side effects.
+ */
+function signableResult(result: TaskResult): TaskResult {
+  const problem = canonicalProblem(result, MAX_CANONICAL_DEPTH * 2);
+  return problem === null ? result : toUnsignableResult(result, problem.path, problem.message);
 }
 
 /** The executor could not be reached or crashed: a retryable infrastructure failure. */

@@ -5,7 +5,7 @@ import { renderTemplate } from "../lib/expr/template.ts";
 import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../lib/journal/canonical.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
-import { APPROVAL_SCHEMA, type ResolvedStep, type TaskContext, type TaskPayload, type TaskResult, type TaskResume, type TaskSuspension } from "../schemas/index.ts";
+import { APPROVAL_SCHEMA, toUnsignableResult, type ResolvedStep, type TaskContext, type TaskPayload, type TaskResult, type TaskResume, type TaskSuspension } from "../schemas/index.ts";
 import type { ActionContext } from "./actions/index.ts";
 import { invokeAction, type Clock } from "./invoke.ts";
 
@@ -54,15 +54,7 @@ export function finalizeResult(result: TaskResult, secrets: readonly string[]): 
   const wellFormed = error === undefined || error.message.isWellFormed() ? scrubbed : { ...scrubbed, error: { ...error, message: error.message.toWellFormed() } };
   // Outputs were checked against MAX_CANONICAL_DEPTH as each action returned; the result wraps them a few levels deeper.
   const problem = canonicalProblem(wellFormed, MAX_CANONICAL_DEPTH + RESULT_WRAPPING_DEPTH);
-  if (problem === null) {
-    return wellFormed;
-  }
-  return {
-    token_id: result.token_id,
-    success: false,
-    error: { type: "task.unsignable_result", step_ref: result.error?.step_ref ?? null, message: `the task's result cannot be journaled: at ${problem.path.slice(0, 200)}, ${problem.message}`.toWellFormed(), retryable: false, context_snapshot: null },
-    metrics: result.metrics,
-  };
+  return problem === null ? wellFormed : toUnsignableResult(result, problem.path, problem.message);
 }
 
 async function runSteps(payload: TaskPayload, deps: RunTaskDeps): Promise<TaskResult> {

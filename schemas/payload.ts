@@ -182,3 +182,18 @@ export const TaskResult = z.strictObject({
   metrics: TaskMetrics,
 });
 export type TaskResult = z.infer<typeof TaskResult>;
+
+/**
+ * The failure that replaces a result which cannot be signed into the journal
+ * (`where` and `why` from lib/journal `canonicalProblem`): not retryable,
+ * since the same work would produce the same value.
+ */
+export function toUnsignableResult(result: TaskResult, where: string, why: string): TaskResult {
+  const message = `the task's result cannot be journaled: at ${where.slice(0, 200)}, ${why}`.toWellFormed();
+  return {
+    token_id: result.token_id,
+    success: false,
+    error: { type: "task.unsignable_result", step_ref: result.error?.step_ref ?? null, message, retryable: false, context_snapshot: null },
+    metrics: result.metrics,
+  };
+}

@@ -1,8 +1,9 @@
 import { describe, it } from "vitest";
+import { sendTaskGroup } from "../../coordinator/executor-client.ts";
 import { finalizeResult } from "../../executor/run-task.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../../lib/journal/canonical.ts";
-import type { TaskResult } from "../../schemas/index.ts";
+import type { TaskPayload, TaskResult } from "../../schemas/index.ts";
 import { api, httpTarget, singleTaskWorkflow, uniqueId, waitForRun } from "./helpers.ts";
 
 async function hits(key: string): Promise<number> {
@@ -65,5 +66,22 @@ describe("values that cannot be signed into the journal", () => {
     expect(finalizeResult(output, [])).toMatchObject({ success: false, error: { type: "task.unsignable_result", retryable: false } });
     const failure: TaskResult = { token_id: "t2", success: false, error: { type: "x.y", step_ref: "s", message: "bad \ud800 text", retryable: true, context_snapshot: null }, metrics };
     expect(finalizeResult(failure, []).error).toMatchObject({ type: "x.y", message: "bad \ufffd text", retryable: true });
+  });
+
+  it("makes the coordinator journal an unsignable result that slipped past the executor as a non-retryable failure", async ({ expect }) => {
+    const metrics = { duration_ms: 1, steps_executed: 1, llm_tokens: { input: 0, output: 0, cost_usd: 0 } };
+    const line = `${JSON.stringify({ token_id: "tok-1", success: true, output: { s: "\udfff" }, metrics })}\n`;
+    const executor: ExecutorBinding = {
+      runTask: () => Promise.reject(new Error("unused")),
+      runTasks: () => Promise.resolve(new Response(line).body as ReadableStream<Uint8Array>),
+    };
+    const task = { id: "t", version: 1, steps: [] };
+    const payload = { token_id: "tok-1", workflow_run_id: "run_x", task_id: "t", task_version: 1, task, input: {}, resources: {}, tools: [], timeout_ms: 1000, retry_attempt: 1 } as unknown as TaskPayload;
+    const delivered: TaskResult[] = [];
+    await sendTaskGroup(executor, [payload], async (result) => {
+      delivered.push(result);
+    });
+    expect(delivered).toHaveLength(1);
+    expect(delivered[0]).toMatchObject({ token_id: "tok-1", success: false, error: { type: "task.unsignable_result", retryable: false } });
   });
 });
