@@ -10,6 +10,11 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   "request.too_large": 413,
   "request.invalid_json": 400,
   "request.invalid_yaml": 400,
+  // The ingress limits on every body (lib/json-limits.ts).
+  "request.too_deep": 400,
+  "request.invalid_text": 400,
+  "request.reserved_key": 400,
+  "request.invalid_argument": 400,
   "run.terminal": 409,
   "run.idempotency_conflict": 409,
   "run.conflict": 409,

@@ -1,72 +1,132 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
+import { EngineError } from "../lib/errors.ts";
+import { checkBodyLimits } from "../lib/json-limits.ts";
 import type { JournalEntry } from "../lib/journal/index.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import type { DefinitionRecord, GateView, Jwks, RegisterResponse, RunView, StartRunResponse } from "../schemas/index.ts";
 import * as service from "./service.ts";
 
+/** The longest id (run, gate, workflow, kind) an RPC caller may pass; longer ones name nothing. */
+const MAX_ID_LENGTH = 1024;
+
 /**
  * The API as a Workers RPC entrypoint, for other Workers:
  * `[[services]] binding = "TRELLIS", service = "trellis", entrypoint = "TrellisApi"`.
  * Every method returns a Result: errors arrive as data with their code.
+ *
+ * RPC arguments arrive as whatever structured clone carries (any type, any
+ * depth, shared or cyclic), so each is checked here before the service sees
+ * it: ids must be strings, bodies meet the same ingress limits as HTTP bodies
+ * (`checkBodyLimits`), numbers must be what they say.
  */
 export class TrellisApi extends WorkerEntrypoint<Env> {
   registerDefinitions(bundle: unknown): Promise<Result<RegisterResponse>> {
-    return toResult(() => service.registerDefinitions(this.env, bundle));
+    return toResult(() => {
+      checkBodyLimits(bundle);
+      return service.registerDefinitions(this.env, bundle);
+    });
   }
 
   getDefinition(kind: string, id: string, version?: number): Promise<Result<DefinitionRecord>> {
-    return toResult(() => service.getDefinition(this.env, kind, id, version));
+    return toResult(() => {
+      const pinned = optionalInteger(version, "version", 1);
+      return service.getDefinition(this.env, idArgument(kind, "kind"), idArgument(id, "id"), pinned);
+    });
   }
 
   startRun(workflowId: string, request: unknown): Promise<Result<StartRunResponse & { created: boolean }>> {
     return toResult(async () => {
-      const { created, run } = await service.startRun(this.env, workflowId, request, "rpc");
+      const id = idArgument(workflowId, "workflowId");
+      checkBodyLimits(request);
+      const { created, run } = await service.startRun(this.env, id, request, "rpc");
       return { ...run, created };
     });
   }
 
   getRun(runId: string): Promise<Result<RunView>> {
-    return toResult(() => service.getRun(this.env, runId));
+    return toResult(() => service.getRun(this.env, idArgument(runId, "runId")));
   }
 
   getJournal(runId: string): Promise<Result<{ entries: JournalEntry[] }>> {
-    return toResult(() => service.getJournal(this.env, runId));
+    return toResult(() => service.getJournal(this.env, idArgument(runId, "runId")));
   }
 
   cancelRun(runId: string, reason?: string): Promise<Result<RunView>> {
-    return toResult(() => service.cancelRun(this.env, runId, reason));
+    return toResult(() => {
+      const id = idArgument(runId, "runId");
+      if (reason !== undefined && typeof reason !== "string") {
+        throw invalidArgument("reason", "must be a string when given");
+      }
+      checkBodyLimits(reason, "reason");
+      return service.cancelRun(this.env, id, reason);
+    });
   }
 
   pauseRun(runId: string): Promise<Result<RunView>> {
-    return toResult(() => service.controlRun(this.env, runId, "pause"));
+    return toResult(() => service.controlRun(this.env, idArgument(runId, "runId"), "pause"));
   }
 
   resumeRun(runId: string): Promise<Result<RunView>> {
-    return toResult(() => service.controlRun(this.env, runId, "resume"));
+    return toResult(() => service.controlRun(this.env, idArgument(runId, "runId"), "resume"));
   }
 
   redriveRun(runId: string): Promise<Result<RunView>> {
-    return toResult(() => service.controlRun(this.env, runId, "redrive"));
+    return toResult(() => service.controlRun(this.env, idArgument(runId, "runId"), "redrive"));
   }
 
   approveRun(runId: string): Promise<Result<RunView>> {
-    return toResult(() => service.controlRun(this.env, runId, "approve"));
+    return toResult(() => service.controlRun(this.env, idArgument(runId, "runId"), "approve"));
   }
 
   /** Journal entries after `afterSeq`, waiting up to `waitMs` for the next ones: the event stream over RPC. */
   runEvents(runId: string, afterSeq = 0, waitMs = 0): Promise<Result<JournalEntry[]>> {
-    return toResult(() => service.runEvents(this.env, runId, afterSeq, waitMs));
+    return toResult(() => {
+      const id = idArgument(runId, "runId");
+      return service.runEvents(this.env, id, optionalInteger(afterSeq, "afterSeq", 0) ?? 0, optionalInteger(waitMs, "waitMs", 0) ?? 0);
+    });
   }
 
   listGates(runId: string): Promise<Result<{ gates: GateView[] }>> {
-    return toResult(() => service.listGates(this.env, runId));
+    return toResult(() => service.listGates(this.env, idArgument(runId, "runId")));
   }
 
   answerGate(runId: string, gateId: string, answer: unknown): Promise<Result<GateView>> {
-    return toResult(() => service.answerGate(this.env, runId, gateId, answer));
+    return toResult(() => {
+      const run = idArgument(runId, "runId");
+      const gate = idArgument(gateId, "gateId");
+      checkBodyLimits(answer);
+      return service.answerGate(this.env, run, gate, answer);
+    });
   }
 
   journalKeys(): Promise<Result<Jwks>> {
     return toResult(() => service.journalKeys(this.env));
   }
+}
+
+/** An id argument: a well-formed string of at most {@link MAX_ID_LENGTH} characters. */
+function idArgument(value: unknown, name: string): string {
+  if (typeof value !== "string") {
+    throw invalidArgument(name, `must be a string, got ${value === null ? "null" : typeof value}`);
+  }
+  if (value.length > MAX_ID_LENGTH) {
+    throw invalidArgument(name, `must be at most ${MAX_ID_LENGTH} characters`);
+  }
+  checkBodyLimits(value, name);
+  return value;
+}
+
+/** An optional integer argument, at least `min`; undefined when not given. */
+function optionalInteger(value: unknown, name: string, min: number): number | undefined {
+  if (value === undefined) {
+    return undefined;
+  }
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min) {
+    throw invalidArgument(name, `must be an integer ≥ ${min}`);
+  }
+  return value;
+}
+
+function invalidArgument(name: string, message: string): EngineError {
+  return EngineError.terminal("request.invalid_argument", `${name} ${message}`, [{ path: name, message, code: "request.invalid_argument" }]);
 }

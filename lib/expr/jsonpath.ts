@@ -26,8 +26,12 @@ type Compiled = { ok: true; query: JSONPathQuery; singular: boolean } | { ok: fa
 
 const CACHE_LIMIT = 500;
 
-/** Strict RFC 9535: json-p3's non-standard extensions (keys selector `~`, `#`) stay off. */
-const environment = new JSONPathEnvironment({ strict: true });
+/**
+ * Strict RFC 9535: json-p3's non-standard extensions (keys selector `~`, `#`) stay off.
+ * `..` may descend as deep as a journaled value may nest (128, `MAX_CANONICAL_DEPTH`;
+ * json-p3's default of 50 failed on run input within the API's 64-level body limit).
+ */
+const environment = new JSONPathEnvironment({ strict: true, maxRecursionDepth: 128 });
 
 const cache = new Map<string, Compiled>();
 
