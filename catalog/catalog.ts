@@ -13,7 +13,7 @@ import {
   type RunSnapshot,
 } from "../schemas/index.ts";
 import { resolveRunSnapshot, type DefinitionReader, type StoredDefinition } from "./resolve.ts";
-import { checkBundle, type DefinitionLookup } from "./validate.ts";
+import { checkBundle, checkReservedMappingKeys, type DefinitionLookup } from "./validate.ts";
 
 interface DefinitionRow extends Record<string, SqlStorageValue> {
   version: number;
@@ -41,6 +41,10 @@ export class Catalog extends DurableObject<Env> {
   /** Validates a whole bundle and stores it atomically: all of it, or none with every problem listed. */
   async register(body: unknown): Promise<Result<RegisterResponse>> {
     return toResult(() => {
+      const reserved = checkReservedMappingKeys(body);
+      if (reserved.length > 0) {
+        throw EngineError.terminal("definition.invalid", `the definition bundle is invalid: ${reserved.length} problem(s)`, reserved);
+      }
       const bundle = parseOrThrow(DefinitionBundle, body, "definition.invalid", "the definition bundle");
       const problems = checkBundle(bundle, this.lookup(), declaredSecretNames(this.env));
       if (problems.length > 0) {

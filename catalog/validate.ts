@@ -10,6 +10,7 @@ import {
   isCredentialHeader,
   isToolName,
   parseReference,
+  RESERVED_KEYS,
   SECRET_REF_PATTERN,
   TOOL_NAMES,
   type ActionImplementation,
@@ -338,6 +339,35 @@ function checkSchema(schema: unknown, path: string, problems: ErrorDetail[]): vo
   if (schema !== undefined) {
     problems.push(...checkJsonSchema(schema, path));
   }
+}
+
+/**
+ * Reserved names (`__proto__`, `constructor`, `prototype`) as mapping fields
+ * or target path segments, found in the raw body: zod drops a `__proto__` key
+ * of a record before its key schema sees it, so the parsed bundle cannot show
+ * it. Each problem names its path.
+ */
+export function checkReservedMappingKeys(raw: unknown): ErrorDetail[] {
+  const problems: ErrorDetail[] = [];
+  const stack: { value: unknown; path: string }[] = [{ value: raw, path: "" }];
+  while (stack.length > 0) {
+    const { value, path } = stack.pop() as { value: unknown; path: string };
+    if (value === null || typeof value !== "object") {
+      continue;
+    }
+    for (const [key, item] of Object.entries(value)) {
+      const at = path === "" ? key : `${path}.${key}`;
+      if ((key === "input_mapping" || key === "output_mapping") && item !== null && typeof item === "object" && !Array.isArray(item)) {
+        for (const field of Object.keys(item)) {
+          if (field.split(".").some((segment) => RESERVED_KEYS.has(segment))) {
+            problems.push({ path: `${at}.${field}`, message: `"${field}" uses a reserved name (__proto__, constructor, prototype), which JavaScript gives a meaning on every object; choose another name`, code: "definition.reserved_key" });
+          }
+        }
+      }
+      stack.push({ value: item, path: at });
+    }
+  }
+  return problems;
 }
 
 /**

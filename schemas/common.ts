@@ -116,14 +116,26 @@ export const CelSource = z.string().min(1, "must be a non-empty CEL expression")
 export const MappingSource = JsonValue;
 export type MappingSource = z.infer<typeof MappingSource>;
 
+/**
+ * Names a mapping may not write: JavaScript gives them meaning on every
+ * object (`obj["__proto__"] = v` replaces the prototype), so a field or a path
+ * segment with one of them would act on the object instead of naming data.
+ */
+export const RESERVED_KEYS: ReadonlySet<string> = new Set(["__proto__", "constructor", "prototype"]);
+const RESERVED_MESSAGE = `must not be ${[...RESERVED_KEYS].map((key) => `"${key}"`).join(", ")} (reserved)`;
+
 /** A dotted target path that starts with `state.` or `output.`. */
 export const TARGET_PATH_PATTERN = /^(state|output)(\.[A-Za-z0-9_-]+)+$/;
 export const TargetPath = z
   .string()
-  .regex(TARGET_PATH_PATTERN, 'must be a dotted path starting with "state." or "output."');
+  .regex(TARGET_PATH_PATTERN, 'must be a dotted path starting with "state." or "output."')
+  .refine((path) => !path.split(".").some((segment) => RESERVED_KEYS.has(segment)), { message: `a segment of the target path ${RESERVED_MESSAGE}` });
+
+/** A field of an input mapping. */
+const MappingField = z.string().min(1).refine((field) => !RESERVED_KEYS.has(field), { message: `an input_mapping field ${RESERVED_MESSAGE}` });
 
 /** `{ "<field>": <source> }`: builds the callee's input from the caller's context. */
-export const InputMapping = z.record(z.string().min(1), MappingSource);
+export const InputMapping = z.record(MappingField, MappingSource);
 export type InputMapping = z.infer<typeof InputMapping>;
 
 /** `{ "<target path>": <source> }`: writes the callee's output into the caller's context. */

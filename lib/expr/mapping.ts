@@ -46,7 +46,7 @@ export function buildInput(mapping: Record<string, unknown>, doc: Record<string,
   for (const [field, source] of Object.entries(mapping)) {
     const result = withPath(`input_mapping.${field}`, () => evaluateSource(source, doc));
     if (result.found) {
-      input[field] = result.value;
+      defineMember(input, field, result.value);
     }
   }
   return input;
@@ -107,9 +107,19 @@ export function setIn(object: JsonRecord, segments: readonly string[], value: Js
   if (rest.length === 0) {
     return { ...object, [head]: value };
   }
-  const child = object[head];
+  // Own members only: `object["__proto__"]` would read the prototype.
+  const child = Object.hasOwn(object, head) ? object[head] : undefined;
   const childObject = child !== null && typeof child === "object" && !Array.isArray(child) ? child : {};
   return { ...object, [head]: setIn(childObject, rest, value) };
+}
+
+/**
+ * `record[key] = value` as a plain own member, whatever the key: assignment to
+ * `"__proto__"` would replace the prototype (registration refuses such fields;
+ * this keeps a stored definition from older rules harmless too).
+ */
+function defineMember(record: JsonRecord, key: string, value: Json): void {
+  Object.defineProperty(record, key, { value, enumerable: true, writable: true, configurable: true });
 }
 
 function withPath<T>(path: string, fn: () => T): T {
