@@ -13,18 +13,34 @@ export function bearerAuth(): MiddlewareHandler<{ Bindings: Env; Variables: { pr
     if (!match?.[1]) {
       throw EngineError.terminal("auth.missing_token", "send Authorization: Bearer <token>");
     }
-    const digestHex = await isKnownToken(match[1], c.env.API_TOKENS ?? "");
-    if (digestHex === null) {
+    if (!(await isKnownToken(match[1], c.env.API_TOKENS ?? ""))) {
       throw EngineError.terminal("auth.invalid_token", "the bearer token is not valid");
     }
-    // Runs record who started them without ever recording the token itself.
-    c.set("principal", `token:${digestHex.slice(0, 8)}`);
+    c.set("principal", await principalOf(match[1], c.env.JOURNAL_SIGNING_KEY ?? ""));
     await next();
   };
 }
 
-/** The hex SHA-256 of the token when it is one of the configured tokens, else null. */
-async function isKnownToken(token: string, configured: string): Promise<string | null> {
+/** Hex digits of the keyed digest a principal shows: 64 bits, enough to tell tokens apart. */
+const PRINCIPAL_DIGEST_HEX = 16;
+
+/**
+ * Who a token is in run records and journals (`created_by`): `token:` and a
+ * keyed digest (HMAC-SHA256) of the token. Journals are meant for third
+ * parties, so the name must tell nothing about the token: a plain hash of a
+ * weak token could be brute-forced offline, a keyed one cannot without the
+ * key. The key is derived from the journal signing key (domain-separated),
+ * so the same token keeps the same name for as long as that key is in use.
+ */
+export async function principalOf(token: string, signingKey: string): Promise<string> {
+  const encoder = new TextEncoder();
+  const key = await crypto.subtle.importKey("raw", encoder.encode(`trellis.principal.v1:${signingKey}`), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, encoder.encode(token)));
+  return `token:${[...mac].map((byte) => byte.toString(16).padStart(2, "0")).join("").slice(0, PRINCIPAL_DIGEST_HEX)}`;
+}
+
+/** Whether the token is one of the configured tokens. */
+async function isKnownToken(token: string, configured: string): Promise<boolean> {
   const given = await digest(token);
   let known = false;
   for (const candidate of configured.split(",").map((value) => value.trim()).filter((value) => value.length > 0)) {
@@ -32,7 +48,7 @@ async function isKnownToken(token: string, configured: string): Promise<string |
       known = true;
     }
   }
-  return known ? [...new Uint8Array(given)].map((byte) => byte.toString(16).padStart(2, "0")).join("") : null;
+  return known;
 }
 
 async function digest(text: string): Promise<ArrayBuffer> {

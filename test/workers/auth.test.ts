@@ -1,5 +1,8 @@
+import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
-import { api } from "./helpers.ts";
+import { sha256Hex } from "../../lib/ids.ts";
+import { principalOf } from "../../src/auth.ts";
+import { api, uniqueId, waitForRun } from "./helpers.ts";
 
 describe("authentication and errors", () => {
   it("answers /healthz without a token", async ({ expect }) => {
@@ -23,5 +26,21 @@ describe("authentication and errors", () => {
     const response = await api("DELETE", "/v1/nothing/here/at/all");
     expect(response.status).toBe(404);
     expect(response.json.error).toMatchObject({ code: "route.not_found" });
+  });
+
+  it("records who started a run as a keyed digest of the token, never its plain hash", async ({ expect }) => {
+    const id = uniqueId("who");
+    const step = { ref: "s", action: { kind: "context", implementation: { updates: [{ path: "x", expr: "1" }] } } };
+    expect((await api("POST", "/v1/definitions", { workflows: [{ id, nodes: { main: { task: { steps: [step] } } } }] }, "second-token")).status).toBe(201);
+    const started = await api("POST", `/v1/workflows/${id}/runs`, { input: {} }, "second-token");
+    const run = await waitForRun(started.json.run_id);
+    const journal = (await api("GET", `/v1/runs/${run.run_id}/journal`)).json.entries as { kind: string; body: { created_by?: string } }[];
+    const createdBy = journal.find((entry) => entry.kind === "attest")?.body.created_by;
+    expect(createdBy).toBe(await principalOf("second-token", env.JOURNAL_SIGNING_KEY));
+    expect(createdBy).toMatch(/^token:[0-9a-f]{16}$/);
+    // The old name was the token's plain SHA-256, which a weak token cannot hide.
+    const plain = await sha256Hex("second-token");
+    expect(plain.includes(createdBy?.slice("token:".length) ?? "")).toBe(false);
+    expect(await principalOf("second-token", "another key")).not.toBe(createdBy);
   });
 });
