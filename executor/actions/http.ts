@@ -6,6 +6,15 @@ import { resolveSecrets } from "../secrets.ts";
 import type { ActionHandler } from "./types.ts";
 
 /**
+ * The largest response body read, in bytes: a peer that answers more fails
+ * the call with `http.response_too_large` (not retryable) instead of filling
+ * the executor's memory (128 MB per isolate, shared by the tasks of a group).
+ * A task's output is capped far lower anyway (1,000,000 characters of JSON);
+ * this leaves room for a mapping that keeps only part of a larger answer.
+ */
+export const MAX_HTTP_RESPONSE_BYTES = 4 * 1024 * 1024;
+
+/**
  * `http`: one request rendered from Handlebars templates over the action
  * input. Output `{ status, headers, body }`. 429, 5xx, network errors and
  * timeouts are retryable (with the server's `Retry-After`); other 4xx are not.
@@ -58,7 +67,7 @@ function renderBody(template: string | undefined, input: Json, headers: Headers)
 }
 
 async function readBody(response: Response, mode: "json" | "text" | undefined): Promise<Json> {
-  const text = await response.text();
+  const text = await readTextCapped(response, MAX_HTTP_RESPONSE_BYTES);
   const isJson = mode === "json" || (mode === undefined && /\bjson\b/i.test(response.headers.get("content-type") ?? ""));
   if (!isJson || text === "") {
     return text;
@@ -71,6 +80,30 @@ async function readBody(response: Response, mode: "json" | "text" | undefined): 
     }
     return text;
   }
+}
+
+/** The body as UTF-8 text, reading at most `maxBytes` (a larger body is cancelled, not buffered). */
+async function readTextCapped(response: Response, maxBytes: number): Promise<string> {
+  const tooLarge = () => EngineError.terminal("http.response_too_large", `the response body is larger than ${maxBytes} bytes (the limit of the http action)`);
+  if (Number(response.headers.get("content-length") ?? "0") > maxBytes) {
+    await response.body?.cancel();
+    throw tooLarge();
+  }
+  if (response.body === null) {
+    return "";
+  }
+  const decoder = new TextDecoder();
+  const parts: string[] = [];
+  let received = 0;
+  for await (const chunk of response.body) {
+    received += chunk.byteLength;
+    if (received > maxBytes) {
+      throw tooLarge(); // leaving the loop early cancels the stream
+    }
+    parts.push(decoder.decode(chunk, { stream: true }));
+  }
+  parts.push(decoder.decode());
+  return parts.join("");
 }
 
 /** `Retry-After` as milliseconds: delta-seconds or an HTTP date. */

@@ -14,6 +14,8 @@
  *   /broken-json               200 `application/json` whose body is not JSON: the
  *                              text "headers: " and the request's headers (to test
  *                              that echoed credentials are scrubbed from errors).
+ *   /big?bytes=N[&chunked=1]   200 text/plain of N bytes "x" (at most 64 MiB), with a
+ *                              Content-Length, or streamed in chunks without one.
  *   /json?a=1&b=x&c=true       200 an object built from the query: values that look
  *                              like JSON (numbers, true/false/null, objects, arrays)
  *                              are parsed, others stay strings, repeated names give
@@ -168,6 +170,17 @@ export async function startHttpTarget({ port = 0 } = {}) {
         });
       case "json":
         return sendJson(res, 200, queryObject(url.searchParams, true));
+      case "big": {
+        const total = clampInt(url.searchParams.get("bytes"), 0, 0, 64 * 1024 * 1024);
+        const chunked = url.searchParams.get("chunked") === "1";
+        res.writeHead(200, { "content-type": "text/plain", ...(chunked ? {} : { "content-length": total }) });
+        const block = Buffer.alloc(64 * 1024, "x");
+        for (let sent = 0; sent < total && !res.destroyed; sent += block.length) {
+          const piece = block.subarray(0, Math.min(block.length, total - sent));
+          if (!res.write(piece)) await new Promise((resolve) => res.once("drain", resolve).once("close", resolve));
+        }
+        return res.end();
+      }
       case "broken-json": {
         const text = `headers: ${JSON.stringify(req.headers)}`;
         res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });

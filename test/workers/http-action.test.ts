@@ -1,4 +1,5 @@
 import { describe, it } from "vitest";
+import { MAX_HTTP_RESPONSE_BYTES } from "../../executor/actions/http.ts";
 import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
 
 async function hits(key: string): Promise<number> {
@@ -125,5 +126,23 @@ describe("limits", () => {
     );
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("task.output_too_large");
+  });
+});
+
+describe("the http action's response budget", () => {
+  for (const chunked of [false, true]) {
+    it(`fails with http.response_too_large, not retried, when a peer answers more than ${MAX_HTTP_RESPONSE_BYTES} bytes${chunked ? " without a Content-Length" : ""}`, async ({ expect }) => {
+      const key = uniqueId("big");
+      const run = await runSteps([httpStep(`${httpTarget()}/big?key=${key}&bytes=${MAX_HTTP_RESPONSE_BYTES + 1}${chunked ? "&chunked=1" : ""}`, RETRY)]);
+      expect(run.status).toBe("failed");
+      expect(run.error).toMatchObject({ code: "http.response_too_large", step: "call" });
+      expect(await hits(key)).toBe(1);
+    });
+  }
+
+  it("reads a body of exactly the limit", async ({ expect }) => {
+    const run = await runSteps([httpStep(`${httpTarget()}/big?bytes=${MAX_HTTP_RESPONSE_BYTES}&chunked=1`, {}, { output_mapping: { "output.size": { expr: "size(output.body)" } } })]);
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(run.output.result.size).toBe(MAX_HTTP_RESPONSE_BYTES);
   });
 });
