@@ -56,6 +56,7 @@ import {
   plan,
   type CelEnv,
   type CelError,
+  type CelFunc,
   type CelInput,
   type CelList,
   type CelMap,
@@ -67,6 +68,18 @@ import { toJson } from "@bufbuild/protobuf";
 import { isReflectMessage } from "@bufbuild/protobuf/reflect";
 import type { Expr, SourceInfo } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
 import { EngineError } from "../errors.ts";
+import {
+  CEL_ITERATION_FUNCTION,
+  CEL_STRING_CHARS_PER_COST_UNIT,
+  CelMeter,
+  ITERATION_FUNCTION,
+  METERED_RE2,
+  budgetError,
+  instrumentComprehensions,
+  meterFunctions,
+  withCelMeter,
+} from "./cel-budget.ts";
+import { CODE_POINT_STRING_FUNCTIONS, LIST_FUNCTIONS } from "./cel-functions.ts";
 
 /** A parsed and planned expression: the unit the cache keeps, reusable across evaluations. */
 export interface CelProgram {
@@ -99,7 +112,18 @@ const mixedArithmetic = [
   celFunc("_/_", [DOUBLE, INT], DOUBLE, (l, r) => l / Number(r)),
 ];
 
-const env: CelEnv = celEnv({ funcs: [...strings, ...mixedArithmetic] });
+/**
+ * The engine's CEL functions, unmetered: the library's `strings` extension with the
+ * replacements of `cel-functions.ts` (code-point positions, linear `replace`, flat list
+ * `+`) and the mixed arithmetic above. Exported for the conformance tests.
+ */
+export const CEL_FUNCTIONS: readonly CelFunc[] = [...strings, ...mixedArithmetic, ...CODE_POINT_STRING_FUNCTIONS, ...LIST_FUNCTIONS];
+
+/** The same functions and the standard library, each charged to the evaluation's meter (`cel-budget.ts`). */
+const env: CelEnv = celEnv({
+  funcs: [...meterFunctions(celEnv({ funcs: [...CEL_FUNCTIONS] }).funcs), ITERATION_FUNCTION],
+  re2: METERED_RE2,
+});
 
 /** Calls the planner evaluates itself; they never appear in the function resolver. */
 const PLANNER_CALLS = new Set([
@@ -184,6 +208,7 @@ function compileUncached(source: string): CelCompileResult {
   if (problem !== undefined) {
     return { ok: false, message: `invalid CEL ${quote(source)}: ${problem}` };
   }
+  const nodes = parsed.expr === undefined ? 1 : instrumentComprehensions(parsed.expr);
   let run: ReturnType<typeof plan>;
   try {
     run = plan(env, parsed);
@@ -200,18 +225,26 @@ function compileUncached(source: string): CelCompileResult {
           bindings[name] = toCelValue(value);
         }
       }
+      const meter = new CelMeter();
       let result: CelValue | CelError;
       try {
-        result = run(bindings);
-      } catch (thrown) {
-        throw new EngineError("expr.eval_failed", `CEL evaluation failed: ${errorText(thrown)} in ${quote(source)}`, {
-          cause: thrown,
+        result = withCelMeter(meter, () => {
+          meter.charge(nodes);
+          return run(bindings);
         });
+      } catch (thrown) {
+        throw meter.exceeded === undefined
+          ? new EngineError("expr.eval_failed", `CEL evaluation failed: ${errorText(thrown)} in ${quote(source)}`, { cause: thrown })
+          : budgetError(meter, source);
+      }
+      // A spent budget is reported as such even when `||`, `&&` or `?:` absorbed the error.
+      if (meter.exceeded !== undefined) {
+        throw budgetError(meter, source);
       }
       if (isCelError(result)) {
         throw new EngineError("expr.eval_failed", evalMessage(source, result, sourceInfo), { cause: result });
       }
-      return fromCelValue(result);
+      return resultToJson(result, meter, source);
     },
   };
   return { ok: true, program };
@@ -299,6 +332,9 @@ function findStaticProblem(root: Expr, sourceInfo: SourceInfo | undefined): stri
 }
 
 function isKnownFunction(name: string, target: Expr | undefined): boolean {
+  if (name === CEL_ITERATION_FUNCTION) {
+    return false;
+  }
   if (PLANNER_CALLS.has(name) || env.funcs.find(name) !== undefined) {
     return true;
   }
@@ -470,7 +506,23 @@ function isPlainObject(value: object): value is Record<string, unknown> {
 // ---------------------------------------------------------------------------
 // CEL → JSON
 
-function fromCelValue(value: CelValue): unknown {
+/** The result as JSON; the conversion is charged (a unit per item) so shared structure cannot expand unbounded. */
+function resultToJson(result: CelValue, meter: CelMeter, source: string): unknown {
+  try {
+    return fromCelValue(result, meter);
+  } catch (thrown) {
+    if (meter.exceeded !== undefined) {
+      throw budgetError(meter, source);
+    }
+    if (thrown instanceof EngineError) {
+      throw thrown;
+    }
+    const reason = thrown instanceof RangeError ? "the result is nested too deeply" : errorText(thrown);
+    throw new EngineError("expr.eval_failed", `CEL result cannot be represented as JSON: ${reason} (in ${quote(source)})`, { cause: thrown });
+  }
+}
+
+function fromCelValue(value: CelValue, meter: CelMeter): unknown {
   switch (typeof value) {
     case "string":
     case "boolean":
@@ -487,6 +539,7 @@ function fromCelValue(value: CelValue): unknown {
     return null;
   }
   if (value instanceof JsonMap || value instanceof JsonList) {
+    chargeRawJson(value.raw, meter);
     return value.raw;
   }
   if (value instanceof Uint8Array) {
@@ -496,10 +549,12 @@ function fromCelValue(value: CelValue): unknown {
     return intToJson(value.value);
   }
   if (isCelList(value)) {
-    return Array.from(value, fromCelValue);
+    meter.charge(value.size);
+    return Array.from(value, (element) => fromCelValue(element, meter));
   }
   if (isCelMap(value)) {
-    return Object.fromEntries(Array.from(value.entries(), ([key, element]) => [mapKeyToJson(key), fromCelValue(element)]));
+    meter.charge(value.size);
+    return Object.fromEntries(Array.from(value.entries(), ([key, element]) => [mapKeyToJson(key), fromCelValue(element, meter)]));
   }
   if (isCelType(value)) {
     return value.name;
@@ -508,6 +563,29 @@ function fromCelValue(value: CelValue): unknown {
     return toJson(value.desc, value.message);
   }
   throw new EngineError("expr.eval_failed", "CEL result cannot be represented as JSON");
+}
+
+/**
+ * An input value returned as is costs what serialising it will: a unit per item or entry
+ * and per {@link CEL_STRING_CHARS_PER_COST_UNIT} characters (so `l.map(x, input.big)`
+ * cannot hand back thousands of references to one large value). The walk stops at the budget.
+ */
+function chargeRawJson(raw: unknown, meter: CelMeter): void {
+  let units = 0;
+  const stack: unknown[] = [raw];
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    if (typeof item === "string") {
+      units += Math.ceil(item.length / CEL_STRING_CHARS_PER_COST_UNIT);
+    } else if (typeof item === "object" && item !== null) {
+      const children = Array.isArray(item) ? item : Object.values(item);
+      units += children.length;
+      stack.push(...children);
+    }
+    if (units > meter.remaining) {
+      break;
+    }
+  }
+  meter.charge(units);
 }
 
 function intToJson(value: bigint): number | string {
