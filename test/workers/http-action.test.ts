@@ -1,5 +1,6 @@
 import { describe, it } from "vitest";
 import { MAX_HTTP_RESPONSE_BYTES } from "../../executor/actions/http.ts";
+import { cappedFetch, MAX_RESPONSE_BYTES } from "../../executor/capped-fetch.ts";
 import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
 
 async function hits(key: string): Promise<number> {
@@ -144,5 +145,16 @@ describe("the http action's response budget", () => {
     const run = await runSteps([httpStep(`${httpTarget()}/big?bytes=${MAX_HTTP_RESPONSE_BYTES}&chunked=1`, {}, { output_mapping: { "output.size": { expr: "size(output.body)" } } })]);
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
     expect(run.output.result.size).toBe(MAX_HTTP_RESPONSE_BYTES);
+  });
+});
+
+describe("the executor's response cap (llm and mcp bodies, read by their SDKs)", () => {
+  it("errors a body that passes the cap while it is read, and passes smaller ones through whole", async ({ expect }) => {
+    const fetchOf = (bytes: number) => cappedFetch(() => Promise.resolve(new Response("x".repeat(bytes), { status: 200, headers: { "x-kept": "yes" } })), 1000);
+    const small = await fetchOf(1000)("http://peer.test/");
+    expect(small.headers.get("x-kept")).toBe("yes");
+    expect((await small.text()).length).toBe(1000);
+    await expect((await fetchOf(1001)("http://peer.test/")).text()).rejects.toThrow(/larger than 1000 bytes/);
+    expect(MAX_RESPONSE_BYTES).toBeGreaterThan(MAX_HTTP_RESPONSE_BYTES);
   });
 });

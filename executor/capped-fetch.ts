@@ -1,0 +1,33 @@
+/**
+ * The most any one response body may bring into the executor, in bytes,
+ * whichever action reads it (the `llm` and `mcp` actions read theirs through
+ * their SDKs; the `http` action stops earlier, at its own 4 MiB). Past it the
+ * body stream errors, so a peer that answers without end cannot fill the
+ * isolate's memory (128 MB, shared by the tasks of a group).
+ */
+export const MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
+
+/** Statuses whose responses have no body (a Response with one cannot be built). */
+const NULL_BODY_STATUSES = new Set([101, 204, 205, 304]);
+
+/** `fetch` whose response bodies error once they pass `maxBytes`. */
+export function cappedFetch(inner: typeof fetch, maxBytes: number = MAX_RESPONSE_BYTES): typeof fetch {
+  return async (input, init) => {
+    const response = await inner(input, init);
+    if (response.body === null || NULL_BODY_STATUSES.has(response.status)) {
+      return response;
+    }
+    let received = 0;
+    const limit = new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        received += chunk.byteLength;
+        if (received > maxBytes) {
+          controller.error(new RangeError(`the response body is larger than ${maxBytes} bytes (the executor's limit)`));
+          return;
+        }
+        controller.enqueue(chunk);
+      },
+    });
+    return new Response(response.body.pipeThrough(limit), { status: response.status, statusText: response.statusText, headers: response.headers });
+  };
+}
