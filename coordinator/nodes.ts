@@ -100,11 +100,22 @@ function startIteration(draft: Draft, nodeId: string, definition: NodeDefinition
   }
 }
 
+/**
+ * The most items one foreach iteration may fan out over. Each item is an
+ * invocation row the coordinator keeps, checks and journals; items come from
+ * run input or a peer's answer, so without a bound a hostile list could make
+ * one run's state, and every event that touches it, as large as it likes.
+ */
+export const MAX_FOREACH_ITEMS = 10_000;
+
 function foreachItems(draft: Draft, itemsPath: string): Json[] {
   const selected = selectJsonPath(itemsPath, contextDocument(draft));
   const items = selected.found ? selected.value : undefined;
   if (!Array.isArray(items)) {
     throw EngineError.terminal("node.foreach_not_array", `foreach.items ${itemsPath} did not select an array`);
+  }
+  if (items.length > MAX_FOREACH_ITEMS) {
+    throw EngineError.terminal("node.foreach_too_large", `foreach.items ${itemsPath} selected ${items.length} items; a foreach may have at most ${MAX_FOREACH_ITEMS} (split the list, or nest a workflow that takes a slice)`);
   }
   return items as Json[];
 }

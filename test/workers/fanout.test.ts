@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { JOURNAL_PAGE } from "../../coordinator/index.ts";
+import { MAX_FOREACH_ITEMS } from "../../coordinator/nodes.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
 
@@ -27,6 +28,16 @@ async function run(workflow: Record<string, unknown>, input: unknown, timeoutMs 
 const square = { steps: [{ ref: "sq", action: { kind: "context", implementation: { updates: [{ path: "sq", expr: "input.n * input.n" }] } }, output_mapping: { "output.sq": "$.sq", "output.i": "$.i" }, input_mapping: { n: "$.input.n" } }] };
 
 describe("foreach", () => {
+  it(`fails the node with node.foreach_too_large, dispatching nothing, when items pass ${MAX_FOREACH_ITEMS}`, async ({ expect }) => {
+    const result = await run(
+      { id: uniqueId("huge"), nodes: { each: { foreach: { items: "$.input.items" }, input_mapping: { n: "$.item" }, task: square } } },
+      { items: Array.from({ length: MAX_FOREACH_ITEMS + 1 }, (_, i) => i) },
+    );
+    expect(result.status).toBe("failed");
+    expect(result.error).toMatchObject({ code: "node.foreach_too_large", node: "each" });
+    expect((await statsOf(result.run_id)).dispatches).toBe(0);
+  });
+
   it("fans out one invocation per item with item and index, collecting outputs in item order", async ({ expect }) => {
     const items = [5, 3, 9, 1, 7];
     const result = await run(
