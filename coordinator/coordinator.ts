@@ -110,8 +110,9 @@ export class Coordinator extends DurableObject<Env> {
           await this.signUnsigned(); // A restart came between a wave's commit and its signing.
         }
         this.alarmAt = await ctx.storage.getAlarm();
-        if (hasRunningDispatch(loaded.state)) {
-          // A restart loses every dispatch in flight; wake now to re-dispatch them.
+        if (hasWorkToResume(loaded.state)) {
+          // A restart loses every dispatch and child start in flight: wake now to send them
+          // again (the liveness alarm would find them within LIVENESS_CHECK_MS anyway).
           await this.setAlarm(Date.now());
         }
       }
@@ -123,8 +124,13 @@ export class Coordinator extends DurableObject<Env> {
     return toResult(async () => {
       const parsed = parseOrThrow(CreateRunRequest, request, "run.invalid_request", "the run request");
       if (this.state) {
-        if (this.state.record.request_hash !== parsed.request_hash) {
+        const { record } = this.state;
+        if (record.request_hash !== parsed.request_hash) {
           throw EngineError.terminal("run.idempotency_conflict", "this idempotency_key was already used for a different request");
+        }
+        if (record.status === "drafting" && record.mode === "auto") {
+          // Stored before creation and start were one transaction, and its start was lost.
+          await this.applyAndWake([{ type: "start" }]);
         }
         return { created: false, run: this.summary() };
       }
@@ -135,7 +141,7 @@ export class Coordinator extends DurableObject<Env> {
       await this.initialize(parsed);
       if (parsed.mode === "auto") {
         // This call is a fresh event: it may dispatch the first wave itself.
-        await this.applyAndWake([{ type: "start" }]);
+        await this.applyAndWake([]);
       }
       return { created: true, run: this.summary() };
     });
@@ -301,16 +307,36 @@ export class Coordinator extends DurableObject<Env> {
 
   // ─── Applying decisions ────────────────────────────────────────────────────
 
+  /**
+   * Commits the new run. An `auto` run is committed started (`queued`, with
+   * its `run.status` entry) in the same transaction as `run.created`, and the
+   * alarm is set first: a restart at any point leaves either no run or a run
+   * that its alarm will dispatch, never one stranded in `drafting`.
+   */
   private async initialize(request: CreateRunRequest): Promise<void> {
     const now = Date.now();
-    const state = newRunState(request, now);
-    const entry = await this.sign(state.record.run_id, [
-      { seq: 1, kind: "run.created", at: new Date(now).toISOString(), body: { workflow: state.record.workflow, mode: request.mode, input: request.input, idempotency_key: request.idempotency_key } },
-    ]);
-    this.ctx.storage.transactionSync(() => {
-      this.store.create(state, request.snapshot);
-      this.store.appendJournal(entry);
-    });
+    const at = new Date(now).toISOString();
+    let state = newRunState(request, now);
+    const unsigned: UnsignedEntry[] = [
+      { seq: 1, kind: "run.created", at, body: { workflow: state.record.workflow, mode: request.mode, input: request.input, idempotency_key: request.idempotency_key } },
+    ];
+    if (request.mode === "auto") {
+      const started = decide(state, { type: "start" }, { snapshot: request.snapshot, now, random: Math.random });
+      state = started.state;
+      unsigned.push(...journalOf(started.commands, at));
+      await this.setAlarm(now + WAKE_BACKSTOP_MS);
+    }
+    this.lastHash = null; // The chain starts here, whatever an earlier failed attempt signed.
+    const entries = await this.sign(state.record.run_id, unsigned);
+    try {
+      this.ctx.storage.transactionSync(() => {
+        this.store.create(state, request.snapshot);
+        this.store.appendJournal(entries);
+      });
+    } catch (error) {
+      this.lastHash = null;
+      throw error;
+    }
     this.state = state;
     this.snapshot = request.snapshot;
   }
@@ -374,11 +400,15 @@ export class Coordinator extends DurableObject<Env> {
       wakeAt = decision.wakeAt;
       commands.push(...decision.commands);
     }
-    const at = new Date(now).toISOString();
-    const journal = commands.flatMap((command): UnsignedEntry[] => (command.kind === "journal" ? [{ seq: command.seq, kind: command.entryKind, at, body: command.body }] : []));
+    const journal = journalOf(commands, new Date(now).toISOString());
     const payloads = commands.flatMap((command) => (command.kind === "dispatch" ? [command.payload] : []));
     const groups = chunk(payloads, TASKS_PER_EXECUTOR_CALL);
     this.countEvent(events.length, groups, commands);
+    if (wakeAt !== null) {
+      // Before the commit: should this instance die right after it, the alarm already
+      // covers what it makes outstanding (a wake due now gets the self-wake's backstop).
+      await this.setAlarm(wakeAt <= now ? now + WAKE_BACKSTOP_MS : wakeAt);
+    }
     const entries =
       groups.length >= DEFER_SIGNING_MIN_CALLS && payloads.some(waitsOnIo)
         ? await this.commitSendSign(before, state, journal, groups)
@@ -475,13 +505,14 @@ export class Coordinator extends DurableObject<Env> {
         await this.setAlarm(now);
         return;
       }
-      this.selfWakePending = true;
-      await this.setAlarm(now + WAKE_BACKSTOP_MS);
+      this.selfWakePending = true; // its backstop alarm was set before the commit
       const self = this.env.COORDINATOR.get(this.ctx.id) as unknown as { wake(self: boolean): Promise<void> };
       this.ctx.waitUntil(self.wake(true).catch((error: unknown) => console.error(JSON.stringify({ msg: "self-wake failed", error: ensureEngineError(error).message }))));
       return;
     }
-    await this.setAlarm(wakeAt);
+    if (wakeAt === null) {
+      await this.setAlarm(null); // set before the commit otherwise
+    }
   }
 
   /** Signs journal entries in order, chained to the last one signed. */
@@ -671,9 +702,22 @@ function waitsOnIo(payload: TaskPayload): boolean {
   return payload.task.steps.some((step) => step.action.kind !== "context");
 }
 
-/** Work that a restart loses: dispatches in flight, and children asked for but not yet known to exist. */
-function hasRunningDispatch(state: RunState): boolean {
+/**
+ * Work that a restart interrupts and a wake resumes: a start (a queued run, or
+ * an auto run stored in drafting), dispatches in flight, and children asked
+ * for but not yet known to exist.
+ */
+function hasWorkToResume(state: RunState): boolean {
+  const { status, mode } = state.record;
+  if (status === "queued" || (status === "drafting" && mode === "auto")) {
+    return true;
+  }
   return Object.values(state.nodes).some((node) =>
     node.invocations.some((invocation) => invocation.status === "running" || unstartedChild(invocation) !== null),
   );
+}
+
+/** The journal entries among a decision's commands, stamped with the event's time. */
+function journalOf(commands: readonly Command[], at: string): UnsignedEntry[] {
+  return commands.flatMap((command): UnsignedEntry[] => (command.kind === "journal" ? [{ seq: command.seq, kind: command.entryKind, at, body: command.body }] : []));
 }

@@ -5,10 +5,21 @@ import { Draft, type Command, type DecideContext, type RunState } from "./draft.
 import { isTerminal } from "./lifecycle.ts";
 import { completeInvocation, failInvocation, isSettled, itemOf, startReadyNodes } from "./nodes.ts";
 import type { Json } from "../lib/expr/mapping.ts";
-import { answerGate, childFinished, childStarted, expireGates, hasUnrequestedChild, MAX_CHILD_STARTS_PER_EVENT, nextGateExpiry, suspendInvocation, type ChildOutcome } from "./waits.ts";
+import { answerGate, childFinished, childStarted, expireGates, hasUnrequestedChild, MAX_CHILD_STARTS_PER_EVENT, nextGateExpiry, suspendInvocation, unstartedChild, type ChildOutcome } from "./waits.ts";
 
 /** How soon a child that could not reach its parent tries again. */
 export const PARENT_NOTIFY_RETRY_MS = 1_000;
+/**
+ * While work is outstanding that a restart would lose without a trace (a
+ * dispatch in flight, a child run being started), the alarm is never further
+ * away than this. A restart (an eviction, a deploy, a crash) loses the
+ * instance's memory of what it awaits, and nothing else would wake the object:
+ * this alarm is what finds the loss (the wake compares the stored work with
+ * the instance's live set) without anyone reading the run. While the same
+ * instance still holds the work, the wake finds everything live and sets the
+ * next one.
+ */
+export const LIVENESS_CHECK_MS = 5_000;
 
 export type { Command, DecideContext, RunState } from "./draft.ts";
 export { DEFAULT_MAX_PARALLEL, DEFAULT_TASK_TIMEOUT_MS, DEADLINE_GRACE_MS, MAX_DISPATCHES_PER_EVENT, TASKS_PER_EXECUTOR_CALL } from "./dispatch.ts";
@@ -115,7 +126,16 @@ export function decide(state: RunState, event: RunEvent, context: DecideContext)
   const draft = new Draft(state, context);
   HANDLERS[event.type](draft as never, event as never);
   advance(draft);
-  return { state: { record: draft.record, nodes: draft.nodes }, commands: draft.commands, wakeAt: nextWakeAt(draft) };
+  // An event that changed nothing in the record (a liveness wake that found
+  // everything live) hands the same record back, so storage writes nothing.
+  const record = sameFields(draft.record, state.record) ? state.record : draft.record;
+  return { state: { record, nodes: draft.nodes }, commands: draft.commands, wakeAt: nextWakeAt(draft) };
+}
+
+/** Whether two records hold the same value in every field (the draft replaces a field, never edits it in place). */
+function sameFields(a: RunState["record"], b: RunState["record"]): boolean {
+  const keys = Object.keys(a) as (keyof RunState["record"])[];
+  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
 }
 
 function onWake(draft: Draft, live: ReadonlySet<string>): void {
@@ -125,9 +145,14 @@ function onWake(draft: Draft, live: ReadonlySet<string>): void {
     return;
   }
   if (status === "drafting") {
-    return;
+    if (draft.record.mode !== "auto") {
+      return; // Waits for its approval.
+    }
+    // An auto run is created and started in one transaction; one still in
+    // drafting was stored before that (its start was lost with a restart).
+    draft.transition("queued", "started");
   }
-  if (status === "queued") {
+  if (draft.record.status === "queued") {
     draft.transition("running", "dispatching");
   }
   if (draft.record.deadline_at !== null && draft.now >= draft.record.deadline_at) {
@@ -158,16 +183,18 @@ function onWake(draft: Draft, live: ReadonlySet<string>): void {
 function checkInvocationTimers(draft: Draft, nodeId: string, invocation: InvocationRecord, live: ReadonlySet<string>): void {
   const item = itemOf(draft, nodeId, invocation);
   if (invocation.status === "running" && invocation.token !== null) {
-    if (invocation.deadline_at !== null && draft.now >= invocation.deadline_at) {
-      draft.journal("task.timeout", { node: nodeId, item, token: invocation.token, attempt: invocation.attempts });
-      failInvocation(draft, nodeId, invocation, { type: "task.timeout", message: `attempt ${invocation.attempts} exceeded its timeout`, retryable: true, stepRef: null });
-    } else if (!live.has(invocation.token)) {
-      // The coordinator restarted while this dispatch was in flight: its result can never arrive.
+    if (!live.has(invocation.token)) {
+      // The coordinator restarted while this dispatch was in flight: its result can never
+      // arrive. Lost, not timed out, however late this wake comes: the attempt did not
+      // overrun, it was dropped, and a timeout would count against its retry policy.
       draft.journal("task.lost", { node: nodeId, item, token: invocation.token, attempt: invocation.attempts });
       // A lost continuation (after a gate or a child) is still the same attempt.
       const recount = invocation.resume ? 0 : 1;
       draft.setInvocation(nodeId, invocation.index, { status: "pending", token: null, deadline_at: null, attempts: invocation.attempts - recount });
       draft.setNode(nodeId, { attempts: Math.max(0, draft.node(nodeId).attempts - recount) });
+    } else if (invocation.deadline_at !== null && draft.now >= invocation.deadline_at) {
+      draft.journal("task.timeout", { node: nodeId, item, token: invocation.token, attempt: invocation.attempts });
+      failInvocation(draft, nodeId, invocation, { type: "task.timeout", message: `attempt ${invocation.attempts} exceeded its timeout`, retryable: true, stepRef: null });
     }
   } else if (invocation.status === "retrying" && invocation.retry_at !== null && draft.now >= invocation.retry_at) {
     draft.setInvocation(nodeId, invocation.index, { status: "pending", retry_at: null });
@@ -296,20 +323,28 @@ function nextWakeAt(draft: Draft): number | null {
     return parent && !parent.notified ? draft.now + PARENT_NOTIFY_RETRY_MS : null;
   }
   if (status === "drafting") {
-    return null;
+    return draft.record.mode === "auto" ? draft.now : null;
   }
   if (status === "queued" || (status !== "paused" && hasUnrequestedChild(draft)) || dispatchable(draft, 1).length > 0) {
     return draft.now;
   }
   let wakeAt = Math.min(draft.record.deadline_at ?? Number.POSITIVE_INFINITY, nextGateExpiry(draft));
+  let outstanding = false;
   for (const node of Object.values(draft.nodes)) {
     for (const invocation of node.invocations) {
-      if (invocation.status === "running" && invocation.deadline_at !== null) {
-        wakeAt = Math.min(wakeAt, invocation.deadline_at);
+      if (invocation.status === "running") {
+        outstanding = true;
+        wakeAt = Math.min(wakeAt, invocation.deadline_at ?? Number.POSITIVE_INFINITY);
       } else if (invocation.status === "retrying" && invocation.retry_at !== null) {
         wakeAt = Math.min(wakeAt, invocation.retry_at);
+      } else if (status !== "paused" && unstartedChild(invocation) !== null) {
+        // Asked for, not known to exist yet (a paused run asks again only once resumed).
+        outstanding = true;
       }
     }
+  }
+  if (outstanding) {
+    wakeAt = Math.min(wakeAt, draft.now + LIVENESS_CHECK_MS);
   }
   return Number.isFinite(wakeAt) ? wakeAt : null;
 }

@@ -7,7 +7,9 @@
  *   await dev.stop();
  *
  * - Listens on 127.0.0.1 only, on a free port unless one is given.
- * - Local state goes to a fresh temporary directory (`--persist-to`), removed on stop.
+ * - Local state goes to a fresh temporary directory (`--persist-to`), removed on stop,
+ *   or to the caller's `persistTo` directory, kept, so that `kill()` (a crash: SIGKILL to the
+ *   whole process group) and a new `startWranglerDev` on the same directory is a restart.
  * - Vars and secrets go through a temporary env file passed with `--env-file`
  *   (mode 0600, removed on stop). With `--env-file`, wrangler 4 loads only that
  *   file and skips `.dev.vars`/`.env` (see getVarsForDev in wrangler), so the
@@ -249,6 +251,8 @@ function envLine(key, raw) {
  * @property {number} startupMs  from spawn to the first 200 from /healthz
  * @property {() => string} output  what wrangler printed so far (last 256 KiB)
  * @property {() => Promise<void>} stop  ends the whole tree and removes the temp dir
+ * @property {() => Promise<void>} kill  a crash: SIGKILL to the whole process group at once (nothing
+ *   shuts down or flushes), then the same cleanup as stop; a `persistTo` state dir is kept
  */
 
 /**
@@ -264,6 +268,9 @@ function envLine(key, raw) {
  * @param {boolean} [options.echo]  also copy wrangler's output to stderr (default: env TRELLIS_WRANGLER_ECHO=1)
  * @param {boolean} [options.localTraces]  keep wrangler's local trace store on (default off: it
  *   writes every invocation's spans to SQLite on the Worker's thread, which slows a wide fan-out ~10%)
+ * @param {string} [options.persistTo]  a state directory the caller owns (Durable Objects, alarms):
+ *   it outlives this wrangler, so another one started on it later resumes the same state (a
+ *   restart). Default: a fresh directory inside the temp dir, removed on stop
  * @returns {Promise<WranglerDev>}
  */
 export async function startWranglerDev(options = {}) {
@@ -292,6 +299,7 @@ async function startOnce({
   extraArgs = [],
   echo = process.env.TRELLIS_WRANGLER_ECHO === "1",
   localTraces = false,
+  persistTo,
 }) {
   const listenPort = port || (await freePort());
   const inspectorPort = await freePort();
@@ -307,7 +315,7 @@ async function startOnce({
     "--port", String(listenPort),
     "--inspector-ip", "127.0.0.1",
     "--inspector-port", String(inspectorPort),
-    "--persist-to", join(tmp, "state"),
+    "--persist-to", persistTo ?? join(tmp, "state"),
     "--env-file", envFile,
     "--show-interactive-dev-session=false",
     // Remote bindings off: Workers AI and Vectorize exist only on Cloudflare's network, and
@@ -380,11 +388,12 @@ async function startOnce({
 
   /** @type {Promise<void> | undefined} */
   let stopping;
-  const stop = () =>
+  /** @param {NodeJS.Signals} signal  SIGTERM (stop) or SIGKILL (kill: a crash) */
+  const end = (signal) =>
     (stopping ??= (async () => {
       removeHooks();
       if (!exited && pid) {
-        killTree(pid, "SIGTERM", { group: true });
+        killTree(pid, signal, { group: true });
         await Promise.race([exitPromise, delay(5_000)]);
       }
       // workerd children can outlive wrangler: end whatever is left of the group.
@@ -394,6 +403,8 @@ async function startOnce({
       child.stderr?.destroy();
       rmSync(tmp, { recursive: true, force: true });
     })());
+  const stop = () => end("SIGTERM");
+  const kill = () => end("SIGKILL");
 
   const url = `http://127.0.0.1:${listenPort}`;
   const deadline = started + timeoutMs;
@@ -426,6 +437,7 @@ async function startOnce({
     startupMs: Date.now() - started,
     output: () => output,
     stop,
+    kill,
   };
 }
 

@@ -5,7 +5,9 @@ import {
   DEADLINE_GRACE_MS,
   decide,
   DEFAULT_TASK_TIMEOUT_MS,
+  LIVENESS_CHECK_MS,
   MAX_DISPATCHES_PER_EVENT,
+  PARENT_NOTIFY_RETRY_MS,
   type Decision,
   type RunEvent,
   type RunState,
@@ -76,9 +78,9 @@ function makeSnapshot(nodes: Record<string, Partial<Node>>, workflow: Partial<Om
   });
 }
 
-function makeState(snapshot: RunSnapshot, input: JsonValue = {}): RunState {
+function makeState(snapshot: RunSnapshot, input: JsonValue = {}, mode: "auto" | "approval" = "auto"): RunState {
   return newRunState(
-    { run_id: RUN_ID, snapshot, input, mode: "auto", idempotency_key: null, request_hash: "hash", created_by: "token:tester" },
+    { run_id: RUN_ID, snapshot, input, mode, idempotency_key: null, request_hash: "hash", created_by: "token:tester" },
     NOW,
   );
 }
@@ -120,12 +122,12 @@ interface TestRun {
 /** A run in `drafting`, driven one event at a time: each decision becomes the next state. */
 function makeRun(
   nodes: Record<string, Partial<Node>>,
-  options: { workflow?: Partial<Omit<Workflow, "nodes">>; input?: JsonValue } = {},
+  options: { workflow?: Partial<Omit<Workflow, "nodes">>; input?: JsonValue; mode?: "auto" | "approval" } = {},
 ): TestRun {
   const snapshot = makeSnapshot(nodes, options.workflow);
   const run: TestRun = {
     snapshot,
-    state: makeState(snapshot, options.input),
+    state: makeState(snapshot, options.input, options.mode),
     send(event, now = NOW, random = () => 0) {
       const decision = decide(run.state, event, { snapshot, now, random });
       run.state = decision.state;
@@ -224,12 +226,23 @@ describe("starting a run", () => {
     expect(decision.state.record.status).toBe("queued");
   });
 
-  it("a wake before start does nothing and asks for no further wake", ({ expect }) => {
-    const run = makeRun({ a: {} });
+  it("a wake leaves a run that waits for its approval in drafting and asks for no further wake", ({ expect }) => {
+    const run = makeRun({ a: {} }, { mode: "approval" });
     const decision = run.wake();
     expect(decision.commands).toEqual([]);
     expect(decision.state.record.status).toBe("drafting");
     expect(decision.wakeAt).toBeNull();
+  });
+
+  it("a wake starts an auto run still in drafting (its start was lost with a restart) and dispatches its first wave", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    const decision = run.wake();
+    expect(kindsOf(decision)).toEqual(["run.status", "run.status", "node.started", "task.dispatched"]);
+    expect(journalOf(decision).slice(0, 2).map((entry) => entry.body)).toEqual([
+      { from: "drafting", to: "queued", reason: "started" },
+      { from: "queued", to: "running", reason: "dispatching" },
+    ]);
+    expect(decision.state.record.status).toBe("running");
   });
 
   it("the first wake moves a queued run to running and dispatches every root node", ({ expect }) => {
@@ -256,7 +269,9 @@ describe("starting a run", () => {
     expect(decision.state.nodes.a).toMatchObject({ status: "running", attempts: 1, started_at: NOW, iterations: 1 });
     expect(decision.state.nodes.c).toMatchObject({ status: "pending", invocations: [], iterations: 0 });
     expect(kindsOf(decision)).toEqual(["run.status", "node.started", "node.started", "task.dispatched", "task.dispatched"]);
-    expect(decision.wakeAt).toBe(NOW + DEFAULT_TASK_TIMEOUT_MS + DEADLINE_GRACE_MS);
+    // The attempts' deadlines are minutes away; the liveness check comes first.
+    expect(decision.state.nodes.a?.invocations[0]?.deadline_at).toBe(NOW + DEFAULT_TASK_TIMEOUT_MS + DEADLINE_GRACE_MS);
+    expect(decision.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
   });
 
   it("every node start journals node.started with its iteration and invocation counts", ({ expect }) => {
@@ -316,7 +331,7 @@ describe("scheduling", () => {
     startRun(run);
     const result = run.succeed(run.token("a"), null, NOW + 10);
     expect(dispatchesOf(result)).toEqual([]);
-    expect(result.wakeAt).toBe(NOW + DEFAULT_TASK_TIMEOUT_MS + DEADLINE_GRACE_MS);
+    expect(result.wakeAt).toBe(NOW + 10 + LIVENESS_CHECK_MS);
   });
 
   it("a diamond dispatches both branches in one wake and the join only after both", ({ expect }) => {
@@ -626,7 +641,7 @@ describe("timeouts", () => {
     const decision = startRun(run);
     expect(dispatchesOf(decision)[0]?.timeout_ms).toBe(5000);
     expect(decision.state.nodes.a?.invocations[0]).toMatchObject({ dispatched_at: NOW, deadline_at: DEADLINE });
-    expect(decision.wakeAt).toBe(DEADLINE);
+    expect(decision.wakeAt).toBe(Math.min(DEADLINE, NOW + LIVENESS_CHECK_MS));
   });
 
   it("a wake at timeout_ms but before the grace has passed leaves the attempt running", ({ expect }) => {
@@ -701,7 +716,8 @@ describe("timeouts", () => {
   it("a node cancelled by a timeout's fail_fast in the same wake is not also re-dispatched as lost", ({ expect }) => {
     const run = makeRun({ a: { timeout_ms: 5000 }, b: {} });
     startRun(run);
-    const decision = run.wake(DEADLINE, []);
+    // a's call is still awaited (it overran); b's was lost with a restart.
+    const decision = run.wake(DEADLINE, [run.token("a")]);
     expect(kindsOf(decision)).toEqual(["task.timeout", "task.failed", "node.failed", "node.cancelled", "run.status", "attest"]);
     expect(dispatchesOf(decision)).toEqual([]);
     expect(decision.state.nodes.b?.invocations[0]).toMatchObject({ status: "cancelled", attempts: 1 });
@@ -740,6 +756,81 @@ describe("lost dispatches", () => {
     startRun(run);
     const decision = run.wake(NOW + 10);
     expect(decision.commands).toEqual([]);
+  });
+});
+
+describe("liveness: the alarm always covers work a restart would lose", () => {
+  it("while a dispatch is in flight the next wake is at most LIVENESS_CHECK_MS away, however far its deadline", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    const started = startRun(run);
+    expect(started.state.nodes.a?.invocations[0]?.deadline_at).toBe(NOW + DEFAULT_TASK_TIMEOUT_MS + DEADLINE_GRACE_MS);
+    expect(started.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
+  });
+
+  it("a liveness wake that finds the dispatch live changes nothing, hands back the same record, and asks again LIVENESS_CHECK_MS later", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    startRun(run);
+    const before = run.state;
+    const check = run.wake(NOW + LIVENESS_CHECK_MS);
+    expect(check.commands).toEqual([]);
+    // The same record object: the coordinator's storage writes nothing for it.
+    expect(check.state.record).toBe(before.record);
+    expect(check.state.nodes.a).toBe(before.nodes.a);
+    expect(check.wakeAt).toBe(NOW + 2 * LIVENESS_CHECK_MS);
+  });
+
+  it("a restart that outlasts the attempt's deadline journals the dispatch task.lost, never task.timeout, and sends it again as the same attempt", ({ expect }) => {
+    const run = makeRun({ a: { timeout_ms: 5000, retry: { max_attempts: 2, initial_delay_ms: 1000, jitter: false } } });
+    startRun(run);
+    const lost = run.token("a");
+    const decision = run.wake(NOW + 60_000, []);
+    expect(kindsOf(decision)).toEqual(["task.lost", "task.dispatched"]);
+    expect(entryOf(decision, "task.lost").body).toEqual({ node: "a", item: null, token: lost, attempt: 1 });
+    expect(entryOf(decision, "task.dispatched").body).toMatchObject({ attempt: 1 });
+    expect(decision.state.nodes.a).toMatchObject({ status: "running", attempts: 1 });
+    expect(decision.state.nodes.a?.invocations[0]).toMatchObject({ deadline_at: NOW + 60_000 + 5000 + DEADLINE_GRACE_MS });
+  });
+
+  it("a child run asked for but not known to exist keeps the next wake within LIVENESS_CHECK_MS until child_started", ({ expect }) => {
+    const run = makeRun({ child: { workflow: "child_flow" } });
+    const started = startRun(run);
+    const [start] = started.commands.filter((command) => command.kind === "start_child");
+    expect(start?.kind).toBe("start_child");
+    expect(started.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
+    const key = start?.kind === "start_child" ? start.key : "";
+    // Another wake while this instance is still starting it asks for nothing new.
+    const check = run.wake(NOW + LIVENESS_CHECK_MS, [key]);
+    expect(check.commands).toEqual([]);
+    expect(check.wakeAt).toBe(NOW + 2 * LIVENESS_CHECK_MS);
+    // Known to exist: nothing is outstanding that a restart could lose; the child reports on its own.
+    const known = run.send({ type: "child_started", key, run_id: "run_child" }, NOW + 10);
+    expect(known.wakeAt).toBeNull();
+  });
+
+  it("a paused run keeps no liveness wake for a child start it will only ask for again once resumed", ({ expect }) => {
+    const run = makeRun({ child: { workflow: "child_flow" } });
+    startRun(run);
+    const paused = run.send({ type: "pause" });
+    expect(paused.wakeAt).toBeNull();
+    const resumed = run.send({ type: "resume" });
+    expect(resumed.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
+    // After a restart the resumed run asks for the child again.
+    const again = run.wake(NOW + LIVENESS_CHECK_MS, []);
+    expect(again.commands.filter((command) => command.kind === "start_child")).toHaveLength(1);
+  });
+
+  it("a finished child run whose parent has not acknowledged wakes every PARENT_NOTIFY_RETRY_MS and notifies again, until parent_notified", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    run.state = { ...run.state, record: { ...run.state.record, parent: { run_id: "run_parent", key: "run_parent/0/n/0/1/-", notified: false } } };
+    startRun(run);
+    const finished = run.succeed(run.token("a"));
+    expect(finished.state.record.status).toBe("completed");
+    expect(finished.commands.filter((command) => command.kind === "notify_parent")).toHaveLength(1);
+    expect(finished.wakeAt).toBe(NOW + PARENT_NOTIFY_RETRY_MS);
+    const again = run.wake(NOW + PARENT_NOTIFY_RETRY_MS);
+    expect(again.commands).toEqual([expect.objectContaining({ kind: "notify_parent", parent_run_id: "run_parent", status: "completed" })]);
+    expect(again.wakeAt).toBe(NOW + 2 * PARENT_NOTIFY_RETRY_MS);
+    expect(run.send({ type: "parent_notified" }).wakeAt).toBeNull();
   });
 });
 
@@ -880,7 +971,9 @@ describe("run timeout", () => {
     const run = makeRun({ a: {}, b: { depends_on: ["a"] } }, { workflow: { timeout_ms: 60_000 } });
     const started = startRun(run);
     expect(started.state.record.deadline_at).toBe(NOW + 60_000);
-    expect(started.wakeAt).toBe(NOW + 60_000);
+    // While a is in flight the liveness check comes first; the run's deadline is the next timer after it.
+    expect(started.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
+    expect(run.wake(NOW + 58_000).wakeAt).toBe(NOW + 60_000);
 
     const decision = run.wake(NOW + 60_000);
     expect(decision.state.record.status).toBe("failed");

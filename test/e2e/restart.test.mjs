@@ -1,0 +1,235 @@
+// Recovery needs no reader, against real workerd: the whole `wrangler dev` is
+// killed (SIGKILL to its process group) while four runs are mid-flight — a
+// parent whose child is calling a peer, a wide foreach whose items are all
+// calling it, a task resumed after a gate answer and calling it, and a node
+// waiting out a retry backoff — then restarted on the same state directory.
+// Afterwards nothing reads a run: the test watches only the HTTP peer's
+// counters (each run's last node marks the peer), then reads each run once
+// and checks that it completed, that every node (and foreach item) completed
+// exactly once, that the lost calls were journaled `task.lost` (never a
+// timeout), and that every journal verifies offline.
+//
+// This file starts its own HTTP target and its own `wrangler dev` (it kills
+// it), whatever scripts/e2e.mjs started for the other files.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { JournalEntry, verifyJournal } from "../../lib/journal/index.ts";
+import { startHttpTarget } from "../../scripts/lib/http-target.mjs";
+import { startWranglerDev } from "../../scripts/lib/wrangler-dev.mjs";
+import { freshSigningKey, TERMINAL, uid } from "./helpers.mjs";
+
+/** How long each interrupted peer call takes: long enough that the kill lands while it runs. */
+const SLOW_MS = 4_000;
+/** Items of the wide foreach, all in flight at once. */
+const ITEMS = 30;
+/** The retry's backoff: the kill lands inside it. */
+const BACKOFF_MS = 4_000;
+/** Bound on any one wait below; the whole file takes a few tens of seconds. */
+const WAIT_MS = 60_000;
+
+/**
+ * A tiny client for one `wrangler dev`.
+ * @param {string} base
+ * @param {string} token
+ */
+function client(base, token) {
+  /**
+   * @param {string} method
+   * @param {string} path
+   * @param {unknown} [body]
+   */
+  return async (method, path, body) => {
+    const response = await fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(30_000),
+    });
+    const text = await response.text();
+    return { status: response.status, json: text ? JSON.parse(text) : undefined, text };
+  };
+}
+
+/**
+ * Waits until `probe` returns a truthy value (polling), or throws after WAIT_MS.
+ * @template T
+ * @param {string} what
+ * @param {() => Promise<T>} probe
+ * @returns {Promise<T>}
+ */
+async function until(what, probe) {
+  const deadline = Date.now() + WAIT_MS;
+  for (;;) {
+    const value = await probe();
+    if (value) {
+      return value;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** @param {string} ref @param {string} url */
+const httpStep = (ref, url) => ({ ref, action: { kind: "http", implementation: { method: "GET", url_template: url } } });
+
+test("a killed and restarted wrangler dev finishes every interrupted run by itself: each node completed once, lost calls journaled task.lost, journals verified", async () => {
+  const target = await startHttpTarget({ port: 0 });
+  const stateDir = mkdtempSync(join(tmpdir(), "trellis-restart-"));
+  const token = `restart-${uid("t")}`;
+  const vars = { API_TOKENS: token, JOURNAL_SIGNING_KEY: freshSigningKey(), HTTP_TARGET_URL: target.url };
+  /** @type {Awaited<ReturnType<typeof startWranglerDev>> | undefined} */
+  let dev;
+  try {
+    dev = await startWranglerDev({ vars, persistTo: stateDir });
+    let api = client(dev.url, token);
+    const k = uid("rs");
+    const ids = { child: uid("rs-child"), parent: uid("rs-parent"), wide: uid("rs-wide"), gate: uid("rs-gate"), retry: uid("rs-retry") };
+    /** The run's last node: it marks the peer, which is how the test sees the run get there. */
+    const done = (/** @type {string} */ name, /** @type {string} */ after) => ({ depends_on: [after], task: { steps: [httpStep("mark", `${target.url}/mark/${k}-${name}-done`)] } });
+    const registered = await api("POST", "/v1/definitions", {
+      workflows: [
+        { id: ids.child, nodes: { wait: { task: { steps: [httpStep("wait", `${target.url}/slow/${k}-child?ms=${SLOW_MS}`)] } } } },
+        { id: ids.parent, nodes: { sub: { workflow: ids.child }, done: done("parent", "sub") } },
+        {
+          id: ids.wide,
+          max_parallel: ITEMS,
+          nodes: { each: { foreach: { items: "$.input.items", max_parallel: ITEMS }, task: { steps: [httpStep("wait", `${target.url}/slow/${k}-each?ms=${SLOW_MS}`)] } }, done: done("wide", "each") },
+        },
+        {
+          id: ids.gate,
+          nodes: {
+            ask: {
+              task: {
+                steps: [
+                  { ref: "ask", action: { kind: "human", implementation: { prompt_template: "go?", input_schema: { type: "object" } } } },
+                  httpStep("after", `${target.url}/slow/${k}-gate?ms=${SLOW_MS}`),
+                ],
+              },
+            },
+            done: done("gate", "ask"),
+          },
+        },
+        {
+          id: ids.retry,
+          nodes: {
+            flaky: {
+              retry: { max_attempts: 3, initial_delay_ms: BACKOFF_MS, jitter: false },
+              task: { steps: [{ ...httpStep("call", `${target.url}/flaky/${k}-flaky?fail=1&status=503`), on_failure: "retry" }] },
+            },
+            done: done("retry", "flaky"),
+          },
+        },
+      ],
+    });
+    assert.equal(registered.status, 201, registered.text);
+
+    /** @param {string} id @param {unknown} input */
+    const start = async (id, input) => {
+      const started = await api("POST", `/v1/workflows/${id}/runs`, { input });
+      assert.equal(started.status, 201, started.text);
+      return /** @type {string} */ (started.json.run_id);
+    };
+    const runs = {
+      parent: await start(ids.parent, {}),
+      wide: await start(ids.wide, { items: Array.from({ length: ITEMS }, (_, i) => i) }),
+      gate: await start(ids.gate, {}),
+      retry: await start(ids.retry, {}),
+    };
+    // Before the kill, reading is fine: bring each run to the moment it is interrupted at.
+    const gates = await until("the gate", async () => {
+      const listed = await api("GET", `/v1/runs/${runs.gate}/gates`);
+      return listed.json?.gates?.find((/** @type {{ status: string }} */ gate) => gate.status === "open");
+    });
+    const answered = await api("POST", `/v1/runs/${runs.gate}/gates/${gates.gate_id}`, { response: { ok: true } });
+    assert.equal(answered.status, 200, answered.text);
+    await until("every call in flight", async () => target.hits(`${k}-child`) === 1 && target.hits(`${k}-each`) === ITEMS && target.hits(`${k}-gate`) === 1);
+    await until("the retry's backoff", async () => {
+      const entries = (await api("GET", `/v1/runs/${runs.retry}/journal`)).json.entries;
+      return entries.some((/** @type {{ kind: string }} */ entry) => entry.kind === "task.retry_scheduled");
+    });
+
+    await dev.kill();
+    dev = await startWranglerDev({ vars, persistTo: stateDir });
+    api = client(dev.url, token);
+
+    // Nothing reads a run now: each run's last node marks the peer when it gets there.
+    for (const name of ["parent", "wide", "gate", "retry"]) {
+      await until(`${name} to reach its last node`, async () => target.hits(`${k}-${name}-done`) >= 1);
+    }
+
+    const childRunIds = [];
+    for (const [name, runId] of Object.entries(runs)) {
+      // The last mark's result may still be on its way into the journal: only now is the run read.
+      const run = await until(`${name} to end`, async () => {
+        const read = await api("GET", `/v1/runs/${runId}`);
+        return TERMINAL.has(read.json?.status) ? read.json : undefined;
+      });
+      assert.equal(run.status, "completed", `${name}: ${JSON.stringify(run.error)}`);
+      const entries = await journalOf(api, runId);
+      assert.equal(entries.filter((entry) => entry.kind === "task.timeout").length, 0, `${name}: no timeout`);
+      assertEachCompletedOnce(entries, name);
+      if (name === "wide") {
+        assert.equal(entries.filter((entry) => entry.kind === "task.completed" && entry.body.node === "each").length, ITEMS, "every item completed");
+      }
+      const child = entries.find((entry) => entry.kind === "child.started");
+      if (child) {
+        childRunIds.push(String(child.body.child_run_id));
+      }
+    }
+    assert.equal(childRunIds.length, 1, "the parent started one child");
+    const childEntries = await journalOf(api, childRunIds[0]);
+    assertEachCompletedOnce(childEntries, "child");
+
+    // The calls in flight at the kill were lost and sent again, once each.
+    const lost = async (/** @type {string} */ runId) => (await journalOf(api, runId)).filter((entry) => entry.kind === "task.lost").length;
+    assert.equal(childEntries.filter((entry) => entry.kind === "task.lost").length, 1, "the child's call was lost once");
+    assert.equal(await lost(runs.wide), ITEMS, "every item's call was lost once");
+    assert.equal(await lost(runs.gate), 1, "the resumed call was lost once");
+    assert.equal(await lost(runs.retry), 0, "nothing was in flight during the backoff");
+    assert.deepEqual(
+      { child: target.hits(`${k}-child`), each: target.hits(`${k}-each`), gate: target.hits(`${k}-gate`), flaky: target.hits(`${k}-flaky`) },
+      { child: 2, each: 2 * ITEMS, gate: 2, flaky: 2 },
+    );
+    for (const name of ["parent", "wide", "gate", "retry"]) {
+      assert.equal(target.hits(`${k}-${name}-done`), 1, `${name}: its last node ran once`);
+    }
+
+    const jwks = (await api("GET", "/v1/journal-keys")).json;
+    for (const runId of [...Object.values(runs), ...childRunIds]) {
+      const report = await verifyJournal(await journalOf(api, runId), jwks, { requireAttestation: true });
+      assert.equal(report.ok, true, `${runId}: ${JSON.stringify(report)}`);
+    }
+  } finally {
+    await dev?.stop();
+    await target.close();
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+});
+
+/**
+ * A run's whole journal, each entry checked against the journal's schema.
+ * @param {ReturnType<typeof client>} api
+ * @param {string} runId
+ */
+async function journalOf(api, runId) {
+  const read = await api("GET", `/v1/runs/${runId}/journal`);
+  assert.equal(read.status, 200, read.text);
+  return read.json.entries.map((/** @type {unknown} */ entry) => JournalEntry.parse(entry));
+}
+
+/**
+ * One `task.completed` per node and foreach item, and one `node.completed` per node.
+ * @param {{ kind: string, body: Record<string, unknown> }[]} entries
+ * @param {string} name
+ */
+function assertEachCompletedOnce(entries, name) {
+  const completions = entries.filter((entry) => entry.kind === "task.completed").map((entry) => `${entry.body.node}[${entry.body.item}]`);
+  assert.equal(new Set(completions).size, completions.length, `${name}: a task completed twice: ${completions.join(", ")}`);
+  const nodes = entries.filter((entry) => entry.kind === "node.completed").map((entry) => String(entry.body.node));
+  assert.equal(new Set(nodes).size, nodes.length, `${name}: a node completed twice`);
+}
