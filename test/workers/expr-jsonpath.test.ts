@@ -1,7 +1,8 @@
 import { JSONPathEnvironment, type JSONValue } from "json-p3";
-import { describe, it } from "vitest";
+import { describe, it, type ExpectStatic } from "vitest";
 import { EngineError } from "../../lib/errors.ts";
-import { compileJsonPath, selectJsonPath } from "../../lib/expr/jsonpath.ts";
+import { compileIRegexp, MAX_IREGEXP_PROGRAM_SIZE, RegexBudget } from "../../lib/expr/iregexp.ts";
+import { compileJsonPath, createJsonPathEnvironment, MAX_JSONPATH_REGEX_STEPS, selectJsonPath } from "../../lib/expr/jsonpath.ts";
 import cts from "../fixtures/jsonpath-cts.json";
 
 const doc = {
@@ -85,7 +86,7 @@ describe("selectJsonPath", () => {
 
   it("throws expr.eval_failed when a descendant query exceeds the nesting limit", ({ expect }) => {
     let deep: unknown = { x: 1 };
-    for (let i = 0; i < 60; i++) {
+    for (let i = 0; i < 200; i++) {
       deep = { child: deep };
     }
     const error = thrown(() => selectJsonPath("$..x", deep));
@@ -94,7 +95,110 @@ describe("selectJsonPath", () => {
   });
 });
 
+function codeOf(fn: () => unknown): string | undefined {
+  const error = thrown(fn);
+  return error instanceof EngineError ? error.code : undefined;
+}
+
+describe("selectJsonPath: match() and search() run in linear time", () => {
+  it("answers (a|aa)+ over 41 characters and over 100,000 (seconds, growing x11 per 5 characters, before)", ({ expect }) => {
+    const strings = ["a".repeat(41) + "b", "a".repeat(41), "a".repeat(100_000) + "b"];
+    expect(selectJsonPath("$[?match(@, '(a|aa)+')]", strings)).toEqual({ found: true, value: ["a".repeat(41)] });
+    expect(selectJsonPath("$[?search(@, '(a|aa)+b')]", strings)).toEqual({ found: true, value: [strings[0], strings[2]] });
+  });
+
+  it("takes the pattern from the document, as a mapping over run input can", ({ expect }) => {
+    const input = { re: "(a|aa)+", names: ["a".repeat(60) + "!", "aaaa"] };
+    expect(selectJsonPath("$.names[?match(@, $.re)]", input)).toEqual({ found: true, value: ["aaaa"] });
+  });
+
+  it("fails with expr.budget_exceeded when one evaluation's regex steps pass the budget", ({ expect }) => {
+    // 200 strings of 20,000 characters against a 250-instruction program: ~10^9 steps without the budget.
+    let text = "";
+    for (let i = 0; i < 20_000; i++) {
+      text += i % 3 === 0 ? "b" : "a";
+    }
+    const doc = { re: "[ab]*a[ab]{250}[cd]", items: Array.from({ length: 200 }, () => text) };
+    const error = thrown(() => selectJsonPath("$.items[?search(@, $.re)]", doc));
+    expect(error).toBeInstanceOf(EngineError);
+    expect((error as EngineError).code).toBe("expr.budget_exceeded");
+    expect((error as EngineError).retryable).toBe(false);
+    expect((error as EngineError).message).toContain(`${MAX_JSONPATH_REGEX_STEPS}`);
+    // The budget is per evaluation: a small query afterwards runs.
+    expect(selectJsonPath("$.items[?search(@, 'ab')]", { items: ["xaby"] })).toEqual({ found: true, value: ["xaby"] });
+  });
+
+  it("makes a pattern from data that is not I-Regexp false, and fails one over the size limits", ({ expect }) => {
+    expect(selectJsonPath("$.v[?match(@, $.re)]", { re: "a\\d", v: ["a1"] })).toEqual({ found: true, value: [] });
+    expect(selectJsonPath("$.v[?match(@, $.re)]", { re: "(", v: ["("] })).toEqual({ found: true, value: [] });
+    expect(codeOf(() => selectJsonPath("$.v[?match(@, $.re)]", { re: "(a{100}){200}", v: ["a"] }))).toBe("expr.budget_exceeded");
+  });
+
+  it("counts code points: . matches one astral character, never half of one", ({ expect }) => {
+    expect(selectJsonPath("$[?match(@, 'a.b')]", ["a😀b", "a😀😀b"])).toEqual({ found: true, value: ["a😀b"] });
+    expect(selectJsonPath("$[?match(@, '.{2}')]", ["😀😀", "😀"])).toEqual({ found: true, value: ["😀😀"] });
+    expect(selectJsonPath("$[?match(@, '[😀-😂]+')]", ["😁😀", "a"])).toEqual({ found: true, value: ["😁😀"] });
+  });
+});
+
+describe("compileIRegexp", () => {
+  it("accepts the RFC 9485 grammar: escapes, classes, categories, quantifiers", ({ expect }) => {
+    for (const pattern of ["a|b", "(ab)*c+d?", "x{2}y{1,}z{0,3}", "[a-z0-9_-]", "[^\\]\\-]", "\\p{Lu}\\P{Nd}[\\p{L}\\P{N}-]", "\\.\\n\\t\\^", "", "()"]) {
+      const compiled = compileIRegexp(pattern);
+      expect(compiled.ok, pattern).toBe(true);
+    }
+  });
+
+  it("refuses what is not I-Regexp, with the position", ({ expect }) => {
+    for (const pattern of ["a\\d", "(a", "a)", "[a", "[]", "a{2,1}", "a{,2}", "\\p{Xx}", "[a-z-0]", "[z-a]", "*a", "a**", "\\$", "(?:a)", "\\b"]) {
+      const compiled = compileIRegexp(pattern);
+      expect(compiled.ok, pattern).toBe(false);
+      if (!compiled.ok) {
+        expect(compiled.reason, pattern).toBe("invalid");
+        expect(compiled.message, pattern).toMatch(/RFC 9485.*character \d+/);
+      }
+    }
+  });
+
+  it("refuses a pattern whose program would pass the size limit, before building it", ({ expect }) => {
+    for (const pattern of ["((a{100}){100}){100}", "a{99999999999}", `(${"(".repeat(70)}a${")".repeat(70)})`]) {
+      const compiled = compileIRegexp(pattern);
+      expect(compiled.ok, pattern).toBe(false);
+      if (!compiled.ok) {
+        expect(compiled.reason, pattern).toBe("too_large");
+      }
+    }
+    expect(compileIRegexp(`a{${MAX_IREGEXP_PROGRAM_SIZE - 10}}`).ok).toBe(true);
+  });
+
+  it("charges each VM step to the budget it is given", ({ expect }) => {
+    const compiled = compileIRegexp("(a|aa)+");
+    expect(compiled.ok).toBe(true);
+    if (compiled.ok) {
+      const budget = new RegexBudget(1_000);
+      expect(codeOf(() => compiled.regex.matches("a".repeat(1_000), budget))).toBe("expr.budget_exceeded");
+      const roomy = new RegexBudget();
+      expect(compiled.regex.matches("a".repeat(1_000), roomy)).toBe(true);
+      expect(roomy.spent).toBeGreaterThan(1_000);
+      expect(roomy.spent).toBeLessThan(20_000);
+    }
+  });
+});
+
 describe("compileJsonPath", () => {
+  it("refuses a regex literal that is not I-Regexp or is over the size limits, naming the pattern", ({ expect }) => {
+    for (const path of ["$[?match(@, 'a\\\\d')]", "$[?search(@.name, '(a')]", "$[?match(@, '((a{100}){100}){100}')]"]) {
+      const result = compileJsonPath(path);
+      expect(result.ok, path).toBe(false);
+      if (!result.ok) {
+        expect(result.message, path).toMatch(/(match|search)\(\) pattern/);
+      }
+      expect(codeOf(() => selectJsonPath(path, [])), path).toBe("expr.invalid");
+    }
+    expect(compileJsonPath("$[?match(@, '[a-z]+')]").ok).toBe(true);
+    expect(compileJsonPath("$[?match(@, $.re)]").ok).toBe(true);
+  });
+
   it("accepts valid paths", ({ expect }) => {
     for (const path of ["$", "$.a", "$['a b'][0]", "$..*", "$[?@.n >= 2 && @.n < 3]", "$[1:5:2]"]) {
       expect(compileJsonPath(path), path).toEqual({ ok: true });
@@ -182,9 +286,18 @@ function runCtsCase(env: JSONPathEnvironment, c: CtsCase): string | undefined {
 
 describe("JSONPath Compliance Test Suite", () => {
   it("passes every case of the suite in json-p3", ({ expect }) => {
+    expectCtsPasses(expect, new JSONPathEnvironment({ strict: true }));
+  });
+
+  it("passes every case of the suite in the engine's environment (I-Regexp match() and search())", ({ expect }) => {
+    expectCtsPasses(expect, createJsonPathEnvironment());
+  });
+});
+
+function expectCtsPasses(expect: ExpectStatic, env: JSONPathEnvironment): void {
+  {
     const cases = (cts as { tests: CtsCase[] }).tests;
     expect(cases.length).toBe(703);
-    const env = new JSONPathEnvironment({ strict: true });
     const unexpected: string[] = [];
     const stillFailing: string[] = [];
     let passed = 0;
@@ -202,5 +315,5 @@ describe("JSONPath Compliance Test Suite", () => {
     expect(unexpected).toEqual([]);
     expect(stillFailing.length).toBe(KNOWN_FAILURES.size);
     expect(passed).toBe(703 - KNOWN_FAILURES.size);
-  });
-});
+  }
+}
