@@ -15,8 +15,10 @@ export const STDERR_TAIL_CHARS = 2_000;
  * `shell`: runs `command_template` in the run's container (the one bound to
  * `resource_name`, default `container`), rendered by the quoting rule of
  * lib/expr/shell-template.ts: values travel as environment variables, never as
- * command text. Output `{ stdout, stderr, exit_code, truncated, timed_out,
- * stdout_bytes, stderr_bytes, duration_ms }`.
+ * command text, and only a plain integer may reach a place where bash
+ * evaluates text (`shell.unsafe_value`, checked before the command is sent).
+ * Output `{ stdout, stderr, exit_code, truncated, timed_out, stdout_bytes,
+ * stderr_bytes, duration_ms }`.
  *
  * Failures: past its timeout the command's process group is killed and the
  * step fails with `shell.timeout` (retryable, like any timeout); an exit code
@@ -26,16 +28,12 @@ export const STDERR_TAIL_CHARS = 2_000;
 export const shellAction: ActionHandler<"shell"> = {
   async run(action, input, context) {
     const implementation = action.implementation;
-    const rendered = renderShellCommand(implementation.command_template, input);
+    const rendered = renderShellCommand(implementation.command_template, input, implementation.env);
     const cwd = implementation.working_dir === undefined ? "" : renderTemplate(implementation.working_dir, input).trim();
-    const env: Record<string, string> = {};
-    for (const [name, template] of Object.entries(implementation.env ?? {})) {
-      env[name] = renderTemplate(template, input);
-    }
     const sandbox = sandboxFor(context, implementation.resource_name);
     const result = await sandbox.exec({
       command: rendered.command,
-      env: { ...env, ...rendered.env },
+      env: rendered.env,
       timeout_ms: implementation.timeout_ms ?? commandTimeoutMs(action.execution?.timeout_ms),
       ...(cwd === "" ? {} : { cwd }),
       ...(implementation.max_output_bytes === undefined ? {} : { max_output_bytes: implementation.max_output_bytes }),

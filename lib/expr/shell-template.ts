@@ -1,33 +1,74 @@
 /**
- * Renders a shell `command_template` so that no value can inject shell syntax.
+ * Renders a shell `command_template` so that values stay data.
  *
- * The quoting rule: a value never becomes part of the command text. Each
- * `{{…}}` (and `{{{…}}}`) is rendered as usual, but what it produced goes into an
- * environment variable `TRELLIS_IN_<n>` (n = 0, 1, … in order of appearance)
- * and the command text gets a quoted reference to that variable instead. The
- * shell expands a variable after it has parsed the command, and never parses
- * the expansion again, so `; rm -rf /`, `$(…)`, backquotes, quotes and newlines
- * in a value arrive as plain data.
+ * What is promised, exactly:
  *
- * The reference is quoted for where the mustache stands in the template's own
- * quoting, so a value is always exactly one word (no splitting, no globbing):
+ * 1. **A value never becomes command text.** Each `{{…}}` (and `{{{…}}}`) is
+ *    rendered as usual, but what it produced goes into an environment variable
+ *    `TRELLIS_IN_<n>` (n = 0, 1, … in order of appearance) and the command text
+ *    gets a reference to that variable instead. Bash expands a variable after
+ *    it has parsed the command and never parses the expansion again, so
+ *    `; rm -rf /`, `$(…)`, backquotes, quotes and newlines in a value arrive as
+ *    plain data. The reference is quoted for where the mustache stands, so a
+ *    value is always exactly one word (no splitting, no globbing):
  *
- * | the template has         | the command gets                   |
- * |--------------------------|------------------------------------|
- * | `echo {{x}}`             | `echo "${TRELLIS_IN_0}"`           |
- * | `echo "hi {{x}}"`        | `echo "hi ${TRELLIS_IN_0}"`        |
- * | `echo 'hi {{x}}'`        | `echo 'hi '"${TRELLIS_IN_0}"''`    |
- * | `echo $'hi {{x}}'`       | `echo $'hi '"${TRELLIS_IN_0}"$''`  |
+ *    | the template has         | the command gets                   |
+ *    |--------------------------|------------------------------------|
+ *    | `echo {{x}}`             | `echo "${TRELLIS_IN_0}"`           |
+ *    | `echo "hi {{x}}"`        | `echo "hi ${TRELLIS_IN_0}"`        |
+ *    | `echo 'hi {{x}}'`        | `echo 'hi '"${TRELLIS_IN_0}"''`    |
+ *    | `echo $'hi {{x}}'`       | `echo $'hi '"${TRELLIS_IN_0}"$''`  |
+ *    | `echo $(( {{x}} + 1 ))`  | `echo $(( ${TRELLIS_IN_0} + 1 ))`  |
+ *    | `cat <<EOF` … `{{x}}`    | … `${TRELLIS_IN_0}` (heredoc body) |
  *
- * Limits of the quoting-context scanner (plain, double, single and `$'…'`
- * quotes with backslash escapes): it does not follow `$(…)` or backquotes
- * nested inside double quotes, heredoc bodies or comments. There a reference
- * may come out with extra quotes or unquoted (then the shell splits or globs
- * the value, or shows the quote characters), but it is still a variable
- * expansion: it can never run as code. A mustache right after a backslash is
- * refused (`shell.unsafe_template`): the backslash would escape the quoting.
+ * 2. **Where bash evaluates a variable's value, only a plain decimal integer
+ *    may go.** Bash does evaluate some expansions again: as arithmetic (where
+ *    `a[$(cmd)]` runs `cmd`), as a variable name, or as code. The command text
+ *    is read (lib/expr/shell-scan.ts) and every value that reaches such a place
+ *    must match `-?(0|[1-9][0-9]{0,17})`, checked before anything is sent;
+ *    anything else fails the step with `shell.unsafe_value` (not retryable),
+ *    whose message says how to write it safely. The places: `$(( ))`, `$[ ]`,
+ *    `(( ))` and `for (( ))`; array subscripts (`a[…]=`, `${a[…]}`, `([…]=…)`,
+ *    for indexed and associative arrays alike); `${v:offset:length}`; the
+ *    operands of `[[ … -eq/-ne/-lt/-le/-gt/-ge … ]]`; variable names
+ *    (`[[ -v … ]]`, `test -v`, `${!…}`, `printf -v`, `read`, `mapfile`,
+ *    `unset`, names given to `declare`/`local`/`typeset`/`readonly`/`export`);
+ *    the values of `declare -i/-n`, and of `-a`/`-A` without `(…)`; the
+ *    arguments of `let`, `eval`, `trap`, `compgen`/`complete`; the script
+ *    of `bash -c`/`sh -c`. A value reaches such a place directly (a mustache
+ *    written there) or through the command's own variables: `x={{n}}` (also
+ *    with `declare`/`local`/…, `x+=`, `arr=(…)`), `for x in …`, `read x` fed by
+ *    a here-string, a heredoc or `echo`/`printf`, `set -- …` and the arguments
+ *    of a function the command defines (`$1`, `$@`), variables copied from
+ *    those (`y=$x`), variables with the integer attribute (`declare -i x`), and
+ *    `env` entries of the step whose template renders a value. Where the reader
+ *    cannot tell, it assumes bash evaluates (e.g. every subscript is read as
+ *    an indexed array's; `$((` is always arithmetic).
+ *
+ * 3. **Not covered** (the step's own logic, which it must keep safe itself): a
+ *    value that reaches an evaluating place through a program the command
+ *    starts (`./script.sh {{x}}` whose script does `$(( $1 ))`; the script of
+ *    `bash -c '…' _ {{x}}`), through files, pipes other than the above, or the
+ *    output of a command (`x=$(echo {{x}})`), and programs that run their
+ *    arguments as code (`ssh host {{x}}`, `su -c`, `xargs sh -c`, `find -exec
+ *    sh -c`, `python -c`). A value in command position (`{{cmd}} args`) names
+ *    the program that runs.
+ *
+ * Also refused, as `shell.unsafe_template`: a mustache right after a backslash
+ * (the backslash would escape the quoting), a mustache in a quoted heredoc
+ * (`<<'EOF'`, never expanded), a NUL, the text `TRELLIS_IN_` (the engine's
+ * variables are reached through mustaches only), and an `env` entry that bash
+ * runs as code (`BASH_ENV`, `ENV`, `SHELLOPTS`, `BASHOPTS`, `PS0`–`PS4`,
+ * `PROMPT_COMMAND`) whose template renders a value.
+ *
+ * Limits of the reader: it follows quotes, `$(…)`, backquotes, `${…}`,
+ * arithmetic, `[[ … ]]`, comments, heredocs and `case` inside `$(…)`, but it is
+ * not bash: in text it misreads, a reference may come out with extra quotes or
+ * unquoted (then the shell splits or globs the value, or shows the quote
+ * characters), but it is still a variable expansion, never command text.
  */
 import { EngineError } from "../errors.ts";
+import { MARK, scanShellCommand, type QuoteForm, type ShellScan } from "./shell-scan.ts";
 import { renderTemplate } from "./template.ts";
 
 /** Prefix of the environment variables that carry the rendered values. */
@@ -42,35 +83,57 @@ export const MAX_SHELL_VALUES = 1_000;
 export const MAX_SHELL_VALUE_BYTES = 128 * 1024 - 64;
 /** Largest total of all values, in bytes, well under the kernel's limit on argv plus environment. */
 export const MAX_SHELL_VALUES_TOTAL_BYTES = 1024 * 1024;
+/** The only values that may stand where bash evaluates: plain decimal integers that fit 64 bits. */
+export const SHELL_INTEGER_PATTERN = /^-?(?:0|[1-9][0-9]{0,17})$/;
+/** Environment variables bash itself reads as code or options: their value may not come from a mustache. */
+export const SHELL_CODE_ENV_NAMES: ReadonlySet<string> = new Set(["BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND"]);
 
-/** A command ready to run: its text and the variables its references expand. */
+/** A command ready to run: its text and the environment its references (and the step's `env`) expand. */
 export interface RenderedCommand {
   command: string;
   env: Record<string, string>;
 }
 
-type QuoteState = "plain" | "double" | "single" | "ansi";
-
-const MARK = "\u0000";
-
-/** How a reference to `name` is written where the scanner stands. */
-const REFERENCE: Record<QuoteState, (name: string) => string> = {
+/** How a reference to `name` is written in each quoting form. */
+const REFERENCE: Record<QuoteForm, (name: string) => string> = {
   plain: (name) => `"\${${name}}"`,
   double: (name) => `\${${name}}`,
+  bare: (name) => `\${${name}}`,
   single: (name) => `'"\${${name}}"'`,
   ansi: (name) => `'"\${${name}}"$'`,
 };
 
 /**
- * Renders `source` over `data` by the quoting rule above.
+ * Renders `source` over `data` by the rules above; `envTemplates` (the step's
+ * `env`, Handlebars over the same data) are rendered into the environment.
  * @throws EngineError `template.invalid` / `template.render_failed` as the renderer does,
- *   `shell.unsafe_template` for a mustache after a backslash or a NUL in the template,
- *   `shell.invalid_value` for a value with a NUL, `shell.value_too_large` past the limits.
+ *   `shell.unsafe_template` (see above), `shell.unsafe_value` for a value that is not a
+ *   plain integer where bash evaluates it, `shell.invalid_value` for a value with a NUL,
+ *   `shell.value_too_large` past the limits.
  */
-export function renderShellCommand(source: string, data: unknown): RenderedCommand {
+export function renderShellCommand(source: string, data: unknown, envTemplates: Readonly<Record<string, string>> = {}): RenderedCommand {
   if (source.includes(MARK)) {
     throw EngineError.terminal("shell.unsafe_template", "command_template contains a NUL character");
   }
+  if (source.includes(SHELL_VALUE_PREFIX)) {
+    throw EngineError.terminal("shell.unsafe_template", `command_template names the engine's ${SHELL_VALUE_PREFIX}* variables: write {{…}} to use a value`);
+  }
+  const values = renderValues(source, data);
+  const scan = scanShellCommand(values.text, (index, form) => REFERENCE[form](`${SHELL_VALUE_PREFIX}${index}`));
+  const env = renderEnv(envTemplates, data);
+  checkEvaluated(scan, values.values, env);
+  const out: Record<string, string> = {};
+  for (const [name, entry] of Object.entries(env)) {
+    out[name] = entry.value;
+  }
+  values.values.forEach((value, index) => {
+    out[`${SHELL_VALUE_PREFIX}${index}`] = value;
+  });
+  return { command: scan.command, env: out };
+}
+
+/** Renders the template with a mark in place of each value, and collects the values. */
+function renderValues(source: string, data: unknown): { text: string; values: string[] } {
   const values: string[] = [];
   let totalBytes = 0;
   const text = renderTemplate(source, data, {
@@ -90,57 +153,65 @@ export function renderShellCommand(source: string, data: unknown): RenderedComma
       return `${MARK}${values.length - 1}${MARK}`;
     },
   });
-  const env: Record<string, string> = {};
-  values.forEach((value, index) => {
-    env[`${SHELL_VALUE_PREFIX}${index}`] = value;
-  });
-  return { command: placeReferences(text), env };
+  return { text, values };
 }
 
-/** Replaces each value mark in `text` by a reference quoted for the quoting state it stands in. */
-function placeReferences(text: string): string {
-  let out = "";
-  let state: QuoteState = "plain";
-  // An unescaped `$` just before, outside quotes: `$'` opens an ANSI-C string.
-  let dollar = false;
-  for (let i = 0; i < text.length; i += 1) {
-    const ch = text[i] ?? "";
-    if (ch === MARK) {
-      const end = text.indexOf(MARK, i + 1);
-      out += REFERENCE[state](`${SHELL_VALUE_PREFIX}${text.slice(i + 1, end)}`);
-      i = end;
-      dollar = false;
-      continue;
+/** The step's `env`, rendered; `fromValue` says whether a mustache rendered into it. */
+function renderEnv(templates: Readonly<Record<string, string>>, data: unknown): Record<string, { value: string; fromValue: boolean }> {
+  const env: Record<string, { value: string; fromValue: boolean }> = {};
+  for (const [name, template] of Object.entries(templates)) {
+    let fromValue = false;
+    const value = renderTemplate(template, data, {
+      substitute: (text) => {
+        fromValue = true;
+        return text;
+      },
+    });
+    if (fromValue && SHELL_CODE_ENV_NAMES.has(name)) {
+      throw EngineError.terminal("shell.unsafe_template", `env.${name} is read by bash as code or options: its value may not come from a {{…}}`);
     }
-    if (ch === "\\" && state !== "single") {
-      const next = text[i + 1];
-      if (next === MARK) {
-        throw EngineError.terminal("shell.unsafe_template", "a {{…}} right after a backslash in command_template: the backslash would escape the quoting of the value; remove it");
-      }
-      out += ch + (next ?? "");
-      i += 1;
-      dollar = false;
-      continue;
-    }
-    out += ch;
-    const before = state;
-    state = nextState(state, ch, dollar);
-    dollar = before === "plain" && ch === "$";
+    env[name] = { value, fromValue };
   }
-  return out;
+  return env;
 }
 
-function nextState(state: QuoteState, ch: string, afterDollar: boolean): QuoteState {
-  switch (state) {
-    case "plain":
-      if (ch === "'") {
-        return afterDollar ? "ansi" : "single";
-      }
-      return ch === '"' ? "double" : "plain";
-    case "double":
-      return ch === '"' ? "plain" : "double";
-    case "single":
-    case "ansi":
-      return ch === "'" ? "plain" : state;
+/** Every value that reaches a place where bash evaluates must be a plain integer. */
+function checkEvaluated(scan: ShellScan, values: readonly string[], env: Record<string, { value: string; fromValue: boolean }>): void {
+  for (const [index, context] of scan.evaluated) {
+    requireInteger(values[index] ?? "", `{{…}} number ${index + 1} of command_template`, context);
   }
+  const seen = new Set<string>();
+  const queue = [...scan.evaluatedNames];
+  for (let next = queue.pop(); next !== undefined; next = queue.pop()) {
+    const [name, context] = next;
+    if (seen.has(name)) {
+      continue;
+    }
+    seen.add(name);
+    const through = `${context}, through ${name === "@" ? "the positional parameters" : `$${name}`}`;
+    const entry = Object.hasOwn(env, name) ? env[name] : undefined;
+    if (entry?.fromValue === true) {
+      requireInteger(entry.value, `env.${name}`, through);
+    }
+    const flow = scan.flows.get(name);
+    for (const index of flow?.marks ?? []) {
+      requireInteger(values[index] ?? "", `{{…}} number ${index + 1} of command_template`, through);
+    }
+    for (const from of flow?.from ?? []) {
+      queue.push([from, context]);
+    }
+  }
+}
+
+function requireInteger(value: string, what: string, context: string): void {
+  if (SHELL_INTEGER_PATTERN.test(value)) {
+    return;
+  }
+  const excerpt = JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  throw EngineError.terminal(
+    "shell.unsafe_value",
+    `${what} (${excerpt}) reaches a place where bash evaluates it: ${context}. Only a plain decimal integer (like 42 or -7: no sign +, leading zeros or spaces) may go there. ` +
+      'Declare the input an integer ("requires": { "type": "integer" }) to refuse other values sooner, or use the value as data: ' +
+      "compare strings with [[ {{x}} == … ]], compare numbers with [ {{x}} -gt … ] (test does not evaluate its operands), and keep values out of arithmetic, subscripts, variable names, let, eval and declare -i.",
+  );
 }

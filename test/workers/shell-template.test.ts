@@ -47,3 +47,66 @@ describe("renderShellCommand: the quoting rule", () => {
     expect(() => renderShellCommand("echo {{x}}", { x: "x".repeat(MAX_SHELL_VALUE_BYTES + 1) })).toThrow(expect.objectContaining({ code: "shell.value_too_large" }));
   });
 });
+
+describe("renderShellCommand: values where bash evaluates text", () => {
+  const HOSTILE = "a[$(touch PWNED)]";
+
+  it.for([
+    ["arithmetic", "echo $(( {{n}} + 1 ))", "echo $(( ${TRELLIS_IN_0} + 1 ))"],
+    ["arithmetic inside double quotes", 'echo "$(( {{n}} ))"', 'echo "$(( ${TRELLIS_IN_0} ))"'],
+    ["$[ ]", "echo $[ {{n}} ]", "echo $[ ${TRELLIS_IN_0} ]"],
+    ["(( ))", "(( {{n}} > 1 ))", "(( ${TRELLIS_IN_0} > 1 ))"],
+    ["a subscript", "a[{{n}}]=1; echo ${a[{{n}}]}", "a[${TRELLIS_IN_0}]=1; echo ${a[${TRELLIS_IN_1}]}"],
+    ["a substring offset", "echo ${s:{{n}}:2}", "echo ${s:${TRELLIS_IN_0}:2}"],
+    ["a [[ -gt ]] operand", "[[ {{n}} -gt 1 ]]", '[[ "${TRELLIS_IN_0}" -gt 1 ]]'],
+  ] as const)("writes a reference in %s and lets an integer through", ([, template, command], { expect }) => {
+    const rendered = renderShellCommand(template, { n: "2" });
+    expect(rendered.command).toBe(command);
+    expect(Object.values(rendered.env).every((value) => value === "2")).toBe(true);
+  });
+
+  it.for([
+    ["$(( ))", "echo $(( {{n}} + 1 ))", "arithmetic $(( ))"],
+    ["$[ ]", "echo $[ {{n}} ]", "arithmetic $[ ]"],
+    ["(( ))", "if (( {{n}} )); then :; fi", "arithmetic (( ))"],
+    ["[[ -eq ]]", "[[ 1 -eq {{n}} ]]", "an operand of [[ … -eq/-ne/-lt/-le/-gt/-ge … ]]"],
+    ["[[ -v ]]", "[[ -v {{n}} ]]", "a variable name ([[ -v … ]])"],
+    ["${arr[…]}", "echo ${a[{{n}}]}", "an array subscript ${name[…]}"],
+    ["${var:offset:length}", "echo ${s:0:{{n}}{{!}}}", "a substring offset or length ${var:…}"],
+    ["arr[…]=", "a[{{n}}]=x", "an array subscript name[…]"],
+    ["let", "let x={{n}}", "let"],
+    ["declare -i", "declare -i x={{n}}", "a variable name or value (declare -i)"],
+    ["local -i", "f() { local -i x={{n}}; }", "a variable name or value (local -i)"],
+    ["printf -v", "printf -v {{n}} x", "a variable name (printf -v)"],
+    ["an assigned variable", "x={{n}}; echo $((x))", "arithmetic $(( )), through $x"],
+    ["the positional parameters", "set -- {{n}}; echo $(( $1 ))", "arithmetic $(( )), through the positional parameters"],
+  ] as const)("refuses a hostile value in %s with shell.unsafe_value, naming the place", ([, template, context], { expect }) => {
+    expect(() => renderShellCommand(template, { n: HOSTILE })).toThrow(
+      expect.objectContaining({ code: "shell.unsafe_value", retryable: false, message: expect.stringContaining(`reaches a place where bash evaluates it: ${context}.`) }),
+    );
+  });
+
+  it("checks an env entry that reaches arithmetic, and only one that renders a value", ({ expect }) => {
+    expect(() => renderShellCommand("echo $(( N + 1 ))", { n: HOSTILE }, { N: "{{n}}" })).toThrow(expect.objectContaining({ code: "shell.unsafe_value", message: expect.stringContaining("env.N") }));
+    expect(renderShellCommand("echo $(( N + 1 ))", { n: "4" }, { N: "{{n}}" }).env).toEqual({ N: "4" });
+    expect(renderShellCommand("echo $(( N + 1 ))", {}, { N: "x" }).env).toEqual({ N: "x" });
+    expect(renderShellCommand('echo "$N"', { n: HOSTILE }, { N: "{{n}}" }).env).toEqual({ N: HOSTILE });
+  });
+
+  it("leaves data places alone: arguments, quotes, [[ == ]], test's -gt, assignment values", ({ expect }) => {
+    const template = `printf '%s' {{n}} "{{n}}" '{{n}}'; [[ {{n}} == x ]]; [ {{n}} -gt 1 ]; x={{n}}; echo "$x"; arr=({{n}}); read -r v <<< {{n}}`;
+    expect(Object.keys(renderShellCommand(template, { n: HOSTILE }).env)).toHaveLength(8);
+  });
+
+  it("refuses templates that reach the engine's variables or bash's code variables, and quoted heredocs", ({ expect }) => {
+    expect(() => renderShellCommand("echo $(( TRELLIS_IN_0 ))", {})).toThrow(expect.objectContaining({ code: "shell.unsafe_template" }));
+    expect(() => renderShellCommand("cat <<'EOF'\n{{n}}\nEOF", { n: "1" })).toThrow(expect.objectContaining({ code: "shell.unsafe_template" }));
+    expect(() => renderShellCommand("true", { n: "x" }, { BASH_ENV: "{{n}}" })).toThrow(expect.objectContaining({ code: "shell.unsafe_template" }));
+    expect(renderShellCommand("true", {}, { BASH_ENV: "/etc/profile" }).env).toEqual({ BASH_ENV: "/etc/profile" });
+  });
+
+  it("keeps unquoted heredoc bodies, comments and nested commands readable", ({ expect }) => {
+    expect(renderShellCommand("cat <<EOF\nhi {{n}}\nEOF\necho {{n}} # {{n}}", { n: "v" }).command).toBe('cat <<EOF\nhi ${TRELLIS_IN_0}\nEOF\necho "${TRELLIS_IN_1}" # "${TRELLIS_IN_2}"');
+    expect(renderShellCommand('echo "$(printf %s {{n}})" `echo {{n}}`', { n: "v" }).command).toBe('echo "$(printf %s "${TRELLIS_IN_0}")" `echo "${TRELLIS_IN_1}"`');
+  });
+});
