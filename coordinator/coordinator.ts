@@ -320,15 +320,16 @@ export class Coordinator extends DurableObject<Env> {
     const unsigned: UnsignedEntry[] = [
       { seq: 1, kind: "run.created", at, body: { workflow: state.record.workflow, mode: request.mode, input: request.input, idempotency_key: request.idempotency_key } },
     ];
+    // Issued before the commit (writes land in order), awaited after it.
+    const armed = request.mode === "auto" ? this.setAlarm(now + WAKE_BACKSTOP_MS) : null;
     if (request.mode === "auto") {
       const started = decide(state, { type: "start" }, { snapshot: request.snapshot, now, random: Math.random });
       state = started.state;
       unsigned.push(...journalOf(started.commands, at));
-      await this.setAlarm(now + WAKE_BACKSTOP_MS);
     }
     this.lastHash = null; // The chain starts here, whatever an earlier failed attempt signed.
-    const entries = await this.sign(state.record.run_id, unsigned);
     try {
+      const entries = await this.sign(state.record.run_id, unsigned);
       this.ctx.storage.transactionSync(() => {
         this.store.create(state, request.snapshot);
         this.store.appendJournal(entries);
@@ -336,6 +337,8 @@ export class Coordinator extends DurableObject<Env> {
     } catch (error) {
       this.lastHash = null;
       throw error;
+    } finally {
+      await armed;
     }
     this.state = state;
     this.snapshot = request.snapshot;
@@ -404,15 +407,20 @@ export class Coordinator extends DurableObject<Env> {
     const payloads = commands.flatMap((command) => (command.kind === "dispatch" ? [command.payload] : []));
     const groups = chunk(payloads, TASKS_PER_EXECUTOR_CALL);
     this.countEvent(events.length, groups, commands);
-    if (wakeAt !== null) {
-      // Before the commit: should this instance die right after it, the alarm already
-      // covers what it makes outstanding (a wake due now gets the self-wake's backstop).
-      await this.setAlarm(wakeAt <= now ? now + WAKE_BACKSTOP_MS : wakeAt);
+    // The alarm is written before the commit: should this instance die right after it,
+    // the alarm already covers what it makes outstanding (a wake due now gets the
+    // self-wake's backstop). Issued now, awaited once the work is sent: storage writes
+    // land in order, so it is durable no later than the state that needs it.
+    const armed = wakeAt === null ? null : this.setAlarm(wakeAt <= now ? now + WAKE_BACKSTOP_MS : wakeAt);
+    let entries: JournalEntry[];
+    try {
+      entries =
+        groups.length >= DEFER_SIGNING_MIN_CALLS && payloads.some(waitsOnIo)
+          ? await this.commitSendSign(before, state, journal, groups)
+          : await this.signCommitSend(before, state, journal, groups);
+    } finally {
+      await armed;
     }
-    const entries =
-      groups.length >= DEFER_SIGNING_MIN_CALLS && payloads.some(waitsOnIo)
-        ? await this.commitSendSign(before, state, journal, groups)
-        : await this.signCommitSend(before, state, journal, groups);
     this.perform(commands, entries.at(-1));
     await this.scheduleWake(wakeAt, now);
   }
