@@ -72,6 +72,7 @@
  * raw; `html` escapes `{{x}}` as Handlebars does (`& < > " ' \` =`); `url` applies
  * `encodeURIComponent` to `{{x}}`, for URL templates. `{{{x}}}` is always raw.
  */
+import * as handlebarsParser from "@handlebars/parser";
 import { parse, type AST } from "@handlebars/parser";
 import { EngineError } from "../errors.ts";
 
@@ -97,12 +98,22 @@ export interface RenderOptions {
 /** A parsed and checked template; rendering it never re-parses. */
 export interface Template {
   readonly source: string;
-  /** @throws EngineError `template.render_failed` (or `template.invalid` for a bad partial). */
+  /**
+   * @throws EngineError `template.render_failed` (or `template.invalid` / `template.too_deep`
+   *   for a bad partial), `template.budget_exceeded` past {@link MAX_TEMPLATE_RENDER_STEPS}.
+   */
   render(data: unknown, options?: RenderOptions): string;
 }
 
-/** Outcome of {@link compileTemplate}: registration rejects a definition with `message`. */
-export type TemplateCompileResult = { ok: true; template: Template } | { ok: false; message: string };
+/**
+ * Outcome of {@link compileTemplate}: registration rejects a definition with `message`;
+ * `code` is what rendering the template fails with (`template.too_deep` past
+ * {@link MAX_TEMPLATE_NESTING_DEPTH}, else `template.invalid`).
+ */
+export type TemplateCompileResult = { ok: true; template: Template } | { ok: false; message: string; code: TemplateCompileErrorCode };
+
+/** Why a template does not compile. */
+export type TemplateCompileErrorCode = "template.invalid" | "template.too_deep";
 
 /** Outcome of {@link renderJsonTemplate}. */
 export type JsonTemplateResult = { json: true; value: unknown } | { json: false; text: string };
@@ -120,49 +131,163 @@ export const MAX_TEMPLATE_OUTPUT = 16 * 1024 * 1024;
 export const MAX_PARTIAL_DEPTH = 32;
 
 /**
+ * Deepest nesting a template may have, counting open blocks (`{{#…}}`, `{{^…}}`), each
+ * chained `{{else if …}}` inside them, and sub-expression parentheses inside one mustache.
+ * Checked by a linear scan before parsing: `@handlebars/parser` takes time superlinear in
+ * nesting (4,000 nested `{{#if}}` in 64 KB: 3–6 s, then a stack overflow).
+ */
+export const MAX_TEMPLATE_NESTING_DEPTH = 64;
+
+/**
+ * Most render steps one rendering may take: a step is a statement rendered, an `#each`
+ * iteration, a helper or partial call, and a further step per
+ * {@link TEMPLATE_CHARS_PER_RENDER_STEP} characters a helper returns. Nested `#each` over
+ * a few thousand items would otherwise run millions of iterations within the output cap.
+ */
+export const MAX_TEMPLATE_RENDER_STEPS = 1_000_000;
+
+/** Characters of a helper's result (`json`, `join`, `concat`, …) counted as one render step. */
+export const TEMPLATE_CHARS_PER_RENDER_STEP = 20;
+
+/**
  * Parses and checks `source` once (cached), for registration-time validation: a template
  * that does not parse, calls an unknown helper or uses an unsupported feature is rejected
  * with a message that names the line.
  */
 export function compileTemplate(source: string): TemplateCompileResult {
   if (typeof source !== "string") {
-    return { ok: false, message: "a template must be a string" };
+    return { ok: false, message: "a template must be a string", code: "template.invalid" };
   }
   const cached = cacheGet(source);
   if (cached !== undefined) {
-    return { ok: true, template: cached };
+    return cached;
   }
+  const result = compileUncached(source);
+  cacheSet(source, result);
+  return result;
+}
+
+/** Compiles without the cache; failures are cached too, so a costly refusal is paid once. */
+function compileUncached(source: string): TemplateCompileResult {
   if (source.length > MAX_TEMPLATE_SOURCE) {
-    return { ok: false, message: `template is too large (${source.length} characters, at most ${MAX_TEMPLATE_SOURCE})` };
+    return { ok: false, message: `template is too large (${source.length} characters, at most ${MAX_TEMPLATE_SOURCE})`, code: "template.invalid" };
+  }
+  const depth = measureNesting(source, MAX_TEMPLATE_NESTING_DEPTH);
+  if (depth > MAX_TEMPLATE_NESTING_DEPTH) {
+    return {
+      ok: false,
+      message: `template nests deeper than ${MAX_TEMPLATE_NESTING_DEPTH} (open blocks, chained else sections and sub-expressions count)`,
+      code: "template.too_deep",
+    };
   }
   let program: AST.Program;
   try {
     program = parse(source);
   } catch (thrown) {
-    return { ok: false, message: describeParseError(thrown) };
+    return { ok: false, message: describeParseError(thrown), code: "template.invalid" };
   }
   try {
     checkProgram(program, []);
   } catch (thrown) {
     if (thrown instanceof TemplateProblem) {
-      return { ok: false, message: thrown.message };
+      return { ok: false, message: thrown.message, code: "template.invalid" };
     }
     if (thrown instanceof RangeError) {
-      return { ok: false, message: "template is nested too deeply" };
+      return { ok: false, message: "template is nested too deeply", code: "template.too_deep" };
     }
     throw thrown;
   }
-  const template = new CompiledTemplate(source, program);
-  cacheSet(source, template);
-  return { ok: true, template };
+  return { ok: true, template: new CompiledTemplate(source, program) };
 }
+
+/**
+ * The nesting the parser would build, measured on the parser's own tokens (so raw blocks,
+ * escaped mustaches, comments and string literals are read exactly as the parser reads
+ * them), in one linear pass that stops once it passes `limit`: open blocks, inverted
+ * sections, partial and raw blocks, plus each chained `{{else …}}` inside them, plus open
+ * sub-expression parentheses and array brackets. A lexing error ends the count; the parse
+ * that follows reports it.
+ */
+function measureNesting(source: string, limit: number): number {
+  const lexer = Object.create(HANDLEBARS_LEXER) as JisonLexer;
+  lexer.setInput(source, {});
+  const chains: number[] = [];
+  let open = 0;
+  let brackets = 0;
+  let deepest = 0;
+  try {
+    for (let token = lexer.lex(); token !== TOKENS.EOF && deepest <= limit; token = lexer.lex()) {
+      if (token === TOKENS.OPEN_BLOCK || token === TOKENS.OPEN_INVERSE || token === TOKENS.OPEN_PARTIAL_BLOCK || token === TOKENS.OPEN_RAW_BLOCK) {
+        chains.push(0);
+        open += 1;
+      } else if (token === TOKENS.OPEN_INVERSE_CHAIN) {
+        chains.push((chains.pop() ?? 0) + 1);
+        open += 1;
+      } else if (token === TOKENS.OPEN_ENDBLOCK || token === TOKENS.END_RAW_BLOCK) {
+        open = Math.max(0, open - 1 - (chains.pop() ?? 0));
+      } else if (token === TOKENS.OPEN_SEXPR || token === TOKENS.OPEN_ARRAY) {
+        brackets += 1;
+      } else if (token === TOKENS.CLOSE_SEXPR || token === TOKENS.CLOSE_ARRAY) {
+        brackets = Math.max(0, brackets - 1);
+      }
+      deepest = Math.max(deepest, open + brackets);
+    }
+  } catch {
+    // A lexing error: the parse reports it with its position.
+  }
+  return deepest;
+}
+
+/** The jison lexer of `@handlebars/parser`: exported at run time as `parser.lexer`, absent from its typings. */
+interface JisonLexer {
+  setInput(input: string, yy: object): unknown;
+  lex(): unknown;
+}
+
+const TOKEN_NAMES = [
+  "EOF",
+  "OPEN_BLOCK",
+  "OPEN_INVERSE",
+  "OPEN_INVERSE_CHAIN",
+  "OPEN_PARTIAL_BLOCK",
+  "OPEN_RAW_BLOCK",
+  "END_RAW_BLOCK",
+  "OPEN_ENDBLOCK",
+  "OPEN_SEXPR",
+  "CLOSE_SEXPR",
+  "OPEN_ARRAY",
+  "CLOSE_ARRAY",
+] as const;
+
+/** Checked when this module loads: a parser release that moves its lexer fails every template test, loudly. */
+function loadLexer(): { lexer: JisonLexer; tokens: Record<(typeof TOKEN_NAMES)[number], number> } {
+  const host = (handlebarsParser as unknown as { parser?: { lexer?: unknown; terminals_?: unknown } }).parser;
+  const lexer = host?.lexer as Partial<JisonLexer> | undefined;
+  const terminals = host?.terminals_;
+  if (typeof lexer?.setInput !== "function" || typeof lexer.lex !== "function" || typeof terminals !== "object" || terminals === null) {
+    throw new Error("@handlebars/parser no longer exposes parser.lexer / parser.terminals_; template nesting cannot be measured");
+  }
+  const ids = new Map(Object.entries(terminals).map(([id, name]) => [String(name), Number(id)]));
+  const tokens = {} as Record<(typeof TOKEN_NAMES)[number], number>;
+  for (const name of TOKEN_NAMES) {
+    const id = ids.get(name);
+    if (id === undefined) {
+      throw new Error(`@handlebars/parser has no token ${name}; template nesting cannot be measured`);
+    }
+    tokens[name] = id;
+  }
+  return { lexer: lexer as JisonLexer, tokens };
+}
+
+const { lexer: HANDLEBARS_LEXER, tokens: TOKENS } = loadLexer();
 
 /**
  * Renders `source` over `data` (the template is parsed once per isolate and cached).
  *
  * @throws EngineError `template.invalid` when the template does not compile,
+ *   `template.too_deep` when it nests deeper than {@link MAX_TEMPLATE_NESTING_DEPTH},
  *   `template.render_failed` when rendering fails (missing partial, cyclic data in `json`,
- *   output too large).
+ *   output too large), `template.budget_exceeded` past {@link MAX_TEMPLATE_RENDER_STEPS}.
  */
 export function renderTemplate(source: string, data: unknown, options?: RenderOptions): string {
   return compileOrThrow(source).render(data, options);
@@ -197,6 +322,7 @@ class CompiledTemplate implements Template {
 
   render(data: unknown, options: RenderOptions = {}): string {
     const state: RenderState = {
+      steps: 0,
       root: data,
       escape: options.escape ?? "none",
       partials: options.partials,
@@ -222,9 +348,9 @@ class CompiledTemplate implements Template {
   }
 }
 
-const cache = new Map<string, CompiledTemplate>();
+const cache = new Map<string, TemplateCompileResult>();
 
-function cacheGet(source: string): CompiledTemplate | undefined {
+function cacheGet(source: string): TemplateCompileResult | undefined {
   const hit = cache.get(source);
   if (hit !== undefined) {
     cache.delete(source);
@@ -233,8 +359,8 @@ function cacheGet(source: string): CompiledTemplate | undefined {
   return hit;
 }
 
-function cacheSet(source: string, template: CompiledTemplate): void {
-  cache.set(source, template);
+function cacheSet(source: string, result: TemplateCompileResult): void {
+  cache.set(source, result);
   while (cache.size > TEMPLATE_CACHE_LIMIT) {
     const oldest = cache.keys().next();
     if (oldest.done === true) {
@@ -247,7 +373,7 @@ function cacheSet(source: string, template: CompiledTemplate): void {
 function compileOrThrow(source: string): CompiledTemplate {
   const compiled = compileTemplate(source);
   if (!compiled.ok) {
-    throw new EngineError("template.invalid", compiled.message);
+    throw new EngineError(compiled.code, compiled.message);
   }
   // Every Template handed out by compileTemplate is a CompiledTemplate.
   return compiled.template as CompiledTemplate;
@@ -574,6 +700,8 @@ interface InlineFrame {
 }
 
 interface RenderState {
+  /** Render steps taken so far, against {@link MAX_TEMPLATE_RENDER_STEPS}. */
+  steps: number;
   readonly root: unknown;
   readonly escape: TemplateEscape;
   readonly partials: Readonly<Record<string, string>> | undefined;
@@ -907,6 +1035,7 @@ function renderProgram(program: AST.Program | undefined, scope: Scope): string {
     if (render === undefined) {
       throw new EngineError("template.render_failed", `unsupported template syntax (${statement.type})${location(statement)}`);
     }
+    chargeSteps(scope.state, 1);
     out += render(statement, inner);
     if (out.length > MAX_TEMPLATE_OUTPUT) {
       throw new EngineError("template.render_failed", `template output exceeds ${MAX_TEMPLATE_OUTPUT} characters`);
@@ -945,6 +1074,7 @@ function renderBlock(node: AST.BlockStatement, scope: Scope): string {
     return renderSection(node, evaluateTarget(node.path, scope), scope);
   }
   const spec = helperSpec(helper, node);
+  chargeSteps(scope.state, 1);
   const args = node.params.map((param) => evaluate(param, scope));
   const hash = evaluateHash(node, scope);
   if (spec.block !== undefined) {
@@ -987,6 +1117,7 @@ function renderEach(node: AST.BlockStatement, items: unknown, scope: Scope): str
   const program = programOf(node);
   let out = "";
   entries.forEach(([key, value], index) => {
+    chargeSteps(scope.state, 1);
     const values = new Map<string, unknown>([
       ["index", index],
       ["key", key],
@@ -1027,6 +1158,7 @@ function partialName(node: AST.PartialStatement): string | undefined {
 }
 
 function renderPartial(node: AST.PartialStatement, scope: Scope): string {
+  chargeSteps(scope.state, 1);
   const name = partialName(node) ?? "";
   if (scope.partialDepth >= MAX_PARTIAL_DEPTH) {
     throw new EngineError("template.render_failed", `partials nest deeper than ${MAX_PARTIAL_DEPTH} (is "${name}" recursive?)${location(node)}`);
@@ -1066,7 +1198,7 @@ function findPartial(name: string, scope: Scope, node: AST.PartialStatement): AS
   }
   const compiled = compileTemplate(source);
   if (!compiled.ok) {
-    throw new EngineError("template.invalid", `partial "${name}": ${compiled.message}`);
+    throw new EngineError(compiled.code, `partial "${name}": ${compiled.message}`);
   }
   return (compiled.template as CompiledTemplate).program;
 }
@@ -1105,10 +1237,24 @@ function callHelper(name: string, node: Callable & AST.Node, scope: Scope): unkn
   if (spec.value === undefined) {
     throw new EngineError("template.render_failed", `"${name}" is a block helper${location(node)}`);
   }
-  return spec.value(
+  const value = spec.value(
     node.params.map((param) => evaluate(param, scope)),
     evaluateHash(node, scope),
   );
+  const text = typeof value === "string" ? value : value instanceof UrlEncodedText ? value.text : "";
+  chargeSteps(scope.state, 1 + Math.floor(text.length / TEMPLATE_CHARS_PER_RENDER_STEP));
+  return value;
+}
+
+/** @throws EngineError `template.budget_exceeded` past {@link MAX_TEMPLATE_RENDER_STEPS}. */
+function chargeSteps(state: RenderState, steps: number): void {
+  state.steps += steps;
+  if (state.steps > MAX_TEMPLATE_RENDER_STEPS) {
+    throw new EngineError(
+      "template.budget_exceeded",
+      `template rendering exceeded its budget of ${MAX_TEMPLATE_RENDER_STEPS} steps (statements, #each iterations and helper calls)`,
+    );
+  }
 }
 
 function evaluateHash(node: Callable, scope: Scope): HashArgs {

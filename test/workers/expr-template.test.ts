@@ -1,6 +1,8 @@
 import { describe, it } from "vitest";
 import { EngineError } from "../../lib/errors.ts";
 import {
+  MAX_TEMPLATE_NESTING_DEPTH,
+  MAX_TEMPLATE_RENDER_STEPS,
   TEMPLATE_CACHE_LIMIT,
   compileTemplate,
   renderJsonTemplate,
@@ -334,6 +336,92 @@ describe("cache", () => {
     const droppedAgain = compileTemplate("dropped {{x}}");
     expect(kept.ok && keptAgain.ok && kept.template === keptAgain.template).toBe(true);
     expect(dropped.ok && droppedAgain.ok && dropped.template !== droppedAgain.template).toBe(true);
+  });
+});
+
+/** `{{#if a}}` `depth` times around `x`. */
+function nestedIfs(depth: number): string {
+  return `${"{{#if a}}".repeat(depth)}x${"{{/if}}".repeat(depth)}`;
+}
+
+describe("budgets: nesting depth", () => {
+  it("refuses 4,000 nested #if (64 KB) with template.too_deep before parsing (3-6 s to fail before), and caches the refusal", ({ expect }) => {
+    const source = nestedIfs(4_000);
+    expect(source.length).toBe(64_001);
+    const first = compileTemplate(source);
+    expect(first.ok).toBe(false);
+    if (!first.ok) {
+      expect(first.code).toBe("template.too_deep");
+      expect(first.message).toMatch(/nests deeper than 64/);
+    }
+    expect(compileTemplate(source)).toBe(first);
+    expect(errorCode(source, { a: true })).toBe("template.too_deep");
+  });
+
+  it("accepts nesting up to the limit and refuses one level more", ({ expect }) => {
+    expect(renderTemplate(nestedIfs(MAX_TEMPLATE_NESTING_DEPTH), { a: true })).toBe("x");
+    expect(errorCode(nestedIfs(MAX_TEMPLATE_NESTING_DEPTH + 1), { a: true })).toBe("template.too_deep");
+    expect(renderTemplate("{{#if a}}x{{/if}}".repeat(5_000), { a: true })).toBe("x".repeat(5_000));
+  });
+
+  it("counts chained else sections and sub-expression parentheses", ({ expect }) => {
+    const chain = `{{#if a}}x${"{{else if b}}y".repeat(MAX_TEMPLATE_NESTING_DEPTH)}{{/if}}`;
+    expect(compileTemplate(chain).ok).toBe(false);
+    const sexpr = `{{x ${"(not ".repeat(MAX_TEMPLATE_NESTING_DEPTH + 1)}a${")".repeat(MAX_TEMPLATE_NESTING_DEPTH + 1)}}}`;
+    const compiled = compileTemplate(sexpr);
+    expect(compiled.ok).toBe(false);
+    if (!compiled.ok) {
+      expect(compiled.code).toBe("template.too_deep");
+    }
+    expect(renderTemplate("{{#if (and (eq a 1) (or (not b) (eq c 2)))}}yes{{/if}}", { a: 1, c: 2 })).toBe("yes");
+  });
+
+  it("reads blocks the way the parser does: closers in raw blocks, comments and escapes do not hide openers", ({ expect }) => {
+    const hiding = ["{{{{raw}}}}{{/if}}{{{{/raw}}}}", "{{!-- {{/if}} --}}", "{{! {{/if}} }}", "\\{{/if}}"];
+    for (const hide of hiding) {
+      const source = `${`{{#if a}}${hide}`.repeat(MAX_TEMPLATE_NESTING_DEPTH + 1)}x${"{{/if}}".repeat(MAX_TEMPLATE_NESTING_DEPTH + 1)}`;
+      const compiled = compileTemplate(source);
+      expect(compiled.ok, hide).toBe(false);
+      if (!compiled.ok) {
+        expect(compiled.code, hide).toBe("template.too_deep");
+      }
+    }
+  });
+
+  it("fails a partial that nests too deeply with template.too_deep", ({ expect }) => {
+    expect(errorCode("{{> deep}}", { a: true }, { partials: { deep: nestedIfs(200) } })).toBe("template.too_deep");
+  });
+});
+
+describe("budgets: render steps", () => {
+  const l = Array.from({ length: 1_000 }, (_, i) => i);
+
+  it("stops nested #each that would run a billion iterations within the output cap", ({ expect }) => {
+    const source = "{{#each l}}{{#each ../l}}{{#each ../../l}}{{/each}}{{/each}}{{/each}}";
+    let error: unknown;
+    try {
+      renderTemplate(source, { l });
+    } catch (thrown) {
+      error = thrown;
+    }
+    expect(error).toBeInstanceOf(EngineError);
+    expect((error as EngineError).code).toBe("template.budget_exceeded");
+    expect((error as EngineError).retryable).toBe(false);
+    expect((error as EngineError).message).toContain(`${MAX_TEMPLATE_RENDER_STEPS}`);
+  });
+
+  it("charges helper calls by the text they return", ({ expect }) => {
+    const big = { items: Array.from({ length: 2_000 }, (_, i) => ({ id: i, name: `item ${i}` })) };
+    // json of ~60 KB per iteration is ~3,000 steps: 1,000 iterations would pass the budget three times though the output stays empty.
+    expect(errorCode("{{#each l}}{{#if (eq (json ../big) '')}}x{{/if}}{{/each}}", { l, big })).toBe("template.budget_exceeded");
+  });
+
+  it("renders 10,000 items with a few statements each, and starts every rendering with a full budget", ({ expect }) => {
+    const items = Array.from({ length: 10_000 }, (_, i) => ({ n: i }));
+    const source = "{{#each items}}{{#if @first}}[{{/if}}{{n}}{{#unless @last}},{{/unless}}{{/each}}]";
+    const text = renderTemplate(source, { items });
+    expect(JSON.parse(text)).toHaveLength(10_000);
+    expect(renderTemplate(source, { items })).toBe(text);
   });
 });
 
