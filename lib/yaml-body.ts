@@ -21,7 +21,7 @@ export function parseYamlBody(text: string): unknown {
       { path: "", message: `collections nest deeper than ${MAX_BODY_DEPTH} levels at line ${tooDeep.line}`, code: "request.too_deep" },
     ]);
   }
-  const document = parseDocument(text, { schema: "core", uniqueKeys: true, prettyErrors: false });
+  const document = parseDocument(text, { schema: "core", uniqueKeys: true, prettyErrors: false, logLevel: "error" });
   const [problem] = document.errors;
   if (problem) {
     throw EngineError.terminal("request.invalid_yaml", `the body is not YAML: ${problem.message}`);

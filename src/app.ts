@@ -65,10 +65,12 @@ async function readJson(c: Context<App>, empty?: unknown): Promise<unknown> {
   if (declared > MAX_BODY_BYTES) {
     throw EngineError.terminal("request.too_large", `the body is larger than ${MAX_BODY_BYTES} bytes`);
   }
-  const text = await c.req.text();
-  if (new TextEncoder().encode(text).byteLength > MAX_BODY_BYTES) {
+  // Read as bytes whatever the content type says, then decoded as UTF-8 (invalid sequences become U+FFFD).
+  const bytes = await c.req.arrayBuffer();
+  if (bytes.byteLength > MAX_BODY_BYTES) {
     throw EngineError.terminal("request.too_large", `the body is larger than ${MAX_BODY_BYTES} bytes`);
   }
+  const text = new TextDecoder().decode(bytes);
   if (text.trim() === "") {
     if (empty !== undefined) {
       return empty;
