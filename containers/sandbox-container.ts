@@ -13,7 +13,10 @@ export const SHELL_SERVER_PORT = 8080;
 export const DEFAULT_SLEEP_AFTER = "1h";
 
 const OWNER_KEY = "sandbox:owner";
+/** Production: the token the container's shell server is started with (its server token). */
 const TOKEN_KEY = "sandbox:token";
+/** Both modes: the workspace's own credential, registered with the shell server on first use. */
+const WORKSPACE_TOKEN_KEY = "sandbox:workspace-token";
 
 /** The Sandbox's settings from the Worker's environment (wrangler vars and secrets). */
 interface SandboxEnv {
@@ -36,7 +39,17 @@ interface SandboxEnv {
  * Local mode (`CONTAINER_MODE=local`, with `SHELL_SERVER_URL` and
  * `SHELL_SERVER_TOKEN`): no container is started; requests go to a shell
  * server running as a local process, where each container name has its own
- * workspace directory. `npm run dev` and the tests use it. Built on
+ * workspace directory. `npm run dev` and the tests use it.
+ *
+ * Credentials: the Sandbox makes a random **workspace token** on first use and
+ * keeps it in its own storage; nobody else ever sees it (not the executor, not
+ * the run). It registers that token for its workspace with the shell server's
+ * **server token** (`PUT /v1/workspaces/<name>`) the first time the server does
+ * not know the workspace, and then sends only the workspace token. The server
+ * token opens no workspace, so whoever holds it (in local mode it is a Worker
+ * secret; in production each container gets its own, made here) can never
+ * enter another run's workspace. Release deletes the workspace and its
+ * registration, then forgets both tokens. Built on
  * `@cloudflare/containers`, whose constructor insists on `ctx.container`:
  * where the runtime has none (containers disabled, as in local mode), a stub
  * that refuses to start stands in for it.
@@ -95,6 +108,7 @@ export class Sandbox extends Container {
   async release(): Promise<SandboxReleaseResult> {
     const result = await this.#core.release();
     this.ctx.storage.kv.delete(TOKEN_KEY);
+    this.ctx.storage.kv.delete(WORKSPACE_TOKEN_KEY);
     return result;
   }
 
@@ -113,7 +127,7 @@ export class Sandbox extends Container {
 
   #createTransport(settings: SandboxEnv, hasContainer: boolean, kv: SyncKvStorage): ShellTransport {
     if (this.#local) {
-      return createLocalTransport(settings);
+      return createLocalTransport(settings, () => storedToken(kv, WORKSPACE_TOKEN_KEY));
     }
     if (!hasContainer) {
       throw EngineError.terminal(
@@ -124,22 +138,27 @@ export class Sandbox extends Container {
     return this.#createContainerTransport(kv);
   }
 
-  /** Production: the container's own port. The token is made per container and handed to it at start. */
+  /**
+   * Production: the container's own port. Its server token is made per
+   * container and handed to it at start; the workspace inside is registered
+   * like a local one (after a container restart too, since a new container
+   * starts with an empty registry).
+   */
   #createContainerTransport(kv: SyncKvStorage): ShellTransport {
-    const token = () => {
-      let value = kv.get<string>(TOKEN_KEY);
-      if (value === undefined) {
-        value = randomToken();
-        kv.put(TOKEN_KEY, value);
-      }
+    const serverToken = () => {
+      const value = storedToken(kv, TOKEN_KEY);
       this.envVars = { SHELL_SERVER_TOKEN: value };
       return value;
     };
-    return {
-      request: async (method, path, body) => {
-        const response = await this.containerFetch(`http://container${path}`, jsonInit(method, token(), body), SHELL_SERVER_PORT);
-        return { status: response.status, json: await readJson(response) };
+    const workspace = createWorkspaceClient(
+      async (method, path, token, body) => {
+        serverToken(); // containerFetch starts a stopped container with the envVars set now
+        return this.containerFetch(`http://container${path}`, jsonInit(method, token, body), SHELL_SERVER_PORT);
       },
+      { server: serverToken, workspace: () => storedToken(kv, WORKSPACE_TOKEN_KEY) },
+    );
+    return {
+      request: workspace.request,
       shutdown: async () => {
         if (this.ctx.container?.running === true) {
           await this.destroy();
@@ -149,26 +168,87 @@ export class Sandbox extends Container {
   }
 }
 
-/** Local mode: the shell server started by `npm run dev` or the test setup. */
-export function createLocalTransport(settings: SandboxEnv, fetcher: typeof fetch = (input, init) => fetch(input, init)): ShellTransport {
+/** One HTTP request to a shell server with a bearer token. */
+type SendRequest = (method: string, path: string, token: string, body: unknown) => Promise<Response>;
+
+/**
+ * Requests to a workspace carry the workspace's own token. When the server
+ * answers that nobody registered the workspace (the first use, a new
+ * container, a shell server restarted on a fresh root), the workspace is
+ * registered with the server token and the request is sent once more.
+ */
+function createWorkspaceClient(send: SendRequest, tokens: { server: () => string; workspace: () => string }): Pick<ShellTransport, "request"> {
+  const register = async (workspace: string) => {
+    const response = await send("PUT", `/v1/workspaces/${encodeURIComponent(workspace)}`, tokens.server(), { token: tokens.workspace() });
+    const json = await readJson(response);
+    if (response.status === 200) {
+      return;
+    }
+    if (response.status === 409 || response.status === 401) {
+      const why = response.status === 409 ? "has this workspace registered with another credential" : "refused the Sandbox's server token (SHELL_SERVER_TOKEN)";
+      throw EngineError.terminal("container.unauthorized", `the shell server ${why}: ${errorMessage(json)}`);
+    }
+    if (response.status === 429 || response.status >= 500) {
+      throw EngineError.retryable("container.unavailable", `registering the workspace answered ${response.status}: ${errorMessage(json)}`);
+    }
+    throw EngineError.terminal("container.bad_request", `registering the workspace answered ${response.status}: ${errorMessage(json)}`);
+  };
+  return {
+    async request(method, path, body, workspace) {
+      let response = await send(method, path, tokens.workspace(), body);
+      let json = await readJson(response);
+      if (response.status === 401 && errorCode(json) === "workspace_not_registered") {
+        await register(workspace);
+        response = await send(method, path, tokens.workspace(), body);
+        json = await readJson(response);
+      }
+      return { status: response.status, json };
+    },
+  };
+}
+
+/**
+ * Local mode: the shell server started by `npm run dev` or the test setup,
+ * reached with `workspaceToken` (the Sandbox's own, see {@link Sandbox}).
+ */
+export function createLocalTransport(settings: SandboxEnv, workspaceToken: () => string, fetcher: typeof fetch = (input, init) => fetch(input, init)): ShellTransport {
   const base = settings.SHELL_SERVER_URL?.replace(/\/+$/, "");
-  const token = settings.SHELL_SERVER_TOKEN;
-  if (!base || !token) {
+  const serverToken = settings.SHELL_SERVER_TOKEN;
+  if (!base || !serverToken) {
     throw EngineError.terminal("container.unavailable", "CONTAINER_MODE=local needs SHELL_SERVER_URL and SHELL_SERVER_TOKEN (docs/containers.md)");
   }
+  const client = createWorkspaceClient((method, path, token, body) => fetcher(`${base}${path}`, jsonInit(method, token, body)), { server: () => serverToken, workspace: workspaceToken });
   return {
-    async request(method, path, body) {
-      const response = await fetcher(`${base}${path}`, jsonInit(method, token, body));
-      return { status: response.status, json: await readJson(response) };
-    },
+    request: client.request,
     async shutdown(workspace) {
-      const response = await fetcher(`${base}/v1/workspaces/${encodeURIComponent(workspace)}`, jsonInit("DELETE", token, undefined));
-      await response.body?.cancel();
-      if (response.status !== 200) {
-        throw EngineError.retryable("container.unavailable", `deleting the local workspace answered ${response.status}`);
+      const answer = await client.request("DELETE", `/v1/workspaces/${encodeURIComponent(workspace)}`, undefined, workspace);
+      if (answer.status !== 200) {
+        throw EngineError.retryable("container.unavailable", `deleting the local workspace answered ${answer.status}: ${errorMessage(answer.json)}`);
       }
     },
   };
+}
+
+/** A random token kept under `key`, made on first use. */
+function storedToken(kv: SyncKvStorage, key: string): string {
+  let value = kv.get<string>(key);
+  if (value === undefined) {
+    value = randomToken();
+    kv.put(key, value);
+  }
+  return value;
+}
+
+function errorCode(json: unknown): string | undefined {
+  const error = typeof json === "object" && json !== null && "error" in json ? (json as { error: unknown }).error : undefined;
+  const code = typeof error === "object" && error !== null && "code" in error ? (error as { code: unknown }).code : undefined;
+  return typeof code === "string" ? code : undefined;
+}
+
+function errorMessage(json: unknown): string {
+  const error = typeof json === "object" && json !== null && "error" in json ? (json as { error: unknown }).error : undefined;
+  const message = typeof error === "object" && error !== null && "message" in error ? (error as { message: unknown }).message : undefined;
+  return typeof message === "string" ? message : JSON.stringify(json)?.slice(0, 200) ?? "no body";
 }
 
 function jsonInit(method: string, token: string, body: unknown): RequestInit {

@@ -21,8 +21,12 @@ import {
  * purpose, so the Durable Object's logic runs without a container.
  */
 export interface ShellTransport {
-  /** One JSON request to the shell server; `path` starts with `/v1/` or is `/healthz`. */
-  request(method: "GET" | "POST" | "DELETE", path: string, body?: unknown): Promise<{ status: number; json: unknown }>;
+  /**
+   * One JSON request to the shell server about `workspace`; `path` starts with
+   * `/v1/workspaces/<workspace>`. The transport presents the workspace's
+   * credential (registering it when the server does not know it yet).
+   */
+  request(method: "POST" | "DELETE", path: string, body: unknown, workspace: string): Promise<{ status: number; json: unknown }>;
   /** Ends what holds the workspace: stops the container, or deletes the workspace from the local server. */
   shutdown(workspace: string): Promise<void>;
 }
@@ -109,9 +113,9 @@ export class SandboxCore {
       if (!parsed.success) {
         throw EngineError.terminal("container.invalid_request", `invalid ${operation} request: ${summarize(issuesToDetails(parsed.error.issues))}`);
       }
-      const { container, run_id: _runId, owner: _owner, ...body } = parsed.data as CallerFields & Record<string, unknown>;
+      const { container: _container, run_id: _runId, owner: _owner, ...body } = parsed.data as CallerFields & Record<string, unknown>;
       const record = this.admit(parsed.data as CallerFields);
-      const answer = await this.#send("POST", `/v1/workspaces/${encodeURIComponent(record.container)}/${spec.route}`, body, container);
+      const answer = await this.#send("POST", `/v1/workspaces/${encodeURIComponent(record.container)}/${spec.route}`, body, record.container);
       const result = spec.result.safeParse(answer);
       if (!result.success) {
         throw EngineError.retryable("container.bad_answer", `the shell server's ${operation} answer is malformed: ${summarize(issuesToDetails(result.error.issues))}`);
@@ -171,7 +175,7 @@ export class SandboxCore {
   async #send(method: "POST", path: string, body: unknown, container: string): Promise<unknown> {
     let answer: { status: number; json: unknown };
     try {
-      answer = await this.#deps.transport().request(method, path, body);
+      answer = await this.#deps.transport().request(method, path, body, container);
     } catch (thrown) {
       const error = ensureEngineError(thrown);
       if (error.code.startsWith("container.")) {

@@ -4,17 +4,36 @@
  * `npm run dev` and the tests (local mode; see docs/containers.md). Plain Node
  * (22+), no dependencies, so the image needs nothing but this file.
  *
- * Every request must carry `Authorization: Bearer <token>` (compared in
- * constant time); anything else answers 401. Bodies and answers are JSON.
- * Errors answer `{ "error": { "code", "message" } }`.
+ * Two kinds of credential, each sent as `Authorization: Bearer <token>` and
+ * compared in constant time (as SHA-256 digests):
+ * - the **server token** (`SHELL_SERVER_TOKEN`), which only registers a
+ *   workspace (`PUT /v1/workspaces/:id`) and reads `/healthz`;
+ * - a **workspace token**, one per workspace, chosen by whoever registered it
+ *   (the Sandbox Durable Object that owns the container) and the only key to
+ *   that workspace's routes. The server token does not open any workspace, and
+ *   one workspace's token does not open another.
+ * So a holder of the server token can create new workspaces, but never enter
+ * one registered by someone else. Registrations are kept on disk
+ * (`<root>/.registry/<encoded id>`, the token's SHA-256, never the token), so
+ * a restart on the same root locks out no one and lets no one in.
  *
- *   GET    /healthz                          200 { ok: true, version, running }
+ * A request without the right credential answers 401 (`unauthorized`, or
+ * `workspace_not_registered` for a workspace nobody registered: register it,
+ * then retry). Bodies and answers are JSON. Errors answer
+ * `{ "error": { "code", "message" } }`.
+ *
+ *   GET    /healthz                          (server token) 200 { ok: true, version, running }
+ *   PUT    /v1/workspaces/:id                (server token) { token } → { registered: true, created };
+ *                                            409 workspace_taken if it is registered with another token.
+ *                                            A workspace registered anew starts empty.
+ *   (every route below: the workspace's own token)
  *   POST   /v1/workspaces/:id/exec           run one command (below)
  *   POST   /v1/workspaces/:id/files/read     { path, encoding?, max_bytes? } → { path, content, encoding, size, truncated }
  *   POST   /v1/workspaces/:id/files/write    { path, content, encoding?, append?, create_dirs? } → { path, size }
  *   POST   /v1/workspaces/:id/files/list     { path?, recursive?, include_hidden?, max_entries? } → { entries: [{ path, type, size }], truncated }
  *   POST   /v1/workspaces/:id/files/delete   { path, recursive? } → { path, deleted }
- *   DELETE /v1/workspaces/:id                kills the workspace's commands, deletes its files → { deleted }
+ *   DELETE /v1/workspaces/:id                kills the workspace's commands, deletes its files and its
+ *                                            registration → { deleted }
  *
  * Workspaces: one directory per `:id` (a container's durable name, URL-encoded
  * in the path), `<root>/<encoded id>`, created on first use; its commands get
@@ -41,8 +60,11 @@
  *   TRELLIS_WORKSPACE, plus the request's `env`: the server's own environment
  *   (and so, locally, the developer's) never reaches a command.
  *
- * Local mode has no isolation: a command runs as the user who started the
- * server, with their file permissions. It is for development and tests.
+ * Local mode isolates workspaces on the network API only: a command runs as
+ * the user who started the server, with their file permissions, so it can
+ * read other workspaces (and anything else that user can) through the file
+ * system. It is for development and tests; in production each container has
+ * one run's workspace and its own server.
  *
  * Standalone: `SHELL_SERVER_TOKEN=… node containers/shell-server/server.mjs
  * [--host 127.0.0.1] [--port 8080] [--workspace-root DIR] [--watch-stdin]
@@ -53,7 +75,7 @@
 import { spawn } from "node:child_process";
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { existsSync } from "node:fs";
-import { appendFile, lstat, mkdir, mkdtemp, open, readdir, realpath, rm, stat, writeFile } from "node:fs/promises";
+import { appendFile, lstat, mkdir, mkdtemp, open, readdir, readFile, realpath, rename, rm, stat, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
@@ -86,7 +108,7 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * @typedef {object} ShellServer
  * @property {string} url             e.g. `http://127.0.0.1:41234` (no trailing slash)
  * @property {number} port
- * @property {string} token           the bearer token every request needs
+ * @property {string} token           the server token: registers workspaces (and reads /healthz), opens none
  * @property {string} workspaceRoot   where workspaces live
  * @property {(id: string) => string} workspacePath  the directory of one workspace
  * @property {() => Promise<void>} close  stops the server, kills running commands, removes a temporary root
@@ -108,15 +130,15 @@ export async function startShellServer({ port = 0, host = "127.0.0.1", token, wo
   const root = ownsRoot ? await mkdtemp(join(tmpdir(), "trellis-shell-")) : resolve(workspaceRoot);
   await mkdir(root, { recursive: true });
   const rootReal = await realpath(root);
-  const expectedDigest = sha256(secret);
   const shell = existsSync("/bin/bash") ? "/bin/bash" : "/bin/sh";
   /** @type {Map<number, string>} running command pid (= process group id) → workspace id */
   const running = new Map();
 
-  const context = { root: rootReal, shell, running };
+  /** @type {Context} */
+  const context = { root: rootReal, shell, running, serverDigest: sha256(secret), registry: await loadRegistry(rootReal) };
 
   const server = createServer((req, res) => {
-    handle(req, res, context, expectedDigest).catch((err) => {
+    handle(req, res, context).catch((err) => {
       try {
         if (!res.headersSent) sendError(res, 500, "internal", String(err?.message ?? err));
         else res.destroy();
@@ -196,20 +218,17 @@ export function encodeWorkspaceId(id) {
 // ───────────────────────────── routing ─────────────────────────────
 
 /**
- * @typedef {{ root: string, shell: string, running: Map<number, string> }} Context
+ * @typedef {{ root: string, shell: string, running: Map<number, string>, serverDigest: Buffer, registry: Map<string, Buffer> }} Context
+ *   `registry`: workspace id → SHA-256 of its token.
  */
 
 /**
  * @param {import("node:http").IncomingMessage} req
  * @param {import("node:http").ServerResponse} res
  * @param {Context} context
- * @param {Buffer} expectedDigest
  */
-async function handle(req, res, context, expectedDigest) {
-  if (!isAuthorized(req.headers.authorization, expectedDigest)) {
-    req.resume();
-    return sendError(res, 401, "unauthorized", "a valid `Authorization: Bearer <token>` header is required", { "www-authenticate": "Bearer" });
-  }
+async function handle(req, res, context) {
+  const presented = bearerDigest(req.headers.authorization);
   let url;
   try {
     url = new URL(req.url ?? "/", "http://shell-server");
@@ -220,6 +239,7 @@ async function handle(req, res, context, expectedDigest) {
   const method = (req.method ?? "GET").toUpperCase();
   if (url.pathname === "/healthz" && method === "GET") {
     req.resume();
+    if (!digestsEqual(presented, context.serverDigest)) return unauthorized(res, "unauthorized", "/healthz needs the server token");
     return sendJson(res, 200, { ok: true, version: SHELL_SERVER_VERSION, running: context.running.size });
   }
   const match = /^\/v1\/workspaces\/([^/]+)(\/.*)?$/.exec(url.pathname);
@@ -238,14 +258,27 @@ async function handle(req, res, context, expectedDigest) {
     return sendError(res, 400, "bad_request", `a workspace id has 1 to ${MAX_ID_LENGTH} characters`);
   }
   const route = `${method} ${match[2] ?? ""}`;
+  if (route === "PUT ") {
+    return registerRoute(req, res, context, id, presented);
+  }
+  const handler = ROUTES[route];
+  if (!handler && route !== "DELETE ") {
+    req.resume();
+    return sendError(res, 404, "not_found", `no route ${method} ${url.pathname}`);
+  }
+  const registered = context.registry.get(id);
+  if (registered === undefined) {
+    req.resume();
+    return unauthorized(res, "workspace_not_registered", `no workspace "${id}" is registered: register it with PUT /v1/workspaces/:id and the server token first`);
+  }
+  if (!digestsEqual(presented, registered)) {
+    req.resume();
+    const why = digestsEqual(presented, context.serverDigest) ? "the server token does not open a workspace" : "this is not the workspace's token";
+    return unauthorized(res, "unauthorized", `${why}: send the token the workspace was registered with`);
+  }
   if (route === "DELETE ") {
     req.resume();
     return sendJson(res, 200, await deleteWorkspace(context, id));
-  }
-  const handler = ROUTES[route];
-  if (!handler) {
-    req.resume();
-    return sendError(res, 404, "not_found", `no route ${method} ${url.pathname}`);
   }
   let body;
   try {
@@ -256,7 +289,7 @@ async function handle(req, res, context, expectedDigest) {
   }
   const workspace = await ensureWorkspace(context, id);
   try {
-    const result = await handler(body, workspace, context, id);
+    const result = await /** @type {NonNullable<typeof handler>} */ (handler)(body, workspace, context, id);
     return sendJson(res, 200, result);
   } catch (err) {
     if (err instanceof RequestError) return sendError(res, err.status, err.code, err.message);
@@ -291,14 +324,78 @@ class RequestError extends Error {
 }
 
 /**
+ * The SHA-256 of the bearer token a request carries, or undefined.
  * @param {string | undefined} header
- * @param {Buffer} expectedDigest
  */
-function isAuthorized(header, expectedDigest) {
+function bearerDigest(header) {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? "");
-  if (!match?.[1]) return false;
-  // Digests have equal length, so the comparison takes the same time whatever was sent.
-  return timingSafeEqual(sha256(match[1]), expectedDigest);
+  return match?.[1] ? sha256(match[1]) : undefined;
+}
+
+/**
+ * Digests have equal length, so the comparison takes the same time whatever was sent.
+ * @param {Buffer | undefined} presented
+ * @param {Buffer} expected
+ */
+function digestsEqual(presented, expected) {
+  return presented !== undefined && timingSafeEqual(presented, expected);
+}
+
+/**
+ * @param {import("node:http").ServerResponse} res
+ * @param {string} code
+ * @param {string} message
+ */
+function unauthorized(res, code, message) {
+  return sendError(res, 401, code, message, { "www-authenticate": "Bearer" });
+}
+
+/**
+ * `PUT /v1/workspaces/:id` with the server token and `{ token }`: registers the
+ * workspace's own token. Registering again with the same token is a no-op; with
+ * another token it is refused. A workspace registered anew starts empty, so
+ * files left behind by an earlier owner never pass to a new one.
+ * @param {import("node:http").IncomingMessage} req
+ * @param {import("node:http").ServerResponse} res
+ * @param {Context} context
+ * @param {string} id
+ * @param {Buffer | undefined} presented
+ */
+async function registerRoute(req, res, context, id, presented) {
+  if (!digestsEqual(presented, context.serverDigest)) {
+    req.resume();
+    return unauthorized(res, "unauthorized", "registering a workspace needs the server token");
+  }
+  let body;
+  try {
+    body = await readJsonBody(req);
+  } catch (err) {
+    const e = /** @type {RequestError} */ (err);
+    return sendError(res, e.status ?? 400, e.code ?? "bad_request", e.message);
+  }
+  const token = body.token;
+  if (typeof token !== "string" || token.length < 16 || !/^\S+$/.test(token)) {
+    return sendError(res, 400, "bad_request", "`token` must be a string of at least 16 characters without spaces");
+  }
+  const digest = sha256(token);
+  if (digestsEqual(digest, context.serverDigest)) {
+    return sendError(res, 400, "bad_request", "a workspace token must differ from the server token");
+  }
+  const existing = context.registry.get(id);
+  if (existing !== undefined) {
+    if (digestsEqual(digest, existing)) return sendJson(res, 200, { registered: true, created: false });
+    return sendError(res, 409, "workspace_taken", `workspace "${id}" is registered with another token`);
+  }
+  // Claimed before anything is awaited, so two registrations cannot both win.
+  context.registry.set(id, digest);
+  try {
+    await removeWorkspaceFiles(context, id);
+    await saveRegistration(context.root, id, digest);
+  } catch (err) {
+    context.registry.delete(id);
+    throw err;
+  }
+  return sendJson(res, 200, { registered: true, created: true });
 }
 
 /** @param {string} text */
@@ -329,6 +426,18 @@ async function ensureWorkspace(context, id) {
  * @param {string} id
  */
 async function deleteWorkspace(context, id) {
+  const existed = await removeWorkspaceFiles(context, id);
+  await rm(join(context.root, REGISTRY_DIR, encodeWorkspaceId(id)), { force: true });
+  context.registry.delete(id);
+  return { deleted: existed };
+}
+
+/**
+ * Kills the workspace's commands and deletes its directory and HOME; says whether the directory existed.
+ * @param {Context} context
+ * @param {string} id
+ */
+async function removeWorkspaceFiles(context, id) {
   for (const [pid, owner] of context.running) {
     if (owner === id) killGroup(pid);
   }
@@ -337,7 +446,60 @@ async function deleteWorkspace(context, id) {
   const existed = existsSync(dir);
   await rm(dir, { recursive: true, force: true, maxRetries: 3 });
   await rm(join(context.root, ".homes", name), { recursive: true, force: true, maxRetries: 3 });
-  return { deleted: existed };
+  return existed;
+}
+
+/** Where registrations are kept, under the root (a name no encoded workspace id can take). */
+const REGISTRY_DIR = ".registry";
+
+/**
+ * Reads the registrations kept under `root`: one file per workspace, named by
+ * its encoded id, holding the hex SHA-256 of its token.
+ * @param {string} root
+ * @returns {Promise<Map<string, Buffer>>}
+ */
+async function loadRegistry(root) {
+  const dir = join(root, REGISTRY_DIR);
+  await mkdir(dir, { recursive: true });
+  /** @type {Map<string, Buffer>} */
+  const registry = new Map();
+  for (const name of await readdir(dir)) {
+    const id = decodeWorkspaceId(name);
+    const hex = (await readFile(join(dir, name), "utf8").catch(() => "")).trim();
+    if (id !== undefined && /^[0-9a-f]{64}$/.test(hex)) registry.set(id, Buffer.from(hex, "hex"));
+  }
+  return registry;
+}
+
+/**
+ * @param {string} root
+ * @param {string} id
+ * @param {Buffer} digest
+ */
+async function saveRegistration(root, id, digest) {
+  const file = join(root, REGISTRY_DIR, encodeWorkspaceId(id));
+  const temporary = `${file}.${randomBytes(6).toString("hex")}.tmp`;
+  await writeFile(temporary, `${digest.toString("hex")}\n`, { mode: 0o600 });
+  await rename(temporary, file);
+}
+
+/**
+ * The inverse of {@link encodeWorkspaceId}; undefined for a name it never makes.
+ * @param {string} name
+ */
+export function decodeWorkspaceId(name) {
+  if (!/^(?:[A-Za-z0-9_-]|\.[0-9a-f]{2})+$/.test(name)) return undefined;
+  const bytes = [];
+  for (let i = 0; i < name.length; i += 1) {
+    if (name[i] === ".") {
+      bytes.push(Number.parseInt(name.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else {
+      bytes.push(name.charCodeAt(i));
+    }
+  }
+  const id = Buffer.from(bytes).toString("utf8");
+  return encodeWorkspaceId(id) === name ? id : undefined;
 }
 
 /**

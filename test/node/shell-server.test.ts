@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { mkdir, symlink, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, it, vi } from "vitest";
 import { createCapture, startShellServer } from "../../containers/shell-server/server.mjs";
@@ -24,8 +25,26 @@ async function call(path: string, body?: unknown, token: string | null = server.
   return { status: response.status, json: await response.json() };
 }
 
-const exec = (workspace: string, body: Record<string, unknown>) => call(`/v1/workspaces/${encodeURIComponent(workspace)}/exec`, body);
-const files = (workspace: string, op: string, body: Record<string, unknown>) => call(`/v1/workspaces/${encodeURIComponent(workspace)}/files/${op}`, body);
+const workspaceUrl = (workspace: string) => `/v1/workspaces/${encodeURIComponent(workspace)}`;
+const register = (workspace: string, token: string, serverToken: string | null = server.token) => call(workspaceUrl(workspace), { token }, serverToken, "PUT");
+
+/** Each workspace's own token, registered with the server token on first use (as the Sandbox does). */
+const tokens = new Map<string, string>();
+async function tokenOf(workspace: string): Promise<string> {
+  let token = tokens.get(workspace);
+  if (token === undefined) {
+    token = `ws-${crypto.randomUUID()}`;
+    const registered = await register(workspace, token);
+    if (registered.status !== 200) {
+      throw new Error(JSON.stringify(registered.json));
+    }
+    tokens.set(workspace, token);
+  }
+  return token;
+}
+
+const exec = async (workspace: string, body: Record<string, unknown>) => call(`${workspaceUrl(workspace)}/exec`, body, await tokenOf(workspace));
+const files = async (workspace: string, op: string, body: Record<string, unknown>) => call(`${workspaceUrl(workspace)}/files/${op}`, body, await tokenOf(workspace));
 
 /** Whether a process is gone (or a zombie waiting to be reaped, which runs nothing). */
 function isGone(pid: number): boolean {
@@ -54,7 +73,7 @@ describe("shell server: authentication", () => {
 
   it("refuses a request with a wrong token, also for commands", async ({ expect }) => {
     expect((await call("/healthz", undefined, "not-the-token-at-all", "GET")).status).toBe(401);
-    const response = await call("/v1/workspaces/w/exec", { command: "touch pwned" }, `${server.token}x`);
+    const response = await call("/v1/workspaces/w/exec", { command: "touch pwned" }, `${await tokenOf("w")}x`);
     expect(response.status).toBe(401);
     expect(existsSync(join(server.workspacePath("w"), "pwned"))).toBe(false);
   });
@@ -63,6 +82,103 @@ describe("shell server: authentication", () => {
     const response = await call("/healthz", undefined, server.token, "GET");
     expect(response.status).toBe(200);
     expect(response.json).toMatchObject({ ok: true });
+  });
+});
+
+describe("shell server: one credential per workspace", () => {
+  it("refuses the server token on every workspace route, running and touching nothing", async ({ expect }) => {
+    const ws = `run-${crypto.randomUUID()}/dev`;
+    await files(ws, "write", { path: "secret.txt", content: "mine" });
+    const routes: [string, string, unknown][] = [
+      ["POST", "/exec", { command: "touch pwned" }],
+      ["POST", "/files/read", { path: "secret.txt" }],
+      ["POST", "/files/write", { path: "pwned", content: "x" }],
+      ["POST", "/files/list", {}],
+      ["POST", "/files/delete", { path: "secret.txt" }],
+      ["DELETE", "", undefined],
+    ];
+    for (const [method, route, body] of routes) {
+      const refused = await call(`${workspaceUrl(ws)}${route}`, body, server.token, method);
+      expect(refused.status, `${method} ${route}`).toBe(401);
+      expect(refused.json.error).toMatchObject({ code: "unauthorized", message: expect.stringContaining("the server token does not open a workspace") });
+    }
+    expect(existsSync(join(server.workspacePath(ws), "pwned"))).toBe(false);
+    expect(readFileSync(join(server.workspacePath(ws), "secret.txt"), "utf8")).toBe("mine");
+  });
+
+  it("refuses another workspace's token, and no token at all", async ({ expect }) => {
+    const victim = `run-${crypto.randomUUID()}/dev`;
+    const intruder = `run-${crypto.randomUUID()}/dev`;
+    await files(victim, "write", { path: "secret.txt", content: "mine" });
+    const stolen = await tokenOf(intruder);
+    const read = await call(`${workspaceUrl(victim)}/files/read`, { path: "secret.txt" }, stolen);
+    expect(read.status).toBe(401);
+    expect(read.json.error.code).toBe("unauthorized");
+    expect(JSON.stringify(read.json)).not.toContain("mine");
+    expect((await call(`${workspaceUrl(victim)}/exec`, { command: "touch pwned" }, stolen)).status).toBe(401);
+    expect((await call(`${workspaceUrl(victim)}/exec`, { command: "touch pwned" }, null)).status).toBe(401);
+    expect(existsSync(join(server.workspacePath(victim), "pwned"))).toBe(false);
+  });
+
+  it("registers a workspace only with the server token, once: the same token again is a no-op, another is refused", async ({ expect }) => {
+    const ws = `run-${crypto.randomUUID()}/dev`;
+    expect((await register(ws, "a-workspace-token-1", null)).status).toBe(401);
+    expect((await register(ws, "a-workspace-token-1", "a-workspace-token-1")).status).toBe(401);
+    expect(await register(ws, "a-workspace-token-1")).toEqual({ status: 200, json: { registered: true, created: true } });
+    expect(await register(ws, "a-workspace-token-1")).toEqual({ status: 200, json: { registered: true, created: false } });
+    const taken = await register(ws, "a-workspace-token-2");
+    expect(taken.status).toBe(409);
+    expect(taken.json.error.code).toBe("workspace_taken");
+    expect((await register(ws, "short")).status).toBe(400);
+    expect((await register(`run-${crypto.randomUUID()}/dev`, server.token)).status).toBe(400);
+  });
+
+  it("answers workspace_not_registered for a workspace nobody registered, and runs nothing", async ({ expect }) => {
+    const ws = `run-${crypto.randomUUID()}/dev`;
+    const response = await call(`${workspaceUrl(ws)}/exec`, { command: "touch pwned" }, "some-token-of-enough-length");
+    expect(response.status).toBe(401);
+    expect(response.json.error.code).toBe("workspace_not_registered");
+    expect(existsSync(server.workspacePath(ws))).toBe(false);
+  });
+
+  it("starts a newly registered workspace empty, whatever was left in its directory", async ({ expect }) => {
+    const ws = `run-${crypto.randomUUID()}/dev`;
+    await writeFile(join(await ensureDir(server.workspacePath(ws)), "left-behind.txt"), "old");
+    expect((await files(ws, "list", {})).json.entries).toEqual([]);
+  });
+
+  it("forgets a deleted workspace's registration, so its token opens nothing afterwards", async ({ expect }) => {
+    const ws = `run-${crypto.randomUUID()}/dev`;
+    const token = await tokenOf(ws);
+    await files(ws, "write", { path: "a.txt", content: "x" });
+    expect((await call(workspaceUrl(ws), undefined, token, "DELETE")).json).toEqual({ deleted: true });
+    expect((await call(`${workspaceUrl(ws)}/files/list`, {}, token)).json.error.code).toBe("workspace_not_registered");
+    expect((await register(ws, "a-new-owner-token-1")).json).toEqual({ registered: true, created: true });
+    expect((await call(`${workspaceUrl(ws)}/files/list`, {}, "a-new-owner-token-1")).json.entries).toEqual([]);
+  });
+
+  it("keeps registrations across a restart on the same workspace root", async ({ expect }) => {
+    const root = await mkdtemp(join(tmpdir(), "trellis-shell-restart-"));
+    const serverToken = "the-server-token-for-restarts";
+    const first = await startShellServer({ port: 0, token: serverToken, workspaceRoot: root });
+    const at = (s: Server, path: string, body: unknown, token: string, method = "POST") =>
+      fetch(`${s.url}${path}`, { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, json: await r.json() }));
+    try {
+      expect((await at(first, workspaceUrl("run-a/dev"), { token: "token-of-run-a-xyz" }, serverToken, "PUT")).status).toBe(200);
+      await at(first, `${workspaceUrl("run-a/dev")}/files/write`, { path: "kept.txt", content: "still here" }, "token-of-run-a-xyz");
+    } finally {
+      await first.close();
+    }
+    const second = await startShellServer({ port: 0, token: serverToken, workspaceRoot: root });
+    try {
+      expect((await at(second, `${workspaceUrl("run-a/dev")}/files/read`, { path: "kept.txt" }, "token-of-run-a-xyz")).json.content).toBe("still here");
+      expect((await at(second, workspaceUrl("run-a/dev"), { token: "an-intruders-token" }, serverToken, "PUT")).status).toBe(409);
+      expect((await at(second, `${workspaceUrl("run-a/dev")}/files/read`, { path: "kept.txt" }, serverToken)).status).toBe(401);
+      expect(readFileSync(join(root, ".registry", "run-a.2fdev"), "utf8")).not.toContain("token-of-run-a-xyz");
+    } finally {
+      await second.close();
+      await rm(root, { recursive: true, force: true });
+    }
   });
 });
 
@@ -191,10 +307,10 @@ describe("shell server: workspaces and files", () => {
 
   it("deletes a workspace, ending its running commands", async ({ expect }) => {
     const ws = "doomed";
-    await writeFile(join(await ensureDir(server.workspacePath(ws)), "f"), "x");
+    await files(ws, "write", { path: "f", content: "x" });
     const pending = exec(ws, { command: "sleep 30", timeout_ms: 30_000 });
     await vi.waitFor(async () => expect((await call("/healthz", undefined, server.token, "GET")).json.running).toBeGreaterThan(0));
-    const deleted = await call(`/v1/workspaces/${ws}`, undefined, server.token, "DELETE");
+    const deleted = await call(`/v1/workspaces/${ws}`, undefined, await tokenOf(ws), "DELETE");
     expect(deleted.json).toEqual({ deleted: true });
     const finished = await pending;
     expect(finished.json.signal).toBe("SIGKILL");

@@ -210,7 +210,144 @@ describe("a code-change workflow in a container", () => {
   });
 });
 
+describe("containers belong to their run (local mode)", () => {
+  const local = env as unknown as { SHELL_SERVER_URL: string };
+
+  /** A run whose container holds a secret file and stays live, waiting at a gate; `finish()` answers the gate. */
+  async function startVictim(): Promise<{ runId: string; workspace: string; finish: () => Promise<any> }> {
+    const id = uniqueId("victim");
+    await register({
+      id,
+      tools: ALL_TOOLS,
+      resources: { dev_env: { type: "container" } },
+      nodes: {
+        main: {
+          task: {
+            steps: [
+              shell("write", "echo 'the victim secret' > secret.txt"),
+              { ref: "wait", action: { kind: "human", implementation: { prompt_template: "go on?", input_schema: { type: "object" } } } },
+              shell("check", "ls -A && cat secret.txt", {}, { output_mapping: { "output.after": "$.stdout" } }),
+            ],
+          },
+          resource_bindings: { container: "dev_env" },
+          output_mapping: { "output.after": "$.after" },
+        },
+      },
+    });
+    const runId = await start(id);
+    let gateId = "";
+    await vi.waitFor(async () => {
+      const gates = (await api("GET", `/v1/runs/${runId}/gates`)).json.gates;
+      if (gates?.length !== 1) {
+        throw new Error(`run ${runId} is not waiting at its gate yet`);
+      }
+      gateId = gates[0].gate_id;
+    }, { timeout: 10_000 });
+    return {
+      runId,
+      workspace: `${local.SHELL_SERVER_URL}/v1/workspaces/${encodeURIComponent(`${runId}/dev_env`)}`,
+      finish: async () => {
+        await api("POST", `/v1/runs/${runId}/gates/${gateId}`, { response: {} });
+        return waitForRun(runId);
+      },
+    };
+  }
+
+  const attempt = (ref: string, method: string, url: string, headers: Record<string, string> = {}, body?: string) => ({
+    ref,
+    action: { kind: "http", implementation: { method, url_template: "{{{url}}}", headers, ...(body === undefined ? {} : { body_template: body }), response: "text" } },
+    input_mapping: { url },
+    on_failure: "continue",
+    output_mapping: {},
+  });
+  const errorMessages = {
+    ref: "errors",
+    action: { kind: "context", implementation: { updates: [{ path: "errors", expr: "input.errors.map(e, e.step + ' ' + e.error.code + ' ' + e.error.message)" }] } },
+    input_mapping: { errors: "$.state._errors" },
+    output_mapping: { "output.errors": "$.errors" },
+  };
+
+  it("gives a run without a container nothing from the shell server, with no token or a forged one", async ({ expect }) => {
+    const victim = await startVictim();
+    const forged = { authorization: "Bearer $env:LLM_API_KEY" };
+    const intruder = await run({
+      id: uniqueId("intruder"),
+      nodes: {
+        main: {
+          task: {
+            steps: [
+              attempt("read", "POST", `${victim.workspace}/files/read`, {}, '{"path":"secret.txt"}'),
+              attempt("forged_read", "POST", `${victim.workspace}/files/read`, forged, '{"path":"secret.txt"}'),
+              attempt("forged_exec", "POST", `${victim.workspace}/exec`, forged, '{"command":"touch pwned"}'),
+              attempt("takeover", "PUT", victim.workspace, forged, '{"token":"an-intruder-token-0123"}'),
+              attempt("own", "PUT", `${local.SHELL_SERVER_URL}/v1/workspaces/mine`, forged, '{"token":"an-intruder-token-0123"}'),
+              attempt("health", "GET", `${local.SHELL_SERVER_URL}/healthz`),
+              errorMessages,
+            ],
+          },
+          output_mapping: { "output.errors": "$.errors" },
+        },
+      },
+    });
+    expect(intruder.status).toBe("completed");
+    const errors = intruder.output.errors as string[];
+    expect(errors).toHaveLength(6);
+    for (const [i, ref] of ["read", "forged_read", "forged_exec", "takeover", "own", "health"].entries()) {
+      expect(errors[i]).toMatch(new RegExp(`^${ref} http\\.status .* answered 401$`));
+    }
+    expect(JSON.stringify(intruder)).not.toContain("the victim secret");
+    expect(JSON.stringify(await journalOf(intruder.run_id))).not.toContain("the victim secret");
+
+    // The victim's workspace is as it left it: nothing was written or run there.
+    const finished = await victim.finish();
+    expect(finished.status).toBe("completed");
+    expect(finished.output.after).toBe("secret.txt\nthe victim secret\n");
+  });
+
+  it("lets a run with its own container reach only that container", async ({ expect }) => {
+    const victim = await startVictim();
+    const container = `${victim.runId}/dev_env`;
+    // A task of another run whose payload names the victim's container (as a forged payload would).
+    const result = (await env.EXECUTOR.runTask({
+      token_id: "t1",
+      workflow_run_id: `intruder-${crypto.randomUUID()}`,
+      node_id: "n",
+      item_index: null,
+      task_id: "t",
+      task_version: 0,
+      task: { id: "t", version: 0, steps: [{ ref: "read", action: { id: "t/read", version: 0, kind: "shell", implementation: { command_template: "cat secret.txt; touch pwned" } } }] },
+      input: {},
+      resources: { container: { type: "container", id: container } },
+      timeout_ms: 10_000,
+      retry_attempt: 0,
+      tools: [],
+    })) as { success: boolean; error: { type: string; message: string } };
+    expect(result).toMatchObject({ success: false, error: { type: "container.not_owner" } });
+    expect(JSON.stringify(result)).not.toContain("the victim secret");
+    const finished = await victim.finish();
+    expect(finished.output.after).toBe("secret.txt\nthe victim secret\n");
+  });
+});
+
 describe("the shell action", () => {
+  it("refuses a value that would run as code in arithmetic before the command runs (shell.unsafe_value)", async ({ expect }) => {
+    const finished = await run(
+      containerWorkflow(uniqueId("arith"), {
+        main: {
+          steps: [
+            shell("count", "echo $(( {{n}} + 1 ))", {}, { on_failure: "continue", output_mapping: {} }),
+            shell("safe", "echo {{n}}", {}, { output_mapping: { "output.echoed": "$.stdout" } }),
+            shell("ls", "ls -A", {}, { output_mapping: { "output.files": "$.stdout" } }),
+            errorCodes,
+          ],
+        },
+      }),
+      { n: "a[$(touch PWNED)]" },
+    );
+    expect(finished.error ?? null).toBeNull();
+    expect(finished.output.main).toEqual({ codes: ["shell.unsafe_value"], echoed: "a[$(touch PWNED)]\n", files: "" });
+  });
+
   it("passes a value containing shell syntax to the command as data", async ({ expect }) => {
     const id = uniqueId("inject");
     const value = "x; rm -rf / ; touch pwned1 $(touch pwned2) `touch pwned3` ' \" \\ && touch pwned4";

@@ -149,6 +149,56 @@ describe("the Sandbox Durable Object in local mode", () => {
     expect(reply.error?.code).toBe("container.wrong_container");
   });
 
+  it("holds its own credential for its workspace: the shell server's token and another container's credential open nothing", async ({ expect }) => {
+    const local = env as unknown as { SHELL_SERVER_URL: string; SHELL_SERVER_TOKEN: string };
+    const victim = `run-${crypto.randomUUID()}/dev`;
+    const other = `run-${crypto.randomUUID()}/dev`;
+    await sandbox(victim).writeFile({ container: victim, run_id: victim.split("/")[0], path: "secret.txt", content: "the victim's" });
+    await sandbox(other).exec({ container: other, run_id: other.split("/")[0], command: "true" });
+    const namespace = env.SANDBOX as unknown as DurableObjectNamespace<Sandbox>;
+    const tokenOf = (name: string) => runInDurableObject(namespace.get(namespace.idFromName(name)), (_instance, state) => state.storage.kv.get<string>("sandbox:workspace-token"));
+    const victimToken = await tokenOf(victim);
+    const otherToken = await tokenOf(other);
+    expect(victimToken).toMatch(/^[0-9a-f]{48}$/);
+    expect(otherToken).not.toBe(victimToken);
+    expect(victimToken).not.toBe(local.SHELL_SERVER_TOKEN);
+
+    const read = (token: string | undefined) =>
+      fetch(`${local.SHELL_SERVER_URL}/v1/workspaces/${encodeURIComponent(victim)}/files/read`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...(token === undefined ? {} : { authorization: `Bearer ${token}` }) },
+        body: JSON.stringify({ path: "secret.txt" }),
+      }).then(async (response) => ({ status: response.status, text: await response.text() }));
+    for (const token of [local.SHELL_SERVER_TOKEN, otherToken, undefined]) {
+      const refused = await read(token);
+      expect(refused.status).toBe(401);
+      expect(refused.text).not.toContain("the victim's");
+    }
+    expect((await read(victimToken)).text).toContain("the victim's");
+    // Registering the victim's workspace anew with the server token is refused too.
+    const taken = await fetch(`${local.SHELL_SERVER_URL}/v1/workspaces/${encodeURIComponent(victim)}`, {
+      method: "PUT",
+      headers: { "content-type": "application/json", authorization: `Bearer ${local.SHELL_SERVER_TOKEN}` },
+      body: JSON.stringify({ token: "an-intruder-token-0123" }),
+    });
+    expect(taken.status).toBe(409);
+    await taken.body?.cancel();
+  });
+
+  it("registers its workspace again when the shell server has forgotten it", async ({ expect }) => {
+    const local = env as unknown as { SHELL_SERVER_URL: string };
+    const name = `run-${crypto.randomUUID()}/dev`;
+    const runId = name.split("/")[0];
+    await sandbox(name).exec({ container: name, run_id: runId, command: "true" });
+    const namespace = env.SANDBOX as unknown as DurableObjectNamespace<Sandbox>;
+    const token = await runInDurableObject(namespace.get(namespace.idFromName(name)), (_instance, state) => state.storage.kv.get<string>("sandbox:workspace-token"));
+    // As a shell server restarted on a fresh root would: the workspace and its registration are gone.
+    const deleted = await fetch(`${local.SHELL_SERVER_URL}/v1/workspaces/${encodeURIComponent(name)}`, { method: "DELETE", headers: { authorization: `Bearer ${token}` } });
+    expect(deleted.status).toBe(200);
+    await deleted.body?.cancel();
+    expect(await sandbox(name).exec({ container: name, run_id: runId, command: "echo back" })).toMatchObject({ ok: true, value: { stdout: "back\n" } });
+  });
+
   it("deletes the workspace on release and refuses other runs afterwards", async ({ expect }) => {
     const name = `run-${crypto.randomUUID()}/dev`;
     const runId = name.split("/")[0];
@@ -163,8 +213,10 @@ describe("the Sandbox Durable Object in local mode", () => {
 
 /**
  * What the container runtime gives a Durable Object as `ctx.container`, faked: starting it
- * records the options, and its port forwards to the local shell server, after checking that
- * the request carries the token the Sandbox handed to the container at start.
+ * records the options, and its port forwards to the local shell server as the container's own
+ * shell server would answer: registering a workspace needs the token the Sandbox handed to the
+ * container at start (swapped for the local server's token on the way), and workspace routes
+ * pass through with the workspace token they carry.
  */
 function makeFakeContainer() {
   const starts: { env?: Record<string, string> }[] = [];
@@ -194,13 +246,15 @@ function makeFakeContainer() {
         if (!path.startsWith("/v1/")) {
           return new Response("ready"); // the library's readiness probes
         }
-        const token = starts.at(-1)?.env?.SHELL_SERVER_TOKEN;
-        if (token === undefined || request.headers.get("authorization") !== `Bearer ${token}`) {
-          return Response.json({ error: { code: "unauthorized", message: "wrong token" } }, { status: 401 });
-        }
         const headers = new Headers(request.headers);
-        headers.set("authorization", `Bearer ${local.SHELL_SERVER_TOKEN}`);
-        return fetch(`${local.SHELL_SERVER_URL}${path}`, { method: request.method, headers, body: await request.text() });
+        if (request.method === "PUT") {
+          const token = starts.at(-1)?.env?.SHELL_SERVER_TOKEN;
+          if (token === undefined || request.headers.get("authorization") !== `Bearer ${token}`) {
+            return Response.json({ error: { code: "unauthorized", message: "wrong token" } }, { status: 401 });
+          }
+          headers.set("authorization", `Bearer ${local.SHELL_SERVER_TOKEN}`);
+        }
+        return fetch(`${local.SHELL_SERVER_URL}${path}`, { method: request.method, headers, body: request.method === "DELETE" ? undefined : await request.text() });
       },
     }),
     setInactivityTimeout: async () => {},
@@ -226,7 +280,13 @@ describe("the Sandbox Durable Object with a container (fake ctx.container)", () 
       expect(reply).toMatchObject({ ok: true, value: { exit_code: 0, stdout: "from-the-container\n" } });
       expect(fake.starts).toHaveLength(1);
       expect(fake.starts[0]?.env?.SHELL_SERVER_TOKEN).toMatch(/^[0-9a-f]{48}$/);
-      expect(fake.seen).toContain(`${SHELL_SERVER_PORT} POST /v1/workspaces/${encodeURIComponent(name)}/exec`);
+      const workspace = `/v1/workspaces/${encodeURIComponent(name)}`;
+      // The first exec finds the workspace unknown, registers it with the container's token, and runs.
+      expect(fake.seen.filter((line) => line.includes("/v1/"))).toEqual([
+        `${SHELL_SERVER_PORT} POST ${workspace}/exec`,
+        `${SHELL_SERVER_PORT} PUT ${workspace}`,
+        `${SHELL_SERVER_PORT} POST ${workspace}/exec`,
+      ]);
       const refused = await sandbox.exec({ container: name, run_id: "another-run", command: "true" });
       expect(refused).toMatchObject({ ok: false, error: { code: "container.not_owner" } });
       expect(await sandbox.release()).toEqual({ released: true });
