@@ -22,7 +22,7 @@
  *   for equality and two for `in`, which walk and compare);
  * - `matches` costs the input length times the regex program size
  *   ({@link CEL_REGEX_STEPS_PER_COST_UNIT} steps a unit): RE2 is linear in the input
- *   but not free;
+ *   but not free; its pattern may be at most {@link MAX_CEL_REGEX_CHARS} long;
  * - converting the result to JSON costs a unit per list item or map entry, so a result
  *   that shares one list many times over cannot expand unbounded.
  *
@@ -52,6 +52,13 @@ export const CEL_STRING_CHARS_PER_COST_UNIT = 10;
 
 /** Regex steps (input characters × program instructions) per cost unit, for `matches`. */
 export const CEL_REGEX_STEPS_PER_COST_UNIT = 10;
+
+/**
+ * Longest pattern `matches` compiles. `@bufbuild/re2` compiles a long literal in time
+ * quadratic in its length (16,000 characters: 0.26 s; 100,000: 35 s), and a pattern can
+ * come from run input; at 1,024 characters the slowest compile measured was about 0.1 s.
+ */
+export const MAX_CEL_REGEX_CHARS = 1_024;
 
 /**
  * What one iteration of a comprehension costs on top of the nodes of its loop condition
@@ -92,8 +99,10 @@ export class CelMeter {
     }
   }
 
+  /** Ends the evaluation: this call and every later charge throw. */
   stop(reason: string): never {
     this.exceeded ??= reason;
+    this.spent = Math.max(this.spent, this.limit + 1);
     throw new BudgetExceeded(reason);
   }
 }
@@ -203,6 +212,11 @@ function callCost(meter: CelMeter, name: string, target: CelValue | undefined, a
     case "join":
     case "format":
       return 1 + shallowUnits(target) + deepUnits(target, meter.remaining + 1) + (args[0] === undefined ? 0 : deepUnits(args[0], meter.remaining + 1));
+    case "size": {
+      // A JSON object counts its keys on first use (the library's maps know their size).
+      const sized = target ?? args[0];
+      return 1 + shallowUnits(sized) + (isCelMap(sized) ? Math.ceil(sized.size / CEL_STRING_CHARS_PER_COST_UNIT) : 0);
+    }
     case "_+_": {
       const [left, right] = args;
       if (isCelList(left) && isCelList(right)) {
@@ -291,7 +305,16 @@ type Re2Option = NonNullable<NonNullable<Parameters<typeof celEnv>[0]>["re2"]>;
 /** RE2 for `matches`, charged by input length × program size; compiled patterns cached per isolate. */
 export const METERED_RE2: Re2Option = {
   compile(pattern) {
-    const compiled = compileRe2(pattern);
+    const meter = activeMeter;
+    if (pattern.length > MAX_CEL_REGEX_CHARS) {
+      const reason = `matches() pattern is longer than ${MAX_CEL_REGEX_CHARS} characters`;
+      if (meter === undefined) {
+        throw new Error(reason);
+      }
+      meter.stop(reason);
+    }
+    meter?.charge(1 + shallowUnits(pattern));
+    const compiled = compileRe2(pattern, meter);
     return {
       test(text) {
         activeMeter?.charge(Math.ceil(((text.length + 1) * compiled.instructions) / CEL_REGEX_STEPS_PER_COST_UNIT));
@@ -304,13 +327,14 @@ export const METERED_RE2: Re2Option = {
 const RE2_CACHE_LIMIT = 100;
 const re2Cache = new Map<string, { regex: RE2JS; instructions: number }>();
 
-function compileRe2(pattern: string): { regex: RE2JS; instructions: number } {
+function compileRe2(pattern: string, meter: CelMeter | undefined): { regex: RE2JS; instructions: number } {
   const hit = re2Cache.get(pattern);
   if (hit !== undefined) {
     return hit;
   }
   const regex = RE2JS.compile(pattern);
   const compiled = { regex, instructions: regex.re2().prog.numInst() };
+  meter?.charge(Math.ceil(compiled.instructions / CEL_REGEX_STEPS_PER_COST_UNIT));
   if (re2Cache.size >= RE2_CACHE_LIMIT) {
     const oldest = re2Cache.keys().next();
     if (oldest.done !== true) {

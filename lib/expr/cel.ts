@@ -383,12 +383,17 @@ class JsonMap {
   constructor(raw: Readonly<Record<string, unknown>>) {
     this.raw = raw;
   }
+  /** Counted once: a JSON value is not mutated while an expression reads it, and `size(m)` in a loop must stay O(1). */
+  private counted: number | undefined;
   get size(): number {
-    let n = 0;
-    for (const key of Object.keys(this.raw)) {
-      if (this.raw[key] !== undefined) {n++;}
+    if (this.counted === undefined) {
+      let n = 0;
+      for (const key of Object.keys(this.raw)) {
+        if (this.raw[key] !== undefined) {n++;}
+      }
+      this.counted = n;
     }
-    return n;
+    return this.counted;
   }
   get(key: MapKey): CelValue | undefined {
     if (typeof key !== "string" || !Object.hasOwn(this.raw, key)) {

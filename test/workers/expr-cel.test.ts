@@ -258,6 +258,18 @@ describe("evalCel: every evaluation has a budget", () => {
     expect(codeOf(() => evalCel("s.matches('[ab]*a[ab]{500}c')", { s: "ab".repeat(50_000) }))).toBe("expr.budget_exceeded");
   });
 
+  it("charges matches by the pattern and refuses a pattern over 1,024 characters (RE2 compiles long literals in quadratic time)", ({ expect }) => {
+    expect(evalCel("s.matches(p)", { s: "x".repeat(1_024), p: "x".repeat(1_024) })).toBe(true);
+    expect(codeOf(() => evalCel("s.matches(p)", { s: "x", p: "x".repeat(100_000) }))).toBe("expr.budget_exceeded");
+    expect(codeOf(() => evalCel("s.matches(p) || true", { s: "x", p: "x".repeat(1_025) }))).toBe("expr.budget_exceeded");
+  });
+
+  it("charges size() of a JSON object by its keys", ({ expect }) => {
+    const m = Object.fromEntries(Array.from({ length: 50_000 }, (_, i) => [`k${i}`, i]));
+    expect(evalCel("size(m)", { m })).toBe(50_000);
+    expect(codeOf(() => evalCel("l.map(x, size(m))", { l: Array.from({ length: 1_000 }, (_, i) => i), m }))).toBe("expr.budget_exceeded");
+  });
+
   it("starts every evaluation with a full budget", ({ expect }) => {
     const l = Array.from({ length: 1_000 }, (_, i) => i);
     for (let i = 0; i < 2; i++) {
