@@ -51,6 +51,12 @@ export const TaskPayload = z.strictObject({
   /** Names this dispatch; a result is accepted at most once, and only for the current token. */
   token_id: z.string().min(1),
   workflow_run_id: z.string().min(1),
+  /**
+   * The run that started this task's run, when it is a child run (the
+   * coordinator fills it from the run's parent link). The artifact tools let a
+   * run read its parent's artifacts and its children's, no other run's.
+   */
+  parent_run_id: z.string().min(1).optional(),
   node_id: z.string().min(1),
   /** The foreach item this invocation serves, or null. */
   item_index: z.number().int().min(0).nullable(),

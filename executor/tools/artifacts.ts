@@ -6,8 +6,14 @@ import type { Tool } from "./types.ts";
 /**
  * Artifacts live in R2 under `runs/<run_id>/artifacts/<name>`, apart from
  * any container, so they outlive the container and the run. Each object
- * carries `customMetadata` { run_id, node_id, task_id, name, created_at } and
- * its content type. Writing a name again replaces the artifact.
+ * carries `customMetadata` { run_id, node_id, task_id, name, created_at, and
+ * parent_run_id when the writing run is a child run } and its content type.
+ * Writing a name again replaces the artifact.
+ *
+ * Who reads what: a run reads its own artifacts, its parent's (the payload's
+ * `parent_run_id`) and its children's (objects whose `parent_run_id` is this
+ * run). Any other run's artifacts read as missing (`tool.artifact_not_found`,
+ * the same answer whether the artifact exists or not) and list as nothing.
  */
 export function artifactKey(runId: string, name: string): string {
   return `runs/${runId}/artifacts/${name}`;
@@ -53,19 +59,39 @@ export const writeArtifactTool: Tool<"write_artifact"> = {
     const createdAt = new Date().toISOString();
     const object = await context.artifacts().put(artifactKey(payload.workflow_run_id, input.name), bytes, {
       httpMetadata: { contentType },
-      customMetadata: { run_id: payload.workflow_run_id, node_id: payload.node_id, task_id: payload.task_id, name: input.name, created_at: createdAt },
+      customMetadata: {
+        run_id: payload.workflow_run_id,
+        node_id: payload.node_id,
+        task_id: payload.task_id,
+        name: input.name,
+        created_at: createdAt,
+        ...(payload.parent_run_id === undefined ? {} : { parent_run_id: payload.parent_run_id }),
+      },
     });
     return toInfo(object, payload.workflow_run_id, input.name);
   },
 };
 
+/** Whether every artifact of `runId` is readable by the task's run: it is that run or its parent. */
+function isOwnOrParent(runId: string, payload: { workflow_run_id: string; parent_run_id?: string | undefined }): boolean {
+  return runId === payload.workflow_run_id || runId === payload.parent_run_id;
+}
+
+/** Whether an object was written by a child of `runId`. */
+function isWrittenByChildOf(object: R2Object, runId: string): boolean {
+  return object.customMetadata?.parent_run_id === runId;
+}
+
 export const readArtifactTool: Tool<"read_artifact"> = {
   async run(input, context) {
-    const runId = input.run_id ?? context.action.payload.workflow_run_id;
+    const payload = context.action.payload;
+    const runId = input.run_id ?? payload.workflow_run_id;
     const maxBytes = input.max_bytes ?? DEFAULT_ARTIFACT_READ_BYTES;
     const object = await context.artifacts().get(artifactKey(runId, input.name));
-    if (object === null) {
-      throw EngineError.terminal("tool.artifact_not_found", `run ${runId} has no artifact "${input.name}"`);
+    if (object === null || !(isOwnOrParent(runId, payload) || isWrittenByChildOf(object, payload.workflow_run_id))) {
+      await object?.body.cancel();
+      const whose = isOwnOrParent(runId, payload) ? "" : " that this run may read (a run reads its own artifacts, its parent's and its children's)";
+      throw EngineError.terminal("tool.artifact_not_found", `run ${runId} has no artifact "${input.name}"${whose}`);
     }
     const data = await readUpTo(object.body, maxBytes);
     const encoding = input.encoding ?? "utf8";
@@ -102,13 +128,16 @@ async function readUpTo(stream: ReadableStream<Uint8Array>, limit: number): Prom
   return out;
 }
 
+/** Lists what the task's run may read of `run_id`'s artifacts: all of its own run's and its parent's, what its children wrote. */
 export const listArtifactsTool: Tool<"list_artifacts"> = {
   async run(input, context) {
-    const runId = input.run_id ?? context.action.payload.workflow_run_id;
+    const payload = context.action.payload;
+    const runId = input.run_id ?? payload.workflow_run_id;
     const base = artifactKey(runId, "");
     const listed = await context.artifacts().list({ prefix: `${base}${input.prefix ?? ""}`, limit: input.limit ?? 100, include: ["httpMetadata", "customMetadata"] });
+    const readable = isOwnOrParent(runId, payload) ? listed.objects : listed.objects.filter((object) => isWrittenByChildOf(object, payload.workflow_run_id));
     return {
-      artifacts: listed.objects.map((object) => toInfo(object, runId, object.key.slice(base.length))),
+      artifacts: readable.map((object) => toInfo(object, runId, object.key.slice(base.length))),
       truncated: listed.truncated,
     };
   },

@@ -140,7 +140,7 @@ describe("a code-change workflow in a container", () => {
     expect(await object?.text()).toBe("tests passed\n");
     expect(object?.customMetadata).toMatchObject({ run_id: finished.run_id, node_id: "change", name: "reports/test.txt" });
 
-    // … and through the tools, from another run that needs no container.
+    // … but not to another run that is not family.
     const readerId = uniqueId("reader");
     const reader = await run(
       {
@@ -160,9 +160,10 @@ describe("a code-change workflow in a container", () => {
       },
       { run_id: finished.run_id },
     );
-    expect(reader.error ?? null).toBeNull();
-    expect(reader.status).toBe("completed");
-    expect(reader.output.read).toEqual({ content: "tests passed\n", size: 13, names: ["reports/test.txt"] });
+    // The reader is neither the writer's parent nor its child: the artifact reads as missing and lists as nothing.
+    expect(reader.status).toBe("failed");
+    expect(reader.error).toMatchObject({ code: "tool.artifact_not_found", message: expect.stringContaining("that this run may read") });
+    expect(JSON.stringify(reader)).not.toContain("tests passed");
   });
 
   it("refuses a second run in the first run's container, and journals the refused task", async ({ expect }) => {
@@ -598,6 +599,87 @@ describe("the standard library tools", () => {
     const artifact = await (env.ARTIFACTS as R2Bucket).head(`runs/${finished.run_id}/artifacts/blob.bin`);
     expect(artifact?.size).toBe(3);
     expect(artifact?.httpMetadata?.contentType).toBe("application/x-test");
+  });
+});
+
+describe("artifacts belong to their run and its family", () => {
+  const ARTIFACT_TOOLS = ["tool:write_artifact", "tool:read_artifact", "tool:list_artifacts"];
+  const artifactStep = (ref: string, name: string, input: Record<string, unknown>) => ({
+    ref,
+    action: { id: `t/${ref}`, version: 0, kind: "tool", implementation: { tool: name } },
+    input_mapping: input,
+    on_failure: "continue",
+    output_mapping: { [`output.${ref}`]: "$" },
+  });
+  const codesStep = {
+    ref: "codes",
+    action: { id: "t/codes", version: 0, kind: "context", implementation: { updates: [{ path: "codes", expr: "has(input.errors) ? input.errors.map(e, e.step + ' ' + e.error.code) : []" }] } },
+    input_mapping: { errors: "$.state._errors" },
+    output_mapping: { "output.codes": "$.codes" },
+  };
+
+  /** One task of run `runId` (a child of `parent` when given), as the coordinator would send it. */
+  async function task(runId: string, parent: string | undefined, steps: unknown[]): Promise<Record<string, any>> {
+    const result = (await env.EXECUTOR.runTask({
+      token_id: crypto.randomUUID(),
+      workflow_run_id: runId,
+      ...(parent === undefined ? {} : { parent_run_id: parent }),
+      node_id: "n",
+      item_index: null,
+      task_id: "t",
+      task_version: 0,
+      task: { id: "t", version: 0, steps: [...steps, codesStep] },
+      input: {},
+      resources: {},
+      timeout_ms: 10_000,
+      retry_attempt: 0,
+      tools: ARTIFACT_TOOLS,
+    })) as { success: boolean; output: Record<string, any>; error?: unknown };
+    if (!result.success) {
+      throw new Error(JSON.stringify(result.error));
+    }
+    return result.output;
+  }
+
+  const read = (ref: string, runId: string, name: string) => artifactStep(ref, "read_artifact", { run_id: runId, name });
+  const list = (ref: string, runId: string) => artifactStep(ref, "list_artifacts", { run_id: runId });
+
+  it("lets a run read its parent's artifacts and its children's, and no other run's", async ({ expect }) => {
+    const parent = `run-${crypto.randomUUID()}`;
+    const child = `run-${crypto.randomUUID()}`;
+    const sibling = `run-${crypto.randomUUID()}`;
+    const grandchild = `run-${crypto.randomUUID()}`;
+    const stranger = `run-${crypto.randomUUID()}`;
+    await task(parent, undefined, [artifactStep("w", "write_artifact", { name: "plan.txt", content: "the parent's plan" })]);
+    const written = await task(child, parent, [artifactStep("w", "write_artifact", { name: "result.txt", content: "the child's result" }), read("up", parent, "plan.txt"), list("upList", parent)]);
+    expect(written.up).toMatchObject({ run_id: parent, content: "the parent's plan" });
+    expect(written.upList.artifacts.map((a: { name: string }) => a.name)).toEqual(["plan.txt"]);
+    expect(await (env.ARTIFACTS as R2Bucket).head(`runs/${child}/artifacts/result.txt`)).toMatchObject({ customMetadata: { run_id: child, parent_run_id: parent } });
+
+    const fromParent = await task(parent, undefined, [read("down", child, "result.txt"), list("downList", child)]);
+    expect(fromParent.down).toMatchObject({ run_id: child, content: "the child's result" });
+    expect(fromParent.downList.artifacts.map((a: { name: string }) => a.name)).toEqual(["result.txt"]);
+
+    // Not family: a stranger, a sibling (reading the child), a grandchild (reading the grandparent).
+    for (const [runId, runParent, target, name] of [
+      [stranger, undefined, parent, "plan.txt"],
+      [stranger, undefined, child, "result.txt"],
+      [sibling, parent, child, "result.txt"],
+      [grandchild, child, parent, "plan.txt"],
+    ] as const) {
+      const refused = await task(runId, runParent, [read("r", target, name), list("l", target)]);
+      expect(refused.codes, `${runId} reading ${target}`).toEqual(["r tool.artifact_not_found"]);
+      expect(refused.l).toEqual({ artifacts: [], truncated: false });
+      expect(JSON.stringify(refused)).not.toMatch(/the parent's plan|the child's result/);
+    }
+  });
+
+  it("answers the same for another run's missing artifact as for one it may not read", async ({ expect }) => {
+    const owner = `run-${crypto.randomUUID()}`;
+    const stranger = `run-${crypto.randomUUID()}`;
+    await task(owner, undefined, [artifactStep("w", "write_artifact", { name: "exists.txt", content: "x" })]);
+    const answers = await task(stranger, undefined, [read("a", owner, "exists.txt"), read("b", owner, "missing.txt")]);
+    expect(answers.codes).toEqual(["a tool.artifact_not_found", "b tool.artifact_not_found"]);
   });
 });
 
