@@ -28,7 +28,14 @@
  * arrives as an int, `input.price * 1.1` would work or fail depending on whether the
  * price happens to be whole. So `+ - * /` also accept one `int` and one `double`
  * and compute in double. Comparisons across numeric types are standard CEL already.
- * The `strings` extension (`lowerAscii`, `split`, `join`, `format`, ...) is enabled.
+ * The `strings` extension (`lowerAscii`, `split`, `join`, `format`, ...) is enabled, with
+ * positions counted in code points and a linear `replace` (`cel-functions.ts`).
+ *
+ * ## Budget
+ *
+ * Every evaluation is metered (`cel-budget.ts`): functions, comprehension iterations and
+ * the conversion of the result are charged against `MAX_CEL_COST_UNITS`, and strings and
+ * lists built by functions are capped; past either, `expr.budget_exceeded` (not retryable).
  *
  * ## CEL → JSON (the result)
  *
