@@ -177,7 +177,8 @@ export function compileCel(source: string): CelCompileResult {
  * top of this file). The compiled program is cached per isolate.
  *
  * @throws EngineError `expr.invalid` when the source does not compile,
- *   `expr.eval_failed` when evaluation fails (no such key, overflow, bad overload...).
+ *   `expr.eval_failed` when evaluation fails (no such key, overflow, bad overload...),
+ *   `expr.budget_exceeded` when it spends its cost budget or builds an oversized value.
  */
 export function evalCel(source: string, vars: Record<string, unknown>): unknown {
   const compiled = compileCel(source);
