@@ -128,9 +128,10 @@ describe("fuzz: hostile input at every route never gets a 5xx", () => {
     const mutated = fc.tuple(fc.array(mutation, { minLength: 1, maxLength: 3 }), fc.oneof(hostileJson, fc.record({ n: fc.integer(), items: fc.array(hostileJson, { maxLength: 5 }) }, { noNullPrototype: true })));
     await check(
       fc.asyncProperty(mutated, async ([mutations, input]) => {
-        const bundle = mutate(world.computeCorpus[0], mutations) as { workflows?: { id?: unknown }[] };
-        const registered = await send("POST", "/v1/definitions", JSON.stringify(bundle), JSON_BODY);
-        const id = bundle.workflows?.[0]?.id;
+        const bundle = mutate(world.computeCorpus[0], mutations);
+        const registered = await send("POST", "/v1/definitions", JSON.stringify(bundle) ?? "", JSON_BODY);
+        const workflows: unknown = typeof bundle === "object" && bundle !== null ? Reflect.get(bundle, "workflows") : undefined;
+        const id: unknown = Array.isArray(workflows) && typeof workflows[0] === "object" && workflows[0] !== null ? Reflect.get(workflows[0], "id") : undefined;
         if (registered.status === 201 && typeof id === "string" && id.startsWith("fz-compute-")) {
           const started = await send("POST", `/v1/workflows/${id}/runs`, JSON.stringify({ input: materialize(input, 0) }), JSON_BODY);
           if (started.status === 201) {
