@@ -100,7 +100,17 @@ const SHELLS = new Set(["bash", "sh", "dash", "zsh", "ksh", "/bin/bash", "/bin/s
 const NAMES_IN_TEXT = /\$\{?[!#]?([0-9]+|[@*])|[A-Za-z_][A-Za-z0-9_]*/g;
 /** Only what a `$` expands: `$x`, `${x…}`, `$1`, `$@`. */
 const REFERENCES_IN_TEXT = /\$\{?[!#]?([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*])/g;
-const REDIRECTION = /^(?:<<<|<<-|<<|<>|<&|>&|>>|>\||&>>|&>|<|>)/;
+/** How deeply quotes, expansions and command substitutions may nest before the text is refused. */
+export const MAX_SHELL_NESTING = 200;
+
+/** Patterns matched at the cursor (made sticky per scan, so no match copies the rest of the text). */
+const AT_CURSOR = {
+  dollarName: /[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]/,
+  parameterName: /[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!0-]/,
+  parameterOperator: /:[-=+?]|##?|%%?|\/[/#%]?|\^\^?|,,?|@[A-Za-z]?|[-=+?]/,
+  functionParens: /\([ \t]*\)/,
+  redirection: /<<<|<<-|<<|<>|<&|>&|>>|>\||&>>|&>|<|>/,
+} as const;
 
 /**
  * Reads `text` (rendered, with marks) as bash would and places the references.
@@ -119,11 +129,13 @@ class Scanner {
   readonly #reference: (index: number, form: QuoteForm) => string;
   #i = 0;
   #out = "";
+  #depth = 0;
   readonly #evaluated = new Map<number, string>();
   readonly #names = new Map<string, string>();
   readonly #flows = new Map<string, Flow>();
   readonly #functions = new Set<string>();
   readonly #calls: { name: string; marks: number[]; from: string[] }[] = [];
+  readonly #patterns = Object.fromEntries(Object.entries(AT_CURSOR).map(([name, pattern]) => [name, new RegExp(pattern.source, "y")])) as Record<keyof typeof AT_CURSOR, RegExp>;
 
   constructor(text: string, reference: (index: number, form: QuoteForm) => string) {
     this.#text = text;
@@ -144,6 +156,26 @@ class Scanner {
 
   #at(offset = 0): string {
     return this.#text[this.#i + offset] ?? "";
+  }
+
+  /** What `pattern` matches at `offset` from the cursor, or "". */
+  #match(pattern: keyof typeof AT_CURSOR, offset = 0): string {
+    const sticky = this.#patterns[pattern];
+    sticky.lastIndex = this.#i + offset;
+    return sticky.exec(this.#text)?.[0] ?? "";
+  }
+
+  /** Runs a nested reader, refusing text nested deeper than {@link MAX_SHELL_NESTING}. */
+  #nested(read: () => void): void {
+    if (this.#depth >= MAX_SHELL_NESTING) {
+      throw EngineError.terminal("shell.unsafe_template", `command_template nests quotes, expansions or substitutions more than ${MAX_SHELL_NESTING} deep`);
+    }
+    this.#depth += 1;
+    try {
+      read();
+    } finally {
+      this.#depth -= 1;
+    }
   }
 
   #emit(chunk: string): void {
@@ -252,6 +284,10 @@ class Scanner {
   }
 
   #double(sink: Sink): void {
+    this.#nested(() => this.#doubleBody(sink));
+  }
+
+  #doubleBody(sink: Sink): void {
     this.#emit('"');
     sink.text('"');
     while (this.#i < this.#text.length) {
@@ -309,7 +345,7 @@ class Scanner {
       this.#emit("$");
       this.#double(sink);
     } else {
-      const name = /^(?:[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])/.exec(this.#text.slice(this.#i + 1))?.[0] ?? "";
+      const name = this.#match("dollarName", 1);
       sink.text(`$${name}`);
       this.#emit(`$${name}`);
     }
@@ -317,6 +353,10 @@ class Scanner {
 
   /** `${…}`: the name and subscript are evaluated, so are substring offsets; the word of an operator is not. */
   #parameter(sink: Sink, form: QuoteForm): void {
+    this.#nested(() => this.#parameterBody(sink, form));
+  }
+
+  #parameterBody(sink: Sink, form: QuoteForm): void {
     this.#emit("${");
     sink.text("${");
     let prefix = "";
@@ -329,7 +369,7 @@ class Scanner {
     if (this.#at() === MARK) {
       this.#evaluate(this.#mark("bare"), "a parameter name ${…}");
     } else {
-      name = /^(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!0-])/.exec(this.#text.slice(this.#i))?.[0] ?? "";
+      name = this.#match("parameterName");
       sink.text(name);
       this.#emit(name);
     }
@@ -356,7 +396,7 @@ class Scanner {
     if (op === "@" && this.#at(1) === "P" && name !== "") {
       this.#noteNames(name, "a prompt expansion ${…@P}");
     }
-    const operator = /^(?::[-=+?]|##?|%%?|\/[/#%]?|\^\^?|,,?|@[A-Za-z]?|[-=+?])/.exec(this.#text.slice(this.#i))?.[0] ?? "";
+    const operator = this.#match("parameterOperator");
     sink.text(operator);
     this.#emit(operator);
     this.#parameterWord(sink, form === "double" ? "double" : form === "bare" ? "bare" : "plain");
@@ -364,6 +404,10 @@ class Scanner {
 
   /** The word of `${x:-word}`, `${x/pattern/word}`…, up to the closing brace. */
   #parameterWord(sink: Sink, form: QuoteForm): void {
+    this.#nested(() => this.#parameterWordBody(sink, form));
+  }
+
+  #parameterWordBody(sink: Sink, form: QuoteForm): void {
     let depth = 0;
     while (this.#i < this.#text.length) {
       const ch = this.#at();
@@ -400,6 +444,10 @@ class Scanner {
    * evaluated, and so is every variable it names.
    */
   #arithmetic(closer: "))" | "]" | "}", context: string): void {
+    this.#nested(() => this.#arithmeticBody(closer, context));
+  }
+
+  #arithmeticBody(closer: "))" | "]" | "}", context: string): void {
     const sink = this.#evaluatingSink(context);
     let parens = 0;
     let brackets = 0;
@@ -444,6 +492,10 @@ class Scanner {
 
   /** A command list, up to `closer` (`)` of `$(`, a backquote, or the end of the text). */
   #commands(closer: "" | ")" | "`"): void {
+    this.#nested(() => this.#commandsBody(closer));
+  }
+
+  #commandsBody(closer: "" | ")" | "`"): void {
     const state: CommandState = { words: [], redirects: [], word: undefined, test: false, nextRedirect: undefined, heredocs: [], caseDepth: 0, parenDepth: 0 };
     while (this.#i < this.#text.length) {
       const ch = this.#at();
@@ -586,9 +638,9 @@ class Scanner {
       this.#emit("(");
       return;
     }
-    const definition = /^\([ \t]*\)/.exec(this.#text.slice(this.#i))?.[0];
+    const definition = this.#match("functionParens");
     const named = state.words.filter((candidate) => !(candidate.bare && (candidate.raw === "function" || RESERVED.has(candidate.raw))));
-    if (definition !== undefined && named.length === 1 && named[0] !== undefined && named[0].bare) {
+    if (definition !== "" && named.length === 1 && named[0] !== undefined && named[0].bare) {
       this.#functions.add(named[0].raw);
       state.words = [];
       this.#emit(definition);
@@ -613,13 +665,17 @@ class Scanner {
       this.#commands(")");
       return;
     }
-    const operator = REDIRECTION.exec(this.#text.slice(this.#i))?.[0] ?? ch;
+    const operator = this.#match("redirection") || ch;
     this.#emit(operator);
     state.nextRedirect = operator;
   }
 
   /** `NAME=(…)`: elements are data, but an element's `[…]=` subscript is evaluated. */
   #compound(word: Word): void {
+    this.#nested(() => this.#compoundBody(word));
+  }
+
+  #compoundBody(word: Word): void {
     word.compound = true;
     word.raw += "(";
     this.#emit("(");

@@ -83,6 +83,12 @@ export const MAX_SHELL_VALUES = 1_000;
 export const MAX_SHELL_VALUE_BYTES = 128 * 1024 - 64;
 /** Largest total of all values, in bytes, well under the kernel's limit on argv plus environment. */
 export const MAX_SHELL_VALUES_TOTAL_BYTES = 1024 * 1024;
+/**
+ * Longest command, in bytes: it runs as the one argument of `bash -c`, and
+ * Linux refuses an argument longer than 128 KiB (MAX_ARG_STRLEN). Checked
+ * before the command is read, which also bounds the reading's cost.
+ */
+export const MAX_SHELL_COMMAND_BYTES = 128 * 1024 - 64;
 /** The only values that may stand where bash evaluates: plain decimal integers that fit 64 bits. */
 export const SHELL_INTEGER_PATTERN = /^-?(?:0|[1-9][0-9]{0,17})$/;
 /** Environment variables bash itself reads as code or options: their value may not come from a mustache. */
@@ -109,7 +115,8 @@ const REFERENCE: Record<QuoteForm, (name: string) => string> = {
  * @throws EngineError `template.invalid` / `template.render_failed` as the renderer does,
  *   `shell.unsafe_template` (see above), `shell.unsafe_value` for a value that is not a
  *   plain integer where bash evaluates it, `shell.invalid_value` for a value with a NUL,
- *   `shell.value_too_large` past the limits.
+ *   `shell.value_too_large` past the values' limits, `shell.command_too_large` for a
+ *   command longer than {@link MAX_SHELL_COMMAND_BYTES}.
  */
 export function renderShellCommand(source: string, data: unknown, envTemplates: Readonly<Record<string, string>> = {}): RenderedCommand {
   if (source.includes(MARK)) {
@@ -119,7 +126,9 @@ export function renderShellCommand(source: string, data: unknown, envTemplates: 
     throw EngineError.terminal("shell.unsafe_template", `command_template names the engine's ${SHELL_VALUE_PREFIX}* variables: write {{…}} to use a value`);
   }
   const values = renderValues(source, data);
+  checkCommandSize(values.text);
   const scan = scanShellCommand(values.text, (index, form) => REFERENCE[form](`${SHELL_VALUE_PREFIX}${index}`));
+  checkCommandSize(scan.command);
   const env = renderEnv(envTemplates, data);
   checkEvaluated(scan, values.values, env);
   const out: Record<string, string> = {};
@@ -130,6 +139,14 @@ export function renderShellCommand(source: string, data: unknown, envTemplates: 
     out[`${SHELL_VALUE_PREFIX}${index}`] = value;
   });
   return { command: scan.command, env: out };
+}
+
+function checkCommandSize(command: string): void {
+  // A UTF-16 unit is at most 3 UTF-8 bytes: only long text needs counting.
+  const bytes = command.length * 3 <= MAX_SHELL_COMMAND_BYTES ? 0 : new TextEncoder().encode(command).length;
+  if (bytes > MAX_SHELL_COMMAND_BYTES) {
+    throw EngineError.terminal("shell.command_too_large", `the rendered command has ${bytes} bytes; bash -c takes at most ${MAX_SHELL_COMMAND_BYTES}: write a long script to a file with the write_file tool and run that`);
+  }
 }
 
 /** Renders the template with a mark in place of each value, and collects the values. */

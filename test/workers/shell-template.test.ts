@@ -1,5 +1,6 @@
 import { describe, it } from "vitest";
-import { MAX_SHELL_VALUE_BYTES, renderShellCommand } from "../../lib/expr/shell-template.ts";
+import { MAX_SHELL_NESTING } from "../../lib/expr/shell-scan.ts";
+import { MAX_SHELL_COMMAND_BYTES, MAX_SHELL_VALUE_BYTES, renderShellCommand } from "../../lib/expr/shell-template.ts";
 
 describe("renderShellCommand: the quoting rule", () => {
   it.for([
@@ -108,5 +109,18 @@ describe("renderShellCommand: values where bash evaluates text", () => {
   it("keeps unquoted heredoc bodies, comments and nested commands readable", ({ expect }) => {
     expect(renderShellCommand("cat <<EOF\nhi {{n}}\nEOF\necho {{n}} # {{n}}", { n: "v" }).command).toBe('cat <<EOF\nhi ${TRELLIS_IN_0}\nEOF\necho "${TRELLIS_IN_1}" # "${TRELLIS_IN_2}"');
     expect(renderShellCommand('echo "$(printf %s {{n}})" `echo {{n}}`', { n: "v" }).command).toBe('echo "$(printf %s "${TRELLIS_IN_0}")" `echo "${TRELLIS_IN_1}"`');
+  });
+});
+
+describe("renderShellCommand: bounds", () => {
+  it("refuses a command longer than bash -c can take, before reading it", ({ expect }) => {
+    const long = `echo ${"$x ".repeat(MAX_SHELL_COMMAND_BYTES / 3 + 1)}`;
+    expect(() => renderShellCommand(long, {})).toThrow(expect.objectContaining({ code: "shell.command_too_large" }));
+    expect(renderShellCommand(`echo ${"x".repeat(MAX_SHELL_COMMAND_BYTES - 10)}`, {}).command).toHaveLength(MAX_SHELL_COMMAND_BYTES - 5);
+  });
+
+  it("refuses text nested deeper than it reads, instead of overflowing the stack", ({ expect }) => {
+    expect(() => renderShellCommand(`${"$(".repeat(MAX_SHELL_NESTING + 1)}{{x}}${")".repeat(MAX_SHELL_NESTING + 1)}`, { x: "1" })).toThrow(expect.objectContaining({ code: "shell.unsafe_template" }));
+    expect(renderShellCommand(`echo ${"$(".repeat(50)}echo {{x}}${")".repeat(50)}`, { x: "1" }).env).toEqual({ TRELLIS_IN_0: "1" });
   });
 });
