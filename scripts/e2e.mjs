@@ -108,7 +108,7 @@ async function main() {
         const lines = pending.split("\n");
         pending = lines.pop() ?? "";
         for (const line of lines) {
-          const m = /\b(chain\d+: total=\S+ per_node=\S+|fanout\d+: makespan=.*|gate_answer_to_resume: .*|containers: shell_true_run .*)$/.exec(line);
+          const m = /\b(chain\d+: total=\S+ per_node=\S+|fanout\d+: makespan=.*|gate_answer_to_resume: .*|containers: shell_true_run .*|restart: every run reached .*)$/.exec(line);
           if (m?.[1]) measurements.push(m[1]);
         }
       });
