@@ -98,6 +98,8 @@ const DECLARATIONS = new Set(["declare", "typeset", "local", "readonly", "export
 const SHELLS = new Set(["bash", "sh", "dash", "zsh", "ksh", "/bin/bash", "/bin/sh", "/usr/bin/bash"]);
 /** Identifiers and references to the positional parameters in a stretch of evaluated text. */
 const NAMES_IN_TEXT = /\$\{?[!#]?([0-9]+|[@*])|[A-Za-z_][A-Za-z0-9_]*/g;
+/** `${#x}`, `${#a[@]}`, `${#1}`: lengths, which name a variable without evaluating its value. */
+const LENGTH_EXPANSION = /\$\{#[A-Za-z0-9_@*]*(?:\[[^\]]*\])?\}/g;
 /** Only what a `$` expands: `$x`, `${x…}`, `$1`, `$@`. */
 const REFERENCES_IN_TEXT = /\$\{?[!#]?([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*])/g;
 /** How deeply quotes, expansions and command substitutions may nest before the text is refused. */
@@ -209,7 +211,9 @@ class Scanner {
   }
 
   #noteNames(text: string, context: string, pattern: RegExp = NAMES_IN_TEXT): void {
-    for (const match of text.replaceAll(MARK_IN_WORD, " ").matchAll(pattern)) {
+    // `${#x}` is x's length, never its value.
+    const plain = text.replaceAll(MARK_IN_WORD, " ").replace(LENGTH_EXPANSION, " ");
+    for (const match of plain.matchAll(pattern)) {
       const name = match[1] !== undefined && !NAME.test(match[1]) ? "@" : (match[1] ?? match[0]);
       if (!this.#names.has(name)) {
         this.#names.set(name, context);
@@ -373,7 +377,8 @@ class Scanner {
       sink.text(name);
       this.#emit(name);
     }
-    if (prefix === "!" && name !== "") {
+    // `${!x}` uses x's value as a name; `${!x*}`, `${!x@}` and `${!a[@]}` list names and keys.
+    if (prefix === "!" && name !== "" && !"*@[".includes(this.#at())) {
       this.#noteNames(name, "an indirection ${!…}");
     }
     if (this.#at() === "[") {

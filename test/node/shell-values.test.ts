@@ -140,6 +140,9 @@ const SAFE: [string, string, string][] = [
   ["a command substitution", 'echo "$(printf %s {{x}})"', `${HOSTILE}\n`],
   ["a comment", "echo ok # {{x}}", "ok\n"],
   ["an env entry", 'echo "$V"', `${HOSTILE}\n`],
+  ["the length of an array in [[ -gt ]]", "files=({{x}} b); [[ ${#files[@]} -gt 1 ]] && echo two", "two\n"],
+  ["the length of a variable in arithmetic", "x={{x}}; echo $(( ${#x} ))", `${HOSTILE.length}\n`],
+  ["the keys of an array", 'a=({{x}}); echo "${!a[@]}"', "0\n"],
 ];
 
 describe("a value used as data (real bash)", () => {
