@@ -184,6 +184,8 @@ function dispatchInvocation(draft: Draft, nodeId: string, invocation: Invocation
       timeout_ms: timeoutMs,
       retry_attempt: attempt - 1,
       tools: draft.workflow.tools ?? [],
+      // Artifacts of a parent run are readable by its children (executor/tools/artifacts.ts).
+      ...(draft.record.parent === null ? {} : { parent_run_id: draft.record.parent.run_id }),
       ...(invocation.resume ? { resume: invocation.resume } : {}),
     },
   });

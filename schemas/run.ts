@@ -168,7 +168,7 @@ export const RunRecord = z.strictObject({
   /** 0 for a run started by a client; a child is one deeper than its parent. */
   depth: z.number().int().min(0),
   parent: ParentLink.nullable(),
-  /** Who started the run: `token:<8 hex of the token's SHA-256>`, `rpc`, or `run:<parent run id>`. */
+  /** Who started the run: `token:<16 hex of a keyed digest of the token>` (src/auth.ts), `rpc`, or `run:<parent run id>`. */
   created_by: z.string(),
   /** Declared resources a parent handed down (by resource name): the parent's containers, used as theirs. */
   inherited_resources: z.record(z.string(), ResourceHandle),
