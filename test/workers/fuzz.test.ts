@@ -52,6 +52,8 @@ interface World {
   /** Workflows any mode may run: their actions only compute. */
   safeId: string;
   gatedId: string;
+  /** A gate that takes any answer: what it accepts flows into the task, its mappings and the journal. */
+  openGateId: string;
   /** Registered from the corpus: only previewed or created for approval, never run. */
   corpusIds: string[];
   corpus: Record<string, unknown>[];
@@ -156,6 +158,23 @@ describe("fuzz: hostile input at every route never gets a 5xx", () => {
         }), 40);
   });
 
+  it("POST /v1/runs/{id}/gates/{gate_id}: hostile answers a gate accepts flow through the run, which ends", { timeout: TIMEOUT_MS }, async () => {
+    const answer = fc.record({ response: hostileJson, responder: fc.option(hostileString, { nil: undefined }) }, { noNullPrototype: true });
+    await check(
+      fc.asyncProperty(answer, bodyEncoding, async (body, encoding) => {
+        const runId = await startRun(world.openGateId, { input: {} });
+        const waiting = await waitForRun(runId, (run) => run.gates?.length > 0 || TERMINAL.has(run.status));
+        const answered = await send("POST", `/v1/runs/${runId}/gates/${waiting.gates[0].gate_id}`, bodyText(body, encoding), encoding);
+        // An accepted answer resumes the task; a refused one leaves the run waiting, so it is cancelled.
+        world.startedRuns.set(runId, { mustEnd: true });
+        if (answered.status !== 200) {
+          await send("POST", `/v1/runs/${runId}/cancel`, "", JSON_BODY);
+        }
+      }),
+      10,
+    );
+  });
+
   it("POST /v1/runs/{id}/cancel · pause · resume · redrive · approve: hostile bodies and ids", { timeout: TIMEOUT_MS }, async () => {
     const run = fc.oneof(fc.constantFrom(...world.victims), pathSegment);
     const control = fc.constantFrom("cancel", "pause", "resume", "redrive", "approve");
@@ -250,6 +269,7 @@ describe("fuzz: hostile input at every route never gets a 5xx", () => {
   });
 
   it("leaves a healthy server: /healthz answers, every run it touched reads without a 5xx, the waiting run and a new one complete", { timeout: TIMEOUT_MS }, async () => {
+    family = "afterwards";
     expect(await api("GET", "/healthz", undefined, null)).toEqual({ status: 200, json: { ok: true } });
     for (const runId of [...world.startedRuns.keys(), ...world.victims]) {
       for (const suffix of ["", "/journal", "/gates"]) {
@@ -260,7 +280,9 @@ describe("fuzz: hostile input at every route never gets a 5xx", () => {
     // Runs that compute by themselves end (completed or failed), none hangs: they all had a 20 s run timeout at most.
     const mustEnd = [...world.startedRuns].filter(([, run]) => run.mustEnd).map(([runId]) => runId);
     const ended = await Promise.all(mustEnd.map((runId) => waitForRun(runId, (run) => TERMINAL.has(run.status), 30_000).then((run) => ({ runId, status: run.status as string, error: run.error as unknown }))));
-    tally(`runs that ended: ${ended.map((run) => run.status).join(" ")}`);
+    for (const run of ended) {
+      tally(`run ${run.status}`);
+    }
     expect(ended.every((run) => TERMINAL.has(run.status))).toBe(true);
     const answered = await api("POST", `/v1/runs/${world.target.runId}/gates/${world.target.gateId}`, { response: { token: world.target.token } });
     expect(answered.status, JSON.stringify(answered.json)).toBe(200);
@@ -382,6 +404,26 @@ async function setUp(): Promise<World> {
   }
   const corpusIds = corpus.flatMap((bundle) => ((bundle.workflows as { id: string }[] | undefined) ?? []).map((workflow) => workflow.id));
 
+  const openGateId = `fz-open-gate-${suffix}`;
+  await register({
+    workflows: [
+      {
+        id: openGateId,
+        timeout_ms: 20_000,
+        nodes: {
+          ask: {
+            task: {
+              steps: [
+                { ref: "ask", action: { kind: "human", implementation: { prompt_template: "anything", input_schema: {} } }, output_mapping: { "state.answer": "$.response", "output.by": "$.responder" } },
+                { ref: "use", action: { kind: "context", implementation: { updates: [{ path: "kind", expr: "type(input.answer) == string ? 'text' : 'other'" }] } }, input_mapping: { answer: "$.state.answer" }, output_mapping: { "output.kind": "$.kind", "output.answer": { template: "{{answer}}" } }, on_failure: "continue" },
+              ],
+            },
+            output_mapping: { "output.answer": "$.answer", "output.kind": "$.kind" },
+          },
+        },
+      },
+    ],
+  });
   const targetRun = await startRun(gatedId, { input: {} });
   const victimGated = await startRun(gatedId, { input: { victim: true } });
   const drafting = await startRun(safeId, { input: { n: 1 }, mode: "approval" });
@@ -391,6 +433,7 @@ async function setUp(): Promise<World> {
   return {
     safeId,
     gatedId,
+    openGateId,
     corpusIds,
     corpus,
     computeCorpus: compute,
