@@ -321,7 +321,7 @@ function checkCel(source: string | undefined, path: string, report: Report): voi
 function checkJsonPath(source: string, path: string, report: Report): void {
   const compiled = compileJsonPath(source);
   if (!compiled.ok) {
-    report(path, `JSONPath does not parse: ${compiled.message}`, "definition.invalid_jsonpath");
+    report(path, `JSONPath is not valid: ${compiled.message}`, "definition.invalid_jsonpath");
   }
 }
 
@@ -331,7 +331,8 @@ function checkTemplate(source: string | undefined, path: string, report: Report)
   }
   const compiled = compileTemplate(source);
   if (!compiled.ok) {
-    report(path, `Handlebars does not parse: ${compiled.message}`, "definition.invalid_template");
+    const why = compiled.code === "template.too_deep" ? "Handlebars nests too deep" : "Handlebars does not parse";
+    report(path, `${why}: ${compiled.message}`, compiled.code === "template.too_deep" ? "definition.template_too_deep" : "definition.invalid_template");
   }
 }
 

@@ -122,12 +122,16 @@ function defineMember(record: JsonRecord, key: string, value: Json): void {
   Object.defineProperty(record, key, { value, enumerable: true, writable: true, configurable: true });
 }
 
+/** Codes that say an expression ran out of its budget: they keep their name through a mapping. */
+const BUDGET_CODES: ReadonlySet<string> = new Set(["expr.budget_exceeded", "template.budget_exceeded", "template.too_deep"]);
+
 function withPath<T>(path: string, fn: () => T): T {
   try {
     return fn();
   } catch (error) {
     if (error instanceof EngineError) {
-      throw new EngineError("mapping.failed", `${path}: ${error.message}`, { retryable: false, cause: error });
+      const code = BUDGET_CODES.has(error.code) ? error.code : "mapping.failed";
+      throw new EngineError(code, `${path}: ${error.message}`, { retryable: false, cause: error });
     }
     throw error;
   }

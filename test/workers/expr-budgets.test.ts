@@ -33,8 +33,9 @@ describe("expression budgets in runs and registration", () => {
     const workflow = singleTaskWorkflow(uniqueId("rebudget"), [contextStep("input.hits", { hits: "$.input.texts[?search(@, $.input.re)]" })]);
     const failed = await run(workflow, { re: "[ab]*a[ab]{250}[cd]", texts: Array.from({ length: 5 }, () => text) });
     expect(failed.status).toBe("failed");
-    // The mapping layer reports its own code and keeps the expression's message.
-    expect(failed.error).toMatchObject({ code: "mapping.failed", retryable: false });
+    // The budget's code passes through the mapping layer, which adds where it happened.
+    expect(failed.error).toMatchObject({ code: "expr.budget_exceeded", retryable: false });
+    expect(failed.error.message).toContain("input_mapping.hits");
     expect(failed.error.message).toMatch(/regular expression matching exceeded its budget of 10000000 steps/);
   });
 
@@ -61,7 +62,7 @@ describe("expression budgets in runs and registration", () => {
     const byPath = Object.fromEntries((json.error.details as { path: string; code: string; message: string }[]).map((d) => [d.path, d]));
     expect(byPath["workflows.0.nodes.main.input_mapping.a"]).toMatchObject({ code: "definition.invalid_jsonpath" });
     expect(byPath["workflows.0.nodes.main.input_mapping.a"]?.message).toMatch(/not a valid I-Regexp/);
-    expect(byPath["workflows.0.nodes.main.input_mapping.b.template"]).toMatchObject({ code: "definition.invalid_template" });
+    expect(byPath["workflows.0.nodes.main.input_mapping.b.template"]).toMatchObject({ code: "definition.template_too_deep" });
     expect(byPath["workflows.0.nodes.main.input_mapping.b.template"]?.message).toMatch(/nests deeper than 64/);
   });
 });
