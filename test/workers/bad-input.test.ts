@@ -1,5 +1,6 @@
 import { exports } from "cloudflare:workers";
 import { describe, it, type ExpectStatic } from "vitest";
+import { runIdFor } from "../../lib/ids.ts";
 import { MAX_BODY_DEPTH } from "../../lib/json-limits.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import { api, TERMINAL, TOKEN, uniqueId, waitForRun } from "./helpers.ts";
@@ -187,6 +188,10 @@ describe(`depth limit: bodies nested deeper than ${MAX_BODY_DEPTH} levels`, () =
         expectLimitError(expect, await post(route, `{"${field}":${nestedArrays(levels)}}`), "request.too_deep", null, `${levels} levels at ${route}`);
       }
     }
+    // The 3,000-level start that used to be accepted creates no run now (its idempotency key names none).
+    const keyed = await post(`/v1/workflows/${workflowId}/runs`, `{"input":${nestedArrays(3_000)},"idempotency_key":"deep-3000"}`);
+    expectLimitError(expect, keyed, "request.too_deep", null, "3,000 levels with a key");
+    expect((await api("GET", `/v1/runs/${await runIdFor(`${workflowId}\ndeep-3000`)}`)).json.error.code).toBe("run.not_found");
     // A YAML body is measured on its token tree before it is composed.
     const yaml = `workflows: ${nestedArrays(2_000, "x")}\n`;
     expectLimitError(expect, await post("/v1/definitions", yaml, "text/yaml"), "request.too_deep", "", "YAML");

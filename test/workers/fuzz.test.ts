@@ -80,7 +80,9 @@ function tally(outcome: string): void {
 
 beforeAll(async () => {
   console.log(`fuzz seed: ${SEED} (replay: FUZZ_SEED=${SEED} npm run fuzz)${LONG ? `, ${LONG_RUNS} runs per property` : " (fixed-seed slice)"}`);
+  const started = Date.now();
   world = await setUp();
+  console.log(`fuzz setup: ${Date.now() - started} ms`);
 }, 60_000);
 
 describe("fuzz: hostile input at every route never gets a 5xx", () => {
