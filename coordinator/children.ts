@@ -102,15 +102,26 @@ export async function startChildRun(
   }
 }
 
-export async function cancelChildRuns(peers: RunPeers, keys: readonly string[]): Promise<void> {
-  await Promise.all(
+/**
+ * Answers from a child that confirm a cancel: it had ended already
+ * (`run.terminal`; cancel is idempotent), or it does not exist (`run.not_found`:
+ * its start never landed, and the parent never asks for it again).
+ */
+const CANCEL_CONFIRMING_CODES = new Set(["run.terminal", "run.not_found"]);
+
+/** Cancels child runs by start key; returns the keys whose child confirmed (the others are tried again). */
+export async function cancelChildRuns(peers: RunPeers, keys: readonly string[]): Promise<string[]> {
+  const confirmed = await Promise.all(
     keys.map(async (key) => {
       const result = await peers.run(await runIdFor(key)).cancel("the parent run ended").catch((error: unknown) => ({ ok: false, error: ensureEngineError(error).toData() }) as const);
-      if (!result.ok && result.error.code !== "run.terminal") {
-        console.error(JSON.stringify({ msg: "cancelling a child failed", key, error: result.error.message }));
+      if (result.ok || CANCEL_CONFIRMING_CODES.has(result.error.code)) {
+        return key;
       }
+      console.error(JSON.stringify({ msg: "cancelling a child failed; a wake tries again", key, error: result.error.message }));
+      return null;
     }),
   );
+  return confirmed.filter((key): key is string => key !== null);
 }
 
 /** Tells the parent this child ended; true once the parent acknowledged (else an alarm retries). */

@@ -9,6 +9,7 @@ import type { Catalog } from "../catalog/catalog.ts";
 import type { Json } from "../lib/expr/mapping.ts";
 import { APPROVAL_SCHEMA, GateAnswerBody, type TaskResult, type GateView, type JournalEntry, type RunSnapshot, type RunStatus, type RunView, type TaskPayload } from "../schemas/index.ts";
 import { cancelChildRuns, ChildNotification, notifyParentRun, startChildRun, toGateView, type RunPeer, type RunPeers } from "./children.ts";
+import { cancelMarker, hasPendingCleanup, NOTIFY_MARKER, releaseMarker } from "./cleanup.ts";
 import { chunk, sendTaskGroup } from "./executor-client.ts";
 import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunState } from "./decide.ts";
 import { isTerminal } from "./lifecycle.ts";
@@ -61,6 +62,8 @@ export interface CoordinatorStats {
   maxTasksPerCall: number;
   /** The most child runs started within one event (each is two calls: the catalog and the child). */
   maxChildStartsPerEvent: number;
+  /** The most cancels of child runs and releases of containers sent within one event (one call each). */
+  maxCleanupCallsPerEvent: number;
   /** Tasks dispatched in all. */
   dispatches: number;
   events: number;
@@ -80,7 +83,12 @@ export class Coordinator extends DurableObject<Env> {
   /** Entries committed with their decision but not signed yet (a wide wave signs after dispatching). */
   private unsigned: UnsignedEntry[] = [];
   private signingKey: Promise<JournalSigningKey> | null = null;
-  /** Tokens of the dispatches this instance is awaiting; any other running dispatch was lost. */
+  /**
+   * What this instance has in flight: tokens of the dispatches it awaits (any
+   * other running dispatch was lost), keys of the child runs it is starting,
+   * and the markers of cancels, releases and a report to the parent
+   * (coordinator/cleanup.ts).
+   */
   private readonly live = new Set<string>();
   /** Events are applied one batch at a time, in arrival order. */
   private readonly mutex = new Mutex();
@@ -94,7 +102,7 @@ export class Coordinator extends DurableObject<Env> {
   private alarmAt: number | null = null;
   /** Long polls waiting for the next journal entries. */
   private readonly journalWaiters = new Set<() => void>();
-  private readonly stats: CoordinatorStats = { maxDispatchesPerEvent: 0, maxTasksPerEvent: 0, maxTasksPerCall: 0, maxChildStartsPerEvent: 0, dispatches: 0, events: 0 };
+  private readonly stats: CoordinatorStats = { maxDispatchesPerEvent: 0, maxTasksPerEvent: 0, maxTasksPerCall: 0, maxChildStartsPerEvent: 0, maxCleanupCallsPerEvent: 0, dispatches: 0, events: 0 };
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -479,17 +487,19 @@ export class Coordinator extends DurableObject<Env> {
     this.stats.maxTasksPerEvent = Math.max(this.stats.maxTasksPerEvent, groups.reduce((sum, group) => sum + group.length, 0));
     this.stats.maxTasksPerCall = Math.max(this.stats.maxTasksPerCall, ...groups.map((group) => group.length), 0);
     this.stats.maxChildStartsPerEvent = Math.max(this.stats.maxChildStartsPerEvent, commands.filter((command) => command.kind === "start_child").length);
+    const cleanupCalls = commands.reduce((sum, command) => sum + (command.kind === "cancel_children" ? command.keys.length : command.kind === "release_resources" ? command.containers.length : 0), 0);
+    this.stats.maxCleanupCallsPerEvent = Math.max(this.stats.maxCleanupCallsPerEvent, cleanupCalls);
   }
 
   /** The commands other than journal entries and dispatches, after the commit. */
   private perform(commands: readonly Command[], lastEntry: JournalEntry | undefined): void {
     for (const command of commands) {
       if (command.kind === "release_resources") {
-        this.releaseContainers(command.containers);
+        this.ctx.waitUntil(this.releaseContainers(command.containers));
       } else if (command.kind === "start_child") {
         this.ctx.waitUntil(this.startChild(command));
       } else if (command.kind === "cancel_children") {
-        this.ctx.waitUntil(cancelChildRuns(this.peers(), command.keys));
+        this.ctx.waitUntil(this.cancelChildren(command.keys));
       } else if (command.kind === "notify_parent") {
         const attestation = lastEntry?.kind === "attest" ? { seq: lastEntry.seq, hash: lastEntry.hash } : this.attestation();
         this.ctx.waitUntil(this.notifyParent(command, attestation));
@@ -607,8 +617,35 @@ export class Coordinator extends DurableObject<Env> {
   }
 
   private async notifyParent(command: Extract<Command, { kind: "notify_parent" }>, attestation: { seq: number; hash: string } | null): Promise<void> {
-    if (await notifyParentRun(this.peers(), this.state?.record.run_id ?? null, command, attestation)) {
-      await this.apply({ type: "parent_notified" });
+    // While the report is in flight, a wake (one that sends cleanup right after the end) does not send another.
+    this.live.add(NOTIFY_MARKER);
+    try {
+      if (await notifyParentRun(this.peers(), this.state?.record.run_id ?? null, command, attestation)) {
+        await this.apply({ type: "parent_notified" });
+      }
+    } finally {
+      this.live.delete(NOTIFY_MARKER);
+    }
+  }
+
+  /**
+   * Cancels child runs. Those that confirmed (or had ended, or never existed)
+   * leave `pending_cancels`; the others stay, and a later wake sends them
+   * again. The keys are live until the confirmation is applied, so no wake
+   * meanwhile sends them twice.
+   */
+  private async cancelChildren(keys: readonly string[]): Promise<void> {
+    const markers = keys.map(cancelMarker);
+    markers.forEach((marker) => this.live.add(marker));
+    try {
+      const confirmed = await cancelChildRuns(this.peers(), keys);
+      if (confirmed.length > 0) {
+        await this.apply({ type: "children_cancelled", keys: confirmed });
+      }
+    } catch (error) {
+      console.error(JSON.stringify({ msg: "recording cancelled children failed; a wake sends the cancels again", error: ensureEngineError(error).message }));
+    } finally {
+      markers.forEach((marker) => this.live.delete(marker));
     }
   }
 
@@ -618,17 +655,38 @@ export class Coordinator extends DurableObject<Env> {
     return last?.kind === "attest" ? { seq: last.seq, hash: last.hash } : null;
   }
 
-  /** Stops the run's containers; a container that is already gone is fine. */
-  private releaseContainers(names: readonly string[]): void {
+  /**
+   * Stops the run's containers (`release()` is idempotent: a container that
+   * is already gone answers too). Those that answered leave
+   * `pending_releases`; a failed call stays, and a later wake sends it again.
+   */
+  private async releaseContainers(names: readonly string[]): Promise<void> {
     const sandbox = this.env.SANDBOX;
-    if (!sandbox) {
-      return;
-    }
-    for (const name of names) {
-      const stub = sandbox.get(sandbox.idFromName(name));
-      this.ctx.waitUntil(
-        stub.release().catch((error: unknown) => console.error(JSON.stringify({ msg: "releasing a container failed", container: name, error: ensureEngineError(error).message }))),
+    const markers = names.map(releaseMarker);
+    markers.forEach((marker) => this.live.add(marker));
+    try {
+      const answered = await Promise.all(
+        names.map(async (name) => {
+          if (!sandbox) {
+            return name; // No containers in this deployment: nothing to stop.
+          }
+          try {
+            await sandbox.get(sandbox.idFromName(name)).release();
+            return name;
+          } catch (error) {
+            console.error(JSON.stringify({ msg: "releasing a container failed; a wake tries again", container: name, error: ensureEngineError(error).message }));
+            return null;
+          }
+        }),
       );
+      const released = answered.filter((name): name is string => name !== null);
+      if (released.length > 0) {
+        await this.apply({ type: "containers_released", containers: released });
+      }
+    } catch (error) {
+      console.error(JSON.stringify({ msg: "recording released containers failed; a wake releases them again", error: ensureEngineError(error).message }));
+    } finally {
+      markers.forEach((marker) => this.live.delete(marker));
     }
   }
 
@@ -712,12 +770,12 @@ function waitsOnIo(payload: TaskPayload): boolean {
 
 /**
  * Work that a restart interrupts and a wake resumes: a start (a queued run, or
- * an auto run stored in drafting), dispatches in flight, and children asked
- * for but not yet known to exist.
+ * an auto run stored in drafting), dispatches in flight, children asked for
+ * but not yet known to exist, and children to cancel or containers to release.
  */
 function hasWorkToResume(state: RunState): boolean {
   const { status, mode } = state.record;
-  if (status === "queued" || (status === "drafting" && mode === "auto")) {
+  if (status === "queued" || (status === "drafting" && mode === "auto") || hasPendingCleanup(state.record)) {
     return true;
   }
   return Object.values(state.nodes).some((node) =>

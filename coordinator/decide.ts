@@ -1,5 +1,6 @@
 import type { InvocationRecord, RunStatus, TaskResult } from "../schemas/index.ts";
 import { validateJson } from "../lib/json-schema.ts";
+import { hasPendingCleanup, MAX_CLEANUP_CALLS_PER_EVENT, NOTIFY_MARKER, sendCleanup } from "./cleanup.ts";
 import { dispatchable, dispatchReady, inFlightCount, startPendingChildren } from "./dispatch.ts";
 import { Draft, type Command, type DecideContext, type RunState } from "./draft.ts";
 import { isTerminal } from "./lifecycle.ts";
@@ -20,6 +21,14 @@ export const PARENT_NOTIFY_RETRY_MS = 1_000;
  * next one.
  */
 export const LIVENESS_CHECK_MS = 5_000;
+/**
+ * A run that ended and still has cleanup in flight or failing (a child that
+ * has not confirmed its cancel, a container whose release has not answered)
+ * checks again after a tenth of the time since it ended, at least
+ * LIVENESS_CHECK_MS and at most this: a release that fails for good (a shell
+ * server gone) costs one call an hour, not one every 5 s forever.
+ */
+export const MAX_CLEANUP_RETRY_MS = 60 * 60_000;
 
 export type { Command, DecideContext, RunState } from "./draft.ts";
 export { DEFAULT_MAX_PARALLEL, DEFAULT_TASK_TIMEOUT_MS, DEADLINE_GRACE_MS, MAX_DISPATCHES_PER_EVENT, TASKS_PER_EXECUTOR_CALL } from "./dispatch.ts";
@@ -56,7 +65,11 @@ export type RunEvent =
   /** A child run ended, or could not start (`run_id` null). */
   | { type: "child_finished"; outcome: ChildOutcome }
   /** This child run's parent acknowledged its result. */
-  | { type: "parent_notified" };
+  | { type: "parent_notified" }
+  /** Child runs this run cancelled confirmed it (or had ended already, or never existed). */
+  | { type: "children_cancelled"; keys: readonly string[] }
+  /** These containers' `release()` answered. */
+  | { type: "containers_released"; containers: readonly string[] };
 
 export interface Decision {
   state: RunState;
@@ -106,11 +119,17 @@ const HANDLERS: Handlers = {
     }
   },
   child_started: (draft, event) => {
+    if (draft.record.pending_cancels?.includes(event.key)) {
+      // Cancelled while its start was in flight: now that it exists, a wake cancels it.
+      draft.cleanupDeferred = true;
+    }
     if (!isTerminal(draft.record.status)) {
       childStarted(draft, event.key, event.run_id);
     }
   },
   child_finished: (draft, event) => {
+    // A child that ended needs no cancel any more, whatever this run is waiting for.
+    draft.settleCleanup("pending_cancels", [event.outcome.key]);
     if (!isTerminal(draft.record.status)) {
       childFinished(draft, event.outcome);
     }
@@ -120,6 +139,8 @@ const HANDLERS: Handlers = {
       draft.record.parent = { ...draft.record.parent, notified: true };
     }
   },
+  children_cancelled: (draft, event) => draft.settleCleanup("pending_cancels", event.keys),
+  containers_released: (draft, event) => draft.settleCleanup("pending_releases", event.containers),
 };
 
 export function decide(state: RunState, event: RunEvent, context: DecideContext): Decision {
@@ -140,8 +161,12 @@ function sameFields(a: RunState["record"], b: RunState["record"]): boolean {
 
 function onWake(draft: Draft, live: ReadonlySet<string>): void {
   const status = draft.record.status;
+  // Cleanup first: what earlier events made pending, and what a restart lost.
+  const cleanupCalls = sendCleanup(draft, live, MAX_CLEANUP_CALLS_PER_EVENT);
   if (isTerminal(status)) {
-    draft.notifyParent(); // Until the parent acknowledges, every wake tries again.
+    if (!live.has(NOTIFY_MARKER)) {
+      draft.notifyParent(); // Until the parent acknowledges, every wake tries again.
+    }
     return;
   }
   if (status === "drafting") {
@@ -172,10 +197,12 @@ function onWake(draft: Draft, live: ReadonlySet<string>): void {
   }
   // A paused run lets timers fire and in-flight work finish, but starts and dispatches nothing.
   if (!isTerminal(draft.record.status) && draft.record.status !== "paused") {
-    // One budget of child starts per event, for workflow steps and sub-workflow nodes alike.
-    const childStarts = startPendingChildren(draft, live, MAX_CHILD_STARTS_PER_EVENT);
+    // One budget of child starts per event, for workflow steps and sub-workflow nodes
+    // alike, less the calls cleanup took (a start is two calls, a cancel or release one).
+    const startBudget = Math.max(0, MAX_CHILD_STARTS_PER_EVENT - Math.ceil(cleanupCalls / 2));
+    const childStarts = startPendingChildren(draft, live, startBudget);
     startReadyNodes(draft);
-    dispatchReady(draft, MAX_CHILD_STARTS_PER_EVENT - childStarts);
+    dispatchReady(draft, startBudget - childStarts);
   }
 }
 
@@ -256,6 +283,10 @@ function redrive(draft: Draft): void {
   }
   // The first entry after the previous attestation: the verifier accepts only this kind there.
   draft.journal("run.redriven", { redrive: draft.record.redrives, nodes: reset });
+  // The redriven run works in its containers again: a release still pending from the failure
+  // must not stop them under it (the run releases them when it ends again). Children still
+  // to cancel stay pending: they belong to the attempts that failed.
+  draft.settleCleanup("pending_releases", draft.record.pending_releases ?? []);
   draft.transition("queued", `redrive ${draft.record.redrives}`);
   if (draft.workflow.timeout_ms !== undefined) {
     draft.record.deadline_at = draft.now + draft.workflow.timeout_ms;
@@ -318,9 +349,11 @@ function refreshActivity(draft: Draft, inFlight: number): void {
 
 function nextWakeAt(draft: Draft): number | null {
   const status = draft.record.status;
+  const cleanupAt = nextCleanupAt(draft);
   if (isTerminal(status)) {
     const parent = draft.record.parent;
-    return parent && !parent.notified ? draft.now + PARENT_NOTIFY_RETRY_MS : null;
+    const notifyAt = parent && !parent.notified ? draft.now + PARENT_NOTIFY_RETRY_MS : null;
+    return notifyAt === null || cleanupAt === null ? (notifyAt ?? cleanupAt) : Math.min(notifyAt, cleanupAt);
   }
   if (status === "drafting") {
     return draft.record.mode === "auto" ? draft.now : null;
@@ -346,5 +379,25 @@ function nextWakeAt(draft: Draft): number | null {
   if (outstanding) {
     wakeAt = Math.min(wakeAt, draft.now + LIVENESS_CHECK_MS);
   }
+  wakeAt = Math.min(wakeAt, cleanupAt ?? Number.POSITIVE_INFINITY);
   return Number.isFinite(wakeAt) ? wakeAt : null;
+}
+
+/**
+ * When pending cleanup needs a wake: now when some is not sent yet, else a
+ * liveness check (a restart loses the calls in flight; the check finds them
+ * not live and sends them again), spaced out once the run has ended.
+ */
+function nextCleanupAt(draft: Draft): number | null {
+  if (!hasPendingCleanup(draft.record)) {
+    return null;
+  }
+  if (draft.cleanupDeferred) {
+    return draft.now;
+  }
+  if (!isTerminal(draft.record.status)) {
+    return draft.now + LIVENESS_CHECK_MS;
+  }
+  const sinceEnd = Math.max(0, draft.now - draft.record.updated_at);
+  return draft.now + Math.min(MAX_CLEANUP_RETRY_MS, Math.max(LIVENESS_CHECK_MS, Math.floor(sinceEnd / 10)));
 }

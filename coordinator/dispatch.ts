@@ -15,8 +15,9 @@ export const TASKS_PER_EXECUTOR_CALL = 6;
 /**
  * Executor calls per Durable Object event, at most. The platform allows 32
  * calls per event; a wake makes at most 20 executor calls, 10 calls to start
- * 5 child runs (`MAX_CHILD_STARTS_PER_EVENT`, catalog + child each) and 1
- * call to wake itself again: 31.
+ * 5 child runs (`MAX_CHILD_STARTS_PER_EVENT`, catalog + child each) or to
+ * cancel children and release containers (`MAX_CLEANUP_CALLS_PER_EVENT`, one
+ * call each, out of the same 10) and 1 call to wake itself again: 31.
  */
 export const MAX_EXECUTOR_CALLS_PER_EVENT = 20;
 /** At most this many tasks are dispatched per Durable Object event: 20 calls of 6. */

@@ -21,11 +21,11 @@ export interface RunState {
 export type Command =
   | { kind: "dispatch"; payload: TaskPayload }
   | { kind: "journal"; seq: number; entryKind: string; body: JsonObject }
-  /** The run ended: stop the containers it declared (by their durable names). */
+  /** Stop these containers (by their durable names): some of the run's `pending_releases`, sent by a wake. */
   | { kind: "release_resources"; containers: string[] }
   /** Start (idempotently, by key) a child run of a pinned workflow `id@version`. */
   | { kind: "start_child"; key: string; workflow: string; input: Json; depth: number; resources?: Record<string, ResourceHandle> }
-  /** Cancel the child runs started under these keys. */
+  /** Cancel the child runs started under these keys: some of the run's `pending_cancels`, sent by a wake. */
   | { kind: "cancel_children"; keys: string[] }
   /** This run is a child and has ended: tell its parent (the DO adds the attestation's seq and hash). */
   | { kind: "notify_parent"; parent_run_id: string; key: string; status: "completed" | "failed" | "cancelled"; output: Json; error: { code: string; message: string } | null };
@@ -39,6 +39,9 @@ export interface DecideContext {
 
 /** Attestations carry the run output only up to this size of JSON (else its size). */
 const MAX_ATTESTED_OUTPUT_CHARS = 256 * 1024;
+
+/** The record fields that list what a run still has to clean up (see coordinator/cleanup.ts). */
+export type CleanupField = "pending_cancels" | "pending_releases";
 
 /**
  * One event's working copy of the run: copy-on-write (a node or invocation
@@ -56,6 +59,12 @@ export class Draft {
   private readonly ownedInvocations = new Set<string>();
   /** Dispatch token → invocation, built on first use and kept current by setInvocation. */
   private tokens: Map<string, { nodeId: string; index: number }> | null = null;
+  /**
+   * Cleanup (a child to cancel, a container to release) is pending that no
+   * call carries yet and this event did not send: only a wake sends cleanup,
+   * within its budget, so the run asks for a wake now.
+   */
+  cleanupDeferred = false;
 
   constructor(state: RunState, context: DecideContext) {
     this.record = { ...state.record };
@@ -173,13 +182,12 @@ export class Draft {
     }
     const statusSeq = this.transition(outcome, reason);
     this.record.error = error;
-    // Containers a parent handed down are the parent's to release, not this run's.
+    // Containers a parent handed down are the parent's to release, not this run's. They are
+    // recorded in the terminal commit and released by wakes until each release() answered.
     const containers = Object.keys(this.workflow.resources ?? {})
       .filter((resource) => this.record.inherited_resources[resource] === undefined)
       .map((resource) => `${this.record.run_id}/${resource}`);
-    if (containers.length > 0) {
-      this.commands.push({ kind: "release_resources", containers });
-    }
+    this.addCleanup("pending_releases", containers);
     const cited = outcome === "completed" ? settledSeqs(this.nodes) : [...failedSeqs(this.nodes), statusSeq];
     const output = JSON.stringify(this.record.context.output);
     this.journal("attest", {
@@ -212,17 +220,61 @@ export class Draft {
       this.journal("gate.expired", { gate_id: gate.gate_id, node: gate.node, step: gate.step, reason });
       return { ...gate, status: "expired" as const, reason };
     });
-    const keys: string[] = [];
-    for (const node of Object.values(this.nodes)) {
-      for (const invocation of node.invocations) {
-        const waiting = invocation.suspension?.waiting_for;
-        if (invocation.status === "suspended" && waiting?.kind === "child") {
-          keys.push(waiting.key);
-        }
-      }
+    for (const nodeId of Object.keys(this.nodes)) {
+      this.cancelChildren(nodeId);
     }
-    if (keys.length > 0) {
-      this.commands.push({ kind: "cancel_children", keys });
+  }
+
+  /**
+   * The node's invocations that wait on a child run are about to close: each
+   * child that was asked for is cancelled. The cancel is journaled
+   * (`child.cancel_requested`) and recorded in `pending_cancels`, committed
+   * with this event, and a wake sends it until the child confirms. A child
+   * never asked for does not exist and needs nothing.
+   */
+  cancelChildren(nodeId: string): void {
+    const keys: string[] = [];
+    const foreach = this.nodeDefinition(nodeId).foreach !== undefined;
+    for (const invocation of this.node(nodeId).invocations) {
+      const suspension = invocation.suspension;
+      const waiting = suspension?.waiting_for;
+      if (invocation.status !== "suspended" || waiting?.kind !== "child" || (waiting.run_id === null && waiting.requested_at === null)) {
+        continue;
+      }
+      const item = foreach ? invocation.index : null;
+      this.journal("child.cancel_requested", { node: nodeId, item, step: suspension?.step_ref ?? null, child_run_id: waiting.run_id, key: waiting.key });
+      keys.push(waiting.key);
+    }
+    this.addCleanup("pending_cancels", keys);
+  }
+
+  /** Records cleanup to do (once each); a wake sends it. */
+  addCleanup(field: CleanupField, values: readonly string[]): void {
+    const current = this.record[field] ?? [];
+    const known = new Set(current);
+    const added = values.filter((value) => !known.has(value));
+    if (added.length > 0) {
+      this.record[field] = [...current, ...added];
+      this.cleanupDeferred = true;
+    }
+  }
+
+  /** Forgets cleanup that is done (a child confirmed its cancel, a container answered its release). */
+  settleCleanup(field: CleanupField, values: readonly string[]): void {
+    const current = this.record[field];
+    if (current === undefined) {
+      return;
+    }
+    const done = new Set(values);
+    const left = current.filter((value) => !done.has(value));
+    if (left.length === current.length) {
+      return;
+    }
+    if (left.length > 0) {
+      this.record[field] = left;
+    } else {
+      // Absent rather than empty: a run with nothing pending stores what it always did.
+      delete this.record[field];
     }
   }
 

@@ -240,6 +240,8 @@ function writeNodeOutput(draft: Draft, nodeId: string, definition: NodeDefinitio
 /** The node fails: with `continue` the run goes on (the error lands in `state._errors`), else the run is failing. */
 export function failNode(draft: Draft, nodeId: string, error: Failure): void {
   const definition = draft.nodeDefinition(nodeId);
+  // Its other invocations close here: the children they wait for are cancelled (fail_fast or not).
+  draft.cancelChildren(nodeId);
   const invocations = draft.node(nodeId).invocations.map((invocation) => (isOpen(invocation) ? closeInvocation(invocation, "cancelled") : invocation));
   const seq = draft.journal("node.failed", { node: nodeId, error: { ...error }, on_failure: definition.on_failure ?? "fail" });
   draft.setNode(nodeId, { status: "failed", finished_at: draft.now, error, settled_seq: seq, invocations });

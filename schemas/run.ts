@@ -176,6 +176,18 @@ export const RunRecord = z.strictObject({
   redrives: z.number().int().min(0),
   /** Seq of the last journal entry written. */
   journal_seq: z.number().int().min(0),
+  /**
+   * Child runs (by start key) this run cancelled that have not yet confirmed
+   * it; absent when none. Committed with the cancel, so a restart before the
+   * children answered loses nothing: the alarm sends the cancels again.
+   */
+  pending_cancels: z.array(z.string()).optional(),
+  /**
+   * Containers (by durable name) this run released whose `release()` has not
+   * answered yet; absent when none. Committed with the terminal state, retried
+   * by the alarm like `pending_cancels`.
+   */
+  pending_releases: z.array(z.string()).optional(),
   /** What started it: an idempotency key and the hash of the request, to detect reuse with other input. */
   idempotency_key: z.string().nullable(),
   request_hash: z.string(),

@@ -1,11 +1,13 @@
 import { describe, it } from "vitest";
 import { newRunState } from "../../coordinator/create.ts";
+import { cancelMarker, MAX_CLEANUP_CALLS_PER_EVENT, NOTIFY_MARKER, releaseMarker } from "../../coordinator/cleanup.ts";
 import { MAX_CHILD_STARTS_PER_EVENT } from "../../coordinator/waits.ts";
 import {
   DEADLINE_GRACE_MS,
   decide,
   DEFAULT_TASK_TIMEOUT_MS,
   LIVENESS_CHECK_MS,
+  MAX_CLEANUP_RETRY_MS,
   MAX_DISPATCHES_PER_EVENT,
   PARENT_NOTIFY_RETRY_MS,
   type Decision,
@@ -1526,3 +1528,244 @@ describe("workflow steps", () => {
   });
 });
 
+
+describe("cleanup: cancels and releases are committed with the decision and sent by wakes until answered", () => {
+  /** A result that says the task stopped at a `workflow` step and waits for a child run. */
+  function suspendOnChild(token: string): TaskResult {
+    return {
+      token_id: token,
+      success: false,
+      suspended: { step_ref: "sub", step_index: 0, context: { input: {}, state: {}, output: {} }, wait: { kind: "child", workflow: "child_flow@1", input: {}, on_failure: "propagate" } },
+      metrics: METRICS,
+    };
+  }
+
+  const commandsOf = <K extends Decision["commands"][number]["kind"]>(decision: Decision, kind: K) =>
+    decision.commands.filter((command): command is Extract<Decision["commands"][number], { kind: K }> => command.kind === kind);
+  const cancelledKeys = (decision: Decision) => commandsOf(decision, "cancel_children").flatMap((command) => command.keys);
+  const releasedContainers = (decision: Decision) => commandsOf(decision, "release_resources").flatMap((command) => command.containers);
+
+  /** A sub-workflow node whose child exists (`child_started` applied); returns the run and the child's key. */
+  function withRunningChild(): { run: TestRun; key: string } {
+    const run = makeRun({ sub: { workflow: "child_flow" } });
+    const [start] = commandsOf(startRun(run), "start_child");
+    const key = start?.key ?? "";
+    run.send({ type: "child_started", key, run_id: "run_child" });
+    return { run, key };
+  }
+
+  /** `count` foreach items suspended on child runs that all exist. */
+  function withChildren(count: number): { run: TestRun; keys: string[] } {
+    const run = makeRun({ each: { foreach: { items: "$.input.items" } } }, { input: { items: Array.from({ length: count }, (_, index) => index) } });
+    const tokens = dispatchesOf(startRun(run)).map((payload) => payload.token_id);
+    run.send({ type: "task_results", results: tokens.map(suspendOnChild) });
+    const keys: string[] = [];
+    while (keys.length < count) {
+      const started = commandsOf(run.wake(NOW, keys), "start_child").map((command) => command.key);
+      if (started.length === 0) {
+        throw new Error(`only ${keys.length} of ${count} children were asked for`);
+      }
+      keys.push(...started);
+    }
+    keys.forEach((key, index) => run.send({ type: "child_started", key, run_id: `run_child_${index}` }));
+    return { run, keys };
+  }
+
+  function withContainer(): TestRun {
+    return makeRun({ a: {} }, { workflow: { resources: { dev_env: { type: "container" } } } });
+  }
+
+  it("a cancel records the children to cancel in the state it commits, journals each, sends nothing itself and asks for a wake now", ({ expect }) => {
+    const { run, key } = withRunningChild();
+    const cancelled = run.send({ type: "cancel", reason: "user asked" });
+    expect(cancelled.state.record.status).toBe("cancelled");
+    expect(cancelled.state.record.pending_cancels).toEqual([key]);
+    expect(entryOf(cancelled, "child.cancel_requested").body).toEqual({ node: "sub", item: null, step: null, child_run_id: "run_child", key });
+    // Before the terminal status and its attestation: the verifier accepts nothing after an attest.
+    expect(kindsOf(cancelled).indexOf("child.cancel_requested")).toBeLessThan(kindsOf(cancelled).indexOf("attest"));
+    expect(cancelledKeys(cancelled)).toEqual([]);
+    expect(cancelled.wakeAt).toBe(NOW);
+  });
+
+  it("a wake sends the cancel; a liveness wake that finds it in flight sends nothing and writes nothing; a fresh instance sends it again", ({ expect }) => {
+    const { run, key } = withRunningChild();
+    run.send({ type: "cancel", reason: "user asked" });
+    const sent = run.wake(NOW, []);
+    expect(cancelledKeys(sent)).toEqual([key]);
+    expect(sent.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
+    const before = run.state;
+    const check = run.wake(NOW + LIVENESS_CHECK_MS, [cancelMarker(key)]);
+    expect(check.commands).toEqual([]);
+    expect(check.state.record).toBe(before.record);
+    // A restart lost the call: the next wake (the alarm) sends it again.
+    const again = run.wake(NOW + 2 * LIVENESS_CHECK_MS, []);
+    expect(cancelledKeys(again)).toEqual([key]);
+    expect(again.state.record).toBe(before.record);
+  });
+
+  it("the child's confirmation clears the pending cancel, and a terminal run with nothing pending has no wake", ({ expect }) => {
+    const { run, key } = withRunningChild();
+    run.send({ type: "cancel", reason: "user asked" });
+    run.wake(NOW, []);
+    const confirmed = run.send({ type: "children_cancelled", keys: [key] });
+    expect("pending_cancels" in confirmed.state.record).toBe(false);
+    expect(confirmed.commands).toEqual([]);
+    expect(confirmed.wakeAt).toBeNull();
+    expect(run.wake(NOW + LIVENESS_CHECK_MS, []).commands).toEqual([]);
+  });
+
+  it("a child's own report that it ended counts as its confirmation", ({ expect }) => {
+    const { run, key } = withRunningChild();
+    run.send({ type: "cancel", reason: "user asked" });
+    const reported = run.send({ type: "child_finished", outcome: { key, run_id: "run_child", status: "cancelled", output: null, error: null, attestation: { seq: 5, hash: "h" } } });
+    expect("pending_cancels" in reported.state.record).toBe(false);
+    expect(reported.wakeAt).toBeNull();
+  });
+
+  it("a child whose start is still in flight is cancelled once its start returned, not before", ({ expect }) => {
+    const run = makeRun({ sub: { workflow: "child_flow" } });
+    const [start] = commandsOf(startRun(run), "start_child");
+    const key = start?.key ?? "";
+    const cancelled = run.send({ type: "cancel", reason: "user asked" });
+    expect(cancelled.state.record.pending_cancels).toEqual([key]);
+    expect(entryOf(cancelled, "child.cancel_requested").body).toMatchObject({ child_run_id: null, key });
+    // The start is live: a cancel now could reach no run yet, and the child would be created after it.
+    const whileStarting = run.wake(NOW, [key]);
+    expect(whileStarting.commands).toEqual([]);
+    expect(whileStarting.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
+    const started = run.send({ type: "child_started", key, run_id: "run_child" });
+    expect(started.wakeAt).toBe(NOW);
+    expect(cancelledKeys(run.wake(NOW, []))).toEqual([key]);
+  });
+
+  it("a child never asked for is not cancelled: it does not exist", ({ expect }) => {
+    const run = makeRun({ each: { foreach: { items: "$.input.items" } } }, { input: { items: [0] } });
+    const [payload] = dispatchesOf(startRun(run));
+    run.send({ type: "task_result", result: suspendOnChild(payload?.token_id ?? "") });
+    const cancelled = run.send({ type: "cancel", reason: "user asked" });
+    expect(kindsOf(cancelled)).not.toContain("child.cancel_requested");
+    expect("pending_cancels" in cancelled.state.record).toBe(false);
+    expect(cancelled.wakeAt).toBeNull();
+  });
+
+  it("a node that fails cancels the children its other items wait for", ({ expect }) => {
+    const { run, keys } = withChildren(2);
+    const [first = "", second = ""] = keys;
+    // Item 0's child fails; the step propagates it: the task is sent again and fails for good.
+    run.send({ type: "child_finished", outcome: { key: first, run_id: "run_child_0", status: "failed", output: null, error: { code: "x.failed", message: "no" }, attestation: null } });
+    const resumed = run.wake(NOW, []);
+    const [token] = dispatchesOf(resumed).map((payload) => payload.token_id);
+    const failed = run.fail(token ?? "");
+    expect(failed.state.nodes.each?.status).toBe("failed");
+    expect(failed.state.record.pending_cancels).toEqual([second]);
+    expect(entryOf(failed, "child.cancel_requested").body).toMatchObject({ node: "each", item: 1, step: "sub", child_run_id: "run_child_1" });
+    expect(failed.wakeAt).toBe(NOW);
+  });
+
+  it("sends at most MAX_CLEANUP_CALLS_PER_EVENT cancels per wake and the rest on the next one, and cleanup shares the wake's child-start budget", ({ expect }) => {
+    const { run, keys } = withChildren(MAX_CLEANUP_CALLS_PER_EVENT + 2);
+    run.send({ type: "cancel", reason: "user asked" });
+    const first = run.wake(NOW, []);
+    expect(cancelledKeys(first)).toEqual(keys.slice(0, MAX_CLEANUP_CALLS_PER_EVENT));
+    expect(first.wakeAt).toBe(NOW);
+    const second = run.wake(NOW, cancelledKeys(first).map(cancelMarker));
+    expect(cancelledKeys(second)).toEqual(keys.slice(MAX_CLEANUP_CALLS_PER_EVENT));
+    expect(second.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
+  });
+
+  it("a wake of a running run that sends cleanup starts fewer children: a start is two calls, a cancel one", ({ expect }) => {
+    // Eight items wait to start their children while three cancels are pending.
+    const run = makeRun({ each: { foreach: { items: "$.input.items" } }, sub: { workflow: "child_flow" } }, { input: { items: [0, 1, 2, 3, 4, 5, 6, 7] } });
+    const decision = startRun(run);
+    const [start] = commandsOf(decision, "start_child");
+    const tokens = dispatchesOf(decision).map((payload) => payload.token_id);
+    run.send({ type: "child_started", key: start?.key ?? "", run_id: "run_child" });
+    // A pending cancel a restart lost (staged: the record says so, nothing is live).
+    run.state = { ...run.state, record: { ...run.state.record, pending_cancels: ["k1", "k2", "k3"] } };
+    run.send({ type: "task_results", results: tokens.map(suspendOnChild) });
+    const wake = run.wake(NOW, []);
+    expect(cancelledKeys(wake)).toEqual(["k1", "k2", "k3"]);
+    expect(commandsOf(wake, "start_child")).toHaveLength(MAX_CHILD_STARTS_PER_EVENT - 2);
+  });
+
+  it("a run that ends with its own container records the release with the terminal state; a wake sends it until release() answered, then no wake", ({ expect }) => {
+    const run = withContainer();
+    startRun(run);
+    const finished = run.succeed(run.token("a"));
+    expect(finished.state.record.status).toBe("completed");
+    expect(finished.state.record.pending_releases).toEqual([`${RUN_ID}/dev_env`]);
+    expect(releasedContainers(finished)).toEqual([]);
+    expect(finished.wakeAt).toBe(NOW);
+    const sent = run.wake(NOW, []);
+    expect(releasedContainers(sent)).toEqual([`${RUN_ID}/dev_env`]);
+    expect(sent.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
+    expect(run.wake(NOW + LIVENESS_CHECK_MS, [releaseMarker(`${RUN_ID}/dev_env`)]).commands).toEqual([]);
+    expect(releasedContainers(run.wake(NOW + 2 * LIVENESS_CHECK_MS, []))).toEqual([`${RUN_ID}/dev_env`]);
+    const released = run.send({ type: "containers_released", containers: [`${RUN_ID}/dev_env`] });
+    expect("pending_releases" in released.state.record).toBe(false);
+    expect(released.wakeAt).toBeNull();
+  });
+
+  it("a container the parent handed down is the parent's to release", ({ expect }) => {
+    const run = withContainer();
+    run.state = { ...run.state, record: { ...run.state.record, inherited_resources: { dev_env: { type: "container", id: "run_parent/dev_env", owner: "run_parent" } } } };
+    startRun(run);
+    const finished = run.succeed(run.token("a"));
+    expect("pending_releases" in finished.state.record).toBe(false);
+    expect(finished.wakeAt).toBeNull();
+  });
+
+  it("a run without children or containers ends with nothing pending, no cleanup fields and no wake", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    startRun(run);
+    const finished = run.succeed(run.token("a"));
+    expect(Object.keys(finished.state.record)).not.toContain("pending_cancels");
+    expect(Object.keys(finished.state.record)).not.toContain("pending_releases");
+    expect(finished.wakeAt).toBeNull();
+  });
+
+  it("cleanup that keeps failing after the run ended is tried less often as time passes, at most every MAX_CLEANUP_RETRY_MS", ({ expect }) => {
+    const run = withContainer();
+    startRun(run);
+    run.succeed(run.token("a"));
+    expect(run.wake(NOW + 10 * 60_000, []).wakeAt).toBe(NOW + 10 * 60_000 + 60_000);
+    const dayLater = NOW + 24 * 60 * 60_000;
+    expect(run.wake(dayLater, []).wakeAt).toBe(dayLater + MAX_CLEANUP_RETRY_MS);
+  });
+
+  it("a redrive drops a release still pending (the run works in its container again) and releases it when it ends again", ({ expect }) => {
+    const run = makeRun({ a: {} }, { workflow: { resources: { dev_env: { type: "container" } } } });
+    startRun(run);
+    const failed = run.fail(run.token("a"));
+    expect(failed.state.record.status).toBe("failed");
+    expect(failed.state.record.pending_releases).toEqual([`${RUN_ID}/dev_env`]);
+    const redriven = run.send({ type: "redrive" });
+    expect("pending_releases" in redriven.state.record).toBe(false);
+    const again = run.wake(NOW, []);
+    expect(releasedContainers(again)).toEqual([]);
+    const finished = run.succeed(run.token("a"));
+    expect(finished.state.record.pending_releases).toEqual([`${RUN_ID}/dev_env`]);
+  });
+
+  it("a terminal wake does not repeat a report to the parent that is still in flight", ({ expect }) => {
+    const run = withContainer();
+    run.state = { ...run.state, record: { ...run.state.record, parent: { run_id: "run_parent", key: "run_parent/0/n/0/1/-", notified: false } } };
+    startRun(run);
+    const finished = run.succeed(run.token("a"));
+    expect(commandsOf(finished, "notify_parent")).toHaveLength(1);
+    const wake = run.wake(NOW, [NOTIFY_MARKER]);
+    expect(commandsOf(wake, "notify_parent")).toEqual([]);
+    expect(releasedContainers(wake)).toEqual([`${RUN_ID}/dev_env`]);
+    expect(commandsOf(run.wake(NOW + PARENT_NOTIFY_RETRY_MS, []), "notify_parent")).toHaveLength(1);
+  });
+
+  it("cancel is idempotent on the child's side: a cancel of a run that ended changes nothing", ({ expect }) => {
+    const run = makeRun({ a: {} });
+    startRun(run);
+    const cancelled = run.send({ type: "cancel", reason: "the parent run ended" });
+    const again = run.send({ type: "cancel", reason: "the parent run ended" });
+    expect(again.commands).toEqual([]);
+    expect(again.state).toEqual(cancelled.state);
+    expect(again.wakeAt).toBeNull();
+  });
+});

@@ -70,6 +70,29 @@ function hold(stub: DurableObjectStub): { release: () => void } {
 }
 
 const httpStep = (ref: string, url: string) => ({ ref, action: { kind: "http", implementation: { method: "GET", url_template: url } } });
+const humanStep = (ref: string) => ({ ref, action: { kind: "human", implementation: { prompt_template: "go on?", input_schema: { type: "object" } } } });
+
+const local = () => env as unknown as { SHELL_SERVER_URL: string };
+const sandboxes = () => env.SANDBOX as unknown as DurableObjectNamespace;
+const sandboxOf = (container: string) => sandboxes().get(sandboxes().idFromName(container));
+
+/** The Sandbox's own storage: its owner record and the workspace's credential on the shell server. */
+function sandboxRecord(container: string): Promise<{ owner: { run_id: string; released_at?: string } | undefined; token: string | undefined }> {
+  return runInDurableObject(sandboxOf(container), (_instance, state) => ({
+    owner: state.storage.kv.get<{ run_id: string; released_at?: string }>("sandbox:owner"),
+    token: state.storage.kv.get<string>("sandbox:workspace-token"),
+  }));
+}
+
+/** Reads a workspace file straight from the local shell server with the workspace's credential. */
+async function readFromShellServer(container: string, token: string, path: string): Promise<{ status: number; text: string }> {
+  const response = await fetch(`${local().SHELL_SERVER_URL}/v1/workspaces/${encodeURIComponent(container)}/files/read`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+    body: JSON.stringify({ path }),
+  });
+  return { status: response.status, text: await response.text() };
+}
 const countOf = (entries: readonly Entry[], kind: string, node?: string) => entries.filter((entry) => entry.kind === kind && (node === undefined || entry.body.node === node)).length;
 
 describe("recovery needs no reader", () => {
@@ -174,6 +197,96 @@ describe("recovery needs no reader", () => {
     expect(await hits(`${key}-child`)).toBe(1);
     expect(await verified(runId)).toBe(true);
     expect(await verified(childRunId)).toBe(true);
+  });
+
+  it("a cancel of a child lost in a restart is sent again by the parent's alarm alone, and the child ends cancelled", async ({ expect }) => {
+    const child = uniqueId("gated-child");
+    const parent = uniqueId("cancelled-parent");
+    await register({
+      workflows: [
+        { id: child, nodes: { ask: { task: { steps: [humanStep("ask")] } } } },
+        { id: parent, nodes: { sub: { workflow: child } } },
+      ],
+    });
+    const runId: string = (await api("POST", `/v1/workflows/${parent}/runs`, { input: {} })).json.run_id;
+    const childRunId = await vi.waitUntil(async () => (await journal(runId)).find((entry) => entry.kind === "child.started")?.body.child_run_id as string | undefined, { timeout: 10_000 });
+    // The child runs: it waits at its gate.
+    await waitForRun(childRunId, (run) => run.gates.some((gate: { status: string }) => gate.status === "open"));
+    // The child holds every call: the parent's cancel is in flight when the process dies.
+    const childHeld = hold(stubOf(childRunId));
+    const cancelled = await api("POST", `/v1/runs/${runId}/cancel`);
+    expect(cancelled.json.status).toBe("cancelled");
+
+    const alarm = await storedAlarm(runId);
+    expect(alarm).not.toBeNull();
+    expect(alarm ?? Number.POSITIVE_INFINITY).toBeLessThanOrEqual(Date.now() + LIVENESS_CHECK_MS);
+    await abortAllDurableObjects();
+    childHeld.release();
+    await runDurableObjectAlarm(stubOf(runId));
+    // Only the parent's alarm ran; nobody read the parent. The child is cancelled.
+    const ended = await waitForRun(childRunId, (run) => run.status !== "waiting", 10_000);
+    expect(ended.status).toBe("cancelled");
+    // The parent stops once the child confirmed: nothing pending, no alarm left.
+    await vi.waitUntil(async () => (await storedAlarm(runId)) === null, { timeout: 10_000 });
+
+    const entries = await journal(runId);
+    expect(entries.filter((entry) => entry.kind === "child.cancel_requested").map((entry) => entry.body)).toEqual([
+      { node: "sub", item: null, step: null, child_run_id: childRunId, key: expect.any(String) },
+    ]);
+    const childEntries = await journal(childRunId);
+    expect(childEntries.at(-1)?.body).toMatchObject({ outcome: "cancelled", reason: "the parent run ended", created_by: `run:${runId}` });
+    expect(await verified(runId)).toBe(true);
+    expect(await verified(childRunId)).toBe(true);
+    // Cancel is idempotent on the child's side: another one changes nothing.
+    const again = await api("POST", `/v1/runs/${childRunId}/cancel`);
+    expect(again.status).toBe(409);
+    expect(again.json.error.code).toBe("run.terminal");
+    expect(await journal(childRunId)).toHaveLength(childEntries.length);
+  });
+
+  it("a container release lost in a restart is sent again by the run's alarm alone, and the Sandbox is released", async ({ expect }) => {
+    const key = uniqueId("last");
+    const id = uniqueId("with-container");
+    await register({
+      workflows: [
+        {
+          id,
+          resources: { dev_env: { type: "container" } },
+          nodes: {
+            work: { resource_bindings: { container: "dev_env" }, task: { steps: [{ ref: "write", action: { kind: "shell", implementation: { command_template: "echo kept > note.txt" } } }] } },
+            last: { depends_on: ["work"], task: { steps: [httpStep("wait", `${httpTarget()}/slow/${key}?ms=300`)] } },
+          },
+        },
+      ],
+    });
+    const runId: string = (await api("POST", `/v1/workflows/${id}/runs`, { input: {} })).json.run_id;
+    const container = `${runId}/dev_env`;
+    // The container is done with (its node completed) while the last node runs.
+    await vi.waitUntil(async () => (await hits(key)) >= 1, { timeout: 10_000 });
+    const claimed = await sandboxRecord(container);
+    expect(claimed.owner).toMatchObject({ run_id: runId });
+    expect(claimed.owner?.released_at).toBeUndefined();
+    const token = claimed.token ?? "";
+    expect((await readFromShellServer(container, token, "note.txt")).text).toContain("kept");
+    // The Sandbox holds every call: the run's release is in flight when the process dies.
+    const sandboxHeld = hold(sandboxOf(container));
+    const finished = await waitForRun(runId);
+    expect(finished.status).toBe("completed");
+
+    const alarm = await storedAlarm(runId);
+    expect(alarm).not.toBeNull();
+    expect(alarm ?? Number.POSITIVE_INFINITY).toBeLessThanOrEqual(Date.now() + LIVENESS_CHECK_MS);
+    await abortAllDurableObjects();
+    sandboxHeld.release();
+    await runDurableObjectAlarm(stubOf(runId));
+    // Only the run's alarm ran: the Sandbox is released, its workspace gone from the shell server.
+    await vi.waitUntil(async () => (await sandboxRecord(container)).owner?.released_at !== undefined, { timeout: 10_000 });
+    const gone = await readFromShellServer(container, token, "note.txt");
+    expect(gone.status).not.toBe(200);
+    expect(gone.text).not.toContain("kept");
+    // Released once it answered: nothing pending, no alarm left.
+    await vi.waitUntil(async () => (await storedAlarm(runId)) === null, { timeout: 10_000 });
+    expect(await verified(runId)).toBe(true);
   });
 
   it("a crash while an auto run is created leaves no run stranded in drafting: creation and start commit together", async ({ expect }) => {

@@ -1,0 +1,65 @@
+import type { RunRecord } from "../schemas/index.ts";
+import type { Draft } from "./draft.ts";
+
+/**
+ * What a run still owes after it decided to stop something: child runs to
+ * cancel (`pending_cancels`, by start key) and containers to release
+ * (`pending_releases`, by durable name). Both lists are committed with the
+ * decision that makes them (a cancel, a fail_fast, the terminal state), so a
+ * restart right after that commit loses nothing: every wake sends what is
+ * pending and no call of this instance carries, and the list shrinks only
+ * when the other side answered (`children_cancelled`, `containers_released`,
+ * or a child's own report that it ended). Both calls are idempotent: a cancel
+ * of a run that already ended answers `run.terminal`, a second `release()`
+ * stops nothing and answers.
+ *
+ * The instance's live set says which calls are in flight here, under the
+ * markers below (dispatch tokens and child keys share that set).
+ */
+
+/**
+ * Cancels and releases sent per Durable Object event, at most: one call each.
+ * They share the wake's 10 calls for child starts (two calls each): a wake
+ * that sends `n` of them starts at most `5 - ceil(n / 2)` children.
+ */
+export const MAX_CLEANUP_CALLS_PER_EVENT = 10;
+
+/** In the live set while a cancel of this child is in flight. */
+export function cancelMarker(key: string): string {
+  return `cancel:${key}`;
+}
+
+/** In the live set while a release of this container is in flight. */
+export function releaseMarker(container: string): string {
+  return `release:${container}`;
+}
+
+/** In the live set while this child run's report to its parent is in flight. */
+export const NOTIFY_MARKER = "notify:parent";
+
+export function hasPendingCleanup(record: RunRecord): boolean {
+  return (record.pending_cancels?.length ?? 0) > 0 || (record.pending_releases?.length ?? 0) > 0;
+}
+
+/**
+ * Sends what is pending and not in flight, at most `budget` calls (cancels
+ * first); returns how many. A child whose start this instance is still
+ * making is left alone: it is cancelled once its start returned. What the
+ * budget leaves over asks for another wake now.
+ */
+export function sendCleanup(draft: Draft, live: ReadonlySet<string>, budget: number): number {
+  const cancels = (draft.record.pending_cancels ?? []).filter((key) => !live.has(key) && !live.has(cancelMarker(key)));
+  const releases = (draft.record.pending_releases ?? []).filter((container) => !live.has(releaseMarker(container)));
+  const keys = cancels.slice(0, budget);
+  const containers = releases.slice(0, budget - keys.length);
+  if (keys.length > 0) {
+    draft.commands.push({ kind: "cancel_children", keys });
+  }
+  if (containers.length > 0) {
+    draft.commands.push({ kind: "release_resources", containers });
+  }
+  if (keys.length + containers.length < cancels.length + releases.length) {
+    draft.cleanupDeferred = true;
+  }
+  return keys.length + containers.length;
+}
