@@ -24,7 +24,7 @@
  */
 import { spawn } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { constants, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -63,6 +63,7 @@ export const peers = [
     start: async () => {
       if (wantsRealContainers(process.argv.slice(2))) return { stop: async () => {} };
       const shell = await startShellServer({ port: 0 });
+      if (shell.isolation === "uid") keepStatePrivate();
       return {
         vars: { CONTAINER_MODE: "local", SHELL_SERVER_URL: shell.url },
         secrets: { SHELL_SERVER_TOKEN: shell.token },
@@ -90,6 +91,20 @@ export const peers = [
 ];
 
 const DEV_VARS = join(repoRoot, ".dev.vars");
+
+/**
+ * With a uid per workspace (the shell server runs as root), commands run as
+ * users that may read whatever is readable by all: wrangler's state
+ * (`.wrangler/state`, world-readable SQLite files holding every Durable
+ * Object, the Sandboxes' workspace tokens among them) and `.dev.vars` (the
+ * journal signing key). Both are made private to this user.
+ */
+function keepStatePrivate() {
+  const state = join(repoRoot, ".wrangler");
+  mkdirSync(state, { recursive: true });
+  chmodSync(state, 0o700);
+  if (existsSync(DEV_VARS)) chmodSync(DEV_VARS, 0o600);
+}
 
 /**
  * Adds API_TOKENS and JOURNAL_SIGNING_KEY to `.dev.vars` when missing or empty.

@@ -22,7 +22,7 @@
  * then retry). Bodies and answers are JSON. Errors answer
  * `{ "error": { "code", "message" } }`.
  *
- *   GET    /healthz                          (server token) 200 { ok: true, version, running }
+ *   GET    /healthz                          (server token) 200 { ok: true, version, running, isolation: "uid" | "none" }
  *   PUT    /v1/workspaces/:id                (server token) { token } → { registered: true, created };
  *                                            409 workspace_taken if it is registered with another token.
  *                                            A workspace registered anew starts empty.
@@ -37,10 +37,11 @@
  *
  * Workspaces: one directory per `:id` (a container's durable name, URL-encoded
  * in the path), `<root>/<encoded id>`, created on first use; its commands get
- * their own HOME in `<root>/.homes/<encoded id>`. In the image the root is
- * `/workspaces`; locally it is a fresh temporary directory. File paths are
- * relative to the workspace and may not leave it (`..`, absolute paths and
- * symlinks pointing out are refused with `path_outside_workspace`).
+ * their own HOME in `<root>/.homes/<encoded id>` and TMPDIR in
+ * `<root>/.tmp/<encoded id>`. In the image the root is `/workspaces`; locally
+ * it is a fresh temporary directory. File paths are relative to the workspace
+ * and may not leave it (`..`, absolute paths and symlinks pointing out are
+ * refused with `path_outside_workspace`).
  *
  * exec body: `{ command?: string, argv?: string[], cwd?, env?, timeout_ms?,
  * max_output_bytes?, stdin? }` (exactly one of `command`, run by `bash -c` or
@@ -60,28 +61,47 @@
  *   TRELLIS_WORKSPACE, plus the request's `env`: the server's own environment
  *   (and so, locally, the developer's) never reaches a command.
  *
- * Local mode isolates workspaces on the network API only: a command runs as
- * the user who started the server, with their file permissions, so it can
- * read other workspaces (and anything else that user can) through the file
- * system. It is for development and tests; in production each container has
- * one run's workspace and its own server.
+ * Isolation between workspaces on one server (local mode serves every run
+ * from one server; in production each container has one run's workspace and
+ * its own server):
+ * - **As root** (`isolation: "auto"`, the default, or `"uid"`), every
+ *   workspace gets its own unprivileged uid and gid, recorded with its
+ *   registration (workspace-users.mjs): its directory, HOME and TMPDIR belong
+ *   to that uid, mode 0700, inside a root owned by root (0711) whose registry
+ *   (0700) no workspace can read; its commands run as that uid with no
+ *   supplementary groups and umask 077; the server's own file operations for
+ *   it run in a helper process with that uid (file-agent.mjs). A command can
+ *   then neither read, list, change nor signal anything of another workspace.
+ *   Deleting a workspace ends every process of its uid, `setsid` leftovers too.
+ * - **Not as root** (or `isolation: "none"`), every command runs as the
+ *   server's own user and can read and change every workspace of this server
+ *   through the file system (`cat ../<other workspace>/…`). The server says so
+ *   on stderr when it starts ({@link NO_ISOLATION_WARNING}).
  *
  * Standalone: `SHELL_SERVER_TOKEN=… node containers/shell-server/server.mjs
  * [--host 127.0.0.1] [--port 8080] [--workspace-root DIR] [--watch-stdin]
- * [--max-lifetime-ms N]` prints one JSON line `{ url, workspace_root }` and
+ * [--max-lifetime-ms N] [--isolation auto|uid|none]` prints one JSON line `{ url, workspace_root }` and
  * runs until SIGINT/SIGTERM, or until its standard input closes with
  * `--watch-stdin` (its parent went away), or after `--max-lifetime-ms`.
  */
 import { spawn } from "node:child_process";
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { existsSync } from "node:fs";
-import { appendFile, lstat, mkdir, mkdtemp, open, readdir, readFile, realpath, rename, rm, stat, writeFile } from "node:fs/promises";
+import { appendFile, chmod, lchown, lstat, mkdir, mkdtemp, open, readdir, readFile, realpath, rename, rm, stat, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
+import { createFileAgents, createUidAllocator, isRoot, killAllOf, probeWorkspaceUser, spawnPrivate } from "./workspace-users.mjs";
 
 export const SHELL_SERVER_VERSION = "1";
+
+/** What the server prints on stderr, once, when it cannot keep workspaces apart. */
+export const NO_ISOLATION_WARNING =
+  "shell-server: WARNING: workspaces are NOT isolated from each other: every command runs as this server's own " +
+  "user, so a command in one workspace can read, change and delete the files of every other workspace of this " +
+  "server (and anything else that user can reach). Run the server as root to give each workspace its own uid " +
+  "(docs/containers.md, \"Local mode\"). A server that serves one workspace only (a production container) is not affected.";
 
 /** A command's bound when the request gives none. */
 export const DEFAULT_TIMEOUT_MS = 60_000;
@@ -110,22 +130,27 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * @property {number} port
  * @property {string} token           the server token: registers workspaces (and reads /healthz), opens none
  * @property {string} workspaceRoot   where workspaces live
+ * @property {"uid" | "none"} isolation  "uid": each workspace has its own uid; "none": commands run as the server's user
  * @property {(id: string) => string} workspacePath  the directory of one workspace
  * @property {() => Promise<void>} close  stops the server, kills running commands, removes a temporary root
  */
 
 /**
  * Starts the shell server.
- * @param {{ port?: number, host?: string, token?: string, workspaceRoot?: string, maxLifetimeMs?: number }} [options]
+ * @param {{ port?: number, host?: string, token?: string, workspaceRoot?: string, maxLifetimeMs?: number, isolation?: "auto" | "uid" | "none" }} [options]
  *   `port` 0 (default) picks a free port; `host` defaults to 127.0.0.1; `token`
  *   defaults to a fresh random one; `workspaceRoot` defaults to a fresh
  *   temporary directory (removed by close()); `maxLifetimeMs` closes the
- *   server after that long (never by default).
+ *   server after that long (never by default); `isolation` (default "auto":
+ *   "uid" when the process runs as root, else "none") says whether each
+ *   workspace gets its own uid; "uid" without root is an error.
  * @returns {Promise<ShellServer>}
  */
-export async function startShellServer({ port = 0, host = "127.0.0.1", token, workspaceRoot, maxLifetimeMs } = {}) {
+export async function startShellServer({ port = 0, host = "127.0.0.1", token, workspaceRoot, maxLifetimeMs, isolation = "auto" } = {}) {
   const secret = token ?? randomBytes(24).toString("base64url");
   if (secret.length < 16) throw new Error("the shell server token must have at least 16 characters");
+  if (isolation === "uid" && !isRoot()) throw new Error('isolation "uid" needs a shell server running as root');
+  const isolated = isolation === "uid" || (isolation === "auto" && isRoot());
   const ownsRoot = workspaceRoot === undefined;
   const root = ownsRoot ? await mkdtemp(join(tmpdir(), "trellis-shell-")) : resolve(workspaceRoot);
   await mkdir(root, { recursive: true });
@@ -135,7 +160,16 @@ export async function startShellServer({ port = 0, host = "127.0.0.1", token, wo
   const running = new Map();
 
   /** @type {Context} */
-  const context = { root: rootReal, shell, running, serverDigest: sha256(secret), registry: await loadRegistry(rootReal) };
+  const context = {
+    root: rootReal,
+    shell,
+    running,
+    serverDigest: sha256(secret),
+    registry: await loadRegistry(rootReal),
+    users: isolated ? await prepareIsolation(rootReal) : undefined,
+  };
+  if (context.users) await adoptRegistrations(context, context.users);
+  else process.stderr.write(`${NO_ISOLATION_WARNING}\n`);
 
   const server = createServer((req, res) => {
     handle(req, res, context).catch((err) => {
@@ -168,6 +202,7 @@ export async function startShellServer({ port = 0, host = "127.0.0.1", token, wo
 
   const killAll = () => {
     for (const pid of running.keys()) killGroup(pid);
+    context.users?.agents.stopAll();
   };
   process.on("exit", killAll);
   /** @type {ReturnType<typeof setTimeout> | undefined} */
@@ -179,6 +214,7 @@ export async function startShellServer({ port = 0, host = "127.0.0.1", token, wo
       if (lifetime) clearTimeout(lifetime);
       process.off("exit", killAll);
       killAll();
+      if (context.users) await Promise.all([...context.registry.values()].map((entry) => (entry.uid === undefined ? undefined : killAllOf(idOf(entry.uid), shell))));
       await new Promise((done) => {
         server.close(() => done(undefined));
         server.closeAllConnections();
@@ -195,6 +231,7 @@ export async function startShellServer({ port = 0, host = "127.0.0.1", token, wo
     port: address.port,
     token: secret,
     workspaceRoot: rootReal,
+    isolation: isolated ? "uid" : "none",
     workspacePath: (id) => join(rootReal, encodeWorkspaceId(id)),
     close,
   };
@@ -218,8 +255,14 @@ export function encodeWorkspaceId(id) {
 // ───────────────────────────── routing ─────────────────────────────
 
 /**
- * @typedef {{ root: string, shell: string, running: Map<number, string>, serverDigest: Buffer, registry: Map<string, Buffer> }} Context
- *   `registry`: workspace id → SHA-256 of its token.
+ * @typedef {{ digest: Buffer, uid?: number, ready?: Promise<void>, prepared?: Promise<void>, closing?: boolean }} Registration
+ *   `digest`: the SHA-256 of the workspace's token; `uid`: its own uid (and
+ *   gid) when the server isolates workspaces; `ready`: settles when the
+ *   registration is complete; `prepared`: settles when its directories are
+ *   made and handed to its uid; `closing`: it is being deleted.
+ * @typedef {{ allocator: Awaited<ReturnType<typeof createUidAllocator>>, agents: ReturnType<typeof createFileAgents> }} Users
+ * @typedef {{ root: string, shell: string, running: Map<number, string>, serverDigest: Buffer, registry: Map<string, Registration>, users: Users | undefined }} Context
+ *   `registry`: workspace id → its registration; `users`: set when each workspace has its own uid.
  */
 
 /**
@@ -240,7 +283,7 @@ async function handle(req, res, context) {
   if (url.pathname === "/healthz" && method === "GET") {
     req.resume();
     if (!digestsEqual(presented, context.serverDigest)) return unauthorized(res, "unauthorized", "/healthz needs the server token");
-    return sendJson(res, 200, { ok: true, version: SHELL_SERVER_VERSION, running: context.running.size });
+    return sendJson(res, 200, { ok: true, version: SHELL_SERVER_VERSION, running: context.running.size, isolation: context.users ? "uid" : "none" });
   }
   const match = /^\/v1\/workspaces\/([^/]+)(\/.*)?$/.exec(url.pathname);
   if (!match) {
@@ -271,10 +314,16 @@ async function handle(req, res, context) {
     req.resume();
     return unauthorized(res, "workspace_not_registered", `no workspace "${id}" is registered: register it with PUT /v1/workspaces/:id and the server token first`);
   }
-  if (!digestsEqual(presented, registered)) {
+  if (!digestsEqual(presented, registered.digest)) {
     req.resume();
     const why = digestsEqual(presented, context.serverDigest) ? "the server token does not open a workspace" : "this is not the workspace's token";
     return unauthorized(res, "unauthorized", `${why}: send the token the workspace was registered with`);
+  }
+  try {
+    await registered.ready;
+  } catch {
+    req.resume();
+    return unauthorized(res, "workspace_not_registered", `workspace "${id}" could not be registered: register it again`);
   }
   if (route === "DELETE ") {
     req.resume();
@@ -287,28 +336,100 @@ async function handle(req, res, context) {
     const e = /** @type {RequestError} */ (err);
     return sendError(res, e.status ?? 400, e.code ?? "bad_request", e.message);
   }
-  const workspace = await ensureWorkspace(context, id);
   try {
+    const workspace = await ensureWorkspace(context, id, registered);
     const result = await /** @type {NonNullable<typeof handler>} */ (handler)(body, workspace, context, id);
     return sendJson(res, 200, result);
   } catch (err) {
-    if (err instanceof RequestError) return sendError(res, err.status, err.code, err.message);
-    const code = /** @type {NodeJS.ErrnoException} */ (err)?.code;
-    if (code === "ENOENT") return sendError(res, 404, "no_such_file", String(/** @type {Error} */ (err).message));
-    if (code === "EISDIR") return sendError(res, 400, "is_a_directory", String(/** @type {Error} */ (err).message));
-    if (code === "ENOTDIR") return sendError(res, 400, "not_a_directory", String(/** @type {Error} */ (err).message));
-    throw err;
+    const e = toRequestError(err);
+    return sendError(res, e.status, e.code, e.message);
   }
 }
 
 /** @type {Record<string, (body: Record<string, unknown>, workspace: Workspace, context: Context, id: string) => Promise<unknown>>} */
 const ROUTES = {
   "POST /exec": execRoute,
-  "POST /files/read": readRoute,
-  "POST /files/write": writeRoute,
-  "POST /files/list": listRoute,
-  "POST /files/delete": deleteRoute,
+  "POST /files/read": (body, workspace, context, id) => fileOperation(context, id, workspace, "read", body),
+  "POST /files/write": (body, workspace, context, id) => fileOperation(context, id, workspace, "write", body),
+  "POST /files/list": (body, workspace, context, id) => fileOperation(context, id, workspace, "list", body),
+  "POST /files/delete": (body, workspace, context, id) => fileOperation(context, id, workspace, "delete", body),
 };
+
+/**
+ * What the server does on a workspace's files, by name: run in this process
+ * when workspaces share the server's user, else by the workspace's file
+ * helper with its own uid (file-agent.mjs).
+ * @type {Record<string, (body: Record<string, unknown>, workspace: { dir: string }) => Promise<unknown>>}
+ */
+const FILE_OPERATIONS = {
+  read: readRoute,
+  write: writeRoute,
+  list: listRoute,
+  delete: deleteRoute,
+  cwd: cwdRoute,
+};
+
+/**
+ * Runs one file operation here and answers it as data (the file helper's
+ * protocol): `{ value }` or `{ error: { status, code, message } }`.
+ * @param {string} op
+ * @param {Record<string, unknown>} body
+ * @param {{ dir: string }} workspace
+ * @returns {Promise<{ value: unknown } | { error: { status: number, code: string, message: string } }>}
+ */
+export async function runFileOperation(op, body, workspace) {
+  const run = Object.hasOwn(FILE_OPERATIONS, op) ? FILE_OPERATIONS[op] : undefined;
+  if (run === undefined) return { error: { status: 400, code: "bad_request", message: `no file operation "${op}"` } };
+  try {
+    return { value: await run(body, workspace) };
+  } catch (err) {
+    const { status, code, message } = toRequestError(err);
+    return { error: { status, code, message } };
+  }
+}
+
+/**
+ * A file operation for workspace `id`, with its uid when it has one.
+ * @param {Context} context
+ * @param {string} id
+ * @param {Workspace} workspace
+ * @param {string} op
+ * @param {Record<string, unknown>} body
+ */
+async function fileOperation(context, id, workspace, op, body) {
+  if (workspace.registration.closing) throw new RequestError(409, "workspace_deleted", "the workspace is being deleted");
+  const answer =
+    context.users && workspace.uid !== undefined
+      ? await context.users.agents.request(id, { uid: workspace.uid, gid: workspace.uid, dir: workspace.dir, home: workspace.home }, op, body)
+      : toAgentAnswer(await runFileOperation(op, body, workspace));
+  if (!answer.ok) throw new RequestError(answer.error.status, answer.error.code, answer.error.message);
+  return answer.value;
+}
+
+/**
+ * @param {{ value: unknown } | { error: { status: number, code: string, message: string } }} result
+ * @returns {import("./workspace-users.mjs").AgentAnswer}
+ */
+function toAgentAnswer(result) {
+  return "error" in result ? { ok: false, error: result.error } : { ok: true, value: result.value };
+}
+
+/**
+ * The answer an error deserves: a RequestError as it is, a file system error
+ * by its errno code, anything else a 500.
+ * @param {unknown} err
+ * @returns {RequestError}
+ */
+function toRequestError(err) {
+  if (err instanceof RequestError) return err;
+  const code = /** @type {NodeJS.ErrnoException} */ (err)?.code;
+  const message = String(/** @type {Error} */ (err)?.message ?? err);
+  if (code === "ENOENT") return new RequestError(404, "no_such_file", message);
+  if (code === "EISDIR") return new RequestError(400, "is_a_directory", message);
+  if (code === "ENOTDIR") return new RequestError(400, "not_a_directory", message);
+  if (code === "EACCES" || code === "EPERM") return new RequestError(403, "permission_denied", message);
+  return new RequestError(500, "internal", message);
+}
 
 class RequestError extends Error {
   /**
@@ -383,16 +504,24 @@ async function registerRoute(req, res, context, id, presented) {
   }
   const existing = context.registry.get(id);
   if (existing !== undefined) {
-    if (digestsEqual(digest, existing)) return sendJson(res, 200, { registered: true, created: false });
-    return sendError(res, 409, "workspace_taken", `workspace "${id}" is registered with another token`);
+    if (!digestsEqual(digest, existing.digest)) return sendError(res, 409, "workspace_taken", `workspace "${id}" is registered with another token`);
+    await existing.ready;
+    return sendJson(res, 200, { registered: true, created: false });
   }
-  // Claimed before anything is awaited, so two registrations cannot both win.
-  context.registry.set(id, digest);
-  try {
+  // Claimed before anything is awaited, so two registrations cannot both win;
+  // requests for the workspace wait for `ready`.
+  /** @type {Registration} */
+  const entry = { digest };
+  context.registry.set(id, entry);
+  entry.ready = (async () => {
     await removeWorkspaceFiles(context, id);
-    await saveRegistration(context.root, id, digest);
+    if (context.users) entry.uid = await context.users.allocator.allocate(claimOwner(context, id));
+    await saveRegistration(context.root, id, entry);
+  })();
+  try {
+    await entry.ready;
   } catch (err) {
-    context.registry.delete(id);
+    if (context.registry.get(id) === entry) context.registry.delete(id);
     throw err;
   }
   return sendJson(res, 200, { registered: true, created: true });
@@ -405,48 +534,100 @@ function sha256(text) {
 
 // ───────────────────────────── workspaces and paths ─────────────────────────────
 
-/** @typedef {{ dir: string, home: string }} Workspace */
+/**
+ * A workspace's places, its registration, and its uid when it has one (its gid is the same number).
+ * @typedef {{ dir: string, home: string, tmp: string, registration: Registration, uid?: number }} Workspace
+ */
+
+/** The folders under the root that hold every workspace's HOME and TMPDIR (names no encoded id can take). */
+const HOMES_DIR = ".homes";
+const TMP_DIR = ".tmp";
 
 /**
+ * The workspace's directory, HOME and TMPDIR, made on first use; with a uid,
+ * they belong to it, mode 0700, so no other workspace may enter them.
  * @param {Context} context
  * @param {string} id
+ * @param {Registration} entry
  * @returns {Promise<Workspace>}
  */
-async function ensureWorkspace(context, id) {
+async function ensureWorkspace(context, id, entry) {
   const name = encodeWorkspaceId(id);
-  const dir = join(context.root, name);
-  const home = join(context.root, ".homes", name);
-  await mkdir(dir, { recursive: true });
-  await mkdir(home, { recursive: true });
-  return { dir, home };
+  const workspace = { dir: join(context.root, name), home: join(context.root, HOMES_DIR, name), tmp: join(context.root, TMP_DIR, name), registration: entry };
+  const { uid } = entry;
+  if (uid === undefined) {
+    // Made again on every request: a command running as the server's user may remove them.
+    await Promise.all([workspace.dir, workspace.home, workspace.tmp].map((dir) => mkdir(dir, { recursive: true })));
+    return workspace;
+  }
+  entry.prepared ??= Promise.all([workspace.dir, workspace.home, workspace.tmp].map((dir) => makePrivateDir(dir, uid))).then(() => undefined);
+  try {
+    await entry.prepared;
+  } catch (err) {
+    entry.prepared = undefined;
+    throw err;
+  }
+  return { ...workspace, uid };
 }
 
 /**
+ * Makes `dir` (its parent belongs to root, so no workspace can have put
+ * anything there) and gives it to `uid`, mode 0700.
+ * @param {string} dir
+ * @param {number} uid
+ */
+async function makePrivateDir(dir, uid) {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const info = await lstat(dir);
+  if (!info.isDirectory()) throw new Error(`${dir} is not a directory`);
+  await lchown(dir, uid, uid);
+  await chmod(dir, 0o700);
+}
+
+/**
+ * Deletes a workspace: it is forgotten first (so no new request gets in), its
+ * commands are ended (with its uid: every process of that uid), then its
+ * files and its registration go.
  * @param {Context} context
  * @param {string} id
  */
 async function deleteWorkspace(context, id) {
-  const existed = await removeWorkspaceFiles(context, id);
-  await rm(join(context.root, REGISTRY_DIR, encodeWorkspaceId(id)), { force: true });
+  const entry = context.registry.get(id);
+  if (entry !== undefined) entry.closing = true;
   context.registry.delete(id);
+  const existed = await removeWorkspaceFiles(context, id, entry?.uid);
+  await rm(join(context.root, REGISTRY_DIR, encodeWorkspaceId(id)), { force: true });
   return { deleted: existed };
 }
 
 /**
- * Kills the workspace's commands and deletes its directory and HOME; says whether the directory existed.
+ * Kills the workspace's commands and deletes its directory, HOME and TMPDIR;
+ * says whether the directory existed. With `uid`, every process of that uid
+ * is ended first, so nothing of it changes the tree while root deletes it.
  * @param {Context} context
  * @param {string} id
+ * @param {number} [uid]
  */
-async function removeWorkspaceFiles(context, id) {
+async function removeWorkspaceFiles(context, id, uid) {
   for (const [pid, owner] of context.running) {
     if (owner === id) killGroup(pid);
+  }
+  if (uid !== undefined && context.users) {
+    context.users.agents.stop(id);
+    await killAllOf(idOf(uid), context.shell);
   }
   const name = encodeWorkspaceId(id);
   const dir = join(context.root, name);
   const existed = existsSync(dir);
-  await rm(dir, { recursive: true, force: true, maxRetries: 3 });
-  await rm(join(context.root, ".homes", name), { recursive: true, force: true, maxRetries: 3 });
+  for (const path of [dir, join(context.root, HOMES_DIR, name), join(context.root, TMP_DIR, name)]) {
+    await rm(path, { recursive: true, force: true, maxRetries: 3 });
+  }
   return existed;
+}
+
+/** @param {number} uid */
+function idOf(uid) {
+  return { uid, gid: uid };
 }
 
 /** Where registrations are kept, under the root (a name no encoded workspace id can take). */
@@ -454,19 +635,22 @@ const REGISTRY_DIR = ".registry";
 
 /**
  * Reads the registrations kept under `root`: one file per workspace, named by
- * its encoded id, holding the hex SHA-256 of its token.
+ * its encoded id, holding the hex SHA-256 of its token and, when workspaces
+ * have their own uids, the uid (`<hex> <uid>`).
  * @param {string} root
- * @returns {Promise<Map<string, Buffer>>}
+ * @returns {Promise<Map<string, Registration>>}
  */
 async function loadRegistry(root) {
   const dir = join(root, REGISTRY_DIR);
-  await mkdir(dir, { recursive: true });
-  /** @type {Map<string, Buffer>} */
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  /** @type {Map<string, Registration>} */
   const registry = new Map();
   for (const name of await readdir(dir)) {
     const id = decodeWorkspaceId(name);
-    const hex = (await readFile(join(dir, name), "utf8").catch(() => "")).trim();
-    if (id !== undefined && /^[0-9a-f]{64}$/.test(hex)) registry.set(id, Buffer.from(hex, "hex"));
+    const match = /^([0-9a-f]{64})(?: (\d{1,10}))?$/.exec((await readFile(join(dir, name), "utf8").catch(() => "")).trim());
+    if (id === undefined || !match) continue;
+    const uid = match[2] === undefined ? undefined : Number(match[2]);
+    registry.set(id, { digest: Buffer.from(match[1] ?? "", "hex"), ...(uid === undefined ? {} : { uid }) });
   }
   return registry;
 }
@@ -474,13 +658,82 @@ async function loadRegistry(root) {
 /**
  * @param {string} root
  * @param {string} id
- * @param {Buffer} digest
+ * @param {Registration} entry
  */
-async function saveRegistration(root, id, digest) {
+async function saveRegistration(root, id, entry) {
   const file = join(root, REGISTRY_DIR, encodeWorkspaceId(id));
   const temporary = `${file}.${randomBytes(6).toString("hex")}.tmp`;
-  await writeFile(temporary, `${digest.toString("hex")}\n`, { mode: 0o600 });
+  const uid = entry.uid === undefined ? "" : ` ${entry.uid}`;
+  await writeFile(temporary, `${entry.digest.toString("hex")}${uid}\n`, { mode: 0o600 });
   await rename(temporary, file);
+}
+
+/**
+ * What a uid claim names: this root and the workspace.
+ * @param {Context} context
+ * @param {string} id
+ */
+function claimOwner(context, id) {
+  return `${context.root}\t${encodeWorkspaceId(id)}`;
+}
+
+/**
+ * Makes the root ready for a uid per workspace: the root and the folders of
+ * HOMEs and TMPDIRs belong to root, 0711 (each uid may pass through to its
+ * own folder, none may list them); the registry is root's alone, 0700. Checks
+ * that such a uid can do its work.
+ * @param {string} root
+ * @returns {Promise<Users>}
+ */
+async function prepareIsolation(root) {
+  const info = await lstat(root);
+  if (info.uid !== 0) throw new Error(`the workspace root ${root} must belong to root when each workspace has its own uid`);
+  await chmod(root, 0o711);
+  for (const [name, mode] of /** @type {const} */ ([[HOMES_DIR, 0o711], [TMP_DIR, 0o711], [REGISTRY_DIR, 0o700]])) {
+    const dir = join(root, name);
+    await mkdir(dir, { recursive: true, mode });
+    const made = await lstat(dir);
+    if (!made.isDirectory()) throw new Error(`${dir} is not a directory`);
+    await lchown(dir, 0, 0);
+    await chmod(dir, mode);
+  }
+  await probeWorkspaceUser(root);
+  return { allocator: await createUidAllocator(), agents: createFileAgents() };
+}
+
+/**
+ * Gives every registration read back from disk a uid of its own: the one it
+ * recorded, when the machine-wide claim still names it; else a new one (a
+ * registry written without isolation, or a claim lost), and its files are
+ * handed to that uid (`chown -R -h`, which follows no link).
+ * @param {Context} context
+ * @param {Users} users
+ */
+async function adoptRegistrations(context, users) {
+  for (const [id, entry] of context.registry) {
+    const owner = claimOwner(context, id);
+    if (entry.uid !== undefined && (await users.allocator.confirm(entry.uid, owner))) continue;
+    entry.uid = await users.allocator.allocate(owner);
+    await saveRegistration(context.root, id, entry);
+    const name = encodeWorkspaceId(id);
+    const paths = [join(context.root, name), join(context.root, HOMES_DIR, name), join(context.root, TMP_DIR, name)].filter((path) => existsSync(path));
+    if (paths.length > 0) await runQuietly("chown", ["-R", "-h", `${entry.uid}:${entry.uid}`, "--", ...paths]);
+  }
+}
+
+/**
+ * Runs a program to its end; fails when it fails.
+ * @param {string} file
+ * @param {string[]} args
+ */
+function runQuietly(file, args) {
+  return new Promise((resolveRun, reject) => {
+    const child = spawn(file, args, { stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr?.on("data", (chunk) => (stderr += chunk));
+    child.once("error", reject);
+    child.once("close", (code) => (code === 0 ? resolveRun(undefined) : reject(new Error(`${file} failed: ${stderr.trim()}`))));
+  });
 }
 
 /**
@@ -506,7 +759,7 @@ export function decodeWorkspaceId(name) {
  * Resolves a workspace-relative path, refusing anything that leaves the
  * workspace: absolute paths, `..` past the top, and symlinks pointing out
  * (checked on the deepest part of the path that exists).
- * @param {Workspace} workspace
+ * @param {{ dir: string }} workspace
  * @param {unknown} path
  * @returns {Promise<string>}
  */
@@ -559,23 +812,38 @@ async function execRoute(body, workspace, context, id) {
   if (context.running.size >= MAX_CONCURRENT_COMMANDS) {
     throw new RequestError(429, "busy", `${MAX_CONCURRENT_COMMANDS} commands are already running`);
   }
-  const cwd = spec.cwd === undefined ? workspace.dir : await resolveInside(workspace, spec.cwd);
-  const cwdStat = await stat(cwd).catch(() => undefined);
-  if (!cwdStat?.isDirectory()) {
-    throw new RequestError(400, "bad_cwd", `working directory "${spec.cwd}" does not exist in the workspace`);
-  }
+  // Checked with the workspace's rights (its uid, when it has one), so the answer tells nothing of other workspaces.
+  const cwd = spec.cwd === undefined ? workspace.dir : /** @type {string} */ (await fileOperation(context, id, workspace, "cwd", { path: spec.cwd }));
   const env = {
     PATH: process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
     HOME: workspace.home,
     LANG: "C.UTF-8",
     TERM: "dumb",
-    TMPDIR: process.env.TMPDIR ?? tmpdir(),
+    TMPDIR: workspace.tmp,
     GIT_TERMINAL_PROMPT: "0",
     TRELLIS_WORKSPACE: workspace.dir,
+    // No passwd entry names a workspace's uid: tools that ask for a user name (Python's getpass) read these.
+    ...(workspace.uid === undefined ? {} : { USER: "trellis", LOGNAME: "trellis" }),
     ...spec.env,
   };
   const [file, args] = spec.command !== undefined ? [context.shell, ["-c", spec.command]] : [spec.argv[0] ?? "", spec.argv.slice(1)];
-  return runCommand({ file, args, cwd, env, timeoutMs: spec.timeoutMs, maxOutputBytes: spec.maxOutputBytes, stdin: spec.stdin }, context, id);
+  if (workspace.registration.closing) throw new RequestError(409, "workspace_deleted", "the workspace is being deleted");
+  const identity = workspace.uid === undefined ? undefined : idOf(workspace.uid);
+  return runCommand({ file, args, cwd, env, identity, timeoutMs: spec.timeoutMs, maxOutputBytes: spec.maxOutputBytes, stdin: spec.stdin }, context, id);
+}
+
+/**
+ * `cwd`: a working directory inside the workspace → its full path, or `bad_cwd`.
+ * @param {Record<string, unknown>} body
+ * @param {{ dir: string }} workspace
+ */
+async function cwdRoute(body, workspace) {
+  const cwd = await resolveInside(workspace, body.path);
+  const cwdStat = await stat(cwd).catch(() => undefined);
+  if (!cwdStat?.isDirectory()) {
+    throw new RequestError(400, "bad_cwd", `working directory "${body.path}" does not exist in the workspace`);
+  }
+  return cwd;
 }
 
 /**
@@ -633,20 +901,24 @@ function optionalInt(value, name, min, max) {
 }
 
 /**
- * Runs one process in its own process group and collects its output.
- * @param {{ file: string, args: string[], cwd: string, env: Record<string, string>, timeoutMs: number, maxOutputBytes: number, stdin?: string }} spec
+ * Runs one process in its own process group and collects its output; with
+ * `identity`, as that uid and gid, no supplementary groups, umask 077.
+ * @param {{ file: string, args: string[], cwd: string, env: Record<string, string>, identity?: { uid: number, gid: number }, timeoutMs: number, maxOutputBytes: number, stdin?: string }} spec
  * @param {Context} context
  * @param {string} id
  */
 function runCommand(spec, context, id) {
   const started = Date.now();
   return new Promise((resolveRun, reject) => {
-    const child = spawn(spec.file, spec.args, {
+    /** @type {import("node:child_process").SpawnOptions} */
+    const options = {
       cwd: spec.cwd,
       env: spec.env,
       detached: true, // a new session, so a new process group whose id is the child's pid
       stdio: [spec.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
-    });
+    };
+    // libuv calls setgroups(0, NULL) before setgid/setuid when a uid is given: no supplementary groups remain.
+    const child = spec.identity === undefined ? spawn(spec.file, spec.args, options) : spawnPrivate(() => spawn(spec.file, spec.args, { ...options, ...spec.identity }));
     const stdout = createCapture(spec.maxOutputBytes);
     const stderr = createCapture(spec.maxOutputBytes);
     child.stdout?.on("data", (chunk) => stdout.push(chunk));
@@ -709,7 +981,9 @@ function runCommand(spec, context, id) {
       if (settled) return;
       settled = true;
       const code = /** @type {NodeJS.ErrnoException} */ (err).code;
-      reject(code === "ENOENT" ? new RequestError(400, "command_not_found", `cannot run "${spec.file}": ${err.message}`) : err);
+      // EACCES too: with a workspace's uid, a PATH entry it may not search (under /root, say) ends the lookup so.
+      const notFound = code === "ENOENT" || code === "EACCES";
+      reject(notFound ? new RequestError(400, "command_not_found", `cannot run "${spec.file}": ${err.message}`) : err);
     });
   });
 }
@@ -779,7 +1053,7 @@ export function createCapture(limit) {
 
 /**
  * @param {Record<string, unknown>} body
- * @param {Workspace} workspace
+ * @param {{ dir: string }} workspace
  */
 async function readRoute(body, workspace) {
   const path = await resolveInside(workspace, body.path);
@@ -801,7 +1075,7 @@ async function readRoute(body, workspace) {
 
 /**
  * @param {Record<string, unknown>} body
- * @param {Workspace} workspace
+ * @param {{ dir: string }} workspace
  */
 async function writeRoute(body, workspace) {
   const path = await resolveInside(workspace, body.path);
@@ -816,7 +1090,7 @@ async function writeRoute(body, workspace) {
 
 /**
  * @param {Record<string, unknown>} body
- * @param {Workspace} workspace
+ * @param {{ dir: string }} workspace
  */
 async function listRoute(body, workspace) {
   const start = await resolveInside(workspace, body.path ?? ".");
@@ -850,7 +1124,7 @@ async function listRoute(body, workspace) {
 
 /**
  * @param {Record<string, unknown>} body
- * @param {Workspace} workspace
+ * @param {{ dir: string }} workspace
  */
 async function deleteRoute(body, workspace) {
   const path = await resolveInside(workspace, body.path);
@@ -937,6 +1211,16 @@ function sendError(res, status, code, message, headers = {}) {
 
 // ───────────────────────────── standalone ─────────────────────────────
 
+/**
+ * @param {string | boolean | undefined} value
+ * @returns {"auto" | "uid" | "none"}
+ */
+function parseIsolation(value) {
+  if (value === undefined || value === "auto" || value === "uid" || value === "none") return value ?? "auto";
+  process.stderr.write("shell-server: --isolation is auto, uid or none\n");
+  process.exit(2);
+}
+
 /** @param {string[]} argv */
 function parseArgs(argv) {
   /** @type {Record<string, string | boolean>} */
@@ -967,6 +1251,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     host: typeof options.host === "string" ? options.host : "127.0.0.1",
     port: typeof options.port === "string" ? Number(options.port) : 0,
     workspaceRoot: typeof options["workspace-root"] === "string" ? options["workspace-root"] : undefined,
+    isolation: parseIsolation(options.isolation),
   });
   process.stdout.write(`${JSON.stringify({ url: server.url, workspace_root: server.workspaceRoot })}\n`);
   const stop = () => {

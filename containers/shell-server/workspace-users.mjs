@@ -1,0 +1,448 @@
+/**
+ * One unprivileged Unix user per workspace, for a shell server that runs as
+ * root (local mode on a root machine or in CI; see docs/containers.md, "Local
+ * mode"). With it, a command of one workspace cannot read, list, change or
+ * signal anything of another workspace, nor the server's registry: the kernel
+ * refuses (`Permission denied`), whatever path or symbolic link it tries.
+ *
+ * - **Ids.** Each workspace gets a uid, and a gid of the same number, claimed
+ *   machine-wide in {@link UID_CLAIMS_DIR} (one file per uid, created with
+ *   O_EXCL, never removed): two shell servers on one machine, on different
+ *   roots, never hand out the same uid, and a uid is never used twice, so
+ *   nothing a deleted workspace left behind (a file in /tmp, a process) passes
+ *   to a later one. Claims start at {@link DEFAULT_UID_BASE}; a uid or gid that
+ *   the system knows (`getent passwd` / `getent group`) or that /etc/subuid or
+ *   /etc/subgid delegates is skipped. The workspace's registration records its
+ *   uid, so a restart on the same root keeps it.
+ * - **Commands** run with that uid and gid and no supplementary groups (libuv
+ *   drops them when a uid is given), umask 077.
+ * - **File operations** that the server performs for a workspace (read, write,
+ *   list, delete, resolving a working directory) run in a helper process with
+ *   the workspace's uid (`file-agent.mjs`), one per active workspace, ended
+ *   after {@link FILE_AGENT_IDLE_MS} without work. The path checks stay as
+ *   they were (no `..`, no absolute path, no symbolic link out), and the kernel
+ *   now enforces them too: a link swapped in between the check and the open
+ *   leads only where that uid may go.
+ */
+import { spawn } from "node:child_process";
+import { lstat, mkdir, open, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** Where uids are claimed, machine-wide: root-owned, mode 0700. */
+export const UID_CLAIMS_DIR = "/var/lib/trellis-shell-server/uids";
+/** The first uid (and gid) handed to a workspace. */
+export const DEFAULT_UID_BASE = 200_000;
+/** Node's spawn takes a uid up to 2^31 - 1; one below, so the last claim never overflows. */
+const MAX_UID = 2 ** 31 - 2;
+/** A workspace's file helper ends after this long without a request. */
+export const FILE_AGENT_IDLE_MS = 15_000;
+/** A file operation that takes longer (a FIFO that nobody writes) ends its helper: 504 `file_op_timeout`. */
+export const FILE_OP_TIMEOUT_MS = 60_000;
+/** The largest answer a helper may send (a 32 MiB read as base64 in JSON, with room to spare). */
+const MAX_AGENT_ANSWER_BYTES = 48 * 1024 * 1024;
+/** The uid and gid of the start-up probe: an unprivileged id with no files of ours. */
+const PROBE_ID = 65_534;
+
+const AGENT_FILE = fileURLToPath(new URL("./file-agent.mjs", import.meta.url));
+
+/**
+ * @typedef {{ uid: number, gid: number }} Identity
+ * @typedef {{ status: number, code: string, message: string }} AgentError
+ * @typedef {{ ok: true, value: unknown } | { ok: false, error: AgentError }} AgentAnswer
+ */
+
+/** Whether this process may give its children other uids: it runs as root. */
+export function isRoot() {
+  return typeof process.getuid === "function" && process.getuid() === 0;
+}
+
+// ───────────────────────────── uid claims ─────────────────────────────
+
+/**
+ * Makes sure the claims directory exists, belongs to root and nobody else may
+ * write it (a claim anyone could remove would let a uid be used twice).
+ * @param {string} dir
+ */
+async function ensureClaimsDir(dir) {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const info = await lstat(dir);
+  if (!info.isDirectory() || info.uid !== 0 || (info.mode & 0o022) !== 0) {
+    throw new Error(`${dir} must be a directory owned by root that only root may write`);
+  }
+}
+
+/**
+ * Claims `uid` for `owner` (O_EXCL): true when this call made the claim, or,
+ * with `orSame`, when the claim already names the same owner (a registration
+ * read back after a restart).
+ * @param {string} dir
+ * @param {number} uid
+ * @param {string} owner
+ * @param {boolean} orSame
+ */
+async function claim(dir, uid, owner, orSame) {
+  const file = join(dir, String(uid));
+  try {
+    const handle = await open(file, "wx", 0o600);
+    try {
+      await handle.writeFile(`${owner}\n`);
+    } finally {
+      await handle.close();
+    }
+    return true;
+  } catch (err) {
+    if (/** @type {NodeJS.ErrnoException} */ (err).code !== "EEXIST") throw err;
+    if (!orSame) return false;
+    const held = await readFile(file, "utf8").catch(() => "");
+    return held === `${owner}\n`;
+  }
+}
+
+/**
+ * Ranges that /etc/subuid or /etc/subgid delegate to someone (rootless
+ * containers map their users there).
+ * @returns {Promise<Array<[number, number]>>}
+ */
+async function loadDelegatedRanges() {
+  /** @type {Array<[number, number]>} */
+  const ranges = [];
+  for (const file of ["/etc/subuid", "/etc/subgid"]) {
+    const text = await readFile(file, "utf8").catch(() => "");
+    for (const line of text.split("\n")) {
+      const [, start, count] = line.trim().split(":");
+      const first = Number(start);
+      const size = Number(count);
+      if (Number.isSafeInteger(first) && Number.isSafeInteger(size) && size > 0) ranges.push([first, first + size - 1]);
+    }
+  }
+  return ranges;
+}
+
+/**
+ * Whether the system already knows `id` as a user or a group (through NSS,
+ * so directory services count), by `getent`; by /etc/passwd and /etc/group
+ * when there is no `getent`.
+ * @param {number} id
+ */
+async function isKnownId(id) {
+  for (const database of ["passwd", "group"]) {
+    const found = await new Promise((resolveFound) => {
+      const child = spawn("getent", [database, String(id)], { stdio: "ignore" });
+      child.once("error", () => resolveFound(undefined));
+      child.once("exit", (code) => resolveFound(code === 0));
+    });
+    if (found === true) return true;
+    if (found === undefined) {
+      const text = await readFile(`/etc/${database}`, "utf8").catch(() => "");
+      if (text.split("\n").some((line) => line.split(":")[2] === String(id))) return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * Where the next search starts: only a hint (claims decide), written whole.
+ * @param {string} file
+ * @param {number} uid
+ */
+async function saveHint(file, uid) {
+  const temporary = `${file}.${process.pid}.${Date.now()}.tmp`;
+  try {
+    await writeFile(temporary, `${uid}\n`, { mode: 0o600 });
+    await rename(temporary, file);
+  } catch {
+    await rm(temporary, { force: true }).catch(() => {});
+  }
+}
+
+/**
+ * Hands out uids: claims the next free one machine-wide for each new workspace.
+ * @param {{ claimsDir?: string, base?: number }} [options]
+ */
+export async function createUidAllocator({ claimsDir = UID_CLAIMS_DIR, base = DEFAULT_UID_BASE } = {}) {
+  await ensureClaimsDir(claimsDir);
+  const delegated = await loadDelegatedRanges();
+  const hintFile = join(claimsDir, "next");
+  /** Serialises allocations of this process; claims keep other processes apart. */
+  let queue = Promise.resolve(0);
+
+  /** @param {string} owner */
+  async function allocate(owner) {
+    const hinted = Number((await readFile(hintFile, "utf8").catch(() => "")).trim());
+    let uid = Number.isSafeInteger(hinted) && hinted > base ? hinted : base;
+    for (; uid <= MAX_UID; uid += 1) {
+      if (delegated.some(([first, last]) => uid >= first && uid <= last)) continue;
+      if (!(await claim(claimsDir, uid, owner, false))) continue;
+      // Claimed even when the system knows the id, so nobody tries it again.
+      if (await isKnownId(uid)) continue;
+      await saveHint(hintFile, uid + 1);
+      return uid;
+    }
+    throw new Error(`no free uid left between ${base} and ${MAX_UID}`);
+  }
+
+  return {
+    /**
+     * A new uid for `owner` (a text naming the root and the workspace).
+     * @param {string} owner
+     * @returns {Promise<number>}
+     */
+    allocate(owner) {
+      const next = queue.then(() => allocate(owner));
+      queue = next.catch(() => 0);
+      return next;
+    },
+    /**
+     * Whether `uid`, read from a registration, is still this owner's (or
+     * free, and now claimed for it).
+     * @param {number} uid
+     * @param {string} owner
+     */
+    confirm(uid, owner) {
+      return claim(claimsDir, uid, owner, true);
+    },
+  };
+}
+
+// ───────────────────────────── processes ─────────────────────────────
+
+/**
+ * Ends every process of `identity`, whatever session or group it is in (a
+ * `setsid` leftover too): `kill -9 -1` run as that uid signals exactly the
+ * processes that uid owns. Repeated until none is left (at most 8 rounds).
+ * Never run as root: -1 would mean every process.
+ * @param {Identity} identity
+ * @param {string} shell
+ */
+export function killAllOf(identity, shell) {
+  if (!Number.isInteger(identity.uid) || identity.uid <= 0) return Promise.resolve();
+  return new Promise((resolveKill) => {
+    const child = spawn(shell, ["-c", "for i in 1 2 3 4 5 6 7 8; do kill -9 -1 2>/dev/null || exit 0; done"], {
+      uid: identity.uid,
+      gid: identity.gid,
+      cwd: "/",
+      env: { PATH: "/usr/bin:/bin" },
+      stdio: "ignore",
+    });
+    child.once("error", () => resolveKill(undefined));
+    child.once("exit", () => resolveKill(undefined));
+  });
+}
+
+/**
+ * Spawns with a umask of 077, so files a command creates outside its private
+ * directories (in /tmp, say) are its own. Node has no umask option for spawn,
+ * but the fork happens inside this synchronous call and copies the mask, so
+ * it is set just around it; files created meanwhile by other threads of this
+ * process get the stricter mask, never a looser one. Worker threads may not
+ * change the umask: there the child keeps the process's.
+ * @param {() => import("node:child_process").ChildProcess} start
+ */
+export function spawnPrivate(start) {
+  let previous;
+  try {
+    previous = process.umask(0o077);
+  } catch {
+    previous = undefined;
+  }
+  try {
+    return start();
+  } finally {
+    if (previous !== undefined) process.umask(previous);
+  }
+}
+
+/**
+ * Checks, once at start, that a workspace's uid will be able to do its work:
+ * reach the workspace root, run node and read the file helper. An unprivileged
+ * id (65534) tries it; the error says what failed.
+ * @param {string} root
+ */
+export async function probeWorkspaceUser(root) {
+  const answer = await new Promise((resolveProbe) => {
+    const child = spawn(process.execPath, [AGENT_FILE, "--probe", root], {
+      uid: PROBE_ID,
+      gid: PROBE_ID,
+      cwd: "/",
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let text = "";
+    child.stdout?.on("data", (chunk) => (text += chunk));
+    child.stderr?.on("data", (chunk) => (text += chunk));
+    child.once("error", (err) => resolveProbe(err.message));
+    child.once("close", (code) => resolveProbe(code === 0 && text.trim() === "ok" ? "ok" : text.trim().slice(0, 500)));
+  });
+  if (answer !== "ok") {
+    throw new Error(
+      `the shell server runs as root, so every workspace gets its own unprivileged uid, but such a uid cannot ` +
+        `run ${process.execPath} on ${AGENT_FILE} or reach ${root}: ${answer}. Make node, this folder and the ` +
+        `workspace root readable by others, or start the server with isolation "none" (--isolation none), ` +
+        `which leaves workspaces open to each other's commands`,
+    );
+  }
+}
+
+// ───────────────────────────── file helpers ─────────────────────────────
+
+/**
+ * One file helper per workspace, as the workspace's uid, started on first use
+ * and ended after {@link FILE_AGENT_IDLE_MS} idle. Requests and answers are
+ * JSON lines over its standard input and output; many may be in flight.
+ * Whatever the helper answers is treated as the workspace's (its commands
+ * could tamper with it): sizes are bounded and shapes checked.
+ */
+export function createFileAgents() {
+  /** @type {Map<string, ReturnType<typeof startAgent>>} */
+  const agents = new Map();
+
+  return {
+    /**
+     * @param {string} key          the workspace id
+     * @param {Identity & { dir: string, home: string }} workspace
+     * @param {string} op
+     * @param {Record<string, unknown>} body
+     * @returns {Promise<AgentAnswer>}
+     */
+    request(key, workspace, op, body) {
+      let agent = agents.get(key);
+      if (agent === undefined || agent.ended) {
+        agent = startAgent(workspace, () => {
+          if (agents.get(key) === agent) agents.delete(key);
+        });
+        agents.set(key, agent);
+      }
+      return agent.request(op, body);
+    },
+    /** @param {string} key */
+    stop(key) {
+      agents.get(key)?.stop();
+      agents.delete(key);
+    },
+    stopAll() {
+      for (const agent of agents.values()) agent.stop();
+      agents.clear();
+    },
+  };
+}
+
+/**
+ * @param {Identity & { dir: string, home: string }} workspace
+ * @param {() => void} onEnd
+ */
+function startAgent(workspace, onEnd) {
+  const child = spawnPrivate(() =>
+    spawn(process.execPath, [AGENT_FILE, workspace.dir], {
+      uid: workspace.uid,
+      gid: workspace.gid,
+      cwd: workspace.dir,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: workspace.home, LANG: "C.UTF-8" },
+      stdio: ["pipe", "pipe", "ignore"],
+    }),
+  );
+  /** @type {Map<number, { resolve: (answer: AgentAnswer) => void, timer: ReturnType<typeof setTimeout> }>} */
+  const pending = new Map();
+  let next = 1;
+  /** @type {Buffer[]} */
+  let partial = [];
+  let partialLength = 0;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let idle;
+  const state = { ended: false };
+
+  /** @param {AgentError} error */
+  const end = (error) => {
+    if (state.ended) return;
+    state.ended = true;
+    if (idle) clearTimeout(idle);
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      /* gone */
+    }
+    for (const { resolve, timer } of pending.values()) {
+      clearTimeout(timer);
+      resolve({ ok: false, error });
+    }
+    pending.clear();
+    onEnd();
+  };
+  const armIdle = () => {
+    if (idle) clearTimeout(idle);
+    if (pending.size > 0) return;
+    idle = setTimeout(() => end({ status: 500, code: "internal", message: "the file helper was idle" }), FILE_AGENT_IDLE_MS);
+    idle.unref();
+  };
+
+  /** @param {Buffer} line */
+  const receive = (line) => {
+    let answer;
+    try {
+      answer = JSON.parse(line.toString("utf8"));
+    } catch {
+      answer = undefined;
+    }
+    const entry = typeof answer?.n === "number" ? pending.get(answer.n) : undefined;
+    if (entry === undefined) return end({ status: 500, code: "file_agent_failed", message: "the workspace's file helper answered something malformed" });
+    pending.delete(answer.n);
+    clearTimeout(entry.timer);
+    const error = answer.error;
+    if (error !== undefined) {
+      const valid = typeof error?.status === "number" && typeof error?.code === "string" && typeof error?.message === "string";
+      entry.resolve({ ok: false, error: valid ? error : { status: 500, code: "file_agent_failed", message: "malformed error from the file helper" } });
+    } else {
+      entry.resolve({ ok: true, value: answer.value });
+    }
+    armIdle();
+  };
+
+  child.stdout?.on("data", (/** @type {Buffer} */ chunk) => {
+    let rest = chunk;
+    for (let at = rest.indexOf(10); at >= 0; at = rest.indexOf(10)) {
+      partial.push(rest.subarray(0, at));
+      const line = Buffer.concat(partial);
+      partial = [];
+      partialLength = 0;
+      rest = rest.subarray(at + 1);
+      receive(line);
+      if (state.ended) return;
+    }
+    partial.push(rest);
+    partialLength += rest.length;
+    if (partialLength > MAX_AGENT_ANSWER_BYTES) end({ status: 500, code: "file_agent_failed", message: "the workspace's file helper answered too much" });
+  });
+  child.stdin?.on("error", () => {});
+  child.once("error", (err) => end({ status: 500, code: "file_agent_failed", message: `cannot start the workspace's file helper: ${err.message}` }));
+  child.once("exit", (code, signal) =>
+    end({ status: 500, code: "file_agent_failed", message: `the workspace's file helper ended (${signal ?? `exit ${code}`})` }),
+  );
+
+  return {
+    get ended() {
+      return state.ended;
+    },
+    /**
+     * @param {string} op
+     * @param {Record<string, unknown>} body
+     * @returns {Promise<AgentAnswer>}
+     */
+    request(op, body) {
+      if (state.ended) return Promise.resolve({ ok: false, error: { status: 500, code: "file_agent_failed", message: "the file helper has ended" } });
+      if (idle) clearTimeout(idle);
+      const n = next;
+      next += 1;
+      return new Promise((resolve) => {
+        const timer = setTimeout(
+          () => end({ status: 504, code: "file_op_timeout", message: `a file operation took longer than ${FILE_OP_TIMEOUT_MS} ms (a FIFO?)` }),
+          FILE_OP_TIMEOUT_MS,
+        );
+        pending.set(n, { resolve, timer });
+        child.stdin?.write(`${JSON.stringify({ n, op, body })}\n`);
+      });
+    },
+    stop() {
+      end({ status: 500, code: "file_agent_failed", message: "the workspace was deleted" });
+    },
+  };
+}
