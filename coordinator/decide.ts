@@ -6,6 +6,7 @@ import { Draft, type Command, type DecideContext, type RunState } from "./draft.
 import { isTerminal } from "./lifecycle.ts";
 import { completeInvocation, failInvocation, isSettled, itemOf, startReadyNodes } from "./nodes.ts";
 import type { Json } from "../lib/expr/mapping.ts";
+import { MAX_EVENT_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
 import { answerGate, childFinished, childStarted, expireGates, hasUnrequestedChild, MAX_CHILD_STARTS_PER_EVENT, nextGateExpiry, suspendInvocation, unstartedChild, type ChildOutcome } from "./waits.ts";
 
 /** How soon a child that could not reach its parent tries again. */
@@ -144,6 +145,11 @@ const HANDLERS: Handlers = {
 };
 
 export function decide(state: RunState, event: RunEvent, context: DecideContext): Decision {
+  // Every expression the event evaluates draws from one budget: a failed node past it, never a runaway event.
+  return withWorkBudget(new WorkBudget(MAX_EVENT_WORK_UNITS, "coordinator event"), () => decideWithin(state, event, context));
+}
+
+function decideWithin(state: RunState, event: RunEvent, context: DecideContext): Decision {
   const draft = new Draft(state, context);
   HANDLERS[event.type](draft as never, event as never);
   advance(draft);

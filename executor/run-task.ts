@@ -2,6 +2,7 @@ import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { evalCelBool } from "../lib/expr/cel.ts";
 import { applyOutputMapping, buildInput, setTargetPath, type Json, type JsonRecord } from "../lib/expr/mapping.ts";
 import { renderTemplate } from "../lib/expr/template.ts";
+import { MAX_TASK_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
 import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../lib/journal/canonical.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
@@ -38,7 +39,9 @@ type StepOutcome = (
  * returned as data with a code and a `retryable` flag.
  */
 export async function runTask(payload: TaskPayload, deps: RunTaskDeps): Promise<TaskResult> {
-  return finalizeResult(await runSteps(payload, deps), scrubbedSecretValues(deps.context.env));
+  // Every expression of the task (its steps' conditions and mappings, its actions' CEL and templates) draws from one budget.
+  const result = await withWorkBudget(new WorkBudget(MAX_TASK_WORK_UNITS, "task"), () => runSteps(payload, deps));
+  return finalizeResult(result, scrubbedSecretValues(deps.context.env));
 }
 
 /**

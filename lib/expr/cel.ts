@@ -36,6 +36,8 @@
  * Every evaluation is metered (`cel-budget.ts`): functions, comprehension iterations and
  * the conversion of the result are charged against `MAX_CEL_COST_UNITS`, and strings and
  * lists built by functions are capped; past either, `expr.budget_exceeded` (not retryable).
+ * Inside a work-budget scope (a coordinator event, a task: `work-budget.ts`) an evaluation
+ * may spend no more than the scope has left, and what it spends is charged to the scope.
  *
  * ## CEL → JSON (the result)
  *
@@ -79,6 +81,7 @@ import {
   CEL_ITERATION_FUNCTION,
   CEL_STRING_CHARS_PER_COST_UNIT,
   CelMeter,
+  MAX_CEL_COST_UNITS,
   ITERATION_FUNCTION,
   METERED_RE2,
   budgetError,
@@ -87,6 +90,7 @@ import {
   withCelMeter,
 } from "./cel-budget.ts";
 import { CODE_POINT_STRING_FUNCTIONS, LIST_FUNCTIONS } from "./cel-functions.ts";
+import { CompiledKind, compileInScope, evaluationAllowance } from "./work-budget.ts";
 
 /** A parsed and planned expression: the unit the cache keeps, reusable across evaluations. */
 export interface CelProgram {
@@ -149,6 +153,9 @@ const PLANNER_CALLS = new Set([
 
 const cache = new Map<string, CelCompileResult>();
 
+/** Programs a work-budget scope compiled (`work-budget.ts`): each source is charged once per scope. */
+const CEL_PROGRAMS = new CompiledKind<CelCompileResult>("cel");
+
 /**
  * Parses and plans `source`. Used when a definition is registered, so that CEL that
  * does not parse, calls a function that does not exist (including misused macros such
@@ -181,7 +188,7 @@ export function compileCel(source: string): CelCompileResult {
  *   `expr.budget_exceeded` when it spends its cost budget or builds an oversized value.
  */
 export function evalCel(source: string, vars: Record<string, unknown>): unknown {
-  const compiled = compileCel(source);
+  const compiled = compileInScope(CEL_PROGRAMS, source, compileCel);
   if (!compiled.ok) {
     throw new EngineError("expr.invalid", compiled.message);
   }
@@ -233,29 +240,39 @@ function compileUncached(source: string): CelCompileResult {
           bindings[name] = toCelValue(value);
         }
       }
-      const meter = new CelMeter();
-      let result: CelValue | CelError;
+      const allowance = evaluationAllowance(MAX_CEL_COST_UNITS, 1, (reason) => budgetError(reason, source));
+      const meter = new CelMeter(allowance.limit, allowance.scopeReason);
       try {
-        result = withCelMeter(meter, () => {
-          meter.charge(nodes);
-          return run(bindings);
-        });
-      } catch (thrown) {
-        throw meter.exceeded === undefined
-          ? new EngineError("expr.eval_failed", `CEL evaluation failed: ${errorText(thrown)} in ${quote(source)}`, { cause: thrown })
-          : budgetError(meter, source);
+        return evaluateMetered(meter, () => run(bindings), nodes, source, sourceInfo);
+      } finally {
+        allowance.settle(meter.spent);
       }
-      // A spent budget is reported as such even when `||`, `&&` or `?:` absorbed the error.
-      if (meter.exceeded !== undefined) {
-        throw budgetError(meter, source);
-      }
-      if (isCelError(result)) {
-        throw new EngineError("expr.eval_failed", evalMessage(source, result, sourceInfo), { cause: result });
-      }
-      return resultToJson(result, meter, source);
     },
   };
   return { ok: true, program };
+}
+
+/** Runs a planned expression under `meter` and converts its result; `nodes` is its node count. */
+function evaluateMetered(meter: CelMeter, run: () => CelValue | CelError, nodes: number, source: string, sourceInfo: SourceInfo | undefined): unknown {
+  let result: CelValue | CelError;
+  try {
+    result = withCelMeter(meter, () => {
+      meter.charge(nodes);
+      return run();
+    });
+  } catch (thrown) {
+    throw meter.exceeded === undefined
+      ? new EngineError("expr.eval_failed", `CEL evaluation failed: ${errorText(thrown)} in ${quote(source)}`, { cause: thrown })
+      : budgetError(meter.exceeded, source);
+  }
+  // A spent budget is reported as such even when `||`, `&&` or `?:` absorbed the error.
+  if (meter.exceeded !== undefined) {
+    throw budgetError(meter.exceeded, source);
+  }
+  if (isCelError(result)) {
+    throw new EngineError("expr.eval_failed", evalMessage(source, result, sourceInfo), { cause: result });
+  }
+  return resultToJson(result, meter, source);
 }
 
 function syntaxMessage(source: string, thrown: unknown): string {
@@ -525,7 +542,7 @@ function resultToJson(result: CelValue, meter: CelMeter, source: string): unknow
     return fromCelValue(result, meter);
   } catch (thrown) {
     if (meter.exceeded !== undefined) {
-      throw budgetError(meter, source);
+      throw budgetError(meter.exceeded, source);
     }
     if (thrown instanceof EngineError) {
       throw thrown;

@@ -49,15 +49,18 @@ export type IRegexpCompileResult = { ok: true; regex: IRegexp } | { ok: false; r
 /** Counts VM steps against a limit; shared by every match of one evaluation. */
 export class RegexBudget {
   readonly limit: number;
+  /** The message of the error once the limit is passed. */
+  readonly limitMessage: string;
   spent = 0;
-  constructor(limit: number = MAX_REGEX_STEPS) {
+  constructor(limit: number = MAX_REGEX_STEPS, limitMessage?: string) {
     this.limit = limit;
+    this.limitMessage = limitMessage ?? `regular expression matching exceeded its budget of ${limit} steps`;
   }
   /** @throws EngineError `expr.budget_exceeded` once the limit is passed. */
   charge(steps: number): void {
     this.spent += steps;
     if (this.spent > this.limit) {
-      throw new EngineError("expr.budget_exceeded", `regular expression matching exceeded its budget of ${this.limit} steps`);
+      throw new EngineError("expr.budget_exceeded", this.limitMessage);
     }
   }
 }
@@ -69,6 +72,10 @@ export class IRegexp {
   constructor(source: string, program: Program) {
     this.source = source;
     this.program = program;
+  }
+  /** Instructions of the compiled program. */
+  get size(): number {
+    return this.program.op.length;
   }
   /** Whether the whole of `text` matches (JSONPath `match()`). */
   matches(text: string, budget: RegexBudget): boolean {

@@ -75,6 +75,7 @@
 import * as handlebarsParser from "@handlebars/parser";
 import { parse, type AST } from "@handlebars/parser";
 import { EngineError } from "../errors.ts";
+import { CompiledKind, compileInScope, evaluationAllowance, WORK_UNITS_PER_TEMPLATE_STEP } from "./work-budget.ts";
 
 // ───────────────────────────── public API ─────────────────────────────
 
@@ -321,8 +322,11 @@ class CompiledTemplate implements Template {
   }
 
   render(data: unknown, options: RenderOptions = {}): string {
+    const allowance = evaluationAllowance(MAX_TEMPLATE_RENDER_STEPS, 1 / WORK_UNITS_PER_TEMPLATE_STEP, scopeExceeded);
     const state: RenderState = {
       steps: 0,
+      limit: allowance.limit,
+      scopeReason: allowance.scopeReason,
       root: data,
       escape: options.escape ?? "none",
       partials: options.partials,
@@ -344,9 +348,19 @@ class CompiledTemplate implements Template {
       }
       const reason = thrown instanceof RangeError ? "data or partials are nested too deeply" : errorText(thrown);
       throw new EngineError("template.render_failed", `template rendering failed: ${reason}`, { cause: thrown });
+    } finally {
+      allowance.settle(state.steps);
     }
   }
 }
+
+/** A rendering stopped by its work-budget scope (`work-budget.ts`): `expr.budget_exceeded`, as every kind of expression. */
+function scopeExceeded(reason: string): EngineError {
+  return new EngineError("expr.budget_exceeded", `template rendering ${reason}`);
+}
+
+/** Templates a work-budget scope compiled (`work-budget.ts`): each source is charged once per scope. */
+const TEMPLATE_PROGRAMS = new CompiledKind<TemplateCompileResult>("template");
 
 const cache = new Map<string, TemplateCompileResult>();
 
@@ -371,7 +385,7 @@ function cacheSet(source: string, result: TemplateCompileResult): void {
 }
 
 function compileOrThrow(source: string): CompiledTemplate {
-  const compiled = compileTemplate(source);
+  const compiled = compileInScope(TEMPLATE_PROGRAMS, source, compileTemplate);
   if (!compiled.ok) {
     throw new EngineError(compiled.code, compiled.message);
   }
@@ -700,8 +714,12 @@ interface InlineFrame {
 }
 
 interface RenderState {
-  /** Render steps taken so far, against {@link MAX_TEMPLATE_RENDER_STEPS}. */
+  /** Render steps taken so far, against {@link limit}. */
   steps: number;
+  /** {@link MAX_TEMPLATE_RENDER_STEPS}, or less when the work-budget scope has less left. */
+  readonly limit: number;
+  /** Why the rendering stops at {@link limit} when the scope, not its own budget, set it. */
+  readonly scopeReason: string | undefined;
   readonly root: unknown;
   readonly escape: TemplateEscape;
   readonly partials: Readonly<Record<string, string>> | undefined;
@@ -1196,7 +1214,7 @@ function findPartial(name: string, scope: Scope, node: AST.PartialStatement): AS
   if (typeof source !== "string") {
     throw new EngineError("template.render_failed", `partial "${name}" is not defined${location(node)}`);
   }
-  const compiled = compileTemplate(source);
+  const compiled = compileInScope(TEMPLATE_PROGRAMS, source, compileTemplate);
   if (!compiled.ok) {
     throw new EngineError(compiled.code, `partial "${name}": ${compiled.message}`);
   }
@@ -1246,10 +1264,16 @@ function callHelper(name: string, node: Callable & AST.Node, scope: Scope): unkn
   return value;
 }
 
-/** @throws EngineError `template.budget_exceeded` past {@link MAX_TEMPLATE_RENDER_STEPS}. */
+/**
+ * @throws EngineError `template.budget_exceeded` past {@link MAX_TEMPLATE_RENDER_STEPS},
+ *   `expr.budget_exceeded` past what the work-budget scope had left.
+ */
 function chargeSteps(state: RenderState, steps: number): void {
   state.steps += steps;
-  if (state.steps > MAX_TEMPLATE_RENDER_STEPS) {
+  if (state.steps > state.limit) {
+    if (state.scopeReason !== undefined) {
+      throw scopeExceeded(state.scopeReason);
+    }
     throw new EngineError(
       "template.budget_exceeded",
       `template rendering exceeded its budget of ${MAX_TEMPLATE_RENDER_STEPS} steps (statements, #each iterations and helper calls)`,

@@ -36,7 +36,7 @@ describe("expression budgets in runs and registration", () => {
     // The budget's code passes through the mapping layer, which adds where it happened.
     expect(failed.error).toMatchObject({ code: "expr.budget_exceeded", retryable: false });
     expect(failed.error.message).toContain("input_mapping.hits");
-    expect(failed.error.message).toMatch(/regular expression matching exceeded its budget of 10000000 steps/);
+    expect(failed.error.message).toMatch(/JSONPath selection exceeded its budget of 10000000 steps/);
   });
 
   it("keeps code points whole: a CEL substring of an emoji is the emoji, and the run completes", async ({ expect }) => {

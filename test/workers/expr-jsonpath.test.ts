@@ -2,7 +2,7 @@ import { JSONPathEnvironment, type JSONValue } from "json-p3";
 import { describe, it, type ExpectStatic } from "vitest";
 import { EngineError } from "../../lib/errors.ts";
 import { compileIRegexp, MAX_IREGEXP_PROGRAM_SIZE, RegexBudget } from "../../lib/expr/iregexp.ts";
-import { compileJsonPath, createJsonPathEnvironment, MAX_JSONPATH_REGEX_STEPS, selectJsonPath } from "../../lib/expr/jsonpath.ts";
+import { compileJsonPath, createJsonPathEnvironment, MAX_JSONPATH_STEPS, selectJsonPath } from "../../lib/expr/jsonpath.ts";
 import cts from "../fixtures/jsonpath-cts.json";
 
 const doc = {
@@ -123,7 +123,7 @@ describe("selectJsonPath: match() and search() run in linear time", () => {
     expect(error).toBeInstanceOf(EngineError);
     expect((error as EngineError).code).toBe("expr.budget_exceeded");
     expect((error as EngineError).retryable).toBe(false);
-    expect((error as EngineError).message).toContain(`${MAX_JSONPATH_REGEX_STEPS}`);
+    expect((error as EngineError).message).toContain(`${MAX_JSONPATH_STEPS}`);
     // The budget is per evaluation: a small query afterwards runs.
     expect(selectJsonPath("$.items[?search(@, 'ab')]", { items: ["xaby"] })).toEqual({ found: true, value: ["xaby"] });
   });
