@@ -85,7 +85,7 @@ export const hostileKey: fc.Arbitrary<string> = fc.oneof(
   { weight: 3, arbitrary: fc.string({ unit, maxLength: 8 }) },
   {
     weight: 2,
-    arbitrary: fc.constantFrom("__proto__", "constructor", "prototype", "", "a.b", "$", "input", "state", "output", "item", "index", "type", "$ref", "$defs", "items", "properties", "required", "pattern", "format", "const", "enum", "id", "kind", "nodes", "steps", "task", "workflow", "response", "reason", "mode", "version", "idempotency_key"),
+    arbitrary: fc.constantFrom("__proto__", "constructor", "prototype", "", "a.b", "$", "input", "state", "output", "item", "index", "type", "$ref", "$defs", "items", "properties", "patternProperties", "propertyNames", "additionalProperties", "dependentSchemas", "if", "then", "required", "pattern", "format", "const", "enum", "id", "kind", "nodes", "steps", "task", "workflow", "response", "reason", "mode", "version", "idempotency_key"),
   },
 );
 
@@ -112,6 +112,50 @@ const valueTree = fc.letrec<{ value: unknown; array: unknown[]; object: Record<s
 
 /** Any hostile JSON value (before {@link bodyText} or {@link materialize}). */
 export const hostileJson: fc.Arbitrary<unknown> = valueTree.value;
+
+/** Regular expressions as JSON Schema `pattern`s and `patternProperties` keys: valid, invalid, Unicode-dependent. */
+const hostileRegex: fc.Arbitrary<string> = fc.oneof(
+  { weight: 2, arbitrary: fc.string({ unit, maxLength: 6 }) },
+  { weight: 3, arbitrary: fc.constantFrom("", "^a", "a+", "[a-z]", "\\p{Lu}", "\\d", "(?<n>a)\\k<n>", "(?=a)", "(?<!a)b", ".", "^$", "\\u{1F600}", "[\\ud800]", "\\", "(", "[", "a{2,1}", "*", "(?", "\\c", "\\1(a)", "[z-a]") },
+);
+
+/** Mostly a well-formed value (`valid`), sometimes any hostile one. */
+const mostly = <T>(valid: fc.Arbitrary<T>, hostile: fc.Arbitrary<unknown>): fc.Arbitrary<unknown> => fc.oneof({ weight: 5, arbitrary: valid }, { weight: 1, arbitrary: hostile });
+
+/**
+ * JSON Schemas made of the standard keywords, mostly well-formed so that they
+ * register and then validate real input (at run start, at gates), with
+ * hostile regular expressions, references, formats and values among them.
+ */
+export const hostileSchema: fc.Arbitrary<unknown> = fc.letrec<{ schema: unknown }>((tie) => ({
+  schema: fc.oneof(
+    { depthSize: "small", withCrossShrink: true },
+    { weight: 1, arbitrary: fc.boolean() },
+    {
+      weight: 6,
+      arbitrary: fc
+        .array(
+          fc.oneof(
+            fc.tuple(fc.constant("type"), mostly(fc.oneof(fc.constantFrom("object", "array", "string", "number", "integer", "boolean", "null"), fc.array(fc.constantFrom("string", "null", "integer", "object"), { minLength: 1, maxLength: 3 })), hostileString)),
+            fc.tuple(fc.constant("pattern"), hostileRegex),
+            fc.tuple(fc.constant("patternProperties"), fc.array(fc.tuple(hostileRegex, tie("schema")), { minLength: 1, maxLength: 2 }).map((entries) => Object.fromEntries(entries))),
+            fc.tuple(fc.constantFrom("properties", "$defs", "dependentSchemas"), fc.array(fc.tuple(mostly(fc.constantFrom("n", "items", "s", "a", "ok", "token"), hostileKey) as fc.Arbitrary<string>, tie("schema")), { maxLength: 3 }).map((entries) => Object.fromEntries(entries))),
+            fc.tuple(fc.constantFrom("items", "additionalProperties", "propertyNames", "not", "if", "then", "else", "contains", "unevaluatedProperties"), tie("schema")),
+            fc.tuple(fc.constantFrom("allOf", "anyOf", "oneOf", "prefixItems"), fc.array(tie("schema"), { minLength: 1, maxLength: 3 })),
+            fc.tuple(fc.constantFrom("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"), mostly(fc.nat(5), hostileNumber)),
+            fc.tuple(fc.constantFrom("minimum", "maximum", "multipleOf", "exclusiveMinimum", "exclusiveMaximum"), mostly(fc.constantFrom(0, 1, 0.1, 1e-300, 2 ** 53, -1e308), hostileNumber)),
+            fc.tuple(fc.constant("required"), fc.array(mostly(fc.constantFrom("n", "items", "s"), hostileKey), { maxLength: 3 })),
+            fc.tuple(fc.constantFrom("enum", "const", "default", "examples"), mostly(fc.array(fc.jsonValue({ maxDepth: 2 }), { minLength: 1, maxLength: 3 }), hostileJson)),
+            fc.tuple(fc.constantFrom("$ref", "$dynamicRef"), mostly(fc.constantFrom("#", "#/$defs/a", "#/properties/n", "#/nope", "#a", "https://json-schema.org/draft/2020-12/schema", "urn:x", "#/$defs/%25"), hostileString)),
+            fc.tuple(fc.constantFrom("$id", "$anchor", "$schema"), mostly(fc.constantFrom("a", "urn:x", "https://example.com/s", "https://json-schema.org/draft/2020-12/schema", "http://json-schema.org/draft-07/schema#"), hostileString)),
+            fc.tuple(fc.constant("format"), mostly(fc.constantFrom("date-time", "date", "time", "duration", "email", "idn-email", "hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "uuid", "regex", "json-pointer", "relative-json-pointer", "uri-template"), hostileString)),
+          ),
+          { maxLength: 4 },
+        )
+        .map((entries) => Object.fromEntries(entries)),
+    },
+  ),
+})).schema;
 
 /** Bundles that pass registration when left alone (ids made unique by `suffix`); mutation makes them hostile. */
 export function definitionCorpus(suffix: string, httpTarget: string): Record<string, unknown>[] {
@@ -225,17 +269,21 @@ export function computeCorpus(suffix: string): Record<string, unknown>[] {
 export interface Mutation {
   at: number;
   /** `text` replaces a string with another string (an expression, path or template where the string was one); `number` a number. */
-  op: "replace" | "delete" | "add" | "text" | "number";
+  op: "replace" | "delete" | "add" | "text" | "number" | "schema";
   key: string;
   value: unknown;
   text: string;
   number: unknown;
+  schema: unknown;
 }
 
 export const mutation: fc.Arbitrary<Mutation> = fc.record(
-  { at: fc.nat(), op: fc.constantFrom("replace", "delete", "add", "text", "text", "text", "number"), key: hostileKey, value: hostileJson, text: hostileExpression, number: hostileNumber },
+  { at: fc.nat(), op: fc.constantFrom("replace", "delete", "add", "text", "text", "text", "number", "schema", "schema"), key: hostileKey, value: hostileJson, text: hostileExpression, number: hostileNumber, schema: hostileSchema },
   { noNullPrototype: true },
 );
+
+/** Where a definition holds a JSON Schema. */
+const SCHEMA_FIELDS: ReadonlySet<string> = new Set(["input_schema", "output_schema", "requires", "produces"]);
 
 /** `base` (not changed) with the mutations applied, each at a path picked among the current ones. */
 export function mutate(base: unknown, mutations: readonly Mutation[]): unknown {
@@ -243,7 +291,8 @@ export function mutate(base: unknown, mutations: readonly Mutation[]): unknown {
   for (const change of mutations) {
     const all = containersOf(root);
     const kind = change.op === "text" ? "string" : change.op === "number" ? "number" : null;
-    const containers = kind === null ? all : all.filter(([parent, key]) => typeof parent[key] === kind);
+    const containers =
+      change.op === "schema" ? all.filter(([, key]) => SCHEMA_FIELDS.has(key)) : kind === null ? all : all.filter(([parent, key]) => typeof parent[key] === kind);
     const picked = containers[change.at % Math.max(containers.length, 1)];
     if (!picked) {
       continue;
@@ -264,7 +313,7 @@ export function mutate(base: unknown, mutations: readonly Mutation[]): unknown {
       }
       continue;
     }
-    const value = change.op === "text" ? change.text : change.op === "number" ? change.number : change.value;
+    const value = { text: change.text, number: change.number, schema: change.schema }[change.op as string] ?? change.value;
     Object.defineProperty(parent, key, { value, enumerable: true, writable: true, configurable: true });
   }
   return root.value;
