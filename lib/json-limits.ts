@@ -2,7 +2,7 @@ import { EngineError, type ErrorDetail } from "./errors.ts";
 
 /**
  * The limits every API body meets at ingress, over HTTP and Workers RPC alike
- * (docs/api.md#limits). They are checked by one iterative walk before anything
+ * (docs/api.md#input-limits). They are checked by one iterative walk before anything
  * recursive (zod, canonical JSON, JSON Schema, CEL, JSONPath, the catalog, the
  * coordinator) touches the value, so a hostile body is a 4xx, never a 500 and
  * never a run that breaks later.
@@ -83,12 +83,20 @@ function visit(frame: Frame, stack: Frame[], walk: Walk): void {
     report(walk, frame, "request.too_deep", `arrays and objects nest deeper than ${MAX_BODY_DEPTH} levels here`);
     return;
   }
+  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) {
+    // Binary data (only RPC can send it) is not JSON, and is not walked element by element; the schemas refuse it.
+    walk.bytes += value.byteLength;
+    return;
+  }
   const members: Frame[] = [];
   const member = (key: string | number, memberValue: unknown): void => {
     members.push({ value: memberValue, depth: frame.depth + 1, key, parent: frame });
   };
   if (Array.isArray(value)) {
     walk.bytes += 1 + Math.max(value.length, 1);
+    if (walk.bytes > MAX_BODY_BYTES) {
+      return; // Too large already: the caller refuses it before any member is queued.
+    }
     for (let index = 0; index < value.length; index++) {
       member(index, value[index]);
     }
