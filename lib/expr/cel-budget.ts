@@ -22,7 +22,9 @@
  *   for equality and two for `in`, which walk and compare);
  * - `matches` costs the input length times the regex program size
  *   ({@link CEL_REGEX_STEPS_PER_COST_UNIT} steps a unit): RE2 is linear in the input
- *   but not free; its pattern may be at most {@link MAX_CEL_REGEX_CHARS} long;
+ *   but not free; its pattern may be at most {@link MAX_CEL_REGEX_CHARS} long, and
+ *   compiling it is charged once per pattern in an evaluation, by its length squared and
+ *   its program's instructions and class ranges ({@link METERED_RE2});
  * - converting the result to JSON costs a unit per list item or map entry, so a result
  *   that shares one list many times over cannot expand unbounded.
  *
@@ -32,7 +34,8 @@
  *
  * Each unit is well under a microsecond of work on the measured worst cases (see
  * docs/definitions.md, "Budgets"), so a budget-exceeded evaluation ends within a
- * fraction of a second.
+ * fraction of a second. Inside a work-budget scope (`work-budget.ts`) the limit is what
+ * the scope has left when that is less, and the meter stops with the scope's reason.
  *
  * Functions reach the meter of the evaluation running now through {@link withCelMeter},
  * the one piece of module state here: an evaluation is synchronous from start to end,

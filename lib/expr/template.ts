@@ -101,7 +101,8 @@ export interface Template {
   readonly source: string;
   /**
    * @throws EngineError `template.render_failed` (or `template.invalid` / `template.too_deep`
-   *   for a bad partial), `template.budget_exceeded` past {@link MAX_TEMPLATE_RENDER_STEPS}.
+   *   for a bad partial), `template.budget_exceeded` past {@link MAX_TEMPLATE_RENDER_STEPS},
+   *   `expr.budget_exceeded` past what its work-budget scope has left (`work-budget.ts`).
    */
   render(data: unknown, options?: RenderOptions): string;
 }
