@@ -289,6 +289,21 @@ describe("recovery needs no reader", () => {
     expect(await verified(runId)).toBe(true);
   });
 
+  it("a run that ended with no children and no containers keeps no alarm and stores no cleanup fields", async ({ expect }) => {
+    const key = uniqueId("plain");
+    const id = uniqueId("plain-flow");
+    await register({ workflows: [{ id, nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } } }] });
+    const runId: string = (await api("POST", `/v1/workflows/${id}/runs`, { input: {} })).json.run_id;
+    expect((await waitForRun(runId)).status).toBe("completed");
+    const stored = await runInDurableObject(stubOf(runId), async (_instance, state) => ({
+      alarm: await state.storage.getAlarm(),
+      record: JSON.parse(state.storage.sql.exec<{ data: string }>("SELECT data FROM blobs WHERE key = 'record' ORDER BY chunk").toArray().map((row) => row.data).join("")) as Record<string, unknown>,
+    }));
+    expect(stored.alarm).toBeNull();
+    expect(Object.keys(stored.record)).not.toContain("pending_cancels");
+    expect(Object.keys(stored.record)).not.toContain("pending_releases");
+  });
+
   it("a crash while an auto run is created leaves no run stranded in drafting: creation and start commit together", async ({ expect }) => {
     const key = uniqueId("mark");
     const id = uniqueId("created");
