@@ -2,7 +2,7 @@
  * The shell server: the small HTTP server that runs inside every Trellis
  * container (containers/Dockerfile) and, unchanged, as a local process in
  * `npm run dev` and the tests (local mode; see docs/containers.md). Plain Node
- * (22+), no dependencies, so the image needs nothing but this file.
+ * (22+), no dependencies, so the image needs nothing but this folder.
  *
  * Two kinds of credential, each sent as `Authorization: Bearer <token>` and
  * compared in constant time (as SHA-256 digests):
@@ -255,11 +255,12 @@ export function encodeWorkspaceId(id) {
 // ───────────────────────────── routing ─────────────────────────────
 
 /**
- * @typedef {{ digest: Buffer, uid?: number, ready?: Promise<void>, prepared?: Promise<void>, closing?: boolean }} Registration
+ * @typedef {{ digest: Buffer, uid?: number, ready?: Promise<void>, prepared?: Promise<void>, closing?: boolean, deleting?: Promise<{ deleted: boolean }> }} Registration
  *   `digest`: the SHA-256 of the workspace's token; `uid`: its own uid (and
  *   gid) when the server isolates workspaces; `ready`: settles when the
  *   registration is complete; `prepared`: settles when its directories are
- *   made and handed to its uid; `closing`: it is being deleted.
+ *   made and handed to its uid; `closing` and `deleting`: it is being
+ *   deleted (it stays registered until that is done, refusing work).
  * @typedef {{ allocator: Awaited<ReturnType<typeof createUidAllocator>>, agents: ReturnType<typeof createFileAgents> }} Users
  * @typedef {{ root: string, shell: string, running: Map<number, string>, serverDigest: Buffer, registry: Map<string, Registration>, users: Users | undefined }} Context
  *   `registry`: workspace id → its registration; `users`: set when each workspace has its own uid.
@@ -327,7 +328,12 @@ async function handle(req, res, context) {
   }
   if (route === "DELETE ") {
     req.resume();
-    return sendJson(res, 200, await deleteWorkspace(context, id));
+    return sendJson(res, 200, await deleteWorkspace(context, id, registered));
+  }
+  if (registered.closing) {
+    // Not `workspace_not_registered`: its owner would register the same token again while it goes.
+    req.resume();
+    return sendError(res, 409, "workspace_deleted", `workspace "${id}" is being deleted`);
   }
   let body;
   try {
@@ -502,7 +508,12 @@ async function registerRoute(req, res, context, id, presented) {
   if (digestsEqual(digest, context.serverDigest)) {
     return sendError(res, 400, "bad_request", "a workspace token must differ from the server token");
   }
-  const existing = context.registry.get(id);
+  let existing = context.registry.get(id);
+  if (existing?.deleting) {
+    // Registered anew once the deletion is over, never into a workspace that is going.
+    await existing.deleting.catch(() => undefined);
+    existing = context.registry.get(id);
+  }
   if (existing !== undefined) {
     if (!digestsEqual(digest, existing.digest)) return sendError(res, 409, "workspace_taken", `workspace "${id}" is registered with another token`);
     await existing.ready;
@@ -585,19 +596,27 @@ async function makePrivateDir(dir, uid) {
 }
 
 /**
- * Deletes a workspace: it is forgotten first (so no new request gets in), its
- * commands are ended (with its uid: every process of that uid), then its
- * files and its registration go.
+ * Deletes a workspace: it refuses new work at once (and stays registered, so
+ * its owner does not register it again meanwhile), its commands are ended
+ * (with its uid: every process of that uid), then its files and its
+ * registration go. A second DELETE meanwhile waits for the first.
  * @param {Context} context
  * @param {string} id
+ * @param {Registration} entry
+ * @returns {Promise<{ deleted: boolean }>}
  */
-async function deleteWorkspace(context, id) {
-  const entry = context.registry.get(id);
-  if (entry !== undefined) entry.closing = true;
-  context.registry.delete(id);
-  const existed = await removeWorkspaceFiles(context, id, entry?.uid);
-  await rm(join(context.root, REGISTRY_DIR, encodeWorkspaceId(id)), { force: true });
-  return { deleted: existed };
+function deleteWorkspace(context, id, entry) {
+  entry.closing = true;
+  entry.deleting ??= (async () => {
+    try {
+      const existed = await removeWorkspaceFiles(context, id, entry.uid);
+      await rm(join(context.root, REGISTRY_DIR, encodeWorkspaceId(id)), { force: true });
+      return { deleted: existed };
+    } finally {
+      if (context.registry.get(id) === entry) context.registry.delete(id);
+    }
+  })();
+  return entry.deleting;
 }
 
 /**
@@ -698,7 +717,7 @@ async function prepareIsolation(root) {
     await chmod(dir, mode);
   }
   await probeWorkspaceUser(root);
-  return { allocator: await createUidAllocator(), agents: createFileAgents() };
+  return { allocator: await createUidAllocator({ label: root }), agents: createFileAgents() };
 }
 
 /**
@@ -813,7 +832,11 @@ async function execRoute(body, workspace, context, id) {
     throw new RequestError(429, "busy", `${MAX_CONCURRENT_COMMANDS} commands are already running`);
   }
   // Checked with the workspace's rights (its uid, when it has one), so the answer tells nothing of other workspaces.
-  const cwd = spec.cwd === undefined ? workspace.dir : /** @type {string} */ (await fileOperation(context, id, workspace, "cwd", { path: spec.cwd }));
+  // The helper's answer is the workspace's to tamper with: it must still name a place inside the workspace.
+  const cwd = spec.cwd === undefined ? workspace.dir : await fileOperation(context, id, workspace, "cwd", { path: spec.cwd });
+  if (typeof cwd !== "string" || !isAbsolute(cwd) || !isWithin(workspace.dir, cwd)) {
+    throw new RequestError(500, "file_agent_failed", "the workspace's file helper named a working directory outside the workspace");
+  }
   const env = {
     PATH: process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
     HOME: workspace.home,

@@ -35,6 +35,8 @@ export const UID_CLAIMS_DIR = "/var/lib/trellis-shell-server/uids";
 export const DEFAULT_UID_BASE = 200_000;
 /** Node's spawn takes a uid up to 2^31 - 1; one below, so the last claim never overflows. */
 const MAX_UID = 2 ** 31 - 2;
+/** How many uids are claimed (and checked with `getent`) at a time. */
+const UID_BATCH = 16;
 /** A workspace's file helper ends after this long without a request. */
 export const FILE_AGENT_IDLE_MS = 15_000;
 /** A file operation that takes longer (a FIFO that nobody writes) ends its helper: 504 `file_op_timeout`. */
@@ -120,25 +122,28 @@ async function loadDelegatedRanges() {
 }
 
 /**
- * Whether the system already knows `id` as a user or a group (through NSS,
- * so directory services count), by `getent`; by /etc/passwd and /etc/group
- * when there is no `getent`.
- * @param {number} id
+ * Which of `ids` the system already knows as a user or a group (through NSS,
+ * so directory services count), by one `getent` per database; by /etc/passwd
+ * and /etc/group when there is no `getent`.
+ * @param {number[]} ids
+ * @returns {Promise<Set<number>>}
  */
-async function isKnownId(id) {
+async function findKnownIds(ids) {
+  /** @type {Set<number>} */
+  const known = new Set();
   for (const database of ["passwd", "group"]) {
-    const found = await new Promise((resolveFound) => {
-      const child = spawn("getent", [database, String(id)], { stdio: "ignore" });
-      child.once("error", () => resolveFound(undefined));
-      child.once("exit", (code) => resolveFound(code === 0));
+    const listed = await new Promise((resolveListed) => {
+      // Exit code 2 when some key is missing: the entries found are still printed.
+      const child = spawn("getent", [database, ...ids.map(String)], { stdio: ["ignore", "pipe", "ignore"] });
+      let text = "";
+      child.stdout?.on("data", (chunk) => (text += chunk));
+      child.once("error", () => resolveListed(undefined));
+      child.once("close", () => resolveListed(text));
     });
-    if (found === true) return true;
-    if (found === undefined) {
-      const text = await readFile(`/etc/${database}`, "utf8").catch(() => "");
-      if (text.split("\n").some((line) => line.split(":")[2] === String(id))) return true;
-    }
+    const text = listed ?? (await readFile(`/etc/${database}`, "utf8").catch(() => ""));
+    for (const line of text.split("\n")) known.add(Number(line.split(":")[2]));
   }
-  return false;
+  return known;
 }
 
 /**
@@ -157,31 +162,47 @@ async function saveHint(file, uid) {
 }
 
 /**
- * Hands out uids: claims the next free one machine-wide for each new workspace.
- * @param {{ claimsDir?: string, base?: number }} [options]
+ * Hands out uids: claims free ones machine-wide, a batch ahead (so that
+ * registering a workspace waits for no `getent`), and gives each to one
+ * workspace. Spare claims left when the server stops are never used.
+ * @param {{ claimsDir?: string, base?: number, label: string }} options
+ *   `label` names this server in its spare claims (its root)
  */
-export async function createUidAllocator({ claimsDir = UID_CLAIMS_DIR, base = DEFAULT_UID_BASE } = {}) {
+export async function createUidAllocator({ claimsDir = UID_CLAIMS_DIR, base = DEFAULT_UID_BASE, label }) {
   await ensureClaimsDir(claimsDir);
   const delegated = await loadDelegatedRanges();
   const hintFile = join(claimsDir, "next");
+  /** @type {number[]} claimed, checked against the system's users and groups, not yet given */
+  const spare = [];
   /** Serialises allocations of this process; claims keep other processes apart. */
   let queue = Promise.resolve(0);
 
-  /** @param {string} owner */
-  async function allocate(owner) {
+  async function refill() {
     const hinted = Number((await readFile(hintFile, "utf8").catch(() => "")).trim());
     let uid = Number.isSafeInteger(hinted) && hinted > base ? hinted : base;
-    for (; uid <= MAX_UID; uid += 1) {
+    /** @type {number[]} */
+    const claimed = [];
+    for (; uid <= MAX_UID && claimed.length < UID_BATCH; uid += 1) {
       if (delegated.some(([first, last]) => uid >= first && uid <= last)) continue;
-      if (!(await claim(claimsDir, uid, owner, false))) continue;
-      // Claimed even when the system knows the id, so nobody tries it again.
-      if (await isKnownId(uid)) continue;
-      await saveHint(hintFile, uid + 1);
-      return uid;
+      // A claim is kept even when the system knows the id, so nobody tries it again.
+      if (await claim(claimsDir, uid, `${label}\t(spare)`, false)) claimed.push(uid);
     }
-    throw new Error(`no free uid left between ${base} and ${MAX_UID}`);
+    if (claimed.length === 0) throw new Error(`no free uid left between ${base} and ${MAX_UID}`);
+    await saveHint(hintFile, uid);
+    const known = await findKnownIds(claimed);
+    spare.push(...claimed.filter((id) => !known.has(id)));
   }
 
+  /** @param {string} owner */
+  async function allocate(owner) {
+    while (spare.length === 0) await refill();
+    const uid = /** @type {number} */ (spare.shift());
+    await writeFile(join(claimsDir, String(uid)), `${owner}\n`, { mode: 0o600 });
+    if (spare.length === 0) void refill().catch(() => {});
+    return uid;
+  }
+
+  await refill();
   return {
     /**
      * A new uid for `owner` (a text naming the root and the workspace).
@@ -442,7 +463,7 @@ function startAgent(workspace, onEnd) {
       });
     },
     stop() {
-      end({ status: 500, code: "file_agent_failed", message: "the workspace was deleted" });
+      end({ status: 409, code: "workspace_deleted", message: "the workspace is being deleted" });
     },
   };
 }
