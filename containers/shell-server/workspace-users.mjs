@@ -26,7 +26,7 @@
  */
 import { spawn } from "node:child_process";
 import { lstat, mkdir, open, readFile, rename, rm, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** Where uids are claimed, machine-wide: root-owned, mode 0700. */
@@ -41,8 +41,8 @@ const UID_BATCH = 16;
 export const FILE_AGENT_IDLE_MS = 15_000;
 /** A file operation that takes longer (a FIFO that nobody writes) ends its helper: 504 `file_op_timeout`. */
 export const FILE_OP_TIMEOUT_MS = 60_000;
-/** The largest answer a helper may send (a 32 MiB read as base64 in JSON, with room to spare). */
-const MAX_AGENT_ANSWER_BYTES = 48 * 1024 * 1024;
+/** The largest answer a helper may send: a 32 MiB read as JSON text, where a control byte takes 6 characters (`\u0000`), and room to spare. */
+const MAX_AGENT_ANSWER_BYTES = 6 * 32 * 1024 * 1024 + 1024 * 1024;
 /** The uid and gid of the start-up probe: an unprivileged id with no files of ours. */
 const PROBE_ID = 65_534;
 
@@ -68,9 +68,11 @@ export function isRoot() {
  */
 async function ensureClaimsDir(dir) {
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const info = await lstat(dir);
-  if (!info.isDirectory() || info.uid !== 0 || (info.mode & 0o022) !== 0) {
-    throw new Error(`${dir} must be a directory owned by root that only root may write`);
+  for (const path of [dirname(dir), dir]) {
+    const info = await lstat(path);
+    if (!info.isDirectory() || info.uid !== 0 || (info.mode & 0o022) !== 0) {
+      throw new Error(`${path} must be a directory owned by root that only root may write`);
+    }
   }
 }
 
