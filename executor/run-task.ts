@@ -17,6 +17,13 @@ import { invokeAction, type Clock } from "./invoke.ts";
  */
 export const MAX_TASK_OUTPUT_CHARS = 1_000_000;
 
+/**
+ * Failures that the same task input always reproduces: a step's
+ * `on_failure: "retry"` does not make them retryable, since a retry would
+ * spend the same budget, or meet the same unsignable value, again.
+ */
+const DETERMINISTIC_FAILURES: ReadonlySet<string> = new Set(["expr.budget_exceeded", "template.budget_exceeded", "template.too_deep", "action.unsignable_output"]);
+
 /** Levels a result adds around the values it carries (`error.context_snapshot.state.<ref>`, mapped target paths). */
 const RESULT_WRAPPING_DEPTH = 16;
 
@@ -261,7 +268,8 @@ function onStepFailure(step: ResolvedStep, error: EngineError, context: TaskCont
       return { next: "continue", context: { ...context, state: { ...context.state, _errors: [...errors, entry] } }, ran: true };
     }
     case "retry":
-      return { next: "fail", error: new EngineError(error.code, error.message, { retryable: true, retryAfterMs: error.retryAfterMs, details: error.details }), ran: true };
+      // A spent budget or a value that cannot be signed comes back the same on every attempt: never worth a retry.
+      return { next: "fail", error: new EngineError(error.code, error.message, { retryable: !DETERMINISTIC_FAILURES.has(error.code), retryAfterMs: error.retryAfterMs, details: error.details }), ran: true };
     case "abort":
       return { next: "fail", error: new EngineError(error.code, error.message, { retryable: false, details: error.details }), ran: true };
   }

@@ -20,6 +20,17 @@ async function run(workflow: Record<string, unknown>, input: Record<string, unkn
 }
 
 describe("expression budgets in runs and registration", () => {
+  it("does not retry a spent budget even when the step says on_failure: retry and the node has a retry policy", async ({ expect }) => {
+    const items = Array.from({ length: 1_000 }, (_, i) => i);
+    const workflow = singleTaskWorkflow(uniqueId("noretry"), [{ ...contextStep("input.l.map(x, input.l.map(y, x * y))", { l: "$.input.items" }), on_failure: "retry" }]);
+    const main = (workflow.nodes as Record<string, Record<string, unknown>>).main as Record<string, unknown>;
+    main.retry = { max_attempts: 3, initial_delay_ms: 10 };
+    const failed = await run(workflow, { items });
+    expect(failed.status).toBe("failed");
+    expect(failed.error).toMatchObject({ code: "expr.budget_exceeded" });
+    expect(failed.nodes.main.attempts).toBe(1);
+  });
+
   it("fails the step with expr.budget_exceeded, not retryable, when CEL spends its budget on run input", async ({ expect }) => {
     const items = Array.from({ length: 1_000 }, (_, i) => i);
     const workflow = singleTaskWorkflow(uniqueId("celbudget"), [contextStep("input.l.map(x, input.l.map(y, x * y))", { l: "$.input.items" })]);
