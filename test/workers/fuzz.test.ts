@@ -236,7 +236,7 @@ describe("fuzz: hostile input at every route never gets a 5xx", () => {
     // The target run is only ever sent gate answers it cannot accept: the health check finishes it.
     const id = fc.oneof(fc.constantFrom(world.victimGate.runId, world.completedRunId, world.safeId, "workflows", world.target.gateId), hostileString, cloneable);
     const call = fc.oneof(
-      fc.tuple(fc.constant("registerDefinitions"), fc.tuple(fc.oneof(fc.tuple(fc.nat(), fc.array(mutation, { maxLength: 3 })).map(([which, mutations]) => mutate(world.corpus[which % world.corpus.length], mutations)), cloneable).map((value) => materialize(value, 2_000)))),
+      fc.tuple(fc.constant("registerDefinitions"), fc.tuple(fc.oneof(fc.tuple(fc.nat(), fc.array(mutation, { maxLength: 3 })).map(([which, mutations]) => materialize(mutate(world.corpus[which % world.corpus.length], mutations), 2_000)), cloneable))),
       fc.tuple(fc.constant("getDefinition"), fc.tuple(id, id, cloneable)),
       fc.tuple(fc.constant("startRun"), fc.tuple(fc.oneof(fc.constant(world.corpusIds[0]), id), fc.oneof(fc.record({ input: cloneable, mode: fc.constantFrom("preview", "approval") }, { noNullPrototype: true }), cloneable.filter((value) => !isAutoStart(value))))),
       fc.tuple(fc.constantFrom("getRun", "getJournal", "listGates", "pauseRun", "resumeRun", "redriveRun", "approveRun"), fc.tuple(fc.oneof(fc.constantFrom(...world.victims), id))),
