@@ -83,6 +83,8 @@ const SERVER_ERROR_CODES = new Set([
   "is_a_directory",
   "not_a_directory",
   "too_large",
+  "permission_denied",
+  "workspace_deleted",
 ]);
 
 /**
