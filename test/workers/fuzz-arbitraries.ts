@@ -5,7 +5,6 @@
  * definition bundles, hostile URL path segments and query strings, and the
  * bodies and content types they travel in.
  */
-import "./fuzz-prelude.ts";
 import fc from "fast-check";
 import { stringify as yamlStringify } from "yaml";
 

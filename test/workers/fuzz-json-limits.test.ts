@@ -4,7 +4,6 @@
  * lone surrogate is found at its path, the depth bound is exact, and no value
  * (deep, cyclic, shared) makes the walk overflow or run long.
  */
-import "./fuzz-prelude.ts";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { EngineError } from "../../lib/errors.ts";

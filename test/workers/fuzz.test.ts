@@ -9,7 +9,6 @@
  * more cases from a random seed, printed first; replay a failure with
  * `FUZZ_SEED=<seed> npm run fuzz` (and `FUZZ_RUNS=<n>` for the runs per property).
  */
-import "./fuzz-prelude.ts";
 import { env, exports } from "cloudflare:workers";
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";

@@ -6,9 +6,21 @@ const BLOCKED = "Code generation from strings disallowed for this context (test 
 function blockedFunction(): never {
   throw new EvalError(BLOCKED);
 }
+// The intrinsics, taken before the globals are replaced: every function's
+// `constructor` (through these prototypes) must throw too, or
+// `(function () {}).constructor("code")` would slip past the guard.
+const intrinsicPrototypes = [
+  Object.getPrototypeOf(function plain() {}),
+  Object.getPrototypeOf(async function asynchronous() {}),
+  Object.getPrototypeOf(function* generator() {}),
+  Object.getPrototypeOf(async function* asyncGenerator() {}),
+] as object[];
+// `Function.prototype` stays the real one, so `Function.prototype.apply` and
+// `instanceof Function` work as before (libraries such as fast-check read them).
+(blockedFunction as { prototype: unknown }).prototype = intrinsicPrototypes[0];
 for (const name of ["Function", "eval"] as const) {
   Object.defineProperty(globalThis, name, { value: blockedFunction, configurable: true, writable: true });
 }
-const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor as { prototype: object };
-Object.defineProperty(Function.prototype, "constructor", { value: blockedFunction, configurable: true, writable: true });
-Object.defineProperty(AsyncFunction.prototype, "constructor", { value: blockedFunction, configurable: true, writable: true });
+for (const prototype of intrinsicPrototypes) {
+  Object.defineProperty(prototype, "constructor", { value: blockedFunction, configurable: true, writable: true });
+}
