@@ -2,7 +2,6 @@ import { WorkerEntrypoint } from "cloudflare:workers";
 import { ensureEngineError } from "../lib/errors.ts";
 import { issuesToDetails, summarize } from "../lib/validation.ts";
 import { fromTaskGroup, TaskGroup, TaskPayload, type TaskResult } from "../schemas/index.ts";
-import { cappedFetch } from "./capped-fetch.ts";
 import { SYSTEM_CLOCK } from "./invoke.ts";
 import { runTask } from "./run-task.ts";
 
@@ -66,7 +65,7 @@ export class Executor extends WorkerEntrypoint<Env> {
   private async execute(payload: TaskPayload): Promise<TaskResult> {
     try {
       return await runTask(payload, {
-        context: { env: this.env, fetch: cappedFetch((input, init) => fetch(input, init)) },
+        context: { env: this.env, fetch: (input, init) => fetch(input, init) },
         clock: SYSTEM_CLOCK,
       });
     } catch (thrown) {

@@ -8,6 +8,7 @@ import type { Json, JsonRecord } from "../../lib/expr/mapping.ts";
 import { renderTemplate } from "../../lib/expr/template.ts";
 import { validateJson } from "../../lib/json-schema.ts";
 import type { ResolvedModel, ResolvedPrompt } from "../../schemas/index.ts";
+import { cappedFetch } from "../capped-fetch.ts";
 import { redactSecrets, resolveSecretsTracked } from "../secrets.ts";
 import { retryAfterMs } from "./http.ts";
 import { isRemoteOnlyBindingError } from "./remote-only.ts";
@@ -73,7 +74,8 @@ export function renderMessages(prompt: Pick<ResolvedPrompt, "messages">, input: 
  * `anthropic` the Messages API; `workers-ai` the Worker's `AI` binding.
  */
 function createLanguageModel(model: ResolvedModel, apiKey: string | undefined, context: ActionContext): LanguageModel {
-  const fetch = context.fetch;
+  // The SDK reads whole bodies itself: cap what it may read (the http action caps its own, more cheaply).
+  const fetch = cappedFetch(context.fetch);
   switch (model.provider) {
     case "openai":
       return createOpenAI({ apiKey: requireKey(model, apiKey), baseURL: model.base_url, fetch }).chat(model.model_id);

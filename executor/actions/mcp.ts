@@ -7,6 +7,7 @@ import { EngineError } from "../../lib/errors.ts";
 import type { Json } from "../../lib/expr/mapping.ts";
 import { canonicalBytes } from "../../lib/journal/canonical.ts";
 import { isCredentialHeader, type ResolvedMcpServer } from "../../schemas/index.ts";
+import { cappedFetch } from "../capped-fetch.ts";
 import { redactSecrets, resolveSecretsTracked } from "../secrets.ts";
 import type { ActionContext, ActionHandler } from "./types.ts";
 
@@ -129,9 +130,10 @@ function newClient(): Client {
   return new Client(CLIENT_INFO, { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });
 }
 
-/** The SDK's own requests also end when the action's signal does. */
+/** The SDK's own requests also end when the action's signal does, and read at most MAX_RESPONSE_BYTES of a body. */
 function boundFetch(context: ActionContext): typeof fetch {
-  return (input, init) => context.fetch(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, context.signal]) : context.signal });
+  const capped = cappedFetch(context.fetch);
+  return (input, init) => capped(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, context.signal]) : context.signal });
 }
 
 function isFallbackStatus(status: number | undefined): boolean {

@@ -148,7 +148,7 @@ describe("the http action's response budget", () => {
   });
 });
 
-describe("the executor's response cap (llm and mcp bodies, read by their SDKs)", () => {
+describe("the response cap of the llm and mcp actions (bodies read by their SDKs)", () => {
   it("errors a body that passes the cap while it is read, and passes smaller ones through whole", async ({ expect }) => {
     const fetchOf = (bytes: number) => cappedFetch(() => Promise.resolve(new Response("x".repeat(bytes), { status: 200, headers: { "x-kept": "yes" } })), 1000);
     const small = await fetchOf(1000)("http://peer.test/");
