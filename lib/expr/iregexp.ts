@@ -108,7 +108,8 @@ export function compileIRegexp(source: string): IRegexpCompileResult {
 }
 
 class RegexSyntaxError extends Error {}
-class RegexTooLargeError extends Error {}
+/** A pattern over one of the limits above; shared with the ECMAScript front end (`ecma-regexp.ts`). */
+export class RegexTooLargeError extends Error {}
 
 // ───────────────────────────── character sets ─────────────────────────────
 
@@ -129,7 +130,7 @@ interface Category {
 }
 
 /** One character position's test: code point ranges and categories, possibly negated as a whole. */
-class CharSet {
+export class CharSet {
   readonly ranges: number[] = [];
   readonly categories: Category[] = [];
   negated = false;
@@ -179,13 +180,20 @@ function single(point: number): CharSet {
 
 // ───────────────────────────── parser (RFC 9485 §3, ABNF) ─────────────────────────────
 
-type Node =
+/**
+ * A parsed pattern. `word_boundary` (`\b`, `\B` when `negated`) is never produced by the
+ * I-Regexp parser; the ECMAScript front end (`ecma-regexp.ts`) compiles to the same VM.
+ */
+export type RegexNode =
   | { readonly kind: "set"; readonly set: CharSet }
-  | { readonly kind: "concat"; readonly items: readonly Node[] }
-  | { readonly kind: "alternate"; readonly items: readonly Node[] }
-  | { readonly kind: "repeat"; readonly item: Node; readonly min: number; readonly max: number }
+  | { readonly kind: "concat"; readonly items: readonly RegexNode[] }
+  | { readonly kind: "alternate"; readonly items: readonly RegexNode[] }
+  | { readonly kind: "repeat"; readonly item: RegexNode; readonly min: number; readonly max: number }
   | { readonly kind: "begin" }
-  | { readonly kind: "end" };
+  | { readonly kind: "end" }
+  | { readonly kind: "word_boundary"; readonly negated: boolean };
+
+type Node = RegexNode;
 
 const code = (char: string): number => char.codePointAt(0) ?? -1;
 
@@ -444,6 +452,8 @@ const JUMP = 2;
 const BEGIN = 3;
 const END = 4;
 const MATCH = 5;
+const WORD_BOUNDARY = 6;
+const NOT_WORD_BOUNDARY = 7;
 
 /** Instructions as parallel arrays: `op`, and `x` / `y` (targets, or the set of a CHAR). */
 export interface Program {
@@ -484,6 +494,9 @@ class Emitter {
         return;
       case "end":
         this.emit(END);
+        return;
+      case "word_boundary":
+        this.emit(node.negated ? NOT_WORD_BOUNDARY : WORD_BOUNDARY);
         return;
       case "concat":
         for (const item of node.items) {
@@ -538,7 +551,12 @@ class Emitter {
   }
 }
 
-function compileProgram(node: Node): Program {
+/**
+ * Compiles a parsed pattern to a VM program.
+ *
+ * @throws RegexTooLargeError past {@link MAX_IREGEXP_PROGRAM_SIZE} instructions.
+ */
+export function compileProgram(node: RegexNode): Program {
   const emitter = new Emitter();
   emitter.node(node);
   emitter.emit(MATCH);
@@ -584,7 +602,7 @@ function runVm(program: Program, text: string, whole: boolean, budget: RegexBudg
   let next = new ThreadList(size);
   const stack: number[] = [];
   const length = text.length;
-  addThread(program, current, stack, 0, 0, length, budget);
+  addThread(program, current, stack, 0, 0, text, budget);
   for (let unit = 0; ; ) {
     if (!whole && containsMatch(program, current)) {
       return true;
@@ -602,11 +620,11 @@ function runVm(program: Program, text: string, whole: boolean, budget: RegexBudg
     for (let i = 0; i < current.size; i += 1) {
       const pc = current.dense[i] ?? 0;
       if (program.op[pc] === CHAR && (program.sets[program.x[pc] ?? 0] as CharSet).test(text, unit, point)) {
-        addThread(program, next, stack, pc + 1, after, length, budget);
+        addThread(program, next, stack, pc + 1, after, text, budget);
       }
     }
     if (!whole) {
-      addThread(program, next, stack, 0, after, length, budget);
+      addThread(program, next, stack, 0, after, text, budget);
     }
     [current, next] = [next, current];
     unit = after;
@@ -623,7 +641,7 @@ function containsMatch(program: Program, list: ThreadList): boolean {
 }
 
 /** Adds `start` and everything reachable from it without reading a character. */
-function addThread(program: Program, list: ThreadList, stack: number[], start: number, unit: number, length: number, budget: RegexBudget): void {
+function addThread(program: Program, list: ThreadList, stack: number[], start: number, unit: number, text: string, budget: RegexBudget): void {
   stack.push(start);
   let visited = 0;
   for (let pc = stack.pop(); pc !== undefined; pc = stack.pop()) {
@@ -644,7 +662,13 @@ function addThread(program: Program, list: ThreadList, stack: number[], start: n
         }
         break;
       case END:
-        if (unit === length) {
+        if (unit === text.length) {
+          stack.push(pc + 1);
+        }
+        break;
+      case WORD_BOUNDARY:
+      case NOT_WORD_BOUNDARY:
+        if ((isWordUnit(text, unit - 1) !== isWordUnit(text, unit)) === (program.op[pc] === WORD_BOUNDARY)) {
           stack.push(pc + 1);
         }
         break;
@@ -653,4 +677,10 @@ function addThread(program: Program, list: ThreadList, stack: number[], start: n
     }
   }
   budget.charge(visited);
+}
+
+/** Whether the code unit at `unit` is an ECMAScript word character `[A-Za-z0-9_]` (none outside the text). */
+function isWordUnit(text: string, unit: number): boolean {
+  const c = text.charCodeAt(unit);
+  return (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || c === 0x5f || (c >= 0x61 && c <= 0x7a);
 }

@@ -1,0 +1,191 @@
+/**
+ * The engines under JSON Schema validation: ECMAScript patterns on the linear-time VM
+ * (lib/expr/ecma-regexp.ts) read as V8 reads them, the replaced format checks
+ * (lib/json-schema-formats.ts) answering as the library's, and validation charging the
+ * work budget of the scope it runs in.
+ */
+import { Validator, format as libraryFormats } from "@cfworker/json-schema";
+import { describe, it } from "vitest";
+import { checkEcmaPatternSyntax, compileEcmaPattern } from "../../lib/expr/ecma-regexp.ts";
+import { RegexBudget, type IRegexp } from "../../lib/expr/iregexp.ts";
+import { WorkBudget, withWorkBudget } from "../../lib/expr/work-budget.ts";
+import { isRegex, isUrl } from "../../lib/json-schema-formats.ts";
+import { MAX_SCHEMA_VALIDATION_STEPS, SCHEMA_STEPS_PER_WORK_UNIT, validateJson } from "../../lib/json-schema.ts";
+
+function compiled(pattern: string): IRegexp {
+  const result = compileEcmaPattern(pattern);
+  if (!result.ok) {
+    throw new Error(`${pattern}: ${result.message}`);
+  }
+  return result.regex;
+}
+
+/** A deterministic generator (a linear congruential one), so every run tests the same strings. */
+function makeRandom(seed: number): (below: number) => number {
+  let state = seed;
+  return (below) => {
+    state = (state * 1103515245 + 12345) & 0x7fffffff;
+    return state % below;
+  };
+}
+
+const PATTERNS = [
+  "^(a|aa)+$", "^[a-z0-9-]+$", "\\d{3}-\\d{4}", "^\\w+@\\w+\\.com$", "\\bfoo\\b", "\\Bo", "^$", "a|b|", "^(?:[A-Z][a-z]*)(?: [A-Z][a-z]*)*$",
+  "^\\p{L}+$", "^\\p{Letter}+$", "\\P{L}", "^\\p{Script=Greek}+$", "[\\p{Lu}\\d]", "[^\\P{L}]", "^[\\s\\S]*$", ".", "^.$", "^..$", "[^]", "[]", "^[\\D]+$", "[a\\W]",
+  "\\u{1F600}", "\\uD83D\\uDE00", "^[\\uD83D\\uDE00-\\uD83D\\uDE4F]$", "\\x41", "\\cJ", "\\0", "[\\b]", "[\\-]", "[a-]", "[-a]", "[a-b-c]", "\\/", "a{2,3}?", "(?<year>\\d{4})-(?<m>\\d\\d)",
+  "^(?:\\+?1[-. ]?)?\\(?([0-9]{3})\\)?[-. ]?([0-9]{3})[-. ]?([0-9]{4})$", "^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\\.[a-zA-Z]{2,}$",
+  "^v?(0|[1-9]\\d*)\\.(0|[1-9]\\d*)\\.(0|[1-9]\\d*)(?:-((?:0|[1-9]\\d*|\\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\\.(?:0|[1-9]\\d*|\\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\\+([0-9a-zA-Z-]+(?:\\.[0-9a-zA-Z-]+)*))?$",
+  "^\\S+$", "\\s", "^[^\\s]+$", "(a*)*b", "(|a)+c", "x*", "^\\$\\{[a-z]+\\}$", "\\.", "^[\\w.-]+$", "a\\b", "\\b", "^\\B$", "\\u2028", "[\\u0000-\\u001F]", "\\\\p\\{L\\}",
+];
+const ALPHABET = ["a", "b", "c", "aa", "A", "Z", "0", "9", "-", ".", "_", "@", " ", "\t", "\n", "\r", "\u2028", "\u00a0", "\ufeff", "é", "Ω", "α", "😀", "\ud800", "\ude00", "$", "{", "}", "+", "(", ")", "x", "foo", "\b", "\0", "/", "1", "2", "3", "\v", "\u3000", "\\", "p{L}", "\u1680"];
+
+describe("ECMAScript patterns on the linear-time VM", () => {
+  it(`agree with V8 (the u flag, RegExp.prototype.test) on ${PATTERNS.length} patterns × 2,000 generated strings`, ({ expect }) => {
+    const random = makeRandom(3);
+    const mismatches: string[] = [];
+    for (const pattern of PATTERNS) {
+      const regex = compiled(pattern);
+      const v8 = new RegExp(pattern, "u");
+      for (let i = 0; i < 2_000; i += 1) {
+        const text = Array.from({ length: random(8) }, () => ALPHABET[random(ALPHABET.length)]).join("");
+        if (v8.test(text) !== regex.search(text, new RegexBudget())) {
+          mismatches.push(`${JSON.stringify(pattern)} on ${JSON.stringify(text)}`);
+        }
+      }
+    }
+    expect(mismatches).toEqual([]);
+  });
+
+  it("read \\s, \\S, ., \\w and \\d as V8 does on every BMP code point and a sample of the others", ({ expect }) => {
+    const classes = ["^\\s$", "^\\S$", "^.$", "^[\\W\\d]$", "^\\w$"].map((pattern) => ({ pattern, regex: compiled(pattern), v8: new RegExp(pattern, "u") }));
+    const differing: string[] = [];
+    for (let point = 0; point <= 0x10ffff; point += point < 0x10000 ? 1 : 251) {
+      const char = String.fromCodePoint(point);
+      for (const { pattern, regex, v8 } of classes) {
+        if (v8.test(char) !== regex.search(char, new RegexBudget())) {
+          differing.push(`${pattern} U+${point.toString(16)}`);
+        }
+      }
+    }
+    expect(differing).toEqual([]);
+  });
+
+  it("refuse lookaround, backreferences and modifiers as unsupported, and what V8 refuses as invalid with its message", ({ expect }) => {
+    const refusal = (pattern: string) => {
+      const result = compileEcmaPattern(pattern);
+      return result.ok ? "ok" : `${result.reason}: ${result.message}`;
+    };
+    for (const pattern of ["(?=a)", "(?!a)", "(?<=a)b", "(?<!a)b"]) {
+      expect(refusal(pattern)).toMatch(/^unsupported: lookaround/);
+    }
+    expect(refusal("(a)\\1")).toMatch(/^unsupported: a backreference/);
+    expect(refusal("(?<n>a)\\k<n>")).toMatch(/^unsupported: a named backreference/);
+    // V8 reads inline modifiers in some versions and refuses them in others: either way they do not run.
+    expect(refusal("(?i:a)")).toMatch(/^(unsupported: an inline modifier group|invalid: )/);
+    expect(refusal("(")).toMatch(/^invalid: not a valid ECMAScript regular expression: Invalid regular expression: \/\(\/u: Unterminated group/);
+    expect(refusal("\\-")).toMatch(/^invalid: /);
+    expect(refusal("]")).toMatch(/^invalid: /);
+    expect(refusal("\\p{NotAProperty}")).toBe("invalid: not a valid ECMAScript regular expression: \\p{NotAProperty} names no Unicode property of characters");
+    expect(refusal("x".repeat(4_097))).toMatch(/^too_large: the pattern is longer than 4096 characters/);
+    expect(refusal("(a{100}){101}")).toMatch(/^too_large: /);
+    expect(refusal("a{20000}")).toMatch(/^too_large: /);
+  });
+
+  it("check syntax as V8 does, \\p{…} escapes included, without V8 building their character sets", ({ expect }) => {
+    const cases = ["\\p{L}", "[\\p{L}]", "[\\p{L}-z]", "[a-\\p{L}]", "\\p{L}*", "\\p{Script=Greek}", "\\p{sc=Grek}", "\\p{General_Category=Letter}", "\\p{RGI_Emoji}", "\\p{Foo}", "\\p{L", "\\p", "\\\\p{L}", "\\\\\\p{L}", "[\\P{Lu}\\d]", "a{2}\\p{N}{3}", "\\p{}", "\\p{ASCII}", "\\P{Any}"];
+    for (const pattern of cases) {
+      let v8 = true;
+      try {
+        new RegExp(pattern, "u");
+      } catch {
+        v8 = false;
+      }
+      expect(checkEcmaPatternSyntax(pattern) === undefined, pattern).toBe(v8);
+    }
+  });
+
+  it("match ^(a|aa)+$ in steps linear in the input: about the same per character at 1,000 and 100,000 characters", ({ expect }) => {
+    const regex = compiled("^(a|aa)+$");
+    const stepsFor = (length: number) => {
+      const budget = new RegexBudget(Number.MAX_SAFE_INTEGER);
+      expect(regex.search(`${"a".repeat(length)}b`, budget)).toBe(false);
+      return budget.spent;
+    };
+    const small = stepsFor(1_000);
+    const large = stepsFor(100_000);
+    // Each position visits each instruction at most once and steps each live thread once.
+    expect(large).toBeLessThanOrEqual(2 * 100_001 * regex.size);
+    expect(large / small).toBeLessThan(101);
+    expect(large / small).toBeGreaterThan(99);
+  });
+});
+
+/** The library's own check of a format (its table is typed as possibly missing any name). */
+function libraryFormat(name: string): (value: string) => boolean {
+  const check = libraryFormats[name];
+  if (check === undefined) {
+    throw new Error(`the library has no format ${name}`);
+  }
+  return check;
+}
+
+describe("format checks", () => {
+  it("answer url as the library does on 100,000 generated short strings", ({ expect }) => {
+    const random = makeRandom(5);
+    const tokens = ["a", "1", "/", ":", "@", "%", ".", "-", "?", "#", " ", "0", "é", "a@", "com", ".com", "10.0.0.1", "8.8.8.8", "1.2.3.4", ":80", "//", "A", "x.io", "\u00a1"];
+    const schemes = ["http://", "https://", "ftp://", "HTTP://", "", "mailto:"];
+    const differing: string[] = [];
+    for (let i = 0; i < 100_000; i += 1) {
+      const text = schemes[random(schemes.length)] + Array.from({ length: random(6) }, () => tokens[random(tokens.length)]).join("");
+      // The library's own check backtracks exponentially: only short strings can be compared with it.
+      if (text.length <= 22 && isUrl(text) !== libraryFormat("url")(text)) {
+        differing.push(text);
+      }
+    }
+    expect(differing).toEqual([]);
+  });
+
+  it("answer regex as the library does", ({ expect }) => {
+    for (const text of ["^a+$", "(", "\\p{L}+", "\\p{Foo}", "a\\Z", "[\\p{L}-z]", "(?<n>x)\\k<n>", "(?=a)", "\\\\Z", "x{2,1}"]) {
+      expect(isRegex(text), text).toBe(libraryFormat("regex")(text));
+    }
+  });
+});
+
+describe("validation and budgets", () => {
+  it("reports the first duplicate of uniqueItems as the library does", ({ expect }) => {
+    const random = makeRandom(7);
+    const values = [0, 1, -0, 1.5, "1", "a", true, false, null, [], [1], [1, 2], [2, 1], {}, { a: 1 }, { b: 1 }, { a: 1, b: [2] }, { b: [2], a: 1 }];
+    const library = new Validator({ uniqueItems: true }, "2020-12", false);
+    for (let i = 0; i < 2_000; i += 1) {
+      const items = Array.from({ length: random(7) }, () => values[random(values.length)]);
+      const ours = validateJson({ uniqueItems: true }, items).map((problem) => problem.message);
+      const theirs = library.validate(items).errors.map((error) => error.error);
+      expect(ours, JSON.stringify(items)).toEqual(theirs);
+    }
+  });
+
+  it("charges a validation to the work budget of the scope it runs in", ({ expect }) => {
+    const budget = new WorkBudget(10_000_000, "task");
+    const items = Array.from({ length: 10_000 }, (_, i) => i);
+    const problems = withWorkBudget(budget, () => validateJson({ type: "array", items: { type: "integer" } }, items, "input"));
+    expect(problems).toEqual([]);
+    // 10,001 subschema applications of 30 steps each, ten steps a unit, plus the evaluation's base cost.
+    expect(budget.spent).toBeGreaterThanOrEqual((10_001 * 30) / SCHEMA_STEPS_PER_WORK_UNIT);
+    expect(budget.spent).toBeLessThan((10_001 * 40) / SCHEMA_STEPS_PER_WORK_UNIT);
+  });
+
+  it("stops at what the scope has left, with the scope's reason, and at once when the scope is spent", ({ expect }) => {
+    const budget = new WorkBudget(10_000, "task");
+    const items = Array.from({ length: 10_000 }, (_, i) => i);
+    const [stopped] = withWorkBudget(budget, () => validateJson({ type: "array", items: { type: "integer" } }, items, "input"));
+    expect(stopped).toMatchObject({ path: "input", code: "schema.budget_exceeded", message: expect.stringContaining("work budget of this task") });
+    const [refused] = withWorkBudget(budget, () => validateJson({ type: "string" }, "x", "input"));
+    expect(refused).toMatchObject({ path: "input", code: "schema.budget_exceeded" });
+  });
+
+  it(`stops a validation outside any scope at its own ${MAX_SCHEMA_VALIDATION_STEPS} steps`, ({ expect }) => {
+    const [stopped] = validateJson({ type: "string", pattern: "[ab]*a[ab]{250}[cd]" }, "ab".repeat(400_000), "input");
+    expect(stopped).toMatchObject({ path: "input", code: "schema.budget_exceeded", message: expect.stringContaining(`budget of ${MAX_SCHEMA_VALIDATION_STEPS} steps`) });
+  });
+});
