@@ -26,7 +26,7 @@
  *
  * Against the same workloads in workerd (1 MB-scale values: 100,000 items, 100,000 keys,
  * `enum`s of 1,000, ten `patternProperties`, `uniqueItems` over 20,000 objects, a `$ref`
- * fan-out of 2^16) a step measured 7–30 ns: 25 ns is the rate the budgets assume.
+ * fan-out of 2^16) a step measured 1–27 ns: 25 ns is the rate the budgets assume.
  *
  * The state of the validation running now is the one piece of module state here: a
  * validation is synchronous from start to end, so it is set and restored around it
