@@ -497,7 +497,7 @@ function findInPlaceCycles(graph: SchemaGraph, pathOf: (node: object) => string,
           const cycle = [...stack.slice(from).map((frame) => pathOf(frame.node)), pathOf(edge.target)];
           problems.push({
             path: `${pathOf(top.node)}.${edge.via}`,
-            message: `this reference comes back to the same value without moving into a property or an item (${cycle.join(" → ")}): validating would never end`,
+            message: `this leads back to a schema already being applied to the same value, without moving into a property or an item (${cycle.join(" → ")}): validating would never end`,
             code: "schema.ref_cycle",
           });
         }

@@ -7,7 +7,7 @@
 import { Validator, format as libraryFormats } from "@cfworker/json-schema";
 import { describe, it } from "vitest";
 import { checkEcmaPatternSyntax, compileEcmaPattern } from "../../lib/expr/ecma-regexp.ts";
-import { RegexBudget, type IRegexp } from "../../lib/expr/iregexp.ts";
+import { RegexBudget, compileIRegexp, type IRegexp } from "../../lib/expr/iregexp.ts";
 import { WorkBudget, withWorkBudget } from "../../lib/expr/work-budget.ts";
 import { isRegex, isUrl } from "../../lib/json-schema-formats.ts";
 import { MAX_SCHEMA_VALIDATION_STEPS, SCHEMA_STEPS_PER_WORK_UNIT, validateJson } from "../../lib/json-schema.ts";
@@ -117,6 +117,21 @@ describe("ECMAScript patterns on the linear-time VM", () => {
     expect(large).toBeLessThanOrEqual(2 * 100_001 * regex.size);
     expect(large / small).toBeLessThan(101);
     expect(large / small).toBeGreaterThan(99);
+  });
+
+  it("charge every \\p{…} a character is tested against: 600 in one class cost 600 steps a character (I-Regexp too)", ({ expect }) => {
+    const classOf600 = `[${"\\p{Lu}".repeat(600)}]`;
+    const ecma = compiled(classOf600);
+    const ecmaBudget = new RegexBudget(Number.MAX_SAFE_INTEGER);
+    expect(ecma.search("0".repeat(2_000), ecmaBudget)).toBe(false);
+    expect(ecmaBudget.spent).toBeGreaterThanOrEqual(2_000 * 600);
+    const iregexp = compileIRegexp(classOf600);
+    if (!iregexp.ok) {
+      throw new Error(iregexp.message);
+    }
+    const iregexpBudget = new RegexBudget(Number.MAX_SAFE_INTEGER);
+    expect(iregexp.regex.search("0".repeat(2_000), iregexpBudget)).toBe(false);
+    expect(iregexpBudget.spent).toBeGreaterThanOrEqual(2_000 * 600);
   });
 });
 
