@@ -1,4 +1,5 @@
 import { dereference, type OutputUnit, type Schema, type ValidationResult } from "@cfworker/json-schema";
+import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
 import { EngineError, type ErrorDetail } from "./errors.ts";
 import { compileEcmaPattern } from "./expr/ecma-regexp.ts";
 import { RegexBudget, type IRegexp } from "./expr/iregexp.ts";
@@ -146,6 +147,26 @@ function decodeSegment(segment: string): string {
     return decodeURIComponent(segment);
   } catch {
     return segment;
+  }
+}
+
+/**
+ * The MCP SDK's validator of tools' `outputSchema`s, over {@link validateJson}: a tool's
+ * schema comes from its server, which whoever registers the server chooses, so it gets the
+ * same linear-time patterns, budget and nesting bound as a definition's (the SDK's
+ * `CfWorkerJsonSchemaValidator` runs the library as is: V8's backtracking `RegExp`). A
+ * pattern the engine cannot run fails the call (`schema.unsupported_pattern` in the message).
+ */
+export class EngineJsonSchemaValidator implements jsonSchemaValidator {
+  getValidator<T>(schema: JsonSchemaType): JsonSchemaValidator<T> {
+    return (input) => {
+      const problems = validateJson(schema, input);
+      if (problems.length === 0) {
+        // The SDK's contract: a value that matches its schema is the type the caller named.
+        return { valid: true, data: input as T, errorMessage: undefined };
+      }
+      return { valid: false, data: undefined, errorMessage: problems.map((problem) => `${problem.path || "(value)"}: ${problem.message} (${problem.code ?? "schema"})`).join("; ") };
+    };
   }
 }
 

@@ -2,10 +2,10 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport, SseError } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
-import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/cfworker";
 import { EngineError } from "../../lib/errors.ts";
 import type { Json } from "../../lib/expr/mapping.ts";
 import { canonicalBytes } from "../../lib/journal/canonical.ts";
+import { EngineJsonSchemaValidator } from "../../lib/json-schema.ts";
 import { isCredentialHeader, type ResolvedMcpServer } from "../../schemas/index.ts";
 import { cappedFetch } from "../capped-fetch.ts";
 import { redactSecrets, resolveSecretsTracked } from "../secrets.ts";
@@ -126,8 +126,8 @@ async function connect(server: ResolvedMcpServer, headers: Record<string, string
 }
 
 function newClient(): Client {
-  // The SDK's default validator (Ajv) generates code, which workerd forbids.
-  return new Client(CLIENT_INFO, { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });
+  // The SDK's default validator (Ajv) generates code, which workerd forbids; its CfWorker one backtracks on patterns.
+  return new Client(CLIENT_INFO, { jsonSchemaValidator: new EngineJsonSchemaValidator() });
 }
 
 /** The SDK's own requests also end when the action's signal does, and read at most MAX_RESPONSE_BYTES of a body. */

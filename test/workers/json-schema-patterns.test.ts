@@ -10,7 +10,7 @@ import { checkEcmaPatternSyntax, compileEcmaPattern } from "../../lib/expr/ecma-
 import { RegexBudget, compileIRegexp, type IRegexp } from "../../lib/expr/iregexp.ts";
 import { WorkBudget, withWorkBudget } from "../../lib/expr/work-budget.ts";
 import { isRegex, isUrl } from "../../lib/json-schema-formats.ts";
-import { MAX_SCHEMA_VALIDATION_STEPS, SCHEMA_STEPS_PER_WORK_UNIT, validateJson } from "../../lib/json-schema.ts";
+import { EngineJsonSchemaValidator, MAX_SCHEMA_VALIDATION_STEPS, SCHEMA_STEPS_PER_WORK_UNIT, validateJson } from "../../lib/json-schema.ts";
 
 function compiled(pattern: string): IRegexp {
   const result = compileEcmaPattern(pattern);
@@ -197,6 +197,15 @@ describe("validation and budgets", () => {
     expect(stopped).toMatchObject({ path: "input", code: "schema.budget_exceeded", message: expect.stringContaining("work budget of this task") });
     const [refused] = withWorkBudget(budget, () => validateJson({ type: "string" }, "x", "input"));
     expect(refused).toMatchObject({ path: "input", code: "schema.budget_exceeded" });
+  });
+
+  it("checks MCP tools' output schemas (chosen by their server) with the same engine: linear patterns, lookahead refused", ({ expect }) => {
+    const validator = new EngineJsonSchemaValidator();
+    const check = validator.getValidator<{ s: string }>({ type: "object", properties: { s: { type: "string", pattern: "^(a|aa)+$" } } });
+    expect(check({ s: "aaaa" })).toEqual({ valid: true, data: { s: "aaaa" }, errorMessage: undefined });
+    expect(check({ s: `${"a".repeat(100_000)}b` })).toEqual({ valid: false, data: undefined, errorMessage: "s: String does not match pattern. (schema.pattern)" });
+    const lookahead = validator.getValidator({ type: "string", pattern: "^(?!x)" });
+    expect(lookahead("y")).toMatchObject({ valid: false, errorMessage: expect.stringContaining("schema.unsupported_pattern") });
   });
 
   it(`stops a validation outside any scope at its own ${MAX_SCHEMA_VALIDATION_STEPS} steps`, ({ expect }) => {
