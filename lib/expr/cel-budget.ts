@@ -41,6 +41,7 @@
  * the one piece of module state here: an evaluation is synchronous from start to end,
  * so it is set and restored around it and no request ever sees another's meter.
  */
+import { setBounded } from "../bounded-cache.ts";
 import { CelScalar, isCelError, isCelList, isCelMap, type celEnv, type CelFunc, type CelResult, type CelValue } from "@bufbuild/cel";
 import { RE2JS } from "@bufbuild/re2";
 import type { Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
@@ -381,13 +382,7 @@ function compileRe2(pattern: string): CompiledRe2 {
     size += 1 + inst.runes.length;
   }
   const compiled = { regex, instructions: program.numInst(), compileUnits: Math.ceil(size / RE2_PROGRAM_SIZE_PER_COMPILE_UNIT) };
-  if (re2Cache.size >= RE2_CACHE_LIMIT) {
-    const oldest = re2Cache.keys().next();
-    if (oldest.done !== true) {
-      re2Cache.delete(oldest.value);
-    }
-  }
-  re2Cache.set(pattern, compiled);
+  setBounded(re2Cache, pattern, compiled, RE2_CACHE_LIMIT);
   return compiled;
 }
 

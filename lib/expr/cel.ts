@@ -50,6 +50,7 @@
  * an input is returned as that input value itself, not a copy: callers must not
  * mutate it.
  */
+import { setBounded } from "../bounded-cache.ts";
 import {
   CelScalar,
   celEnv,
@@ -169,13 +170,7 @@ export function compileCel(source: string): CelCompileResult {
     return hit;
   }
   const result = compileUncached(source);
-  if (cache.size >= CACHE_LIMIT) {
-    const oldest = cache.keys().next();
-    if (oldest.done !== true) {
-      cache.delete(oldest.value);
-    }
-  }
-  cache.set(source, result);
+  setBounded(cache, source, result, CACHE_LIMIT);
   return result;
 }
 

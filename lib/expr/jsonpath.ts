@@ -33,6 +33,7 @@
  * Selected values are the document's own values, not copies: callers must not mutate
  * them.
  */
+import { setBounded } from "../bounded-cache.ts";
 import {
   FunctionExpressionType,
   JSONPathEnvironment,
@@ -107,13 +108,7 @@ function compileRegex(pattern: string): IRegexpCompileResult {
     return hit;
   }
   const compiled = compileIRegexp(pattern);
-  if (regexCache.size >= REGEX_CACHE_LIMIT) {
-    const oldest = regexCache.keys().next();
-    if (oldest.done !== true) {
-      regexCache.delete(oldest.value);
-    }
-  }
-  regexCache.set(pattern, compiled);
+  setBounded(regexCache, pattern, compiled, REGEX_CACHE_LIMIT);
   return compiled;
 }
 
@@ -252,13 +247,7 @@ function compile(path: string): Compiled {
   } catch (thrown) {
     compiled = { ok: false, message: invalidMessage(path, thrown) };
   }
-  if (cache.size >= CACHE_LIMIT) {
-    const oldest = cache.keys().next();
-    if (oldest.done !== true) {
-      cache.delete(oldest.value);
-    }
-  }
-  cache.set(path, compiled);
+  setBounded(cache, path, compiled, CACHE_LIMIT);
   return compiled;
 }
 

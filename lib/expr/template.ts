@@ -72,6 +72,7 @@
  * raw; `html` escapes `{{x}}` as Handlebars does (`& < > " ' \` =`); `url` applies
  * `encodeURIComponent` to `{{x}}`, for URL templates. `{{{x}}}` is always raw.
  */
+import { setBounded } from "../bounded-cache.ts";
 import * as handlebarsParser from "@handlebars/parser";
 import { parse, type AST } from "@handlebars/parser";
 import { EngineError } from "../errors.ts";
@@ -375,14 +376,7 @@ function cacheGet(source: string): TemplateCompileResult | undefined {
 }
 
 function cacheSet(source: string, result: TemplateCompileResult): void {
-  cache.set(source, result);
-  while (cache.size > TEMPLATE_CACHE_LIMIT) {
-    const oldest = cache.keys().next();
-    if (oldest.done === true) {
-      break;
-    }
-    cache.delete(oldest.value);
-  }
+  setBounded(cache, source, result, TEMPLATE_CACHE_LIMIT);
 }
 
 function compileOrThrow(source: string): CompiledTemplate {
