@@ -43,17 +43,29 @@ export class Catalog extends DurableObject<Env> {
     return toResult(() => {
       const reserved = checkReservedMappingKeys(body);
       if (reserved.length > 0) {
-        throw EngineError.terminal("definition.invalid", `the definition bundle is invalid: ${reserved.length} problem(s)`, reserved);
+        throw EngineError.terminal(
+          "definition.invalid",
+          `the definition bundle is invalid: ${reserved.length} problem(s)`,
+          reserved,
+        );
       }
       const bundle = parseOrThrow(DefinitionBundle, body, "definition.invalid", "the definition bundle");
       const problems = checkBundle(bundle, this.lookup(), declaredSecretNames(this.env));
       if (problems.length > 0) {
-        throw EngineError.terminal("definition.invalid", `the definition bundle is invalid: ${problems.length} problem(s)`, problems);
+        throw EngineError.terminal(
+          "definition.invalid",
+          `the definition bundle is invalid: ${problems.length} problem(s)`,
+          problems,
+        );
       }
       const now = new Date().toISOString();
       return this.ctx.storage.transactionSync(() => ({
         created: DEFINITION_KINDS.flatMap((kind) =>
-          (bundle[kind] ?? []).map((definition) => ({ kind, id: definition.id, ...this.store(kind, definition.id, definition, now) })),
+          (bundle[kind] ?? []).map((definition) => ({
+            kind,
+            id: definition.id,
+            ...this.store(kind, definition.id, definition, now),
+          })),
         ),
       }));
     });
@@ -67,7 +79,13 @@ export class Catalog extends DurableObject<Env> {
         const what = version === undefined ? `"${id}"` : `version ${version} of "${id}"`;
         throw EngineError.terminal("definition.not_found", `${what} is not registered under ${kind}`);
       }
-      return { kind, id, version: row.version, created_at: row.created_at, definition: JSON.parse(row.body) as DefinitionRecord["definition"] };
+      return {
+        kind,
+        id,
+        version: row.version,
+        created_at: row.created_at,
+        definition: JSON.parse(row.body) as DefinitionRecord["definition"],
+      };
     });
   }
 
@@ -76,22 +94,43 @@ export class Catalog extends DurableObject<Env> {
     return toResult(() => resolveRunSnapshot(this.reader(), workflowId, version));
   }
 
-  private store(kind: DefinitionKind, id: string, definition: unknown, now: string): { version: number; existing: boolean } {
+  private store(
+    kind: DefinitionKind,
+    id: string,
+    definition: unknown,
+    now: string,
+  ): { version: number; existing: boolean } {
     const body = canonicalJson(definition);
     const latest = this.read(kind, id, undefined);
     if (latest?.body === body) {
       return { version: latest.version, existing: true };
     }
     const version = (latest?.version ?? 0) + 1;
-    this.sql.exec("INSERT INTO definitions (kind, id, version, body, created_at) VALUES (?, ?, ?, ?, ?)", kind, id, version, body, now);
+    this.sql.exec(
+      "INSERT INTO definitions (kind, id, version, body, created_at) VALUES (?, ?, ?, ?, ?)",
+      kind,
+      id,
+      version,
+      body,
+      now,
+    );
     return { version, existing: false };
   }
 
   private read(kind: DefinitionKind, id: string, version: number | undefined): DefinitionRow | undefined {
     const cursor =
       version === undefined
-        ? this.sql.exec<DefinitionRow>("SELECT version, body, created_at FROM definitions WHERE kind = ? AND id = ? ORDER BY version DESC LIMIT 1", kind, id)
-        : this.sql.exec<DefinitionRow>("SELECT version, body, created_at FROM definitions WHERE kind = ? AND id = ? AND version = ?", kind, id, version);
+        ? this.sql.exec<DefinitionRow>(
+            "SELECT version, body, created_at FROM definitions WHERE kind = ? AND id = ? ORDER BY version DESC LIMIT 1",
+            kind,
+            id,
+          )
+        : this.sql.exec<DefinitionRow>(
+            "SELECT version, body, created_at FROM definitions WHERE kind = ? AND id = ? AND version = ?",
+            kind,
+            id,
+            version,
+          );
     return cursor.toArray()[0];
   }
 

@@ -32,7 +32,11 @@ export interface DefinitionReader {
  * and inline definitions are taken as written (version 0). Child workflows
  * are pinned to their current version.
  */
-export function resolveRunSnapshot(reader: DefinitionReader, workflowId: string, version: number | undefined): RunSnapshot {
+export function resolveRunSnapshot(
+  reader: DefinitionReader,
+  workflowId: string,
+  version: number | undefined,
+): RunSnapshot {
   const stored = reader.read("workflows", workflowId, version);
   if (!stored) {
     const what = version === undefined ? `workflow "${workflowId}"` : `version ${version} of workflow "${workflowId}"`;
@@ -56,7 +60,9 @@ export function resolveRunSnapshot(reader: DefinitionReader, workflowId: string,
 
 function resolveTask(reader: DefinitionReader, task: string | InlineTask, inlineId: string): ResolvedTask {
   const { id, version, definition } =
-    typeof task === "string" ? load(reader, "tasks", task, Task) : { id: task.id ?? inlineId, version: 0, definition: task };
+    typeof task === "string"
+      ? load(reader, "tasks", task, Task)
+      : { id: task.id ?? inlineId, version: 0, definition: task };
   return {
     id,
     version,
@@ -71,12 +77,19 @@ function resolveTask(reader: DefinitionReader, task: string | InlineTask, inline
 
 function resolveAction(reader: DefinitionReader, action: string | InlineAction, inlineId: string): ResolvedAction {
   const { id, version, definition } =
-    typeof action === "string" ? load(reader, "actions", action, Action) : { id: action.id ?? inlineId, version: 0, definition: action };
+    typeof action === "string"
+      ? load(reader, "actions", action, Action)
+      : { id: action.id ?? inlineId, version: 0, definition: action };
   switch (definition.kind) {
     case "workflow": {
       // The child runs the version that is current now, whatever is registered later.
       const child = pin(reader, "workflows", definition.implementation.workflow);
-      return { ...definition, id, version, implementation: { ...definition.implementation, workflow: `${child.id}@${child.version}` } };
+      return {
+        ...definition,
+        id,
+        version,
+        implementation: { ...definition.implementation, workflow: `${child.id}@${child.version}` },
+      };
     }
     case "llm": {
       // The prompt and the model are frozen into the snapshot: the executor never looks them up.
@@ -86,20 +99,39 @@ function resolveAction(reader: DefinitionReader, action: string | InlineAction, 
         id,
         version,
         implementation: {
-          prompt: typeof prompt === "string" ? loadResolved(reader, "prompts", prompt, Prompt) : { ...prompt, id: prompt.id ?? `${id}/prompt`, version: 0 },
-          model: typeof model === "string" ? loadResolved(reader, "models", model, Model) : { ...model, id: model.id ?? `${id}/model`, version: 0 },
+          prompt:
+            typeof prompt === "string"
+              ? loadResolved(reader, "prompts", prompt, Prompt)
+              : { ...prompt, id: prompt.id ?? `${id}/prompt`, version: 0 },
+          model:
+            typeof model === "string"
+              ? loadResolved(reader, "models", model, Model)
+              : { ...model, id: model.id ?? `${id}/model`, version: 0 },
         },
       };
     }
     case "mcp":
-      return { ...definition, id, version, implementation: { ...definition.implementation, server: loadResolved(reader, "mcp_servers", definition.implementation.server, McpServer) } };
+      return {
+        ...definition,
+        id,
+        version,
+        implementation: {
+          ...definition.implementation,
+          server: loadResolved(reader, "mcp_servers", definition.implementation.server, McpServer),
+        },
+      };
     default:
       return { ...definition, id, version };
   }
 }
 
 /** A referenced definition with its resolved id and version. */
-function loadResolved<T extends object>(reader: DefinitionReader, kind: DefinitionKind, ref: string, schema: { parse(value: unknown): T }): T & { id: string; version: number } {
+function loadResolved<T extends object>(
+  reader: DefinitionReader,
+  kind: DefinitionKind,
+  ref: string,
+  schema: { parse(value: unknown): T },
+): T & { id: string; version: number } {
   const { id, version, definition } = load(reader, kind, ref, schema);
   return { ...definition, id, version };
 }
@@ -108,7 +140,10 @@ function pin(reader: DefinitionReader, kind: DefinitionKind, ref: string): { id:
   const parsed = parseReference(ref);
   const stored = parsed ? reader.read(kind, parsed.id, parsed.version) : undefined;
   if (!parsed || !stored) {
-    throw EngineError.terminal(`${kind === "workflows" ? "workflow" : "definition"}.not_found`, `"${ref}" (${kind}) is not registered`);
+    throw EngineError.terminal(
+      `${kind === "workflows" ? "workflow" : "definition"}.not_found`,
+      `"${ref}" (${kind}) is not registered`,
+    );
   }
   return { id: parsed.id, version: stored.version };
 }

@@ -40,7 +40,11 @@ export interface DefinitionLookup {
  * DAGs without cycles, and credentials that must be `$env:` references.
  * Returns every problem, each with its dotted path in the bundle.
  */
-export function checkBundle(bundle: DefinitionBundle, stored: DefinitionLookup, secrets: ReadonlySet<string>): ErrorDetail[] {
+export function checkBundle(
+  bundle: DefinitionBundle,
+  stored: DefinitionLookup,
+  secrets: ReadonlySet<string>,
+): ErrorDetail[] {
   const problems: ErrorDetail[] = [];
   const lookup = withBundle(bundle, stored);
   const report = (path: string, message: string, code: string) => problems.push({ path, message, code });
@@ -80,14 +84,23 @@ function checkDuplicates(bundle: DefinitionBundle, report: Report): void {
   }
 }
 
-function checkReference(kind: DefinitionKind, ref: string, path: string, lookup: DefinitionLookup, report: Report): void {
+function checkReference(
+  kind: DefinitionKind,
+  ref: string,
+  path: string,
+  lookup: DefinitionLookup,
+  report: Report,
+): void {
   const parsed = parseReference(ref);
   if (!parsed) {
     report(path, `"${ref}" is not a reference ("id" or "id@version")`, "definition.bad_reference");
     return;
   }
   if (!lookup.exists(kind, parsed.id, parsed.version)) {
-    const what = parsed.version === undefined ? `no ${singular(kind)} "${parsed.id}"` : `no version ${parsed.version} of ${singular(kind)} "${parsed.id}"`;
+    const what =
+      parsed.version === undefined
+        ? `no ${singular(kind)} "${parsed.id}"`
+        : `no version ${parsed.version} of ${singular(kind)} "${parsed.id}"`;
     report(path, `${what} is registered or in this bundle`, "definition.unknown_reference");
   }
 }
@@ -96,7 +109,13 @@ function singular(kind: DefinitionKind): string {
   return kind === "mcp_servers" ? "mcp server" : kind.slice(0, -1);
 }
 
-function checkWorkflow(workflow: Workflow, path: string, lookup: DefinitionLookup, report: Report, problems: ErrorDetail[]): void {
+function checkWorkflow(
+  workflow: Workflow,
+  path: string,
+  lookup: DefinitionLookup,
+  report: Report,
+  problems: ErrorDetail[],
+): void {
   checkSchema(workflow.input_schema, `${path}.input_schema`, problems);
   checkSchema(workflow.output_schema, `${path}.output_schema`, problems);
   const nodeIds = new Set(Object.keys(workflow.nodes));
@@ -126,7 +145,11 @@ function checkWorkflow(workflow: Workflow, path: string, lookup: DefinitionLooku
     checkMappings(node.output_mapping, `${nodePath}.output_mapping`, report);
     for (const [name, resource] of Object.entries(node.resource_bindings ?? {})) {
       if (!workflow.resources?.[resource]) {
-        report(`${nodePath}.resource_bindings.${name}`, `no resource "${resource}" is declared in "resources"`, "workflow.unknown_resource");
+        report(
+          `${nodePath}.resource_bindings.${name}`,
+          `no resource "${resource}" is declared in "resources"`,
+          "workflow.unknown_resource",
+        );
       }
     }
   }
@@ -170,7 +193,13 @@ export function findCycle(workflow: Pick<Workflow, "nodes">): string[] | undefin
   return undefined;
 }
 
-function checkTask(task: InlineTask, path: string, lookup: DefinitionLookup, report: Report, problems: ErrorDetail[]): void {
+function checkTask(
+  task: InlineTask,
+  path: string,
+  lookup: DefinitionLookup,
+  report: Report,
+  problems: ErrorDetail[],
+): void {
   checkSchema(task.input_schema, `${path}.input_schema`, problems);
   checkSchema(task.output_schema, `${path}.output_schema`, problems);
   const refs = new Set<string>();
@@ -192,7 +221,13 @@ function checkTask(task: InlineTask, path: string, lookup: DefinitionLookup, rep
 }
 
 /** Per kind, the implementation fields that need more than their schema. */
-function checkAction(action: InlineAction, path: string, lookup: DefinitionLookup, report: Report, problems: ErrorDetail[]): void {
+function checkAction(
+  action: InlineAction,
+  path: string,
+  lookup: DefinitionLookup,
+  report: Report,
+  problems: ErrorDetail[],
+): void {
   checkSchema(action.requires, `${path}.requires`, problems);
   checkSchema(action.produces, `${path}.produces`, problems);
   const at = `${path}.implementation`;
@@ -227,7 +262,11 @@ function checkAction(action: InlineAction, path: string, lookup: DefinitionLooku
       checkSchema(action.implementation.input_schema, `${at}.input_schema`, problems);
       if (typeof action.implementation.on_timeout === "object" && problems.length === 0) {
         // The default answer stands in for a human's: it must be one they could have given.
-        for (const problem of validateJson(action.implementation.input_schema, action.implementation.on_timeout.default, `${at}.on_timeout.default`)) {
+        for (const problem of validateJson(
+          action.implementation.input_schema,
+          action.implementation.on_timeout.default,
+          `${at}.on_timeout.default`,
+        )) {
           report(problem.path, problem.message, "definition.invalid_default");
         }
       }
@@ -243,7 +282,11 @@ function checkAction(action: InlineAction, path: string, lookup: DefinitionLooku
       return;
     case "tool":
       if (!isToolName(action.implementation.tool)) {
-        report(`${at}.tool`, `"${action.implementation.tool}" is not a standard library tool (known: ${TOOL_NAMES.join(", ")})`, "definition.unknown_tool");
+        report(
+          `${at}.tool`,
+          `"${action.implementation.tool}" is not a standard library tool (known: ${TOOL_NAMES.join(", ")})`,
+          "definition.unknown_tool",
+        );
       }
       return;
   }
@@ -272,14 +315,22 @@ function checkPrompt(prompt: Omit<Prompt, "id">, path: string, report: Report, p
   // The step output is the parsed object plus `_meta`, and providers' structured output wants an object at the root.
   const produces = prompt.produces;
   if (typeof produces === "object" && produces.type !== undefined && produces.type !== "object") {
-    report(`${path}.produces.type`, 'a prompt\'s "produces" must describe a JSON object ("type": "object")', "definition.invalid_produces");
+    report(
+      `${path}.produces.type`,
+      'a prompt\'s "produces" must describe a JSON object ("type": "object")',
+      "definition.invalid_produces",
+    );
   }
 }
 
 function checkModel(model: Omit<Model, "id">, path: string, report: Report): void {
   checkSecret(model.api_key, `${path}.api_key`, report);
   if (model.provider === "openai-compatible" && model.base_url === undefined) {
-    report(`${path}.base_url`, 'an "openai-compatible" model needs a base_url (the server\'s OpenAI-style API root, e.g. http://host/v1)', "definition.missing_base_url");
+    report(
+      `${path}.base_url`,
+      'an "openai-compatible" model needs a base_url (the server\'s OpenAI-style API root, e.g. http://host/v1)',
+      "definition.missing_base_url",
+    );
   }
 }
 
@@ -289,9 +340,15 @@ function checkVector(implementation: ActionImplementation<"vector">, at: string,
   if (implementation.vector !== undefined) {
     checkJsonPath(implementation.vector, `${at}.vector`, report);
   }
-  const sources = [implementation.query_template, implementation.vector].filter((source) => source !== undefined).length;
+  const sources = [implementation.query_template, implementation.vector].filter(
+    (source) => source !== undefined,
+  ).length;
   if ((implementation.operation ?? "query") === "query" && sources !== 1) {
-    report(at, 'a vector query needs exactly one of "query_template" (text to embed) or "vector" (a JSONPath to the query vector in the input)', "definition.invalid_vector");
+    report(
+      at,
+      'a vector query needs exactly one of "query_template" (text to embed) or "vector" (a JSONPath to the query vector in the input)',
+      "definition.invalid_vector",
+    );
   }
 }
 
@@ -332,7 +389,11 @@ function checkTemplate(source: string | undefined, path: string, report: Report)
   const compiled = compileTemplate(source);
   if (!compiled.ok) {
     const why = compiled.code === "template.too_deep" ? "Handlebars nests too deep" : "Handlebars does not parse";
-    report(path, `${why}: ${compiled.message}`, compiled.code === "template.too_deep" ? "definition.template_too_deep" : "definition.invalid_template");
+    report(
+      path,
+      `${why}: ${compiled.message}`,
+      compiled.code === "template.too_deep" ? "definition.template_too_deep" : "definition.invalid_template",
+    );
   }
 }
 
@@ -358,10 +419,19 @@ export function checkReservedMappingKeys(raw: unknown): ErrorDetail[] {
     }
     for (const [key, item] of Object.entries(value)) {
       const at = path === "" ? key : `${path}.${key}`;
-      if ((key === "input_mapping" || key === "output_mapping") && item !== null && typeof item === "object" && !Array.isArray(item)) {
+      if (
+        (key === "input_mapping" || key === "output_mapping") &&
+        item !== null &&
+        typeof item === "object" &&
+        !Array.isArray(item)
+      ) {
         for (const field of Object.keys(item)) {
           if (field.split(".").some((segment) => RESERVED_KEYS.has(segment))) {
-            problems.push({ path: `${at}.${field}`, message: `"${field}" uses a reserved name (__proto__, constructor, prototype), which JavaScript gives a meaning on every object; choose another name`, code: "definition.reserved_key" });
+            problems.push({
+              path: `${at}.${field}`,
+              message: `"${field}" uses a reserved name (__proto__, constructor, prototype), which JavaScript gives a meaning on every object; choose another name`,
+              code: "definition.reserved_key",
+            });
           }
         }
       }
@@ -400,14 +470,27 @@ function checkSecretNames(bundle: DefinitionBundle, declared: ReadonlySet<string
 
 function checkSecret(value: string | undefined, path: string, report: Report): void {
   if (value !== undefined && !SECRET_REF_PATTERN.test(value)) {
-    report(path, 'credentials must be written "$env:NAME" and set as a Worker secret, never literal', "definition.literal_secret");
+    report(
+      path,
+      'credentials must be written "$env:NAME" and set as a Worker secret, never literal',
+      "definition.literal_secret",
+    );
   }
 }
 
-function checkHeaders(headers: Record<string, string> | undefined, path: string, report: Report, templated: boolean): void {
+function checkHeaders(
+  headers: Record<string, string> | undefined,
+  path: string,
+  report: Report,
+  templated: boolean,
+): void {
   for (const [name, value] of Object.entries(headers ?? {})) {
     if (isCredentialHeader(name) && !CREDENTIAL_VALUE_PATTERN.test(value)) {
-      report(`${path}.${name}`, `the "${name}" header carries a credential: write it as "$env:NAME" (or "Bearer $env:NAME"), never literal`, "definition.literal_secret");
+      report(
+        `${path}.${name}`,
+        `the "${name}" header carries a credential: write it as "$env:NAME" (or "Bearer $env:NAME"), never literal`,
+        "definition.literal_secret",
+      );
     } else if (templated) {
       checkTemplate(value, `${path}.${name}`, report);
     }

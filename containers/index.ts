@@ -5,4 +5,11 @@
  * `containers/shell-server/server.mjs` (plain Node, not imported by the Worker).
  */
 export { Sandbox, SHELL_SERVER_PORT, DEFAULT_SLEEP_AFTER, createLocalTransport } from "./sandbox-container.ts";
-export { SandboxCore, type OwnerRecord, type OwnerStore, type SandboxCoreDeps, type SandboxOperation, type ShellTransport } from "./sandbox-core.ts";
+export {
+  SandboxCore,
+  type OwnerRecord,
+  type OwnerStore,
+  type SandboxCoreDeps,
+  type SandboxOperation,
+  type ShellTransport,
+} from "./sandbox-core.ts";

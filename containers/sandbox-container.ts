@@ -1,7 +1,13 @@
 import { Container } from "@cloudflare/containers";
 import { EngineError } from "../lib/errors.ts";
 import type { SandboxReleaseResult, SandboxReply } from "../schemas/index.ts";
-import { SandboxCore, type OwnerRecord, type OwnerStore, type SandboxOperation, type ShellTransport } from "./sandbox-core.ts";
+import {
+  SandboxCore,
+  type OwnerRecord,
+  type OwnerStore,
+  type SandboxOperation,
+  type ShellTransport,
+} from "./sandbox-core.ts";
 
 /** The port the shell server listens on inside the image (containers/Dockerfile). */
 export const SHELL_SERVER_PORT = 8080;
@@ -177,21 +183,35 @@ type SendRequest = (method: string, path: string, token: string, body: unknown) 
  * container, a shell server restarted on a fresh root), the workspace is
  * registered with the server token and the request is sent once more.
  */
-function createWorkspaceClient(send: SendRequest, tokens: { server: () => string; workspace: () => string }): Pick<ShellTransport, "request"> {
+function createWorkspaceClient(
+  send: SendRequest,
+  tokens: { server: () => string; workspace: () => string },
+): Pick<ShellTransport, "request"> {
   const register = async (workspace: string) => {
-    const response = await send("PUT", `/v1/workspaces/${encodeURIComponent(workspace)}`, tokens.server(), { token: tokens.workspace() });
+    const response = await send("PUT", `/v1/workspaces/${encodeURIComponent(workspace)}`, tokens.server(), {
+      token: tokens.workspace(),
+    });
     const json = await readJson(response);
     if (response.status === 200) {
       return;
     }
     if (response.status === 409 || response.status === 401) {
-      const why = response.status === 409 ? "has this workspace registered with another credential" : "refused the Sandbox's server token (SHELL_SERVER_TOKEN)";
+      const why =
+        response.status === 409
+          ? "has this workspace registered with another credential"
+          : "refused the Sandbox's server token (SHELL_SERVER_TOKEN)";
       throw EngineError.terminal("container.unauthorized", `the shell server ${why}: ${errorMessage(json)}`);
     }
     if (response.status === 429 || response.status >= 500) {
-      throw EngineError.retryable("container.unavailable", `registering the workspace answered ${response.status}: ${errorMessage(json)}`);
+      throw EngineError.retryable(
+        "container.unavailable",
+        `registering the workspace answered ${response.status}: ${errorMessage(json)}`,
+      );
     }
-    throw EngineError.terminal("container.bad_request", `registering the workspace answered ${response.status}: ${errorMessage(json)}`);
+    throw EngineError.terminal(
+      "container.bad_request",
+      `registering the workspace answered ${response.status}: ${errorMessage(json)}`,
+    );
   };
   return {
     async request(method, path, body, workspace) {
@@ -211,19 +231,37 @@ function createWorkspaceClient(send: SendRequest, tokens: { server: () => string
  * Local mode: the shell server started by `npm run dev` or the test setup,
  * reached with `workspaceToken` (the Sandbox's own, see {@link Sandbox}).
  */
-export function createLocalTransport(settings: SandboxEnv, workspaceToken: () => string, fetcher: typeof fetch = (input, init) => fetch(input, init)): ShellTransport {
+export function createLocalTransport(
+  settings: SandboxEnv,
+  workspaceToken: () => string,
+  fetcher: typeof fetch = (input, init) => fetch(input, init),
+): ShellTransport {
   const base = settings.SHELL_SERVER_URL?.replace(/\/+$/, "");
   const serverToken = settings.SHELL_SERVER_TOKEN;
   if (!base || !serverToken) {
-    throw EngineError.terminal("container.unavailable", "CONTAINER_MODE=local needs SHELL_SERVER_URL and SHELL_SERVER_TOKEN (docs/containers.md)");
+    throw EngineError.terminal(
+      "container.unavailable",
+      "CONTAINER_MODE=local needs SHELL_SERVER_URL and SHELL_SERVER_TOKEN (docs/containers.md)",
+    );
   }
-  const client = createWorkspaceClient((method, path, token, body) => fetcher(`${base}${path}`, jsonInit(method, token, body)), { server: () => serverToken, workspace: workspaceToken });
+  const client = createWorkspaceClient(
+    (method, path, token, body) => fetcher(`${base}${path}`, jsonInit(method, token, body)),
+    { server: () => serverToken, workspace: workspaceToken },
+  );
   return {
     request: client.request,
     async shutdown(workspace) {
-      const answer = await client.request("DELETE", `/v1/workspaces/${encodeURIComponent(workspace)}`, undefined, workspace);
+      const answer = await client.request(
+        "DELETE",
+        `/v1/workspaces/${encodeURIComponent(workspace)}`,
+        undefined,
+        workspace,
+      );
       if (answer.status !== 200) {
-        throw EngineError.retryable("container.unavailable", `deleting the local workspace answered ${answer.status}: ${errorMessage(answer.json)}`);
+        throw EngineError.retryable(
+          "container.unavailable",
+          `deleting the local workspace answered ${answer.status}: ${errorMessage(answer.json)}`,
+        );
       }
     },
   };
@@ -240,15 +278,21 @@ function storedToken(kv: SyncKvStorage, key: string): string {
 }
 
 function errorCode(json: unknown): string | undefined {
-  const error = typeof json === "object" && json !== null && "error" in json ? (json as { error: unknown }).error : undefined;
-  const code = typeof error === "object" && error !== null && "code" in error ? (error as { code: unknown }).code : undefined;
+  const error =
+    typeof json === "object" && json !== null && "error" in json ? (json as { error: unknown }).error : undefined;
+  const code =
+    typeof error === "object" && error !== null && "code" in error ? (error as { code: unknown }).code : undefined;
   return typeof code === "string" ? code : undefined;
 }
 
 function errorMessage(json: unknown): string {
-  const error = typeof json === "object" && json !== null && "error" in json ? (json as { error: unknown }).error : undefined;
-  const message = typeof error === "object" && error !== null && "message" in error ? (error as { message: unknown }).message : undefined;
-  return typeof message === "string" ? message : JSON.stringify(json)?.slice(0, 200) ?? "no body";
+  const error =
+    typeof json === "object" && json !== null && "error" in json ? (json as { error: unknown }).error : undefined;
+  const message =
+    typeof error === "object" && error !== null && "message" in error
+      ? (error as { message: unknown }).message
+      : undefined;
+  return typeof message === "string" ? message : (JSON.stringify(json)?.slice(0, 200) ?? "no body");
 }
 
 function jsonInit(method: string, token: string, body: unknown): RequestInit {
@@ -285,7 +329,10 @@ function createOwnerStore(kv: SyncKvStorage): OwnerStore {
 const STUB_MARK = Symbol("trellis.stubContainer");
 
 function refuse(): never {
-  throw EngineError.terminal("container.unavailable", "no container runtime here: the Sandbox runs in local mode or containers are disabled");
+  throw EngineError.terminal(
+    "container.unavailable",
+    "no container runtime here: the Sandbox runs in local mode or containers are disabled",
+  );
 }
 
 /**

@@ -26,7 +26,12 @@ export interface ShellTransport {
    * `/v1/workspaces/<workspace>`. The transport presents the workspace's
    * credential (registering it when the server does not know it yet).
    */
-  request(method: "POST" | "DELETE", path: string, body: unknown, workspace: string): Promise<{ status: number; json: unknown }>;
+  request(
+    method: "POST" | "DELETE",
+    path: string,
+    body: unknown,
+    workspace: string,
+  ): Promise<{ status: number; json: unknown }>;
   /** Ends what holds the workspace: stops the container, or deletes the workspace from the local server. */
   shutdown(workspace: string): Promise<void>;
 }
@@ -108,19 +113,38 @@ export class SandboxCore {
   }
 
   /** Forwards one operation after validating it and checking ownership. */
-  async call<K extends SandboxOperation>(operation: K, raw: unknown): Promise<SandboxReply<z.infer<(typeof OPERATIONS)[K]["result"]>>> {
+  async call<K extends SandboxOperation>(
+    operation: K,
+    raw: unknown,
+  ): Promise<SandboxReply<z.infer<(typeof OPERATIONS)[K]["result"]>>> {
     const spec: Operation<z.ZodType, z.ZodType> = OPERATIONS[operation];
     try {
       const parsed = spec.request.safeParse(raw);
       if (!parsed.success) {
-        throw EngineError.terminal("container.invalid_request", `invalid ${operation} request: ${summarize(issuesToDetails(parsed.error.issues))}`);
+        throw EngineError.terminal(
+          "container.invalid_request",
+          `invalid ${operation} request: ${summarize(issuesToDetails(parsed.error.issues))}`,
+        );
       }
-      const { container: _container, run_id: _runId, owner: _owner, ...body } = parsed.data as CallerFields & Record<string, unknown>;
+      const {
+        container: _container,
+        run_id: _runId,
+        owner: _owner,
+        ...body
+      } = parsed.data as CallerFields & Record<string, unknown>;
       const record = this.admit(parsed.data as CallerFields);
-      const answer = await this.#send("POST", `/v1/workspaces/${encodeURIComponent(record.container)}/${spec.route}`, body, record.container);
+      const answer = await this.#send(
+        "POST",
+        `/v1/workspaces/${encodeURIComponent(record.container)}/${spec.route}`,
+        body,
+        record.container,
+      );
       const result = spec.result.safeParse(answer);
       if (!result.success) {
-        throw EngineError.retryable("container.bad_answer", `the shell server's ${operation} answer is malformed: ${summarize(issuesToDetails(result.error.issues))}`);
+        throw EngineError.retryable(
+          "container.bad_answer",
+          `the shell server's ${operation} answer is malformed: ${summarize(issuesToDetails(result.error.issues))}`,
+        );
       }
       return { ok: true, value: result.data as z.infer<(typeof OPERATIONS)[K]["result"]> };
     } catch (thrown) {
@@ -141,16 +165,26 @@ export class SandboxCore {
     const claimant = caller.owner ?? caller.run_id;
     const record = this.#deps.store.get();
     if (record === undefined) {
-      const claimed: OwnerRecord = { run_id: claimant, container: caller.container, claimed_at: this.#deps.now().toISOString() };
+      const claimed: OwnerRecord = {
+        run_id: claimant,
+        container: caller.container,
+        claimed_at: this.#deps.now().toISOString(),
+      };
       this.#deps.store.put(claimed);
       return claimed;
     }
     if (record.container !== caller.container) {
-      throw EngineError.terminal("container.wrong_container", `this is container "${record.container}", not "${caller.container}"`);
+      throw EngineError.terminal(
+        "container.wrong_container",
+        `this is container "${record.container}", not "${caller.container}"`,
+      );
     }
     if (record.run_id !== claimant) {
       const via = caller.owner === undefined ? "" : ` (handed down as "${caller.owner}")`;
-      throw EngineError.terminal("container.not_owner", `container "${record.container}" belongs to run ${record.run_id}; run ${caller.run_id}${via} may not use it`);
+      throw EngineError.terminal(
+        "container.not_owner",
+        `container "${record.container}" belongs to run ${record.run_id}; run ${caller.run_id}${via} may not use it`,
+      );
     }
     if (record.released_at !== undefined) {
       this.#deps.store.put({ run_id: record.run_id, container: record.container, claimed_at: record.claimed_at });
@@ -183,7 +217,10 @@ export class SandboxCore {
       if (error.code.startsWith("container.")) {
         throw error;
       }
-      throw EngineError.retryable("container.unavailable", `container "${container}" could not be reached: ${error.message}`);
+      throw EngineError.retryable(
+        "container.unavailable",
+        `container "${container}" could not be reached: ${error.message}`,
+      );
     }
     if (answer.status === 200) {
       return answer.json;
@@ -204,7 +241,10 @@ function serverError(json: unknown): { code: string; message: string } {
     const error = (json as { error: unknown }).error;
     if (typeof error === "object" && error !== null) {
       const { code, message } = error as { code?: unknown; message?: unknown };
-      return { code: typeof code === "string" ? code : "unknown", message: typeof message === "string" ? message : "no message" };
+      return {
+        code: typeof code === "string" ? code : "unknown",
+        message: typeof message === "string" ? message : "no message",
+      };
     }
   }
   return { code: "unknown", message: JSON.stringify(json)?.slice(0, 200) ?? "no body" };

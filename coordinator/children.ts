@@ -25,7 +25,8 @@ export const ChildNotification = z.strictObject({
 });
 export type ChildNotification = z.infer<typeof ChildNotification>;
 
-const iso = (ms: number | null | undefined): string | null => (ms === null || ms === undefined ? null : new Date(ms).toISOString());
+const iso = (ms: number | null | undefined): string | null =>
+  ms === null || ms === undefined ? null : new Date(ms).toISOString();
 
 /** A gate as the API shows it. */
 export function toGateView(gate: GateRecord): GateView {
@@ -72,10 +73,20 @@ export async function startChildRun(
 ): Promise<RunEvent> {
   const failed = (code: string, message: string): RunEvent => ({
     type: "child_finished",
-    outcome: { key: command.key, run_id: null, status: "failed", output: null, error: { code, message }, attestation: null },
+    outcome: {
+      key: command.key,
+      run_id: null,
+      status: "failed",
+      output: null,
+      error: { code, message },
+      attestation: null,
+    },
   });
   if (command.depth > MAX_WORKFLOW_DEPTH) {
-    return failed("workflow.depth_exceeded", `sub-workflows may nest at most ${MAX_WORKFLOW_DEPTH} deep; this child would be at depth ${command.depth}`);
+    return failed(
+      "workflow.depth_exceeded",
+      `sub-workflows may nest at most ${MAX_WORKFLOW_DEPTH} deep; this child would be at depth ${command.depth}`,
+    );
   }
   try {
     const childRunId = await runIdFor(command.key);
@@ -95,7 +106,9 @@ export async function startChildRun(
       created_by: `run:${parentRunId}`,
       ...(command.resources ? { inherited_resources: command.resources } : {}),
     });
-    return created.ok ? { type: "child_started", key: command.key, run_id: childRunId } : failed(created.error.code, created.error.message);
+    return created.ok
+      ? { type: "child_started", key: command.key, run_id: childRunId }
+      : failed(created.error.code, created.error.message);
   } catch (error) {
     // Infrastructure trouble: the child may or may not exist; report it as failed to start.
     return failed("workflow.child_start_failed", ensureEngineError(error).message);
@@ -113,11 +126,16 @@ const CANCEL_CONFIRMING_CODES = new Set(["run.terminal", "run.not_found"]);
 export async function cancelChildRuns(peers: RunPeers, keys: readonly string[]): Promise<string[]> {
   const confirmed = await Promise.all(
     keys.map(async (key) => {
-      const result = await peers.run(await runIdFor(key)).cancel("the parent run ended").catch((error: unknown) => ({ ok: false, error: ensureEngineError(error).toData() }) as const);
+      const result = await peers
+        .run(await runIdFor(key))
+        .cancel("the parent run ended")
+        .catch((error: unknown) => ({ ok: false, error: ensureEngineError(error).toData() }) as const);
       if (result.ok || CANCEL_CONFIRMING_CODES.has(result.error.code)) {
         return key;
       }
-      console.error(JSON.stringify({ msg: "cancelling a child failed; a wake tries again", key, error: result.error.message }));
+      console.error(
+        JSON.stringify({ msg: "cancelling a child failed; a wake tries again", key, error: result.error.message }),
+      );
       return null;
     }),
   );
@@ -128,14 +146,33 @@ export async function cancelChildRuns(peers: RunPeers, keys: readonly string[]):
 export async function notifyParentRun(
   peers: RunPeers,
   childRunId: string | null,
-  command: { parent_run_id: string; key: string; status: "completed" | "failed" | "cancelled"; output: Json; error: { code: string; message: string } | null },
+  command: {
+    parent_run_id: string;
+    key: string;
+    status: "completed" | "failed" | "cancelled";
+    output: Json;
+    error: { code: string; message: string } | null;
+  },
   attestation: { seq: number; hash: string } | null,
 ): Promise<boolean> {
   try {
-    const acknowledged = await peers.run(command.parent_run_id).childFinished({ key: command.key, run_id: childRunId, status: command.status, output: command.output, error: command.error, attestation });
+    const acknowledged = await peers.run(command.parent_run_id).childFinished({
+      key: command.key,
+      run_id: childRunId,
+      status: command.status,
+      output: command.output,
+      error: command.error,
+      attestation,
+    });
     return acknowledged.ok;
   } catch (error) {
-    console.error(JSON.stringify({ msg: "notifying the parent failed; the alarm will retry", parent: command.parent_run_id, error: ensureEngineError(error).message }));
+    console.error(
+      JSON.stringify({
+        msg: "notifying the parent failed; the alarm will retry",
+        parent: command.parent_run_id,
+        error: ensureEngineError(error).message,
+      }),
+    );
     return false;
   }
 }

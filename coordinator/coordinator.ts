@@ -7,8 +7,26 @@ import { toResult, type Result } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import type { Catalog } from "../catalog/catalog.ts";
 import type { Json } from "../lib/expr/mapping.ts";
-import { APPROVAL_SCHEMA, GateAnswerBody, type TaskResult, type GateView, type JournalEntry, type RunSnapshot, type RunStatus, type RunView, type TaskPayload } from "../schemas/index.ts";
-import { cancelChildRuns, ChildNotification, notifyParentRun, startChildRun, toGateView, type RunPeer, type RunPeers } from "./children.ts";
+import {
+  APPROVAL_SCHEMA,
+  GateAnswerBody,
+  type TaskResult,
+  type GateView,
+  type JournalEntry,
+  type RunSnapshot,
+  type RunStatus,
+  type RunView,
+  type TaskPayload,
+} from "../schemas/index.ts";
+import {
+  cancelChildRuns,
+  ChildNotification,
+  notifyParentRun,
+  startChildRun,
+  toGateView,
+  type RunPeer,
+  type RunPeers,
+} from "./children.ts";
 import { cancelMarker, hasPendingCleanup, NOTIFY_MARKER, releaseMarker } from "./cleanup.ts";
 import { chunk, sendTaskGroup } from "./executor-client.ts";
 import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunState } from "./decide.ts";
@@ -102,7 +120,15 @@ export class Coordinator extends DurableObject<Env> {
   private alarmAt: number | null = null;
   /** Long polls waiting for the next journal entries. */
   private readonly journalWaiters = new Set<() => void>();
-  private readonly stats: CoordinatorStats = { maxDispatchesPerEvent: 0, maxTasksPerEvent: 0, maxTasksPerCall: 0, maxChildStartsPerEvent: 0, maxCleanupCallsPerEvent: 0, dispatches: 0, events: 0 };
+  private readonly stats: CoordinatorStats = {
+    maxDispatchesPerEvent: 0,
+    maxTasksPerEvent: 0,
+    maxTasksPerCall: 0,
+    maxChildStartsPerEvent: 0,
+    maxCleanupCallsPerEvent: 0,
+    dispatches: 0,
+    events: 0,
+  };
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -134,7 +160,10 @@ export class Coordinator extends DurableObject<Env> {
       if (this.state) {
         const { record } = this.state;
         if (record.request_hash !== parsed.request_hash) {
-          throw EngineError.terminal("run.idempotency_conflict", "this idempotency_key was already used for a different request");
+          throw EngineError.terminal(
+            "run.idempotency_conflict",
+            "this idempotency_key was already used for a different request",
+          );
         }
         if (record.status === "drafting" && record.mode === "auto") {
           // Stored before creation and start were one transaction, and its start was lost.
@@ -144,7 +173,11 @@ export class Coordinator extends DurableObject<Env> {
       }
       const problems = validateJson(parsed.snapshot.workflow.definition.input_schema, parsed.input, "input");
       if (problems.length > 0) {
-        throw EngineError.terminal("run.invalid_input", `the run input does not match the workflow's input_schema`, problems);
+        throw EngineError.terminal(
+          "run.invalid_input",
+          `the run input does not match the workflow's input_schema`,
+          problems,
+        );
       }
       await this.initialize(parsed);
       if (parsed.mode === "auto") {
@@ -192,30 +225,56 @@ export class Coordinator extends DurableObject<Env> {
 
   /** Cancels the run: no new dispatches, in-flight work abandoned, late results ignored. */
   async cancel(reason?: string): Promise<Result<RunView>> {
-    return this.control({ type: "cancel", reason: reason ?? "cancelled by request" }, (status) => !isTerminal(status), "the run is already");
+    return this.control(
+      { type: "cancel", reason: reason ?? "cancelled by request" },
+      (status) => !isTerminal(status),
+      "the run is already",
+    );
   }
 
   /** Stops new dispatches; what is in flight finishes. */
   async pause(): Promise<Result<RunView>> {
-    return this.control({ type: "pause" }, (status) => status === "queued" || status === "running" || status === "waiting", "only a queued, running or waiting run can be paused; this one is");
+    return this.control(
+      { type: "pause" },
+      (status) => status === "queued" || status === "running" || status === "waiting",
+      "only a queued, running or waiting run can be paused; this one is",
+    );
   }
 
   async resume(): Promise<Result<RunView>> {
-    return this.control({ type: "resume" }, (status) => status === "paused", "only a paused run can be resumed; this one is");
+    return this.control(
+      { type: "resume" },
+      (status) => status === "paused",
+      "only a paused run can be resumed; this one is",
+    );
   }
 
   /** Re-runs a failed run from its failed nodes, keeping completed results, in the same journal. */
   async redrive(): Promise<Result<RunView>> {
-    return this.control({ type: "redrive" }, (status) => status === "failed", "only a failed run can be redriven; this one is");
+    return this.control(
+      { type: "redrive" },
+      (status) => status === "failed",
+      "only a failed run can be redriven; this one is",
+    );
   }
 
   /** Starts a run created with `mode: "approval"`. */
   async approve(): Promise<Result<RunView>> {
-    return this.control({ type: "start" }, (status) => status === "drafting", "only a run waiting in drafting can be approved; this one is", true);
+    return this.control(
+      { type: "start" },
+      (status) => status === "drafting",
+      "only a run waiting in drafting can be approved; this one is",
+      true,
+    );
   }
 
   /** Applies a control event when the run's status allows it, else a 409 `run.conflict`. */
-  private async control(event: RunEvent, allowed: (status: RunStatus) => boolean, refusal: string, thenWake = false): Promise<Result<RunView>> {
+  private async control(
+    event: RunEvent,
+    allowed: (status: RunStatus) => boolean,
+    refusal: string,
+    thenWake = false,
+  ): Promise<Result<RunView>> {
     return toResult(async () => {
       const { record } = this.requireRun();
       if (!allowed(record.status)) {
@@ -246,13 +305,31 @@ export class Coordinator extends DurableObject<Env> {
         throw EngineError.terminal("gate.not_found", `no gate "${gateId}" in this run`);
       }
       if (gate.status !== "open") {
-        throw EngineError.terminal(gate.status === "answered" ? "gate.answered" : "gate.expired", `gate ${gateId} is already ${gate.status}`);
+        throw EngineError.terminal(
+          gate.status === "answered" ? "gate.answered" : "gate.expired",
+          `gate ${gateId} is already ${gate.status}`,
+        );
       }
-      const problems = validateJson(gate.kind === "approval" ? APPROVAL_SCHEMA : gate.input_schema, answer.response, "response");
+      const problems = validateJson(
+        gate.kind === "approval" ? APPROVAL_SCHEMA : gate.input_schema,
+        answer.response,
+        "response",
+      );
       if (problems.length > 0) {
-        throw EngineError.terminal("gate.invalid_response", `the response does not match the gate's input_schema`, problems);
+        throw EngineError.terminal(
+          "gate.invalid_response",
+          `the response does not match the gate's input_schema`,
+          problems,
+        );
       }
-      await this.applyAndWake([{ type: "gate_answer", gate_id: gateId, response: answer.response as Json, responder: answer.responder ?? null }]);
+      await this.applyAndWake([
+        {
+          type: "gate_answer",
+          gate_id: gateId,
+          response: answer.response as Json,
+          responder: answer.responder ?? null,
+        },
+      ]);
       const answered = this.requireRun().record.gates.find((candidate) => candidate.gate_id === gateId);
       return toGateView(answered ?? gate);
     });
@@ -326,7 +403,17 @@ export class Coordinator extends DurableObject<Env> {
     const at = new Date(now).toISOString();
     let state = newRunState(request, now);
     const unsigned: UnsignedEntry[] = [
-      { seq: 1, kind: "run.created", at, body: { workflow: state.record.workflow, mode: request.mode, input: request.input, idempotency_key: request.idempotency_key } },
+      {
+        seq: 1,
+        kind: "run.created",
+        at,
+        body: {
+          workflow: state.record.workflow,
+          mode: request.mode,
+          input: request.input,
+          idempotency_key: request.idempotency_key,
+        },
+      },
     ];
     // Issued before the commit (writes land in order), awaited after it.
     const armed = request.mode === "auto" ? this.setAlarm(now + WAKE_BACKSTOP_MS) : null;
@@ -438,7 +525,12 @@ export class Coordinator extends DurableObject<Env> {
    * state in one transaction, then send the work. Entries an earlier wave left
    * unsigned (its signing failed) go first.
    */
-  private async signCommitSend(before: RunState, state: RunState, journal: readonly UnsignedEntry[], groups: readonly TaskPayload[][]): Promise<JournalEntry[]> {
+  private async signCommitSend(
+    before: RunState,
+    state: RunState,
+    journal: readonly UnsignedEntry[],
+    groups: readonly TaskPayload[][],
+  ): Promise<JournalEntry[]> {
     const pending = this.unsigned;
     const entries = await this.sign(before.record.run_id, [...pending, ...journal]);
     this.ctx.storage.transactionSync(() => {
@@ -466,7 +558,12 @@ export class Coordinator extends DurableObject<Env> {
    * would hold every task back by that long; a restart in between signs them
    * on load (Ed25519 is deterministic: the same entries).
    */
-  private async commitSendSign(before: RunState, state: RunState, journal: readonly UnsignedEntry[], groups: readonly TaskPayload[][]): Promise<JournalEntry[]> {
+  private async commitSendSign(
+    before: RunState,
+    state: RunState,
+    journal: readonly UnsignedEntry[],
+    groups: readonly TaskPayload[][],
+  ): Promise<JournalEntry[]> {
     this.ctx.storage.transactionSync(() => {
       this.store.save(before, state);
       this.store.putUnsigned(journal);
@@ -484,10 +581,25 @@ export class Coordinator extends DurableObject<Env> {
   private countEvent(events: number, groups: readonly TaskPayload[][], commands: readonly Command[]): void {
     this.stats.events += events;
     this.stats.maxDispatchesPerEvent = Math.max(this.stats.maxDispatchesPerEvent, groups.length);
-    this.stats.maxTasksPerEvent = Math.max(this.stats.maxTasksPerEvent, groups.reduce((sum, group) => sum + group.length, 0));
+    this.stats.maxTasksPerEvent = Math.max(
+      this.stats.maxTasksPerEvent,
+      groups.reduce((sum, group) => sum + group.length, 0),
+    );
     this.stats.maxTasksPerCall = Math.max(this.stats.maxTasksPerCall, ...groups.map((group) => group.length), 0);
-    this.stats.maxChildStartsPerEvent = Math.max(this.stats.maxChildStartsPerEvent, commands.filter((command) => command.kind === "start_child").length);
-    const cleanupCalls = commands.reduce((sum, command) => sum + (command.kind === "cancel_children" ? command.keys.length : command.kind === "release_resources" ? command.containers.length : 0), 0);
+    this.stats.maxChildStartsPerEvent = Math.max(
+      this.stats.maxChildStartsPerEvent,
+      commands.filter((command) => command.kind === "start_child").length,
+    );
+    const cleanupCalls = commands.reduce(
+      (sum, command) =>
+        sum +
+        (command.kind === "cancel_children"
+          ? command.keys.length
+          : command.kind === "release_resources"
+            ? command.containers.length
+            : 0),
+      0,
+    );
     this.stats.maxCleanupCallsPerEvent = Math.max(this.stats.maxCleanupCallsPerEvent, cleanupCalls);
   }
 
@@ -501,7 +613,8 @@ export class Coordinator extends DurableObject<Env> {
       } else if (command.kind === "cancel_children") {
         this.ctx.waitUntil(this.cancelChildren(command.keys));
       } else if (command.kind === "notify_parent") {
-        const attestation = lastEntry?.kind === "attest" ? { seq: lastEntry.seq, hash: lastEntry.hash } : this.attestation();
+        const attestation =
+          lastEntry?.kind === "attest" ? { seq: lastEntry.seq, hash: lastEntry.hash } : this.attestation();
         this.ctx.waitUntil(this.notifyParent(command, attestation));
       }
     }
@@ -525,7 +638,13 @@ export class Coordinator extends DurableObject<Env> {
       }
       this.selfWakePending = true; // its backstop alarm was set before the commit
       const self = this.env.COORDINATOR.get(this.ctx.id) as unknown as { wake(self: boolean): Promise<void> };
-      this.ctx.waitUntil(self.wake(true).catch((error: unknown) => console.error(JSON.stringify({ msg: "self-wake failed", error: ensureEngineError(error).message }))));
+      this.ctx.waitUntil(
+        self
+          .wake(true)
+          .catch((error: unknown) =>
+            console.error(JSON.stringify({ msg: "self-wake failed", error: ensureEngineError(error).message })),
+          ),
+      );
       return;
     }
     if (wakeAt === null) {
@@ -587,7 +706,13 @@ export class Coordinator extends DurableObject<Env> {
     const deliver = (result: TaskResult): Promise<void> => {
       this.live.delete(result.token_id);
       return this.apply({ type: "task_result", result }).catch((thrown: unknown) => {
-        console.error(JSON.stringify({ msg: "applying a task result failed", token: result.token_id, error: ensureEngineError(thrown).message }));
+        console.error(
+          JSON.stringify({
+            msg: "applying a task result failed",
+            token: result.token_id,
+            error: ensureEngineError(thrown).message,
+          }),
+        );
       });
     };
     const call = sendTaskGroup(this.env.EXECUTOR, payloads, deliver);
@@ -597,7 +722,8 @@ export class Coordinator extends DurableObject<Env> {
   /** Peers a run talks to about its children and its parent. */
   private peers(): RunPeers {
     return {
-      catalog: () => this.env.CATALOG.get(this.env.CATALOG.idFromName("catalog")) as unknown as Pick<Catalog, "resolveRun">,
+      catalog: () =>
+        this.env.CATALOG.get(this.env.CATALOG.idFromName("catalog")) as unknown as Pick<Catalog, "resolveRun">,
       run: (runId) => this.env.COORDINATOR.get(this.env.COORDINATOR.idFromName(runId)) as unknown as RunPeer,
     };
   }
@@ -616,7 +742,10 @@ export class Coordinator extends DurableObject<Env> {
     }
   }
 
-  private async notifyParent(command: Extract<Command, { kind: "notify_parent" }>, attestation: { seq: number; hash: string } | null): Promise<void> {
+  private async notifyParent(
+    command: Extract<Command, { kind: "notify_parent" }>,
+    attestation: { seq: number; hash: string } | null,
+  ): Promise<void> {
     // While the report is in flight, a wake (one that sends cleanup right after the end) does not send another.
     this.live.add(NOTIFY_MARKER);
     try {
@@ -643,7 +772,12 @@ export class Coordinator extends DurableObject<Env> {
         await this.apply({ type: "children_cancelled", keys: confirmed });
       }
     } catch (error) {
-      console.error(JSON.stringify({ msg: "recording cancelled children failed; a wake sends the cancels again", error: ensureEngineError(error).message }));
+      console.error(
+        JSON.stringify({
+          msg: "recording cancelled children failed; a wake sends the cancels again",
+          error: ensureEngineError(error).message,
+        }),
+      );
     } finally {
       markers.forEach((marker) => this.live.delete(marker));
     }
@@ -674,7 +808,13 @@ export class Coordinator extends DurableObject<Env> {
             await sandbox.get(sandbox.idFromName(name)).release();
             return name;
           } catch (error) {
-            console.error(JSON.stringify({ msg: "releasing a container failed; a wake tries again", container: name, error: ensureEngineError(error).message }));
+            console.error(
+              JSON.stringify({
+                msg: "releasing a container failed; a wake tries again",
+                container: name,
+                error: ensureEngineError(error).message,
+              }),
+            );
             return null;
           }
         }),
@@ -684,7 +824,12 @@ export class Coordinator extends DurableObject<Env> {
         await this.apply({ type: "containers_released", containers: released });
       }
     } catch (error) {
-      console.error(JSON.stringify({ msg: "recording released containers failed; a wake releases them again", error: ensureEngineError(error).message }));
+      console.error(
+        JSON.stringify({
+          msg: "recording released containers failed; a wake releases them again",
+          error: ensureEngineError(error).message,
+        }),
+      );
     } finally {
       markers.forEach((marker) => this.live.delete(marker));
     }
@@ -734,7 +879,11 @@ export class Coordinator extends DurableObject<Env> {
   private view(): RunView {
     const state = this.requireRun();
     const nodes = this.snapshot?.workflow.definition.nodes ?? {};
-    const foreach = new Set(Object.entries(nodes).filter(([, node]) => node.foreach).map(([id]) => id));
+    const foreach = new Set(
+      Object.entries(nodes)
+        .filter(([, node]) => node.foreach)
+        .map(([id]) => id),
+    );
     return toRunView(state, foreach);
   }
 }
@@ -785,5 +934,7 @@ function hasWorkToResume(state: RunState): boolean {
 
 /** The journal entries among a decision's commands, stamped with the event's time. */
 function journalOf(commands: readonly Command[], at: string): UnsignedEntry[] {
-  return commands.flatMap((command): UnsignedEntry[] => (command.kind === "journal" ? [{ seq: command.seq, kind: command.entryKind, at, body: command.body }] : []));
+  return commands.flatMap((command): UnsignedEntry[] =>
+    command.kind === "journal" ? [{ seq: command.seq, kind: command.entryKind, at, body: command.body }] : [],
+  );
 }

@@ -36,7 +36,16 @@ export function newRunState(request: CreateRunRequest, now: number): RunState {
   const workflow = request.snapshot.workflow;
   const nodes: Record<string, NodeRecord> = {};
   for (const nodeId of Object.keys(workflow.definition.nodes)) {
-    nodes[nodeId] = { status: "pending", attempts: 0, started_at: null, finished_at: null, error: null, invocations: [], settled_seq: null, iterations: 0 };
+    nodes[nodeId] = {
+      status: "pending",
+      attempts: 0,
+      started_at: null,
+      finished_at: null,
+      error: null,
+      invocations: [],
+      settled_seq: null,
+      iterations: 0,
+    };
   }
   return {
     record: {

@@ -7,7 +7,18 @@ import { isTerminal } from "./lifecycle.ts";
 import { completeInvocation, failInvocation, isSettled, itemOf, startReadyNodes } from "./nodes.ts";
 import type { Json } from "../lib/expr/mapping.ts";
 import { MAX_EVENT_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
-import { answerGate, childFinished, childStarted, expireGates, hasUnrequestedChild, MAX_CHILD_STARTS_PER_EVENT, nextGateExpiry, suspendInvocation, unstartedChild, type ChildOutcome } from "./waits.ts";
+import {
+  answerGate,
+  childFinished,
+  childStarted,
+  expireGates,
+  hasUnrequestedChild,
+  MAX_CHILD_STARTS_PER_EVENT,
+  nextGateExpiry,
+  suspendInvocation,
+  unstartedChild,
+  type ChildOutcome,
+} from "./waits.ts";
 
 /** How soon a child that could not reach its parent tries again. */
 export const PARENT_NOTIFY_RETRY_MS = 1_000;
@@ -32,7 +43,13 @@ export const LIVENESS_CHECK_MS = 5_000;
 export const MAX_CLEANUP_RETRY_MS = 60 * 60_000;
 
 export type { Command, DecideContext, RunState } from "./draft.ts";
-export { DEFAULT_MAX_PARALLEL, DEFAULT_TASK_TIMEOUT_MS, DEADLINE_GRACE_MS, MAX_DISPATCHES_PER_EVENT, TASKS_PER_EXECUTOR_CALL } from "./dispatch.ts";
+export {
+  DEFAULT_MAX_PARALLEL,
+  DEFAULT_TASK_TIMEOUT_MS,
+  DEADLINE_GRACE_MS,
+  MAX_DISPATCHES_PER_EVENT,
+  TASKS_PER_EXECUTOR_CALL,
+} from "./dispatch.ts";
 
 /**
  * The coordinator's brain: `decide(state, event, context)` returns the next
@@ -146,7 +163,9 @@ const HANDLERS: Handlers = {
 
 export function decide(state: RunState, event: RunEvent, context: DecideContext): Decision {
   // Every expression the event evaluates draws from one budget: a failed node past it, never a runaway event.
-  return withWorkBudget(new WorkBudget(MAX_EVENT_WORK_UNITS, "coordinator event"), () => decideWithin(state, event, context));
+  return withWorkBudget(new WorkBudget(MAX_EVENT_WORK_UNITS, "coordinator event"), () =>
+    decideWithin(state, event, context),
+  );
 }
 
 function decideWithin(state: RunState, event: RunEvent, context: DecideContext): Decision {
@@ -213,7 +232,12 @@ function onWake(draft: Draft, live: ReadonlySet<string>): void {
 }
 
 /** Deadlines, lost dispatches and due retries of one invocation. */
-function checkInvocationTimers(draft: Draft, nodeId: string, invocation: InvocationRecord, live: ReadonlySet<string>): void {
+function checkInvocationTimers(
+  draft: Draft,
+  nodeId: string,
+  invocation: InvocationRecord,
+  live: ReadonlySet<string>,
+): void {
   const item = itemOf(draft, nodeId, invocation);
   if (invocation.status === "running" && invocation.token !== null) {
     if (!live.has(invocation.token)) {
@@ -223,11 +247,21 @@ function checkInvocationTimers(draft: Draft, nodeId: string, invocation: Invocat
       draft.journal("task.lost", { node: nodeId, item, token: invocation.token, attempt: invocation.attempts });
       // A lost continuation (after a gate or a child) is still the same attempt.
       const recount = invocation.resume ? 0 : 1;
-      draft.setInvocation(nodeId, invocation.index, { status: "pending", token: null, deadline_at: null, attempts: invocation.attempts - recount });
+      draft.setInvocation(nodeId, invocation.index, {
+        status: "pending",
+        token: null,
+        deadline_at: null,
+        attempts: invocation.attempts - recount,
+      });
       draft.setNode(nodeId, { attempts: Math.max(0, draft.node(nodeId).attempts - recount) });
     } else if (invocation.deadline_at !== null && draft.now >= invocation.deadline_at) {
       draft.journal("task.timeout", { node: nodeId, item, token: invocation.token, attempt: invocation.attempts });
-      failInvocation(draft, nodeId, invocation, { type: "task.timeout", message: `attempt ${invocation.attempts} exceeded its timeout`, retryable: true, stepRef: null });
+      failInvocation(draft, nodeId, invocation, {
+        type: "task.timeout",
+        message: `attempt ${invocation.attempts} exceeded its timeout`,
+        retryable: true,
+        stepRef: null,
+      });
     }
   } else if (invocation.status === "retrying" && invocation.retry_at !== null && draft.now >= invocation.retry_at) {
     draft.setInvocation(nodeId, invocation.index, { status: "pending", retry_at: null });
@@ -250,7 +284,11 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
   const { nodeId, invocation } = found;
   const tokens = result.metrics.llm_tokens;
   const usage = draft.record.usage;
-  draft.record.usage = { input_tokens: usage.input_tokens + tokens.input, output_tokens: usage.output_tokens + tokens.output, cost_usd: usage.cost_usd + tokens.cost_usd };
+  draft.record.usage = {
+    input_tokens: usage.input_tokens + tokens.input,
+    output_tokens: usage.output_tokens + tokens.output,
+    cost_usd: usage.cost_usd + tokens.cost_usd,
+  };
   if (result.suspended) {
     suspendInvocation(draft, nodeId, invocation, result.suspended);
     return;
@@ -269,7 +307,6 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
   });
 }
 
-
 /** Failed and cancelled nodes start over; completed and skipped ones keep their results. */
 function redrive(draft: Draft): void {
   draft.record.redrives += 1;
@@ -277,14 +314,25 @@ function redrive(draft: Draft): void {
   const reset: string[] = [];
   for (const [nodeId, node] of Object.entries(draft.nodes)) {
     if (node.status === "failed" || node.status === "cancelled") {
-      draft.setNode(nodeId, { status: "pending", error: null, invocations: [], iterations: 0, settled_seq: null, started_at: null, finished_at: null });
+      draft.setNode(nodeId, {
+        status: "pending",
+        error: null,
+        invocations: [],
+        iterations: 0,
+        settled_seq: null,
+        started_at: null,
+        finished_at: null,
+      });
       reset.push(nodeId);
     }
   }
   // Errors recorded by nodes that will run again are history, not state.
   const state = draft.record.context.state;
   if (Array.isArray(state._errors)) {
-    const kept = state._errors.filter((entry) => !(typeof entry === "object" && entry !== null && !Array.isArray(entry) && reset.includes(String(entry.node))));
+    const kept = state._errors.filter(
+      (entry) =>
+        !(typeof entry === "object" && entry !== null && !Array.isArray(entry) && reset.includes(String(entry.node))),
+    );
     draft.record.context = { ...draft.record.context, state: { ...state, _errors: kept } };
   }
   // The first entry after the previous attestation: the verifier accepts only this kind there.
@@ -318,7 +366,9 @@ function advance(draft: Draft): void {
     }
     return;
   }
-  const allSettled = Object.entries(draft.nodes).every(([nodeId, node]) => isSettled(node, draft.nodeDefinition(nodeId)));
+  const allSettled = Object.entries(draft.nodes).every(([nodeId, node]) =>
+    isSettled(node, draft.nodeDefinition(nodeId)),
+  );
   if (allSettled) {
     const problems = validateJson(draft.workflow.output_schema, draft.record.context.output, "output");
     if (problems.length > 0) {
@@ -336,7 +386,9 @@ function advance(draft: Draft): void {
 function refreshActivity(draft: Draft, inFlight: number): void {
   for (const [nodeId, node] of Object.entries(draft.nodes)) {
     if (node.status === "running" || node.status === "waiting") {
-      const active = node.invocations.some((invocation) => invocation.status === "running" || invocation.status === "pending");
+      const active = node.invocations.some(
+        (invocation) => invocation.status === "running" || invocation.status === "pending",
+      );
       const nodeStatus = active ? "running" : "waiting";
       if (nodeStatus !== node.status) {
         draft.setNode(nodeId, { status: nodeStatus });

@@ -93,9 +93,12 @@ export function startPendingChildren(draft: Draft, live: ReadonlySet<string>, bu
         continue; // Being started by this instance right now.
       }
       // A node that is a sub-workflow hands its resources down; a workflow step does not.
-      const resources = suspension.step_ref === null ? handedDown(draft, draft.nodeDefinition(nodeId).resource_bindings) : undefined;
+      const resources =
+        suspension.step_ref === null ? handedDown(draft, draft.nodeDefinition(nodeId).resource_bindings) : undefined;
       requestChild(draft, waiting.key, waiting.workflow, waiting.input as Json, resources);
-      draft.setInvocation(nodeId, invocation.index, { suspension: { ...suspension, waiting_for: { ...waiting, requested_at: draft.now } } });
+      draft.setInvocation(nodeId, invocation.index, {
+        suspension: { ...suspension, waiting_for: { ...waiting, requested_at: draft.now } },
+      });
       started += 1;
     }
   }
@@ -129,7 +132,11 @@ export function dispatchReady(draft: Draft, childBudget: number): void {
 function startNodeChild(draft: Draft, nodeId: string, invocation: InvocationRecord): void {
   const pinned = draft.snapshot.workflows[nodeId];
   if (!pinned) {
-    failNode(draft, nodeId, { code: "node.no_workflow", message: `node ${nodeId} has no resolved workflow`, node: nodeId });
+    failNode(draft, nodeId, {
+      code: "node.no_workflow",
+      message: `node ${nodeId} has no resolved workflow`,
+      node: nodeId,
+    });
     return;
   }
   const attempt = invocation.attempts + 1;
@@ -140,10 +147,29 @@ function startNodeChild(draft: Draft, nodeId: string, invocation: InvocationReco
     status: "suspended",
     attempts: attempt,
     dispatched_at: draft.now,
-    suspension: { step_ref: null, step_index: 0, context: null, waiting_for: { kind: "child", key, run_id: null, workflow, on_failure: "propagate", input: (invocation.input ?? null) as Json, requested_at: draft.now } },
+    suspension: {
+      step_ref: null,
+      step_index: 0,
+      context: null,
+      waiting_for: {
+        kind: "child",
+        key,
+        run_id: null,
+        workflow,
+        on_failure: "propagate",
+        input: (invocation.input ?? null) as Json,
+        requested_at: draft.now,
+      },
+    },
   });
   draft.setNode(nodeId, { status: "waiting", attempts: draft.node(nodeId).attempts + 1 });
-  requestChild(draft, key, workflow, (invocation.input ?? null) as Json, handedDown(draft, draft.nodeDefinition(nodeId).resource_bindings));
+  requestChild(
+    draft,
+    key,
+    workflow,
+    (invocation.input ?? null) as Json,
+    handedDown(draft, draft.nodeDefinition(nodeId).resource_bindings),
+  );
 }
 
 function dispatchInvocation(draft: Draft, nodeId: string, invocation: InvocationRecord): void {
@@ -169,7 +195,14 @@ function dispatchInvocation(draft: Draft, nodeId: string, invocation: Invocation
   });
   draft.setNode(nodeId, { status: "running", attempts: draft.node(nodeId).attempts + (resuming ? 0 : 1) });
   const item = definition.foreach ? invocation.index : null;
-  draft.journal("task.dispatched", { node: nodeId, item, token, attempt, task: { id: task.id, version: task.version }, ...(resuming ? { resume: invocation.resume?.mode ?? "after" } : {}) });
+  draft.journal("task.dispatched", {
+    node: nodeId,
+    item,
+    token,
+    attempt,
+    task: { id: task.id, version: task.version },
+    ...(resuming ? { resume: invocation.resume?.mode ?? "after" } : {}),
+  });
   draft.commands.push({
     kind: "dispatch",
     payload: {
@@ -205,10 +238,16 @@ export function containerName(runId: string, resource: string): string {
  * handles: this run's own container for the resource, or the one its parent
  * handed down under that resource's name.
  */
-export function resourcesOf(draft: Draft, bindings: Record<string, string> | undefined): Record<string, ResourceHandle> {
+export function resourcesOf(
+  draft: Draft,
+  bindings: Record<string, string> | undefined,
+): Record<string, ResourceHandle> {
   const resources: Record<string, ResourceHandle> = {};
   for (const [name, resource] of Object.entries(bindings ?? {})) {
-    resources[name] = draft.record.inherited_resources[resource] ?? { type: "container", id: containerName(draft.record.run_id, resource) };
+    resources[name] = draft.record.inherited_resources[resource] ?? {
+      type: "container",
+      id: containerName(draft.record.run_id, resource),
+    };
   }
   return resources;
 }
@@ -218,7 +257,10 @@ export function resourcesOf(draft: Draft, bindings: Record<string, string> | und
  * child declares to one of this run's, and the child uses that container as
  * this run (its owner) would.
  */
-function handedDown(draft: Draft, bindings: Record<string, string> | undefined): Record<string, ResourceHandle> | undefined {
+function handedDown(
+  draft: Draft,
+  bindings: Record<string, string> | undefined,
+): Record<string, ResourceHandle> | undefined {
   if (!bindings || Object.keys(bindings).length === 0) {
     return undefined;
   }

@@ -24,11 +24,25 @@ export type Command =
   /** Stop these containers (by their durable names): some of the run's `pending_releases`, sent by a wake. */
   | { kind: "release_resources"; containers: string[] }
   /** Start (idempotently, by key) a child run of a pinned workflow `id@version`. */
-  | { kind: "start_child"; key: string; workflow: string; input: Json; depth: number; resources?: Record<string, ResourceHandle> }
+  | {
+      kind: "start_child";
+      key: string;
+      workflow: string;
+      input: Json;
+      depth: number;
+      resources?: Record<string, ResourceHandle>;
+    }
   /** Cancel the child runs started under these keys: some of the run's `pending_cancels`, sent by a wake. */
   | { kind: "cancel_children"; keys: string[] }
   /** This run is a child and has ended: tell its parent (the DO adds the attestation's seq and hash). */
-  | { kind: "notify_parent"; parent_run_id: string; key: string; status: "completed" | "failed" | "cancelled"; output: Json; error: { code: string; message: string } | null };
+  | {
+      kind: "notify_parent";
+      parent_run_id: string;
+      key: string;
+      status: "completed" | "failed" | "cancelled";
+      output: Json;
+      error: { code: string; message: string } | null;
+    };
 
 export interface DecideContext {
   snapshot: RunSnapshot;
@@ -119,7 +133,8 @@ export class Draft {
    */
   setInvocation(nodeId: string, index: number, patch: Partial<InvocationRecord>): void {
     const current = this.node(nodeId).invocations;
-    const position = current[index]?.index === index ? index : current.findIndex((invocation) => invocation.index === index);
+    const position =
+      current[index]?.index === index ? index : current.findIndex((invocation) => invocation.index === index);
     const before = current[position];
     if (before === undefined) {
       return;
@@ -196,7 +211,11 @@ export class Draft {
       cited,
       created_by: this.record.created_by,
       workflow: { id: this.record.workflow.id, version: this.record.workflow.version },
-      ...(outcome === "completed" ? (output.length <= MAX_ATTESTED_OUTPUT_CHARS ? { output: this.record.context.output } : { output_chars: output.length }) : {}),
+      ...(outcome === "completed"
+        ? output.length <= MAX_ATTESTED_OUTPUT_CHARS
+          ? { output: this.record.context.output }
+          : { output_chars: output.length }
+        : {}),
       ...(error ? { error: { ...error } } : {}),
     });
     this.notifyParent();
@@ -207,7 +226,14 @@ export class Draft {
     const { parent, status } = this.record;
     if (parent && !parent.notified && (status === "completed" || status === "failed" || status === "cancelled")) {
       const error = this.record.error ? { code: this.record.error.code, message: this.record.error.message } : null;
-      this.commands.push({ kind: "notify_parent", parent_run_id: parent.run_id, key: parent.key, status, output: status === "completed" ? this.record.context.output : null, error });
+      this.commands.push({
+        kind: "notify_parent",
+        parent_run_id: parent.run_id,
+        key: parent.key,
+        status,
+        output: status === "completed" ? this.record.context.output : null,
+        error,
+      });
     }
   }
 
@@ -238,11 +264,21 @@ export class Draft {
     for (const invocation of this.node(nodeId).invocations) {
       const suspension = invocation.suspension;
       const waiting = suspension?.waiting_for;
-      if (invocation.status !== "suspended" || waiting?.kind !== "child" || (waiting.run_id === null && waiting.requested_at === null)) {
+      if (
+        invocation.status !== "suspended" ||
+        waiting?.kind !== "child" ||
+        (waiting.run_id === null && waiting.requested_at === null)
+      ) {
         continue;
       }
       const item = foreach ? invocation.index : null;
-      this.journal("child.cancel_requested", { node: nodeId, item, step: suspension?.step_ref ?? null, child_run_id: waiting.run_id, key: waiting.key });
+      this.journal("child.cancel_requested", {
+        node: nodeId,
+        item,
+        step: suspension?.step_ref ?? null,
+        child_run_id: waiting.run_id,
+        key: waiting.key,
+      });
       keys.push(waiting.key);
     }
     this.addCleanup("pending_cancels", keys);
@@ -284,7 +320,9 @@ export class Draft {
     this.closeWaits(reason);
     for (const [nodeId, node] of Object.entries(this.nodes)) {
       if (node.status === "pending" || node.status === "running" || node.status === "waiting") {
-        const invocations = node.invocations.map((invocation) => (isOpen(invocation) ? closeInvocation(invocation, "cancelled") : invocation));
+        const invocations = node.invocations.map((invocation) =>
+          isOpen(invocation) ? closeInvocation(invocation, "cancelled") : invocation,
+        );
         this.setNode(nodeId, { status: "cancelled", invocations, finished_at: this.now });
         this.journal("node.cancelled", { node: nodeId, reason });
       }
@@ -293,7 +331,12 @@ export class Draft {
 }
 
 export function isOpen(invocation: InvocationRecord): boolean {
-  return invocation.status === "pending" || invocation.status === "running" || invocation.status === "retrying" || invocation.status === "suspended";
+  return (
+    invocation.status === "pending" ||
+    invocation.status === "running" ||
+    invocation.status === "retrying" ||
+    invocation.status === "suspended"
+  );
 }
 
 /** An invocation that will not run again: no token, no timers. */

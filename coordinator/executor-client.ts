@@ -8,7 +8,11 @@ import { TaskResult, toTaskGroup, toUnsignableResult, type TaskPayload } from ".
  * stream broke, the executor crashed) is delivered as a retryable
  * `executor.unavailable` failure, so nothing is lost.
  */
-export async function sendTaskGroup(executor: ExecutorBinding, payloads: readonly TaskPayload[], deliver: (result: TaskResult) => Promise<void>): Promise<void> {
+export async function sendTaskGroup(
+  executor: ExecutorBinding,
+  payloads: readonly TaskPayload[],
+  deliver: (result: TaskResult) => Promise<void>,
+): Promise<void> {
   const waiting = new Set(payloads.map((payload) => payload.token_id));
   const delivered: Promise<void>[] = [];
   let failure: unknown = new Error("the executor closed the stream before every result");
@@ -76,7 +80,13 @@ export function executorFailure(token: string, thrown: unknown): TaskResult {
   return {
     token_id: token,
     success: false,
-    error: { type: "executor.unavailable", step_ref: null, message: `the executor call failed: ${message}`, retryable: true, context_snapshot: null },
+    error: {
+      type: "executor.unavailable",
+      step_ref: null,
+      message: `the executor call failed: ${message}`,
+      retryable: true,
+      context_snapshot: null,
+    },
     metrics: { duration_ms: 0, steps_executed: 0, llm_tokens: { input: 0, output: 0, cost_usd: 0 } },
   };
 }

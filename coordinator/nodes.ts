@@ -39,7 +39,10 @@ export function startReadyNodes(draft: Draft): void {
       if (node.status !== "pending" || node.iterations > 0) {
         continue;
       }
-      const dependencies = (definition.depends_on ?? []).map((id) => ({ node: draft.node(id), definition: draft.nodeDefinition(id) }));
+      const dependencies = (definition.depends_on ?? []).map((id) => ({
+        node: draft.node(id),
+        definition: draft.nodeDefinition(id),
+      }));
       if (!dependencies.every((dependency) => isSettled(dependency.node, dependency.definition))) {
         continue;
       }
@@ -78,19 +81,41 @@ function startIteration(draft: Draft, nodeId: string, definition: NodeDefinition
   try {
     const doc = contextDocument(draft);
     const items: { vars: Record<string, unknown>; fallback: Json }[] = definition.foreach
-      ? foreachItems(draft, definition.foreach.items).map((item, index) => ({ vars: { ...doc, item, index }, fallback: item }))
+      ? foreachItems(draft, definition.foreach.items).map((item, index) => ({
+          vars: { ...doc, item, index },
+          fallback: item,
+        }))
       : [{ vars: doc, fallback: draft.record.context.input as Json }];
     const invocations = items.map(({ vars, fallback }, index): InvocationRecord => {
       const runs = definition.when === undefined || evalCelBool(definition.when, vars);
       const input = runs ? (definition.input_mapping ? buildInput(definition.input_mapping, vars) : fallback) : null;
-      return { index, status: runs ? "pending" : "skipped", attempts: 0, token: null, dispatched_at: null, deadline_at: null, retry_at: null, input, error: null };
+      return {
+        index,
+        status: runs ? "pending" : "skipped",
+        attempts: 0,
+        token: null,
+        dispatched_at: null,
+        deadline_at: null,
+        retry_at: null,
+        input,
+        error: null,
+      };
     });
-    if (invocations.length > 0 && invocations.every((invocation) => invocation.status === "skipped") && iteration === 1) {
+    if (
+      invocations.length > 0 &&
+      invocations.every((invocation) => invocation.status === "skipped") &&
+      iteration === 1
+    ) {
       skipNode(draft, nodeId, `when is false: ${definition.when ?? ""}`);
       return false;
     }
     draft.setNode(nodeId, { invocations, iterations: iteration });
-    draft.journal("node.started", { node: nodeId, iteration, invocations: invocations.length, skipped: invocations.filter((invocation) => invocation.status === "skipped").length });
+    draft.journal("node.started", {
+      node: nodeId,
+      iteration,
+      invocations: invocations.length,
+      skipped: invocations.filter((invocation) => invocation.status === "skipped").length,
+    });
     return !invocations.some(isOpen);
   } catch (thrown) {
     const error = ensureEngineError(thrown, "node.start_failed");
@@ -115,7 +140,10 @@ function foreachItems(draft: Draft, itemsPath: string): Json[] {
     throw EngineError.terminal("node.foreach_not_array", `foreach.items ${itemsPath} did not select an array`);
   }
   if (items.length > MAX_FOREACH_ITEMS) {
-    throw EngineError.terminal("node.foreach_too_large", `foreach.items ${itemsPath} selected ${items.length} items; a foreach may have at most ${MAX_FOREACH_ITEMS} (split the list, or nest a workflow that takes a slice)`);
+    throw EngineError.terminal(
+      "node.foreach_too_large",
+      `foreach.items ${itemsPath} selected ${items.length} items; a foreach may have at most ${MAX_FOREACH_ITEMS} (split the list, or nest a workflow that takes a slice)`,
+    );
   }
   return items as Json[];
 }
@@ -125,7 +153,13 @@ export function itemOf(draft: Draft, nodeId: string, invocation: InvocationRecor
   return draft.nodeDefinition(nodeId).foreach ? invocation.index : null;
 }
 
-export function completeInvocation(draft: Draft, nodeId: string, invocation: InvocationRecord, output: Json, durationMs: number): void {
+export function completeInvocation(
+  draft: Draft,
+  nodeId: string,
+  invocation: InvocationRecord,
+  output: Json,
+  durationMs: number,
+): void {
   draft.journal("task.completed", {
     node: nodeId,
     item: itemOf(draft, nodeId, invocation),
@@ -134,7 +168,13 @@ export function completeInvocation(draft: Draft, nodeId: string, invocation: Inv
     duration_ms: durationMs,
     output,
   });
-  draft.setInvocation(nodeId, invocation.index, { status: "completed", token: null, deadline_at: null, output, error: null });
+  draft.setInvocation(nodeId, invocation.index, {
+    status: "completed",
+    token: null,
+    deadline_at: null,
+    output,
+    error: null,
+  });
   if (allDone(draft.node(nodeId).invocations)) {
     completeIteration(draft, nodeId);
   }
@@ -166,14 +206,39 @@ export interface TaskFailure {
 /** A failed attempt: retried by the node's policy when retryable, else the node fails. */
 export function failInvocation(draft: Draft, nodeId: string, invocation: InvocationRecord, failure: TaskFailure): void {
   const policy = resolveRetryPolicy(draft.nodeDefinition(nodeId).retry);
-  const error: Failure = { code: failure.type, message: failure.message, node: nodeId, retryable: failure.retryable, ...(failure.stepRef ? { step: failure.stepRef } : {}) };
+  const error: Failure = {
+    code: failure.type,
+    message: failure.message,
+    node: nodeId,
+    retryable: failure.retryable,
+    ...(failure.stepRef ? { step: failure.stepRef } : {}),
+  };
   const item = itemOf(draft, nodeId, invocation);
-  draft.journal("task.failed", { node: nodeId, item, token: invocation.token, attempt: invocation.attempts, error: { ...error } });
+  draft.journal("task.failed", {
+    node: nodeId,
+    item,
+    token: invocation.token,
+    attempt: invocation.attempts,
+    error: { ...error },
+  });
   if (failure.retryable && invocation.attempts < policy.maxAttempts) {
     const retryAt = draft.now + retryDelayMs(policy, invocation.attempts, draft.random(), failure.retryAfterMs);
-    draft.journal("task.retry_scheduled", { node: nodeId, item, attempt: invocation.attempts + 1, at: new Date(retryAt).toISOString() });
+    draft.journal("task.retry_scheduled", {
+      node: nodeId,
+      item,
+      attempt: invocation.attempts + 1,
+      at: new Date(retryAt).toISOString(),
+    });
     // A retry starts the task over with a fresh context: nothing of a suspension carries over.
-    draft.setInvocation(nodeId, invocation.index, { status: "retrying", token: null, deadline_at: null, retry_at: retryAt, error, resume: undefined, suspension: undefined });
+    draft.setInvocation(nodeId, invocation.index, {
+      status: "retrying",
+      token: null,
+      deadline_at: null,
+      retry_at: retryAt,
+      error,
+      resume: undefined,
+      suspension: undefined,
+    });
     return;
   }
   draft.setInvocation(nodeId, invocation.index, { ...closeInvocation(invocation, "failed"), error });
@@ -200,14 +265,21 @@ function completeIteration(draft: Draft, nodeId: string): void {
           }
           return;
         }
-        throw EngineError.terminal("node.repeat_exhausted", `repeat.until (${definition.repeat.until}) still false after ${node.iterations} iterations`);
+        throw EngineError.terminal(
+          "node.repeat_exhausted",
+          `repeat.until (${definition.repeat.until}) still false after ${node.iterations} iterations`,
+        );
       }
     } catch (thrown) {
       const error = ensureEngineError(thrown, "mapping.failed");
       failNode(draft, nodeId, { code: error.code, message: error.message, node: nodeId });
       return;
     }
-    const seq = draft.journal("node.completed", { node: nodeId, invocations: node.invocations.length, iterations: node.iterations });
+    const seq = draft.journal("node.completed", {
+      node: nodeId,
+      invocations: node.invocations.length,
+      iterations: node.iterations,
+    });
     draft.setNode(nodeId, { status: "completed", finished_at: draft.now, settled_seq: seq, error: null });
     return;
   }
@@ -228,7 +300,10 @@ function writeNodeOutput(draft: Draft, nodeId: string, definition: NodeDefinitio
   } else if (definition.foreach && Array.isArray(output)) {
     next = target;
     for (const [path, source] of Object.entries(definition.output_mapping)) {
-      const values = output.map((itemOutput) => (applyOutputMapping({ "state.v": source }, itemOutput, { state: {}, output: {} }).state.v ?? null) as Json);
+      const values = output.map(
+        (itemOutput) =>
+          (applyOutputMapping({ "state.v": source }, itemOutput, { state: {}, output: {} }).state.v ?? null) as Json,
+      );
       next = applyOutputMapping({ [path]: values }, null, next);
     }
   } else {
@@ -242,8 +317,14 @@ export function failNode(draft: Draft, nodeId: string, error: Failure): void {
   const definition = draft.nodeDefinition(nodeId);
   // Its other invocations close here: the children they wait for are cancelled (fail_fast or not).
   draft.cancelChildren(nodeId);
-  const invocations = draft.node(nodeId).invocations.map((invocation) => (isOpen(invocation) ? closeInvocation(invocation, "cancelled") : invocation));
-  const seq = draft.journal("node.failed", { node: nodeId, error: { ...error }, on_failure: definition.on_failure ?? "fail" });
+  const invocations = draft
+    .node(nodeId)
+    .invocations.map((invocation) => (isOpen(invocation) ? closeInvocation(invocation, "cancelled") : invocation));
+  const seq = draft.journal("node.failed", {
+    node: nodeId,
+    error: { ...error },
+    on_failure: definition.on_failure ?? "fail",
+  });
   draft.setNode(nodeId, { status: "failed", finished_at: draft.now, error, settled_seq: seq, invocations });
   if (definition.on_failure === "continue") {
     const state = draft.record.context.state;

@@ -1,5 +1,12 @@
 import type { z } from "zod";
-import { InvocationRecord, JournalEntry, JournalSignedFields, NodeRecord, RunRecord, RunSnapshot } from "../schemas/index.ts";
+import {
+  InvocationRecord,
+  JournalEntry,
+  JournalSignedFields,
+  NodeRecord,
+  RunRecord,
+  RunSnapshot,
+} from "../schemas/index.ts";
 import type { RunState } from "./decide.ts";
 
 /**
@@ -49,14 +56,19 @@ export class RunStore {
     this.contextStored = context !== undefined;
     const record = context === undefined ? stored : { ...(stored as object), context };
     const invocations = new Map<string, InvocationRecord[]>();
-    for (const row of this.sql.exec<{ node: string; data: string }>("SELECT node, data FROM invocations ORDER BY node, idx")) {
+    for (const row of this.sql.exec<{ node: string; data: string }>(
+      "SELECT node, data FROM invocations ORDER BY node, idx",
+    )) {
       const list = invocations.get(row.node) ?? [];
       list.push(InvocationRecord.parse(JSON.parse(row.data)));
       invocations.set(row.node, list);
     }
     const nodes: Record<string, NodeRecord> = {};
     for (const row of this.sql.exec<{ id: string; data: string }>("SELECT id, data FROM nodes")) {
-      nodes[row.id] = NodeRecord.parse({ ...(JSON.parse(row.data) as object), invocations: invocations.get(row.id) ?? [] });
+      nodes[row.id] = NodeRecord.parse({
+        ...(JSON.parse(row.data) as object),
+        invocations: invocations.get(row.id) ?? [],
+      });
     }
     const last = this.sql.exec<{ entry: string }>("SELECT entry FROM journal ORDER BY seq DESC LIMIT 1").toArray()[0];
     return {

@@ -17,7 +17,9 @@ export function toRunView(state: RunState, foreachNodes: ReadonlySet<string>): R
     error: record.error,
     created_at: new Date(record.created_at).toISOString(),
     updated_at: new Date(record.updated_at).toISOString(),
-    nodes: Object.fromEntries(Object.entries(state.nodes).map(([id, node]) => [id, toNodeView(node, foreachNodes.has(id))])),
+    nodes: Object.fromEntries(
+      Object.entries(state.nodes).map(([id, node]) => [id, toNodeView(node, foreachNodes.has(id))]),
+    ),
     gates: record.gates.map(toGateView),
     usage: record.usage,
   };

@@ -1,5 +1,13 @@
 import type { Json } from "../lib/expr/mapping.ts";
-import type { GateRecord, InvocationRecord, JsonObject, ResourceHandle, Suspension, TaskResume, TaskSuspension } from "../schemas/index.ts";
+import type {
+  GateRecord,
+  InvocationRecord,
+  JsonObject,
+  ResourceHandle,
+  Suspension,
+  TaskResume,
+  TaskSuspension,
+} from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
 import { completeInvocation, failNode, itemOf } from "./nodes.ts";
 
@@ -25,7 +33,12 @@ export function childKey(draft: Draft, nodeId: string, invocation: InvocationRec
 }
 
 /** A task stopped at a human, approval or workflow step: record the wait and open what it waits for. */
-export function suspendInvocation(draft: Draft, nodeId: string, invocation: InvocationRecord, suspended: TaskSuspension): void {
+export function suspendInvocation(
+  draft: Draft,
+  nodeId: string,
+  invocation: InvocationRecord,
+  suspended: TaskSuspension,
+): void {
   const wait = suspended.wait;
   const base = { step_ref: suspended.step_ref, step_index: suspended.step_index, context: suspended.context };
   if (wait.kind === "gate") {
@@ -37,19 +50,55 @@ export function suspendInvocation(draft: Draft, nodeId: string, invocation: Invo
   // starts), not here: a hundred items reaching a workflow step at once must not
   // start a hundred runs from one event.
   const key = childKey(draft, nodeId, invocation, suspended.step_ref);
-  setSuspended(draft, nodeId, invocation, { ...base, waiting_for: { kind: "child", key, run_id: null, workflow: wait.workflow, on_failure: wait.on_failure, input: wait.input, requested_at: null } });
+  setSuspended(draft, nodeId, invocation, {
+    ...base,
+    waiting_for: {
+      kind: "child",
+      key,
+      run_id: null,
+      workflow: wait.workflow,
+      on_failure: wait.on_failure,
+      input: wait.input,
+      requested_at: null,
+    },
+  });
 }
 
 function setSuspended(draft: Draft, nodeId: string, invocation: InvocationRecord, suspension: Suspension): void {
-  draft.setInvocation(nodeId, invocation.index, { status: "suspended", token: null, deadline_at: null, suspension, resume: undefined });
+  draft.setInvocation(nodeId, invocation.index, {
+    status: "suspended",
+    token: null,
+    deadline_at: null,
+    suspension,
+    resume: undefined,
+  });
 }
 
 /** Starts a child run (the Durable Object resolves and creates it), unless the depth limit forbids it. */
-export function requestChild(draft: Draft, key: string, workflow: string, input: Json, resources?: Record<string, ResourceHandle>): void {
-  draft.commands.push({ kind: "start_child", key, workflow, input, depth: draft.record.depth + 1, ...(resources ? { resources } : {}) });
+export function requestChild(
+  draft: Draft,
+  key: string,
+  workflow: string,
+  input: Json,
+  resources?: Record<string, ResourceHandle>,
+): void {
+  draft.commands.push({
+    kind: "start_child",
+    key,
+    workflow,
+    input,
+    depth: draft.record.depth + 1,
+    ...(resources ? { resources } : {}),
+  });
 }
 
-function openGate(draft: Draft, nodeId: string, invocation: InvocationRecord, stepRef: string, wait: Extract<TaskSuspension["wait"], { kind: "gate" }>): GateRecord {
+function openGate(
+  draft: Draft,
+  nodeId: string,
+  invocation: InvocationRecord,
+  stepRef: string,
+  wait: Extract<TaskSuspension["wait"], { kind: "gate" }>,
+): GateRecord {
   const gate: GateRecord = {
     gate_id: `gate_${draft.record.gates.length + 1}`,
     kind: wait.gate_kind,
@@ -65,8 +114,17 @@ function openGate(draft: Draft, nodeId: string, invocation: InvocationRecord, st
     ...(wait.action ? { action: wait.action } : {}),
   };
   draft.record.gates = [...draft.record.gates, gate];
-  const body: JsonObject = { gate_id: gate.gate_id, node: nodeId, item: gate.item, step: stepRef, expires_at: gate.expires_at === null ? null : new Date(gate.expires_at).toISOString() };
-  draft.journal(gate.kind === "approval" ? "approval.requested" : "gate.opened", gate.action ? { ...body, action: gate.action } : body);
+  const body: JsonObject = {
+    gate_id: gate.gate_id,
+    node: nodeId,
+    item: gate.item,
+    step: stepRef,
+    expires_at: gate.expires_at === null ? null : new Date(gate.expires_at).toISOString(),
+  };
+  draft.journal(
+    gate.kind === "approval" ? "approval.requested" : "gate.opened",
+    gate.action ? { ...body, action: gate.action } : body,
+  );
   return gate;
 }
 
@@ -75,9 +133,15 @@ function replaceGate(draft: Draft, gate: GateRecord): void {
 }
 
 /** The invocation suspended on a gate, if it is still waiting for it. */
-function waitingOn(draft: Draft, predicate: (suspension: Suspension) => boolean): { nodeId: string; invocation: InvocationRecord } | undefined {
+function waitingOn(
+  draft: Draft,
+  predicate: (suspension: Suspension) => boolean,
+): { nodeId: string; invocation: InvocationRecord } | undefined {
   for (const [nodeId, node] of Object.entries(draft.nodes)) {
-    const invocation = node.invocations.find((candidate) => candidate.status === "suspended" && candidate.suspension !== undefined && predicate(candidate.suspension));
+    const invocation = node.invocations.find(
+      (candidate) =>
+        candidate.status === "suspended" && candidate.suspension !== undefined && predicate(candidate.suspension),
+    );
     if (invocation) {
       return { nodeId, invocation };
     }
@@ -86,7 +150,12 @@ function waitingOn(draft: Draft, predicate: (suspension: Suspension) => boolean)
 }
 
 /** Continues a suspended invocation: it goes back to `pending` and its next dispatch carries the resume. */
-function resumeInvocation(draft: Draft, nodeId: string, invocation: InvocationRecord, resume: Omit<TaskResume, "step_index" | "context">): void {
+function resumeInvocation(
+  draft: Draft,
+  nodeId: string,
+  invocation: InvocationRecord,
+  resume: Omit<TaskResume, "step_index" | "context">,
+): void {
   const suspension = invocation.suspension;
   if (!suspension?.context) {
     return;
@@ -105,13 +174,34 @@ export function answerGate(draft: Draft, gateId: string, response: Json, respond
     return;
   }
   replaceGate(draft, { ...gate, status: "answered", response, responder, responded_at: draft.now });
-  const found = waitingOn(draft, (suspension) => suspension.waiting_for.kind === "gate" && suspension.waiting_for.gate_id === gateId);
+  const found = waitingOn(
+    draft,
+    (suspension) => suspension.waiting_for.kind === "gate" && suspension.waiting_for.gate_id === gateId,
+  );
   if (gate.kind === "approval") {
-    const approved = typeof response === "object" && response !== null && !Array.isArray(response) && response.approved === true;
-    const reason = typeof response === "object" && response !== null && !Array.isArray(response) && typeof response.reason === "string" ? response.reason : undefined;
-    draft.journal(approved ? "approval.granted" : "approval.rejected", { gate_id: gateId, node: gate.node, step: gate.step, responder, ...(reason ? { reason } : {}) });
+    const approved =
+      typeof response === "object" && response !== null && !Array.isArray(response) && response.approved === true;
+    const reason =
+      typeof response === "object" &&
+      response !== null &&
+      !Array.isArray(response) &&
+      typeof response.reason === "string"
+        ? response.reason
+        : undefined;
+    draft.journal(approved ? "approval.granted" : "approval.rejected", {
+      gate_id: gateId,
+      node: gate.node,
+      step: gate.step,
+      responder,
+      ...(reason ? { reason } : {}),
+    });
     if (found) {
-      resumeInvocation(draft, found.nodeId, found.invocation, approved ? { mode: "approved" } : { mode: "rejected", ...(reason ? { reason } : {}) });
+      resumeInvocation(
+        draft,
+        found.nodeId,
+        found.invocation,
+        approved ? { mode: "approved" } : { mode: "rejected", ...(reason ? { reason } : {}) },
+      );
     }
     return;
   }
@@ -128,20 +218,47 @@ export function expireGates(draft: Draft): void {
     if (gate.status !== "open" || gate.expires_at === null || draft.now < gate.expires_at) {
       continue;
     }
-    const found = waitingOn(draft, (suspension) => suspension.waiting_for.kind === "gate" && suspension.waiting_for.gate_id === gate.gate_id);
+    const found = waitingOn(
+      draft,
+      (suspension) => suspension.waiting_for.kind === "gate" && suspension.waiting_for.gate_id === gate.gate_id,
+    );
     if (gate.on_timeout === "fail") {
       replaceGate(draft, { ...gate, status: "expired", reason: "timed out" });
       draft.journal("gate.expired", { gate_id: gate.gate_id, node: gate.node, step: gate.step, on_timeout: "fail" });
       if (found) {
-        resumeInvocation(draft, found.nodeId, found.invocation, { mode: "after", outcome: { ok: false, error: { code: "gate.expired", message: `gate ${gate.gate_id} expired without an answer` } } });
+        resumeInvocation(draft, found.nodeId, found.invocation, {
+          mode: "after",
+          outcome: {
+            ok: false,
+            error: { code: "gate.expired", message: `gate ${gate.gate_id} expired without an answer` },
+          },
+        });
       }
       continue;
     }
     const response = gate.on_timeout.default;
-    replaceGate(draft, { ...gate, status: "expired", reason: "timed out; the default answer was used", response, responder: null, responded_at: draft.now });
-    draft.journal("gate.expired", { gate_id: gate.gate_id, node: gate.node, step: gate.step, on_timeout: "default", response });
+    replaceGate(draft, {
+      ...gate,
+      status: "expired",
+      reason: "timed out; the default answer was used",
+      response,
+      responder: null,
+      responded_at: draft.now,
+    });
+    draft.journal("gate.expired", {
+      gate_id: gate.gate_id,
+      node: gate.node,
+      step: gate.step,
+      on_timeout: "default",
+      response,
+    });
     if (found) {
-      const output = { gate_id: gate.gate_id, response, responder: null, responded_at: new Date(draft.now).toISOString() };
+      const output = {
+        gate_id: gate.gate_id,
+        response,
+        responder: null,
+        responded_at: new Date(draft.now).toISOString(),
+      };
       resumeInvocation(draft, found.nodeId, found.invocation, { mode: "after", outcome: { ok: true, output } });
     }
   }
@@ -149,14 +266,23 @@ export function expireGates(draft: Draft): void {
 
 /** The child run exists: the journal links it to this run. */
 export function childStarted(draft: Draft, key: string, runId: string): void {
-  const found = waitingOn(draft, (suspension) => suspension.waiting_for.kind === "child" && suspension.waiting_for.key === key);
+  const found = waitingOn(
+    draft,
+    (suspension) => suspension.waiting_for.kind === "child" && suspension.waiting_for.key === key,
+  );
   if (!found?.invocation.suspension || found.invocation.suspension.waiting_for.kind !== "child") {
     return;
   }
   const suspension = found.invocation.suspension;
   const waiting = { ...found.invocation.suspension.waiting_for, run_id: runId };
   draft.setInvocation(found.nodeId, found.invocation.index, { suspension: { ...suspension, waiting_for: waiting } });
-  draft.journal("child.started", { node: found.nodeId, item: itemOf(draft, found.nodeId, found.invocation), step: suspension.step_ref, child_run_id: runId, workflow: waiting.workflow });
+  draft.journal("child.started", {
+    node: found.nodeId,
+    item: itemOf(draft, found.nodeId, found.invocation),
+    step: suspension.step_ref,
+    child_run_id: runId,
+    workflow: waiting.workflow,
+  });
 }
 
 export interface ChildOutcome {
@@ -175,7 +301,10 @@ export interface ChildOutcome {
  * runs the child itself completes or fails with it.
  */
 export function childFinished(draft: Draft, outcome: ChildOutcome): void {
-  const found = waitingOn(draft, (suspension) => suspension.waiting_for.kind === "child" && suspension.waiting_for.key === outcome.key);
+  const found = waitingOn(
+    draft,
+    (suspension) => suspension.waiting_for.kind === "child" && suspension.waiting_for.key === outcome.key,
+  );
   const suspension = found?.invocation.suspension;
   if (!found || !suspension || suspension.waiting_for.kind !== "child") {
     return;
@@ -190,13 +319,20 @@ export function childFinished(draft: Draft, outcome: ChildOutcome): void {
     attestation: outcome.attestation,
     ...(outcome.error ? { error: outcome.error } : {}),
   });
-  const error = outcome.error ?? { code: `workflow.child_${outcome.status}`, message: `the child run ended ${outcome.status}` };
+  const error = outcome.error ?? {
+    code: `workflow.child_${outcome.status}`,
+    message: `the child run ended ${outcome.status}`,
+  };
   if (suspension.step_ref === null) {
     if (outcome.status === "completed") {
       draft.setInvocation(nodeId, invocation.index, { status: "running", suspension: undefined });
       completeInvocation(draft, nodeId, { ...invocation, status: "running" }, outcome.output, 0);
     } else {
-      draft.setInvocation(nodeId, invocation.index, { status: "failed", suspension: undefined, error: { ...error, node: nodeId } });
+      draft.setInvocation(nodeId, invocation.index, {
+        status: "failed",
+        suspension: undefined,
+        error: { ...error, node: nodeId },
+      });
       failNode(draft, nodeId, { ...error, node: nodeId });
     }
     return;
@@ -221,7 +357,9 @@ export function unstartedChild(invocation: InvocationRecord): ChildWait | null {
 
 /** Whether a suspended invocation waits for a child run that nobody has asked to start yet. */
 export function hasUnrequestedChild(draft: Draft): boolean {
-  return Object.values(draft.nodes).some((node) => node.invocations.some((invocation) => unstartedChild(invocation)?.requested_at === null));
+  return Object.values(draft.nodes).some((node) =>
+    node.invocations.some((invocation) => unstartedChild(invocation)?.requested_at === null),
+  );
 }
 
 /** The earliest gate expiry, for the alarm. */

@@ -30,6 +30,10 @@ export function cappedFetch(inner: typeof fetch, maxBytes: number = MAX_RESPONSE
         controller.enqueue(chunk);
       },
     });
-    return new Response(response.body.pipeThrough(limit), { status: response.status, statusText: response.statusText, headers: response.headers });
+    return new Response(response.body.pipeThrough(limit), {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers,
+    });
   };
 }

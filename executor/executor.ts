@@ -44,7 +44,15 @@ export class Executor extends WorkerEntrypoint<Env> {
         } else {
           await Promise.all(
             fromTaskGroup(parsed.data).map(async (payload) =>
-              send("missing" in payload ? failure(payload.missing, "executor.invalid_payload", "the task group names a task it does not carry") : await this.execute(payload)),
+              send(
+                "missing" in payload
+                  ? failure(
+                      payload.missing,
+                      "executor.invalid_payload",
+                      "the task group names a task it does not carry",
+                    )
+                  : await this.execute(payload),
+              ),
             ),
           );
         }
@@ -57,7 +65,11 @@ export class Executor extends WorkerEntrypoint<Env> {
     const parsed = TaskPayload.safeParse(payload);
     if (!parsed.success) {
       const details = issuesToDetails(parsed.error.issues);
-      return failure(tokenOf(payload), "executor.invalid_payload", `the task payload is invalid: ${summarize(details)}`);
+      return failure(
+        tokenOf(payload),
+        "executor.invalid_payload",
+        `the task payload is invalid: ${summarize(details)}`,
+      );
     }
     return this.execute(parsed.data);
   }
@@ -77,12 +89,14 @@ export class Executor extends WorkerEntrypoint<Env> {
 
 /** The tokens a malformed group names, so each can be answered. */
 function tokensOf(group: unknown): string[] {
-  const payloads: unknown = typeof group === "object" && group !== null ? (group as Record<string, unknown>).payloads : undefined;
+  const payloads: unknown =
+    typeof group === "object" && group !== null ? (group as Record<string, unknown>).payloads : undefined;
   return Array.isArray(payloads) ? payloads.map(tokenOf) : [];
 }
 
 function tokenOf(payload: unknown): string {
-  const token = typeof payload === "object" && payload !== null ? (payload as Record<string, unknown>).token_id : undefined;
+  const token =
+    typeof payload === "object" && payload !== null ? (payload as Record<string, unknown>).token_id : undefined;
   return typeof token === "string" && token.length > 0 ? token : "unknown";
 }
 

@@ -22,10 +22,14 @@ export const SYSTEM_CLOCK: Clock = {
   sleep: (ms, signal) =>
     new Promise((resolve, reject) => {
       const timer = setTimeout(resolve, ms);
-      signal.addEventListener("abort", () => {
-        clearTimeout(timer);
-        reject(signal.reason);
-      }, { once: true });
+      signal.addEventListener(
+        "abort",
+        () => {
+          clearTimeout(timer);
+          reject(signal.reason);
+        },
+        { once: true },
+      );
     }),
   random: () => Math.random(),
 };
@@ -60,10 +64,19 @@ export async function invokeAction(action: ResolvedAction, input: Json, options:
   }
 }
 
-async function invokeChecked(action: ResolvedAction, input: Json, options: InvokeOptions, secrets: readonly string[]): Promise<Invocation> {
+async function invokeChecked(
+  action: ResolvedAction,
+  input: Json,
+  options: InvokeOptions,
+  secrets: readonly string[],
+): Promise<Invocation> {
   const problems = validateJson(action.requires, input, "input");
   if (problems.length > 0) {
-    throw EngineError.terminal("action.invalid_input", `the input of action ${action.id} does not match its "requires" schema`, problems);
+    throw EngineError.terminal(
+      "action.invalid_input",
+      `the input of action ${action.id} does not match its "requires" schema`,
+      problems,
+    );
   }
   const policy = resolveRetryPolicy(action.execution?.retry_policy);
   for (let attempt = 1; ; attempt += 1) {
@@ -71,7 +84,11 @@ async function invokeChecked(action: ResolvedAction, input: Json, options: Invok
       const output = scrubSecrets(signable(action, await callOnce(action, input, options)), secrets);
       const outputProblems = validateJson(action.produces, output, "output");
       if (outputProblems.length > 0) {
-        throw EngineError.terminal("action.invalid_output", `the output of action ${action.id} does not match its "produces" schema`, outputProblems);
+        throw EngineError.terminal(
+          "action.invalid_output",
+          `the output of action ${action.id} does not match its "produces" schema`,
+          outputProblems,
+        );
       }
       return { output, attempts: attempt };
     } catch (thrown) {
@@ -79,7 +96,10 @@ async function invokeChecked(action: ResolvedAction, input: Json, options: Invok
       if (!error.retryable || attempt >= policy.maxAttempts || options.taskSignal.aborted) {
         throw error;
       }
-      await options.clock.sleep(retryDelayMs(policy, attempt, options.clock.random(), error.retryAfterMs), options.taskSignal);
+      await options.clock.sleep(
+        retryDelayMs(policy, attempt, options.clock.random(), error.retryAfterMs),
+        options.taskSignal,
+      );
     }
   }
 }
@@ -92,7 +112,10 @@ async function invokeChecked(action: ResolvedAction, input: Json, options: Invok
 function signable(action: ResolvedAction, output: Json): Json {
   const problem = canonicalProblem(output);
   if (problem !== null) {
-    throw EngineError.terminal("action.unsignable_output", `the output of action ${action.id} cannot be journaled: at ${clip(problem.path.replace(/^\$/, "output"))}, ${problem.message}`);
+    throw EngineError.terminal(
+      "action.unsignable_output",
+      `the output of action ${action.id} cannot be journaled: at ${clip(problem.path.replace(/^\$/, "output"))}, ${problem.message}`,
+    );
   }
   return output;
 }
@@ -108,7 +131,13 @@ function scrubError(error: EngineError, secrets: readonly string[]): EngineError
   if (message === error.message && details === error.details) {
     return error;
   }
-  return new EngineError(error.code, message, { retryable: error.retryable, retryAfterMs: error.retryAfterMs, details, cause: error.cause, meta: error.meta });
+  return new EngineError(error.code, message, {
+    retryable: error.retryable,
+    retryAfterMs: error.retryAfterMs,
+    details,
+    cause: error.cause,
+    meta: error.meta,
+  });
 }
 
 async function callOnce(action: ResolvedAction, input: Json, options: InvokeOptions): Promise<Json> {

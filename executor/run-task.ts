@@ -6,7 +6,16 @@ import { MAX_TASK_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/wor
 import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../lib/journal/canonical.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
-import { APPROVAL_SCHEMA, toUnsignableResult, type ResolvedStep, type TaskContext, type TaskPayload, type TaskResult, type TaskResume, type TaskSuspension } from "../schemas/index.ts";
+import {
+  APPROVAL_SCHEMA,
+  toUnsignableResult,
+  type ResolvedStep,
+  type TaskContext,
+  type TaskPayload,
+  type TaskResult,
+  type TaskResume,
+  type TaskSuspension,
+} from "../schemas/index.ts";
 import type { ActionContext } from "./actions/index.ts";
 import { invokeAction, type Clock } from "./invoke.ts";
 
@@ -22,7 +31,12 @@ export const MAX_TASK_OUTPUT_CHARS = 1_000_000;
  * `on_failure: "retry"` does not make them retryable, since a retry would
  * spend the same budget, or meet the same unsignable value, again.
  */
-const DETERMINISTIC_FAILURES: ReadonlySet<string> = new Set(["expr.budget_exceeded", "template.budget_exceeded", "template.too_deep", "action.unsignable_output"]);
+const DETERMINISTIC_FAILURES: ReadonlySet<string> = new Set([
+  "expr.budget_exceeded",
+  "template.budget_exceeded",
+  "template.too_deep",
+  "action.unsignable_output",
+]);
 
 /** Levels a result adds around the values it carries (`error.context_snapshot.state.<ref>`, mapped target paths). */
 const RESULT_WRAPPING_DEPTH = 16;
@@ -61,7 +75,10 @@ export async function runTask(payload: TaskPayload, deps: RunTaskDeps): Promise<
 export function finalizeResult(result: TaskResult, secrets: readonly string[]): TaskResult {
   const scrubbed = scrubSecrets(result, secrets);
   const error = scrubbed.error;
-  const wellFormed = error === undefined || error.message.isWellFormed() ? scrubbed : { ...scrubbed, error: { ...error, message: error.message.toWellFormed() } };
+  const wellFormed =
+    error === undefined || error.message.isWellFormed()
+      ? scrubbed
+      : { ...scrubbed, error: { ...error, message: error.message.toWellFormed() } };
   // Outputs were checked against MAX_CANONICAL_DEPTH as each action returned; the result wraps them a few levels deeper.
   const problem = canonicalProblem(wellFormed, MAX_CANONICAL_DEPTH + RESULT_WRAPPING_DEPTH);
   return problem === null ? wellFormed : toUnsignableResult(result, problem.path, problem.message);
@@ -73,17 +90,31 @@ async function runSteps(payload: TaskPayload, deps: RunTaskDeps): Promise<TaskRe
   let context: TaskContext = { input: payload.input, state: {}, output: {} };
   let stepsExecuted = 0;
   const usage = { input: 0, output: 0, cost_usd: 0 };
-  const finish = (outcome: { success: true; output: Json } | { success: false; error: EngineError; stepRef: string | null }): TaskResult => {
-    const metrics = { duration_ms: deps.clock.now() - started, steps_executed: stepsExecuted, llm_tokens: { ...usage } };
+  const finish = (
+    outcome: { success: true; output: Json } | { success: false; error: EngineError; stepRef: string | null },
+  ): TaskResult => {
+    const metrics = {
+      duration_ms: deps.clock.now() - started,
+      steps_executed: stepsExecuted,
+      llm_tokens: { ...usage },
+    };
     if (outcome.success) {
       const size = JSON.stringify(outcome.output).length;
       if (size <= MAX_TASK_OUTPUT_CHARS) {
         return { token_id: payload.token_id, success: true, output: outcome.output, metrics };
       }
-      const tooLarge = EngineError.terminal("task.output_too_large", `the task output is ${size} characters of JSON; the limit is ${MAX_TASK_OUTPUT_CHARS} (store large data elsewhere, e.g. as an artifact, and pass a reference)`);
+      const tooLarge = EngineError.terminal(
+        "task.output_too_large",
+        `the task output is ${size} characters of JSON; the limit is ${MAX_TASK_OUTPUT_CHARS} (store large data elsewhere, e.g. as an artifact, and pass a reference)`,
+      );
       return { token_id: payload.token_id, success: false, error: toTaskError(tooLarge, null, null), metrics };
     }
-    return { token_id: payload.token_id, success: false, error: toTaskError(outcome.error, outcome.stepRef, context), metrics };
+    return {
+      token_id: payload.token_id,
+      success: false,
+      error: toTaskError(outcome.error, outcome.stepRef, context),
+      metrics,
+    };
   };
 
   const resume = payload.resume;
@@ -92,7 +123,11 @@ async function runSteps(payload: TaskPayload, deps: RunTaskDeps): Promise<TaskRe
     context = resume.context;
     const resumed = resumeStep(payload, resume, context, signal);
     if (resumed.next === "fail") {
-      return finish({ success: false, error: resumed.error, stepRef: payload.task.steps[resume.step_index]?.ref ?? null });
+      return finish({
+        success: false,
+        error: resumed.error,
+        stepRef: payload.task.steps[resume.step_index]?.ref ?? null,
+      });
     }
     if (resume.mode === "approved") {
       first = resume.step_index; // The approved step itself runs now.
@@ -106,7 +141,15 @@ async function runSteps(payload: TaskPayload, deps: RunTaskDeps): Promise<TaskRe
   } else {
     const inputProblems = validateJson(payload.task.input_schema, payload.input, "input");
     if (inputProblems.length > 0) {
-      return finish({ success: false, error: EngineError.terminal("task.invalid_input", `the input of task ${payload.task.id} does not match its input_schema`, inputProblems), stepRef: null });
+      return finish({
+        success: false,
+        error: EngineError.terminal(
+          "task.invalid_input",
+          `the input of task ${payload.task.id} does not match its input_schema`,
+          inputProblems,
+        ),
+        stepRef: null,
+      });
     }
   }
   for (let index = first; index < payload.task.steps.length; index += 1) {
@@ -119,8 +162,17 @@ async function runSteps(payload: TaskPayload, deps: RunTaskDeps): Promise<TaskRe
       return finish({ success: false, error: outcome.error, stepRef: step.ref });
     }
     if (outcome.next === "suspend") {
-      const metrics = { duration_ms: deps.clock.now() - started, steps_executed: stepsExecuted, llm_tokens: { ...usage } };
-      return { token_id: payload.token_id, success: false, suspended: { step_ref: step.ref, step_index: index, context, wait: outcome.wait }, metrics };
+      const metrics = {
+        duration_ms: deps.clock.now() - started,
+        steps_executed: stepsExecuted,
+        llm_tokens: { ...usage },
+      };
+      return {
+        token_id: payload.token_id,
+        success: false,
+        suspended: { step_ref: step.ref, step_index: index, context, wait: outcome.wait },
+        metrics,
+      };
     }
     context = outcome.context;
     if (outcome.next === "succeed") {
@@ -129,12 +181,27 @@ async function runSteps(payload: TaskPayload, deps: RunTaskDeps): Promise<TaskRe
   }
   const outputProblems = validateJson(payload.task.output_schema, context.output, "output");
   if (outputProblems.length > 0) {
-    return finish({ success: false, error: EngineError.terminal("task.invalid_output", `the output of task ${payload.task.id} does not match its output_schema`, outputProblems), stepRef: null });
+    return finish({
+      success: false,
+      error: EngineError.terminal(
+        "task.invalid_output",
+        `the output of task ${payload.task.id} does not match its output_schema`,
+        outputProblems,
+      ),
+      stepRef: null,
+    });
   }
   return finish({ success: true, output: context.output });
 }
 
-async function runStep(step: ResolvedStep, context: TaskContext, payload: TaskPayload, deps: RunTaskDeps, signal: AbortSignal, approved: boolean): Promise<StepOutcome> {
+async function runStep(
+  step: ResolvedStep,
+  context: TaskContext,
+  payload: TaskPayload,
+  deps: RunTaskDeps,
+  signal: AbortSignal,
+  approved: boolean,
+): Promise<StepOutcome> {
   const doc = { input: context.input, state: context.state, output: context.output };
   if (step.condition) {
     let holds: boolean;
@@ -146,7 +213,14 @@ async function runStep(step: ResolvedStep, context: TaskContext, payload: TaskPa
     if (!holds) {
       const otherwise = step.condition.else ?? "skip";
       if (otherwise === "fail") {
-        return { next: "fail", error: EngineError.terminal("step.condition_failed", `condition of step ${step.ref} is false: ${step.condition.if}`), ran: false };
+        return {
+          next: "fail",
+          error: EngineError.terminal(
+            "step.condition_failed",
+            `condition of step ${step.ref} is false: ${step.condition.if}`,
+          ),
+          ran: false,
+        };
       }
       return { next: otherwise === "succeed" ? "succeed" : "continue", context, ran: false };
     }
@@ -158,7 +232,11 @@ async function runStep(step: ResolvedStep, context: TaskContext, payload: TaskPa
       // A step that waits is still an action call: its input is checked now, its output on resume.
       const problems = validateJson(step.action.requires, input, "input");
       if (problems.length > 0) {
-        throw EngineError.terminal("action.invalid_input", `the input of action ${step.action.id} does not match its "requires" schema`, problems);
+        throw EngineError.terminal(
+          "action.invalid_input",
+          `the input of action ${step.action.id} does not match its "requires" schema`,
+          problems,
+        );
       }
       return { next: "suspend", wait, ran: false };
     }
@@ -204,7 +282,12 @@ function waitFor(step: ResolvedStep, input: Json, approved: boolean): TaskSuspen
     };
   }
   if (action.kind === "workflow") {
-    return { kind: "child", workflow: action.implementation.workflow, input, on_failure: action.implementation.on_failure ?? "propagate" };
+    return {
+      kind: "child",
+      workflow: action.implementation.workflow,
+      input,
+      on_failure: action.implementation.on_failure ?? "propagate",
+    };
   }
   return undefined;
 }
@@ -223,18 +306,34 @@ function preview(input: Json): string {
 function resumeStep(payload: TaskPayload, resume: TaskResume, context: TaskContext, signal: AbortSignal): StepOutcome {
   const step = payload.task.steps[resume.step_index];
   if (!step) {
-    return { next: "fail", error: EngineError.terminal("task.bad_resume", `the task has no step ${resume.step_index}`), ran: false };
+    return {
+      next: "fail",
+      error: EngineError.terminal("task.bad_resume", `the task has no step ${resume.step_index}`),
+      ran: false,
+    };
   }
   if (resume.mode === "approved") {
     return { next: "continue", context, ran: false };
   }
   if (resume.mode === "rejected") {
-    const rejected = EngineError.terminal("approval.rejected", `step ${step.ref} was not approved${resume.reason ? `: ${resume.reason}` : ""}`);
-    return onStepFailure({ ...step, on_failure: step.on_failure === "continue" ? "continue" : "abort" }, rejected, context, signal);
+    const rejected = EngineError.terminal(
+      "approval.rejected",
+      `step ${step.ref} was not approved${resume.reason ? `: ${resume.reason}` : ""}`,
+    );
+    return onStepFailure(
+      { ...step, on_failure: step.on_failure === "continue" ? "continue" : "abort" },
+      rejected,
+      context,
+      signal,
+    );
   }
   const outcome = resume.outcome;
   if (!outcome) {
-    return { next: "fail", error: EngineError.terminal("task.bad_resume", `resuming step ${step.ref} needs its outcome`), ran: false };
+    return {
+      next: "fail",
+      error: EngineError.terminal("task.bad_resume", `resuming step ${step.ref} needs its outcome`),
+      ran: false,
+    };
   }
   if (!outcome.ok) {
     return onStepFailure(step, EngineError.terminal(outcome.error.code, outcome.error.message), context, signal);
@@ -242,7 +341,11 @@ function resumeStep(payload: TaskPayload, resume: TaskResume, context: TaskConte
   try {
     const problems = validateJson(step.action.produces, outcome.output, "output");
     if (problems.length > 0) {
-      throw EngineError.terminal("action.invalid_output", `the output of action ${step.action.id} does not match its "produces" schema`, problems);
+      throw EngineError.terminal(
+        "action.invalid_output",
+        `the output of action ${step.action.id} does not match its "produces" schema`,
+        problems,
+      );
     }
     return { next: "continue", context: writeStepOutput(step, outcome.output as Json, context), ran: true };
   } catch (thrown) {
@@ -253,30 +356,58 @@ function resumeStep(payload: TaskPayload, resume: TaskResume, context: TaskConte
 /** A step's output goes where its output mapping says, or to `state.<ref>`. */
 function writeStepOutput(step: ResolvedStep, output: Json, context: TaskContext): TaskContext {
   const target = { state: context.state as JsonRecord, output: context.output as JsonRecord };
-  const next = step.output_mapping ? applyOutputMapping(step.output_mapping, output, target) : setTargetPath(target, `state.${step.ref}`, output);
+  const next = step.output_mapping
+    ? applyOutputMapping(step.output_mapping, output, target)
+    : setTargetPath(target, `state.${step.ref}`, output);
   return { ...context, state: next.state, output: next.output };
 }
 
 function onStepFailure(step: ResolvedStep, error: EngineError, context: TaskContext, signal: AbortSignal): StepOutcome {
   if (signal.aborted) {
-    return { next: "fail", error: EngineError.retryable("task.timeout", `the task ran out of time in step ${step.ref}: ${error.message}`), ran: true };
+    return {
+      next: "fail",
+      error: EngineError.retryable("task.timeout", `the task ran out of time in step ${step.ref}: ${error.message}`),
+      ran: true,
+    };
   }
   switch (step.on_failure ?? "abort") {
     case "continue": {
       const errors = Array.isArray(context.state._errors) ? context.state._errors : [];
       const entry = { step: step.ref, error: { code: error.code, message: error.message } };
-      return { next: "continue", context: { ...context, state: { ...context.state, _errors: [...errors, entry] } }, ran: true };
+      return {
+        next: "continue",
+        context: { ...context, state: { ...context.state, _errors: [...errors, entry] } },
+        ran: true,
+      };
     }
     case "retry":
       // A spent budget or a value that cannot be signed comes back the same on every attempt: never worth a retry.
-      return { next: "fail", error: new EngineError(error.code, error.message, { retryable: !DETERMINISTIC_FAILURES.has(error.code), retryAfterMs: error.retryAfterMs, details: error.details }), ran: true };
+      return {
+        next: "fail",
+        error: new EngineError(error.code, error.message, {
+          retryable: !DETERMINISTIC_FAILURES.has(error.code),
+          retryAfterMs: error.retryAfterMs,
+          details: error.details,
+        }),
+        ran: true,
+      };
     case "abort":
-      return { next: "fail", error: new EngineError(error.code, error.message, { retryable: false, details: error.details }), ran: true };
+      return {
+        next: "fail",
+        error: new EngineError(error.code, error.message, { retryable: false, details: error.details }),
+        ran: true,
+      };
   }
 }
 
-function toTaskError(error: EngineError, stepRef: string | null, context: TaskContext | null): NonNullable<TaskResult["error"]> {
-  const details = error.details?.length ? ` (${error.details.map((detail) => `${detail.path}: ${detail.message}`).join("; ")})` : "";
+function toTaskError(
+  error: EngineError,
+  stepRef: string | null,
+  context: TaskContext | null,
+): NonNullable<TaskResult["error"]> {
+  const details = error.details?.length
+    ? ` (${error.details.map((detail) => `${detail.path}: ${detail.message}`).join("; ")})`
+    : "";
   return {
     type: error.code,
     step_ref: stepRef,
@@ -299,7 +430,8 @@ function addUsage(total: { input: number; output: number; cost_usd: number }, me
     return;
   }
   const tokens = meta.tokens;
-  const count = (value: Json | undefined) => (typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : 0);
+  const count = (value: Json | undefined) =>
+    typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : 0;
   if (tokens !== null && typeof tokens === "object" && !Array.isArray(tokens)) {
     total.input += Math.round(count(tokens.input));
     total.output += Math.round(count(tokens.output));

@@ -54,9 +54,17 @@ export function sandboxFor(context: ActionContext, resourceName: string = DEFAUL
     throw EngineError.terminal("container.unavailable", "this Worker has no SANDBOX binding (wrangler.toml)");
   }
   const stub = namespace.get(namespace.idFromName(handle.id));
-  const caller = { container: handle.id, run_id: context.payload.workflow_run_id, ...(handle.owner === undefined ? {} : { owner: handle.owner }) };
+  const caller = {
+    container: handle.id,
+    run_id: context.payload.workflow_run_id,
+    ...(handle.owner === undefined ? {} : { owner: handle.owner }),
+  };
   // RPC stubs answer any property as a remote method (`stub.exec.call` would call a method named "call"): call each one directly.
-  const call = async <T extends z.ZodType>(send: (request: object) => Promise<unknown>, result: T, request: object): Promise<z.infer<T>> => {
+  const call = async <T extends z.ZodType>(
+    send: (request: object) => Promise<unknown>,
+    result: T,
+    request: object,
+  ): Promise<z.infer<T>> => {
     let raw: unknown;
     try {
       raw = await send({ ...caller, ...request });
@@ -65,7 +73,10 @@ export function sandboxFor(context: ActionContext, resourceName: string = DEFAUL
     }
     const reply = sandboxReply(result).safeParse(raw);
     if (!reply.success) {
-      throw EngineError.retryable("container.bad_answer", `container "${handle.id}" answered something malformed: ${summarize(issuesToDetails(reply.error.issues))}`);
+      throw EngineError.retryable(
+        "container.bad_answer",
+        `container "${handle.id}" answered something malformed: ${summarize(issuesToDetails(reply.error.issues))}`,
+      );
     }
     const data = reply.data as SandboxReply<z.infer<T>>;
     if (!data.ok) {
@@ -88,7 +99,8 @@ export function sandboxFor(context: ActionContext, resourceName: string = DEFAUL
  * an overloaded one, a network blip) carry `retryable` / `overloaded`.
  */
 function platformError(thrown: unknown, container: string): EngineError {
-  const flags = typeof thrown === "object" && thrown !== null ? (thrown as { retryable?: unknown; overloaded?: unknown }) : {};
+  const flags =
+    typeof thrown === "object" && thrown !== null ? (thrown as { retryable?: unknown; overloaded?: unknown }) : {};
   const message = thrown instanceof Error ? thrown.message : String(thrown);
   const retryable = flags.overloaded !== true;
   return new EngineError("container.unavailable", `calling container "${container}" failed: ${message}`, { retryable });

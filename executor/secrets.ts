@@ -54,5 +54,8 @@ export function resolveSecretsTracked(value: string, env: Env): ResolvedSecret {
  */
 export function redactSecrets(text: string, secrets: readonly string[]): string {
   // Longest first, so a secret that contains another is replaced whole.
-  return redactText(text, [...secrets].filter((secret) => secret.length > 0).sort((a, b) => b.length - a.length));
+  return redactText(
+    text,
+    [...secrets].filter((secret) => secret.length > 0).sort((a, b) => b.length - a.length),
+  );
 }

@@ -23,7 +23,13 @@ export class EngineError extends Error {
   constructor(
     code: string,
     message: string,
-    options: { retryable?: boolean; retryAfterMs?: number; details?: readonly ErrorDetail[]; cause?: unknown; meta?: Record<string, unknown> } = {},
+    options: {
+      retryable?: boolean;
+      retryAfterMs?: number;
+      details?: readonly ErrorDetail[];
+      cause?: unknown;
+      meta?: Record<string, unknown>;
+    } = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
@@ -35,7 +41,13 @@ export class EngineError extends Error {
 
   /** The same error, carrying what the failed call consumed. */
   withMeta(meta: Record<string, unknown>): EngineError {
-    return new EngineError(this.code, this.message, { retryable: this.retryable, retryAfterMs: this.retryAfterMs, details: this.details, cause: this.cause, meta });
+    return new EngineError(this.code, this.message, {
+      retryable: this.retryable,
+      retryAfterMs: this.retryAfterMs,
+      details: this.details,
+      cause: this.cause,
+      meta,
+    });
   }
 
   /** A failure that will happen again however often it is tried. */

@@ -106,9 +106,19 @@ function visit(frame: Frame, stack: Frame[], walk: Walk): void {
     for (const key of keys) {
       walk.bytes += jsonTextBytes(key) + 1;
       if (!key.isWellFormed()) {
-        report(walk, { value: null, depth: frame.depth + 1, key, parent: frame }, "request.invalid_text", "the key contains a lone UTF-16 surrogate (not Unicode text)");
+        report(
+          walk,
+          { value: null, depth: frame.depth + 1, key, parent: frame },
+          "request.invalid_text",
+          "the key contains a lone UTF-16 surrogate (not Unicode text)",
+        );
       } else if (RESERVED_KEYS.has(key)) {
-        report(walk, { value: null, depth: frame.depth + 1, key, parent: frame }, "request.reserved_key", `"${key}" is a reserved key`);
+        report(
+          walk,
+          { value: null, depth: frame.depth + 1, key, parent: frame },
+          "request.reserved_key",
+          `"${key}" is a reserved key`,
+        );
       }
       member(key, Reflect.get(value, key));
     }
@@ -138,12 +148,21 @@ function report(walk: Walk, frame: Frame, code: LimitCode, message: string): voi
 }
 
 function limitError(walk: Walk, basePath: string): EngineError {
-  const code = LIMIT_CODES.find((candidate) => walk.problems.some((problem) => problem.code === candidate)) ?? "request.invalid_text";
-  const details = walk.problems.map((problem) => ({ ...problem, path: [basePath, problem.path].filter((part) => part.length > 0).join(".") }));
+  const code =
+    LIMIT_CODES.find((candidate) => walk.problems.some((problem) => problem.code === candidate)) ??
+    "request.invalid_text";
+  const details = walk.problems.map((problem) => ({
+    ...problem,
+    path: [basePath, problem.path].filter((part) => part.length > 0).join("."),
+  }));
   const first = details.find((detail) => detail.code === code) ?? details[0];
   const where = first && first.path.length > 0 ? `${first.path}: ` : "";
   const more = walk.count > 1 ? ` (and ${walk.count - 1} more)` : "";
-  return EngineError.terminal(code, `the body ${LIMIT_SUMMARIES[code]}: ${where}${first?.message ?? ""}${more}`, details);
+  return EngineError.terminal(
+    code,
+    `the body ${LIMIT_SUMMARIES[code]}: ${where}${first?.message ?? ""}${more}`,
+    details,
+  );
 }
 
 const LIMIT_SUMMARIES: Record<LimitCode, string> = {
@@ -162,7 +181,9 @@ function pathOf(frame: Frame): string {
 }
 
 function escapeLoneSurrogates(text: string): string {
-  return text.isWellFormed() ? text : text.replace(/\p{Surrogate}/gu, (unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  return text.isWellFormed()
+    ? text
+    : text.replace(/\p{Surrogate}/gu, (unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
 /** The UTF-8 bytes of `text` as a JSON string: its quotes, escapes and characters. */

@@ -49,7 +49,7 @@ export function isUrl(value: string): boolean {
   if (!URL_NO_SPACE.test(rest)) {
     return false;
   }
-  for (let start = 0; ; ) {
+  for (let start = 0; ;) {
     const slash = rest.indexOf("/", start);
     const end = slash === -1 ? rest.length : slash;
     const at = rest.slice(start, end).lastIndexOf("@");
@@ -82,8 +82,13 @@ export function isUrl(value: string): boolean {
  * names no check (the library's object literal answered with `Object.prototype` and
  * crashed the validation).
  */
-export const SCHEMA_FORMATS: Readonly<Record<string, (value: string) => boolean>> = Object.assign(Object.create(null) as Record<string, (value: string) => boolean>, {
-  ...Object.fromEntries(Object.entries(libraryFormats).map(([name, check]) => [name, metered(check, FORMAT_STEPS_PER_CHAR)])),
-  url: metered(isUrl, FORMAT_STEPS_PER_CHAR),
-  regex: metered(isRegex, REGEX_FORMAT_STEPS_PER_CHAR),
-});
+export const SCHEMA_FORMATS: Readonly<Record<string, (value: string) => boolean>> = Object.assign(
+  Object.create(null) as Record<string, (value: string) => boolean>,
+  {
+    ...Object.fromEntries(
+      Object.entries(libraryFormats).map(([name, check]) => [name, metered(check, FORMAT_STEPS_PER_CHAR)]),
+    ),
+    url: metered(isUrl, FORMAT_STEPS_PER_CHAR),
+    regex: metered(isRegex, REGEX_FORMAT_STEPS_PER_CHAR),
+  },
+);

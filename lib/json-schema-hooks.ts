@@ -117,7 +117,10 @@ export function enterSubschema(instance: unknown, schema: unknown): void {
   const validation = current();
   validation.depth += 1;
   if (validation.depth > MAX_SCHEMA_VALIDATION_DEPTH) {
-    throw new EngineError("schema.too_deep", `subschemas nest deeper than ${MAX_SCHEMA_VALIDATION_DEPTH} while validating this value`);
+    throw new EngineError(
+      "schema.too_deep",
+      `subschemas nest deeper than ${MAX_SCHEMA_VALIDATION_DEPTH} while validating this value`,
+    );
   }
   if (schema === null || typeof schema !== "object") {
     validation.meter.charge(SUBSCHEMA_STEPS);
@@ -233,7 +236,9 @@ export function compilePattern(source: string): SchemaPattern {
   let compiled = validation.patterns.get(source);
   if (compiled === undefined) {
     const result = compileEcmaPattern(source);
-    compiled = result.ok ? result.regex : new EngineError(PATTERN_REFUSAL_CODES[result.reason], `pattern ${JSON.stringify(source)}: ${result.message}`);
+    compiled = result.ok
+      ? result.regex
+      : new EngineError(PATTERN_REFUSAL_CODES[result.reason], `pattern ${JSON.stringify(source)}: ${result.message}`);
     validation.patterns.set(source, compiled);
   }
   if (compiled instanceof EngineError) {

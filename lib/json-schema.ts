@@ -1,5 +1,9 @@
 import { dereference, type OutputUnit, type Schema, type ValidationResult } from "@cfworker/json-schema";
-import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
+import type {
+  JsonSchemaType,
+  JsonSchemaValidator,
+  jsonSchemaValidator,
+} from "@modelcontextprotocol/sdk/validation/types.js";
 import { EngineError, type ErrorDetail } from "./errors.ts";
 import { compileEcmaPattern } from "./expr/ecma-regexp.ts";
 import { RegexBudget, type IRegexp } from "./expr/iregexp.ts";
@@ -66,11 +70,17 @@ export function validateJson(schema: unknown, value: unknown, basePath = ""): Er
   }
   let allowance: EvaluationAllowance;
   try {
-    allowance = evaluationAllowance(MAX_SCHEMA_VALIDATION_STEPS, SCHEMA_STEPS_PER_WORK_UNIT, (reason) => new EngineError("expr.budget_exceeded", `JSON Schema validation ${reason}`));
+    allowance = evaluationAllowance(
+      MAX_SCHEMA_VALIDATION_STEPS,
+      SCHEMA_STEPS_PER_WORK_UNIT,
+      (reason) => new EngineError("expr.budget_exceeded", `JSON Schema validation ${reason}`),
+    );
   } catch (thrown) {
     return [failureDetail(basePath, thrown)];
   }
-  const reason = allowance.scopeReason ?? `exceeded its budget of ${allowance.limit} steps (subschemas, patterns, formats and uniqueItems applied to this value)`;
+  const reason =
+    allowance.scopeReason ??
+    `exceeded its budget of ${allowance.limit} steps (subschemas, patterns, formats and uniqueItems applied to this value)`;
   const meter = new RegexBudget(allowance.limit, `JSON Schema validation ${reason}`);
   try {
     const result = applySchema(schema, value, meter);
@@ -83,17 +93,30 @@ export function validateJson(schema: unknown, value: unknown, basePath = ""): Er
 }
 
 function applySchema(schema: unknown, value: unknown, meter: RegexBudget): ValidationResult {
-  const compiled = schema !== null && typeof schema === "object" ? compiledSchema(schema) : { lookup: {}, patterns: new Map<string, IRegexp | EngineError>() };
-  return withValidation({ meter, patterns: compiled.patterns, charged: new Set(), depth: 0 }, () => validate(value, schema as Schema | boolean, DRAFT, compiled.lookup, false));
+  const compiled =
+    schema !== null && typeof schema === "object"
+      ? compiledSchema(schema)
+      : { lookup: {}, patterns: new Map<string, IRegexp | EngineError>() };
+  return withValidation({ meter, patterns: compiled.patterns, charged: new Set(), depth: 0 }, () =>
+    validate(value, schema as Schema | boolean, DRAFT, compiled.lookup, false),
+  );
 }
 
 /** What stopped a validation, as a problem: `schema.budget_exceeded`, `schema.too_deep`, a pattern's code, or `schema.not_validated`. */
 function failureDetail(path: string, thrown: unknown): ErrorDetail {
   if (thrown instanceof EngineError) {
-    return { path, message: thrown.message, code: thrown.code === "expr.budget_exceeded" ? "schema.budget_exceeded" : thrown.code };
+    return {
+      path,
+      message: thrown.message,
+      code: thrown.code === "expr.budget_exceeded" ? "schema.budget_exceeded" : thrown.code,
+    };
   }
   const message = thrown instanceof Error ? thrown.message : String(thrown);
-  return { path, message: `the value could not be validated against its schema: ${message}`, code: "schema.not_validated" };
+  return {
+    path,
+    message: `the value could not be validated against its schema: ${message}`,
+    code: "schema.not_validated",
+  };
 }
 
 function toDetails(errors: readonly OutputUnit[], basePath: string): ErrorDetail[] {
@@ -104,7 +127,11 @@ function toDetails(errors: readonly OutputUnit[], basePath: string): ErrorDetail
     code: `schema.${unit.keyword}`,
   }));
   if (leaves.length > MAX_SCHEMA_DETAILS) {
-    details.push({ path: basePath, message: `${leaves.length - MAX_SCHEMA_DETAILS} more problems are not listed`, code: "schema.more_problems" });
+    details.push({
+      path: basePath,
+      message: `${leaves.length - MAX_SCHEMA_DETAILS} more problems are not listed`,
+      code: "schema.more_problems",
+    });
   }
   return details;
 }
@@ -165,7 +192,13 @@ export class EngineJsonSchemaValidator implements jsonSchemaValidator {
         // The SDK's contract: a value that matches its schema is the type the caller named.
         return { valid: true, data: input as T, errorMessage: undefined };
       }
-      return { valid: false, data: undefined, errorMessage: problems.map((problem) => `${problem.path || "(value)"}: ${problem.message} (${problem.code ?? "schema"})`).join("; ") };
+      return {
+        valid: false,
+        data: undefined,
+        errorMessage: problems
+          .map((problem) => `${problem.path || "(value)"}: ${problem.message} (${problem.code ?? "schema"})`)
+          .join("; "),
+      };
     };
   }
 }
@@ -173,11 +206,33 @@ export class EngineJsonSchemaValidator implements jsonSchemaValidator {
 // ───────────────────────────── registration ─────────────────────────────
 
 const TYPE_NAMES = new Set(["null", "boolean", "object", "array", "number", "integer", "string"]);
-const SCHEMA_KEYWORDS = ["not", "if", "then", "else", "items", "additionalItems", "additionalProperties", "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema"] as const;
+const SCHEMA_KEYWORDS = [
+  "not",
+  "if",
+  "then",
+  "else",
+  "items",
+  "additionalItems",
+  "additionalProperties",
+  "contains",
+  "propertyNames",
+  "unevaluatedItems",
+  "unevaluatedProperties",
+  "contentSchema",
+] as const;
 const SCHEMA_MAP_KEYWORDS = ["properties", "patternProperties", "$defs", "definitions", "dependentSchemas"] as const;
 const SCHEMA_ARRAY_KEYWORDS = ["allOf", "anyOf", "oneOf", "prefixItems"] as const;
 const NUMBER_KEYWORDS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"] as const;
-const COUNT_KEYWORDS = ["minLength", "maxLength", "minProperties", "maxProperties", "minItems", "maxItems", "minContains", "maxContains"] as const;
+const COUNT_KEYWORDS = [
+  "minLength",
+  "maxLength",
+  "minProperties",
+  "maxProperties",
+  "minItems",
+  "maxItems",
+  "minContains",
+  "maxContains",
+] as const;
 /** Keywords the validator would ignore (`$dynamicRef`) or follow into an endless loop (its `$recursiveRef` re-enters its own schema). */
 const UNSUPPORTED_KEYWORDS = ["$dynamicRef", "$recursiveRef"] as const;
 
@@ -192,7 +247,13 @@ export function checkJsonSchema(schema: unknown, path: string): ErrorDetail[] {
     return checkSchemaDocument(schema, path);
   } catch (error) {
     // Nothing above is known to throw; a schema that makes it throw is refused, never a 500.
-    return [{ path, message: `the JSON Schema could not be checked: ${error instanceof Error ? error.message : String(error)}`, code: "schema.invalid" }];
+    return [
+      {
+        path,
+        message: `the JSON Schema could not be checked: ${error instanceof Error ? error.message : String(error)}`,
+        code: "schema.invalid",
+      },
+    ];
   }
 }
 
@@ -207,7 +268,13 @@ function checkSchemaDocument(schema: unknown, path: string): ErrorDetail[] {
   try {
     compiled = compiledSchema(schema);
   } catch (error) {
-    return [{ path, message: `invalid JSON Schema: ${error instanceof Error ? error.message : String(error)}`, code: "schema.invalid" }];
+    return [
+      {
+        path,
+        message: `invalid JSON Schema: ${error instanceof Error ? error.message : String(error)}`,
+        code: "schema.invalid",
+      },
+    ];
   }
   checkReferences(schema, path, compiled.lookup, walked, problems);
   return problems;
@@ -223,7 +290,8 @@ function walkSchema(schema: unknown, path: string, problems: ErrorDetail[], walk
   }
   walked.add(schema);
   const node = schema as Record<string, unknown>;
-  const fail = (keyword: string, message: string, code = "schema.invalid") => problems.push({ path: `${path}.${keyword}`, message, code });
+  const fail = (keyword: string, message: string, code = "schema.invalid") =>
+    problems.push({ path: `${path}.${keyword}`, message, code });
 
   checkType(node.type, fail);
   for (const keyword of SCHEMA_KEYWORDS) {
@@ -296,7 +364,12 @@ function checkValues(node: Record<string, unknown>, fail: (keyword: string, mess
 }
 
 /** `dependentRequired` (lists of names) and draft 7's `dependencies` (lists of names or schemas), which the validator applies too. */
-function checkDependencies(node: Record<string, unknown>, path: string, problems: ErrorDetail[], walked: Set<object>): void {
+function checkDependencies(
+  node: Record<string, unknown>,
+  path: string,
+  problems: ErrorDetail[],
+  walked: Set<object>,
+): void {
   for (const keyword of ["dependentRequired", "dependencies"] as const) {
     if (!(keyword in node)) {
       continue;
@@ -343,7 +416,11 @@ function checkPattern(pattern: unknown, path: string, problems: ErrorDetail[]): 
   }
   const compiled = compileEcmaPattern(pattern);
   if (!compiled.ok) {
-    problems.push({ path, message: `pattern ${JSON.stringify(pattern)}: ${compiled.message}`, code: PATTERN_REFUSAL_CODES[compiled.reason] });
+    problems.push({
+      path,
+      message: `pattern ${JSON.stringify(pattern)}: ${compiled.message}`,
+      code: PATTERN_REFUSAL_CODES[compiled.reason],
+    });
   }
 }
 
@@ -354,7 +431,15 @@ const IN_PLACE_KEYWORDS = ["not", "if", "then", "else"] as const;
 const IN_PLACE_ARRAY_KEYWORDS = ["allOf", "anyOf", "oneOf"] as const;
 const IN_PLACE_MAP_KEYWORDS = ["dependentSchemas", "dependencies"] as const;
 /** Keywords whose subschemas apply to a property, a property name or an item: they move into the value. */
-const CONSUMING_KEYWORDS = ["items", "additionalItems", "additionalProperties", "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties"] as const;
+const CONSUMING_KEYWORDS = [
+  "items",
+  "additionalItems",
+  "additionalProperties",
+  "contains",
+  "propertyNames",
+  "unevaluatedItems",
+  "unevaluatedProperties",
+] as const;
 const CONSUMING_MAP_KEYWORDS = ["properties", "patternProperties"] as const;
 
 interface Edge {
@@ -378,7 +463,13 @@ interface SchemaGraph {
  * validator's nesting limit. A cycle through `properties`, `items` and the like is
  * recursion over the value's structure, which ends with it, and is fine.
  */
-function checkReferences(root: object, rootPath: string, lookup: Record<string, Schema | boolean>, walked: Set<object>, problems: ErrorDetail[]): void {
+function checkReferences(
+  root: object,
+  rootPath: string,
+  lookup: Record<string, Schema | boolean>,
+  walked: Set<object>,
+  problems: ErrorDetail[],
+): void {
   const paths = pathIndex(root, rootPath);
   const pathOf = (node: object): string => paths.get(node) ?? rootPath;
   const graph = reachableSchemas(root, lookup, pathOf, walked, problems);
@@ -406,7 +497,13 @@ function pathIndex(root: object, rootPath: string): Map<object, string> {
 }
 
 /** Schemas reachable from `root` through keywords and `$ref`s, each checked once; unresolved `$ref`s are problems. */
-function reachableSchemas(root: object, lookup: Record<string, Schema | boolean>, pathOf: (node: object) => string, walked: Set<object>, problems: ErrorDetail[]): SchemaGraph {
+function reachableSchemas(
+  root: object,
+  lookup: Record<string, Schema | boolean>,
+  pathOf: (node: object) => string,
+  walked: Set<object>,
+  problems: ErrorDetail[],
+): SchemaGraph {
   const graph: SchemaGraph = { nodes: [root], inPlace: new Map() };
   const seen = new Set<object>([root]);
   for (let index = 0; index < graph.nodes.length; index += 1) {
@@ -418,7 +515,11 @@ function reachableSchemas(root: object, lookup: Record<string, Schema | boolean>
     const { inPlace, consuming } = subschemaEdges(node);
     const ref = resolveRef(node, lookup);
     if (ref === null) {
-      problems.push({ path: `${pathOf(node)}.$ref`, message: `"$ref" ${JSON.stringify(node.$ref)} does not resolve to a schema in this document (other documents are not fetched)`, code: "schema.unresolved_ref" });
+      problems.push({
+        path: `${pathOf(node)}.$ref`,
+        message: `"$ref" ${JSON.stringify(node.$ref)} does not resolve to a schema in this document (other documents are not fetched)`,
+        code: "schema.unresolved_ref",
+      });
     } else if (ref !== undefined) {
       inPlace.push({ target: ref, via: "$ref" });
     }
@@ -434,7 +535,10 @@ function reachableSchemas(root: object, lookup: Record<string, Schema | boolean>
 }
 
 /** The schema a node's `$ref` names: undefined without one (or when it names a boolean schema), null when it does not resolve. */
-function resolveRef(node: Record<string, unknown>, lookup: Record<string, Schema | boolean>): object | null | undefined {
+function resolveRef(
+  node: Record<string, unknown>,
+  lookup: Record<string, Schema | boolean>,
+): object | null | undefined {
   if (typeof node.$ref !== "string") {
     return undefined;
   }
@@ -524,7 +628,12 @@ function findInPlaceCycles(graph: SchemaGraph, pathOf: (node: object) => string,
         }
         continue;
       }
-      const length = 1 + edges.reduce((longest, out) => Math.max(longest, state.get(out.target) === DONE ? (chain.get(out.target) ?? 0) : 0), 0);
+      const length =
+        1 +
+        edges.reduce(
+          (longest, out) => Math.max(longest, state.get(out.target) === DONE ? (chain.get(out.target) ?? 0) : 0),
+          0,
+        );
       chain.set(top.node, length);
       state.set(top.node, DONE);
       stack.pop();

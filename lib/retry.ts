@@ -33,7 +33,12 @@ export function resolveRetryPolicy(policy: RetryPolicy | undefined): ResolvedRet
  * {@link MAX_RETRY_AFTER_MS}.
  * `random` is a number in [0, 1), injected so tests are exact.
  */
-export function retryDelayMs(policy: ResolvedRetryPolicy, attempt: number, random: number, retryAfterMs?: number): number {
+export function retryDelayMs(
+  policy: ResolvedRetryPolicy,
+  attempt: number,
+  random: number,
+  retryAfterMs?: number,
+): number {
   const exponential = policy.initialDelayMs * policy.backoffCoefficient ** Math.max(0, attempt - 1);
   const capped = Math.min(exponential, policy.maxDelayMs);
   const jittered = policy.jitter ? capped / 2 + (capped / 2) * random : capped;

@@ -140,7 +140,12 @@ function scrubDeep(value: unknown, secrets: readonly string[]): unknown {
     const out: Record<string, unknown> = {};
     for (const [key, item] of Object.entries(value)) {
       // defineProperty: a scrubbed key of "__proto__" stays an own property.
-      Object.defineProperty(out, redactText(key, secrets), { value: scrubDeep(item, secrets), enumerable: true, writable: true, configurable: true });
+      Object.defineProperty(out, redactText(key, secrets), {
+        value: scrubDeep(item, secrets),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     }
     return out;
   }

@@ -13,7 +13,11 @@ export function issuesToDetails(issues: readonly z.core.$ZodIssue[], basePath = 
     }
     // A record key that failed its own schema: say why, at the key's path.
     if (issue.code === "invalid_key" && issue.issues.length > 0) {
-      return issue.issues.map((inner) => ({ path: joinPath(basePath, issue.path), message: inner.message, code: "schema.invalid_key" }));
+      return issue.issues.map((inner) => ({
+        path: joinPath(basePath, issue.path),
+        message: inner.message,
+        code: "schema.invalid_key",
+      }));
     }
     return [{ path: joinPath(basePath, issue.path), message: issue.message, code: `schema.${issue.code}` }];
   });

@@ -17,9 +17,17 @@ export const MAX_YAML_ALIASES = 100;
 export function parseYamlBody(text: string): unknown {
   const tooDeep = deepestCollection(text);
   if (tooDeep !== null) {
-    throw EngineError.terminal("request.too_deep", `the body nests too deeply (at most ${MAX_BODY_DEPTH} levels of arrays and objects): line ${tooDeep.line}`, [
-      { path: "", message: `collections nest deeper than ${MAX_BODY_DEPTH} levels at line ${tooDeep.line}`, code: "request.too_deep" },
-    ]);
+    throw EngineError.terminal(
+      "request.too_deep",
+      `the body nests too deeply (at most ${MAX_BODY_DEPTH} levels of arrays and objects): line ${tooDeep.line}`,
+      [
+        {
+          path: "",
+          message: `collections nest deeper than ${MAX_BODY_DEPTH} levels at line ${tooDeep.line}`,
+          code: "request.too_deep",
+        },
+      ],
+    );
   }
   const document = parseDocument(text, { schema: "core", uniqueKeys: true, prettyErrors: false, logLevel: "error" });
   const [problem] = document.errors;
@@ -29,7 +37,10 @@ export function parseYamlBody(text: string): unknown {
   try {
     return document.toJS({ maxAliasCount: MAX_YAML_ALIASES }) as unknown;
   } catch (error) {
-    throw EngineError.terminal("request.invalid_yaml", `the body is not usable YAML: ${error instanceof Error ? error.message : String(error)}`);
+    throw EngineError.terminal(
+      "request.invalid_yaml",
+      `the body is not usable YAML: ${error instanceof Error ? error.message : String(error)}`,
+    );
   }
 }
 
@@ -40,7 +51,8 @@ function deepestCollection(text: string): { line: number } | null {
     stack.push({ token, depth: 0 });
     for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
       const { token: current, depth } = item;
-      const collection = current.type === "block-map" || current.type === "block-seq" || current.type === "flow-collection";
+      const collection =
+        current.type === "block-map" || current.type === "block-seq" || current.type === "flow-collection";
       if (collection && depth >= MAX_BODY_DEPTH) {
         return { line: lineOf(text, current.offset) };
       }
@@ -60,7 +72,9 @@ function children(token: CST.Token): CST.Token[] {
     case "block-map":
     case "block-seq":
     case "flow-collection":
-      return token.items.flatMap((item) => [item.key, item.value].filter((child): child is CST.Token => child !== null && child !== undefined));
+      return token.items.flatMap((item) =>
+        [item.key, item.value].filter((child): child is CST.Token => child !== null && child !== undefined),
+      );
     default:
       return [];
   }

@@ -129,10 +129,15 @@ export const TARGET_PATH_PATTERN = /^(state|output)(\.[A-Za-z0-9_-]+)+$/;
 export const TargetPath = z
   .string()
   .regex(TARGET_PATH_PATTERN, 'must be a dotted path starting with "state." or "output."')
-  .refine((path) => !path.split(".").some((segment) => RESERVED_KEYS.has(segment)), { message: `a segment of the target path ${RESERVED_MESSAGE}` });
+  .refine((path) => !path.split(".").some((segment) => RESERVED_KEYS.has(segment)), {
+    message: `a segment of the target path ${RESERVED_MESSAGE}`,
+  });
 
 /** A field of an input mapping. */
-const MappingField = z.string().min(1).refine((field) => !RESERVED_KEYS.has(field), { message: `an input_mapping field ${RESERVED_MESSAGE}` });
+const MappingField = z
+  .string()
+  .min(1)
+  .refine((field) => !RESERVED_KEYS.has(field), { message: `an input_mapping field ${RESERVED_MESSAGE}` });
 
 /** `{ "<field>": <source> }`: builds the callee's input from the caller's context. */
 export const InputMapping = z.record(MappingField, MappingSource);
@@ -189,7 +194,9 @@ export const CREDENTIAL_VALUE_PATTERN = /^(?:[A-Za-z][A-Za-z0-9-]* )?\$env:[A-Z_
 /** Header names that carry credentials and so must use `$env:` (brief §2). */
 export function isCredentialHeader(name: string): boolean {
   const lower = name.toLowerCase();
-  return lower === "authorization" || lower === "proxy-authorization" || lower.endsWith("-key") || lower.endsWith("-token");
+  return (
+    lower === "authorization" || lower === "proxy-authorization" || lower.endsWith("-key") || lower.endsWith("-token")
+  );
 }
 
 /** Free text allowed on every definition for humans; ignored by the engine. */

@@ -37,9 +37,7 @@ export const Model = z.strictObject({
   base_url: z.url().optional(),
   api_key: z.string().optional(),
   parameters: z.record(z.string(), JsonValue).optional(),
-  pricing: z
-    .strictObject({ input_per_mtok: z.number().min(0), output_per_mtok: z.number().min(0) })
-    .optional(),
+  pricing: z.strictObject({ input_per_mtok: z.number().min(0), output_per_mtok: z.number().min(0) }).optional(),
 });
 export type Model = z.infer<typeof Model>;
 
@@ -130,7 +128,12 @@ const ShellImplementation = z.strictObject({
   /** The container, by its generic name in the node's `resource_bindings`; default `container`. */
   resource_name: z.string().min(1).optional(),
   /** Extra environment variables; values are Handlebars over the action input (never parsed by the shell). */
-  env: z.record(z.string().regex(SHELL_ENV_NAME_PATTERN, "must be an environment variable name not starting with TRELLIS_IN_"), z.string()).optional(),
+  env: z
+    .record(
+      z.string().regex(SHELL_ENV_NAME_PATTERN, "must be an environment variable name not starting with TRELLIS_IN_"),
+      z.string(),
+    )
+    .optional(),
   /** A non-zero exit fails the step (`shell.exit_nonzero`) unless this is true. Default false. */
   allow_nonzero_exit: z.boolean().optional(),
   /** Exit codes that count as success; default `[0]`. */
@@ -138,7 +141,12 @@ const ShellImplementation = z.strictObject({
   /** The command's own bound; the whole process group is killed past it. Default: the action's timeout less one second. */
   timeout_ms: z.number().int().min(1).max(3_600_000).optional(),
   /** Output kept per stream (head and tail); default 1 MiB, at most 16 MiB. */
-  max_output_bytes: z.number().int().min(0).max(16 * 1024 * 1024).optional(),
+  max_output_bytes: z
+    .number()
+    .int()
+    .min(0)
+    .max(16 * 1024 * 1024)
+    .optional(),
 });
 
 const WorkflowImplementation = z.strictObject({
@@ -157,7 +165,12 @@ const HumanImplementation = z.strictObject({
 export const VECTOR_INDEX_PATTERN = /^[a-z][a-z0-9_-]{0,62}$/;
 
 const VectorImplementation = z.strictObject({
-  index: z.string().regex(VECTOR_INDEX_PATTERN, "must match ^[a-z][a-z0-9_-]{0,62}$ (served by the binding VECTORIZE_<INDEX>, or VECTORIZE for \"default\")"),
+  index: z
+    .string()
+    .regex(
+      VECTOR_INDEX_PATTERN,
+      'must match ^[a-z][a-z0-9_-]{0,62}$ (served by the binding VECTORIZE_<INDEX>, or VECTORIZE for "default")',
+    ),
   /** `query` (default) or `upsert`. */
   operation: z.enum(["query", "upsert"]).optional(),
   /** query: Handlebars over the action input, embedded with `embedding_model`. */
@@ -209,7 +222,11 @@ const actionFields = {
   risk: z.enum(["low", "medium", "high"]).optional(),
 };
 
-function actionOfKind<K extends ActionKind, E extends z.ZodRawShape, I extends z.ZodType>(kind: K, extra: E, implementation: I) {
+function actionOfKind<K extends ActionKind, E extends z.ZodRawShape, I extends z.ZodType>(
+  kind: K,
+  extra: E,
+  implementation: I,
+) {
   return z.strictObject({ ...actionFields, ...extra, kind: z.literal(kind), implementation });
 }
 
@@ -302,9 +319,7 @@ export const Node = z
         max_parallel: z.number().int().min(1).max(1000).optional(),
       })
       .optional(),
-    repeat: z
-      .strictObject({ until: CelSource, max_iterations: z.number().int().min(1).max(10_000) })
-      .optional(),
+    repeat: z.strictObject({ until: CelSource, max_iterations: z.number().int().min(1).max(10_000) }).optional(),
     input_mapping: InputMapping.optional(),
     output_mapping: OutputMapping.optional(),
     resource_bindings: z.record(z.string().min(1), z.string().min(1)).optional(),

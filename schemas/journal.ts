@@ -35,7 +35,14 @@ export const JournalEntry = z.strictObject({
 export type JournalEntry = z.infer<typeof JournalEntry>;
 
 /** The fields covered by the hash and the signature: the entry without `hash`, `sig` and `kid`. */
-export const JournalSignedFields = JournalEntry.pick({ seq: true, run_id: true, kind: true, at: true, body: true, prev: true });
+export const JournalSignedFields = JournalEntry.pick({
+  seq: true,
+  run_id: true,
+  kind: true,
+  at: true,
+  body: true,
+  prev: true,
+});
 /** The fields covered by the hash and the signature. */
 export type JournalSignedFields = z.infer<typeof JournalSignedFields>;
 

@@ -199,7 +199,13 @@ export function toUnsignableResult(result: TaskResult, where: string, why: strin
   return {
     token_id: result.token_id,
     success: false,
-    error: { type: "task.unsignable_result", step_ref: result.error?.step_ref ?? null, message, retryable: false, context_snapshot: null },
+    error: {
+      type: "task.unsignable_result",
+      step_ref: result.error?.step_ref ?? null,
+      message,
+      retryable: false,
+      context_snapshot: null,
+    },
     metrics: result.metrics,
   };
 }

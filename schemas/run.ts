@@ -34,7 +34,16 @@ export const Failure = z.strictObject({
 });
 export type Failure = z.infer<typeof Failure>;
 
-export const INVOCATION_STATUSES = ["pending", "running", "retrying", "suspended", "completed", "failed", "cancelled", "skipped"] as const;
+export const INVOCATION_STATUSES = [
+  "pending",
+  "running",
+  "retrying",
+  "suspended",
+  "completed",
+  "failed",
+  "cancelled",
+  "skipped",
+] as const;
 
 /**
  * Where a suspended invocation stopped and what it waits for: a gate (by id)

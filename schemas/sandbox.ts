@@ -21,7 +21,10 @@ const callerFields = {
   owner: z.string().min(1).optional(),
 };
 
-const EnvVars = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name"), z.string());
+const EnvVars = z.record(
+  z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name"),
+  z.string(),
+);
 
 /** Runs one command: exactly one of `command` (shell text, run by bash -c) or `argv` (no shell). */
 export const SandboxExecRequest = z
@@ -35,10 +38,18 @@ export const SandboxExecRequest = z
     /** Default 60 000; at most 1 hour. The whole process group is killed past it. */
     timeout_ms: z.number().int().min(1).max(3_600_000).optional(),
     /** Output kept per stream (head and tail); default 1 MiB, at most 16 MiB. */
-    max_output_bytes: z.number().int().min(0).max(16 * 1024 * 1024).optional(),
+    max_output_bytes: z
+      .number()
+      .int()
+      .min(0)
+      .max(16 * 1024 * 1024)
+      .optional(),
     stdin: z.string().optional(),
   })
-  .refine((request) => (request.command === undefined) !== (request.argv === undefined), "give exactly one of command and argv");
+  .refine(
+    (request) => (request.command === undefined) !== (request.argv === undefined),
+    "give exactly one of command and argv",
+  );
 export type SandboxExecRequest = z.infer<typeof SandboxExecRequest>;
 
 export const SandboxExecResult = z.strictObject({
@@ -63,7 +74,12 @@ export const SandboxReadRequest = z.strictObject({
   ...callerFields,
   path: z.string().min(1),
   encoding: FileEncoding.optional(),
-  max_bytes: z.number().int().min(0).max(32 * 1024 * 1024).optional(),
+  max_bytes: z
+    .number()
+    .int()
+    .min(0)
+    .max(32 * 1024 * 1024)
+    .optional(),
 });
 export type SandboxReadRequest = z.infer<typeof SandboxReadRequest>;
 

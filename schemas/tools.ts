@@ -15,12 +15,25 @@ const WorkspacePath = z.string().min(1).max(4096);
 /** A git repository's directory, relative to the workspace; default `.`. */
 const RepoDir = WorkspacePath.optional();
 const Encoding = z.enum(["utf8", "base64"]);
-const EnvVars = z.record(z.string().regex(/^(?!TRELLIS_)[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name not starting with TRELLIS_"), z.string());
+const EnvVars = z.record(
+  z
+    .string()
+    .regex(/^(?!TRELLIS_)[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name not starting with TRELLIS_"),
+  z.string(),
+);
 const TimeoutMs = z.number().int().min(1).max(3_600_000);
 /** A git ref or remote name as a tool takes it: never an option (no leading `-`). */
-const GitName = z.string().min(1).max(256).regex(/^[^-\s][^\s]*$/, "must not start with - or contain whitespace");
+const GitName = z
+  .string()
+  .min(1)
+  .max(256)
+  .regex(/^[^-\s][^\s]*$/, "must not start with - or contain whitespace");
 /** A package spec for npm or pip (`left-pad`, `left-pad@1.3.0`, `requests>=2`): never an option. */
-const PackageSpec = z.string().min(1).max(256).regex(/^[^-\s][^\s]*$/, "must not start with - or contain whitespace");
+const PackageSpec = z
+  .string()
+  .min(1)
+  .max(256)
+  .regex(/^[^-\s][^\s]*$/, "must not start with - or contain whitespace");
 const CommitId = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/, "a full commit id");
 
 /** What every command-running tool reports of its command. */
@@ -60,7 +73,10 @@ export const ArtifactName = z
   .string()
   .min(1)
   .max(512)
-  .regex(/^[A-Za-z0-9_-][A-Za-z0-9._-]*(\/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$/, "must be /-separated segments of letters, digits, . _ - (not starting with .)");
+  .regex(
+    /^[A-Za-z0-9_-][A-Za-z0-9._-]*(\/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$/,
+    "must be /-separated segments of letters, digits, . _ - (not starting with .)",
+  );
 
 const ArtifactInfo = z.strictObject({
   name: z.string(),
@@ -78,9 +94,20 @@ export const TOOL_SCHEMAS = {
       path: WorkspacePath,
       encoding: Encoding.optional(),
       /** Default 1 MiB; at most 32 MiB. */
-      max_bytes: z.number().int().min(0).max(32 * 1024 * 1024).optional(),
+      max_bytes: z
+        .number()
+        .int()
+        .min(0)
+        .max(32 * 1024 * 1024)
+        .optional(),
     }),
-    output: z.strictObject({ path: z.string(), content: z.string(), encoding: Encoding, size: z.number().int().min(0), truncated: z.boolean() }),
+    output: z.strictObject({
+      path: z.string(),
+      content: z.string(),
+      encoding: Encoding,
+      size: z.number().int().min(0),
+      truncated: z.boolean(),
+    }),
   },
   write_file: {
     input: z.strictObject({
@@ -100,7 +127,13 @@ export const TOOL_SCHEMAS = {
       max_entries: z.number().int().min(1).max(10_000).optional(),
     }),
     output: z.strictObject({
-      entries: z.array(z.strictObject({ path: z.string(), type: z.enum(["file", "dir", "symlink", "other"]), size: z.number().int().min(0) })),
+      entries: z.array(
+        z.strictObject({
+          path: z.string(),
+          type: z.enum(["file", "dir", "symlink", "other"]),
+          size: z.number().int().min(0),
+        }),
+      ),
       truncated: z.boolean(),
     }),
   },
@@ -118,7 +151,9 @@ export const TOOL_SCHEMAS = {
       behind: z.number().int().min(0),
       clean: z.boolean(),
       /** `index` and `worktree` are git's status letters (`M`, `A`, `D`, `R`, `?`, …; space when unchanged). */
-      files: z.array(z.strictObject({ path: z.string(), index: z.string(), worktree: z.string(), orig_path: z.string().optional() })),
+      files: z.array(
+        z.strictObject({ path: z.string(), index: z.string(), worktree: z.string(), orig_path: z.string().optional() }),
+      ),
     }),
   },
   git_commit: {
@@ -204,7 +239,10 @@ export const TOOL_SCHEMAS = {
         /** Default `text/plain; charset=utf-8` for utf8 content, else `application/octet-stream`. */
         content_type: z.string().min(1).max(256).optional(),
       })
-      .refine((input) => (input.content === undefined) !== (input.path === undefined), "give exactly one of content and path"),
+      .refine(
+        (input) => (input.content === undefined) !== (input.path === undefined),
+        "give exactly one of content and path",
+      ),
     output: ArtifactInfo,
   },
   read_artifact: {
@@ -215,7 +253,12 @@ export const TOOL_SCHEMAS = {
       /** Default utf8. */
       encoding: Encoding.optional(),
       /** Default 1 MiB; at most 32 MiB. */
-      max_bytes: z.number().int().min(0).max(32 * 1024 * 1024).optional(),
+      max_bytes: z
+        .number()
+        .int()
+        .min(0)
+        .max(32 * 1024 * 1024)
+        .optional(),
     }),
     output: ArtifactInfo.extend({ content: z.string(), encoding: Encoding, truncated: z.boolean() }),
   },

@@ -28,7 +28,9 @@ if (!ref) {
 }
 
 const token = `ab-${randomBytes(8).toString("hex")}`;
-const signingKey = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "der" }).toString("base64");
+const signingKey = generateKeyPairSync("ed25519")
+  .privateKey.export({ type: "pkcs8", format: "der" })
+  .toString("base64");
 
 async function main() {
   const worktree = mkdtempSync(join(tmpdir(), "trellis-ab-"));
@@ -42,7 +44,9 @@ async function main() {
   const devs = [];
   try {
     for (const tree of trees) {
-      devs.push(await startWranglerDev({ cwd: tree.cwd, vars: { API_TOKENS: token, JOURNAL_SIGNING_KEY: signingKey } }));
+      devs.push(
+        await startWranglerDev({ cwd: tree.cwd, vars: { API_TOKENS: token, JOURNAL_SIGNING_KEY: signingKey } }),
+      );
     }
     const all = benchWorkflows("ab", peer.url);
     const chosen = scenarioList.split(",").map((name) => {

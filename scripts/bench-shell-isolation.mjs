@@ -21,7 +21,7 @@ const WORKSPACES_PER_ROUND = 4;
 const CALLS_PER_WORKSPACE = 10;
 
 if (process.getuid?.() !== 0) {
-  process.stderr.write("bench-shell-isolation: run as root (isolation \"uid\" needs it)\n");
+  process.stderr.write('bench-shell-isolation: run as root (isolation "uid" needs it)\n');
   process.exit(2);
 }
 
@@ -88,13 +88,17 @@ for (let round = 0; round < ROUNDS; round += 1) {
       const ws = `/v1/workspaces/bench-${next}`;
       const token = `bench-token-${next}-${"x".repeat(16)}`;
       await time(mode, "register", () => call(server, ws, { token }, server.token, "PUT"));
-      await time(mode, "first file op", () => call(server, `${ws}/files/write`, { path: "a.txt", content: "hello" }, token));
+      await time(mode, "first file op", () =>
+        call(server, `${ws}/files/write`, { path: "a.txt", content: "hello" }, token),
+      );
       if (mode === "uid") ((samples.uid ??= {})["file helper RSS (MiB)"] ??= []).push(...helperMemoryMiB());
       for (let i = 0; i < CALLS_PER_WORKSPACE; i += 1) {
         await time(mode, "exec bash -c true", () => call(server, `${ws}/exec`, { command: "true" }, token));
         await time(mode, "exec argv true", () => call(server, `${ws}/exec`, { argv: ["true"] }, token));
         await time(mode, "read 5 B", () => call(server, `${ws}/files/read`, { path: "a.txt" }, token));
-        await time(mode, "write 1 KB", () => call(server, `${ws}/files/write`, { path: "b.txt", content: "x".repeat(1000) }, token));
+        await time(mode, "write 1 KB", () =>
+          call(server, `${ws}/files/write`, { path: "b.txt", content: "x".repeat(1000) }, token),
+        );
       }
       await time(mode, "delete", () => call(server, ws, undefined, token, "DELETE"));
     }
@@ -112,7 +116,9 @@ function quantile(values, q) {
 for (const mode of MODES) {
   for (const [name, values] of Object.entries(samples[mode] ?? {})) {
     const unit = name.includes("MiB") ? "" : "ms";
-    console.log(`isolation=${mode} ${name}: n=${values.length} p50=${quantile(values, 0.5).toFixed(1)}${unit} p90=${quantile(values, 0.9).toFixed(1)}${unit}`);
+    console.log(
+      `isolation=${mode} ${name}: n=${values.length} p50=${quantile(values, 0.5).toFixed(1)}${unit} p90=${quantile(values, 0.9).toFixed(1)}${unit}`,
+    );
   }
 }
 await servers.uid.close();

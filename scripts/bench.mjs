@@ -67,7 +67,9 @@ const spreads = new Map();
 
 async function main() {
   const peer = await startWaitPeerProcess();
-  const signingKey = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "der" }).toString("base64");
+  const signingKey = generateKeyPairSync("ed25519")
+    .privateKey.export({ type: "pkcs8", format: "der" })
+    .toString("base64");
   const dev = await startWranglerDev({ vars: { API_TOKENS: token, JOURNAL_SIGNING_KEY: signingKey } });
   const client = benchClient(dev.url, token);
   timedRun = client.timedRun;
@@ -97,24 +99,56 @@ async function main() {
     rows.push(["single node", "total", single, "ms", "", ""]);
     const chainMs = await profiled("chain", () => median("bench-chain-200"));
     const perNode = chainMs / 200;
-    rows.push(["chain of 200 no-op tasks", "per node", perNode, "ms/node", perNode / single, "per-node cost ÷ a whole 1-node run"]);
+    rows.push([
+      "chain of 200 no-op tasks",
+      "per node",
+      perNode,
+      "ms/node",
+      perNode / single,
+      "per-node cost ÷ a whole 1-node run",
+    ]);
     const floor = await peerFloor(peer.url);
-    rows.push([`peer floor: 100 × ${ACTION_WAIT_MS} ms GETs from Node`, "makespan", floor, "ms", floor / ACTION_WAIT_MS, "the local peer's own overhead, no Trellis"]);
-    const fanout = await profiled("fanout", () => median("bench-fanout-100", flows.fanout.input, async (run) => {
-      await fetch(`${peer.url}/log/clear`, { method: "POST" });
-      const result = await run();
-      const log = await (await fetch(`${peer.url}/log`)).json();
-      const at = (kind) => result.entries.filter((entry) => entry.kind === kind).map((entry) => Date.parse(entry.at));
-      phases.dispatch.push(Math.min(...log.arrived) - at("run.created")[0]);
-      phases.spread.push(Math.max(...log.arrived) - Math.min(...log.arrived));
-      phases.tail.push(Math.max(...at("task.completed")) - Math.max(...log.answered));
-      return result;
-    }));
-    rows.push([`fan-out 100 × ${ACTION_WAIT_MS} ms action`, "makespan", fanout, "ms", fanout / ACTION_WAIT_MS, `makespan ÷ ${ACTION_WAIT_MS} ms (1.0 is ideal)`]);
+    rows.push([
+      `peer floor: 100 × ${ACTION_WAIT_MS} ms GETs from Node`,
+      "makespan",
+      floor,
+      "ms",
+      floor / ACTION_WAIT_MS,
+      "the local peer's own overhead, no Trellis",
+    ]);
+    const fanout = await profiled("fanout", () =>
+      median("bench-fanout-100", flows.fanout.input, async (run) => {
+        await fetch(`${peer.url}/log/clear`, { method: "POST" });
+        const result = await run();
+        const log = await (await fetch(`${peer.url}/log`)).json();
+        const at = (kind) => result.entries.filter((entry) => entry.kind === kind).map((entry) => Date.parse(entry.at));
+        phases.dispatch.push(Math.min(...log.arrived) - at("run.created")[0]);
+        phases.spread.push(Math.max(...log.arrived) - Math.min(...log.arrived));
+        phases.tail.push(Math.max(...at("task.completed")) - Math.max(...log.answered));
+        return result;
+      }),
+    );
+    rows.push([
+      `fan-out 100 × ${ACTION_WAIT_MS} ms action`,
+      "makespan",
+      fanout,
+      "ms",
+      fanout / ACTION_WAIT_MS,
+      `makespan ÷ ${ACTION_WAIT_MS} ms (1.0 is ideal)`,
+    ]);
     const foreach = await profiled("foreach", () => median("bench-foreach-1000", flows.foreach.input));
-    rows.push(["foreach 1,000 no-op items", "total", foreach, "ms", foreach / 1000 / perNode, "per-item cost ÷ chain per-node cost"]);
+    rows.push([
+      "foreach 1,000 no-op items",
+      "total",
+      foreach,
+      "ms",
+      foreach / 1000 / perNode,
+      "per-item cost ÷ chain per-node cost",
+    ]);
     printTable(rows);
-    console.log(`\nspread (min–max ms of the ${REPEATS} samples): ${[...spreads].map(([id, spread]) => `${id} ${spread}`).join(", ")}`);
+    console.log(
+      `\nspread (min–max ms of the ${REPEATS} samples): ${[...spreads].map(([id, spread]) => `${id} ${spread}`).join(", ")}`,
+    );
     const mid = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
     console.log(
       `fan-out phases (median ms): run.created → first request at the peer ${mid(phases.dispatch)}; ` +
@@ -211,7 +245,9 @@ async function peerFloor(peerUrl) {
   const samples = [];
   for (let i = 0; i <= REPEATS; i += 1) {
     const started = Date.now();
-    await Promise.all(Array.from({ length: 100 }, async () => (await fetch(`${peerUrl}/wait?ms=${ACTION_WAIT_MS}`)).text()));
+    await Promise.all(
+      Array.from({ length: 100 }, async () => (await fetch(`${peerUrl}/wait?ms=${ACTION_WAIT_MS}`)).text()),
+    );
     samples.push(Date.now() - started);
   }
   samples.shift();

@@ -127,7 +127,13 @@ export function ensureDevVars(path = DEV_VARS) {
   for (const [key, make, label] of wanted) {
     const re = new RegExp(`^\\s*(?:export\\s+)?${key}\\s*=(.*)$`);
     const index = lines.findIndex((l) => re.test(l));
-    const current = index >= 0 ? (re.exec(lines[index] ?? "")?.[1] ?? "").trim().replace(/^(['"])(.*)\1$/, "$2").trim() : "";
+    const current =
+      index >= 0
+        ? (re.exec(lines[index] ?? "")?.[1] ?? "")
+            .trim()
+            .replace(/^(['"])(.*)\1$/, "$2")
+            .trim()
+        : "";
     if (current !== "") continue;
     const line = `${key}=${make()}`;
     if (index >= 0) {
@@ -182,7 +188,13 @@ async function main() {
   const envFiles = [];
   if (secretDir) {
     const secretFile = join(secretDir, "peers.env");
-    writeFileSync(secretFile, Object.entries(secrets).map(([k, v]) => `${k}=${v}`).join("\n") + "\n", { mode: 0o600 });
+    writeFileSync(
+      secretFile,
+      Object.entries(secrets)
+        .map(([k, v]) => `${k}=${v}`)
+        .join("\n") + "\n",
+      { mode: 0o600 },
+    );
     if (existsSync(DEV_VARS)) envFiles.push(DEV_VARS);
     envFiles.push(secretFile);
   }
@@ -193,8 +205,10 @@ async function main() {
   const args = [
     resolveWrangler(),
     "dev",
-    "--ip", "127.0.0.1",
-    "--port", port,
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    port,
     // Remote bindings off (Workers AI, Vectorize): offline, they would need a Cloudflare login.
     "--local",
     ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
@@ -203,7 +217,9 @@ async function main() {
   ];
   const child = spawn(resolveNode(), args, { cwd: repoRoot, stdio: "inherit", env: offlineEnv() });
   const maxHours = Number(process.env.TRELLIS_DEV_MAX_HOURS) || 12;
-  const watchdog = child.pid ? startWatchdog({ pid: child.pid, group: false, maxLifetimeMs: maxHours * 3_600_000 }) : { dispose() {} };
+  const watchdog = child.pid
+    ? startWatchdog({ pid: child.pid, group: false, maxLifetimeMs: maxHours * 3_600_000 })
+    : { dispose() {} };
 
   for (const sig of /** @type {NodeJS.Signals[]} */ (["SIGINT", "SIGTERM", "SIGHUP"])) {
     process.on(sig, () => {

@@ -49,7 +49,9 @@ async function main() {
   // Containers run in local mode against this shell server (docs/containers.md).
   const shell = await startShellServer({ port: 0 });
   const token = `e2e-${randomBytes(12).toString("hex")}`;
-  const signingKey = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "der" }).toString("base64");
+  const signingKey = generateKeyPairSync("ed25519")
+    .privateKey.export({ type: "pkcs8", format: "der" })
+    .toString("base64");
 
   let dev;
   try {
@@ -108,7 +110,10 @@ async function main() {
         const lines = pending.split("\n");
         pending = lines.pop() ?? "";
         for (const line of lines) {
-          const m = /\b(chain\d+: total=\S+ per_node=\S+|fanout\d+: makespan=.*|gate_answer_to_resume: .*|containers: shell_true_run .*|restart: every run reached .*)$/.exec(line);
+          const m =
+            /\b(chain\d+: total=\S+ per_node=\S+|fanout\d+: makespan=.*|gate_answer_to_resume: .*|containers: shell_true_run .*|restart: every run reached .*)$/.exec(
+              line,
+            );
           if (m?.[1]) measurements.push(m[1]);
         }
       });

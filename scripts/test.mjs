@@ -92,7 +92,7 @@ async function main() {
     return code;
   };
 
-  // Stage 0: the types and the lint rules hold (strict TS, no `any`, no code generation).
+  // Stage 0: the types, the lint rules and the format hold (strict TS, no `any`, no code generation).
   process.stderr.write("[test] stage 0: typecheck and lint\n");
   const bin = (/** @type {string} */ name) => join(repoRoot, "node_modules", ".bin", name);
   for (const config of ["tsconfig.json", "test/tsconfig.json", "test/tsconfig.node.json"]) {
@@ -108,6 +108,12 @@ async function main() {
     process.stderr.write("[test] lint failed; skipping the tests\n");
     failed += 1;
     return finish(lintCode);
+  }
+  const formatCode = await run(bin("prettier"), ["--check", "--log-level=warn", "."]);
+  if (formatCode !== 0) {
+    process.stderr.write("[test] files above are not formatted (npm run format); skipping the tests\n");
+    failed += 1;
+    return finish(formatCode);
   }
 
   process.stderr.write("[test] stage 1/2: vitest (workers + node projects)\n");

@@ -158,13 +158,17 @@ function occurrences(text: string, from: string | RegExp): number {
 /** The vendored file made from `upstream` (the package's validate.js at `version`). */
 export function vendorValidate(upstream: string, version: string): string {
   if (version !== VENDORED_VERSION) {
-    throw new Error(`@cfworker/json-schema is ${version}; the edits were written against ${VENDORED_VERSION}: review its validate.js changes, then update VENDORED_VERSION`);
+    throw new Error(
+      `@cfworker/json-schema is ${version}; the edits were written against ${VENDORED_VERSION}: review its validate.js changes, then update VENDORED_VERSION`,
+    );
   }
   let text = upstream.replace(/\n\/\/# sourceMappingURL=.*\n?$/, "\n");
   for (const edit of EDITS) {
     const found = occurrences(text, edit.from);
     if (found !== edit.count) {
-      throw new Error(`edit "${edit.why}" expects ${edit.count} occurrence(s) of ${String(edit.from).slice(0, 80)}, found ${found}`);
+      throw new Error(
+        `edit "${edit.why}" expects ${edit.count} occurrence(s) of ${String(edit.from).slice(0, 80)}, found ${found}`,
+      );
     }
     text = typeof edit.from === "string" ? text.split(edit.from).join(edit.to) : text.replace(edit.from, edit.to);
   }

@@ -106,12 +106,16 @@ async function main(argv: string[]): Promise<number> {
     try {
       jwks = JSON.parse(jwksText);
     } catch (error) {
-      throw new UsageError(`the JWKS ${args.jwks} is not JSON: ${error instanceof Error ? error.message : String(error)}`);
+      throw new UsageError(
+        `the JWKS ${args.jwks} is not JSON: ${error instanceof Error ? error.message : String(error)}`,
+      );
     }
     try {
       await readJwks(jwks);
     } catch (error) {
-      throw new UsageError(`the JWKS ${args.jwks} is unusable: ${error instanceof Error ? error.message : String(error)}`);
+      throw new UsageError(
+        `the JWKS ${args.jwks} is unusable: ${error instanceof Error ? error.message : String(error)}`,
+      );
     }
     const journalText = readText(args.journal, "journal");
     try {

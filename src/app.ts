@@ -13,7 +13,9 @@ type App = { Bindings: Env; Variables: { principal: string } };
 export function createApp(): Hono<App> {
   const app = new Hono<App>();
   app.onError(onError);
-  app.notFound((c) => onError(EngineError.terminal("route.not_found", `no route ${c.req.method} ${new URL(c.req.url).pathname}`), c));
+  app.notFound((c) =>
+    onError(EngineError.terminal("route.not_found", `no route ${c.req.method} ${new URL(c.req.url).pathname}`), c),
+  );
 
   app.get("/healthz", (c) => c.json({ ok: true }));
   // Public keys are public: anyone verifying a journal offline needs them.
@@ -22,14 +24,22 @@ export function createApp(): Hono<App> {
   app.use("/v1/*", bearerAuth());
   app.post("/v1/definitions", async (c) => c.json(await service.registerDefinitions(c.env, await readJson(c)), 201));
   app.post("/v1/workflows/:id/runs", async (c) => {
-    const { created, run } = await service.startRun(c.env, c.req.param("id"), await readJson(c, {}), c.get("principal"));
+    const { created, run } = await service.startRun(
+      c.env,
+      c.req.param("id"),
+      await readJson(c, {}),
+      c.get("principal"),
+    );
     return c.json(run, created ? 201 : 200);
   });
   app.get("/v1/runs/:runId", async (c) => c.json(await service.getRun(c.env, c.req.param("runId"))));
   app.get("/v1/runs/:runId/journal", async (c) => c.json(await service.getJournal(c.env, c.req.param("runId"))));
   app.post("/v1/runs/:runId/cancel", async (c) => {
     const body = await readJson(c, {});
-    const reason = typeof body === "object" && body !== null && "reason" in body && typeof body.reason === "string" ? body.reason : undefined;
+    const reason =
+      typeof body === "object" && body !== null && "reason" in body && typeof body.reason === "string"
+        ? body.reason
+        : undefined;
     return c.json(await service.cancelRun(c.env, c.req.param("runId"), reason));
   });
   for (const control of ["pause", "resume", "redrive", "approve"] as const) {
@@ -41,8 +51,12 @@ export function createApp(): Hono<App> {
   }
   app.get("/v1/runs/:runId/events", (c) => streamRunEvents(c, c.req.param("runId")));
   app.get("/v1/runs/:runId/gates", async (c) => c.json(await service.listGates(c.env, c.req.param("runId"))));
-  app.post("/v1/runs/:runId/gates/:gateId", async (c) => c.json(await service.answerGate(c.env, c.req.param("runId"), c.req.param("gateId"), await readJson(c))));
-  app.get("/v1/:kind/:id", async (c) => c.json(await service.getDefinition(c.env, c.req.param("kind"), c.req.param("id"))));
+  app.post("/v1/runs/:runId/gates/:gateId", async (c) =>
+    c.json(await service.answerGate(c.env, c.req.param("runId"), c.req.param("gateId"), await readJson(c))),
+  );
+  app.get("/v1/:kind/:id", async (c) =>
+    c.json(await service.getDefinition(c.env, c.req.param("kind"), c.req.param("id"))),
+  );
   app.get("/v1/:kind/:id/versions/:version", async (c) => {
     const version = Number(c.req.param("version"));
     if (!Number.isInteger(version) || version < 1) {
@@ -87,7 +101,10 @@ function parseJson(text: string): unknown {
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {
-    throw EngineError.terminal("request.invalid_json", `the body is not JSON: ${error instanceof Error ? error.message : String(error)}`);
+    throw EngineError.terminal(
+      "request.invalid_json",
+      `the body is not JSON: ${error instanceof Error ? error.message : String(error)}`,
+    );
   }
 }
 

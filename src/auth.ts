@@ -34,16 +34,28 @@ const PRINCIPAL_DIGEST_HEX = 16;
  */
 export async function principalOf(token: string, signingKey: string): Promise<string> {
   const encoder = new TextEncoder();
-  const key = await crypto.subtle.importKey("raw", encoder.encode(`trellis.principal.v1:${signingKey}`), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const key = await crypto.subtle.importKey(
+    "raw",
+    encoder.encode(`trellis.principal.v1:${signingKey}`),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
   const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, encoder.encode(token)));
-  return `token:${[...mac].map((byte) => byte.toString(16).padStart(2, "0")).join("").slice(0, PRINCIPAL_DIGEST_HEX)}`;
+  return `token:${[...mac]
+    .map((byte) => byte.toString(16).padStart(2, "0"))
+    .join("")
+    .slice(0, PRINCIPAL_DIGEST_HEX)}`;
 }
 
 /** Whether the token is one of the configured tokens. */
 async function isKnownToken(token: string, configured: string): Promise<boolean> {
   const given = await digest(token);
   let known = false;
-  for (const candidate of configured.split(",").map((value) => value.trim()).filter((value) => value.length > 0)) {
+  for (const candidate of configured
+    .split(",")
+    .map((value) => value.trim())
+    .filter((value) => value.length > 0)) {
     if (crypto.subtle.timingSafeEqual(given, await digest(candidate))) {
       known = true;
     }

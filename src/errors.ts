@@ -62,8 +62,16 @@ export function onError(thrown: unknown, c: Context): Response {
   const error = ensureEngineError(thrown);
   const status = statusOf(error.code);
   if (status >= 500) {
-    console.error(JSON.stringify({ msg: "request failed", code: error.code, error: error.message, path: new URL(c.req.url).pathname }));
+    console.error(
+      JSON.stringify({
+        msg: "request failed",
+        code: error.code,
+        error: error.message,
+        path: new URL(c.req.url).pathname,
+      }),
+    );
   }
-  const shown = status >= 500 && error.code === "internal.error" ? new EngineError("internal.error", "internal error") : error;
+  const shown =
+    status >= 500 && error.code === "internal.error" ? new EngineError("internal.error", "internal error") : error;
   return c.json(errorBody(shown), status);
 }

@@ -14,7 +14,10 @@ const STREAM_LIFETIME_MS = 5 * 60_000;
  * Resumable: `Last-Event-ID` (or `?after=`) names the last seq seen. The
  * stream closes after the attestation that ends the run.
  */
-export async function streamRunEvents(c: Context<{ Bindings: Env; Variables: { principal: string } }>, runId: string): Promise<Response> {
+export async function streamRunEvents(
+  c: Context<{ Bindings: Env; Variables: { principal: string } }>,
+  runId: string,
+): Promise<Response> {
   let after = Number(c.req.header("last-event-id") ?? c.req.query("after") ?? "0");
   if (!Number.isInteger(after) || after < 0) {
     throw EngineError.terminal("request.invalid_cursor", "Last-Event-ID must be a journal seq");

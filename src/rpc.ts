@@ -3,7 +3,14 @@ import { EngineError } from "../lib/errors.ts";
 import { checkBodyLimits } from "../lib/json-limits.ts";
 import type { JournalEntry } from "../lib/journal/index.ts";
 import { toResult, type Result } from "../lib/result.ts";
-import type { DefinitionRecord, GateView, Jwks, RegisterResponse, RunView, StartRunResponse } from "../schemas/index.ts";
+import type {
+  DefinitionRecord,
+  GateView,
+  Jwks,
+  RegisterResponse,
+  RunView,
+  StartRunResponse,
+} from "../schemas/index.ts";
 import * as service from "./service.ts";
 
 /** The longest id (run, gate, workflow, kind) an RPC caller may pass; longer ones name nothing. */
@@ -82,7 +89,12 @@ export class TrellisApi extends WorkerEntrypoint<Env> {
   runEvents(runId: string, afterSeq = 0, waitMs = 0): Promise<Result<JournalEntry[]>> {
     return toResult(() => {
       const id = idArgument(runId, "runId");
-      return service.runEvents(this.env, id, optionalInteger(afterSeq, "afterSeq", 0) ?? 0, optionalInteger(waitMs, "waitMs", 0) ?? 0);
+      return service.runEvents(
+        this.env,
+        id,
+        optionalInteger(afterSeq, "afterSeq", 0) ?? 0,
+        optionalInteger(waitMs, "waitMs", 0) ?? 0,
+      );
     });
   }
 
@@ -128,5 +140,7 @@ function optionalInteger(value: unknown, name: string, min: number): number | un
 }
 
 function invalidArgument(name: string, message: string): EngineError {
-  return EngineError.terminal("request.invalid_argument", `${name} ${message}`, [{ path: name, message, code: "request.invalid_argument" }]);
+  return EngineError.terminal("request.invalid_argument", `${name} ${message}`, [
+    { path: name, message, code: "request.invalid_argument" },
+  ]);
 }

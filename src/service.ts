@@ -31,7 +31,20 @@ const CATALOG_NAME = "catalog";
 // The stubs' generated RPC types are too deep for tsc over recursive JSON
 // types; the methods return plain-data Results, so their own signatures are exact.
 type CatalogApi = Pick<Catalog, "register" | "get" | "resolveRun">;
-type CoordinatorApi = Pick<Coordinator, "create" | "get" | "journal" | "events" | "cancel" | "pause" | "resume" | "redrive" | "approve" | "gates" | "answerGate">;
+type CoordinatorApi = Pick<
+  Coordinator,
+  | "create"
+  | "get"
+  | "journal"
+  | "events"
+  | "cancel"
+  | "pause"
+  | "resume"
+  | "redrive"
+  | "approve"
+  | "gates"
+  | "answerGate"
+>;
 
 function catalog(env: Env): CatalogApi {
   return env.CATALOG.get(env.CATALOG.idFromName(CATALOG_NAME)) as unknown as CatalogApi;
@@ -57,7 +70,12 @@ export async function getDefinition(env: Env, kind: string, id: string, version?
 }
 
 /** Starts a run: 201 with a new run, or 200 with the run an idempotency key already started. */
-export async function startRun(env: Env, workflowId: string, body: unknown, createdBy: string): Promise<{ created: boolean; run: StartRunResponse }> {
+export async function startRun(
+  env: Env,
+  workflowId: string,
+  body: unknown,
+  createdBy: string,
+): Promise<{ created: boolean; run: StartRunResponse }> {
   const request = parseOrThrow(StartRunBody, body ?? {}, "run.invalid_request", "the run request");
   const mode = request.mode ?? "auto";
   const snapshot = unwrap(await catalog(env).resolveRun(workflowId, request.version));
@@ -65,13 +83,28 @@ export async function startRun(env: Env, workflowId: string, body: unknown, crea
   if (mode === "preview") {
     const problems = validateJson(snapshot.workflow.definition.input_schema, input, "input");
     if (problems.length > 0) {
-      throw EngineError.terminal("run.invalid_input", "the run input does not match the workflow's input_schema", problems);
+      throw EngineError.terminal(
+        "run.invalid_input",
+        "the run input does not match the workflow's input_schema",
+        problems,
+      );
     }
     // Nothing is created and nothing runs: the plan is the answer.
-    return { created: false, run: { run_id: null, status: "preview", workflow: { id: snapshot.workflow.id, version: snapshot.workflow.version }, plan: planRun(snapshot) as unknown as Record<string, JsonValue> } };
+    return {
+      created: false,
+      run: {
+        run_id: null,
+        status: "preview",
+        workflow: { id: snapshot.workflow.id, version: snapshot.workflow.version },
+        plan: planRun(snapshot) as unknown as Record<string, JsonValue>,
+      },
+    };
   }
-  const requestHash = await sha256Hex(canonicalJson({ workflow: workflowId, version: request.version ?? null, input, mode }));
-  const runId = request.idempotency_key === undefined ? newRunId() : await idempotentRunId(workflowId, request.idempotency_key);
+  const requestHash = await sha256Hex(
+    canonicalJson({ workflow: workflowId, version: request.version ?? null, input, mode }),
+  );
+  const runId =
+    request.idempotency_key === undefined ? newRunId() : await idempotentRunId(workflowId, request.idempotency_key);
   const outcome: CreateRunOutcome = unwrap(
     await coordinator(env, runId).create({
       run_id: runId,
@@ -120,7 +153,12 @@ export type RunControl = "pause" | "resume" | "redrive" | "approve";
 
 export async function controlRun(env: Env, runId: string, control: RunControl): Promise<RunView> {
   const stub = coordinator(env, runId);
-  const results = { pause: () => stub.pause(), resume: () => stub.resume(), redrive: () => stub.redrive(), approve: () => stub.approve() } satisfies Record<RunControl, () => Promise<unknown>>;
+  const results = {
+    pause: () => stub.pause(),
+    resume: () => stub.resume(),
+    redrive: () => stub.redrive(),
+    approve: () => stub.approve(),
+  } satisfies Record<RunControl, () => Promise<unknown>>;
   return unwrap(await results[control]());
 }
 

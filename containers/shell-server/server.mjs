@@ -87,12 +87,34 @@
 import { spawn } from "node:child_process";
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { existsSync } from "node:fs";
-import { appendFile, chmod, lchown, lstat, mkdir, mkdtemp, open, readdir, readFile, realpath, rename, rm, stat, writeFile } from "node:fs/promises";
+import {
+  appendFile,
+  chmod,
+  lchown,
+  lstat,
+  mkdir,
+  mkdtemp,
+  open,
+  readdir,
+  readFile,
+  realpath,
+  rename,
+  rm,
+  stat,
+  writeFile,
+} from "node:fs/promises";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createFileAgents, createUidAllocator, isRoot, killAllOf, probeWorkspaceUser, spawnPrivate } from "./workspace-users.mjs";
+import {
+  createFileAgents,
+  createUidAllocator,
+  isRoot,
+  killAllOf,
+  probeWorkspaceUser,
+  spawnPrivate,
+} from "./workspace-users.mjs";
 
 export const SHELL_SERVER_VERSION = "1";
 
@@ -101,7 +123,7 @@ export const NO_ISOLATION_WARNING =
   "shell-server: WARNING: workspaces are NOT isolated from each other: every command runs as this server's own " +
   "user, so a command in one workspace can read, change and delete the files of every other workspace of this " +
   "server (and anything else that user can reach). Run the server as root to give each workspace its own uid " +
-  "(docs/containers.md, \"Local mode\"). A server that serves one workspace only (a production container) is not affected.";
+  '(docs/containers.md, "Local mode"). A server that serves one workspace only (a production container) is not affected.';
 
 /** A command's bound when the request gives none. */
 export const DEFAULT_TIMEOUT_MS = 60_000;
@@ -146,7 +168,14 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
  *   workspace gets its own uid; "uid" without root is an error.
  * @returns {Promise<ShellServer>}
  */
-export async function startShellServer({ port = 0, host = "127.0.0.1", token, workspaceRoot, maxLifetimeMs, isolation = "auto" } = {}) {
+export async function startShellServer({
+  port = 0,
+  host = "127.0.0.1",
+  token,
+  workspaceRoot,
+  maxLifetimeMs,
+  isolation = "auto",
+} = {}) {
   const secret = token ?? randomBytes(24).toString("base64url");
   if (secret.length < 16) throw new Error("the shell server token must have at least 16 characters");
   if (isolation === "uid" && !isRoot()) throw new Error('isolation "uid" needs a shell server running as root');
@@ -214,7 +243,12 @@ export async function startShellServer({ port = 0, host = "127.0.0.1", token, wo
       if (lifetime) clearTimeout(lifetime);
       process.off("exit", killAll);
       killAll();
-      if (context.users) await Promise.all([...context.registry.values()].map((entry) => (entry.uid === undefined ? undefined : killAllOf(idOf(entry.uid), shell))));
+      if (context.users)
+        await Promise.all(
+          [...context.registry.values()].map((entry) =>
+            entry.uid === undefined ? undefined : killAllOf(idOf(entry.uid), shell),
+          ),
+        );
       await new Promise((done) => {
         server.close(() => done(undefined));
         server.closeAllConnections();
@@ -283,8 +317,14 @@ async function handle(req, res, context) {
   const method = (req.method ?? "GET").toUpperCase();
   if (url.pathname === "/healthz" && method === "GET") {
     req.resume();
-    if (!digestsEqual(presented, context.serverDigest)) return unauthorized(res, "unauthorized", "/healthz needs the server token");
-    return sendJson(res, 200, { ok: true, version: SHELL_SERVER_VERSION, running: context.running.size, isolation: context.users ? "uid" : "none" });
+    if (!digestsEqual(presented, context.serverDigest))
+      return unauthorized(res, "unauthorized", "/healthz needs the server token");
+    return sendJson(res, 200, {
+      ok: true,
+      version: SHELL_SERVER_VERSION,
+      running: context.running.size,
+      isolation: context.users ? "uid" : "none",
+    });
   }
   const match = /^\/v1\/workspaces\/([^/]+)(\/.*)?$/.exec(url.pathname);
   if (!match) {
@@ -313,18 +353,28 @@ async function handle(req, res, context) {
   const registered = context.registry.get(id);
   if (registered === undefined) {
     req.resume();
-    return unauthorized(res, "workspace_not_registered", `no workspace "${id}" is registered: register it with PUT /v1/workspaces/:id and the server token first`);
+    return unauthorized(
+      res,
+      "workspace_not_registered",
+      `no workspace "${id}" is registered: register it with PUT /v1/workspaces/:id and the server token first`,
+    );
   }
   if (!digestsEqual(presented, registered.digest)) {
     req.resume();
-    const why = digestsEqual(presented, context.serverDigest) ? "the server token does not open a workspace" : "this is not the workspace's token";
+    const why = digestsEqual(presented, context.serverDigest)
+      ? "the server token does not open a workspace"
+      : "this is not the workspace's token";
     return unauthorized(res, "unauthorized", `${why}: send the token the workspace was registered with`);
   }
   try {
     await registered.ready;
   } catch {
     req.resume();
-    return unauthorized(res, "workspace_not_registered", `workspace "${id}" could not be registered: register it again`);
+    return unauthorized(
+      res,
+      "workspace_not_registered",
+      `workspace "${id}" could not be registered: register it again`,
+    );
   }
   if (route === "DELETE ") {
     req.resume();
@@ -403,10 +453,16 @@ export async function runFileOperation(op, body, workspace) {
  * @param {Record<string, unknown>} body
  */
 async function fileOperation(context, id, workspace, op, body) {
-  if (workspace.registration.closing) throw new RequestError(409, "workspace_deleted", "the workspace is being deleted");
+  if (workspace.registration.closing)
+    throw new RequestError(409, "workspace_deleted", "the workspace is being deleted");
   const answer =
     context.users && workspace.uid !== undefined
-      ? await context.users.agents.request(id, { uid: workspace.uid, gid: workspace.uid, dir: workspace.dir, home: workspace.home }, op, body)
+      ? await context.users.agents.request(
+          id,
+          { uid: workspace.uid, gid: workspace.uid, dir: workspace.dir, home: workspace.home },
+          op,
+          body,
+        )
       : toAgentAnswer(await runFileOperation(op, body, workspace));
   if (!answer.ok) throw new RequestError(answer.error.status, answer.error.code, answer.error.message);
   return answer.value;
@@ -515,7 +571,8 @@ async function registerRoute(req, res, context, id, presented) {
     existing = context.registry.get(id);
   }
   if (existing !== undefined) {
-    if (!digestsEqual(digest, existing.digest)) return sendError(res, 409, "workspace_taken", `workspace "${id}" is registered with another token`);
+    if (!digestsEqual(digest, existing.digest))
+      return sendError(res, 409, "workspace_taken", `workspace "${id}" is registered with another token`);
     await existing.ready;
     return sendJson(res, 200, { registered: true, created: false });
   }
@@ -564,14 +621,21 @@ const TMP_DIR = ".tmp";
  */
 async function ensureWorkspace(context, id, entry) {
   const name = encodeWorkspaceId(id);
-  const workspace = { dir: join(context.root, name), home: join(context.root, HOMES_DIR, name), tmp: join(context.root, TMP_DIR, name), registration: entry };
+  const workspace = {
+    dir: join(context.root, name),
+    home: join(context.root, HOMES_DIR, name),
+    tmp: join(context.root, TMP_DIR, name),
+    registration: entry,
+  };
   const { uid } = entry;
   if (uid === undefined) {
     // Made again on every request: a command running as the server's user may remove them.
     await Promise.all([workspace.dir, workspace.home, workspace.tmp].map((dir) => mkdir(dir, { recursive: true })));
     return workspace;
   }
-  entry.prepared ??= Promise.all([workspace.dir, workspace.home, workspace.tmp].map((dir) => makePrivateDir(dir, uid))).then(() => undefined);
+  entry.prepared ??= Promise.all(
+    [workspace.dir, workspace.home, workspace.tmp].map((dir) => makePrivateDir(dir, uid)),
+  ).then(() => undefined);
   try {
     await entry.prepared;
   } catch (err) {
@@ -666,7 +730,9 @@ async function loadRegistry(root) {
   const registry = new Map();
   for (const name of await readdir(dir)) {
     const id = decodeWorkspaceId(name);
-    const match = /^([0-9a-f]{64})(?: (\d{1,10}))?$/.exec((await readFile(join(dir, name), "utf8").catch(() => "")).trim());
+    const match = /^([0-9a-f]{64})(?: (\d{1,10}))?$/.exec(
+      (await readFile(join(dir, name), "utf8").catch(() => "")).trim(),
+    );
     if (id === undefined || !match) continue;
     const uid = match[2] === undefined ? undefined : Number(match[2]);
     registry.set(id, { digest: Buffer.from(match[1] ?? "", "hex"), ...(uid === undefined ? {} : { uid }) });
@@ -706,9 +772,14 @@ function claimOwner(context, id) {
  */
 async function prepareIsolation(root) {
   const info = await lstat(root);
-  if (info.uid !== 0) throw new Error(`the workspace root ${root} must belong to root when each workspace has its own uid`);
+  if (info.uid !== 0)
+    throw new Error(`the workspace root ${root} must belong to root when each workspace has its own uid`);
   await chmod(root, 0o711);
-  for (const [name, mode] of /** @type {const} */ ([[HOMES_DIR, 0o711], [TMP_DIR, 0o711], [REGISTRY_DIR, 0o700]])) {
+  for (const [name, mode] of /** @type {const} */ ([
+    [HOMES_DIR, 0o711],
+    [TMP_DIR, 0o711],
+    [REGISTRY_DIR, 0o700],
+  ])) {
     const dir = join(root, name);
     await mkdir(dir, { recursive: true, mode });
     const made = await lstat(dir);
@@ -735,7 +806,11 @@ async function adoptRegistrations(context, users) {
     entry.uid = await users.allocator.allocate(owner);
     await saveRegistration(context.root, id, entry);
     const name = encodeWorkspaceId(id);
-    const paths = [join(context.root, name), join(context.root, HOMES_DIR, name), join(context.root, TMP_DIR, name)].filter((path) => existsSync(path));
+    const paths = [
+      join(context.root, name),
+      join(context.root, HOMES_DIR, name),
+      join(context.root, TMP_DIR, name),
+    ].filter((path) => existsSync(path));
     if (paths.length > 0) await runQuietly("chown", ["-R", "-h", `${entry.uid}:${entry.uid}`, "--", ...paths]);
   }
 }
@@ -751,7 +826,9 @@ function runQuietly(file, args) {
     let stderr = "";
     child.stderr?.on("data", (chunk) => (stderr += chunk));
     child.once("error", reject);
-    child.once("close", (code) => (code === 0 ? resolveRun(undefined) : reject(new Error(`${file} failed: ${stderr.trim()}`))));
+    child.once("close", (code) =>
+      code === 0 ? resolveRun(undefined) : reject(new Error(`${file} failed: ${stderr.trim()}`)),
+    );
   });
 }
 
@@ -798,7 +875,11 @@ async function resolveInside(workspace, path) {
     try {
       const real = await realpath(probe);
       if (!isWithin(await realpath(workspace.dir), real)) {
-        throw new RequestError(400, "path_outside_workspace", `"${path}" leads out of the workspace through a symbolic link`);
+        throw new RequestError(
+          400,
+          "path_outside_workspace",
+          `"${path}" leads out of the workspace through a symbolic link`,
+        );
       }
       return full;
     } catch (err) {
@@ -833,9 +914,14 @@ async function execRoute(body, workspace, context, id) {
   }
   // Checked with the workspace's rights (its uid, when it has one), so the answer tells nothing of other workspaces.
   // The helper's answer is the workspace's to tamper with: it must still name a place inside the workspace.
-  const cwd = spec.cwd === undefined ? workspace.dir : await fileOperation(context, id, workspace, "cwd", { path: spec.cwd });
+  const cwd =
+    spec.cwd === undefined ? workspace.dir : await fileOperation(context, id, workspace, "cwd", { path: spec.cwd });
   if (typeof cwd !== "string" || !isAbsolute(cwd) || !isWithin(workspace.dir, cwd)) {
-    throw new RequestError(500, "file_agent_failed", "the workspace's file helper named a working directory outside the workspace");
+    throw new RequestError(
+      500,
+      "file_agent_failed",
+      "the workspace's file helper named a working directory outside the workspace",
+    );
   }
   const env = {
     PATH: process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
@@ -849,10 +935,25 @@ async function execRoute(body, workspace, context, id) {
     ...(workspace.uid === undefined ? {} : { USER: "trellis", LOGNAME: "trellis" }),
     ...spec.env,
   };
-  const [file, args] = spec.command !== undefined ? [context.shell, ["-c", spec.command]] : [spec.argv[0] ?? "", spec.argv.slice(1)];
-  if (workspace.registration.closing) throw new RequestError(409, "workspace_deleted", "the workspace is being deleted");
+  const [file, args] =
+    spec.command !== undefined ? [context.shell, ["-c", spec.command]] : [spec.argv[0] ?? "", spec.argv.slice(1)];
+  if (workspace.registration.closing)
+    throw new RequestError(409, "workspace_deleted", "the workspace is being deleted");
   const identity = workspace.uid === undefined ? undefined : idOf(workspace.uid);
-  return runCommand({ file, args, cwd, env, identity, timeoutMs: spec.timeoutMs, maxOutputBytes: spec.maxOutputBytes, stdin: spec.stdin }, context, id);
+  return runCommand(
+    {
+      file,
+      args,
+      cwd,
+      env,
+      identity,
+      timeoutMs: spec.timeoutMs,
+      maxOutputBytes: spec.maxOutputBytes,
+      stdin: spec.stdin,
+    },
+    context,
+    id,
+  );
 }
 
 /**
@@ -877,27 +978,41 @@ function parseExec(body) {
   const { command, argv, cwd, env, timeout_ms, max_output_bytes, stdin } = body;
   const hasCommand = command !== undefined;
   const hasArgv = argv !== undefined;
-  if (hasCommand === hasArgv) throw new RequestError(400, "bad_request", "give exactly one of `command` (a string) and `argv` (an array of strings)");
+  if (hasCommand === hasArgv)
+    throw new RequestError(
+      400,
+      "bad_request",
+      "give exactly one of `command` (a string) and `argv` (an array of strings)",
+    );
   if (hasCommand && (typeof command !== "string" || command === "" || command.includes("\0"))) {
     throw new RequestError(400, "bad_request", "`command` must be a non-empty string without NUL");
   }
-  if (hasArgv && (!Array.isArray(argv) || argv.length === 0 || !argv.every((a) => typeof a === "string" && !a.includes("\0")))) {
+  if (
+    hasArgv &&
+    (!Array.isArray(argv) || argv.length === 0 || !argv.every((a) => typeof a === "string" && !a.includes("\0")))
+  ) {
     throw new RequestError(400, "bad_request", "`argv` must be a non-empty array of strings without NUL");
   }
-  if (cwd !== undefined && typeof cwd !== "string") throw new RequestError(400, "bad_request", "`cwd` must be a string");
+  if (cwd !== undefined && typeof cwd !== "string")
+    throw new RequestError(400, "bad_request", "`cwd` must be a string");
   /** @type {Record<string, string>} */
   const environment = {};
   if (env !== undefined) {
-    if (typeof env !== "object" || env === null || Array.isArray(env)) throw new RequestError(400, "bad_request", "`env` must be an object of strings");
+    if (typeof env !== "object" || env === null || Array.isArray(env))
+      throw new RequestError(400, "bad_request", "`env` must be an object of strings");
     for (const [name, value] of Object.entries(env)) {
-      if (!ENV_NAME.test(name)) throw new RequestError(400, "bad_request", `"${name}" is not a valid environment variable name`);
-      if (typeof value !== "string" || value.includes("\0")) throw new RequestError(400, "bad_request", `env.${name} must be a string without NUL`);
+      if (!ENV_NAME.test(name))
+        throw new RequestError(400, "bad_request", `"${name}" is not a valid environment variable name`);
+      if (typeof value !== "string" || value.includes("\0"))
+        throw new RequestError(400, "bad_request", `env.${name} must be a string without NUL`);
       environment[name] = value;
     }
   }
   const timeoutMs = optionalInt(timeout_ms, "timeout_ms", 1, MAX_TIMEOUT_MS) ?? DEFAULT_TIMEOUT_MS;
-  const maxOutputBytes = optionalInt(max_output_bytes, "max_output_bytes", 0, MAX_OUTPUT_BYTES) ?? DEFAULT_MAX_OUTPUT_BYTES;
-  if (stdin !== undefined && typeof stdin !== "string") throw new RequestError(400, "bad_request", "`stdin` must be a string");
+  const maxOutputBytes =
+    optionalInt(max_output_bytes, "max_output_bytes", 0, MAX_OUTPUT_BYTES) ?? DEFAULT_MAX_OUTPUT_BYTES;
+  if (stdin !== undefined && typeof stdin !== "string")
+    throw new RequestError(400, "bad_request", "`stdin` must be a string");
   return {
     ...(hasCommand ? { command: /** @type {string} */ (command) } : {}),
     argv: hasArgv ? /** @type {string[]} */ (argv) : [],
@@ -941,7 +1056,10 @@ function runCommand(spec, context, id) {
       stdio: [spec.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
     };
     // libuv calls setgroups(0, NULL) before setgid/setuid when a uid is given: no supplementary groups remain.
-    const child = spec.identity === undefined ? spawn(spec.file, spec.args, options) : spawnPrivate(() => spawn(spec.file, spec.args, { ...options, ...spec.identity }));
+    const child =
+      spec.identity === undefined
+        ? spawn(spec.file, spec.args, options)
+        : spawnPrivate(() => spawn(spec.file, spec.args, { ...options, ...spec.identity }));
     const stdout = createCapture(spec.maxOutputBytes);
     const stderr = createCapture(spec.maxOutputBytes);
     child.stdout?.on("data", (chunk) => stdout.push(chunk));
@@ -1090,7 +1208,13 @@ async function readRoute(body, workspace) {
     const buffer = Buffer.alloc(length);
     const { bytesRead } = await handle.read(buffer, 0, length, 0);
     const data = buffer.subarray(0, bytesRead);
-    return { path: body.path, content: data.toString(encoding), encoding, size: info.size, truncated: info.size > bytesRead };
+    return {
+      path: body.path,
+      content: data.toString(encoding),
+      encoding,
+      size: info.size,
+      truncated: info.size > bytesRead,
+    };
   } finally {
     await handle.close();
   }
@@ -1138,7 +1262,11 @@ async function listRoute(body, workspace) {
       const full = join(dir, name);
       const entry = await lstat(full);
       const type = entry.isFile() ? "file" : entry.isDirectory() ? "dir" : entry.isSymbolicLink() ? "symlink" : "other";
-      entries.push({ path: relative(workspace.dir, full).split(sep).join("/"), type, size: entry.isFile() ? entry.size : 0 });
+      entries.push({
+        path: relative(workspace.dir, full).split(sep).join("/"),
+        type,
+        size: entry.isFile() ? entry.size : 0,
+      });
       if (recursive && type === "dir") queue.push(full);
     }
   }
@@ -1217,7 +1345,11 @@ function readJsonBody(req) {
  */
 function sendJson(res, status, value, headers = {}) {
   const text = JSON.stringify(value);
-  res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text), ...headers });
+  res.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(text),
+    ...headers,
+  });
   res.end(text);
 }
 

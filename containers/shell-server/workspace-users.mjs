@@ -394,7 +394,10 @@ function startAgent(workspace, onEnd) {
   const armIdle = () => {
     if (idle) clearTimeout(idle);
     if (pending.size > 0) return;
-    idle = setTimeout(() => end({ status: 500, code: "internal", message: "the file helper was idle" }), FILE_AGENT_IDLE_MS);
+    idle = setTimeout(
+      () => end({ status: 500, code: "internal", message: "the file helper was idle" }),
+      FILE_AGENT_IDLE_MS,
+    );
     idle.unref();
   };
 
@@ -407,13 +410,24 @@ function startAgent(workspace, onEnd) {
       answer = undefined;
     }
     const entry = typeof answer?.n === "number" ? pending.get(answer.n) : undefined;
-    if (entry === undefined) return end({ status: 500, code: "file_agent_failed", message: "the workspace's file helper answered something malformed" });
+    if (entry === undefined)
+      return end({
+        status: 500,
+        code: "file_agent_failed",
+        message: "the workspace's file helper answered something malformed",
+      });
     pending.delete(answer.n);
     clearTimeout(entry.timer);
     const error = answer.error;
     if (error !== undefined) {
-      const valid = typeof error?.status === "number" && typeof error?.code === "string" && typeof error?.message === "string";
-      entry.resolve({ ok: false, error: valid ? error : { status: 500, code: "file_agent_failed", message: "malformed error from the file helper" } });
+      const valid =
+        typeof error?.status === "number" && typeof error?.code === "string" && typeof error?.message === "string";
+      entry.resolve({
+        ok: false,
+        error: valid
+          ? error
+          : { status: 500, code: "file_agent_failed", message: "malformed error from the file helper" },
+      });
     } else {
       entry.resolve({ ok: true, value: answer.value });
     }
@@ -433,12 +447,23 @@ function startAgent(workspace, onEnd) {
     }
     partial.push(rest);
     partialLength += rest.length;
-    if (partialLength > MAX_AGENT_ANSWER_BYTES) end({ status: 500, code: "file_agent_failed", message: "the workspace's file helper answered too much" });
+    if (partialLength > MAX_AGENT_ANSWER_BYTES)
+      end({ status: 500, code: "file_agent_failed", message: "the workspace's file helper answered too much" });
   });
   child.stdin?.on("error", () => {});
-  child.once("error", (err) => end({ status: 500, code: "file_agent_failed", message: `cannot start the workspace's file helper: ${err.message}` }));
+  child.once("error", (err) =>
+    end({
+      status: 500,
+      code: "file_agent_failed",
+      message: `cannot start the workspace's file helper: ${err.message}`,
+    }),
+  );
   child.once("exit", (code, signal) =>
-    end({ status: 500, code: "file_agent_failed", message: `the workspace's file helper ended (${signal ?? `exit ${code}`})` }),
+    end({
+      status: 500,
+      code: "file_agent_failed",
+      message: `the workspace's file helper ended (${signal ?? `exit ${code}`})`,
+    }),
   );
 
   return {
@@ -451,13 +476,22 @@ function startAgent(workspace, onEnd) {
      * @returns {Promise<AgentAnswer>}
      */
     request(op, body) {
-      if (state.ended) return Promise.resolve({ ok: false, error: { status: 500, code: "file_agent_failed", message: "the file helper has ended" } });
+      if (state.ended)
+        return Promise.resolve({
+          ok: false,
+          error: { status: 500, code: "file_agent_failed", message: "the file helper has ended" },
+        });
       if (idle) clearTimeout(idle);
       const n = next;
       next += 1;
       return new Promise((resolve) => {
         const timer = setTimeout(
-          () => end({ status: 504, code: "file_op_timeout", message: `a file operation took longer than ${FILE_OP_TIMEOUT_MS} ms (a FIFO?)` }),
+          () =>
+            end({
+              status: 504,
+              code: "file_op_timeout",
+              message: `a file operation took longer than ${FILE_OP_TIMEOUT_MS} ms (a FIFO?)`,
+            }),
           FILE_OP_TIMEOUT_MS,
         );
         pending.set(n, { resolve, timer });

@@ -29,21 +29,37 @@ export const httpAction: ActionHandler<"http"> = {
     const headers = new Headers();
     for (const [name, template] of Object.entries(implementation.headers ?? {})) {
       // Credential headers are `$env:` references only (checked at registration); never templates.
-      headers.set(name, isCredentialHeader(name) ? resolveSecrets(template, context.env) : renderTemplate(template, input));
+      headers.set(
+        name,
+        isCredentialHeader(name) ? resolveSecrets(template, context.env) : renderTemplate(template, input),
+      );
     }
     const body = renderBody(implementation.body_template, input, headers);
     let response: Response;
     try {
-      response = await context.fetch(url, { method: implementation.method, headers, body, signal: context.signal, redirect: "follow" });
+      response = await context.fetch(url, {
+        method: implementation.method,
+        headers,
+        body,
+        signal: context.signal,
+        redirect: "follow",
+      });
     } catch (error) {
       if (context.signal.aborted) {
         throw error;
       }
-      throw EngineError.retryable("http.network", `${implementation.method} ${redact(url)} failed: ${error instanceof Error ? error.message : String(error)}`);
+      throw EngineError.retryable(
+        "http.network",
+        `${implementation.method} ${redact(url)} failed: ${error instanceof Error ? error.message : String(error)}`,
+      );
     }
     const responseBody = await readBody(response, implementation.response);
     if (response.status === 429 || response.status >= 500) {
-      throw EngineError.retryable("http.status", `${implementation.method} ${redact(url)} answered ${response.status}`, retryAfterMs(response.headers.get("retry-after")));
+      throw EngineError.retryable(
+        "http.status",
+        `${implementation.method} ${redact(url)} answered ${response.status}`,
+        retryAfterMs(response.headers.get("retry-after")),
+      );
     }
     if (response.status >= 400) {
       throw EngineError.terminal("http.status", `${implementation.method} ${redact(url)} answered ${response.status}`);
@@ -68,7 +84,8 @@ function renderBody(template: string | undefined, input: Json, headers: Headers)
 
 async function readBody(response: Response, mode: "json" | "text" | undefined): Promise<Json> {
   const text = await readTextCapped(response, MAX_HTTP_RESPONSE_BYTES);
-  const isJson = mode === "json" || (mode === undefined && /\bjson\b/i.test(response.headers.get("content-type") ?? ""));
+  const isJson =
+    mode === "json" || (mode === undefined && /\bjson\b/i.test(response.headers.get("content-type") ?? ""));
   if (!isJson || text === "") {
     return text;
   }
@@ -76,7 +93,10 @@ async function readBody(response: Response, mode: "json" | "text" | undefined): 
     return JSON.parse(text) as Json;
   } catch {
     if (response.ok) {
-      throw EngineError.terminal("http.invalid_json", `the response (${response.status}) is not JSON: ${text.slice(0, 200)}`);
+      throw EngineError.terminal(
+        "http.invalid_json",
+        `the response (${response.status}) is not JSON: ${text.slice(0, 200)}`,
+      );
     }
     return text;
   }
@@ -84,7 +104,11 @@ async function readBody(response: Response, mode: "json" | "text" | undefined): 
 
 /** The body as UTF-8 text, reading at most `maxBytes` (a larger body is cancelled, not buffered). */
 async function readTextCapped(response: Response, maxBytes: number): Promise<string> {
-  const tooLarge = () => EngineError.terminal("http.response_too_large", `the response body is larger than ${maxBytes} bytes (the limit of the http action)`);
+  const tooLarge = () =>
+    EngineError.terminal(
+      "http.response_too_large",
+      `the response body is larger than ${maxBytes} bytes (the limit of the http action)`,
+    );
   const declared = response.headers.get("content-length");
   if (declared !== null && Number(declared) > maxBytes) {
     await response.body?.cancel();

@@ -1,7 +1,17 @@
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
-import { AISDKError, APICallError, generateText, jsonSchema, NoObjectGeneratedError, Output, type LanguageModel, type LanguageModelUsage, type ModelMessage } from "ai";
+import {
+  AISDKError,
+  APICallError,
+  generateText,
+  jsonSchema,
+  NoObjectGeneratedError,
+  Output,
+  type LanguageModel,
+  type LanguageModelUsage,
+  type ModelMessage,
+} from "ai";
 import { createWorkersAI } from "workers-ai-provider";
 import { EngineError } from "../../lib/errors.ts";
 import type { Json, JsonRecord } from "../../lib/expr/mapping.ts";
@@ -46,11 +56,18 @@ export const llmAction: ActionHandler<"llm"> = {
         maxRetries: 0,
         abortSignal: context.signal,
         ...settings,
-        ...(produces === undefined ? {} : { output: Output.object({ schema: jsonSchema(produces === true ? {} : produces === false ? { not: {} } : produces) }) }),
+        ...(produces === undefined
+          ? {}
+          : {
+              output: Output.object({
+                schema: jsonSchema(produces === true ? {} : produces === false ? { not: {} } : produces),
+              }),
+            }),
       });
       const meta = toMeta(result.totalUsage, model);
       try {
-        const answer: JsonRecord = produces === undefined ? { content: result.text } : checkAnswer(result.output, result.text, produces, model);
+        const answer: JsonRecord =
+          produces === undefined ? { content: result.text } : checkAnswer(result.output, result.text, produces, model);
         return { ...answer, _meta: meta };
       } catch (thrown) {
         // The model answered, just not what was asked: its tokens were spent all the same.
@@ -85,11 +102,21 @@ function createLanguageModel(model: ResolvedModel, apiKey: string | undefined, c
       if (model.base_url === undefined) {
         throw EngineError.terminal("llm.bad_model", `model ${model.id} (openai-compatible) has no base_url`);
       }
-      return createOpenAICompatible({ name: "openaiCompatible", baseURL: model.base_url, apiKey, fetch, supportsStructuredOutputs: true, includeUsage: true })(model.model_id);
+      return createOpenAICompatible({
+        name: "openaiCompatible",
+        baseURL: model.base_url,
+        apiKey,
+        fetch,
+        supportsStructuredOutputs: true,
+        includeUsage: true,
+      })(model.model_id);
     case "workers-ai": {
       const binding = context.env.AI;
       if (binding === undefined) {
-        throw EngineError.terminal("llm.no_binding", `model ${model.id} needs the Workers AI binding "AI", which this Worker does not have (it is remote-only: absent under wrangler dev --local)`);
+        throw EngineError.terminal(
+          "llm.no_binding",
+          `model ${model.id} needs the Workers AI binding "AI", which this Worker does not have (it is remote-only: absent under wrangler dev --local)`,
+        );
       }
       return createWorkersAI({ binding })(model.model_id);
     }
@@ -99,7 +126,10 @@ function createLanguageModel(model: ResolvedModel, apiKey: string | undefined, c
 /** OpenAI and Anthropic need a key; an absent one fails here, not as an opaque 401. */
 function requireKey(model: ResolvedModel, apiKey: string | undefined): string {
   if (apiKey === undefined) {
-    throw EngineError.terminal("llm.bad_model", `model ${model.id} (${model.provider}) has no api_key: write it as "$env:NAME" and set NAME as a Worker secret`);
+    throw EngineError.terminal(
+      "llm.bad_model",
+      `model ${model.id} (${model.provider}) has no api_key: write it as "$env:NAME" and set NAME as a Worker secret`,
+    );
   }
   return apiKey;
 }
@@ -118,8 +148,8 @@ const CALL_SETTINGS: Record<string, string> = {
 };
 
 const PROVIDER_OPTIONS_KEY: Record<ResolvedModel["provider"], string> = {
-  openai: "openai",
-  anthropic: "anthropic",
+  "openai": "openai",
+  "anthropic": "anthropic",
   "openai-compatible": "openaiCompatible",
   "workers-ai": "workers-ai",
 };
@@ -142,11 +172,22 @@ function toCallSettings(model: ResolvedModel): Record<string, unknown> {
 }
 
 /** The parsed answer, checked against `produces` with the engine's validator (the SDK only parses it). */
-function checkAnswer(parsed: unknown, text: string, produces: NonNullable<ResolvedPrompt["produces"]>, model: ResolvedModel): JsonRecord {
+function checkAnswer(
+  parsed: unknown,
+  text: string,
+  produces: NonNullable<ResolvedPrompt["produces"]>,
+  model: ResolvedModel,
+): JsonRecord {
   const problems = validateJson(produces, parsed, "answer");
   if (problems.length > 0 || parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
-    const why = problems.length > 0 ? problems.map((problem) => `${problem.path}: ${problem.message}`).join("; ") : "it is not a JSON object";
-    throw EngineError.terminal("llm.invalid_output", `the answer of model ${model.id} does not match the prompt's "produces" schema (${why}); the model answered: ${quote(text)}`);
+    const why =
+      problems.length > 0
+        ? problems.map((problem) => `${problem.path}: ${problem.message}`).join("; ")
+        : "it is not a JSON object";
+    throw EngineError.terminal(
+      "llm.invalid_output",
+      `the answer of model ${model.id} does not match the prompt's "produces" schema (${why}); the model answered: ${quote(text)}`,
+    );
   }
   return parsed as JsonRecord;
 }
@@ -156,7 +197,8 @@ function toMeta(usage: LanguageModelUsage, model: ResolvedModel): JsonRecord {
   const input = usage.inputTokens ?? 0;
   const output = usage.outputTokens ?? 0;
   const pricing = model.pricing;
-  const cost = pricing === undefined ? 0 : (input * pricing.input_per_mtok + output * pricing.output_per_mtok) / 1_000_000;
+  const cost =
+    pricing === undefined ? 0 : (input * pricing.input_per_mtok + output * pricing.output_per_mtok) / 1_000_000;
   // Rounded to a billionth of a dollar, so sums over a run do not show float noise.
   return { tokens: { input, output }, cost_usd: Math.round(cost * 1e9) / 1e9 };
 }
@@ -167,15 +209,25 @@ function toLlmError(thrown: unknown, model: ResolvedModel, secrets: readonly str
   }
   const scrub = (text: string) => redactSecrets(text, secrets);
   if (isRemoteOnlyBindingError(thrown)) {
-    return EngineError.terminal("llm.no_binding", `model ${model.id} needs the Workers AI binding, which is remote-only (not available under wrangler dev --local)`);
+    return EngineError.terminal(
+      "llm.no_binding",
+      `model ${model.id} needs the Workers AI binding, which is remote-only (not available under wrangler dev --local)`,
+    );
   }
   if (NoObjectGeneratedError.isInstance(thrown)) {
-    const error = EngineError.terminal("llm.invalid_output", scrub(`the answer of model ${model.id} is not the JSON the prompt's "produces" asks for; the model answered: ${quote(thrown.text ?? "")}`));
+    const error = EngineError.terminal(
+      "llm.invalid_output",
+      scrub(
+        `the answer of model ${model.id} is not the JSON the prompt's "produces" asks for; the model answered: ${quote(thrown.text ?? "")}`,
+      ),
+    );
     return thrown.usage === undefined ? error : error.withMeta(toMeta(thrown.usage, model));
   }
   if (APICallError.isInstance(thrown)) {
     const status = thrown.statusCode;
-    const detail = scrub(`${model.provider} model ${model.id} ${status === undefined ? "could not be reached" : `answered ${status}`}: ${thrown.message}`);
+    const detail = scrub(
+      `${model.provider} model ${model.id} ${status === undefined ? "could not be reached" : `answered ${status}`}: ${thrown.message}`,
+    );
     if (status === undefined) {
       return EngineError.retryable("llm.network", detail);
     }
@@ -191,7 +243,10 @@ function toLlmError(thrown: unknown, model: ResolvedModel, secrets: readonly str
   }
   // Errors the SDK passes through come from fetch or the binding: Node says "fetch failed" (a
   // TypeError), workerd "Network connection lost." (an Error). Infrastructure: retryable.
-  return EngineError.retryable("llm.network", scrub(`${model.provider} model ${model.id} could not be reached: ${message}`));
+  return EngineError.retryable(
+    "llm.network",
+    scrub(`${model.provider} model ${model.id} could not be reached: ${message}`),
+  );
 }
 
 /** `retry-after-ms` (OpenAI) or `retry-after` (everyone). */
@@ -204,5 +259,7 @@ function retryAfterOf(headers: Record<string, string> | undefined): number | und
 }
 
 function quote(text: string): string {
-  return text.length > MAX_QUOTED_ANSWER_CHARS ? `${JSON.stringify(text.slice(0, MAX_QUOTED_ANSWER_CHARS))}… (${text.length} characters)` : JSON.stringify(text);
+  return text.length > MAX_QUOTED_ANSWER_CHARS
+    ? `${JSON.stringify(text.slice(0, MAX_QUOTED_ANSWER_CHARS))}… (${text.length} characters)`
+    : JSON.stringify(text);
 }

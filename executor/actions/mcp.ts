@@ -41,9 +41,14 @@ export const mcpAction: ActionHandler<"mcp"> = {
       if (pin !== undefined) {
         await checkPin(session.client, server, tool, pin, context.signal);
       }
-      const result = await session.client.callTool({ name: tool, arguments: toArguments(input) }, undefined, { signal: context.signal });
+      const result = await session.client.callTool({ name: tool, arguments: toArguments(input) }, undefined, {
+        signal: context.signal,
+      });
       if (result.isError === true) {
-        throw EngineError.terminal("mcp.tool_error", scrub(`tool ${tool} of MCP server ${server.id} returned an error: ${textOf(result.content)}`));
+        throw EngineError.terminal(
+          "mcp.tool_error",
+          scrub(`tool ${tool} of MCP server ${server.id} returned an error: ${textOf(result.content)}`),
+        );
       }
       if (isJsonObject(result.structuredContent)) {
         return result.structuredContent;
@@ -65,17 +70,26 @@ export const mcpAction: ActionHandler<"mcp"> = {
  * `{"inputSchema":{"$schema":…,"properties":{"message":{…}},"required":["message"],"type":"object"},"name":"echo"}`.
  */
 export async function toolPin(tool: Pick<Tool, "name" | "inputSchema">): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", canonicalBytes({ name: tool.name, inputSchema: tool.inputSchema }));
+  const digest = await crypto.subtle.digest(
+    "SHA-256",
+    canonicalBytes({ name: tool.name, inputSchema: tool.inputSchema }),
+  );
   return `sha256:${[...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, "0")).join("")}`;
 }
 
 /** Both allowlists, checked before any connection: an empty run allowlist allows nothing. */
 function checkAllowed(server: ResolvedMcpServer, tool: string, grants: readonly string[]): void {
   if (server.allowed_tools !== undefined && !server.allowed_tools.includes(tool)) {
-    throw EngineError.terminal("mcp.tool_not_allowed", `tool ${tool} is not in the allowed_tools of MCP server ${server.id}`);
+    throw EngineError.terminal(
+      "mcp.tool_not_allowed",
+      `tool ${tool} is not in the allowed_tools of MCP server ${server.id}`,
+    );
   }
   if (!grants.includes(`mcp:${server.id}/${tool}`) && !grants.includes(`mcp:${server.id}/*`)) {
-    throw EngineError.terminal("mcp.tool_not_allowed", `tool ${tool} of MCP server ${server.id} is not on this run's tools allowlist (add "mcp:${server.id}/${tool}" to the workflow's "tools")`);
+    throw EngineError.terminal(
+      "mcp.tool_not_allowed",
+      `tool ${tool} of MCP server ${server.id} is not on this run's tools allowlist (add "mcp:${server.id}/${tool}" to the workflow's "tools")`,
+    );
   }
 }
 
@@ -100,7 +114,12 @@ interface Session {
 }
 
 /** Streamable HTTP first; HTTP+SSE when the server answers that with a 4xx other than 401/403. */
-async function connect(server: ResolvedMcpServer, headers: Record<string, string>, context: ActionContext, scrub: (text: string) => string): Promise<Session> {
+async function connect(
+  server: ResolvedMcpServer,
+  headers: Record<string, string>,
+  context: ActionContext,
+  scrub: (text: string) => string,
+): Promise<Session> {
   const url = new URL(server.url);
   const fetch = boundFetch(context);
   const streamable = new StreamableHTTPClientTransport(url, { requestInit: { headers }, fetch });
@@ -133,7 +152,8 @@ function newClient(): Client {
 /** The SDK's own requests also end when the action's signal does, and read at most MAX_RESPONSE_BYTES of a body. */
 function boundFetch(context: ActionContext): typeof fetch {
   const capped = cappedFetch(context.fetch);
-  return (input, init) => capped(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, context.signal]) : context.signal });
+  return (input, init) =>
+    capped(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, context.signal]) : context.signal });
 }
 
 function isFallbackStatus(status: number | undefined): boolean {
@@ -154,14 +174,23 @@ async function closeQuietly(client: Client, terminate?: () => Promise<void>): Pr
   }
 }
 
-async function checkPin(client: Client, server: ResolvedMcpServer, name: string, pin: string, signal: AbortSignal): Promise<void> {
+async function checkPin(
+  client: Client,
+  server: ResolvedMcpServer,
+  name: string,
+  pin: string,
+  signal: AbortSignal,
+): Promise<void> {
   const tool = await findTool(client, name, signal);
   if (tool === undefined) {
     throw EngineError.terminal("mcp.tool_not_found", `MCP server ${server.id} does not list a tool ${name}`);
   }
   const actual = await toolPin(tool);
   if (actual !== pin) {
-    throw EngineError.terminal("mcp.pin_mismatch", `tool ${name} of MCP server ${server.id} has changed: its name and input schema hash to ${actual}, the action pins ${pin}; it was not called`);
+    throw EngineError.terminal(
+      "mcp.pin_mismatch",
+      `tool ${name} of MCP server ${server.id} has changed: its name and input schema hash to ${actual}, the action pins ${pin}; it was not called`,
+    );
   }
 }
 
@@ -180,7 +209,10 @@ async function findTool(client: Client, name: string, signal: AbortSignal): Prom
 
 function toArguments(input: Json): Record<string, unknown> {
   if (!isJsonObject(input)) {
-    throw EngineError.terminal("mcp.invalid_input", "an mcp action's input is the tool's arguments and must be a JSON object");
+    throw EngineError.terminal(
+      "mcp.invalid_input",
+      "an mcp action's input is the tool's arguments and must be a JSON object",
+    );
   }
   return input;
 }
@@ -193,13 +225,20 @@ function isJsonObject(value: unknown): value is { [key: string]: Json } {
 function textOf(content: unknown): string {
   const blocks = Array.isArray(content) ? content : [];
   const text = blocks
-    .map((block: unknown) => (isJsonObject(block) && block.type === "text" && typeof block.text === "string" ? block.text : ""))
+    .map((block: unknown) =>
+      isJsonObject(block) && block.type === "text" && typeof block.text === "string" ? block.text : "",
+    )
     .filter((part) => part.length > 0)
     .join("\n");
   return text.length > 0 ? text.slice(0, 2_000) : "(no text)";
 }
 
-function toMcpError(thrown: unknown, server: ResolvedMcpServer, signal: AbortSignal, scrub: (text: string) => string): unknown {
+function toMcpError(
+  thrown: unknown,
+  server: ResolvedMcpServer,
+  signal: AbortSignal,
+  scrub: (text: string) => string,
+): unknown {
   if (thrown instanceof EngineError || signal.aborted) {
     return thrown;
   }
@@ -222,7 +261,10 @@ function toMcpError(thrown: unknown, server: ResolvedMcpServer, signal: AbortSig
     if (status !== undefined && status >= 400 && status < 500 && status !== 429) {
       return EngineError.terminal("mcp.connection", `${where} answered ${status}: ${message}`);
     }
-    return EngineError.retryable("mcp.connection", `${where} failed${status === undefined ? "" : ` with ${status}`}: ${message}`);
+    return EngineError.retryable(
+      "mcp.connection",
+      `${where} failed${status === undefined ? "" : ` with ${status}`}: ${message}`,
+    );
   }
   // fetch failures (refused, reset, DNS) surface as TypeError; anything else thrown while talking is treated alike.
   return EngineError.retryable("mcp.connection", `${where} could not be reached: ${message}`);

@@ -26,22 +26,34 @@ export const metricAction: ActionHandler<"metric"> = {
   async run(action, input, context) {
     const dataset = context.env.METRICS;
     if (dataset === undefined) {
-      throw EngineError.terminal("metric.no_binding", 'metric actions need the Analytics Engine binding "METRICS", which this Worker does not have');
+      throw EngineError.terminal(
+        "metric.no_binding",
+        'metric actions need the Analytics Engine binding "METRICS", which this Worker does not have',
+      );
     }
     const { metric_name: name, value: source, dimensions: sources } = action.implementation;
     const value = typeof source === "number" ? source : evalCel(source.expr, { input });
     if (typeof value !== "number" || !Number.isFinite(value)) {
-      throw EngineError.terminal("metric.invalid_value", `the value of metric ${name} must be a finite number, got ${JSON.stringify(value) ?? String(value)}`);
+      throw EngineError.terminal(
+        "metric.invalid_value",
+        `the value of metric ${name} must be a finite number, got ${JSON.stringify(value) ?? String(value)}`,
+      );
     }
     const dimensions = evaluateDimensions(sources ?? {}, input);
     const names = Object.keys(dimensions).sort();
     if (names.length > MAX_DIMENSIONS) {
-      throw EngineError.terminal("metric.too_many_dimensions", `metric ${name} has ${names.length} dimensions; Analytics Engine allows ${MAX_DIMENSIONS} besides the name and run id`);
+      throw EngineError.terminal(
+        "metric.too_many_dimensions",
+        `metric ${name} has ${names.length} dimensions; Analytics Engine allows ${MAX_DIMENSIONS} besides the name and run id`,
+      );
     }
     const blobs = [name, context.payload.workflow_run_id, ...names.map((dimension) => dimensions[dimension] ?? "")];
     const size = blobs.reduce((total, blob) => total + new TextEncoder().encode(blob).byteLength, 0);
     if (size > MAX_BLOB_BYTES) {
-      throw EngineError.terminal("metric.too_large", `metric ${name}'s dimensions take ${size} bytes; Analytics Engine allows ${MAX_BLOB_BYTES}`);
+      throw EngineError.terminal(
+        "metric.too_large",
+        `metric ${name}'s dimensions take ${size} bytes; Analytics Engine allows ${MAX_BLOB_BYTES}`,
+      );
     }
     dataset.writeDataPoint({ indexes: [name], doubles: [value], blobs });
     return { metric_name: name, value, dimensions };

@@ -18,7 +18,10 @@ export function notImplemented<K extends ActionKind>(kind: K): ActionHandler<K> 
 export function handledByTaskRunner<K extends ActionKind>(kind: K): ActionHandler<K> {
   return {
     async run() {
-      throw EngineError.terminal("executor.internal", `"${kind}" steps are suspended by the task runner, never run as actions`);
+      throw EngineError.terminal(
+        "executor.internal",
+        `"${kind}" steps are suspended by the task runner, never run as actions`,
+      );
     },
   };
 }

@@ -29,7 +29,8 @@ export const shellAction: ActionHandler<"shell"> = {
   async run(action, input, context) {
     const implementation = action.implementation;
     const rendered = renderShellCommand(implementation.command_template, input, implementation.env);
-    const cwd = implementation.working_dir === undefined ? "" : renderTemplate(implementation.working_dir, input).trim();
+    const cwd =
+      implementation.working_dir === undefined ? "" : renderTemplate(implementation.working_dir, input).trim();
     const sandbox = sandboxFor(context, implementation.resource_name);
     const result = await sandbox.exec({
       command: rendered.command,
@@ -40,12 +41,16 @@ export const shellAction: ActionHandler<"shell"> = {
     });
     const output = toOutput(result);
     if (result.timed_out) {
-      throw EngineError.retryable("shell.timeout", `the command was killed after ${result.duration_ms} ms (timeout)${stderrTail(result)}`);
+      throw EngineError.retryable(
+        "shell.timeout",
+        `the command was killed after ${result.duration_ms} ms (timeout)${stderrTail(result)}`,
+      );
     }
     const okCodes = implementation.ok_exit_codes ?? [0];
     const ok = result.exit_code !== null && okCodes.includes(result.exit_code);
     if (!ok && implementation.allow_nonzero_exit !== true) {
-      const how = result.exit_code === null ? `was killed by ${result.signal ?? "a signal"}` : `exited with ${result.exit_code}`;
+      const how =
+        result.exit_code === null ? `was killed by ${result.signal ?? "a signal"}` : `exited with ${result.exit_code}`;
       throw EngineError.terminal("shell.exit_nonzero", `the command ${how}${stderrTail(result)}`);
     }
     return output;

@@ -25,15 +25,25 @@ export const toolAction: ActionHandler<"tool"> = {
     }
     const version = action.implementation.version;
     if (version !== undefined && version !== TOOL_LIBRARY_VERSION) {
-      throw EngineError.terminal("tool.unknown_version", `tool ${name} has no version "${version}" (the library is at version ${TOOL_LIBRARY_VERSION})`);
+      throw EngineError.terminal(
+        "tool.unknown_version",
+        `tool ${name} has no version "${version}" (the library is at version ${TOOL_LIBRARY_VERSION})`,
+      );
     }
     if (!context.payload.tools.includes(`tool:${name}`)) {
-      throw EngineError.terminal("tool.not_allowed", `tool:${name} is not on this run's allowlist (the workflow's "tools")`);
+      throw EngineError.terminal(
+        "tool.not_allowed",
+        `tool:${name} is not on this run's allowlist (the workflow's "tools")`,
+      );
     }
     const schemas = TOOL_SCHEMAS[name];
     const parsed = schemas.input.safeParse(input);
     if (!parsed.success) {
-      throw EngineError.terminal("tool.invalid_input", `the input of tool ${name} is invalid`, issuesToDetails(parsed.error.issues, "input"));
+      throw EngineError.terminal(
+        "tool.invalid_input",
+        `the input of tool ${name} is invalid`,
+        issuesToDetails(parsed.error.issues, "input"),
+      );
     }
     let sandbox: SandboxClient | undefined;
     const toolContext: ToolContext = {
@@ -51,7 +61,11 @@ export const toolAction: ActionHandler<"tool"> = {
     const output = await tool.run(parsed.data as never, toolContext);
     const checked = schemas.output.safeParse(output);
     if (!checked.success) {
-      throw EngineError.terminal("tool.invalid_output", `tool ${name} produced output that does not match its schema`, issuesToDetails(checked.error.issues, "output"));
+      throw EngineError.terminal(
+        "tool.invalid_output",
+        `tool ${name} produced output that does not match its schema`,
+        issuesToDetails(checked.error.issues, "output"),
+      );
     }
     return checked.data as Json;
   },

@@ -58,32 +58,67 @@ function indexBinding(index: string, env: Env): VectorIndex {
   const name = indexBindingName(index);
   const binding: unknown = Reflect.get(env, name);
   if (!isVectorIndex(binding)) {
-    throw EngineError.terminal("vector.no_binding", `the index "${index}" needs the Vectorize binding ${name}, which this Worker does not have (Vectorize is remote-only: absent under wrangler dev --local)`);
+    throw EngineError.terminal(
+      "vector.no_binding",
+      `the index "${index}" needs the Vectorize binding ${name}, which this Worker does not have (Vectorize is remote-only: absent under wrangler dev --local)`,
+    );
   }
   return binding;
 }
 
 function isVectorIndex(value: unknown): value is VectorIndex {
-  return typeof value === "object" && value !== null && typeof Reflect.get(value, "query") === "function" && typeof Reflect.get(value, "upsert") === "function";
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    typeof Reflect.get(value, "query") === "function" &&
+    typeof Reflect.get(value, "upsert") === "function"
+  );
 }
 
-async function query(implementation: VectorImplementation, index: VectorIndex, input: Json, env: Env, signal: AbortSignal): Promise<Json> {
-  const vector = implementation.vector === undefined ? await embedOne(implementation, renderTemplate(implementation.query_template ?? "", input), env, signal) : vectorFromInput(implementation.vector, input);
+async function query(
+  implementation: VectorImplementation,
+  index: VectorIndex,
+  input: Json,
+  env: Env,
+  signal: AbortSignal,
+): Promise<Json> {
+  const vector =
+    implementation.vector === undefined
+      ? await embedOne(implementation, renderTemplate(implementation.query_template ?? "", input), env, signal)
+      : vectorFromInput(implementation.vector, input);
   const matches = await callBinding("query", () =>
     index.query(vector, {
       topK: implementation.top_k ?? DEFAULT_TOP_K,
       returnMetadata: implementation.return_metadata ?? "all",
-      ...(implementation.filter === undefined ? {} : { filter: implementation.filter as VectorizeVectorMetadataFilter }),
+      ...(implementation.filter === undefined
+        ? {}
+        : { filter: implementation.filter as VectorizeVectorMetadataFilter }),
       ...(implementation.namespace === undefined ? {} : { namespace: implementation.namespace }),
     }),
   );
-  return { results: matches.matches.map((match) => ({ id: match.id, score: match.score, metadata: (match.metadata ?? null) as Json })) };
+  return {
+    results: matches.matches.map((match) => ({
+      id: match.id,
+      score: match.score,
+      metadata: (match.metadata ?? null) as Json,
+    })),
+  };
 }
 
-async function upsert(implementation: VectorImplementation, index: VectorIndex, input: Json, env: Env, signal: AbortSignal): Promise<Json> {
+async function upsert(
+  implementation: VectorImplementation,
+  index: VectorIndex,
+  input: Json,
+  env: Env,
+  signal: AbortSignal,
+): Promise<Json> {
   const items = upsertItems(input);
   const toEmbed = items.filter((item) => item.values === undefined);
-  const texts = toEmbed.map((item) => (implementation.text_template === undefined ? item.text ?? "" : renderTemplate(implementation.text_template, item.source)));
+  const texts = toEmbed.map((item) =>
+    implementation.text_template === undefined
+      ? (item.text ?? "")
+      : renderTemplate(implementation.text_template, item.source),
+  );
   const embedded = texts.length === 0 ? [] : await embed(implementation, texts, env, signal);
   let next = 0;
   const vectors: VectorizeVector[] = items.map((item) => {
@@ -115,16 +150,35 @@ interface UpsertItem {
 function upsertItems(input: Json): UpsertItem[] {
   const list = input !== null && typeof input === "object" && !Array.isArray(input) ? input.vectors : undefined;
   if (!Array.isArray(list) || list.length === 0 || list.length > MAX_UPSERT_VECTORS) {
-    throw EngineError.terminal("vector.invalid_input", `an upsert takes "vectors": an array of 1 to ${MAX_UPSERT_VECTORS} items { id, values? | text?, metadata?, namespace? }`);
+    throw EngineError.terminal(
+      "vector.invalid_input",
+      `an upsert takes "vectors": an array of 1 to ${MAX_UPSERT_VECTORS} items { id, values? | text?, metadata?, namespace? }`,
+    );
   }
   return list.map((item, i) => {
-    if (item === null || typeof item !== "object" || Array.isArray(item) || typeof item.id !== "string" || item.id.length === 0) {
+    if (
+      item === null ||
+      typeof item !== "object" ||
+      Array.isArray(item) ||
+      typeof item.id !== "string" ||
+      item.id.length === 0
+    ) {
       throw EngineError.terminal("vector.invalid_input", `vectors.${i} needs a non-empty string "id"`);
     }
     const values = item.values === undefined ? undefined : toNumbers(item.values, `vectors.${i}.values`);
     const text = typeof item.text === "string" ? item.text : undefined;
-    const metadata = item.metadata !== null && typeof item.metadata === "object" && !Array.isArray(item.metadata) ? item.metadata : undefined;
-    return { id: item.id, values, text, metadata, namespace: typeof item.namespace === "string" ? item.namespace : undefined, source: item };
+    const metadata =
+      item.metadata !== null && typeof item.metadata === "object" && !Array.isArray(item.metadata)
+        ? item.metadata
+        : undefined;
+    return {
+      id: item.id,
+      values,
+      text,
+      metadata,
+      namespace: typeof item.namespace === "string" ? item.namespace : undefined,
+      source: item,
+    };
   });
 }
 
@@ -143,7 +197,12 @@ function toNumbers(value: unknown, where: string): number[] {
   return value as number[];
 }
 
-async function embedOne(implementation: VectorImplementation, text: string, env: Env, signal: AbortSignal): Promise<number[]> {
+async function embedOne(
+  implementation: VectorImplementation,
+  text: string,
+  env: Env,
+  signal: AbortSignal,
+): Promise<number[]> {
   const [vector] = await embed(implementation, [text], env, signal);
   if (vector === undefined) {
     throw EngineError.terminal("vector.embedding_failed", "the embedding model returned no vector");
@@ -152,16 +211,27 @@ async function embedOne(implementation: VectorImplementation, text: string, env:
 }
 
 /** One Workers AI call for all texts; the answer is `{ shape, data: number[][] }`. */
-async function embed(implementation: VectorImplementation, texts: string[], env: Env, signal: AbortSignal): Promise<number[][]> {
+async function embed(
+  implementation: VectorImplementation,
+  texts: string[],
+  env: Env,
+  signal: AbortSignal,
+): Promise<number[][]> {
   const ai: Embedder | undefined = env.AI;
   if (ai === undefined) {
-    throw EngineError.terminal("vector.no_binding", "embedding needs the Workers AI binding AI, which this Worker does not have (it is remote-only: absent under wrangler dev --local)");
+    throw EngineError.terminal(
+      "vector.no_binding",
+      "embedding needs the Workers AI binding AI, which this Worker does not have (it is remote-only: absent under wrangler dev --local)",
+    );
   }
   const model = implementation.embedding_model ?? DEFAULT_EMBEDDING_MODEL;
   const output = await callBinding("embed", () => ai.run(model, { text: texts }, { signal }));
   const data = output !== null && typeof output === "object" ? Reflect.get(output, "data") : undefined;
   if (!Array.isArray(data) || data.length !== texts.length) {
-    throw EngineError.terminal("vector.embedding_failed", `embedding model ${model} did not return ${texts.length} vector(s)`);
+    throw EngineError.terminal(
+      "vector.embedding_failed",
+      `embedding model ${model} did not return ${texts.length} vector(s)`,
+    );
   }
   return data.map((vector, i) => toNumbers(vector, `the embedding of text ${i}`));
 }
@@ -175,8 +245,14 @@ async function callBinding<T>(what: string, call: () => Promise<T>): Promise<T> 
       throw thrown;
     }
     if (isRemoteOnlyBindingError(thrown)) {
-      throw EngineError.terminal("vector.no_binding", `Vectorize/Workers AI ${what}: ${ensureEngineError(thrown).message} (remote-only bindings are not available under wrangler dev --local)`);
+      throw EngineError.terminal(
+        "vector.no_binding",
+        `Vectorize/Workers AI ${what}: ${ensureEngineError(thrown).message} (remote-only bindings are not available under wrangler dev --local)`,
+      );
     }
-    throw EngineError.retryable("vector.failed", `Vectorize/Workers AI ${what} failed: ${ensureEngineError(thrown).message}`);
+    throw EngineError.retryable(
+      "vector.failed",
+      `Vectorize/Workers AI ${what} failed: ${ensureEngineError(thrown).message}`,
+    );
   }
 }

@@ -43,9 +43,14 @@ export const writeArtifactTool: Tool<"write_artifact"> = {
     let bytes: Uint8Array;
     let encoding = input.encoding ?? "utf8";
     if (input.path !== undefined) {
-      const file = await context.sandbox().readFile({ path: input.path, encoding: "base64", max_bytes: MAX_ARTIFACT_BYTES });
+      const file = await context
+        .sandbox()
+        .readFile({ path: input.path, encoding: "base64", max_bytes: MAX_ARTIFACT_BYTES });
       if (file.truncated) {
-        throw EngineError.terminal("tool.artifact_too_large", `${input.path} has ${file.size} bytes; artifacts are limited to ${MAX_ARTIFACT_BYTES}`);
+        throw EngineError.terminal(
+          "tool.artifact_too_large",
+          `${input.path} has ${file.size} bytes; artifacts are limited to ${MAX_ARTIFACT_BYTES}`,
+        );
       }
       bytes = textToBytes(file.content, "base64");
       encoding = "base64";
@@ -53,9 +58,13 @@ export const writeArtifactTool: Tool<"write_artifact"> = {
       bytes = textToBytes(input.content ?? "", encoding);
     }
     if (bytes.byteLength > MAX_ARTIFACT_BYTES) {
-      throw EngineError.terminal("tool.artifact_too_large", `the artifact has ${bytes.byteLength} bytes; the limit is ${MAX_ARTIFACT_BYTES}`);
+      throw EngineError.terminal(
+        "tool.artifact_too_large",
+        `the artifact has ${bytes.byteLength} bytes; the limit is ${MAX_ARTIFACT_BYTES}`,
+      );
     }
-    const contentType = input.content_type ?? (encoding === "utf8" ? "text/plain; charset=utf-8" : "application/octet-stream");
+    const contentType =
+      input.content_type ?? (encoding === "utf8" ? "text/plain; charset=utf-8" : "application/octet-stream");
     const createdAt = new Date().toISOString();
     const object = await context.artifacts().put(artifactKey(payload.workflow_run_id, input.name), bytes, {
       httpMetadata: { contentType },
@@ -73,7 +82,10 @@ export const writeArtifactTool: Tool<"write_artifact"> = {
 };
 
 /** Whether every artifact of `runId` is readable by the task's run: it is that run or its parent. */
-function isOwnOrParent(runId: string, payload: { workflow_run_id: string; parent_run_id?: string | undefined }): boolean {
+function isOwnOrParent(
+  runId: string,
+  payload: { workflow_run_id: string; parent_run_id?: string | undefined },
+): boolean {
   return runId === payload.workflow_run_id || runId === payload.parent_run_id;
 }
 
@@ -90,7 +102,9 @@ export const readArtifactTool: Tool<"read_artifact"> = {
     const object = await context.artifacts().get(artifactKey(runId, input.name));
     if (object === null || !(isOwnOrParent(runId, payload) || isWrittenByChildOf(object, payload.workflow_run_id))) {
       await object?.body.cancel();
-      const whose = isOwnOrParent(runId, payload) ? "" : " that this run may read (a run reads its own artifacts, its parent's and its children's)";
+      const whose = isOwnOrParent(runId, payload)
+        ? ""
+        : " that this run may read (a run reads its own artifacts, its parent's and its children's)";
       throw EngineError.terminal("tool.artifact_not_found", `run ${runId} has no artifact "${input.name}"${whose}`);
     }
     const data = await readUpTo(object.body, maxBytes);
@@ -134,8 +148,14 @@ export const listArtifactsTool: Tool<"list_artifacts"> = {
     const payload = context.action.payload;
     const runId = input.run_id ?? payload.workflow_run_id;
     const base = artifactKey(runId, "");
-    const listed = await context.artifacts().list({ prefix: `${base}${input.prefix ?? ""}`, limit: input.limit ?? 100, include: ["httpMetadata", "customMetadata"] });
-    const readable = isOwnOrParent(runId, payload) ? listed.objects : listed.objects.filter((object) => isWrittenByChildOf(object, payload.workflow_run_id));
+    const listed = await context.artifacts().list({
+      prefix: `${base}${input.prefix ?? ""}`,
+      limit: input.limit ?? 100,
+      include: ["httpMetadata", "customMetadata"],
+    });
+    const readable = isOwnOrParent(runId, payload)
+      ? listed.objects
+      : listed.objects.filter((object) => isWrittenByChildOf(object, payload.workflow_run_id));
     return {
       artifacts: readable.map((object) => toInfo(object, runId, object.key.slice(base.length))),
       truncated: listed.truncated,

@@ -5,7 +5,11 @@ export const DEFAULT_READ_MAX_BYTES = 1024 * 1024;
 
 export const readFileTool: Tool<"read_file"> = {
   run: (input, context) =>
-    context.sandbox().readFile({ path: input.path, encoding: input.encoding ?? "utf8", max_bytes: input.max_bytes ?? DEFAULT_READ_MAX_BYTES }),
+    context.sandbox().readFile({
+      path: input.path,
+      encoding: input.encoding ?? "utf8",
+      max_bytes: input.max_bytes ?? DEFAULT_READ_MAX_BYTES,
+    }),
 };
 
 export const writeFileTool: Tool<"write_file"> = {

@@ -17,12 +17,19 @@ function identity(name: string | undefined, email: string | undefined): Record<s
   };
 }
 
-function failed(code: string, what: string, result: { exit_code: number | null; stdout: string; stderr: string; timed_out: boolean }): EngineError {
+function failed(
+  code: string,
+  what: string,
+  result: { exit_code: number | null; stdout: string; stderr: string; timed_out: boolean },
+): EngineError {
   if (result.timed_out) {
     return EngineError.retryable("tool.timeout", `${what} timed out`);
   }
   const output = tail(`${result.stderr}\n${result.stdout}`.trim());
-  return EngineError.terminal(code, `${what} failed (exit ${result.exit_code ?? "by signal"})${output === "" ? "" : `: ${output}`}`);
+  return EngineError.terminal(
+    code,
+    `${what} failed (exit ${result.exit_code ?? "by signal"})${output === "" ? "" : `: ${output}`}`,
+  );
 }
 
 export const gitStatusTool: Tool<"git_status"> = {
@@ -38,7 +45,14 @@ export const gitStatusTool: Tool<"git_status"> = {
 /** `git status --porcelain=v1 --branch -z`: a `## …` header, then `XY path` entries (renames add the old path). */
 export function parseStatus(stdout: string): ToolOutput<"git_status"> {
   const parts = stdout.split("\0");
-  const status: ToolOutput<"git_status"> = { branch: null, upstream: null, ahead: 0, behind: 0, clean: true, files: [] };
+  const status: ToolOutput<"git_status"> = {
+    branch: null,
+    upstream: null,
+    ahead: 0,
+    behind: 0,
+    clean: true,
+    files: [],
+  };
   for (let i = 0; i < parts.length; i += 1) {
     const part = parts[i] ?? "";
     if (part === "") {
@@ -88,9 +102,15 @@ printf 'trellis-files=%s\\n' "$files"
 export const gitCommitTool: Tool<"git_commit"> = {
   async run(input, context) {
     const args = [input.message, input.allow_empty === true ? "1" : "0", ...(input.paths ?? [])];
-    const result = await runScript(context, COMMIT_SCRIPT, args, { cwd: input.repo, env: identity(input.author_name, input.author_email) });
+    const result = await runScript(context, COMMIT_SCRIPT, args, {
+      cwd: input.repo,
+      env: identity(input.author_name, input.author_email),
+    });
     if (result.exit_code === 3) {
-      throw EngineError.terminal("git.nothing_to_commit", "nothing to commit (pass allow_empty: true to commit anyway)");
+      throw EngineError.terminal(
+        "git.nothing_to_commit",
+        "nothing to commit (pass allow_empty: true to commit anyway)",
+      );
     }
     const found = markers(result.stdout);
     const commit = found.get("commit")?.at(-1);
@@ -117,7 +137,13 @@ export const gitPushTool: Tool<"git_push"> = {
   async run(input, context) {
     const remote = input.remote ?? "origin";
     const flag = (value: boolean | undefined, fallback: boolean) => ((value ?? fallback) ? "1" : "0");
-    const args = [remote, input.branch ?? "", flag(input.set_upstream, true), flag(input.force_with_lease, false), flag(input.tags, false)];
+    const args = [
+      remote,
+      input.branch ?? "",
+      flag(input.set_upstream, true),
+      flag(input.force_with_lease, false),
+      flag(input.tags, false),
+    ];
     const result = await runScript(context, PUSH_SCRIPT, args, { cwd: input.repo });
     const branch = markers(result.stdout).get("branch")?.at(-1);
     if (result.exit_code !== 0 || branch === undefined) {
@@ -146,8 +172,16 @@ exit 0
 
 export const gitMergeTool: Tool<"git_merge"> = {
   async run(input, context) {
-    const args = [input.strategy ?? "merge", input.abort_on_conflict === false ? "0" : "1", input.message ?? "", input.branch];
-    const result = await runScript(context, MERGE_SCRIPT, args, { cwd: input.repo, env: identity(undefined, undefined) });
+    const args = [
+      input.strategy ?? "merge",
+      input.abort_on_conflict === false ? "0" : "1",
+      input.message ?? "",
+      input.branch,
+    ];
+    const result = await runScript(context, MERGE_SCRIPT, args, {
+      cwd: input.repo,
+      env: identity(undefined, undefined),
+    });
     if (result.exit_code !== 0) {
       throw failed("git.merge_failed", `git merge ${input.branch}`, result);
     }
@@ -168,4 +202,3 @@ function toMergeOutput(stdout: string): ToolOutput<"git_merge"> {
     conflicts,
   };
 }
-

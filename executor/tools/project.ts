@@ -15,7 +15,10 @@ const DETECTION = {
   test: [
     ["[ -f package.json ]", "npm test --"],
     ["[ -f Makefile ] && grep -q '^test:' Makefile", "make test"],
-    ["[ -f pyproject.toml ] || [ -f setup.py ] || [ -f setup.cfg ] || [ -f pytest.ini ] || [ -d tests ]", "python3 -m pytest"],
+    [
+      "[ -f pyproject.toml ] || [ -f setup.py ] || [ -f setup.cfg ] || [ -f pytest.ini ] || [ -d tests ]",
+      "python3 -m pytest",
+    ],
     ["[ -f Cargo.toml ]", "cargo test"],
     ["[ -f go.mod ]", "go test ./..."],
   ],
@@ -40,16 +43,26 @@ type ProjectTask = keyof typeof DETECTION;
 
 /** The script that runs the detected command for `task`, or says none was found (exit 127). */
 export function detectionScript(task: ProjectTask): string {
-  const lines = DETECTION[task].map(([test, command]) => `if ${test}; then printf 'trellis: running %s\\n' '${command}' >&2; exec ${command} "$@"; fi`);
+  const lines = DETECTION[task].map(
+    ([test, command]) => `if ${test}; then printf 'trellis: running %s\\n' '${command}' >&2; exec ${command} "$@"; fi`,
+  );
   const known = DETECTION[task].map(([, command]) => command.replace(/ --$/, "")).join(", ");
-  return [...lines, `printf 'trellis: no ${task} command found (tried: ${known}); pass "command"\\n' >&2`, "exit 127"].join("\n");
+  return [
+    ...lines,
+    `printf 'trellis: no ${task} command found (tried: ${known}); pass "command"\\n' >&2`,
+    "exit 127",
+  ].join("\n");
 }
 
 function projectTool(task: ProjectTask): Tool<"run_tests" | "run_lint" | "run_build"> {
   return {
     async run(input: ToolInput<"run_tests">, context: ToolContext): Promise<ToolOutput<"run_tests">> {
       const script = input.command === undefined ? detectionScript(task) : `${input.command} "$@"`;
-      const result = await runScript(context, script, input.args ?? [], { cwd: input.working_dir, env: input.env, timeoutMs: input.timeout_ms });
+      const result = await runScript(context, script, input.args ?? [], {
+        cwd: input.working_dir,
+        env: input.env,
+        timeoutMs: input.timeout_ms,
+      });
       const command = input.command ?? ANNOUNCE.exec(result.stderr)?.[1] ?? "(none found)";
       return { passed: result.exit_code === 0 && !result.timed_out, command, ...commandFields(result) };
     },
@@ -96,12 +109,21 @@ function managerOf(result: SandboxExecResult, fallback: "npm" | "pip" | undefine
 export const installPackagesTool: Tool<"install_packages"> = {
   async run(input, context) {
     const args = [input.manager ?? "", input.dev === true ? "1" : "0", ...input.packages];
-    const result = await runScript(context, INSTALL_SCRIPT, args, { cwd: input.working_dir, timeoutMs: input.timeout_ms });
+    const result = await runScript(context, INSTALL_SCRIPT, args, {
+      cwd: input.working_dir,
+      timeoutMs: input.timeout_ms,
+    });
     if (result.timed_out) {
-      throw EngineError.retryable("tool.timeout", `installing ${input.packages.join(" ")} timed out after ${result.duration_ms} ms`);
+      throw EngineError.retryable(
+        "tool.timeout",
+        `installing ${input.packages.join(" ")} timed out after ${result.duration_ms} ms`,
+      );
     }
     if (result.exit_code !== 0) {
-      throw EngineError.terminal("tool.install_failed", `installing ${input.packages.join(" ")} failed (exit ${result.exit_code ?? "by signal"}): ${result.stderr.trimEnd().slice(-2_000)}`);
+      throw EngineError.terminal(
+        "tool.install_failed",
+        `installing ${input.packages.join(" ")} failed (exit ${result.exit_code ?? "by signal"}): ${result.stderr.trimEnd().slice(-2_000)}`,
+      );
     }
     return { manager: managerOf(result, input.manager), packages: input.packages, ...commandFields(result) };
   },
@@ -110,12 +132,18 @@ export const installPackagesTool: Tool<"install_packages"> = {
 export const updateDependenciesTool: Tool<"update_dependencies"> = {
   async run(input, context) {
     const args = [input.manager ?? "", ...(input.packages ?? [])];
-    const result = await runScript(context, UPDATE_SCRIPT, args, { cwd: input.working_dir, timeoutMs: input.timeout_ms });
+    const result = await runScript(context, UPDATE_SCRIPT, args, {
+      cwd: input.working_dir,
+      timeoutMs: input.timeout_ms,
+    });
     if (result.timed_out) {
       throw EngineError.retryable("tool.timeout", `updating dependencies timed out after ${result.duration_ms} ms`);
     }
     if (result.exit_code !== 0) {
-      throw EngineError.terminal("tool.update_failed", `updating dependencies failed (exit ${result.exit_code ?? "by signal"}): ${result.stderr.trimEnd().slice(-2_000)}`);
+      throw EngineError.terminal(
+        "tool.update_failed",
+        `updating dependencies failed (exit ${result.exit_code ?? "by signal"}): ${result.stderr.trimEnd().slice(-2_000)}`,
+      );
     }
     return { manager: managerOf(result, input.manager), ...commandFields(result) };
   },

@@ -42,7 +42,16 @@
  * so it is set and restored around it and no request ever sees another's meter.
  */
 import { setBounded } from "../bounded-cache.ts";
-import { CelScalar, isCelError, isCelList, isCelMap, type celEnv, type CelFunc, type CelResult, type CelValue } from "@bufbuild/cel";
+import {
+  CelScalar,
+  isCelError,
+  isCelList,
+  isCelMap,
+  type celEnv,
+  type CelFunc,
+  type CelResult,
+  type CelValue,
+} from "@bufbuild/cel";
 import { RE2JS } from "@bufbuild/re2";
 import type { Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
 import { EngineError } from "../errors.ts";
@@ -133,7 +142,10 @@ export function withCelMeter<T>(meter: CelMeter, evaluate: () => T): T {
 
 /** The EngineError of an evaluation stopped by its meter (`reason`: the meter's `exceeded`). */
 export function budgetError(reason: string | undefined, source: string): EngineError {
-  return new EngineError("expr.budget_exceeded", `CEL evaluation ${reason ?? "exceeded its budget"} (in ${quote(source)})`);
+  return new EngineError(
+    "expr.budget_exceeded",
+    `CEL evaluation ${reason ?? "exceeded its budget"} (in ${quote(source)})`,
+  );
 }
 
 // ───────────────────────────── metered functions ─────────────────────────────
@@ -222,7 +234,12 @@ function callCost(meter: CelMeter, name: string, target: CelValue | undefined, a
     }
     case "join":
     case "format":
-      return 1 + shallowUnits(target) + deepUnits(target, meter.remaining + 1) + (args[0] === undefined ? 0 : deepUnits(args[0], meter.remaining + 1));
+      return (
+        1 +
+        shallowUnits(target) +
+        deepUnits(target, meter.remaining + 1) +
+        (args[0] === undefined ? 0 : deepUnits(args[0], meter.remaining + 1))
+      );
     case "size": {
       // A JSON object counts its keys on first use (the library's maps know their size).
       const sized = target ?? args[0];
@@ -248,7 +265,9 @@ function callCost(meter: CelMeter, name: string, target: CelValue | undefined, a
 function chargeResult(meter: CelMeter, name: string, result: CelValue): void {
   if (typeof result === "string" || result instanceof Uint8Array) {
     if (result.length > MAX_CEL_STRING_CHARS) {
-      meter.stop(`built a ${typeof result === "string" ? "string" : "bytes value"} longer than ${MAX_CEL_STRING_CHARS} (in ${name})`);
+      meter.stop(
+        `built a ${typeof result === "string" ? "string" : "bytes value"} longer than ${MAX_CEL_STRING_CHARS} (in ${name})`,
+      );
     }
     meter.charge(shallowUnits(result));
   } else if (isCelList(result) || isCelMap(result)) {
@@ -332,7 +351,9 @@ export const METERED_RE2: Re2Option = {
     let compiled = meter?.regexes.get(pattern);
     if (compiled === undefined) {
       // The source length is known before compiling: a quadratic literal is refused before it runs.
-      meter?.charge(1 + shallowUnits(pattern) + Math.ceil(pattern.length ** 2 / RE2_COMPILE_CHARS_SQUARED_PER_COST_UNIT));
+      meter?.charge(
+        1 + shallowUnits(pattern) + Math.ceil(pattern.length ** 2 / RE2_COMPILE_CHARS_SQUARED_PER_COST_UNIT),
+      );
       compiled = compileRe2(pattern);
       meter?.charge(compiled.compileUnits);
       meter?.regexes.set(pattern, compiled);
@@ -381,7 +402,11 @@ function compileRe2(pattern: string): CompiledRe2 {
   for (const inst of program.inst) {
     size += 1 + inst.runes.length;
   }
-  const compiled = { regex, instructions: program.numInst(), compileUnits: Math.ceil(size / RE2_PROGRAM_SIZE_PER_COMPILE_UNIT) };
+  const compiled = {
+    regex,
+    instructions: program.numInst(),
+    compileUnits: Math.ceil(size / RE2_PROGRAM_SIZE_PER_COMPILE_UNIT),
+  };
   setBounded(re2Cache, pattern, compiled, RE2_CACHE_LIMIT);
   return compiled;
 }
@@ -406,7 +431,8 @@ export function instrumentComprehensions(expr: Expr): number {
     if (condition === undefined) {
       continue;
     }
-    const nodes = subexpressions(condition).length + (loop.loopStep === undefined ? 0 : subexpressions(loop.loopStep).length);
+    const nodes =
+      subexpressions(condition).length + (loop.loopStep === undefined ? 0 : subexpressions(loop.loopStep).length);
     const weight = CEL_ITERATION_BASE_COST_UNITS + nodes;
     loop.loopCondition = iterationCall(nextId, condition, BigInt(weight));
     nextId += 2n;
@@ -428,7 +454,10 @@ function iterationCall(id: bigint, condition: Expr, weight: bigint): Expr {
           {
             $typeName: "cel.expr.Expr",
             id: id + 1n,
-            exprKind: { case: "constExpr", value: { $typeName: "cel.expr.Constant", constantKind: { case: "int64Value", value: weight } } },
+            exprKind: {
+              case: "constExpr",
+              value: { $typeName: "cel.expr.Constant", constantKind: { case: "int64Value", value: weight } },
+            },
           },
         ],
       },

@@ -20,7 +20,16 @@
  * Index errors keep the library's rules (an index outside `[0, size]`, a start outside
  * `[0, size)`), counted in code points.
  */
-import { CelScalar, celFunc, celList, celMethod, listType, type CelFunc, type CelList, type CelValue } from "@bufbuild/cel";
+import {
+  CelScalar,
+  celFunc,
+  celList,
+  celMethod,
+  listType,
+  type CelFunc,
+  type CelList,
+  type CelValue,
+} from "@bufbuild/cel";
 
 /** Longest string (UTF-16 units) or bytes value a CEL function may return. */
 export const MAX_CEL_STRING_CHARS = 1_048_576;

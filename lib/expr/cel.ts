@@ -129,7 +129,12 @@ const mixedArithmetic = [
  * replacements of `cel-functions.ts` (code-point positions, linear `replace`, flat list
  * `+`) and the mixed arithmetic above. Exported for the conformance tests.
  */
-export const CEL_FUNCTIONS: readonly CelFunc[] = [...strings, ...mixedArithmetic, ...CODE_POINT_STRING_FUNCTIONS, ...LIST_FUNCTIONS];
+export const CEL_FUNCTIONS: readonly CelFunc[] = [
+  ...strings,
+  ...mixedArithmetic,
+  ...CODE_POINT_STRING_FUNCTIONS,
+  ...LIST_FUNCTIONS,
+];
 
 /** The same functions and the standard library, each charged to the evaluation's meter (`cel-budget.ts`). */
 const env: CelEnv = celEnv({
@@ -248,7 +253,13 @@ function compileUncached(source: string): CelCompileResult {
 }
 
 /** Runs a planned expression under `meter` and converts its result; `nodes` is its node count. */
-function evaluateMetered(meter: CelMeter, run: () => CelValue | CelError, nodes: number, source: string, sourceInfo: SourceInfo | undefined): unknown {
+function evaluateMetered(
+  meter: CelMeter,
+  run: () => CelValue | CelError,
+  nodes: number,
+  source: string,
+  sourceInfo: SourceInfo | undefined,
+): unknown {
   let result: CelValue | CelError;
   try {
     result = withCelMeter(meter, () => {
@@ -257,7 +268,9 @@ function evaluateMetered(meter: CelMeter, run: () => CelValue | CelError, nodes:
     });
   } catch (thrown) {
     throw meter.exceeded === undefined
-      ? new EngineError("expr.eval_failed", `CEL evaluation failed: ${errorText(thrown)} in ${quote(source)}`, { cause: thrown })
+      ? new EngineError("expr.eval_failed", `CEL evaluation failed: ${errorText(thrown)} in ${quote(source)}`, {
+          cause: thrown,
+        })
       : budgetError(meter.exceeded, source);
   }
   // A spent budget is reported as such even when `||`, `&&` or `?:` absorbed the error.
@@ -272,7 +285,10 @@ function evaluateMetered(meter: CelMeter, run: () => CelValue | CelError, nodes:
 
 function syntaxMessage(source: string, thrown: unknown): string {
   if (thrown instanceof Error) {
-    const located = thrown as Error & { rawMessage?: unknown; location?: { start?: { line?: unknown; column?: unknown } } };
+    const located = thrown as Error & {
+      rawMessage?: unknown;
+      location?: { start?: { line?: unknown; column?: unknown } };
+    };
     const line = located.location?.start?.line;
     const column = located.location?.start?.column;
     const raw = typeof located.rawMessage === "string" ? located.rawMessage : thrown.message;
@@ -294,7 +310,8 @@ function evalMessage(source: string, error: CelError, sourceInfo: SourceInfo | u
   }
   let message = error.message;
   if (message === "unresolved attribute") {
-    message = "undeclared variable (bound variables are the context's: input, state, output, and item/index in a foreach)";
+    message =
+      "undeclared variable (bound variables are the context's: input, state, output, and item/index in a foreach)";
   }
   return `CEL evaluation failed${where}: ${message} (in ${quote(source)})`;
 }
@@ -316,7 +333,9 @@ function findStaticProblem(root: Expr, sourceInfo: SourceInfo | undefined): stri
         break;
       }
       case "selectExpr":
-        if (kind.value.operand !== undefined) {stack.push(kind.value.operand);}
+        if (kind.value.operand !== undefined) {
+          stack.push(kind.value.operand);
+        }
         break;
       case "callExpr": {
         const call = kind.value;
@@ -324,7 +343,9 @@ function findStaticProblem(root: Expr, sourceInfo: SourceInfo | undefined): stri
           const shown = call.target === undefined ? `${call.function}()` : `.${call.function}()`;
           return `unknown function ${shown} or wrong use of a macro${at(expr, sourceInfo)}`;
         }
-        if (call.target !== undefined) {stack.push(call.target);}
+        if (call.target !== undefined) {
+          stack.push(call.target);
+        }
         stack.push(...call.args);
         break;
       }
@@ -333,14 +354,20 @@ function findStaticProblem(root: Expr, sourceInfo: SourceInfo | undefined): stri
         break;
       case "structExpr":
         for (const entry of kind.value.entries) {
-          if (entry.keyKind.case === "mapKey") {stack.push(entry.keyKind.value);}
-          if (entry.value !== undefined) {stack.push(entry.value);}
+          if (entry.keyKind.case === "mapKey") {
+            stack.push(entry.keyKind.value);
+          }
+          if (entry.value !== undefined) {
+            stack.push(entry.value);
+          }
         }
         break;
       case "comprehensionExpr": {
         const c = kind.value;
         for (const part of [c.iterRange, c.accuInit, c.loopCondition, c.loopStep, c.result]) {
-          if (part !== undefined) {stack.push(part);}
+          if (part !== undefined) {
+            stack.push(part);
+          }
         }
         break;
       }
@@ -409,7 +436,9 @@ class JsonMap {
     if (this.counted === undefined) {
       let n = 0;
       for (const key of Object.keys(this.raw)) {
-        if (this.raw[key] !== undefined) {n++;}
+        if (this.raw[key] !== undefined) {
+          n++;
+        }
       }
       this.counted = n;
     }
@@ -427,16 +456,22 @@ class JsonMap {
   }
   *keys(): Generator<string, void, undefined> {
     for (const key of Object.keys(this.raw)) {
-      if (this.raw[key] !== undefined) {yield key;}
+      if (this.raw[key] !== undefined) {
+        yield key;
+      }
     }
   }
   *values(): Generator<CelValue, void, undefined> {
-    for (const [, value] of this.entries()) {yield value;}
+    for (const [, value] of this.entries()) {
+      yield value;
+    }
   }
   *entries(): Generator<[string, CelValue], void, undefined> {
     for (const key of Object.keys(this.raw)) {
       const value = this.raw[key];
-      if (value !== undefined) {yield [key, toCelValue(value)];}
+      if (value !== undefined) {
+        yield [key, toCelValue(value)];
+      }
     }
   }
   forEach(callback: (value: CelValue, key: string, map: CelMap) => void, thisArg?: unknown): void {
@@ -518,7 +553,9 @@ function eagerList(value: readonly unknown[]): CelValue {
 function eagerMap(value: Readonly<Record<string, unknown>>): CelValue {
   const map = new Map<string, CelValue>();
   for (const [key, element] of Object.entries(value)) {
-    if (element !== undefined) {map.set(key, toCelValue(element));}
+    if (element !== undefined) {
+      map.set(key, toCelValue(element));
+    }
   }
   return celMap(map);
 }
@@ -543,7 +580,11 @@ function resultToJson(result: CelValue, meter: CelMeter, source: string): unknow
       throw thrown;
     }
     const reason = thrown instanceof RangeError ? "the result is nested too deeply" : errorText(thrown);
-    throw new EngineError("expr.eval_failed", `CEL result cannot be represented as JSON: ${reason} (in ${quote(source)})`, { cause: thrown });
+    throw new EngineError(
+      "expr.eval_failed",
+      `CEL result cannot be represented as JSON: ${reason} (in ${quote(source)})`,
+      { cause: thrown },
+    );
   }
 }
 
@@ -555,7 +596,9 @@ function fromCelValue(value: CelValue, meter: CelMeter): unknown {
     case "bigint":
       return intToJson(value);
     case "number":
-      if (Number.isFinite(value)) {return value;}
+      if (Number.isFinite(value)) {
+        return value;
+      }
       return Number.isNaN(value) ? "NaN" : value > 0 ? "Infinity" : "-Infinity";
     default:
       break;
@@ -579,7 +622,9 @@ function fromCelValue(value: CelValue, meter: CelMeter): unknown {
   }
   if (isCelMap(value)) {
     meter.charge(value.size);
-    return Object.fromEntries(Array.from(value.entries(), ([key, element]) => [mapKeyToJson(key), fromCelValue(element, meter)]));
+    return Object.fromEntries(
+      Array.from(value.entries(), ([key, element]) => [mapKeyToJson(key), fromCelValue(element, meter)]),
+    );
   }
   if (isCelType(value)) {
     return value.name;
@@ -619,8 +664,12 @@ function intToJson(value: bigint): number | string {
 }
 
 function mapKeyToJson(key: string | bigint | boolean | CelUint): string {
-  if (typeof key === "string") {return key;}
-  if (typeof key === "bigint" || typeof key === "boolean") {return String(key);}
+  if (typeof key === "string") {
+    return key;
+  }
+  if (typeof key === "bigint" || typeof key === "boolean") {
+    return String(key);
+  }
   return key.value.toString();
 }
 
@@ -636,9 +685,15 @@ function bytesToBase64(bytes: Uint8Array): string {
 // ---------------------------------------------------------------------------
 
 function describeJson(value: unknown): string {
-  if (value === null) {return "null";}
-  if (Array.isArray(value)) {return "a list";}
-  if (typeof value === "object") {return "a map";}
+  if (value === null) {
+    return "null";
+  }
+  if (Array.isArray(value)) {
+    return "a list";
+  }
+  if (typeof value === "object") {
+    return "a map";
+  }
   return `${typeof value} ${JSON.stringify(value)}`;
 }
 

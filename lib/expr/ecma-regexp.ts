@@ -31,7 +31,14 @@
  * here); and it has no `\b`-free fallback to tell us about. One VM for JSONPath and JSON
  * Schema also means one budget rule for both.
  */
-import { CharSet, IRegexp, MAX_IREGEXP_PROGRAM_SIZE, RegexTooLargeError, compileProgram, type RegexNode } from "./iregexp.ts";
+import {
+  CharSet,
+  IRegexp,
+  MAX_IREGEXP_PROGRAM_SIZE,
+  RegexTooLargeError,
+  compileProgram,
+  type RegexNode,
+} from "./iregexp.ts";
 
 /** Longest accepted pattern, in code points. */
 export const MAX_ECMA_PATTERN_CHARS = 4_096;
@@ -46,13 +53,18 @@ export const MAX_ECMA_PATTERN_NESTING = 64;
  */
 export type EcmaPatternRefusal = "invalid" | "unsupported" | "too_large";
 
-export type EcmaPatternCompileResult = { ok: true; regex: IRegexp } | { ok: false; reason: EcmaPatternRefusal; message: string };
+export type EcmaPatternCompileResult =
+  { ok: true; regex: IRegexp } | { ok: false; reason: EcmaPatternRefusal; message: string };
 
 /** Compiles an ECMAScript pattern (with the `u` flag) for the linear-time VM. */
 export function compileEcmaPattern(source: string): EcmaPatternCompileResult {
   const points = Array.from(source);
   if (points.length > MAX_ECMA_PATTERN_CHARS) {
-    return { ok: false, reason: "too_large", message: `the pattern is longer than ${MAX_ECMA_PATTERN_CHARS} characters` };
+    return {
+      ok: false,
+      reason: "too_large",
+      message: `the pattern is longer than ${MAX_ECMA_PATTERN_CHARS} characters`,
+    };
   }
   const syntax = checkEcmaPatternSyntax(source);
   if (syntax !== undefined) {
@@ -62,7 +74,11 @@ export function compileEcmaPattern(source: string): EcmaPatternCompileResult {
     return { ok: true, regex: new IRegexp(source, compileProgram(new EcmaParser(points).parseAll())) };
   } catch (thrown) {
     if (thrown instanceof UnsupportedPattern) {
-      return { ok: false, reason: "unsupported", message: `${thrown.message}: not supported (patterns run on a linear-time engine, which has no lookaround, backreferences or modifiers)` };
+      return {
+        ok: false,
+        reason: "unsupported",
+        message: `${thrown.message}: not supported (patterns run on a linear-time engine, which has no lookaround, backreferences or modifiers)`,
+      };
     }
     if (thrown instanceof RegexTooLargeError) {
       return { ok: false, reason: "too_large", message: thrown.message };
@@ -93,7 +109,8 @@ export function checkEcmaPatternSyntax(source: string): string | undefined {
       continue;
     }
     const next = source[at + 1];
-    const property = next === "p" || next === "P" ? PROPERTY_ESCAPE.exec(source.slice(at, at + MAX_PROPERTY_ESCAPE_CHARS)) : null;
+    const property =
+      next === "p" || next === "P" ? PROPERTY_ESCAPE.exec(source.slice(at, at + MAX_PROPERTY_ESCAPE_CHARS)) : null;
     if (property !== null) {
       names.add(property[1] ?? "");
       stripped += "\\d";
@@ -154,7 +171,8 @@ const MAX_CODE_POINT = 0x10ffff;
 const DIGIT_RANGES: readonly number[] = [0x30, 0x39];
 const WORD_RANGES: readonly number[] = [0x30, 0x39, 0x41, 0x5a, 0x5f, 0x5f, 0x61, 0x7a];
 const SPACE_RANGES: readonly number[] = [
-  0x09, 0x0d, 0x20, 0x20, 0xa0, 0xa0, 0x1680, 0x1680, 0x2000, 0x200a, 0x2028, 0x2029, 0x202f, 0x202f, 0x205f, 0x205f, 0x3000, 0x3000, 0xfeff, 0xfeff,
+  0x09, 0x0d, 0x20, 0x20, 0xa0, 0xa0, 0x1680, 0x1680, 0x2000, 0x200a, 0x2028, 0x2029, 0x202f, 0x202f, 0x205f, 0x205f,
+  0x3000, 0x3000, 0xfeff, 0xfeff,
 ];
 const LINE_TERMINATORS: readonly number[] = [0x0a, 0x0a, 0x0d, 0x0d, 0x2028, 0x2029];
 
@@ -529,7 +547,13 @@ class EcmaParser {
       return point;
     }
     const lead = this.hexDigits(4);
-    if (lead >= 0xd800 && lead <= 0xdbff && this.peek() === "\\" && this.peek(1) === "u" && [2, 3, 4, 5].every((i) => isHex(this.peek(i)))) {
+    if (
+      lead >= 0xd800 &&
+      lead <= 0xdbff &&
+      this.peek() === "\\" &&
+      this.peek(1) === "u" &&
+      [2, 3, 4, 5].every((i) => isHex(this.peek(i)))
+    ) {
       const trail = Number.parseInt(this.points.slice(this.at + 2, this.at + 6).join(""), 16);
       if (trail >= 0xdc00 && trail <= 0xdfff) {
         this.at += 6;
@@ -585,4 +609,3 @@ function addClassAtom(set: CharSet, atom: ClassAtom): void {
   addRanges(set, atom.set.ranges);
   set.categories.push(...atom.set.categories);
 }
-

@@ -44,7 +44,8 @@ export const MAX_IREGEXP_NESTING = 64;
 export const MAX_REGEX_STEPS = 10_000_000;
 
 /** A compiled pattern, or why it is not one (`invalid`: not I-Regexp; `too_large`: over a limit above). */
-export type IRegexpCompileResult = { ok: true; regex: IRegexp } | { ok: false; reason: "invalid" | "too_large"; message: string };
+export type IRegexpCompileResult =
+  { ok: true; regex: IRegexp } | { ok: false; reason: "invalid" | "too_large"; message: string };
 
 /** Counts VM steps against a limit; shared by every match of one evaluation. */
 export class RegexBudget {
@@ -91,7 +92,11 @@ export class IRegexp {
 export function compileIRegexp(source: string): IRegexpCompileResult {
   const points = Array.from(source);
   if (points.length > MAX_IREGEXP_SOURCE_CHARS) {
-    return { ok: false, reason: "too_large", message: `regular expression is longer than ${MAX_IREGEXP_SOURCE_CHARS} characters` };
+    return {
+      ok: false,
+      reason: "too_large",
+      message: `regular expression is longer than ${MAX_IREGEXP_SOURCE_CHARS} characters`,
+    };
   }
   try {
     const node = new Parser(points).parseAll();
@@ -115,13 +120,42 @@ export class RegexTooLargeError extends Error {}
 
 /** The general categories RFC 9485 allows in `\p{…}` (`charProp`). */
 const CATEGORIES = new Set([
-  "L", "Ll", "Lm", "Lo", "Lt", "Lu",
-  "M", "Mc", "Me", "Mn",
-  "N", "Nd", "Nl", "No",
-  "P", "Pc", "Pd", "Pe", "Pf", "Pi", "Po", "Ps",
-  "Z", "Zl", "Zp", "Zs",
-  "S", "Sc", "Sk", "Sm", "So",
-  "C", "Cc", "Cf", "Cn", "Co",
+  "L",
+  "Ll",
+  "Lm",
+  "Lo",
+  "Lt",
+  "Lu",
+  "M",
+  "Mc",
+  "Me",
+  "Mn",
+  "N",
+  "Nd",
+  "Nl",
+  "No",
+  "P",
+  "Pc",
+  "Pd",
+  "Pe",
+  "Pf",
+  "Pi",
+  "Po",
+  "Ps",
+  "Z",
+  "Zl",
+  "Zp",
+  "Zs",
+  "S",
+  "Sc",
+  "Sk",
+  "Sm",
+  "So",
+  "C",
+  "Cc",
+  "Cf",
+  "Cn",
+  "Co",
 ]);
 
 interface Category {
@@ -560,7 +594,12 @@ export function compileProgram(node: RegexNode): Program {
   const emitter = new Emitter();
   emitter.node(node);
   emitter.emit(MATCH);
-  return { op: Uint8Array.from(emitter.op), x: Int32Array.from(emitter.x), y: Int32Array.from(emitter.y), sets: emitter.sets };
+  return {
+    op: Uint8Array.from(emitter.op),
+    x: Int32Array.from(emitter.x),
+    y: Int32Array.from(emitter.y),
+    sets: emitter.sets,
+  };
 }
 
 // ───────────────────────────── Pike VM ─────────────────────────────
@@ -603,7 +642,7 @@ function runVm(program: Program, text: string, whole: boolean, budget: RegexBudg
   const stack: number[] = [];
   const length = text.length;
   addThread(program, current, stack, 0, 0, text, budget);
-  for (let unit = 0; ; ) {
+  for (let unit = 0; ;) {
     if (!whole && containsMatch(program, current)) {
       return true;
     }
@@ -648,7 +687,15 @@ function containsMatch(program: Program, list: ThreadList): boolean {
 }
 
 /** Adds `start` and everything reachable from it without reading a character. */
-function addThread(program: Program, list: ThreadList, stack: number[], start: number, unit: number, text: string, budget: RegexBudget): void {
+function addThread(
+  program: Program,
+  list: ThreadList,
+  stack: number[],
+  start: number,
+  unit: number,
+  text: string,
+  budget: RegexBudget,
+): void {
   stack.push(start);
   let visited = 0;
   for (let pc = stack.pop(); pc !== undefined; pc = stack.pop()) {

@@ -130,7 +130,10 @@ class RegexFunction implements FilterFunction {
     const compiled = meter.regex(pattern);
     if (!compiled.ok) {
       if (compiled.reason === "too_large") {
-        throw new EngineError("expr.budget_exceeded", `JSONPath ${this.whole ? "match" : "search"}(): ${compiled.message}`);
+        throw new EngineError(
+          "expr.budget_exceeded",
+          `JSONPath ${this.whole ? "match" : "search"}(): ${compiled.message}`,
+        );
       }
       return false;
     }
@@ -162,10 +165,16 @@ class EngineJsonPathEnvironment extends JSONPathEnvironment {
   ): ReturnType<JSONPathEnvironment["checkWellTypedness"]> {
     const checked = super.checkWellTypedness(token, args);
     const pattern = args[1];
-    if ((token.value === "match" || token.value === "search") && pattern instanceof jsonpath.expressions.StringLiteral) {
+    if (
+      (token.value === "match" || token.value === "search") &&
+      pattern instanceof jsonpath.expressions.StringLiteral
+    ) {
       const compiled = compileRegex(pattern.value);
       if (!compiled.ok) {
-        throw new JSONPathTypeError(`${token.value}() pattern ${JSON.stringify(pattern.value)}: ${compiled.message}`, token);
+        throw new JSONPathTypeError(
+          `${token.value}() pattern ${JSON.stringify(pattern.value)}: ${compiled.message}`,
+          token,
+        );
       }
     }
     return checked;
@@ -205,8 +214,18 @@ export function selectJsonPath(path: string, doc: unknown): JsonPathSelection {
     throw new EngineError("expr.invalid", compiled.message);
   }
   const exceeded = (reason: string) => `JSONPath selection ${reason} (in ${quote(path)})`;
-  const allowance = evaluationAllowance(MAX_JSONPATH_STEPS, JSONPATH_STEPS_PER_WORK_UNIT, (reason) => new EngineError("expr.budget_exceeded", exceeded(reason)));
-  const meter = new SelectionMeter(allowance.limit, exceeded(allowance.scopeReason ?? `exceeded its budget of ${MAX_JSONPATH_STEPS} steps (regular expression steps, pattern compiles, visited nodes)`));
+  const allowance = evaluationAllowance(
+    MAX_JSONPATH_STEPS,
+    JSONPATH_STEPS_PER_WORK_UNIT,
+    (reason) => new EngineError("expr.budget_exceeded", exceeded(reason)),
+  );
+  const meter = new SelectionMeter(
+    allowance.limit,
+    exceeded(
+      allowance.scopeReason ??
+        `exceeded its budget of ${MAX_JSONPATH_STEPS} steps (regular expression steps, pattern compiles, visited nodes)`,
+    ),
+  );
   let values: JSONValue[];
   const outer = activeMeter;
   activeMeter = meter;
@@ -321,7 +340,11 @@ function meterSegment(segment: JSONPathSegment): void {
     return;
   }
   const visit = segment.visit;
-  segment.visit = function* meteredVisit(this: VisitingSegment, node: JSONPathNode, depth?: number): Generator<JSONPathNode> {
+  segment.visit = function* meteredVisit(
+    this: VisitingSegment,
+    node: JSONPathNode,
+    depth?: number,
+  ): Generator<JSONPathNode> {
     activeMeter?.charge(JSONPATH_STEPS_PER_NODE);
     yield* visit.call(this, node, depth);
   };
@@ -351,7 +374,9 @@ function checkMetering(): void {
   }
   const nested = compiled.ok && compiled.query.segments.some(isVisiting);
   if (!nested || meter.spent < 8 * JSONPATH_STEPS_PER_NODE) {
-    throw new Error("json-p3 no longer has the selectors and descendant visits lib/expr/jsonpath.ts meters; JSONPath work cannot be bounded");
+    throw new Error(
+      "json-p3 no longer has the selectors and descendant visits lib/expr/jsonpath.ts meters; JSONPath work cannot be bounded",
+    );
   }
 }
 

@@ -26,7 +26,10 @@ export function isComputed<K extends "expr" | "template">(source: unknown, key: 
 }
 
 /** The value of one source against `doc`, or absent (a singular JSONPath that matched nothing). */
-export function evaluateSource(source: unknown, doc: Record<string, unknown>): { found: true; value: Json } | { found: false } {
+export function evaluateSource(
+  source: unknown,
+  doc: Record<string, unknown>,
+): { found: true; value: Json } | { found: false } {
   if (typeof source === "string" && source.startsWith("$")) {
     const selected = selectJsonPath(source, doc);
     return selected.found ? { found: true, value: selected.value as Json } : selected;
@@ -123,7 +126,11 @@ function defineMember(record: JsonRecord, key: string, value: Json): void {
 }
 
 /** Codes that say an expression ran out of its budget: they keep their name through a mapping. */
-const BUDGET_CODES: ReadonlySet<string> = new Set(["expr.budget_exceeded", "template.budget_exceeded", "template.too_deep"]);
+const BUDGET_CODES: ReadonlySet<string> = new Set([
+  "expr.budget_exceeded",
+  "template.budget_exceeded",
+  "template.too_deep",
+]);
 
 function withPath<T>(path: string, fn: () => T): T {
   try {

@@ -92,7 +92,23 @@ interface CommandState {
 const MARK_IN_WORD = "\u0001";
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const ASSIGNMENT_TARGET = /^([A-Za-z_][A-Za-z0-9_]*)(?:\[\])?\+?$/;
-const RESERVED = new Set(["if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "time", "{", "}", "coproc", "esac"]);
+const RESERVED = new Set([
+  "if",
+  "then",
+  "else",
+  "elif",
+  "fi",
+  "do",
+  "done",
+  "while",
+  "until",
+  "!",
+  "time",
+  "{",
+  "}",
+  "coproc",
+  "esac",
+]);
 const ARITHMETIC_TEST_OPERATORS = new Set(["-eq", "-ne", "-lt", "-le", "-gt", "-ge"]);
 const DECLARATIONS = new Set(["declare", "typeset", "local", "readonly", "export"]);
 const SHELLS = new Set(["bash", "sh", "dash", "zsh", "ksh", "/bin/bash", "/bin/sh", "/usr/bin/bash"]);
@@ -137,7 +153,9 @@ class Scanner {
   readonly #flows = new Map<string, Flow>();
   readonly #functions = new Set<string>();
   readonly #calls: { name: string; marks: number[]; from: string[] }[] = [];
-  readonly #patterns = Object.fromEntries(Object.entries(AT_CURSOR).map(([name, pattern]) => [name, new RegExp(pattern.source, "y")])) as Record<keyof typeof AT_CURSOR, RegExp>;
+  readonly #patterns = Object.fromEntries(
+    Object.entries(AT_CURSOR).map(([name, pattern]) => [name, new RegExp(pattern.source, "y")]),
+  ) as Record<keyof typeof AT_CURSOR, RegExp>;
 
   constructor(text: string, reference: (index: number, form: QuoteForm) => string) {
     this.#text = text;
@@ -170,7 +188,10 @@ class Scanner {
   /** Runs a nested reader, refusing text nested deeper than {@link MAX_SHELL_NESTING}. */
   #nested(read: () => void): void {
     if (this.#depth >= MAX_SHELL_NESTING) {
-      throw EngineError.terminal("shell.unsafe_template", `command_template nests quotes, expansions or substitutions more than ${MAX_SHELL_NESTING} deep`);
+      throw EngineError.terminal(
+        "shell.unsafe_template",
+        `command_template nests quotes, expansions or substitutions more than ${MAX_SHELL_NESTING} deep`,
+      );
     }
     this.#depth += 1;
     try {
@@ -197,7 +218,10 @@ class Scanner {
   /** A backslash: refuses one that would escape a reference, else copies it with the character it escapes. */
   #escape(sink: Sink): void {
     if (this.#at(1) === MARK) {
-      throw EngineError.terminal("shell.unsafe_template", "a {{…}} right after a backslash in command_template: the backslash would escape the quoting of the value; remove it");
+      throw EngineError.terminal(
+        "shell.unsafe_template",
+        "a {{…}} right after a backslash in command_template: the backslash would escape the quoting of the value; remove it",
+      );
     }
     const pair = this.#text.slice(this.#i, this.#i + 2);
     sink.text(pair);
@@ -302,7 +326,7 @@ class Scanner {
         return;
       }
       if (ch === "\\") {
-        if (this.#at(1) === MARK || "$`\"\\\n".includes(this.#at(1))) {
+        if (this.#at(1) === MARK || '$`"\\\n'.includes(this.#at(1))) {
           this.#escape(sink);
         } else {
           sink.text(ch);
@@ -501,10 +525,22 @@ class Scanner {
   }
 
   #commandsBody(closer: "" | ")" | "`"): void {
-    const state: CommandState = { words: [], redirects: [], word: undefined, test: false, nextRedirect: undefined, heredocs: [], caseDepth: 0, parenDepth: 0 };
+    const state: CommandState = {
+      words: [],
+      redirects: [],
+      word: undefined,
+      test: false,
+      nextRedirect: undefined,
+      heredocs: [],
+      caseDepth: 0,
+      parenDepth: 0,
+    };
     while (this.#i < this.#text.length) {
       const ch = this.#at();
-      if ((closer === "`" && ch === "`") || (closer === ")" && ch === ")" && state.parenDepth === 0 && state.caseDepth === 0 && !state.test)) {
+      if (
+        (closer === "`" && ch === "`") ||
+        (closer === ")" && ch === ")" && state.parenDepth === 0 && state.caseDepth === 0 && !state.test)
+      ) {
         this.#endCommand(state);
         this.#emit(ch);
         return;
@@ -582,7 +618,12 @@ class Scanner {
       state.word.bare = false;
       this.#emit("[");
       this.#arithmetic("]", "an array subscript name[…]");
-    } else if (ch === "=" && state.word !== undefined && state.word.assign === undefined && ASSIGNMENT_TARGET.test(state.word.raw)) {
+    } else if (
+      ch === "=" &&
+      state.word !== undefined &&
+      state.word.assign === undefined &&
+      ASSIGNMENT_TARGET.test(state.word.raw)
+    ) {
       state.word.assign = ASSIGNMENT_TARGET.exec(state.word.raw)?.[1];
       state.word.raw += "=";
       this.#emit("=");
@@ -644,7 +685,9 @@ class Scanner {
       return;
     }
     const definition = this.#match("functionParens");
-    const named = state.words.filter((candidate) => !(candidate.bare && (candidate.raw === "function" || RESERVED.has(candidate.raw))));
+    const named = state.words.filter(
+      (candidate) => !(candidate.bare && (candidate.raw === "function" || RESERVED.has(candidate.raw))),
+    );
     if (definition !== "" && named.length === 1 && named[0] !== undefined && named[0].bare) {
       this.#functions.add(named[0].raw);
       state.words = [];
@@ -744,7 +787,10 @@ class Scanner {
       }
       if (heredoc.quoted) {
         if (line.includes(MARK)) {
-          throw EngineError.terminal("shell.unsafe_template", `a {{…}} inside a quoted heredoc (<<'${heredoc.delimiter}') is never expanded; quote nothing in the delimiter (<<${heredoc.delimiter}) to pass the value`);
+          throw EngineError.terminal(
+            "shell.unsafe_template",
+            `a {{…}} inside a quoted heredoc (<<'${heredoc.delimiter}') is never expanded; quote nothing in the delimiter (<<${heredoc.delimiter}) to pass the value`,
+          );
         }
         this.#emit(end === -1 ? line : `${line}\n`);
         continue;
@@ -785,7 +831,11 @@ class Scanner {
       state.nextRedirect = undefined;
       state.redirects.push({ operator, word });
       if (operator === "<<" || operator === "<<-") {
-        state.heredocs.push({ delimiter: word.raw.replace(/['"\\]/g, ""), quoted: /['"\\]/.test(word.raw), stripTabs: operator === "<<-" });
+        state.heredocs.push({
+          delimiter: word.raw.replace(/['"\\]/g, ""),
+          quoted: /['"\\]/.test(word.raw),
+          stripTabs: operator === "<<-",
+        });
       }
       return;
     }
@@ -861,7 +911,10 @@ class Scanner {
     }
     const args = words.slice(k + 1);
     if (command.raw === "command" || command.raw === "builtin") {
-      this.#analyze(args.filter((arg) => !(arg.bare && arg.raw.startsWith("-"))), redirects);
+      this.#analyze(
+        args.filter((arg) => !(arg.bare && arg.raw.startsWith("-"))),
+        redirects,
+      );
       return;
     }
     this.#builtin(command.raw, args, redirects);
@@ -892,16 +945,28 @@ class Scanner {
         return evaluateAll("a variable name (read)", "references");
       case "printf":
         this.#afterOption(args, "-v", "a variable name (printf -v)");
-        this.#flow("<stdin>", args.flatMap((arg) => arg.marks), args.flatMap((arg) => references(arg.raw)));
+        this.#flow(
+          "<stdin>",
+          args.flatMap((arg) => arg.marks),
+          args.flatMap((arg) => references(arg.raw)),
+        );
         return;
       case "echo":
-        this.#flow("<stdin>", args.flatMap((arg) => arg.marks), args.flatMap((arg) => references(arg.raw)));
+        this.#flow(
+          "<stdin>",
+          args.flatMap((arg) => arg.marks),
+          args.flatMap((arg) => references(arg.raw)),
+        );
         return;
       case "test":
       case "[":
         return this.#afterOption(args, "-v", "a variable name (test -v)");
       case "set":
-        this.#flow("@", args.flatMap((arg) => arg.marks), args.flatMap((arg) => references(arg.raw)));
+        this.#flow(
+          "@",
+          args.flatMap((arg) => arg.marks),
+          args.flatMap((arg) => references(arg.raw)),
+        );
         return;
       default:
         if (DECLARATIONS.has(name)) {
@@ -910,7 +975,11 @@ class Scanner {
         if (SHELLS.has(name)) {
           return this.#shellScript(name, args);
         }
-        this.#calls.push({ name, marks: args.flatMap((arg) => arg.marks), from: args.flatMap((arg) => references(arg.raw)) });
+        this.#calls.push({
+          name,
+          marks: args.flatMap((arg) => arg.marks),
+          from: args.flatMap((arg) => references(arg.raw)),
+        });
     }
   }
 
@@ -1007,7 +1076,8 @@ class Scanner {
     tokens.forEach((token, index) => {
       const before = tokens[index - 1];
       const after = tokens[index + 1];
-      const isOperator = (word: Word | undefined) => word !== undefined && word.bare && ARITHMETIC_TEST_OPERATORS.has(word.raw);
+      const isOperator = (word: Word | undefined) =>
+        word !== undefined && word.bare && ARITHMETIC_TEST_OPERATORS.has(word.raw);
       if (isOperator(before) || isOperator(after)) {
         const context = "an operand of [[ … -eq/-ne/-lt/-le/-gt/-ge … ]]";
         token.marks.forEach((mark) => this.#evaluate(mark, context));

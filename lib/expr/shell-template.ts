@@ -92,7 +92,18 @@ export const MAX_SHELL_COMMAND_BYTES = 128 * 1024 - 64;
 /** The only values that may stand where bash evaluates: plain decimal integers that fit 64 bits. */
 export const SHELL_INTEGER_PATTERN = /^-?(?:0|[1-9][0-9]{0,17})$/;
 /** Environment variables bash itself reads as code or options: their value may not come from a mustache. */
-export const SHELL_CODE_ENV_NAMES: ReadonlySet<string> = new Set(["BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND"]);
+export const SHELL_CODE_ENV_NAMES: ReadonlySet<string> = new Set([
+  "BASH_ENV",
+  "ENV",
+  "SHELLOPTS",
+  "BASHOPTS",
+  "PS0",
+  "PS1",
+  "PS2",
+  "PS3",
+  "PS4",
+  "PROMPT_COMMAND",
+]);
 
 /** A command ready to run: its text and the environment its references (and the step's `env`) expand. */
 export interface RenderedCommand {
@@ -118,12 +129,19 @@ const REFERENCE: Record<QuoteForm, (name: string) => string> = {
  *   `shell.value_too_large` past the values' limits, `shell.command_too_large` for a
  *   command longer than {@link MAX_SHELL_COMMAND_BYTES}.
  */
-export function renderShellCommand(source: string, data: unknown, envTemplates: Readonly<Record<string, string>> = {}): RenderedCommand {
+export function renderShellCommand(
+  source: string,
+  data: unknown,
+  envTemplates: Readonly<Record<string, string>> = {},
+): RenderedCommand {
   if (source.includes(MARK)) {
     throw EngineError.terminal("shell.unsafe_template", "command_template contains a NUL character");
   }
   if (source.includes(SHELL_VALUE_PREFIX)) {
-    throw EngineError.terminal("shell.unsafe_template", `command_template names the engine's ${SHELL_VALUE_PREFIX}* variables: write {{…}} to use a value`);
+    throw EngineError.terminal(
+      "shell.unsafe_template",
+      `command_template names the engine's ${SHELL_VALUE_PREFIX}* variables: write {{…}} to use a value`,
+    );
   }
   const values = renderValues(source, data);
   checkCommandSize(values.text);
@@ -145,7 +163,10 @@ function checkCommandSize(command: string): void {
   // A UTF-16 unit is at most 3 UTF-8 bytes: only long text needs counting.
   const bytes = command.length * 3 <= MAX_SHELL_COMMAND_BYTES ? 0 : new TextEncoder().encode(command).length;
   if (bytes > MAX_SHELL_COMMAND_BYTES) {
-    throw EngineError.terminal("shell.command_too_large", `the rendered command has ${bytes} bytes; bash -c takes at most ${MAX_SHELL_COMMAND_BYTES}: write a long script to a file with the write_file tool and run that`);
+    throw EngineError.terminal(
+      "shell.command_too_large",
+      `the rendered command has ${bytes} bytes; bash -c takes at most ${MAX_SHELL_COMMAND_BYTES}: write a long script to a file with the write_file tool and run that`,
+    );
   }
 }
 
@@ -156,15 +177,24 @@ function renderValues(source: string, data: unknown): { text: string; values: st
   const text = renderTemplate(source, data, {
     substitute: (value) => {
       if (value.includes(MARK)) {
-        throw EngineError.terminal("shell.invalid_value", `value ${values.length} of command_template contains a NUL character, which no command can receive`);
+        throw EngineError.terminal(
+          "shell.invalid_value",
+          `value ${values.length} of command_template contains a NUL character, which no command can receive`,
+        );
       }
       const bytes = new TextEncoder().encode(value).length;
       totalBytes += bytes;
       if (bytes > MAX_SHELL_VALUE_BYTES || totalBytes > MAX_SHELL_VALUES_TOTAL_BYTES) {
-        throw EngineError.terminal("shell.value_too_large", `the values of command_template are too large (one value may have ${MAX_SHELL_VALUE_BYTES} bytes, all together ${MAX_SHELL_VALUES_TOTAL_BYTES}); write large data to a file with the write_file tool and pass its path`);
+        throw EngineError.terminal(
+          "shell.value_too_large",
+          `the values of command_template are too large (one value may have ${MAX_SHELL_VALUE_BYTES} bytes, all together ${MAX_SHELL_VALUES_TOTAL_BYTES}); write large data to a file with the write_file tool and pass its path`,
+        );
       }
       if (values.length >= MAX_SHELL_VALUES) {
-        throw EngineError.terminal("shell.value_too_large", `command_template renders more than ${MAX_SHELL_VALUES} values`);
+        throw EngineError.terminal(
+          "shell.value_too_large",
+          `command_template renders more than ${MAX_SHELL_VALUES} values`,
+        );
       }
       values.push(value);
       return `${MARK}${values.length - 1}${MARK}`;
@@ -174,7 +204,10 @@ function renderValues(source: string, data: unknown): { text: string; values: st
 }
 
 /** The step's `env`, rendered; `fromValue` says whether a mustache rendered into it. */
-function renderEnv(templates: Readonly<Record<string, string>>, data: unknown): Record<string, { value: string; fromValue: boolean }> {
+function renderEnv(
+  templates: Readonly<Record<string, string>>,
+  data: unknown,
+): Record<string, { value: string; fromValue: boolean }> {
   const env: Record<string, { value: string; fromValue: boolean }> = {};
   for (const [name, template] of Object.entries(templates)) {
     let fromValue = false;
@@ -185,7 +218,10 @@ function renderEnv(templates: Readonly<Record<string, string>>, data: unknown): 
       },
     });
     if (fromValue && SHELL_CODE_ENV_NAMES.has(name)) {
-      throw EngineError.terminal("shell.unsafe_template", `env.${name} is read by bash as code or options: its value may not come from a {{…}}`);
+      throw EngineError.terminal(
+        "shell.unsafe_template",
+        `env.${name} is read by bash as code or options: its value may not come from a {{…}}`,
+      );
     }
     env[name] = { value, fromValue };
   }
@@ -193,7 +229,11 @@ function renderEnv(templates: Readonly<Record<string, string>>, data: unknown): 
 }
 
 /** Every value that reaches a place where bash evaluates must be a plain integer. */
-function checkEvaluated(scan: ShellScan, values: readonly string[], env: Record<string, { value: string; fromValue: boolean }>): void {
+function checkEvaluated(
+  scan: ShellScan,
+  values: readonly string[],
+  env: Record<string, { value: string; fromValue: boolean }>,
+): void {
   for (const [index, context] of scan.evaluated) {
     requireInteger(values[index] ?? "", `{{…}} number ${index + 1} of command_template`, context);
   }

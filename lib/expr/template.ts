@@ -113,7 +113,8 @@ export interface Template {
  * `code` is what rendering the template fails with (`template.too_deep` past
  * {@link MAX_TEMPLATE_NESTING_DEPTH}, else `template.invalid`).
  */
-export type TemplateCompileResult = { ok: true; template: Template } | { ok: false; message: string; code: TemplateCompileErrorCode };
+export type TemplateCompileResult =
+  { ok: true; template: Template } | { ok: false; message: string; code: TemplateCompileErrorCode };
 
 /** Why a template does not compile. */
 export type TemplateCompileErrorCode = "template.invalid" | "template.too_deep";
@@ -173,7 +174,11 @@ export function compileTemplate(source: string): TemplateCompileResult {
 /** Compiles without the cache; failures are cached too, so a costly refusal is paid once. */
 function compileUncached(source: string): TemplateCompileResult {
   if (source.length > MAX_TEMPLATE_SOURCE) {
-    return { ok: false, message: `template is too large (${source.length} characters, at most ${MAX_TEMPLATE_SOURCE})`, code: "template.invalid" };
+    return {
+      ok: false,
+      message: `template is too large (${source.length} characters, at most ${MAX_TEMPLATE_SOURCE})`,
+      code: "template.invalid",
+    };
   }
   const depth = measureNesting(source, MAX_TEMPLATE_NESTING_DEPTH);
   if (depth > MAX_TEMPLATE_NESTING_DEPTH) {
@@ -220,7 +225,12 @@ function measureNesting(source: string, limit: number): number {
   let deepest = 0;
   try {
     for (let token = lexer.lex(); token !== TOKENS.EOF && deepest <= limit; token = lexer.lex()) {
-      if (token === TOKENS.OPEN_BLOCK || token === TOKENS.OPEN_INVERSE || token === TOKENS.OPEN_PARTIAL_BLOCK || token === TOKENS.OPEN_RAW_BLOCK) {
+      if (
+        token === TOKENS.OPEN_BLOCK ||
+        token === TOKENS.OPEN_INVERSE ||
+        token === TOKENS.OPEN_PARTIAL_BLOCK ||
+        token === TOKENS.OPEN_RAW_BLOCK
+      ) {
         chains.push(0);
         open += 1;
       } else if (token === TOKENS.OPEN_INVERSE_CHAIN) {
@@ -267,8 +277,15 @@ function loadLexer(): { lexer: JisonLexer; tokens: Record<(typeof TOKEN_NAMES)[n
   const host = (handlebarsParser as unknown as { parser?: { lexer?: unknown; terminals_?: unknown } }).parser;
   const lexer = host?.lexer as Partial<JisonLexer> | undefined;
   const terminals = host?.terminals_;
-  if (typeof lexer?.setInput !== "function" || typeof lexer.lex !== "function" || typeof terminals !== "object" || terminals === null) {
-    throw new Error("@handlebars/parser no longer exposes parser.lexer / parser.terminals_; template nesting cannot be measured");
+  if (
+    typeof lexer?.setInput !== "function" ||
+    typeof lexer.lex !== "function" ||
+    typeof terminals !== "object" ||
+    terminals === null
+  ) {
+    throw new Error(
+      "@handlebars/parser no longer exposes parser.lexer / parser.terminals_; template nesting cannot be measured",
+    );
   }
   const ids = new Map(Object.entries(terminals).map(([id, name]) => [String(name), Number(id)]));
   const tokens = {} as Record<(typeof TOKEN_NAMES)[number], number>;
@@ -468,8 +485,24 @@ function textHelper(transform: (text: string) => string): HelperSpec {
 }
 
 const HELPERS: ReadonlyMap<string, HelperSpec> = new Map<string, HelperSpec>([
-  ["if", { min: 1, max: 1, hash: ["includeZero"], block: (node, [value], hash, scope) => renderBranch(node, isTruthy(value, hash.get("includeZero")), scope) }],
-  ["unless", { min: 1, max: 1, hash: ["includeZero"], block: (node, [value], hash, scope) => renderBranch(node, !isTruthy(value, hash.get("includeZero")), scope) }],
+  [
+    "if",
+    {
+      min: 1,
+      max: 1,
+      hash: ["includeZero"],
+      block: (node, [value], hash, scope) => renderBranch(node, isTruthy(value, hash.get("includeZero")), scope),
+    },
+  ],
+  [
+    "unless",
+    {
+      min: 1,
+      max: 1,
+      hash: ["includeZero"],
+      block: (node, [value], hash, scope) => renderBranch(node, !isTruthy(value, hash.get("includeZero")), scope),
+    },
+  ],
   ["each", { min: 1, max: 1, blockParams: 2, block: (node, [items], _hash, scope) => renderEach(node, items, scope) }],
   ["with", { min: 1, max: 1, blockParams: 1, block: (node, [value], _hash, scope) => renderWith(node, value, scope) }],
   ["lookup", { min: 2, max: 2, value: ([target, key]) => getOwn(target, key) }],
@@ -484,7 +517,10 @@ const HELPERS: ReadonlyMap<string, HelperSpec> = new Map<string, HelperSpec>([
   ["and", { min: 1, max: Infinity, predicate: true, value: (args) => args.every((arg) => isTruthy(arg)) }],
   ["or", { min: 1, max: Infinity, predicate: true, value: (args) => args.some((arg) => isTruthy(arg)) }],
   ["not", { min: 1, max: 1, predicate: true, value: ([value]) => !isTruthy(value) }],
-  ["default", { min: 1, max: Infinity, value: (args) => args.find((arg) => arg !== undefined && arg !== null && arg !== "") }],
+  [
+    "default",
+    { min: 1, max: Infinity, value: (args) => args.find((arg) => arg !== undefined && arg !== null && arg !== "") },
+  ],
   ["concat", { min: 0, max: Infinity, value: (args) => args.map(renderValue).join("") }],
   ["lowercase", textHelper((text) => text.toLowerCase())],
   ["uppercase", textHelper((text) => text.toUpperCase())],
@@ -598,7 +634,12 @@ function renderValue(value: unknown): string {
 
 /** `JSON.stringify` of a copy built from own data properties, so no `toJSON` or getter in data ever runs. */
 function toJson(value: unknown, indent: unknown): string {
-  const space = typeof indent === "number" ? Math.max(0, Math.min(10, Math.trunc(indent))) : typeof indent === "string" ? indent.slice(0, 10) : undefined;
+  const space =
+    typeof indent === "number"
+      ? Math.max(0, Math.min(10, Math.trunc(indent)))
+      : typeof indent === "string"
+        ? indent.slice(0, 10)
+        : undefined;
   const copy = toJsonValue(value, new Set());
   return copy === undefined ? "null" : JSON.stringify(copy, null, space);
 }
@@ -640,7 +681,8 @@ function toJsonObject(value: object, ancestors: Set<object>): unknown {
     if (isPlainObject(value)) {
       for (const key of Object.keys(value)) {
         const descriptor = Object.getOwnPropertyDescriptor(value, key);
-        const item = descriptor !== undefined && "value" in descriptor ? toJsonValue(descriptor.value, ancestors) : undefined;
+        const item =
+          descriptor !== undefined && "value" in descriptor ? toJsonValue(descriptor.value, ancestors) : undefined;
         if (item !== undefined) {
           out[key] = item;
         }
@@ -765,7 +807,11 @@ function contextAt(scope: Scope, depth: number): unknown {
 // The parser's d.ts is loose in places (optional `hash`, `program`, `inverse`, `blockParams`;
 // literals as paths); these accessors say what the parser really produces.
 
-type Callable = { readonly path: AST.Expression; readonly params: AST.Expression[]; readonly hash?: AST.Hash | undefined };
+type Callable = {
+  readonly path: AST.Expression;
+  readonly params: AST.Expression[];
+  readonly hash?: AST.Hash | undefined;
+};
 
 function hashPairs(node: { readonly hash?: AST.Hash | undefined }): AST.HashPair[] {
   return node.hash?.pairs ?? [];
@@ -811,7 +857,14 @@ function simpleName(node: AST.Expression): string | undefined {
   if (LITERAL_TYPES.has(node.type)) {
     return String((node as { original?: unknown }).original);
   }
-  if (!isPath(node) || node.data || node.depth > 0 || node.parts.length !== 1 || typeof node.head !== "string" || isScoped(node)) {
+  if (
+    !isPath(node) ||
+    node.data ||
+    node.depth > 0 ||
+    node.parts.length !== 1 ||
+    typeof node.head !== "string" ||
+    isScoped(node)
+  ) {
     return undefined;
   }
   return node.head;
@@ -849,8 +902,13 @@ interface StatementNodes {
 
 type StatementHandlers<R, S> = { readonly [K in keyof StatementNodes]: (node: StatementNodes[K], scope: S) => R };
 
-function handlerFor<R, S>(handlers: StatementHandlers<R, S>, node: AST.Statement): ((node: AST.Statement, scope: S) => R) | undefined {
-  return Object.hasOwn(handlers, node.type) ? (handlers[node.type as keyof StatementNodes] as (node: AST.Statement, scope: S) => R) : undefined;
+function handlerFor<R, S>(
+  handlers: StatementHandlers<R, S>,
+  node: AST.Statement,
+): ((node: AST.Statement, scope: S) => R) | undefined {
+  return Object.hasOwn(handlers, node.type)
+    ? (handlers[node.type as keyof StatementNodes] as (node: AST.Statement, scope: S) => R)
+    : undefined;
 }
 
 const UNSUPPORTED_STATEMENTS: Readonly<Record<string, string>> = {
@@ -871,7 +929,10 @@ function checkProgram(program: AST.Program | undefined, params: ParamNames): voi
   for (const statement of program?.body ?? []) {
     const check = handlerFor(checkers, statement);
     if (check === undefined) {
-      throw problem(UNSUPPORTED_STATEMENTS[statement.type] ?? `unsupported template syntax (${statement.type})`, statement);
+      throw problem(
+        UNSUPPORTED_STATEMENTS[statement.type] ?? `unsupported template syntax (${statement.type})`,
+        statement,
+      );
     }
     check(statement, params);
   }
@@ -928,7 +989,12 @@ function checkBlock(node: AST.BlockStatement, params: ParamNames): void {
 
 function checkInlinePartial(node: AST.BlockStatement, _params: ParamNames): void {
   const [name, ...rest] = node.params;
-  if (simpleName(node.path) !== "inline" || name?.type !== "StringLiteral" || rest.length > 0 || hashPairs(node).length > 0) {
+  if (
+    simpleName(node.path) !== "inline" ||
+    name?.type !== "StringLiteral" ||
+    rest.length > 0 ||
+    hashPairs(node).length > 0
+  ) {
     throw problem('decorators are not supported, except inline partials ({{#*inline "name"}}…{{/inline}})', node);
   }
   // An inline partial renders later, from a partial call, where no block params are in scope.
@@ -956,7 +1022,11 @@ function checkPartial(node: AST.PartialStatement, params: ParamNames): void {
 }
 
 /** Finds the helper a call names, or explains why the call is refused. */
-function checkCallee(node: Callable & AST.Node, params: ParamNames, usage: "inline" | "block" | "subexpression"): HelperSpec {
+function checkCallee(
+  node: Callable & AST.Node,
+  params: ParamNames,
+  usage: "inline" | "block" | "subexpression",
+): HelperSpec {
   const name = simpleName(node.path);
   if (name === undefined || isParamName(params, name)) {
     const shown = isPath(node.path) ? node.path.original : node.path.type;
@@ -982,7 +1052,9 @@ function describeArity(spec: HelperSpec | undefined): string {
   if (spec.min === spec.max) {
     return `exactly ${spec.min} argument${spec.min === 1 ? "" : "s"}`;
   }
-  return spec.max === Infinity ? `at least ${spec.min} argument${spec.min === 1 ? "" : "s"}` : `${spec.min} to ${spec.max} arguments`;
+  return spec.max === Infinity
+    ? `at least ${spec.min} argument${spec.min === 1 ? "" : "s"}`
+    : `${spec.min} to ${spec.max} arguments`;
 }
 
 function checkArguments(node: Callable & AST.Node, spec: HelperSpec, params: ParamNames): void {
@@ -1017,7 +1089,9 @@ function checkExpression(node: AST.Expression, params: ParamNames): void {
     return;
   }
   throw problem(
-    node.type === "HashLiteral" ? "hash literals ({{key=value}}) are not supported" : `unsupported expression (${node.type})`,
+    node.type === "HashLiteral"
+      ? "hash literals ({{key=value}}) are not supported"
+      : `unsupported expression (${node.type})`,
     node,
   );
 }
@@ -1046,7 +1120,10 @@ function renderProgram(program: AST.Program | undefined, scope: Scope): string {
   for (const statement of program.body) {
     const render = handlerFor(renderers, statement);
     if (render === undefined) {
-      throw new EngineError("template.render_failed", `unsupported template syntax (${statement.type})${location(statement)}`);
+      throw new EngineError(
+        "template.render_failed",
+        `unsupported template syntax (${statement.type})${location(statement)}`,
+      );
     }
     chargeSteps(scope.state, 1);
     out += render(statement, inner);
@@ -1174,7 +1251,10 @@ function renderPartial(node: AST.PartialStatement, scope: Scope): string {
   chargeSteps(scope.state, 1);
   const name = partialName(node) ?? "";
   if (scope.partialDepth >= MAX_PARTIAL_DEPTH) {
-    throw new EngineError("template.render_failed", `partials nest deeper than ${MAX_PARTIAL_DEPTH} (is "${name}" recursive?)${location(node)}`);
+    throw new EngineError(
+      "template.render_failed",
+      `partials nest deeper than ${MAX_PARTIAL_DEPTH} (is "${name}" recursive?)${location(node)}`,
+    );
   }
   const program = findPartial(name, scope, node);
   const [contextParam] = node.params;

@@ -165,7 +165,11 @@ const UNSCOPED_SETTLE = (): void => undefined;
  * @throws EngineError `expr.budget_exceeded` when the scope is spent already (what
  *   `exceeded` makes of the scope's reason: the evaluation's own message).
  */
-export function evaluationAllowance(ownLimit: number, perWorkUnit: number, exceeded: (reason: string) => EngineError): EvaluationAllowance {
+export function evaluationAllowance(
+  ownLimit: number,
+  perWorkUnit: number,
+  exceeded: (reason: string) => EngineError,
+): EvaluationAllowance {
   const budget = scopes.getStore();
   if (budget === undefined) {
     return { limit: ownLimit, scopeReason: undefined, settle: UNSCOPED_SETTLE };

@@ -33,7 +33,14 @@ function fail(path: string, what: string): never {
   throw new EngineError("journal.not_canonicalizable", `cannot canonicalize ${path}: ${what}`);
 }
 
-function write(input: unknown, key: string, path: string, out: string[], ancestors: Set<object>, callToJson = true): void {
+function write(
+  input: unknown,
+  key: string,
+  path: string,
+  out: string[],
+  ancestors: Set<object>,
+  callToJson = true,
+): void {
   const value = callToJson ? applyToJson(input, key) : input;
   if (typeof value === "string") {
     out.push(quote(value, path));
@@ -165,7 +172,9 @@ export function canonicalProblem(value: unknown, maxDepth = MAX_CANONICAL_DEPTH)
       return { path: item.path, message: `nested deeper than ${maxDepth} levels` };
     }
     if (Array.isArray(item.value)) {
-      item.value.forEach((member, index) => stack.push({ value: member, path: `${item.path}[${index}]`, depth: item.depth + 1 }));
+      item.value.forEach((member, index) =>
+        stack.push({ value: member, path: `${item.path}[${index}]`, depth: item.depth + 1 }),
+      );
       continue;
     }
     for (const [key, member] of Object.entries(item.value)) {
@@ -190,7 +199,9 @@ function scalarProblem(value: unknown): string | undefined {
     case "boolean":
       return undefined;
     case "object":
-      return value === null || Array.isArray(value) || Object.prototype.toString.call(value) === "[object Object]" ? undefined : "not a plain JSON object";
+      return value === null || Array.isArray(value) || Object.prototype.toString.call(value) === "[object Object]"
+        ? undefined
+        : "not a plain JSON object";
     default:
       return `${typeof value} is not a JSON value`;
   }

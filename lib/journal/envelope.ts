@@ -1,10 +1,23 @@
 import { EngineError } from "../errors.ts";
-import { ATTEST_KIND, JournalAttestationBody, JournalEntry, JournalSignedFields, REDRIVE_KIND } from "../../schemas/journal.ts";
+import {
+  ATTEST_KIND,
+  JournalAttestationBody,
+  JournalEntry,
+  JournalSignedFields,
+  REDRIVE_KIND,
+} from "../../schemas/journal.ts";
 
 /** The signed fields but the body, checked when signing (the body is checked by canonicalization). */
 const JournalHeaderFields = JournalSignedFields.omit({ body: true });
 import { canonicalBytes, canonicalJson } from "./canonical.ts";
-import { base64UrlDecode, base64UrlEncode, readJwks, toHex, type JournalSigningKey, type WebCryptoKey } from "./keys.ts";
+import {
+  base64UrlDecode,
+  base64UrlEncode,
+  readJwks,
+  toHex,
+  type JournalSigningKey,
+  type WebCryptoKey,
+} from "./keys.ts";
 
 /**
  * The journal envelope (brief §4, a contract):
@@ -135,7 +148,8 @@ function failure(reason: VerifyFailureReason, index: number, seq: number | null,
  * Only called once the entry has passed its schema.
  */
 function bodyOf(validated: unknown): JournalEntry["body"] {
-  const body: unknown = typeof validated === "object" && validated !== null ? Reflect.get(validated, "body") : undefined;
+  const body: unknown =
+    typeof validated === "object" && validated !== null ? Reflect.get(validated, "body") : undefined;
   return body as JournalEntry["body"];
 }
 
@@ -159,9 +173,15 @@ function claimedSeq(entry: unknown): number | null {
  * signed fields, `kid` in the JWKS, Ed25519 signature — and no entry may
  * follow an `attest` entry. The first problem is reported.
  */
-export async function verifyJournal(entries: unknown, jwks: unknown, options: VerifyOptions = {}): Promise<VerifyReport> {
+export async function verifyJournal(
+  entries: unknown,
+  jwks: unknown,
+  options: VerifyOptions = {},
+): Promise<VerifyReport> {
   const list: unknown =
-    typeof entries === "object" && entries !== null && !Array.isArray(entries) ? Reflect.get(entries, "entries") : entries;
+    typeof entries === "object" && entries !== null && !Array.isArray(entries)
+      ? Reflect.get(entries, "entries")
+      : entries;
   if (!Array.isArray(list)) {
     return failure("malformed", -1, null, 'expected an array of entries or { "entries": [...] }');
   }
@@ -178,28 +198,49 @@ export async function verifyJournal(entries: unknown, jwks: unknown, options: Ve
     const parsed = JournalEntry.safeParse(raw);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
-      const detail = issue === undefined ? "not a journal entry" : `${issue.path.join(".") || "entry"}: ${issue.message}`;
+      const detail =
+        issue === undefined ? "not a journal entry" : `${issue.path.join(".") || "entry"}: ${issue.message}`;
       return failure("malformed", index, claimedSeq(raw), detail);
     }
     const entry: JournalEntry = { ...parsed.data, body: bodyOf(raw) };
     const { seq } = entry;
     // An attestation closes the journal; only a redrive of a failed run may reopen it.
     if (previous?.kind === ATTEST_KIND && !(entry.kind === REDRIVE_KIND && isFailedAttestation(previous))) {
-      return failure("after_attestation", index, seq, `the journal was closed by the attestation at seq ${previous.seq}`);
+      return failure(
+        "after_attestation",
+        index,
+        seq,
+        `the journal was closed by the attestation at seq ${previous.seq}`,
+      );
     }
     if (entry.kind === ATTEST_KIND) {
       const body = JournalAttestationBody.safeParse(entry.body);
       if (!body.success) {
         const issue = body.error.issues[0];
-        return failure("malformed", index, seq, `attestation body ${issue === undefined ? "invalid" : `${issue.path.join(".")}: ${issue.message}`}`);
+        return failure(
+          "malformed",
+          index,
+          seq,
+          `attestation body ${issue === undefined ? "invalid" : `${issue.path.join(".")}: ${issue.message}`}`,
+        );
       }
     }
     if (seq !== index + 1) {
-      return failure("bad_seq", index, seq, `found seq ${seq} where seq ${index + 1} was expected (a gap, a reordering or an altered seq)`);
+      return failure(
+        "bad_seq",
+        index,
+        seq,
+        `found seq ${seq} where seq ${index + 1} was expected (a gap, a reordering or an altered seq)`,
+      );
     }
     const expectedRun = index === 0 ? options.runId : runId;
     if (expectedRun !== undefined && expectedRun !== null && entry.run_id !== expectedRun) {
-      return failure("wrong_run", index, seq, `run_id ${JSON.stringify(entry.run_id)} is not ${JSON.stringify(expectedRun)}`);
+      return failure(
+        "wrong_run",
+        index,
+        seq,
+        `run_id ${JSON.stringify(entry.run_id)} is not ${JSON.stringify(expectedRun)}`,
+      );
     }
     runId = entry.run_id;
     const expectedPrev = previous === undefined ? null : previous.hash;
@@ -208,7 +249,9 @@ export async function verifyJournal(entries: unknown, jwks: unknown, options: Ve
         "broken_link",
         index,
         seq,
-        expectedPrev === null ? "the first entry must have prev null" : `prev does not equal the hash of entry seq ${seq - 1}`,
+        expectedPrev === null
+          ? "the first entry must have prev null"
+          : `prev does not equal the hash of entry seq ${seq - 1}`,
       );
     }
     let signed: Uint8Array<ArrayBuffer>;
@@ -220,7 +263,12 @@ export async function verifyJournal(entries: unknown, jwks: unknown, options: Ve
     }
     const hash = toHex(new Uint8Array(await crypto.subtle.digest("SHA-256", signed)));
     if (hash !== entry.hash) {
-      return failure("bad_hash", index, seq, "hash does not match the SHA-256 of the canonical signed fields (the entry was altered)");
+      return failure(
+        "bad_hash",
+        index,
+        seq,
+        "hash does not match the SHA-256 of the canonical signed fields (the entry was altered)",
+      );
     }
     const key = keys.get(entry.kid);
     if (key === undefined) {

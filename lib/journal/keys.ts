@@ -36,13 +36,19 @@ const ED25519 = { name: "Ed25519" } as const;
 export async function importSigningKey(pkcs8Base64: string): Promise<JournalSigningKey> {
   const text = pkcs8Base64.replace(/-----(BEGIN|END) PRIVATE KEY-----/g, "").replace(/\s+/g, "");
   if (text === "") {
-    throw new EngineError("journal.bad_key", "JOURNAL_SIGNING_KEY is empty: expected base64 of a PKCS#8 Ed25519 private key");
+    throw new EngineError(
+      "journal.bad_key",
+      "JOURNAL_SIGNING_KEY is empty: expected base64 of a PKCS#8 Ed25519 private key",
+    );
   }
   let der: Uint8Array<ArrayBuffer>;
   try {
     der = base64Decode(text);
   } catch {
-    throw new EngineError("journal.bad_key", "JOURNAL_SIGNING_KEY is not base64: expected base64 of a PKCS#8 Ed25519 private key");
+    throw new EngineError(
+      "journal.bad_key",
+      "JOURNAL_SIGNING_KEY is not base64: expected base64 of a PKCS#8 Ed25519 private key",
+    );
   }
   let extractable: WebCryptoKey;
   let privateKey: WebCryptoKey;
@@ -92,7 +98,10 @@ export function toJwks(keys: PublicJwk[]): Jwks {
  */
 export async function importVerifyKey(jwk: { kty?: unknown; crv?: unknown; x?: unknown }): Promise<WebCryptoKey> {
   if (jwk.kty !== "OKP" || jwk.crv !== "Ed25519" || typeof jwk.x !== "string") {
-    throw new EngineError("journal.bad_key", 'not an Ed25519 public JWK: expected { "kty": "OKP", "crv": "Ed25519", "x": … }');
+    throw new EngineError(
+      "journal.bad_key",
+      'not an Ed25519 public JWK: expected { "kty": "OKP", "crv": "Ed25519", "x": … }',
+    );
   }
   let raw: Uint8Array<ArrayBuffer>;
   try {
@@ -106,9 +115,13 @@ export async function importVerifyKey(jwk: { kty?: unknown; crv?: unknown; x?: u
   try {
     return await crypto.subtle.importKey("raw", raw, ED25519, true, ["verify"]);
   } catch (cause) {
-    throw new EngineError("journal.bad_key", `cannot import the Ed25519 public key: ${cause instanceof Error ? cause.message : String(cause)}`, {
-      cause,
-    });
+    throw new EngineError(
+      "journal.bad_key",
+      `cannot import the Ed25519 public key: ${cause instanceof Error ? cause.message : String(cause)}`,
+      {
+        cause,
+      },
+    );
   }
 }
 
@@ -136,13 +149,19 @@ export async function readJwks(jwks: unknown): Promise<Map<string, WebCryptoKey>
     }
     const usable = PublicJwk.partial({ alg: true, use: true, kid: true }).safeParse(jwk);
     if (!usable.success) {
-      throw new EngineError("journal.bad_jwks", `JWKS keys[${index}] is not a valid Ed25519 public key: ${usable.error.issues[0]?.message ?? "invalid"}`);
+      throw new EngineError(
+        "journal.bad_jwks",
+        `JWKS keys[${index}] is not a valid Ed25519 public key: ${usable.error.issues[0]?.message ?? "invalid"}`,
+      );
     }
     let cryptoKey: WebCryptoKey;
     try {
       cryptoKey = await importVerifyKey(usable.data);
     } catch (error) {
-      throw new EngineError("journal.bad_jwks", `JWKS keys[${index}]: ${error instanceof Error ? error.message : String(error)}`);
+      throw new EngineError(
+        "journal.bad_jwks",
+        `JWKS keys[${index}]: ${error instanceof Error ? error.message : String(error)}`,
+      );
     }
     byKid.set(usable.data.kid ?? (await jwkThumbprint(usable.data.x)), cryptoKey);
   }

@@ -17,7 +17,7 @@ export function benchClient(baseUrl, token) {
   async function api(method, path, body) {
     const response = await fetch(`${baseUrl}${path}`, {
       method,
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      headers: { "authorization": `Bearer ${token}`, "content-type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const json = await response.json();
@@ -72,7 +72,9 @@ export async function startWaitPeerProcess() {
 export const ACTION_WAIT_MS = 100;
 
 /** A task of one `context` step that sets `v` to 1: no I/O. */
-export const noopTask = { steps: [{ ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } }] };
+export const noopTask = {
+  steps: [{ ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } }],
+};
 
 /**
  * The benchmark workflows, `<prefix>-single`, `-chain-200`, `-fanout-100` and
@@ -85,12 +87,36 @@ export function benchWorkflows(prefix, peerUrl) {
   for (let i = 0; i < 200; i += 1) {
     chain[`n${i}`] = { task: noopTask, ...(i > 0 ? { depends_on: [`n${i - 1}`] } : {}) };
   }
-  const wait = { steps: [{ ref: "wait", action: { kind: "http", implementation: { method: "GET", url_template: `${peerUrl}/wait?ms=${ACTION_WAIT_MS}` } } }] };
+  const wait = {
+    steps: [
+      {
+        ref: "wait",
+        action: {
+          kind: "http",
+          implementation: { method: "GET", url_template: `${peerUrl}/wait?ms=${ACTION_WAIT_MS}` },
+        },
+      },
+    ],
+  };
   const items = (/** @type {number} */ n) => ({ items: Array.from({ length: n }, (_, i) => i) });
   return {
     single: { workflow: { id: `${prefix}-single`, nodes: { only: { task: noopTask } } }, input: {} },
     chain: { workflow: { id: `${prefix}-chain-200`, nodes: chain }, input: {} },
-    fanout: { workflow: { id: `${prefix}-fanout-100`, max_parallel: 100, nodes: { each: { foreach: { items: "$.input.items", max_parallel: 100 }, task: wait } } }, input: items(100) },
-    foreach: { workflow: { id: `${prefix}-foreach-1000`, max_parallel: 200, nodes: { each: { foreach: { items: "$.input.items" }, task: noopTask } } }, input: items(1000) },
+    fanout: {
+      workflow: {
+        id: `${prefix}-fanout-100`,
+        max_parallel: 100,
+        nodes: { each: { foreach: { items: "$.input.items", max_parallel: 100 }, task: wait } },
+      },
+      input: items(100),
+    },
+    foreach: {
+      workflow: {
+        id: `${prefix}-foreach-1000`,
+        max_parallel: 200,
+        nodes: { each: { foreach: { items: "$.input.items" }, task: noopTask } },
+      },
+      input: items(1000),
+    },
   };
 }

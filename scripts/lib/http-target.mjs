@@ -130,7 +130,8 @@ export async function startHttpTarget({ port = 0 } = {}) {
     }
     if (route === "reset") {
       req.resume();
-      if (method !== "POST") return sendJson(res, 405, { error: "method_not_allowed", allow: "POST" }, { allow: "POST" });
+      if (method !== "POST")
+        return sendJson(res, 405, { error: "method_not_allowed", allow: "POST" }, { allow: "POST" });
       counts.clear();
       flakyAttempts.clear();
       return sendJson(res, 200, { ok: true });

@@ -12,7 +12,12 @@ const originalListen = net.Server.prototype.listen;
 /** @this {net.Server} @param {any[]} args */
 function listenOnLoopback(...args) {
   const [first] = args;
-  if (first !== null && typeof first === "object" && !Array.isArray(first) && ("port" in first || !("path" in first || "fd" in first || "handle" in first))) {
+  if (
+    first !== null &&
+    typeof first === "object" &&
+    !Array.isArray(first) &&
+    ("port" in first || !("path" in first || "fd" in first || "handle" in first))
+  ) {
     args[0] = { ...first, host: "127.0.0.1" };
   } else if (typeof first === "number" || (typeof first === "string" && /^\d+$/.test(first))) {
     if (typeof args[1] === "string") args[1] = "127.0.0.1";

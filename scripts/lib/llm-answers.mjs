@@ -45,7 +45,16 @@ const MARKER = /\[\[([a-z-]+)(?::([^\]]*))?\]\]/g;
  */
 export function readDirectives(text) {
   /** @type {Directives} */
-  const directives = { key: undefined, fail: undefined, times: undefined, retryAfter: undefined, invalidJson: false, wrongShape: false, echoCredential: false, echoCredentialInAnswer: false };
+  const directives = {
+    key: undefined,
+    fail: undefined,
+    times: undefined,
+    retryAfter: undefined,
+    invalidJson: false,
+    wrongShape: false,
+    echoCredential: false,
+    echoCredentialInAnswer: false,
+  };
   const clean = text.replace(MARKER, (_match, name, value) => {
     if (name === "key") directives.key = value;
     else if (name === "fail") directives.fail = Number(value);
@@ -62,7 +71,10 @@ export function readDirectives(text) {
 
 /** @param {string} text */
 export function countWords(text) {
-  const words = text.trim().split(/\s+/).filter((word) => word.length > 0);
+  const words = text
+    .trim()
+    .split(/\s+/)
+    .filter((word) => word.length > 0);
   return words.length;
 }
 
@@ -80,14 +92,15 @@ export function valueFromSchema(schema, question, depth = 0) {
   if (Array.isArray(s.enum) && s.enum.length > 0) return s.enum[0];
   if (Array.isArray(s.anyOf) && s.anyOf.length > 0) return valueFromSchema(s.anyOf[0], question, depth + 1);
   if (Array.isArray(s.oneOf) && s.oneOf.length > 0) return valueFromSchema(s.oneOf[0], question, depth + 1);
-  const type = Array.isArray(s.type) ? s.type.find((/** @type {string} */ t) => t !== "null") ?? s.type[0] : s.type;
+  const type = Array.isArray(s.type) ? (s.type.find((/** @type {string} */ t) => t !== "null") ?? s.type[0]) : s.type;
   switch (type) {
     case "object":
     case undefined: {
       if (type === undefined && !s.properties) return question;
       /** @type {Record<string, unknown>} */
       const out = {};
-      for (const [name, sub] of Object.entries(s.properties ?? {})) out[name] = valueFromSchema(sub, question, depth + 1);
+      for (const [name, sub] of Object.entries(s.properties ?? {}))
+        out[name] = valueFromSchema(sub, question, depth + 1);
       return out;
     }
     case "string":

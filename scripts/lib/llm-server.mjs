@@ -59,7 +59,8 @@ export async function startLlmServer({ port = 0 } = {}) {
   const server = createServer((req, res) => {
     handle(req, res).catch((err) => {
       try {
-        if (!res.headersSent) sendJson(res, 500, { error: { message: String(err?.message ?? err), type: "server_error" } });
+        if (!res.headersSent)
+          sendJson(res, 500, { error: { message: String(err?.message ?? err), type: "server_error" } });
         else res.destroy();
       } catch {
         /* socket gone */
@@ -85,10 +86,17 @@ export async function startLlmServer({ port = 0 } = {}) {
       seen.clear();
       return sendJson(res, 200, { ok: true });
     }
-    const flavour = req.method === "POST" && path === "/chat/completions" ? "openai" : req.method === "POST" && path === "/messages" ? "anthropic" : undefined;
-    if (!flavour) return sendJson(res, 404, { error: { message: `no route ${req.method} ${url.pathname}`, type: "not_found" } });
+    const flavour =
+      req.method === "POST" && path === "/chat/completions"
+        ? "openai"
+        : req.method === "POST" && path === "/messages"
+          ? "anthropic"
+          : undefined;
+    if (!flavour)
+      return sendJson(res, 404, { error: { message: `no route ${req.method} ${url.pathname}`, type: "not_found" } });
     const body = await readJson(req);
-    if (body === undefined || typeof body !== "object" || body === null) return sendError(res, flavour, 400, "the body must be a JSON object");
+    if (body === undefined || typeof body !== "object" || body === null)
+      return sendError(res, flavour, 400, "the body must be a JSON object");
     if (body.stream === true) return sendError(res, flavour, 400, "streaming is not supported by this test server");
     const messages = flavour === "openai" ? openAiMessages(body) : anthropicMessages(body);
     const lastUser = [...messages].reverse().find((m) => m.role === "user")?.text ?? "";
@@ -147,7 +155,10 @@ function openAiMessages(body) {
 function anthropicMessages(body) {
   const system = body.system === undefined ? [] : [{ role: "system", text: contentText(body.system) }];
   const list = Array.isArray(body.messages) ? body.messages : [];
-  return [...system, ...list.map((/** @type {any} */ m) => ({ role: String(m?.role ?? ""), text: contentText(m?.content) }))];
+  return [
+    ...system,
+    ...list.map((/** @type {any} */ m) => ({ role: String(m?.role ?? ""), text: contentText(m?.content) })),
+  ];
 }
 
 /** Text of a message's content: a string, or the text of its text blocks. @param {unknown} content */
@@ -162,17 +173,35 @@ function contentText(content) {
 
 /** @param {any} body @param {AnswerContext} ctx */
 function openAiAnswer(body, ctx) {
-  const forced = body.tool_choice && typeof body.tool_choice === "object" ? body.tool_choice.function?.name : body.tool_choice === "required" ? body.tools?.[0]?.function?.name : undefined;
+  const forced =
+    body.tool_choice && typeof body.tool_choice === "object"
+      ? body.tool_choice.function?.name
+      : body.tool_choice === "required"
+        ? body.tools?.[0]?.function?.name
+        : undefined;
   const tool = forced ? (body.tools ?? []).find((/** @type {any} */ t) => t?.function?.name === forced) : undefined;
   const format = body.response_format;
   /** @type {Record<string, unknown>} */
   let message;
   let outputText;
   if (tool) {
-    outputText = answerText({ question: ctx.question, schema: tool.function.parameters ?? {}, directives: ctx.directives });
-    message = { role: "assistant", content: null, tool_calls: [{ id: `call_${ctx.id}`, type: "function", function: { name: forced, arguments: outputText } }] };
+    outputText = answerText({
+      question: ctx.question,
+      schema: tool.function.parameters ?? {},
+      directives: ctx.directives,
+    });
+    message = {
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id: `call_${ctx.id}`, type: "function", function: { name: forced, arguments: outputText } }],
+    };
   } else {
-    const schema = format?.type === "json_schema" ? format.json_schema?.schema ?? {} : format?.type === "json_object" ? { type: "object", properties: { answer: { type: "string" } } } : undefined;
+    const schema =
+      format?.type === "json_schema"
+        ? (format.json_schema?.schema ?? {})
+        : format?.type === "json_object"
+          ? { type: "object", properties: { answer: { type: "string" } } }
+          : undefined;
     outputText = answerText({ question: ctx.question, schema, directives: ctx.directives });
     message = { role: "assistant", content: outputText };
   }
@@ -183,14 +212,23 @@ function openAiAnswer(body, ctx) {
     created: Math.floor(Date.now() / 1000),
     model: ctx.model,
     choices: [{ index: 0, message, finish_reason: tool ? "tool_calls" : "stop" }],
-    usage: { prompt_tokens: ctx.inputTokens, completion_tokens: outputTokens, total_tokens: ctx.inputTokens + outputTokens },
+    usage: {
+      prompt_tokens: ctx.inputTokens,
+      completion_tokens: outputTokens,
+      total_tokens: ctx.inputTokens + outputTokens,
+    },
   };
 }
 
 /** @param {any} body @param {AnswerContext} ctx */
 function anthropicAnswer(body, ctx) {
   // `{ type: "tool", name }` names the tool; `{ type: "any" }` (what the AI SDK sends with its one `json` tool) means the first.
-  const forced = body.tool_choice?.type === "tool" ? body.tool_choice.name : body.tool_choice?.type === "any" ? body.tools?.[0]?.name : undefined;
+  const forced =
+    body.tool_choice?.type === "tool"
+      ? body.tool_choice.name
+      : body.tool_choice?.type === "any"
+        ? body.tools?.[0]?.name
+        : undefined;
   const tool = forced ? (body.tools ?? []).find((/** @type {any} */ t) => t?.name === forced) : undefined;
   const format = body.output_config?.format;
   /** @type {unknown[]} */
@@ -207,7 +245,7 @@ function anthropicAnswer(body, ctx) {
     }
     content = [{ type: "tool_use", id: `toolu_${ctx.id}`, name: forced, input }];
   } else {
-    const schema = format?.type === "json_schema" ? format.schema ?? {} : undefined;
+    const schema = format?.type === "json_schema" ? (format.schema ?? {}) : undefined;
     outputText = answerText({ question: ctx.question, schema, directives: ctx.directives });
     content = [{ type: "text", text: outputText }];
   }
@@ -231,8 +269,16 @@ function anthropicAnswer(body, ctx) {
  * @param {Record<string, string>} [headers]
  */
 function sendError(res, flavour, status, message, headers = {}) {
-  const type = status === 429 ? "rate_limit_error" : status === 401 ? "authentication_error" : status >= 500 ? "api_error" : "invalid_request_error";
-  const body = flavour === "anthropic" ? { type: "error", error: { type, message } } : { error: { message, type, code: null } };
+  const type =
+    status === 429
+      ? "rate_limit_error"
+      : status === 401
+        ? "authentication_error"
+        : status >= 500
+          ? "api_error"
+          : "invalid_request_error";
+  const body =
+    flavour === "anthropic" ? { type: "error", error: { type, message } } : { error: { message, type, code: null } };
   sendJson(res, status, body, headers);
 }
 

@@ -25,7 +25,9 @@ import { connect } from "node:net";
 import { fileURLToPath } from "node:url";
 import { freePort } from "./wrangler-dev.mjs";
 
-const SERVER_ENTRY = fileURLToPath(new URL("../../node_modules/@modelcontextprotocol/server-everything/dist/index.js", import.meta.url));
+const SERVER_ENTRY = fileURLToPath(
+  new URL("../../node_modules/@modelcontextprotocol/server-everything/dist/index.js", import.meta.url),
+);
 const PRELOAD = new URL("./listen-localhost.mjs", import.meta.url).href;
 const STARTUP_TIMEOUT_MS = 20_000;
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -53,7 +55,8 @@ const MAX_BODY_BYTES = 4 * 1024 * 1024;
  * @returns {Promise<McpPeer>}
  */
 export async function startMcpPeer({ sse = false } = {}) {
-  if (!existsSync(SERVER_ENTRY)) throw new Error(`@modelcontextprotocol/server-everything is not installed (${SERVER_ENTRY}): run npm install`);
+  if (!existsSync(SERVER_ENTRY))
+    throw new Error(`@modelcontextprotocol/server-everything is not installed (${SERVER_ENTRY}): run npm install`);
   /** @type {Map<string, KeyStats>} */
   const stats = new Map();
   /** @type {Array<() => Promise<void>>} */
@@ -218,7 +221,8 @@ function record(stats, key, req, body) {
     const method = typeof message?.method === "string" ? message.method : undefined;
     if (!method) continue;
     entry.methods[method] = (entry.methods[method] ?? 0) + 1;
-    if (method === "tools/call") entry.calls.push({ name: String(message.params?.name ?? ""), arguments: message.params?.arguments ?? null });
+    if (method === "tools/call")
+      entry.calls.push({ name: String(message.params?.name ?? ""), arguments: message.params?.arguments ?? null });
   }
 }
 

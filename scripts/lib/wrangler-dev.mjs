@@ -282,7 +282,8 @@ export async function startWranglerDev(options = {}) {
     } catch (err) {
       lastError = err;
       // Another process took the port between freePort() and wrangler's listen: try another.
-      if (!autoPort || !/EADDRINUSE|address already in use/i.test(String(/** @type {any} */ (err)?.output ?? ""))) break;
+      if (!autoPort || !/EADDRINUSE|address already in use/i.test(String(/** @type {any} */ (err)?.output ?? "")))
+        break;
     }
   }
   throw lastError;
@@ -305,18 +306,30 @@ async function startOnce({
   const inspectorPort = await freePort();
   const tmp = mkdtempSync(join(tmpdir(), "trellis-wrangler-"));
   const envFile = join(tmp, "vars.env");
-  writeFileSync(envFile, Object.entries(vars).map(([k, v]) => envLine(k, v)).join("\n") + "\n", { mode: 0o600 });
+  writeFileSync(
+    envFile,
+    Object.entries(vars)
+      .map(([k, v]) => envLine(k, v))
+      .join("\n") + "\n",
+    { mode: 0o600 },
+  );
 
   const args = [
     resolveWrangler(cwd),
     "dev",
     ...(config ? ["--config", config] : []),
-    "--ip", "127.0.0.1",
-    "--port", String(listenPort),
-    "--inspector-ip", "127.0.0.1",
-    "--inspector-port", String(inspectorPort),
-    "--persist-to", persistTo ?? join(tmp, "state"),
-    "--env-file", envFile,
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    String(listenPort),
+    "--inspector-ip",
+    "127.0.0.1",
+    "--inspector-port",
+    String(inspectorPort),
+    "--persist-to",
+    persistTo ?? join(tmp, "state"),
+    "--env-file",
+    envFile,
     "--show-interactive-dev-session=false",
     // Remote bindings off: Workers AI and Vectorize exist only on Cloudflare's network, and
     // without --local wrangler tries to open a remote proxy session (which needs a login).
@@ -363,7 +376,9 @@ async function startOnce({
     });
   });
 
-  const watchdog = pid ? startWatchdog({ pid, group: process.platform !== "win32", maxLifetimeMs, removeDir: tmp }) : { dispose() {} };
+  const watchdog = pid
+    ? startWatchdog({ pid, group: process.platform !== "win32", maxLifetimeMs, removeDir: tmp })
+    : { dispose() {} };
 
   // Clean up on exit and on the usual signals, even if stop() is never called.
   const killNow = () => {
@@ -412,11 +427,17 @@ async function startOnce({
   while (true) {
     if (exited) {
       await stop();
-      throw startupError(`wrangler dev exited (code ${exited.code}, signal ${exited.signal}) before /healthz answered`, output);
+      throw startupError(
+        `wrangler dev exited (code ${exited.code}, signal ${exited.signal}) before /healthz answered`,
+        output,
+      );
     }
     if (Date.now() > deadline) {
       await stop();
-      throw startupError(`wrangler dev: /healthz did not answer 200 within ${timeoutMs} ms (last: ${lastProblem})`, output);
+      throw startupError(
+        `wrangler dev: /healthz did not answer 200 within ${timeoutMs} ms (last: ${lastProblem})`,
+        output,
+      );
     }
     try {
       const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(5_000) });

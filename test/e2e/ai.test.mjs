@@ -33,7 +33,10 @@ after(async () => {
 async function runSteps(steps, extra = {}, bundle = {}) {
   await env();
   const id = uid("ai");
-  await register({ ...bundle, workflows: [{ id, ...extra, nodes: { main: { task: { steps }, output_mapping: { "output.result": "$" } } } }] });
+  await register({
+    ...bundle,
+    workflows: [{ id, ...extra, nodes: { main: { task: { steps }, output_mapping: { "output.result": "$" } } } }],
+  });
   const start = await startRun(id, { input: {} });
   assert.equal(start.status, 201, show(start));
   return waitForRun(start.json.run_id);
@@ -47,8 +50,16 @@ describe("ai actions in real workerd", () => {
         action: {
           kind: "llm",
           implementation: {
-            prompt: { messages: [{ role: "user", template: "Name {{thing}}" }], produces: { type: "object", required: ["name"], properties: { name: { type: "string" } } } },
-            model: { provider: "openai-compatible", model_id: "local", base_url: `${llm.url}/v1`, pricing: { input_per_mtok: 1, output_per_mtok: 2 } },
+            prompt: {
+              messages: [{ role: "user", template: "Name {{thing}}" }],
+              produces: { type: "object", required: ["name"], properties: { name: { type: "string" } } },
+            },
+            model: {
+              provider: "openai-compatible",
+              model_id: "local",
+              base_url: `${llm.url}/v1`,
+              pricing: { input_per_mtok: 1, output_per_mtok: 2 },
+            },
           },
         },
         input_mapping: { thing: "the sea" },
@@ -64,7 +75,14 @@ describe("ai actions in real workerd", () => {
     const server = uid("srv");
     const key = uid("key");
     const run = await runSteps(
-      [{ ref: "echo", action: { kind: "mcp", implementation: { server, tool: "echo" } }, input_mapping: { message: "from workerd" }, output_mapping: { "output.text": "$.content[0].text" } }],
+      [
+        {
+          ref: "echo",
+          action: { kind: "mcp", implementation: { server, tool: "echo" } },
+          input_mapping: { message: "from workerd" },
+          output_mapping: { "output.text": "$.content[0].text" },
+        },
+      ],
       { tools: [`mcp:${server}/echo`] },
       { mcp_servers: [{ id: server, url: `${mcp.url}/k/${key}/mcp` }] },
     );
@@ -74,13 +92,32 @@ describe("ai actions in real workerd", () => {
   });
 
   test("a metric step writes to the locally simulated dataset; vector and workers-ai steps say their binding is remote-only", async () => {
-    const metric = await runSteps([{ ref: "m", action: { kind: "metric", implementation: { metric_name: "e2e_metric", value: { expr: "1 + 1" } } }, output_mapping: { "output.value": "$.value" } }]);
+    const metric = await runSteps([
+      {
+        ref: "m",
+        action: { kind: "metric", implementation: { metric_name: "e2e_metric", value: { expr: "1 + 1" } } },
+        output_mapping: { "output.value": "$.value" },
+      },
+    ]);
     assert.equal(metric.status, "completed", JSON.stringify(metric.error));
     assert.equal(metric.output.result.value, 2);
-    const vector = await runSteps([{ ref: "q", action: { kind: "vector", implementation: { index: "default", query_template: "x" } } }]);
+    const vector = await runSteps([
+      { ref: "q", action: { kind: "vector", implementation: { index: "default", query_template: "x" } } },
+    ]);
     assert.equal(vector.status, "failed");
     assert.equal(vector.error.code, "vector.no_binding", vector.error.message);
-    const workersAi = await runSteps([{ ref: "ask", action: { kind: "llm", implementation: { prompt: { messages: [{ role: "user", template: "hi" }] }, model: { provider: "workers-ai", model_id: "@cf/meta/llama-3.1-8b-instruct" } } } }]);
+    const workersAi = await runSteps([
+      {
+        ref: "ask",
+        action: {
+          kind: "llm",
+          implementation: {
+            prompt: { messages: [{ role: "user", template: "hi" }] },
+            model: { provider: "workers-ai", model_id: "@cf/meta/llama-3.1-8b-instruct" },
+          },
+        },
+      },
+    ]);
     assert.equal(workersAi.status, "failed");
     assert.equal(workersAi.error.code, "llm.no_binding", workersAi.error.message);
   });

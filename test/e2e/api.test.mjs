@@ -20,7 +20,11 @@ function echoWorkflow(/** @type {string} */ id) {
           steps: [
             {
               ref: "copy",
-              action: { id: `${id}-copy`, kind: "context", implementation: { updates: [{ path: "name", expr: "input.name" }] } },
+              action: {
+                id: `${id}-copy`,
+                kind: "context",
+                implementation: { updates: [{ path: "name", expr: "input.name" }] },
+              },
               input_mapping: { name: "$.input.name" },
               output_mapping: { "output.name": "$.name" },
             },
@@ -44,7 +48,11 @@ describe("health and auth", () => {
   test("/v1 without a token is 401 with { error: { code, message } }", async () => {
     assertError(assert, await api("GET", `/v1/runs/${uid("run")}`, { token: null }), 401);
     assertError(assert, await api("POST", "/v1/definitions", { token: null, body: { workflows: [] } }), 401);
-    assertError(assert, await api("POST", `/v1/workflows/${uid("wf")}/runs`, { token: null, body: { input: {} } }), 401);
+    assertError(
+      assert,
+      await api("POST", `/v1/workflows/${uid("wf")}/runs`, { token: null, body: { input: {} } }),
+      401,
+    );
     // (GET /v1/journal-keys is left out: a JWKS of public keys may be served without auth.)
   });
 
@@ -73,7 +81,9 @@ describe("validation and lookups", () => {
     assertError(assert, res, 400);
     const details = res.json.error.details;
     assert.ok(Array.isArray(details) && details.length > 0, `details should list the problems: ${show(res)}`);
-    for (const d of details) {assert.ok("path" in d, `every detail has a path: ${JSON.stringify(d)}`);}
+    for (const d of details) {
+      assert.ok("path" in d, `every detail has a path: ${JSON.stringify(d)}`);
+    }
     const paths = details.map(detailPath);
     assert.ok(
       paths.some((p) => /^workflows\.0\.id$/.test(p) || (p.includes("workflows") && p.endsWith("id"))),
@@ -83,7 +93,15 @@ describe("validation and lookups", () => {
 
   test("a cyclic workflow is rejected with 400", async () => {
     const id = uid("cycle");
-    const task = { id: `${id}-task`, steps: [{ ref: "s", action: { id: `${id}-a`, kind: "context", implementation: { updates: [{ path: "x", expr: "1" }] } } }] };
+    const task = {
+      id: `${id}-task`,
+      steps: [
+        {
+          ref: "s",
+          action: { id: `${id}-a`, kind: "context", implementation: { updates: [{ path: "x", expr: "1" }] } },
+        },
+      ],
+    };
     const res = await api("POST", "/v1/definitions", {
       body: { workflows: [{ id, nodes: { a: { task, depends_on: ["b"] }, b: { task, depends_on: ["a"] } } }] },
     });

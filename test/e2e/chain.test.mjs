@@ -15,7 +15,11 @@ test(`chain${LENGTH}: a ${LENGTH}-node chain completes (timed)`, async () => {
     steps: [
       {
         ref: "inc",
-        action: { id: `${id}-inc-action`, kind: "context", implementation: { updates: [{ path: "v", expr: "input.v + 1" }] } },
+        action: {
+          id: `${id}-inc-action`,
+          kind: "context",
+          implementation: { updates: [{ path: "v", expr: "input.v + 1" }] },
+        },
         input_mapping: { v: "$.input.v" },
         output_mapping: { "output.v": "$.v" },
       },

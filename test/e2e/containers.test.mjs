@@ -15,7 +15,9 @@ function workflow(/** @type {string} */ id, /** @type {unknown[]} */ steps, /** 
     id,
     tools,
     resources: { box: { type: "container" } },
-    nodes: { main: { task: { steps }, resource_bindings: { container: "box" }, output_mapping: { "output.result": "$" } } },
+    nodes: {
+      main: { task: { steps }, resource_bindings: { container: "box" }, output_mapping: { "output.result": "$" } },
+    },
   };
 }
 
@@ -26,10 +28,31 @@ test("a shell step, a commit and an artifact run in a container under wrangler d
       workflow(
         id,
         [
-          { ref: "init", action: { kind: "shell", implementation: { command_template: "git init -q -b main . && printf '%s\\n' {{who}} > who.txt" } } },
-          { ref: "commit", action: { kind: "tool", implementation: { tool: "git_commit" } }, input_mapping: { message: "add who" }, output_mapping: { "output.commit": "$.commit" } },
-          { ref: "save", action: { kind: "tool", implementation: { tool: "write_artifact" } }, input_mapping: { name: "who.txt", path: "who.txt" }, output_mapping: { "output.size": "$.size" } },
-          { ref: "show", action: { kind: "tool", implementation: { tool: "read_artifact" } }, input_mapping: { name: "who.txt" }, output_mapping: { "output.content": "$.content" } },
+          {
+            ref: "init",
+            action: {
+              kind: "shell",
+              implementation: { command_template: "git init -q -b main . && printf '%s\\n' {{who}} > who.txt" },
+            },
+          },
+          {
+            ref: "commit",
+            action: { kind: "tool", implementation: { tool: "git_commit" } },
+            input_mapping: { message: "add who" },
+            output_mapping: { "output.commit": "$.commit" },
+          },
+          {
+            ref: "save",
+            action: { kind: "tool", implementation: { tool: "write_artifact" } },
+            input_mapping: { name: "who.txt", path: "who.txt" },
+            output_mapping: { "output.size": "$.size" },
+          },
+          {
+            ref: "show",
+            action: { kind: "tool", implementation: { tool: "read_artifact" } },
+            input_mapping: { name: "who.txt" },
+            output_mapping: { "output.content": "$.content" },
+          },
         ],
         ["tool:git_commit", "tool:write_artifact", "tool:read_artifact"],
       ),
@@ -48,7 +71,15 @@ test("a shell step, a commit and an artifact run in a container under wrangler d
 test(`containers: a trivial command through the whole path (${RUNS} runs, timed)`, async () => {
   const id = uid("e2e-true");
   await register({
-    workflows: [workflow(id, [{ ref: "t", action: { kind: "shell", implementation: { command_template: "true" } }, output_mapping: { "output.exec_ms": "$.duration_ms" } }])],
+    workflows: [
+      workflow(id, [
+        {
+          ref: "t",
+          action: { kind: "shell", implementation: { command_template: "true" } },
+          output_mapping: { "output.exec_ms": "$.duration_ms" },
+        },
+      ]),
+    ],
   });
   /** @type {number[]} */
   const wall = [];
@@ -63,7 +94,9 @@ test(`containers: a trivial command through the whole path (${RUNS} runs, timed)
     const run = await waitForRun(started.json.run_id, { intervalMs: 2 });
     const elapsed = performance.now() - t0;
     assert.equal(run.status, "completed", JSON.stringify(run.error));
-    if (i === 0) {continue;} // the first run warms up the Durable Objects
+    if (i === 0) {
+      continue;
+    } // the first run warms up the Durable Objects
     wall.push(elapsed);
     coordinator.push(Date.parse(run.updated_at) - Date.parse(run.created_at));
     exec.push(run.output.result.exec_ms);

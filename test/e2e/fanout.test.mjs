@@ -26,8 +26,18 @@ test(`fanout${ITEMS}: a ${ITEMS}-item foreach of http tasks completes in item or
             input_mapping: { n: "$.item" },
             task: {
               steps: [
-                { ref: "wait", action: { kind: "http", implementation: { method: "GET", url_template: `${target}/slow/${key}?ms=${WAIT_MS}` } } },
-                { ref: "echo", action: { kind: "http", implementation: { method: "GET", url_template: `${target}/json?n={{n}}` } }, output_mapping: { "output.n": "$.body.n" } },
+                {
+                  ref: "wait",
+                  action: {
+                    kind: "http",
+                    implementation: { method: "GET", url_template: `${target}/slow/${key}?ms=${WAIT_MS}` },
+                  },
+                },
+                {
+                  ref: "echo",
+                  action: { kind: "http", implementation: { method: "GET", url_template: `${target}/json?n={{n}}` } },
+                  output_mapping: { "output.n": "$.body.n" },
+                },
               ],
             },
             output_mapping: { "output.echoed": "$.n" },
@@ -57,5 +67,7 @@ test(`fanout${ITEMS}: a ${ITEMS}-item foreach of http tasks completes in item or
 
   const makespan = Date.parse(entries.at(-1)?.at ?? "") - Date.parse(entries[0]?.at ?? "");
   // The e2e files run side by side against one wrangler dev: `npm run bench` is where the fan-out is measured.
-  console.log(`fanout${ITEMS}: makespan=${makespan}ms (each task: a ${WAIT_MS} ms wait and an echo call; other e2e files run alongside)`);
+  console.log(
+    `fanout${ITEMS}: makespan=${makespan}ms (each task: a ${WAIT_MS} ms wait and an echo call; other e2e files run alongside)`,
+  );
 });

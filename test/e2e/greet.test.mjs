@@ -42,7 +42,9 @@ export function greetWorkflow(/** @type {string} */ id) {
 function verifierPath() {
   for (const name of ["verify-journal.ts", "verify-journal.mjs"]) {
     const p = join(repoRoot, "scripts", name);
-    if (existsSync(p)) {return p;}
+    if (existsSync(p)) {
+      return p;
+    }
   }
   return undefined;
 }
@@ -69,7 +71,9 @@ function runVerifier(journalFile, jwksFile, runId) {
  */
 function tamperOneByte(text) {
   const i = text.indexOf("Hello, Ada");
-  if (i >= 0) {return `${text.slice(0, i + 9)}b${text.slice(i + 10)}`;}
+  if (i >= 0) {
+    return `${text.slice(0, i + 9)}b${text.slice(i + 10)}`;
+  }
   const m = /"at"\s*:\s*"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d/.exec(text);
   assert.ok(m, "found nothing to tamper with in the journal");
   const pos = m.index + m[0].length - 1;
@@ -87,7 +91,10 @@ describe("greet: a one-node run", () => {
     const id = uid("greet");
     const reg = await register({ workflows: [greetWorkflow(id)] });
     assert.ok(Array.isArray(reg.created), `created should be a list: ${JSON.stringify(reg)}`);
-    assert.ok(reg.created.some((/** @type {any} */ c) => c.id === id && c.version === 1), JSON.stringify(reg));
+    assert.ok(
+      reg.created.some((/** @type {any} */ c) => c.id === id && c.version === 1),
+      JSON.stringify(reg),
+    );
 
     const started = await startRun(id, { input: { name: "Ada" } });
     assert.equal(started.status, 201, show(started));
@@ -103,7 +110,9 @@ describe("greet: a one-node run", () => {
   });
 
   test("its journal verifies offline, and a one-byte change does not", async (t) => {
-    if (!run) {return t.skip("no completed run");}
+    if (!run) {
+      return t.skip("no completed run");
+    }
     const journal = await api("GET", `/v1/runs/${run.run_id}/journal`);
     assert.equal(journal.status, 200, show(journal));
     const entries = journal.json.entries;

@@ -29,7 +29,9 @@ const ownStops = [];
 
 // Stop whatever this file started itself (nothing under scripts/e2e.mjs) once its tests are done.
 after(async () => {
-  for (const stop of ownStops.reverse()) {await stop().catch(() => {});}
+  for (const stop of ownStops.reverse()) {
+    await stop().catch(() => {});
+  }
 });
 
 /**
@@ -103,7 +105,9 @@ export async function api(method, path, { body, rawBody, token, headers = {}, ti
   /** @type {Record<string, string>} */
   const h = { ...headers };
   const bearer = token === undefined ? e.token : token;
-  if (bearer !== null) {h.authorization = `Bearer ${bearer}`;}
+  if (bearer !== null) {
+    h.authorization = `Bearer ${bearer}`;
+  }
   let payload;
   if (rawBody !== undefined) {
     payload = rawBody;
@@ -112,7 +116,12 @@ export async function api(method, path, { body, rawBody, token, headers = {}, ti
     payload = JSON.stringify(body);
     h["content-type"] = "application/json";
   }
-  const res = await fetch(`${e.url}${path}`, { method, headers: h, body: payload, signal: AbortSignal.timeout(timeoutMs) });
+  const res = await fetch(`${e.url}${path}`, {
+    method,
+    headers: h,
+    body: payload,
+    signal: AbortSignal.timeout(timeoutMs),
+  });
   const text = await res.text();
   let json;
   try {
@@ -134,7 +143,9 @@ export function show(/** @type {ApiResponse} */ res) {
  */
 export async function register(bundle) {
   const res = await api("POST", "/v1/definitions", { body: bundle });
-  if (res.status !== 201 && res.status !== 200) {throw new Error(`register failed: ${show(res)}`);}
+  if (res.status !== 201 && res.status !== 200) {
+    throw new Error(`register failed: ${show(res)}`);
+  }
   return res.json;
 }
 
@@ -158,8 +169,12 @@ export async function waitForRun(runId, { timeoutMs = 60_000, intervalMs = 100 }
   let last;
   while (Date.now() < deadline) {
     last = await api("GET", `/v1/runs/${encodeURIComponent(runId)}`);
-    if (last.status !== 200) {throw new Error(`GET run ${runId}: ${show(last)}`);}
-    if (TERMINAL.has(last.json?.status)) {return last.json;}
+    if (last.status !== 200) {
+      throw new Error(`GET run ${runId}: ${show(last)}`);
+    }
+    if (TERMINAL.has(last.json?.status)) {
+      return last.json;
+    }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
   throw new Error(`run ${runId} not terminal after ${timeoutMs} ms; last: ${last ? show(last) : "none"}`);
@@ -183,7 +198,14 @@ export function assertError(assert, res, status) {
 /** A detail's path as a dotted string, whatever its form (array, JSON pointer, string). */
 export function detailPath(/** @type {any} */ detail) {
   const p = detail?.path;
-  if (Array.isArray(p)) {return p.join(".");}
-  if (typeof p === "string") {return p.replace(/^\//, "").replaceAll("/", ".").replace(/\[(\d+)\]/g, ".$1");}
+  if (Array.isArray(p)) {
+    return p.join(".");
+  }
+  if (typeof p === "string") {
+    return p
+      .replace(/^\//, "")
+      .replaceAll("/", ".")
+      .replace(/\[(\d+)\]/g, ".$1");
+  }
   return "";
 }

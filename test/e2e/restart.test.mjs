@@ -44,7 +44,10 @@ function client(base, token) {
   return async (method, path, body) => {
     const response = await fetch(`${base}${path}`, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
       signal: AbortSignal.timeout(30_000),
     });
@@ -75,7 +78,10 @@ async function until(what, probe) {
 }
 
 /** @param {string} ref @param {string} url */
-const httpStep = (ref, url) => ({ ref, action: { kind: "http", implementation: { method: "GET", url_template: url } } });
+const httpStep = (ref, url) => ({
+  ref,
+  action: { kind: "http", implementation: { method: "GET", url_template: url } },
+});
 
 test("a killed and restarted wrangler dev finishes every interrupted run by itself: each node completed once, lost calls journaled task.lost, journals verified", async () => {
   const target = await startHttpTarget({ port: 0 });
@@ -88,17 +94,35 @@ test("a killed and restarted wrangler dev finishes every interrupted run by itse
     dev = await startWranglerDev({ vars, persistTo: stateDir });
     let api = client(dev.url, token);
     const k = uid("rs");
-    const ids = { child: uid("rs-child"), parent: uid("rs-parent"), wide: uid("rs-wide"), gate: uid("rs-gate"), retry: uid("rs-retry") };
+    const ids = {
+      child: uid("rs-child"),
+      parent: uid("rs-parent"),
+      wide: uid("rs-wide"),
+      gate: uid("rs-gate"),
+      retry: uid("rs-retry"),
+    };
     /** The run's last node: it marks the peer, which is how the test sees the run get there. */
-    const done = (/** @type {string} */ name, /** @type {string} */ after) => ({ depends_on: [after], task: { steps: [httpStep("mark", `${target.url}/mark/${k}-${name}-done`)] } });
+    const done = (/** @type {string} */ name, /** @type {string} */ after) => ({
+      depends_on: [after],
+      task: { steps: [httpStep("mark", `${target.url}/mark/${k}-${name}-done`)] },
+    });
     const registered = await api("POST", "/v1/definitions", {
       workflows: [
-        { id: ids.child, nodes: { wait: { task: { steps: [httpStep("wait", `${target.url}/slow/${k}-child?ms=${SLOW_MS}`)] } } } },
+        {
+          id: ids.child,
+          nodes: { wait: { task: { steps: [httpStep("wait", `${target.url}/slow/${k}-child?ms=${SLOW_MS}`)] } } },
+        },
         { id: ids.parent, nodes: { sub: { workflow: ids.child }, done: done("parent", "sub") } },
         {
           id: ids.wide,
           max_parallel: ITEMS,
-          nodes: { each: { foreach: { items: "$.input.items", max_parallel: ITEMS }, task: { steps: [httpStep("wait", `${target.url}/slow/${k}-each?ms=${SLOW_MS}`)] } }, done: done("wide", "each") },
+          nodes: {
+            each: {
+              foreach: { items: "$.input.items", max_parallel: ITEMS },
+              task: { steps: [httpStep("wait", `${target.url}/slow/${k}-each?ms=${SLOW_MS}`)] },
+            },
+            done: done("wide", "each"),
+          },
         },
         {
           id: ids.gate,
@@ -106,7 +130,13 @@ test("a killed and restarted wrangler dev finishes every interrupted run by itse
             ask: {
               task: {
                 steps: [
-                  { ref: "ask", action: { kind: "human", implementation: { prompt_template: "go?", input_schema: { type: "object" } } } },
+                  {
+                    ref: "ask",
+                    action: {
+                      kind: "human",
+                      implementation: { prompt_template: "go?", input_schema: { type: "object" } },
+                    },
+                  },
                   httpStep("after", `${target.url}/slow/${k}-gate?ms=${SLOW_MS}`),
                 ],
               },
@@ -119,7 +149,11 @@ test("a killed and restarted wrangler dev finishes every interrupted run by itse
           nodes: {
             flaky: {
               retry: { max_attempts: 3, initial_delay_ms: BACKOFF_MS, jitter: false },
-              task: { steps: [{ ...httpStep("call", `${target.url}/flaky/${k}-flaky?fail=1&status=503`), on_failure: "retry" }] },
+              task: {
+                steps: [
+                  { ...httpStep("call", `${target.url}/flaky/${k}-flaky?fail=1&status=503`), on_failure: "retry" },
+                ],
+              },
             },
             done: done("retry", "flaky"),
           },
@@ -147,7 +181,11 @@ test("a killed and restarted wrangler dev finishes every interrupted run by itse
     });
     const answered = await api("POST", `/v1/runs/${runs.gate}/gates/${gates.gate_id}`, { response: { ok: true } });
     assert.equal(answered.status, 200, answered.text);
-    await until("every call in flight", async () => target.hits(`${k}-child`) === 1 && target.hits(`${k}-each`) === ITEMS && target.hits(`${k}-gate`) === 1);
+    await until(
+      "every call in flight",
+      async () =>
+        target.hits(`${k}-child`) === 1 && target.hits(`${k}-each`) === ITEMS && target.hits(`${k}-gate`) === 1,
+    );
     await until("the retry's backoff", async () => {
       const entries = (await api("GET", `/v1/runs/${runs.retry}/journal`)).json.entries;
       return entries.some((/** @type {{ kind: string }} */ entry) => entry.kind === "task.retry_scheduled");
@@ -163,7 +201,9 @@ test("a killed and restarted wrangler dev finishes every interrupted run by itse
       await until(`${name} to reach its last node`, async () => target.hits(`${k}-${name}-done`) >= 1);
     }
     // A measurement, not a threshold: it includes the re-sent calls' own ${SLOW_MS} ms.
-    console.log(`restart: every run reached its last node ${Date.now() - restarted}ms after the restarted wrangler answered (interrupted calls take ${SLOW_MS}ms)`);
+    console.log(
+      `restart: every run reached its last node ${Date.now() - restarted}ms after the restarted wrangler answered (interrupted calls take ${SLOW_MS}ms)`,
+    );
 
     const childRunIds = [];
     for (const [name, runId] of Object.entries(runs)) {
@@ -177,7 +217,11 @@ test("a killed and restarted wrangler dev finishes every interrupted run by itse
       assert.equal(entries.filter((entry) => entry.kind === "task.timeout").length, 0, `${name}: no timeout`);
       assertEachCompletedOnce(entries, name);
       if (name === "wide") {
-        assert.equal(entries.filter((entry) => entry.kind === "task.completed" && entry.body.node === "each").length, ITEMS, "every item completed");
+        assert.equal(
+          entries.filter((entry) => entry.kind === "task.completed" && entry.body.node === "each").length,
+          ITEMS,
+          "every item completed",
+        );
       }
       const child = entries.find((entry) => entry.kind === "child.started");
       if (child) {
@@ -189,13 +233,23 @@ test("a killed and restarted wrangler dev finishes every interrupted run by itse
     assertEachCompletedOnce(childEntries, "child");
 
     // The calls in flight at the kill were lost and sent again, once each.
-    const lost = async (/** @type {string} */ runId) => (await journalOf(api, runId)).filter((entry) => entry.kind === "task.lost").length;
-    assert.equal(childEntries.filter((entry) => entry.kind === "task.lost").length, 1, "the child's call was lost once");
+    const lost = async (/** @type {string} */ runId) =>
+      (await journalOf(api, runId)).filter((entry) => entry.kind === "task.lost").length;
+    assert.equal(
+      childEntries.filter((entry) => entry.kind === "task.lost").length,
+      1,
+      "the child's call was lost once",
+    );
     assert.equal(await lost(runs.wide), ITEMS, "every item's call was lost once");
     assert.equal(await lost(runs.gate), 1, "the resumed call was lost once");
     assert.equal(await lost(runs.retry), 0, "nothing was in flight during the backoff");
     assert.deepEqual(
-      { child: target.hits(`${k}-child`), each: target.hits(`${k}-each`), gate: target.hits(`${k}-gate`), flaky: target.hits(`${k}-flaky`) },
+      {
+        child: target.hits(`${k}-child`),
+        each: target.hits(`${k}-each`),
+        gate: target.hits(`${k}-gate`),
+        flaky: target.hits(`${k}-flaky`),
+      },
       { child: 2, each: 2 * ITEMS, gate: 2, flaky: 2 },
     );
     for (const name of ["parent", "wide", "gate", "retry"]) {
@@ -231,8 +285,14 @@ async function journalOf(api, runId) {
  * @param {string} name
  */
 function assertEachCompletedOnce(entries, name) {
-  const completions = entries.filter((entry) => entry.kind === "task.completed").map((entry) => `${entry.body.node}[${entry.body.item}]`);
-  assert.equal(new Set(completions).size, completions.length, `${name}: a task completed twice: ${completions.join(", ")}`);
+  const completions = entries
+    .filter((entry) => entry.kind === "task.completed")
+    .map((entry) => `${entry.body.node}[${entry.body.item}]`);
+  assert.equal(
+    new Set(completions).size,
+    completions.length,
+    `${name}: a task completed twice: ${completions.join(", ")}`,
+  );
   const nodes = entries.filter((entry) => entry.kind === "node.completed").map((entry) => String(entry.body.node));
   assert.equal(new Set(nodes).size, nodes.length, `${name}: a node completed twice`);
 }

@@ -37,7 +37,9 @@ export class FakeAi {
     if (Array.isArray(inputs.messages)) {
       return chat(inputs.messages as Array<{ role?: unknown; content?: unknown }>, inputs.response_format);
     }
-    throw new Error(`FakeAi: model ${model} got inputs it does not understand: ${JSON.stringify(inputs).slice(0, 200)}`);
+    throw new Error(
+      `FakeAi: model ${model} got inputs it does not understand: ${JSON.stringify(inputs).slice(0, 200)}`,
+    );
   }
 }
 
@@ -57,16 +59,27 @@ export function fakeEmbedding(text: string): number[] {
 }
 
 function chat(messages: Array<{ role?: unknown; content?: unknown }>, format: unknown): unknown {
-  const texts = messages.map((message) => ({ role: String(message.role ?? ""), text: typeof message.content === "string" ? message.content : "" }));
+  const texts = messages.map((message) => ({
+    role: String(message.role ?? ""),
+    text: typeof message.content === "string" ? message.content : "",
+  }));
   const lastUser = [...texts].reverse().find((message) => message.role === "user")?.text ?? "";
   const { text: question, directives } = readDirectives(lastUser);
-  const schema = isRecord(format) && format.type === "json_schema" ? (isRecord(format.json_schema) && isRecord(format.json_schema.schema) ? format.json_schema.schema : format.json_schema) : undefined;
+  const schema =
+    isRecord(format) && format.type === "json_schema"
+      ? isRecord(format.json_schema) && isRecord(format.json_schema.schema)
+        ? format.json_schema.schema
+        : format.json_schema
+      : undefined;
   const answer = answerText({ question, schema, directives });
   const inputTokens = texts.reduce((total, message) => total + countWords(readDirectives(message.text).text), 0);
   const outputTokens = countWords(answer);
   // Workers AI returns JSON-mode answers already parsed.
   const response = schema === undefined ? answer : parseOr(answer);
-  return { response, usage: { prompt_tokens: inputTokens, completion_tokens: outputTokens, total_tokens: inputTokens + outputTokens } };
+  return {
+    response,
+    usage: { prompt_tokens: inputTokens, completion_tokens: outputTokens, total_tokens: inputTokens + outputTokens },
+  };
 }
 
 function parseOr(text: string): unknown {
@@ -81,7 +94,12 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-type StoredVector = { id: string; values: number[]; namespace?: string; metadata?: Record<string, VectorizeVectorMetadata> };
+type StoredVector = {
+  id: string;
+  values: number[];
+  namespace?: string;
+  metadata?: Record<string, VectorizeVectorMetadata>;
+};
 
 /**
  * An in-memory Vectorize index (the V2 `Vectorize` interface) with cosine
@@ -105,9 +123,18 @@ export class MemoryVectorize {
 
   async query(vector: VectorFloatArray | number[], options: VectorizeQueryOptions = {}): Promise<VectorizeMatches> {
     const query = [...vector];
-    const level = options.returnMetadata === true ? "all" : options.returnMetadata === false || options.returnMetadata === undefined ? "none" : options.returnMetadata;
+    const level =
+      options.returnMetadata === true
+        ? "all"
+        : options.returnMetadata === false || options.returnMetadata === undefined
+          ? "none"
+          : options.returnMetadata;
     const matches = [...this.vectors.values()]
-      .filter((stored) => (options.namespace === undefined || stored.namespace === options.namespace) && matchesFilter(stored.metadata ?? {}, options.filter))
+      .filter(
+        (stored) =>
+          (options.namespace === undefined || stored.namespace === options.namespace) &&
+          matchesFilter(stored.metadata ?? {}, options.filter),
+      )
       .map((stored) => ({ stored, score: cosine(query, stored.values) }))
       .sort((a, b) => b.score - a.score || (a.stored.id < b.stored.id ? -1 : 1))
       .slice(0, options.topK ?? 5)
@@ -137,7 +164,12 @@ export class MemoryVectorize {
 
   async upsert(vectors: VectorizeVector[]): Promise<VectorizeAsyncMutation> {
     for (const vector of vectors) {
-      this.vectors.set(vector.id, { id: vector.id, values: [...vector.values], namespace: vector.namespace, metadata: vector.metadata });
+      this.vectors.set(vector.id, {
+        id: vector.id,
+        values: [...vector.values],
+        namespace: vector.namespace,
+        metadata: vector.metadata,
+      });
     }
     return { mutationId: this.nextMutation() };
   }
@@ -176,7 +208,10 @@ function cosine(a: number[], b: number[]): number {
   return normA === 0 || normB === 0 ? 0 : dot / Math.sqrt(normA * normB);
 }
 
-function matchesFilter(metadata: Record<string, VectorizeVectorMetadata>, filter: VectorizeVectorMetadataFilter | undefined): boolean {
+function matchesFilter(
+  metadata: Record<string, VectorizeVectorMetadata>,
+  filter: VectorizeVectorMetadataFilter | undefined,
+): boolean {
   return Object.entries(filter ?? {}).every(([field, condition]) => {
     const value = metadata[field];
     if (condition === null || typeof condition !== "object" || Array.isArray(condition)) {
@@ -200,10 +235,19 @@ function compare(op: string, value: unknown, operand: unknown): boolean {
     case "$lte":
     case "$gt":
     case "$gte": {
-      if (!((typeof value === "number" && typeof operand === "number") || (typeof value === "string" && typeof operand === "string"))) {
+      if (!(
+        (typeof value === "number" && typeof operand === "number") ||
+        (typeof value === "string" && typeof operand === "string")
+      )) {
         return false;
       }
-      return op === "$lt" ? value < operand : op === "$lte" ? value <= operand : op === "$gt" ? value > operand : value >= operand;
+      return op === "$lt"
+        ? value < operand
+        : op === "$lte"
+          ? value <= operand
+          : op === "$gt"
+            ? value > operand
+            : value >= operand;
     }
     default:
       throw new Error(`MemoryVectorize: unsupported filter operator ${op}`);

@@ -45,7 +45,11 @@ describe("http target", () => {
     expect(text.method).toBe("PUT");
     expect(text.body).toBe("plain words");
     const bad = (await (
-      await fetch(`${target.url}/echo`, { method: "POST", headers: { "content-type": "application/json" }, body: "{nope" })
+      await fetch(`${target.url}/echo`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "{nope",
+      })
     ).json()) as any;
     expect(bad.body).toBe("{nope");
     const none = (await (await fetch(`${target.url}/echo`)).json()) as any;
@@ -54,7 +58,9 @@ describe("http target", () => {
   });
 
   it("builds JSON from the query", async () => {
-    const res = await fetch(`${target.url}/json?n=42&f=1.5&t=true&z=null&s=hello&o=${encodeURIComponent('{"k":[1]}')}&r=1&r=2`);
+    const res = await fetch(
+      `${target.url}/json?n=42&f=1.5&t=true&z=null&s=hello&o=${encodeURIComponent('{"k":[1]}')}&r=1&r=2`,
+    );
     expect(await res.json()).toEqual({ n: 42, f: 1.5, t: true, z: null, s: "hello", o: { k: [1] }, r: [1, 2] });
     expect(await (await fetch(`${target.url}/json`)).json()).toEqual({});
     const proto = await (await fetch(`${target.url}/json?__proto__=1`)).json();
@@ -120,7 +126,9 @@ describe("http target", () => {
     expect(await res.json()).toEqual({ waited: 120 });
     expect(Date.now() - t0).toBeGreaterThanOrEqual(100);
     expect(await hits("sl")).toBe(1);
-    expect((await fetch(`${target.url}/slow?ms=999999999&key=cap`, { signal: AbortSignal.timeout(50) }).catch(() => null))).toBeNull();
+    expect(
+      await fetch(`${target.url}/slow?ms=999999999&key=cap`, { signal: AbortSignal.timeout(50) }).catch(() => null),
+    ).toBeNull();
     expect(await hits("cap")).toBe(1);
   });
 
@@ -146,11 +154,21 @@ describe("http target", () => {
     expect((await fetch(`${target.url}/nowhere`)).status).toBe(404);
     // A non-number `fail` falls back to the default of one failure.
     expect((await fetch(`${target.url}/flaky/%E0%A4%A?fail=abc`)).status).toBe(503);
-    const big = await fetch(`${target.url}/echo`, { method: "POST", body: "x".repeat(9 * 1024 * 1024) }).catch(() => null);
-    if (big) {expect(big.status).toBe(413);}
+    const big = await fetch(`${target.url}/echo`, { method: "POST", body: "x".repeat(9 * 1024 * 1024) }).catch(
+      () => null,
+    );
+    if (big) {
+      expect(big.status).toBe(413);
+    }
     // A malformed request line gets a 400 and the server keeps serving.
     const raw = await new Promise<number | undefined>((resolve) => {
-      const req = request({ host: "127.0.0.1", port: target.port, path: "/echo", method: "GET", headers: { "bad header": "x" } as any });
+      const req = request({
+        host: "127.0.0.1",
+        port: target.port,
+        path: "/echo",
+        method: "GET",
+        headers: { "bad header": "x" } as any,
+      });
       req.on("response", (r) => resolve(r.statusCode));
       req.on("error", () => resolve(undefined));
       req.end();

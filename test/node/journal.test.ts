@@ -67,7 +67,7 @@ const BODIES: [string, Record<string, unknown>][] = [
   ["run.started", { status: "running" }],
   ["node.dispatched", { node: "fetch", attempt: 1, token_id: "tok_1" }],
   ["node.completed", { node: "fetch", output: { user: { name: "Zoë", tags: ["a", "€", "😀"] }, score: 0.1 } }],
-  ["gate.opened", { gate_id: "g1", prompt: "Approve?\n\"quoted\"" }],
+  ["gate.opened", { gate_id: "g1", prompt: 'Approve?\n"quoted"' }],
   ["run.completed", { status: "completed" }],
   ["attest", { outcome: "completed", reason: "all nodes completed", cited: [1, 4, 6], created_by: "token:test" }],
 ];
@@ -126,7 +126,8 @@ describe("canonicalJson (RFC 8785)", () => {
         ' "string": "\\u20ac$\\u000F\\u000aA\'\\u0042\\u0022\\u005c\\\\\\"\\/",' +
         ' "literals": [null, true, false]}',
     );
-    const expected = '{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}';
+    const expected =
+      '{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}';
     expect(canonicalJson(input)).toBe(expected);
     // RFC 8785 §3.2.4: the UTF-8 of the result, as printed in the RFC.
     const hex = [
@@ -200,7 +201,7 @@ describe("canonicalJson (RFC 8785)", () => {
   });
 
   it("escapes strings as RFC 8785 §3.2.2.2 requires", () => {
-    expect(canonicalJson("\u0000\u0007\b\t\n\u000b\f\r\u001f \"\\/\u007f\u2028é😀")).toBe(
+    expect(canonicalJson('\u0000\u0007\b\t\n\u000b\f\r\u001f "\\/\u007f\u2028é😀')).toBe(
       '"\\u0000\\u0007\\b\\t\\n\\u000b\\f\\r\\u001f \\"\\\\/\u007f\u2028é😀"',
     );
   });
@@ -211,7 +212,7 @@ describe("canonicalJson (RFC 8785)", () => {
     );
     const samples: unknown[] = [
       BODIES,
-      { "": 0, a: -0, b: 1e-7, c: 123456789012345680000, d: [[], {}, ""], "\u00e9": true, e: "\u00e9" },
+      { "": 0, "a": -0, "b": 1e-7, "c": 123456789012345680000, "d": [[], {}, ""], "\u00e9": true, "e": "\u00e9" },
       [1.5, -2.25e-300, 2 ** 60, "x\u0000y"],
     ];
     for (const sample of samples) {
@@ -226,11 +227,14 @@ describe("canonicalJson (RFC 8785)", () => {
     ["a bigint", () => ({ a: 1n })],
     ["a Map", () => ({ a: new Map([["k", 1]]) })],
     ["a typed array", () => ({ a: new Uint8Array(2) })],
-    ["a cycle", () => {
-      const a: Record<string, unknown> = {};
-      a["self"] = a;
-      return a;
-    }],
+    [
+      "a cycle",
+      () => {
+        const a: Record<string, unknown> = {};
+        a["self"] = a;
+        return a;
+      },
+    ],
     ["a lone surrogate", () => ({ a: "x\ud800y" })],
     ["a lone surrogate in a key", () => ({ "\udc00": 1 })],
   ])("rejects %s with a clear error", (_name, make) => {
@@ -251,7 +255,9 @@ describe("journal keys", () => {
     const key = await importSigningKey(privateKey.export({ type: "pkcs8", format: "der" }).toString("base64"));
     const jwk = publicKey.export({ format: "jwk" });
     expect(key.publicJwk).toEqual({ kty: "OKP", crv: "Ed25519", x: jwk.x, kid: key.kid, alg: "EdDSA", use: "sig" });
-    const thumbprint = createHash("sha256").update(`{"crv":"Ed25519","kty":"OKP","x":"${jwk.x ?? ""}"}`).digest("base64url");
+    const thumbprint = createHash("sha256")
+      .update(`{"crv":"Ed25519","kty":"OKP","x":"${jwk.x ?? ""}"}`)
+      .digest("base64url");
     expect(key.kid).toBe(thumbprint);
     expect(await jwkThumbprint(jwk.x ?? "")).toBe(thumbprint);
     expect(key.privateKey.extractable).toBe(false);
@@ -260,14 +266,18 @@ describe("journal keys", () => {
 
   it("RFC 7638 §3.1 style: the thumbprint hashes only crv, kty, x in order", async () => {
     // RFC 8037 Appendix A.3 gives this Ed25519 key's thumbprint.
-    expect(await jwkThumbprint("11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo")).toBe("kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k");
+    expect(await jwkThumbprint("11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo")).toBe(
+      "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k",
+    );
   });
 
   it("accepts PEM and whitespace around the base64", async () => {
     const { privateKey } = generateKeyPairSync("ed25519");
     const pem = privateKey.export({ type: "pkcs8", format: "pem" }).toString();
     const fromPem = await importSigningKey(pem);
-    const fromDer = await importSigningKey(` ${privateKey.export({ type: "pkcs8", format: "der" }).toString("base64")}\n`);
+    const fromDer = await importSigningKey(
+      ` ${privateKey.export({ type: "pkcs8", format: "der" }).toString("base64")}\n`,
+    );
     expect(fromPem.kid).toBe(fromDer.kid);
   });
 
@@ -275,8 +285,17 @@ describe("journal keys", () => {
     ["an empty string", () => ""],
     ["text that is not base64", () => "not a key!"],
     ["random bytes", () => Buffer.from("0123456789abcdef0123456789abcdef").toString("base64")],
-    ["an EC P-256 key", () => generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey.export({ type: "pkcs8", format: "der" }).toString("base64")],
-    ["an Ed25519 public key (SPKI)", () => generateKeyPairSync("ed25519").publicKey.export({ type: "spki", format: "der" }).toString("base64")],
+    [
+      "an EC P-256 key",
+      () =>
+        generateKeyPairSync("ec", { namedCurve: "P-256" })
+          .privateKey.export({ type: "pkcs8", format: "der" })
+          .toString("base64"),
+    ],
+    [
+      "an Ed25519 public key (SPKI)",
+      () => generateKeyPairSync("ed25519").publicKey.export({ type: "spki", format: "der" }).toString("base64"),
+    ],
   ])("rejects %s with journal.bad_key", async (_name, make) => {
     const error = await rejection(importSigningKey(make()));
     expectEngineError(error, "journal.bad_key");
@@ -290,7 +309,9 @@ describe("journal keys", () => {
   });
 
   it("works with a key made by the documented openssl command", async (context) => {
-    const result = spawnSync("sh", ["-c", "openssl genpkey -algorithm ed25519 -outform DER | base64 -w0"], { encoding: "utf8" });
+    const result = spawnSync("sh", ["-c", "openssl genpkey -algorithm ed25519 -outform DER | base64 -w0"], {
+      encoding: "utf8",
+    });
     if (result.status !== 0 || result.stdout === "") {
       context.skip("openssl is not available here");
     }
@@ -321,7 +342,14 @@ describe("signEntry and verifyJournal", () => {
       expect(entry.kid).toBe(key.kid);
       // Independent check: the canonicalize package, node:crypto SHA-256 and Ed25519.
       const signed = Buffer.from(
-        canonicalize({ seq: entry.seq, run_id: entry.run_id, kind: entry.kind, at: entry.at, body: entry.body, prev: entry.prev }) ?? "",
+        canonicalize({
+          seq: entry.seq,
+          run_id: entry.run_id,
+          kind: entry.kind,
+          at: entry.at,
+          body: entry.body,
+          prev: entry.prev,
+        }) ?? "",
         "utf8",
       );
       expect(entry.hash).toBe(createHash("sha256").update(signed).digest("hex"));
@@ -332,11 +360,19 @@ describe("signEntry and verifyJournal", () => {
   });
 
   it("verifies a whole journal, given as an array or as { entries }", async () => {
-    const expected: VerifyReport = { ok: true, entries: BODIES.length, run_id: RUN, attested: true, outcome: "completed" };
+    const expected: VerifyReport = {
+      ok: true,
+      entries: BODIES.length,
+      run_id: RUN,
+      attested: true,
+      outcome: "completed",
+    };
     expect(await verifyJournal(journal, jwks)).toEqual(expected);
     expect(await verifyJournal({ entries: journal }, jwks, { requireAttestation: true, runId: RUN })).toEqual(expected);
     // After a round trip through JSON text, as a client fetching the API sees it.
-    expect(await verifyJournal(JSON.parse(JSON.stringify({ entries: journal }, null, 2)), JSON.parse(JSON.stringify(jwks)))).toEqual(expected);
+    expect(
+      await verifyJournal(JSON.parse(JSON.stringify({ entries: journal }, null, 2)), JSON.parse(JSON.stringify(jwks))),
+    ).toEqual(expected);
     expect(formatReport(expected)).toBe(`OK: ${BODIES.length} entries, run ${RUN}, attested completed`);
   });
 
@@ -372,7 +408,8 @@ describe("signEntry and verifyJournal", () => {
           throw new Error("empty body");
         }
         const value = entry.body[name];
-        entry.body[name] = typeof value === "string" ? flipChar(value) : typeof value === "number" ? value + 1 : { was: value ?? null };
+        entry.body[name] =
+          typeof value === "string" ? flipChar(value) : typeof value === "number" ? value + 1 : { was: value ?? null };
         break;
       }
       case "prev":
@@ -448,7 +485,18 @@ describe("signEntry and verifyJournal", () => {
         throw new Error("no entry");
       }
       entry.prev = before.hash;
-      entry.hash = createHash("sha256").update(canonicalBytes({ seq: entry.seq, run_id: entry.run_id, kind: entry.kind, at: entry.at, body: entry.body, prev: entry.prev })).digest("hex");
+      entry.hash = createHash("sha256")
+        .update(
+          canonicalBytes({
+            seq: entry.seq,
+            run_id: entry.run_id,
+            kind: entry.kind,
+            at: entry.at,
+            body: entry.body,
+            prev: entry.prev,
+          }),
+        )
+        .digest("hex");
     }
     const report = failed(await verifyJournal(copy, jwks));
     expect(report).toMatchObject({ reason: "bad_signature", seq: 3, index: 2 });
@@ -555,7 +603,11 @@ describe("signEntry and verifyJournal", () => {
 
   it("fails with a wrong key in the JWKS", async () => {
     const other = await importSigningKey(freshKeyBase64());
-    expect(failed(await verifyJournal(journal, toJwks([other.publicJwk])))).toMatchObject({ reason: "unknown_kid", seq: 1, index: 0 });
+    expect(failed(await verifyJournal(journal, toJwks([other.publicJwk])))).toMatchObject({
+      reason: "unknown_kid",
+      seq: 1,
+      index: 0,
+    });
     // Another key published under this journal's kid.
     const impostor = toJwks([{ ...other.publicJwk, kid: key.kid }]);
     const report = failed(await verifyJournal(journal, impostor));
@@ -570,15 +622,29 @@ describe("signEntry and verifyJournal", () => {
     if (tail === undefined) {
       throw new Error("no entry");
     }
-    const rotated = await signEntry(next, { seq: 4, run_id: RUN, kind: "run.completed", at: "2026-01-02T03:04:05+01:00", body: {}, prev: tail.hash });
+    const rotated = await signEntry(next, {
+      seq: 4,
+      run_id: RUN,
+      kind: "run.completed",
+      at: "2026-01-02T03:04:05+01:00",
+      body: {},
+      prev: tail.hash,
+    });
     const both = toJwks([key.publicJwk, next.publicJwk]);
     expect(await verifyJournal([...first, rotated], both)).toMatchObject({ ok: true, entries: 4 });
     expect(failed(await verifyJournal([...first, rotated], jwks))).toMatchObject({ reason: "unknown_kid", seq: 4 });
   });
 
   it("checks the run id against the option and across entries", async () => {
-    expect(failed(await verifyJournal(journal, jwks, { runId: "run_other" }))).toMatchObject({ reason: "wrong_run", seq: 1, index: 0 });
-    const mixed = [...(await buildJournal(key, BODIES.slice(0, 2))), ...(await buildJournal(key, BODIES.slice(0, 3), "run_y")).slice(2)];
+    expect(failed(await verifyJournal(journal, jwks, { runId: "run_other" }))).toMatchObject({
+      reason: "wrong_run",
+      seq: 1,
+      index: 0,
+    });
+    const mixed = [
+      ...(await buildJournal(key, BODIES.slice(0, 2))),
+      ...(await buildJournal(key, BODIES.slice(0, 3), "run_y")).slice(2),
+    ];
     const report = failed(await verifyJournal(mixed, jwks));
     expect(report).toMatchObject({ reason: "wrong_run", seq: 3, index: 2 });
   });
@@ -590,7 +656,9 @@ describe("signEntry and verifyJournal", () => {
     const extraField = clone(journal);
     Object.assign(extraField[1] ?? {}, { note: "unsigned" });
     expect(failed(await verifyJournal(extraField, jwks))).toMatchObject({ reason: "malformed", seq: 2, index: 1 });
-    const loneSurrogate: unknown = JSON.parse(JSON.stringify(journal).replace('"status":"running"', '"status":"\\ud800"'));
+    const loneSurrogate: unknown = JSON.parse(
+      JSON.stringify(journal).replace('"status":"running"', '"status":"\\ud800"'),
+    );
     expect(failed(await verifyJournal(loneSurrogate, jwks))).toMatchObject({ reason: "malformed", seq: 2, index: 1 });
     const notObject = [journal[0], 42];
     const report = failed(await verifyJournal(notObject, jwks));
@@ -603,7 +671,14 @@ describe("signEntry and verifyJournal", () => {
     if (typeof body !== "object" || body === null) {
       throw new Error("unreachable");
     }
-    const entry = await signEntry(key, { seq: 1, run_id: RUN, kind: "run.created", at: "2026-01-01T00:00:00Z", body: body as Record<string, unknown>, prev: null });
+    const entry = await signEntry(key, {
+      seq: 1,
+      run_id: RUN,
+      kind: "run.created",
+      at: "2026-01-01T00:00:00Z",
+      body: body as Record<string, unknown>,
+      prev: null,
+    });
     expect(JSON.stringify(entry.body)).toBe('{"__proto__":{"polluted":true},"ok":1}');
     expect((await verifyJournal(JSON.parse(JSON.stringify([entry])), jwks)).ok).toBe(true);
     expect(Reflect.get({}, "polluted")).toBeUndefined();
@@ -616,7 +691,10 @@ describe("signEntry and verifyJournal", () => {
     expectEngineError(await rejection(signEntry(key, { ...base, at: "yesterday" })), "journal.invalid_entry");
     expectEngineError(await rejection(signEntry(key, { ...base, prev: "abc" })), "journal.invalid_entry");
     expectEngineError(await rejection(signEntry(key, { ...base, run_id: "" })), "journal.invalid_entry");
-    expectEngineError(await rejection(signEntry(key, { ...base, body: { n: Number.NaN } })), "journal.not_canonicalizable");
+    expectEngineError(
+      await rejection(signEntry(key, { ...base, body: { n: Number.NaN } })),
+      "journal.not_canonicalizable",
+    );
     // Members that JSON drops are dropped from what is signed and returned.
     const entry = await signEntry(key, { ...base, body: { a: 1, b: undefined } });
     expect(entry.body).toEqual({ a: 1 });
@@ -674,7 +752,10 @@ describe("the verifier command (node scripts/verify-journal.ts)", () => {
 
   it("prints OK and exits 0 for a good journal", () => {
     const result = run([journalPath, jwksPath, "--require-attestation"]);
-    expect(result).toMatchObject({ status: 0, stdout: `OK: ${BODIES.length} entries, run ${RUN}, attested completed\n` });
+    expect(result).toMatchObject({
+      status: 0,
+      stdout: `OK: ${BODIES.length} entries, run ${RUN}, attested completed\n`,
+    });
     expect(result.stderr).toBe("");
   });
 
@@ -686,14 +767,22 @@ describe("the verifier command (node scripts/verify-journal.ts)", () => {
     const { readFileSync } = await import("node:fs");
     expect(run(["-", jwksPath], readFileSync(journalPath, "utf8"))).toMatchObject({ status: 0 });
     expect(run(["-", jwksPath], readFileSync(tamperedPath, "utf8"))).toMatchObject({ status: 1, stdout: seq4Message });
-    expect(run(["-", jwksPath], "{ not json")).toMatchObject({ status: 1, stdout: expect.stringMatching(/^FAIL: journal: malformed — not JSON/) });
+    expect(run(["-", jwksPath], "{ not json")).toMatchObject({
+      status: 1,
+      stdout: expect.stringMatching(/^FAIL: journal: malformed — not JSON/),
+    });
   });
 
   it("requires the attestation only when asked", () => {
-    expect(run([openPath, jwksPath])).toMatchObject({ status: 0, stdout: `OK: ${BODIES.length - 1} entries, run ${RUN}, not attested\n` });
+    expect(run([openPath, jwksPath])).toMatchObject({
+      status: 0,
+      stdout: `OK: ${BODIES.length - 1} entries, run ${RUN}, not attested\n`,
+    });
     const result = run([openPath, jwksPath, "--require-attestation"]);
     expect(result.status).toBe(1);
-    expect(result.stdout).toMatch(new RegExp(`^FAIL: entry seq ${BODIES.length - 1} \\(index ${BODIES.length - 2}\\): missing attestation — `));
+    expect(result.stdout).toMatch(
+      new RegExp(`^FAIL: entry seq ${BODIES.length - 1} \\(index ${BODIES.length - 2}\\): missing attestation — `),
+    );
   });
 
   it("checks --run-id and prints the report as JSON with --json", () => {
@@ -705,7 +794,16 @@ describe("the verifier command (node scripts/verify-journal.ts)", () => {
   });
 
   it("exits 2 on usage errors", () => {
-    for (const args of [[], [journalPath], [journalPath, jwksPath, "--bogus"], [journalPath, jwksPath, "extra"], [journalPath, "-"], [join(dir, "missing.json"), jwksPath], [journalPath, join(dir, "missing.json")], [journalPath, journalPath]]) {
+    for (const args of [
+      [],
+      [journalPath],
+      [journalPath, jwksPath, "--bogus"],
+      [journalPath, jwksPath, "extra"],
+      [journalPath, "-"],
+      [join(dir, "missing.json"), jwksPath],
+      [journalPath, join(dir, "missing.json")],
+      [journalPath, journalPath],
+    ]) {
       const result = run(args);
       expect(result.status, args.join(" ")).toBe(2);
       expect(result.stdout, args.join(" ")).toBe("");

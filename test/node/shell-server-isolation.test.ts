@@ -33,7 +33,7 @@ function clientOf(s: Server) {
   const call = async (path: string, body: unknown, token: string, method = "POST"): Promise<Answer> => {
     const response = await fetch(`${s.url}${path}`, {
       method,
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      headers: { "authorization": `Bearer ${token}`, "content-type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     return { status: response.status, json: await response.json() };
@@ -54,7 +54,8 @@ function clientOf(s: Server) {
   return {
     tokenOf,
     exec: async (ws: string, body: Record<string, unknown>) => call(`${url(ws)}/exec`, body, await tokenOf(ws)),
-    files: async (ws: string, op: string, body: Record<string, unknown>) => call(`${url(ws)}/files/${op}`, body, await tokenOf(ws)),
+    files: async (ws: string, op: string, body: Record<string, unknown>) =>
+      call(`${url(ws)}/files/${op}`, body, await tokenOf(ws)),
     remove: async (ws: string) => call(url(ws), undefined, await tokenOf(ws), "DELETE"),
     health: () => call("/healthz", undefined, s.token, "GET"),
   };
@@ -104,7 +105,9 @@ async function startStandalone(uid: number | undefined): Promise<{ stderr: strin
 }
 
 describe(`shell server isolation (${MODE})`, () => {
-  it("says how it keeps workspaces apart: a uid per workspace as root, none otherwise, with a warning on stderr", async ({ expect }) => {
+  it("says how it keeps workspaces apart: a uid per workspace as root, none otherwise, with a warning on stderr", async ({
+    expect,
+  }) => {
     expect(server.isolation).toBe(IS_ROOT ? "uid" : "none");
     expect((await client().health()).json.isolation).toBe(server.isolation);
     // The fallback, for real, whoever runs the tests: an unprivileged server (as nobody when this is root) warns once.
@@ -119,7 +122,9 @@ describe(`shell server isolation (${MODE})`, () => {
     }
   });
 
-  it("gives every workspace its own uid and gid with no other groups and umask 077, recorded with its registration and kept across a restart", async ({ expect }) => {
+  it("gives every workspace its own uid and gid with no other groups and umask 077, recorded with its registration and kept across a restart", async ({
+    expect,
+  }) => {
     const root = await mkdtemp(join(tmpdir(), "trellis-isolation-restart-"));
     const first = await startShellServer({ port: 0, workspaceRoot: root, token: "the-server-token-for-restarts" });
     const a = fresh();
@@ -138,7 +143,9 @@ describe(`shell server isolation (${MODE})`, () => {
         expect(groups).toBe(uid);
         expect(umask).toBe("0077");
         expect(other[0]).not.toBe(uid);
-        expect(readFileSync(join(root, ".registry", encodeWorkspaceId(a)), "utf8")).toMatch(new RegExp(`^[0-9a-f]{64} ${uid}\n$`));
+        expect(readFileSync(join(root, ".registry", encodeWorkspaceId(a)), "utf8")).toMatch(
+          new RegExp(`^[0-9a-f]{64} ${uid}\n$`),
+        );
         // Another server on another root hands out other uids.
         const elsewhere = (await client().exec(fresh(), { command: "id -u" })).json.stdout.trim();
         expect([uid, other[0]]).not.toContain(elsewhere);
@@ -161,7 +168,9 @@ describe(`shell server isolation (${MODE})`, () => {
     }
   });
 
-  it("keeps a command from reading, listing or changing another workspace's files, HOME and TMPDIR, the root and the registry", async ({ expect }) => {
+  it("keeps a command from reading, listing or changing another workspace's files, HOME and TMPDIR, the root and the registry", async ({
+    expect,
+  }) => {
     const c = client();
     const victim = fresh();
     const intruder = fresh();
@@ -204,7 +213,9 @@ describe(`shell server isolation (${MODE})`, () => {
     }
   });
 
-  it("does the server's own file operations with the workspace's uid: files it writes are the workspace's, and a link to another workspace leads nowhere", async ({ expect }) => {
+  it("does the server's own file operations with the workspace's uid: files it writes are the workspace's, and a link to another workspace leads nowhere", async ({
+    expect,
+  }) => {
     const c = client();
     const victim = fresh();
     const intruder = fresh();
@@ -258,12 +269,17 @@ describe(`shell server isolation (${MODE})`, () => {
     expect((await running).json.signal).toBe("SIGKILL");
   });
 
-  it("lets a command work as usual in its own workspace: files, git init and commit, npm test, its HOME and TMPDIR, a user name", async ({ expect }) => {
+  it("lets a command work as usual in its own workspace: files, git init and commit, npm test, its HOME and TMPDIR, a user name", async ({
+    expect,
+  }) => {
     const c = client();
     const ws = fresh();
     await c.files(ws, "write", { path: "notes.txt", content: "written by the server\n" });
     const test = "node -e \"require('fs').writeFileSync('ran', 'yes')\"";
-    await c.files(ws, "write", { path: "package.json", content: JSON.stringify({ name: "t", version: "1.0.0", scripts: { test } }) });
+    await c.files(ws, "write", {
+      path: "package.json",
+      content: JSON.stringify({ name: "t", version: "1.0.0", scripts: { test } }),
+    });
     const script = [
       "set -e",
       "cat notes.txt",
@@ -278,12 +294,25 @@ describe(`shell server isolation (${MODE})`, () => {
       'f=$(mktemp) && case "$f" in "$TMPDIR"/*) echo private-tmp ;; esac',
       "python3 -c 'import getpass; print(bool(getpass.getuser()))'",
     ].join("\n");
-    const identity = { GIT_AUTHOR_NAME: "Trellis", GIT_AUTHOR_EMAIL: "trellis@localhost", GIT_COMMITTER_NAME: "Trellis", GIT_COMMITTER_EMAIL: "trellis@localhost" };
+    const identity = {
+      GIT_AUTHOR_NAME: "Trellis",
+      GIT_AUTHOR_EMAIL: "trellis@localhost",
+      GIT_COMMITTER_NAME: "Trellis",
+      GIT_COMMITTER_EMAIL: "trellis@localhost",
+    };
     const answer = (await c.exec(ws, { command: script, env: identity, timeout_ms: 60_000 })).json;
     expect(answer.stderr).toBe("");
-    expect(answer).toMatchObject({ exit_code: 0, stdout: "written by the server\nTrellis first\nyes\nSomeone\nprivate-tmp\nTrue\n" });
+    expect(answer).toMatchObject({
+      exit_code: 0,
+      stdout: "written by the server\nTrellis first\nyes\nSomeone\nprivate-tmp\nTrue\n",
+    });
     expect((await c.files(ws, "read", { path: "a.txt" })).json.content).toBe("hello\n");
-    expect((await c.files(ws, "list", {})).json.entries.map((e: { path: string }) => e.path)).toEqual(["a.txt", "notes.txt", "package.json", "ran"]);
+    expect((await c.files(ws, "list", {})).json.entries.map((e: { path: string }) => e.path)).toEqual([
+      "a.txt",
+      "notes.txt",
+      "package.json",
+      "ran",
+    ]);
     expect((await c.files(ws, "delete", { path: "ran" })).json.deleted).toBe(true);
   });
 
@@ -291,7 +320,8 @@ describe(`shell server isolation (${MODE})`, () => {
     const c = client();
     const ws = fresh();
     // The command waits until its child is in a session of its own, then ends.
-    const command = "setsid sh -c 'echo > started; exec sleep 60' </dev/null >/dev/null 2>&1 & while [ ! -e started ]; do sleep 0.01; done; echo $!";
+    const command =
+      "setsid sh -c 'echo > started; exec sleep 60' </dev/null >/dev/null 2>&1 & while [ ! -e started ]; do sleep 0.01; done; echo $!";
     const answer = (await c.exec(ws, { command })).json;
     const pid = Number(answer.stdout);
     expect(pid).toBeGreaterThan(0);
@@ -319,9 +349,16 @@ describe(`shell server isolation (${MODE})`, () => {
 });
 
 describe("shell server isolation: the uid registry survives", () => {
-  it("reads a registration written without a uid (an older server) and hands its files to a new uid", async ({ expect }) => {
+  it("reads a registration written without a uid (an older server) and hands its files to a new uid", async ({
+    expect,
+  }) => {
     const root = await mkdtemp(join(tmpdir(), "trellis-isolation-legacy-"));
-    const first = await startShellServer({ port: 0, workspaceRoot: root, token: "the-server-token-for-legacy", isolation: "none" });
+    const first = await startShellServer({
+      port: 0,
+      workspaceRoot: root,
+      token: "the-server-token-for-legacy",
+      isolation: "none",
+    });
     try {
       const c = clientOf(first);
       await c.tokenOf("legacy/ws", "token-of-the-legacy-ws");
@@ -335,7 +372,8 @@ describe("shell server isolation: the uid registry survives", () => {
     try {
       const c = clientOf(second);
       await c.tokenOf("legacy/ws", "token-of-the-legacy-ws");
-      const answer = (await c.exec("legacy/ws", { command: "cat kept.txt && echo && echo more >> kept.txt && id -u" })).json;
+      const answer = (await c.exec("legacy/ws", { command: "cat kept.txt && echo && echo more >> kept.txt && id -u" }))
+        .json;
       expect(answer.exit_code).toBe(0);
       expect(answer.stdout).toMatch(/^kept\n\d+\n$/);
       const uid = answer.stdout.split("\n")[1];

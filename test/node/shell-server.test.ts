@@ -16,17 +16,27 @@ afterAll(async () => {
   await server.close();
 });
 
-async function call(path: string, body?: unknown, token: string | null = server.token, method = "POST"): Promise<{ status: number; json: any }> {
+async function call(
+  path: string,
+  body?: unknown,
+  token: string | null = server.token,
+  method = "POST",
+): Promise<{ status: number; json: any }> {
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (token !== null) {
     headers.authorization = `Bearer ${token}`;
   }
-  const response = await fetch(`${server.url}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const response = await fetch(`${server.url}${path}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   return { status: response.status, json: await response.json() };
 }
 
 const workspaceUrl = (workspace: string) => `/v1/workspaces/${encodeURIComponent(workspace)}`;
-const register = (workspace: string, token: string, serverToken: string | null = server.token) => call(workspaceUrl(workspace), { token }, serverToken, "PUT");
+const register = (workspace: string, token: string, serverToken: string | null = server.token) =>
+  call(workspaceUrl(workspace), { token }, serverToken, "PUT");
 
 /** Each workspace's own token, registered with the server token on first use (as the Sandbox does). */
 const tokens = new Map<string, string>();
@@ -43,8 +53,10 @@ async function tokenOf(workspace: string): Promise<string> {
   return token;
 }
 
-const exec = async (workspace: string, body: Record<string, unknown>) => call(`${workspaceUrl(workspace)}/exec`, body, await tokenOf(workspace));
-const files = async (workspace: string, op: string, body: Record<string, unknown>) => call(`${workspaceUrl(workspace)}/files/${op}`, body, await tokenOf(workspace));
+const exec = async (workspace: string, body: Record<string, unknown>) =>
+  call(`${workspaceUrl(workspace)}/exec`, body, await tokenOf(workspace));
+const files = async (workspace: string, op: string, body: Record<string, unknown>) =>
+  call(`${workspaceUrl(workspace)}/files/${op}`, body, await tokenOf(workspace));
 
 /** Whether a process is gone (or a zombie waiting to be reaped, which runs nothing). */
 function isGone(pid: number): boolean {
@@ -100,7 +112,10 @@ describe("shell server: one credential per workspace", () => {
     for (const [method, route, body] of routes) {
       const refused = await call(`${workspaceUrl(ws)}${route}`, body, server.token, method);
       expect(refused.status, `${method} ${route}`).toBe(401);
-      expect(refused.json.error).toMatchObject({ code: "unauthorized", message: expect.stringContaining("the server token does not open a workspace") });
+      expect(refused.json.error).toMatchObject({
+        code: "unauthorized",
+        message: expect.stringContaining("the server token does not open a workspace"),
+      });
     }
     expect(existsSync(join(server.workspacePath(ws), "pwned"))).toBe(false);
     expect(readFileSync(join(server.workspacePath(ws), "secret.txt"), "utf8")).toBe("mine");
@@ -120,12 +135,20 @@ describe("shell server: one credential per workspace", () => {
     expect(existsSync(join(server.workspacePath(victim), "pwned"))).toBe(false);
   });
 
-  it("registers a workspace only with the server token, once: the same token again is a no-op, another is refused", async ({ expect }) => {
+  it("registers a workspace only with the server token, once: the same token again is a no-op, another is refused", async ({
+    expect,
+  }) => {
     const ws = `run-${crypto.randomUUID()}/dev`;
     expect((await register(ws, "a-workspace-token-1", null)).status).toBe(401);
     expect((await register(ws, "a-workspace-token-1", "a-workspace-token-1")).status).toBe(401);
-    expect(await register(ws, "a-workspace-token-1")).toEqual({ status: 200, json: { registered: true, created: true } });
-    expect(await register(ws, "a-workspace-token-1")).toEqual({ status: 200, json: { registered: true, created: false } });
+    expect(await register(ws, "a-workspace-token-1")).toEqual({
+      status: 200,
+      json: { registered: true, created: true },
+    });
+    expect(await register(ws, "a-workspace-token-1")).toEqual({
+      status: 200,
+      json: { registered: true, created: false },
+    });
     const taken = await register(ws, "a-workspace-token-2");
     expect(taken.status).toBe(409);
     expect(taken.json.error.code).toBe("workspace_taken");
@@ -162,18 +185,36 @@ describe("shell server: one credential per workspace", () => {
     const serverToken = "the-server-token-for-restarts";
     const first = await startShellServer({ port: 0, token: serverToken, workspaceRoot: root });
     const at = (s: Server, path: string, body: unknown, token: string, method = "POST") =>
-      fetch(`${s.url}${path}`, { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, json: await r.json() }));
+      fetch(`${s.url}${path}`, {
+        method,
+        headers: { "authorization": `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      }).then(async (r) => ({ status: r.status, json: await r.json() }));
     try {
-      expect((await at(first, workspaceUrl("run-a/dev"), { token: "token-of-run-a-xyz" }, serverToken, "PUT")).status).toBe(200);
-      await at(first, `${workspaceUrl("run-a/dev")}/files/write`, { path: "kept.txt", content: "still here" }, "token-of-run-a-xyz");
+      expect(
+        (await at(first, workspaceUrl("run-a/dev"), { token: "token-of-run-a-xyz" }, serverToken, "PUT")).status,
+      ).toBe(200);
+      await at(
+        first,
+        `${workspaceUrl("run-a/dev")}/files/write`,
+        { path: "kept.txt", content: "still here" },
+        "token-of-run-a-xyz",
+      );
     } finally {
       await first.close();
     }
     const second = await startShellServer({ port: 0, token: serverToken, workspaceRoot: root });
     try {
-      expect((await at(second, `${workspaceUrl("run-a/dev")}/files/read`, { path: "kept.txt" }, "token-of-run-a-xyz")).json.content).toBe("still here");
-      expect((await at(second, workspaceUrl("run-a/dev"), { token: "an-intruders-token" }, serverToken, "PUT")).status).toBe(409);
-      expect((await at(second, `${workspaceUrl("run-a/dev")}/files/read`, { path: "kept.txt" }, serverToken)).status).toBe(401);
+      expect(
+        (await at(second, `${workspaceUrl("run-a/dev")}/files/read`, { path: "kept.txt" }, "token-of-run-a-xyz")).json
+          .content,
+      ).toBe("still here");
+      expect(
+        (await at(second, workspaceUrl("run-a/dev"), { token: "an-intruders-token" }, serverToken, "PUT")).status,
+      ).toBe(409);
+      expect(
+        (await at(second, `${workspaceUrl("run-a/dev")}/files/read`, { path: "kept.txt" }, serverToken)).status,
+      ).toBe(401);
       expect(readFileSync(join(root, ".registry", "run-a.2fdev"), "utf8")).not.toContain("token-of-run-a-xyz");
     } finally {
       await second.close();
@@ -184,7 +225,10 @@ describe("shell server: one credential per workspace", () => {
 
 describe("shell server: commands", () => {
   it("runs a command in the workspace with the given environment and reports its exit code", async ({ expect }) => {
-    const response = await exec("run/a", { command: 'echo "$GREETING from $(pwd)"; echo oops >&2; exit 3', env: { GREETING: "hello" } });
+    const response = await exec("run/a", {
+      command: 'echo "$GREETING from $(pwd)"; echo oops >&2; exit 3',
+      env: { GREETING: "hello" },
+    });
     expect(response.status).toBe(200);
     expect(response.json).toMatchObject({ exit_code: 3, timed_out: false, truncated: false, stderr: "oops\n" });
     expect(response.json.stdout).toBe(`hello from ${server.workspacePath("run/a")}\n`);
@@ -241,7 +285,10 @@ describe("shell server: commands", () => {
 
   it("returns 50 MB of output truncated, and says so with the full byte count", async ({ expect }) => {
     const bytes = 50 * 1024 * 1024;
-    const response = await exec("big", { command: `head -c ${bytes} /dev/zero | tr '\\0' a; echo tail-marker`, timeout_ms: 60_000 });
+    const response = await exec("big", {
+      command: `head -c ${bytes} /dev/zero | tr '\\0' a; echo tail-marker`,
+      timeout_ms: 60_000,
+    });
     expect(response.status).toBe(200);
     expect(response.json.exit_code).toBe(0);
     expect(response.json.truncated).toBe(true);
@@ -276,12 +323,26 @@ describe("shell server: workspaces and files", () => {
 
   it("writes, reads, lists and deletes files", async ({ expect }) => {
     const ws = "files";
-    expect((await files(ws, "write", { path: "src/a.txt", content: "héllo" })).json).toEqual({ path: "src/a.txt", size: 6 });
+    expect((await files(ws, "write", { path: "src/a.txt", content: "héllo" })).json).toEqual({
+      path: "src/a.txt",
+      size: 6,
+    });
     await files(ws, "write", { path: "src/a.txt", content: " world", append: true });
-    await files(ws, "write", { path: "bin.dat", content: Buffer.from([0, 1, 2, 255]).toString("base64"), encoding: "base64" });
-    expect((await files(ws, "read", { path: "src/a.txt" })).json).toMatchObject({ content: "héllo world", size: 12, truncated: false });
+    await files(ws, "write", {
+      path: "bin.dat",
+      content: Buffer.from([0, 1, 2, 255]).toString("base64"),
+      encoding: "base64",
+    });
+    expect((await files(ws, "read", { path: "src/a.txt" })).json).toMatchObject({
+      content: "héllo world",
+      size: 12,
+      truncated: false,
+    });
     expect((await files(ws, "read", { path: "bin.dat", encoding: "base64" })).json.content).toBe("AAEC/w==");
-    expect((await files(ws, "read", { path: "src/a.txt", max_bytes: 3 })).json).toMatchObject({ content: "hé", truncated: true });
+    expect((await files(ws, "read", { path: "src/a.txt", max_bytes: 3 })).json).toMatchObject({
+      content: "hé",
+      truncated: true,
+    });
     const listed = await files(ws, "list", { recursive: true });
     expect(listed.json.entries).toEqual([
       { path: "bin.dat", type: "file", size: 4 },
@@ -309,7 +370,9 @@ describe("shell server: workspaces and files", () => {
     const ws = "doomed";
     await files(ws, "write", { path: "f", content: "x" });
     const pending = exec(ws, { command: "sleep 30", timeout_ms: 30_000 });
-    await vi.waitFor(async () => expect((await call("/healthz", undefined, server.token, "GET")).json.running).toBeGreaterThan(0));
+    await vi.waitFor(async () =>
+      expect((await call("/healthz", undefined, server.token, "GET")).json.running).toBeGreaterThan(0),
+    );
     const deleted = await call(`/v1/workspaces/${ws}`, undefined, await tokenOf(ws), "DELETE");
     expect(deleted.json).toEqual({ deleted: true });
     const finished = await pending;
@@ -338,7 +401,9 @@ describe("shell server: standalone", () => {
       env: { ...process.env, SHELL_SERVER_TOKEN: "a-token-of-sufficient-length" },
       stdio: ["pipe", "pipe", "inherit"],
     });
-    const line = await new Promise<string>((resolve) => child.stdout.once("data", (chunk: Buffer) => resolve(chunk.toString("utf8"))));
+    const line = await new Promise<string>((resolve) =>
+      child.stdout.once("data", (chunk: Buffer) => resolve(chunk.toString("utf8"))),
+    );
     const { url } = JSON.parse(line) as { url: string };
     const health = await fetch(`${url}/healthz`, { headers: { authorization: "Bearer a-token-of-sufficient-length" } });
     expect(health.status).toBe(200);

@@ -26,7 +26,12 @@ afterEach(() => {
 });
 
 function bash(command: string, env: Record<string, string>): { stdout: string; status: number | null } {
-  const result = spawnSync("/bin/bash", ["-c", command], { cwd: dir, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env }, encoding: "utf8", timeout: 10_000 });
+  const result = spawnSync("/bin/bash", ["-c", command], {
+    cwd: dir,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env },
+    encoding: "utf8",
+    timeout: 10_000,
+  });
   return { stdout: result.stdout, status: result.status };
 }
 
@@ -34,7 +39,12 @@ const pwned = () => existsSync(join(dir, "PWNED"));
 
 /** The rendered environment with every value variable replaced by `value`. */
 function withValue(env: Record<string, string>, value: string, names: readonly string[] = []): Record<string, string> {
-  return Object.fromEntries(Object.entries(env).map(([name, current]) => [name, name.startsWith("TRELLIS_IN_") || names.includes(name) ? value : current]));
+  return Object.fromEntries(
+    Object.entries(env).map(([name, current]) => [
+      name,
+      name.startsWith("TRELLIS_IN_") || names.includes(name) ? value : current,
+    ]),
+  );
 }
 
 interface Evaluating {
@@ -80,7 +90,10 @@ const EVALUATING: [string, Evaluating][] = [
   ["trap", { template: "trap {{n}} EXIT", hostile: "touch PWNED" }],
   ["bash -c", { template: "bash -c {{n}}", hostile: "touch PWNED" }],
   ["a variable assigned from a value", { template: "x={{n}}; echo $(( x * 2 ))", safe: ["2", "4\n"] }],
-  ["a variable copied from one assigned from a value", { template: 'x={{n}}; y="$x"; (( y > 1 )) && echo big', safe: ["2", "big\n"] }],
+  [
+    "a variable copied from one assigned from a value",
+    { template: 'x={{n}}; y="$x"; (( y > 1 )) && echo big', safe: ["2", "big\n"] },
+  ],
   ["a local variable", { template: "f() { local x={{n}}; echo $(( x + 1 )); }; f", safe: ["2", "3\n"] }],
   ["a for loop variable", { template: "for x in {{n}}; do echo $(( x + 1 )); done", safe: ["2", "3\n"] }],
   ["read from a here-string", { template: "read x <<< {{n}}; echo $(( x + 1 ))", safe: ["2", "3\n"] }],
@@ -95,7 +108,9 @@ describe("a value where bash evaluates text (real bash)", () => {
   it.for(EVALUATING)("%s: the render refuses a hostile value, which would run code there", ([, test], { expect }) => {
     const hostile = test.hostile ?? HOSTILE;
     const envNames = Object.keys(test.env ?? {});
-    expect(() => renderShellCommand(test.template, { n: hostile }, test.env)).toThrow(expect.objectContaining({ code: "shell.unsafe_value", retryable: false }));
+    expect(() => renderShellCommand(test.template, { n: hostile }, test.env)).toThrow(
+      expect.objectContaining({ code: "shell.unsafe_value", retryable: false }),
+    );
 
     // The context is real: with the hostile value put into the variables by hand, bash runs `touch`.
     const rendered = renderShellCommand(test.template, { n: "1" }, test.env);
@@ -103,22 +118,32 @@ describe("a value where bash evaluates text (real bash)", () => {
     expect(pwned()).toBe(true);
   });
 
-  it.for(EVALUATING.filter(([, test]) => test.safe !== undefined))("%s: a plain integer passes and works", ([, test], { expect }) => {
-    const [value, printed] = test.safe ?? ["", ""];
-    const rendered = renderShellCommand(test.template, { n: value }, test.env);
-    expect(bash(rendered.command, rendered.env).stdout).toBe(printed);
-  });
+  it.for(EVALUATING.filter(([, test]) => test.safe !== undefined))(
+    "%s: a plain integer passes and works",
+    ([, test], { expect }) => {
+      const [value, printed] = test.safe ?? ["", ""];
+      const rendered = renderShellCommand(test.template, { n: value }, test.env);
+      expect(bash(rendered.command, rendered.env).stdout).toBe(printed);
+    },
+  );
 
   it.for(["-7", "0", "123456789012345678"])("lets the integer %s through", (value, { expect }) => {
     expect(renderShellCommand("echo $(( {{n}} ))", { n: value }).env.TRELLIS_IN_0).toBe(value);
   });
 
-  it.for(["+1", "007", " 1", "1 ", "1e3", "0x10", "1.5", "", "1234567890123456789", "--1"])("refuses %j, which is not a plain decimal integer", (value, { expect }) => {
-    expect(() => renderShellCommand("echo $(( {{n}} ))", { n: value })).toThrow(expect.objectContaining({ code: "shell.unsafe_value" }));
-  });
+  it.for(["+1", "007", " 1", "1 ", "1e3", "0x10", "1.5", "", "1234567890123456789", "--1"])(
+    "refuses %j, which is not a plain decimal integer",
+    (value, { expect }) => {
+      expect(() => renderShellCommand("echo $(( {{n}} ))", { n: value })).toThrow(
+        expect.objectContaining({ code: "shell.unsafe_value" }),
+      );
+    },
+  );
 
   it("says how to write it safely", ({ expect }) => {
-    expect(() => renderShellCommand("[[ {{n}} -gt 3 ]]", { n: HOSTILE })).toThrow(/only a plain decimal integer.*\[\[ \{\{x\}\} == … \]\].*\[ \{\{x\}\} -gt … \]/is);
+    expect(() => renderShellCommand("[[ {{n}} -gt 3 ]]", { n: HOSTILE })).toThrow(
+      /only a plain decimal integer.*\[\[ \{\{x\}\} == … \]\].*\[ \{\{x\}\} -gt … \]/is,
+    );
   });
 });
 
@@ -132,7 +157,7 @@ const SAFE: [string, string, string][] = [
   ["[ -gt ] (test does not evaluate)", "[ {{x}} -gt 3 ] 2>/dev/null || echo refused", "refused\n"],
   ["an assignment then a quoted use", 'x={{x}}; echo "$x"', `${HOSTILE}\n`],
   ["a heredoc", "cat <<EOF\n<{{x}}>\nEOF", `<${HOSTILE}>\n`],
-  ["the word of ${y:-…}", "echo ${y:-{{x}}{{!}}} \"${y:-{{x}}{{!}}}\"", `${HOSTILE} ${HOSTILE}\n`],
+  ["the word of ${y:-…}", 'echo ${y:-{{x}}{{!}}} "${y:-{{x}}{{!}}}"', `${HOSTILE} ${HOSTILE}\n`],
   ["an array's elements", 'arr=({{x}} b); echo "${arr[0]}"', `${HOSTILE}\n`],
   ["an associative array's value", 'declare -A m; m[k]={{x}}; echo "${m[k]}"', `${HOSTILE}\n`],
   ["read from a here-string, quoted after", 'read -r v <<< {{x}}; echo "$v"', `${HOSTILE}\n`],

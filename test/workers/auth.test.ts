@@ -10,7 +10,9 @@ describe("authentication and errors", () => {
     expect(response).toEqual({ status: 200, json: { ok: true } });
   });
 
-  it("refuses a missing or wrong token with 401 and a dotted code, and accepts every configured token", async ({ expect }) => {
+  it("refuses a missing or wrong token with 401 and a dotted code, and accepts every configured token", async ({
+    expect,
+  }) => {
     const missing = await api("GET", "/v1/workflows/x", undefined, null);
     expect(missing.status).toBe(401);
     expect(missing.json.error.code).toBe("auth.missing_token");
@@ -31,10 +33,22 @@ describe("authentication and errors", () => {
   it("records who started a run as a keyed digest of the token, never its plain hash", async ({ expect }) => {
     const id = uniqueId("who");
     const step = { ref: "s", action: { kind: "context", implementation: { updates: [{ path: "x", expr: "1" }] } } };
-    expect((await api("POST", "/v1/definitions", { workflows: [{ id, nodes: { main: { task: { steps: [step] } } } }] }, "second-token")).status).toBe(201);
+    expect(
+      (
+        await api(
+          "POST",
+          "/v1/definitions",
+          { workflows: [{ id, nodes: { main: { task: { steps: [step] } } } }] },
+          "second-token",
+        )
+      ).status,
+    ).toBe(201);
     const started = await api("POST", `/v1/workflows/${id}/runs`, { input: {} }, "second-token");
     const run = await waitForRun(started.json.run_id);
-    const journal = (await api("GET", `/v1/runs/${run.run_id}/journal`)).json.entries as { kind: string; body: { created_by?: string } }[];
+    const journal = (await api("GET", `/v1/runs/${run.run_id}/journal`)).json.entries as {
+      kind: string;
+      body: { created_by?: string };
+    }[];
     const createdBy = journal.find((entry) => entry.kind === "attest")?.body.created_by;
     expect(createdBy).toBe(await principalOf("second-token", env.JOURNAL_SIGNING_KEY));
     expect(createdBy).toMatch(/^token:[0-9a-f]{16}$/);

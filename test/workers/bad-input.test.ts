@@ -32,7 +32,28 @@ function statusOk(status: number): boolean {
 describe("bad input never gets a 500", () => {
   it("answers every malformed body on every POST route with a 4xx and a dotted error code", async ({ expect }) => {
     const id = uniqueId("target");
-    await api("POST", "/v1/definitions", { workflows: [{ id, nodes: { a: { task: { steps: [{ ref: "ask", action: { kind: "human", implementation: { prompt_template: "?", input_schema: { type: "object", required: ["ok"] } } } }] } } } }] });
+    await api("POST", "/v1/definitions", {
+      workflows: [
+        {
+          id,
+          nodes: {
+            a: {
+              task: {
+                steps: [
+                  {
+                    ref: "ask",
+                    action: {
+                      kind: "human",
+                      implementation: { prompt_template: "?", input_schema: { type: "object", required: ["ok"] } },
+                    },
+                  },
+                ],
+              },
+            },
+          },
+        },
+      ],
+    });
     const started = await api("POST", `/v1/workflows/${id}/runs`, { input: {} });
     const runId: string = started.json.run_id;
     const run = await waitForRun(runId, (view) => view.gates.length > 0);
@@ -68,10 +89,14 @@ describe("bad input never gets a 500", () => {
 });
 
 /** POSTs a raw text body (JSON by default) and reads the answer. */
-async function post(path: string, text: string, contentType = "application/json"): Promise<{ status: number; json: any }> {
+async function post(
+  path: string,
+  text: string,
+  contentType = "application/json",
+): Promise<{ status: number; json: any }> {
   const response = await exports.default.fetch(`http://trellis.test${path}`, {
     method: "POST",
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": contentType },
+    headers: { "authorization": `Bearer ${TOKEN}`, "content-type": contentType },
     body: text,
   });
   const body = await response.text();
@@ -101,7 +126,15 @@ async function gatedRun(): Promise<{ runId: string; gateId: string; workflowId: 
         id: workflowId,
         nodes: {
           ask: {
-            task: { steps: [{ ref: "ask", action: { kind: "human", implementation: { prompt_template: "?", input_schema: { type: "object" } } }, output_mapping: { "output.answer": "$.response" } }] },
+            task: {
+              steps: [
+                {
+                  ref: "ask",
+                  action: { kind: "human", implementation: { prompt_template: "?", input_schema: { type: "object" } } },
+                  output_mapping: { "output.answer": "$.response" },
+                },
+              ],
+            },
             output_mapping: { "output.answer": "$.answer" },
           },
         },
@@ -117,16 +150,27 @@ async function gatedRun(): Promise<{ runId: string; gateId: string; workflowId: 
   return { runId, gateId: run.gates[0].gate_id, workflowId };
 }
 
-function expectLimitError(expect: ExpectStatic, response: { status: number; json: any }, code: string, path: string | null, label: string): void {
+function expectLimitError(
+  expect: ExpectStatic,
+  response: { status: number; json: any },
+  code: string,
+  path: string | null,
+  label: string,
+): void {
   expect(response.status, `${label}: ${JSON.stringify(response.json)}`).toBe(400);
   expect(response.json.error.code, label).toBe(code);
   if (path !== null) {
-    expect(response.json.error.details.map((detail: { path: string }) => detail.path), label).toContain(path);
+    expect(
+      response.json.error.details.map((detail: { path: string }) => detail.path),
+      label,
+    ).toContain(path);
   }
 }
 
 describe("text limits: a lone UTF-16 surrogate in any body field", () => {
-  it("is a 400 request.invalid_text naming its path, in run input, idempotency keys, gate answers, cancel reasons, definitions and YAML", async ({ expect }) => {
+  it("is a 400 request.invalid_text naming its path, in run input, idempotency keys, gate answers, cancel reasons, definitions and YAML", async ({
+    expect,
+  }) => {
     const { runId, gateId, workflowId } = await gatedRun();
     const lone = "\ud800";
     const cases: [string, unknown, string][] = [
@@ -138,8 +182,20 @@ describe("text limits: a lone UTF-16 surrogate in any body field", () => {
       [`/v1/runs/${runId}/gates/${gateId}`, { response: {}, responder: `ada${lone}` }, "responder"],
       [`/v1/runs/${runId}/cancel`, { reason: `stop ${lone}` }, "reason"],
       [`/v1/runs/${runId}/approve`, { approved_steps: [lone] }, "approved_steps.0"],
-      ["/v1/definitions", { workflows: [{ id: uniqueId("sur"), description: lone, nodes: { a: { task: { steps: [] } } } }] }, "workflows.0.description"],
-      ["/v1/definitions", { actions: [{ id: uniqueId("sur"), kind: "context", implementation: { updates: [{ path: "x", expr: `'${lone}'` }] } }] }, "actions.0.implementation.updates.0.expr"],
+      [
+        "/v1/definitions",
+        { workflows: [{ id: uniqueId("sur"), description: lone, nodes: { a: { task: { steps: [] } } } }] },
+        "workflows.0.description",
+      ],
+      [
+        "/v1/definitions",
+        {
+          actions: [
+            { id: uniqueId("sur"), kind: "context", implementation: { updates: [{ path: "x", expr: `'${lone}'` }] } },
+          ],
+        },
+        "actions.0.implementation.updates.0.expr",
+      ],
     ];
     for (const [route, body, path] of cases) {
       // JSON.stringify writes a lone surrogate as the escape `\ud800`, as a client would send it.
@@ -148,7 +204,13 @@ describe("text limits: a lone UTF-16 surrogate in any body field", () => {
       expectLimitError(expect, await post(route, text), "request.invalid_text", path, `POST ${route} ${text}`);
     }
     const yaml = `workflows:\n  - id: ${uniqueId("yaml")}\n    description: "bad \\ud800 text"\n    nodes: {}\n`;
-    expectLimitError(expect, await post("/v1/definitions", yaml, "application/yaml"), "request.invalid_text", "workflows.0.description", "YAML");
+    expectLimitError(
+      expect,
+      await post("/v1/definitions", yaml, "application/yaml"),
+      "request.invalid_text",
+      "workflows.0.description",
+      "YAML",
+    );
 
     // Nothing was recorded: the gate is still open and the run still completes.
     const answered = await api("POST", `/v1/runs/${runId}/gates/${gateId}`, { response: { ok: true } });
@@ -156,18 +218,34 @@ describe("text limits: a lone UTF-16 surrogate in any body field", () => {
     expect(await waitForRun(runId)).toMatchObject({ status: "completed", output: { answer: { ok: true } } });
   });
 
-  it("refuses __proto__ as a key anywhere in a body (400 request.reserved_key), so no copy can swap a prototype", async ({ expect }) => {
+  it("refuses __proto__ as a key anywhere in a body (400 request.reserved_key), so no copy can swap a prototype", async ({
+    expect,
+  }) => {
     const { workflowId } = await gatedRun();
     const text = '{"input":{"a":{"__proto__":{"polluted":true}}}}';
-    expectLimitError(expect, await post(`/v1/workflows/${workflowId}/runs`, text), "request.reserved_key", "input.a.__proto__", "run input");
+    expectLimitError(
+      expect,
+      await post(`/v1/workflows/${workflowId}/runs`, text),
+      "request.reserved_key",
+      "input.a.__proto__",
+      "run input",
+    );
     const yaml = `workflows:\n  - id: ${uniqueId("proto")}\n    nodes:\n      __proto__: { task: { steps: [] } }\n`;
-    expectLimitError(expect, await post("/v1/definitions", yaml, "application/yaml"), "request.reserved_key", "workflows.0.nodes.__proto__", "YAML");
+    expectLimitError(
+      expect,
+      await post("/v1/definitions", yaml, "application/yaml"),
+      "request.reserved_key",
+      "workflows.0.nodes.__proto__",
+      "YAML",
+    );
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 });
 
 describe(`depth limit: bodies nested deeper than ${MAX_BODY_DEPTH} levels`, () => {
-  it("are a 400 request.too_deep at every route that takes a body, before anything else reads them", async ({ expect }) => {
+  it("are a 400 request.too_deep at every route that takes a body, before anything else reads them", async ({
+    expect,
+  }) => {
     const { runId, gateId, workflowId } = await gatedRun();
     // 65 levels: the body, then 64 nested arrays inside it; the 65th level is at `<field>.0.0…` (63 times).
     const deep = (field: string) => `{"${field}":${nestedArrays(MAX_BODY_DEPTH)}}`;
@@ -176,34 +254,66 @@ describe(`depth limit: bodies nested deeper than ${MAX_BODY_DEPTH} levels`, () =
       [`/v1/workflows/${workflowId}/runs`, deep("input")],
       [`/v1/runs/${runId}/gates/${gateId}`, deep("response")],
       [`/v1/runs/${runId}/cancel`, deep("reason")],
-      ...(["pause", "resume", "redrive", "approve"] as const).map((control): [string, string] => [`/v1/runs/${runId}/${control}`, deep("x")]),
+      ...(["pause", "resume", "redrive", "approve"] as const).map((control): [string, string] => [
+        `/v1/runs/${runId}/${control}`,
+        deep("x"),
+      ]),
     ];
     for (const [route, text] of routes) {
-      expectLimitError(expect, await post(route, text), "request.too_deep", `${text.slice(2, text.indexOf('"', 2))}${".0".repeat(MAX_BODY_DEPTH - 1)}`, route);
+      expectLimitError(
+        expect,
+        await post(route, text),
+        "request.too_deep",
+        `${text.slice(2, text.indexOf('"', 2))}${".0".repeat(MAX_BODY_DEPTH - 1)}`,
+        route,
+      );
     }
     // Deeper still, as the findings sent them: 3,000 levels of run input used to be accepted (201) and
     // break the run for good; 4,000 (an 8 KB body) used to be a 500 at runs, definitions and gates.
     for (const levels of [3_000, 4_000, 500_000]) {
-      for (const [route, field] of [[`/v1/workflows/${workflowId}/runs`, "input"], ["/v1/definitions", "workflows"], [`/v1/runs/${runId}/gates/${gateId}`, "response"]] as const) {
-        expectLimitError(expect, await post(route, `{"${field}":${nestedArrays(levels)}}`), "request.too_deep", null, `${levels} levels at ${route}`);
+      for (const [route, field] of [
+        [`/v1/workflows/${workflowId}/runs`, "input"],
+        ["/v1/definitions", "workflows"],
+        [`/v1/runs/${runId}/gates/${gateId}`, "response"],
+      ] as const) {
+        expectLimitError(
+          expect,
+          await post(route, `{"${field}":${nestedArrays(levels)}}`),
+          "request.too_deep",
+          null,
+          `${levels} levels at ${route}`,
+        );
       }
     }
     // The 3,000-level start that used to be accepted creates no run now (its idempotency key names none).
-    const keyed = await post(`/v1/workflows/${workflowId}/runs`, `{"input":${nestedArrays(3_000)},"idempotency_key":"deep-3000"}`);
+    const keyed = await post(
+      `/v1/workflows/${workflowId}/runs`,
+      `{"input":${nestedArrays(3_000)},"idempotency_key":"deep-3000"}`,
+    );
     expectLimitError(expect, keyed, "request.too_deep", null, "3,000 levels with a key");
-    expect((await api("GET", `/v1/runs/${await runIdFor(`${workflowId}\ndeep-3000`)}`)).json.error.code).toBe("run.not_found");
+    expect((await api("GET", `/v1/runs/${await runIdFor(`${workflowId}\ndeep-3000`)}`)).json.error.code).toBe(
+      "run.not_found",
+    );
     // A YAML body is measured on its token tree before it is composed.
     const yaml = `workflows: ${nestedArrays(2_000, "x")}\n`;
     expectLimitError(expect, await post("/v1/definitions", yaml, "text/yaml"), "request.too_deep", "", "YAML");
     const blockYaml = `workflows:\n${Array.from({ length: 100 }, (_, level) => `${"  ".repeat(level)}- `).join("\n")}x\n`;
-    expectLimitError(expect, await post("/v1/definitions", blockYaml, "application/yaml"), "request.too_deep", "", "block YAML");
+    expectLimitError(
+      expect,
+      await post("/v1/definitions", blockYaml, "application/yaml"),
+      "request.too_deep",
+      "",
+      "block YAML",
+    );
 
     // None of it touched the run: its gate is still open and it completes.
     expect((await api("POST", `/v1/runs/${runId}/gates/${gateId}`, { response: { ok: true } })).status).toBe(200);
     expect((await waitForRun(runId)).status).toBe("completed");
   });
 
-  it(`accepts exactly ${MAX_BODY_DEPTH} levels, and the whole engine handles them: JSON Schema, CEL, JSONPath, gates, the journal`, async ({ expect }) => {
+  it(`accepts exactly ${MAX_BODY_DEPTH} levels, and the whole engine handles them: JSON Schema, CEL, JSONPath, gates, the journal`, async ({
+    expect,
+  }) => {
     const workflowId = uniqueId("deep");
     // A definition at the limit: levels 1–3 are the bundle, its array and the action; its `requires` schema nests 61 objects.
     const schema = nestedSchema(MAX_BODY_DEPTH - 3);
@@ -214,17 +324,41 @@ describe(`depth limit: bodies nested deeper than ${MAX_BODY_DEPTH} levels`, () =
       workflows: [
         {
           id: workflowId,
-          input_schema: { type: "object", required: ["a"], properties: { a: { $ref: "#/$defs/nest" } }, $defs: { nest: { anyOf: [{ type: "string" }, { type: "array", items: { $ref: "#/$defs/nest" } }] } } },
+          input_schema: {
+            type: "object",
+            required: ["a"],
+            properties: { a: { $ref: "#/$defs/nest" } },
+            $defs: { nest: { anyOf: [{ type: "string" }, { type: "array", items: { $ref: "#/$defs/nest" } }] } },
+          },
           nodes: {
             copy: {
               when: "size(input.a) == 1",
               input_mapping: { v: "$.input.a" },
-              task: { steps: [{ ref: "s", action: { kind: "context", implementation: { updates: [{ path: "copy", expr: "input.v" }] } }, output_mapping: { "output.copy": "$.copy" } }] },
+              task: {
+                steps: [
+                  {
+                    ref: "s",
+                    action: { kind: "context", implementation: { updates: [{ path: "copy", expr: "input.v" }] } },
+                    output_mapping: { "output.copy": "$.copy" },
+                  },
+                ],
+              },
               output_mapping: { "output.copy": "$.copy", "output.leaves": "$..[?@ == 'leaf']" },
             },
             ask: {
               depends_on: ["copy"],
-              task: { steps: [{ ref: "ask", action: { kind: "human", implementation: { prompt_template: "?", input_schema: { type: "object" } } }, output_mapping: { "output.answer": "$.response" } }] },
+              task: {
+                steps: [
+                  {
+                    ref: "ask",
+                    action: {
+                      kind: "human",
+                      implementation: { prompt_template: "?", input_schema: { type: "object" } },
+                    },
+                    output_mapping: { "output.answer": "$.response" },
+                  },
+                ],
+              },
               output_mapping: { "output.answer": "$.answer" },
             },
           },
@@ -257,6 +391,8 @@ describe(`depth limit: bodies nested deeper than ${MAX_BODY_DEPTH} levels`, () =
     const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
     expect((await verifyJournal(journal.json.entries, jwks, { requireAttestation: true })).ok).toBe(true);
     // The same key and the same deep request find the same run.
-    expect((await post(`/v1/workflows/${workflowId}/runs`, `{"input":{"a":${input}},"idempotency_key":"deep"}`)).status).toBe(200);
+    expect(
+      (await post(`/v1/workflows/${workflowId}/runs`, `{"input":{"a":${input}},"idempotency_key":"deep"}`)).status,
+    ).toBe(200);
   });
 });

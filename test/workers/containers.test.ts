@@ -28,13 +28,24 @@ const ALL_TOOLS = [
   "tool:list_artifacts",
 ];
 
-const shell = (ref: string, command: string, extra: Record<string, unknown> = {}, step: Record<string, unknown> = {}) => ({
+const shell = (
+  ref: string,
+  command: string,
+  extra: Record<string, unknown> = {},
+  step: Record<string, unknown> = {},
+) => ({
   ref,
   action: { kind: "shell", implementation: { command_template: command, ...extra } },
   ...step,
 });
 
-const tool = (ref: string, name: string, input: Record<string, unknown> = {}, step: Record<string, unknown> = {}, action: Record<string, unknown> = {}) => ({
+const tool = (
+  ref: string,
+  name: string,
+  input: Record<string, unknown> = {},
+  step: Record<string, unknown> = {},
+  action: Record<string, unknown> = {},
+) => ({
   ref,
   action: { kind: "tool", implementation: { tool: name }, ...action },
   input_mapping: input,
@@ -42,7 +53,11 @@ const tool = (ref: string, name: string, input: Record<string, unknown> = {}, st
 });
 
 /** A workflow whose nodes share one declared container, bound as `container`. */
-function containerWorkflow(id: string, nodes: Record<string, { steps: unknown[]; depends_on?: string[]; output_mapping?: Record<string, unknown> }>, extra: Record<string, unknown> = {}) {
+function containerWorkflow(
+  id: string,
+  nodes: Record<string, { steps: unknown[]; depends_on?: string[]; output_mapping?: Record<string, unknown> }>,
+  extra: Record<string, unknown> = {},
+) {
   return {
     id,
     tools: ALL_TOOLS,
@@ -89,31 +104,57 @@ async function journalOf(runId: string): Promise<any[]> {
 /** A last step that puts the codes of the errors recorded by `on_failure: "continue"` steps at `output.codes`. */
 const errorCodes = {
   ref: "codes",
-  action: { kind: "context", implementation: { updates: [{ path: "codes", expr: "input.errors.map(e, e.error.code)" }] } },
+  action: {
+    kind: "context",
+    implementation: { updates: [{ path: "codes", expr: "input.errors.map(e, e.error.code)" }] },
+  },
   input_mapping: { errors: "$.state._errors" },
   output_mapping: { "output.codes": "$.codes" },
 };
 
-const sandbox = (name: string) => (env.SANDBOX as SandboxNamespace).get((env.SANDBOX as SandboxNamespace).idFromName(name));
+const sandbox = (name: string) =>
+  (env.SANDBOX as SandboxNamespace).get((env.SANDBOX as SandboxNamespace).idFromName(name));
 
 describe("a code-change workflow in a container", () => {
-  it("writes a file, runs a test command, commits with git and writes an artifact readable after the run and its container are gone", async ({ expect }) => {
+  it("writes a file, runs a test command, commits with git and writes an artifact readable after the run and its container are gone", async ({
+    expect,
+  }) => {
     const id = uniqueId("change");
     const workflow = containerWorkflow(id, {
       change: {
         steps: [
           shell("init", "git init -q -b main ."),
           tool("write", "write_file", { path: "src/hello.txt", content: { template: "hello {{input.name}}\n" } }),
-          tool("test", "run_tests", { command: "grep -q 'hello' src/hello.txt && echo 'tests passed'" }, { output_mapping: { "state.test": "$" } }),
-          tool("commit", "git_commit", { message: { template: "Add greeting for {{input.name}}" } }, { output_mapping: { "output.commit": "$.commit", "output.branch": "$.branch" } }),
-          tool("report", "write_artifact", { name: "reports/test.txt", content: "$.state.test.stdout" }, { output_mapping: { "output.artifact": "$" } }),
+          tool(
+            "test",
+            "run_tests",
+            { command: "grep -q 'hello' src/hello.txt && echo 'tests passed'" },
+            { output_mapping: { "state.test": "$" } },
+          ),
+          tool(
+            "commit",
+            "git_commit",
+            { message: { template: "Add greeting for {{input.name}}" } },
+            { output_mapping: { "output.commit": "$.commit", "output.branch": "$.branch" } },
+          ),
+          tool(
+            "report",
+            "write_artifact",
+            { name: "reports/test.txt", content: "$.state.test.stdout" },
+            { output_mapping: { "output.artifact": "$" } },
+          ),
         ],
         output_mapping: { "output.commit": "$.commit", "output.branch": "$.branch", "output.artifact": "$.artifact" },
       },
       verify: {
         depends_on: ["change"],
         steps: [
-          shell("log", "git log --format=%H%n%s -1 && cat src/hello.txt", {}, { output_mapping: { "output.log": "$.stdout" } }),
+          shell(
+            "log",
+            "git log --format=%H%n%s -1 && cat src/hello.txt",
+            {},
+            { output_mapping: { "output.log": "$.stdout" } },
+          ),
           tool("status", "git_status", {}, { output_mapping: { "output.clean": "$.clean" } }),
         ],
       },
@@ -126,19 +167,35 @@ describe("a code-change workflow in a container", () => {
     expect(finished.output.branch).toBe("main");
     // The second node ran in the same container and sees the first node's commit.
     expect(finished.output.verify).toEqual({ log: `${commit}\nAdd greeting for Ada\nhello Ada\n`, clean: true });
-    expect(finished.output.artifact).toMatchObject({ name: "reports/test.txt", run_id: finished.run_id, key: `runs/${finished.run_id}/artifacts/reports/test.txt`, size: "tests passed\n".length, content_type: "text/plain; charset=utf-8" });
+    expect(finished.output.artifact).toMatchObject({
+      name: "reports/test.txt",
+      run_id: finished.run_id,
+      key: `runs/${finished.run_id}/artifacts/reports/test.txt`,
+      size: "tests passed\n".length,
+      content_type: "text/plain; charset=utf-8",
+    });
 
     // The run ended: the coordinator releases its container, which deletes the workspace.
     const container = `${finished.run_id}/dev_env`;
-    await vi.waitFor(async () => {
-      const listed = (await sandbox(container).listFiles({ container, run_id: finished.run_id })) as { ok: boolean; value?: { entries: unknown[] } };
-      expect(listed.value?.entries).toEqual([]);
-    }, { timeout: 10_000 });
+    await vi.waitFor(
+      async () => {
+        const listed = (await sandbox(container).listFiles({ container, run_id: finished.run_id })) as {
+          ok: boolean;
+          value?: { entries: unknown[] };
+        };
+        expect(listed.value?.entries).toEqual([]);
+      },
+      { timeout: 10_000 },
+    );
 
     // The artifact outlives both: in R2 with its metadata …
     const object = await (env.ARTIFACTS as R2Bucket).get(`runs/${finished.run_id}/artifacts/reports/test.txt`);
     expect(await object?.text()).toBe("tests passed\n");
-    expect(object?.customMetadata).toMatchObject({ run_id: finished.run_id, node_id: "change", name: "reports/test.txt" });
+    expect(object?.customMetadata).toMatchObject({
+      run_id: finished.run_id,
+      node_id: "change",
+      name: "reports/test.txt",
+    });
 
     // … but not to another run that is not family.
     const readerId = uniqueId("reader");
@@ -150,8 +207,18 @@ describe("a code-change workflow in a container", () => {
           read: {
             task: {
               steps: [
-                tool("get", "read_artifact", { name: "reports/test.txt", run_id: "$.input.run_id" }, { output_mapping: { "output.content": "$.content", "output.size": "$.size" } }),
-                tool("list", "list_artifacts", { run_id: "$.input.run_id" }, { output_mapping: { "output.names": "$.artifacts[*].name" } }),
+                tool(
+                  "get",
+                  "read_artifact",
+                  { name: "reports/test.txt", run_id: "$.input.run_id" },
+                  { output_mapping: { "output.content": "$.content", "output.size": "$.size" } },
+                ),
+                tool(
+                  "list",
+                  "list_artifacts",
+                  { run_id: "$.input.run_id" },
+                  { output_mapping: { "output.names": "$.artifacts[*].name" } },
+                ),
               ],
             },
             output_mapping: { "output.read": "$" },
@@ -162,7 +229,10 @@ describe("a code-change workflow in a container", () => {
     );
     // The reader is neither the writer's parent nor its child: the artifact reads as missing and lists as nothing.
     expect(reader.status).toBe("failed");
-    expect(reader.error).toMatchObject({ code: "tool.artifact_not_found", message: expect.stringContaining("that this run may read") });
+    expect(reader.error).toMatchObject({
+      code: "tool.artifact_not_found",
+      message: expect.stringContaining("that this run may read"),
+    });
     expect(JSON.stringify(reader)).not.toContain("tests passed");
   });
 
@@ -176,7 +246,9 @@ describe("a code-change workflow in a container", () => {
     // (as if a bug or a forged payload sent that run there), then the second run starts.
     const second = await start(id, {}, { mode: "approval" });
     const container = `${second}/dev_env`;
-    const claimed = (await sandbox(container).exec({ container, run_id: first.run_id, command: "true" })) as { ok: boolean };
+    const claimed = (await sandbox(container).exec({ container, run_id: first.run_id, command: "true" })) as {
+      ok: boolean;
+    };
     expect(claimed.ok).toBe(true);
     expect((await api("POST", `/v1/runs/${second}/approve`)).status).toBe(200);
     const refused = await waitForRun(second);
@@ -198,7 +270,16 @@ describe("a code-change workflow in a container", () => {
       item_index: null,
       task_id: "t",
       task_version: 0,
-      task: { id: "t", version: 0, steps: [{ ref: "read", action: { id: "t/read", version: 0, kind: "shell", implementation: { command_template: "cat data.txt" } } }] },
+      task: {
+        id: "t",
+        version: 0,
+        steps: [
+          {
+            ref: "read",
+            action: { id: "t/read", version: 0, kind: "shell", implementation: { command_template: "cat data.txt" } },
+          },
+        ],
+      },
       input: {},
       resources: { container: { type: "container", id: container } },
       timeout_ms: 10_000,
@@ -226,7 +307,13 @@ describe("containers belong to their run (local mode)", () => {
           task: {
             steps: [
               shell("write", "echo 'the victim secret' > secret.txt"),
-              { ref: "wait", action: { kind: "human", implementation: { prompt_template: "go on?", input_schema: { type: "object" } } } },
+              {
+                ref: "wait",
+                action: {
+                  kind: "human",
+                  implementation: { prompt_template: "go on?", input_schema: { type: "object" } },
+                },
+              },
               shell("check", "ls -A && cat secret.txt", {}, { output_mapping: { "output.after": "$.stdout" } }),
             ],
           },
@@ -237,13 +324,16 @@ describe("containers belong to their run (local mode)", () => {
     });
     const runId = await start(id);
     let gateId = "";
-    await vi.waitFor(async () => {
-      const gates = (await api("GET", `/v1/runs/${runId}/gates`)).json.gates;
-      if (gates?.length !== 1) {
-        throw new Error(`run ${runId} is not waiting at its gate yet`);
-      }
-      gateId = gates[0].gate_id;
-    }, { timeout: 10_000 });
+    await vi.waitFor(
+      async () => {
+        const gates = (await api("GET", `/v1/runs/${runId}/gates`)).json.gates;
+        if (gates?.length !== 1) {
+          throw new Error(`run ${runId} is not waiting at its gate yet`);
+        }
+        gateId = gates[0].gate_id;
+      },
+      { timeout: 10_000 },
+    );
     return {
       runId,
       workspace: `${local.SHELL_SERVER_URL}/v1/workspaces/${encodeURIComponent(`${runId}/dev_env`)}`,
@@ -256,19 +346,35 @@ describe("containers belong to their run (local mode)", () => {
 
   const attempt = (ref: string, method: string, url: string, headers: Record<string, string> = {}, body?: string) => ({
     ref,
-    action: { kind: "http", implementation: { method, url_template: "{{{url}}}", headers, ...(body === undefined ? {} : { body_template: body }), response: "text" } },
+    action: {
+      kind: "http",
+      implementation: {
+        method,
+        url_template: "{{{url}}}",
+        headers,
+        ...(body === undefined ? {} : { body_template: body }),
+        response: "text",
+      },
+    },
     input_mapping: { url },
     on_failure: "continue",
     output_mapping: {},
   });
   const errorMessages = {
     ref: "errors",
-    action: { kind: "context", implementation: { updates: [{ path: "errors", expr: "input.errors.map(e, e.step + ' ' + e.error.code + ' ' + e.error.message)" }] } },
+    action: {
+      kind: "context",
+      implementation: {
+        updates: [{ path: "errors", expr: "input.errors.map(e, e.step + ' ' + e.error.code + ' ' + e.error.message)" }],
+      },
+    },
     input_mapping: { errors: "$.state._errors" },
     output_mapping: { "output.errors": "$.errors" },
   };
 
-  it("gives a run without a container nothing from the shell server, with no token or a forged one", async ({ expect }) => {
+  it("gives a run without a container nothing from the shell server, with no token or a forged one", async ({
+    expect,
+  }) => {
     const victim = await startVictim();
     const forged = { authorization: "Bearer $env:LLM_API_KEY" };
     const intruder = await run({
@@ -281,7 +387,13 @@ describe("containers belong to their run (local mode)", () => {
               attempt("forged_read", "POST", `${victim.workspace}/files/read`, forged, '{"path":"secret.txt"}'),
               attempt("forged_exec", "POST", `${victim.workspace}/exec`, forged, '{"command":"touch pwned"}'),
               attempt("takeover", "PUT", victim.workspace, forged, '{"token":"an-intruder-token-0123"}'),
-              attempt("own", "PUT", `${local.SHELL_SERVER_URL}/v1/workspaces/mine`, forged, '{"token":"an-intruder-token-0123"}'),
+              attempt(
+                "own",
+                "PUT",
+                `${local.SHELL_SERVER_URL}/v1/workspaces/mine`,
+                forged,
+                '{"token":"an-intruder-token-0123"}',
+              ),
               attempt("health", "GET", `${local.SHELL_SERVER_URL}/healthz`),
               errorMessages,
             ],
@@ -316,7 +428,21 @@ describe("containers belong to their run (local mode)", () => {
       item_index: null,
       task_id: "t",
       task_version: 0,
-      task: { id: "t", version: 0, steps: [{ ref: "read", action: { id: "t/read", version: 0, kind: "shell", implementation: { command_template: "cat secret.txt; touch pwned" } } }] },
+      task: {
+        id: "t",
+        version: 0,
+        steps: [
+          {
+            ref: "read",
+            action: {
+              id: "t/read",
+              version: 0,
+              kind: "shell",
+              implementation: { command_template: "cat secret.txt; touch pwned" },
+            },
+          },
+        ],
+      },
       input: {},
       resources: { container: { type: "container", id: container } },
       timeout_ms: 10_000,
@@ -331,7 +457,9 @@ describe("containers belong to their run (local mode)", () => {
 });
 
 describe("the shell action", () => {
-  it("refuses a value that would run as code in arithmetic before the command runs (shell.unsafe_value)", async ({ expect }) => {
+  it("refuses a value that would run as code in arithmetic before the command runs (shell.unsafe_value)", async ({
+    expect,
+  }) => {
     const finished = await run(
       containerWorkflow(uniqueId("arith"), {
         main: {
@@ -356,7 +484,12 @@ describe("the shell action", () => {
       containerWorkflow(id, {
         main: {
           steps: [
-            shell("plain", "printf '%s|' {{name}} \"{{name}}\" '{{name}}'", {}, { output_mapping: { "output.printed": "$.stdout" } }),
+            shell(
+              "plain",
+              "printf '%s|' {{name}} \"{{name}}\" '{{name}}'",
+              {},
+              { output_mapping: { "output.printed": "$.stdout" } },
+            ),
             shell("ls", "ls -A", {}, { output_mapping: { "output.files": "$.stdout" } }),
           ],
         },
@@ -372,14 +505,22 @@ describe("the shell action", () => {
   it("kills a command past its timeout and fails the step with shell.timeout", async ({ expect }) => {
     const id = uniqueId("timeout");
     const started = Date.now();
-    const finished = await run(containerWorkflow(id, { main: { steps: [shell("slow", "sleep 30 & sleep 30", { timeout_ms: 500 })] } }));
+    const finished = await run(
+      containerWorkflow(id, { main: { steps: [shell("slow", "sleep 30 & sleep 30", { timeout_ms: 500 })] } }),
+    );
     expect(finished.status).toBe("failed");
     expect(finished.error).toMatchObject({ code: "shell.timeout", node: "main" });
     expect(Date.now() - started).toBeLessThan(15_000);
   });
 
-  it("fails a non-zero exit with shell.exit_nonzero and the end of stderr, unless the step allows it", async ({ expect }) => {
-    const failing = await run(containerWorkflow(uniqueId("exit"), { main: { steps: [shell("fail", "echo starting; echo 'boom: it broke' >&2; exit 4")] } }));
+  it("fails a non-zero exit with shell.exit_nonzero and the end of stderr, unless the step allows it", async ({
+    expect,
+  }) => {
+    const failing = await run(
+      containerWorkflow(uniqueId("exit"), {
+        main: { steps: [shell("fail", "echo starting; echo 'boom: it broke' >&2; exit 4")] },
+      }),
+    );
     expect(failing.status).toBe("failed");
     expect(failing.error.code).toBe("shell.exit_nonzero");
     expect(failing.error.message).toContain("exited with 4");
@@ -398,7 +539,13 @@ describe("the shell action", () => {
     expect(allowed.error ?? null).toBeNull();
     expect(allowed.status).toBe("completed");
     expect(allowed.output.main.a).toBe(4);
-    expect(allowed.output.main.b).toMatchObject({ exit_code: 1, stdout: "", stderr: "", truncated: false, timed_out: false });
+    expect(allowed.output.main.b).toMatchObject({
+      exit_code: 1,
+      stdout: "",
+      stderr: "",
+      truncated: false,
+      timed_out: false,
+    });
   });
 
   it("renders the working directory and environment, and reports truncated output", async ({ expect }) => {
@@ -407,8 +554,18 @@ describe("the shell action", () => {
         main: {
           steps: [
             shell("mk", "mkdir -p sub/{{dir}}"),
-            shell("where", "pwd | sed 's|.*/||'; echo \"$GREETING\"", { working_dir: "sub/{{dir}}", env: { GREETING: "hi {{dir}}" } }, { output_mapping: { "output.where": "$.stdout" } }),
-            shell("big", "head -c 100000 /dev/zero | tr '\\0' x", { max_output_bytes: 1000 }, { output_mapping: { "output.big": "$" } }),
+            shell(
+              "where",
+              "pwd | sed 's|.*/||'; echo \"$GREETING\"",
+              { working_dir: "sub/{{dir}}", env: { GREETING: "hi {{dir}}" } },
+              { output_mapping: { "output.where": "$.stdout" } },
+            ),
+            shell(
+              "big",
+              "head -c 100000 /dev/zero | tr '\\0' x",
+              { max_output_bytes: 1000 },
+              { output_mapping: { "output.big": "$" } },
+            ),
           ],
         },
       }),
@@ -431,11 +588,16 @@ describe("the shell action", () => {
 
 describe("the standard library tools", () => {
   it("fails closed when the tool is not on the run's allowlist", async ({ expect }) => {
-    const workflow = containerWorkflow(uniqueId("closed"), { main: { steps: [tool("read", "read_file", { path: "x" })] } });
+    const workflow = containerWorkflow(uniqueId("closed"), {
+      main: { steps: [tool("read", "read_file", { path: "x" })] },
+    });
     const finished = await run({ ...workflow, tools: ["tool:write_file"] });
     expect(finished.status).toBe("failed");
     expect(finished.error.code).toBe("tool.not_allowed");
-    const none = await run({ ...containerWorkflow(uniqueId("closed"), { main: { steps: [tool("read", "read_file", { path: "x" })] } }), tools: undefined });
+    const none = await run({
+      ...containerWorkflow(uniqueId("closed"), { main: { steps: [tool("read", "read_file", { path: "x" })] } }),
+      tools: undefined,
+    });
     expect(none.error.code).toBe("tool.not_allowed");
   });
 
@@ -447,7 +609,10 @@ describe("the standard library tools", () => {
       ],
     });
     expect(response.status).toBe(400);
-    const details = response.json.error.details.map((detail: { path: string; code: string }) => [detail.path, detail.code]);
+    const details = response.json.error.details.map((detail: { path: string; code: string }) => [
+      detail.path,
+      detail.code,
+    ]);
     expect(details).toEqual([
       ["actions.0.implementation.tool", "definition.unknown_tool"],
       ["actions.1.implementation.working_dir", "definition.invalid_template"],
@@ -455,7 +620,11 @@ describe("the standard library tools", () => {
   });
 
   it("validates a tool's input against its schema", async ({ expect }) => {
-    const finished = await run(containerWorkflow(uniqueId("invalid"), { main: { steps: [tool("commit", "git_commit", { message: "" , surprise: true })] } }));
+    const finished = await run(
+      containerWorkflow(uniqueId("invalid"), {
+        main: { steps: [tool("commit", "git_commit", { message: "", surprise: true })] },
+      }),
+    );
     expect(finished.status).toBe("failed");
     expect(finished.error.code).toBe("tool.invalid_input");
   });
@@ -467,9 +636,24 @@ describe("the standard library tools", () => {
           steps: [
             tool("w1", "write_file", { path: "a/one.txt", content: "1" }),
             tool("w2", "write_file", { path: "a/two.bin", content: "AAEC", encoding: "base64" }),
-            tool("list", "list_files", { recursive: true }, { output_mapping: { "output.listed": "$.entries[*].path" } }),
-            tool("read", "read_file", { path: "a/two.bin", encoding: "base64" }, { output_mapping: { "output.read": "$.content" } }),
-            tool("del", "delete_file", { path: "a", recursive: true }, { output_mapping: { "output.deleted": "$.deleted" } }),
+            tool(
+              "list",
+              "list_files",
+              { recursive: true },
+              { output_mapping: { "output.listed": "$.entries[*].path" } },
+            ),
+            tool(
+              "read",
+              "read_file",
+              { path: "a/two.bin", encoding: "base64" },
+              { output_mapping: { "output.read": "$.content" } },
+            ),
+            tool(
+              "del",
+              "delete_file",
+              { path: "a", recursive: true },
+              { output_mapping: { "output.deleted": "$.deleted" } },
+            ),
             tool("after", "list_files", {}, { output_mapping: { "output.after": "$.entries" } }),
             tool("escape", "read_file", { path: "../../etc/passwd" }, { on_failure: "continue", output_mapping: {} }),
             errorCodes,
@@ -479,7 +663,13 @@ describe("the standard library tools", () => {
     );
     expect(finished.error ?? null).toBeNull();
     expect(finished.status).toBe("completed");
-    expect(finished.output.main).toEqual({ listed: ["a", "a/one.txt", "a/two.bin"], read: "AAEC", deleted: true, after: [], codes: ["container.path_outside_workspace"] });
+    expect(finished.output.main).toEqual({
+      listed: ["a", "a/one.txt", "a/two.bin"],
+      read: "AAEC",
+      deleted: true,
+      after: [],
+      codes: ["container.path_outside_workspace"],
+    });
   });
 
   it("branches, merges and pushes with git, and reports status", async ({ expect }) => {
@@ -487,20 +677,43 @@ describe("the standard library tools", () => {
       containerWorkflow(uniqueId("git"), {
         main: {
           steps: [
-            shell("setup", "git init -q --bare remote.git && mkdir repo && cd repo && git init -q -b main . && git remote add origin ../remote.git"),
+            shell(
+              "setup",
+              "git init -q --bare remote.git && mkdir repo && cd repo && git init -q -b main . && git remote add origin ../remote.git",
+            ),
             tool("w1", "write_file", { path: "repo/a.txt", content: "a\n" }),
             tool("c1", "git_commit", { repo: "repo", message: "first" }),
             shell("branch", "git checkout -q -b feature", { working_dir: "repo" }),
             tool("w2", "write_file", { path: "repo/b.txt", content: "b\n" }),
-            tool("c2", "git_commit", { repo: "repo", message: "second", author_name: "Grace", author_email: "grace@example.com" }, { output_mapping: { "output.feature": "$.commit" } }),
+            tool(
+              "c2",
+              "git_commit",
+              { repo: "repo", message: "second", author_name: "Grace", author_email: "grace@example.com" },
+              { output_mapping: { "output.feature": "$.commit" } },
+            ),
             shell("back", "git checkout -q main", { working_dir: "repo" }),
             tool("dirty", "write_file", { path: "repo/c.txt", content: "c\n" }),
             tool("status", "git_status", { repo: "repo" }, { output_mapping: { "output.status": "$" } }),
             tool("clean", "delete_file", { path: "repo/c.txt" }),
-            tool("merge", "git_merge", { repo: "repo", branch: "feature" }, { output_mapping: { "output.merge": "$" } }),
+            tool(
+              "merge",
+              "git_merge",
+              { repo: "repo", branch: "feature" },
+              { output_mapping: { "output.merge": "$" } },
+            ),
             tool("push", "git_push", { repo: "repo" }, { output_mapping: { "output.push": "$" } }),
-            shell("remote", "git --git-dir=remote.git log --format='%an %s' main", {}, { output_mapping: { "output.remote": "$.stdout" } }),
-            tool("nothing", "git_commit", { repo: "repo", message: "empty" }, { on_failure: "continue", output_mapping: {} }),
+            shell(
+              "remote",
+              "git --git-dir=remote.git log --format='%an %s' main",
+              {},
+              { output_mapping: { "output.remote": "$.stdout" } },
+            ),
+            tool(
+              "nothing",
+              "git_commit",
+              { repo: "repo", message: "empty" },
+              { on_failure: "continue", output_mapping: {} },
+            ),
             errorCodes,
           ],
           output_mapping: { "output.result": "$" },
@@ -510,7 +723,14 @@ describe("the standard library tools", () => {
     expect(finished.error ?? null).toBeNull();
     expect(finished.status).toBe("completed");
     const result = finished.output.result;
-    expect(result.status).toEqual({ branch: "main", upstream: null, ahead: 0, behind: 0, clean: false, files: [{ path: "c.txt", index: "?", worktree: "?" }] });
+    expect(result.status).toEqual({
+      branch: "main",
+      upstream: null,
+      ahead: 0,
+      behind: 0,
+      clean: false,
+      files: [{ path: "c.txt", index: "?", worktree: "?" }],
+    });
     expect(result.merge).toEqual({ merged: true, commit: result.feature, fast_forward: true, conflicts: [] });
     expect(result.push).toMatchObject({ remote: "origin", branch: "main" });
     expect(result.remote).toBe("Grace second\nTrellis first\n");
@@ -522,7 +742,10 @@ describe("the standard library tools", () => {
       containerWorkflow(uniqueId("conflict"), {
         main: {
           steps: [
-            shell("setup", "git init -q -b main . && echo base > f.txt && git add f.txt && git -c user.name=t -c user.email=t@t commit -qm base && git checkout -qb other && echo theirs > f.txt && git -c user.name=t -c user.email=t@t commit -qam theirs && git checkout -q main && echo ours > f.txt && git -c user.name=t -c user.email=t@t commit -qam ours"),
+            shell(
+              "setup",
+              "git init -q -b main . && echo base > f.txt && git add f.txt && git -c user.name=t -c user.email=t@t commit -qm base && git checkout -qb other && echo theirs > f.txt && git -c user.name=t -c user.email=t@t commit -qam theirs && git checkout -q main && echo ours > f.txt && git -c user.name=t -c user.email=t@t commit -qam ours",
+            ),
             tool("merge", "git_merge", { branch: "other" }, { output_mapping: { "output.merge": "$" } }),
             tool("status", "git_status", {}, { output_mapping: { "output.clean": "$.clean" } }),
           ],
@@ -536,19 +759,39 @@ describe("the standard library tools", () => {
   });
 
   it("finds the project's test, lint and build commands, and installs packages", async ({ expect }) => {
-    const pkg = { name: "app", version: "1.0.0", scripts: { test: "echo detected-test", lint: "echo detected-lint && exit 2", build: "echo detected-build" } };
+    const pkg = {
+      name: "app",
+      version: "1.0.0",
+      scripts: { test: "echo detected-test", lint: "echo detected-lint && exit 2", build: "echo detected-build" },
+    };
     const finished = await run(
       containerWorkflow(uniqueId("project"), {
         main: {
           steps: [
             tool("pkg", "write_file", { path: "package.json", content: JSON.stringify(pkg) }),
             // npm stays offline: the tests send traffic to 127.0.0.1 only.
-            tool("npmrc", "write_file", { path: ".npmrc", content: "offline=true\naudit=false\nfund=false\nupdate-notifier=false\n" }),
-            tool("local", "write_file", { path: "vendor/localpkg/package.json", content: '{"name":"localpkg","version":"1.0.0"}' }),
+            tool("npmrc", "write_file", {
+              path: ".npmrc",
+              content: "offline=true\naudit=false\nfund=false\nupdate-notifier=false\n",
+            }),
+            tool("local", "write_file", {
+              path: "vendor/localpkg/package.json",
+              content: '{"name":"localpkg","version":"1.0.0"}',
+            }),
             tool("test", "run_tests", {}, { output_mapping: { "output.test": "$" } }),
             tool("lint", "run_lint", {}, { output_mapping: { "output.lint": "$" } }),
-            tool("build", "run_build", { args: ["extra arg; not a command"] }, { output_mapping: { "output.build": "$.stdout" } }),
-            tool("install", "install_packages", { packages: ["./vendor/localpkg"] }, { output_mapping: { "output.install": "$" } }),
+            tool(
+              "build",
+              "run_build",
+              { args: ["extra arg; not a command"] },
+              { output_mapping: { "output.build": "$.stdout" } },
+            ),
+            tool(
+              "install",
+              "install_packages",
+              { packages: ["./vendor/localpkg"] },
+              { output_mapping: { "output.install": "$" } },
+            ),
             tool("check", "read_file", { path: "package.json" }, { output_mapping: { "output.pkg": "$.content" } }),
           ],
         },
@@ -566,7 +809,11 @@ describe("the standard library tools", () => {
   });
 
   it("says when no project command can be found", async ({ expect }) => {
-    const finished = await run(containerWorkflow(uniqueId("none"), { main: { steps: [tool("test", "run_tests", {}, { output_mapping: { "output.test": "$" } })] } }));
+    const finished = await run(
+      containerWorkflow(uniqueId("none"), {
+        main: { steps: [tool("test", "run_tests", {}, { output_mapping: { "output.test": "$" } })] },
+      }),
+    );
     expect(finished.error ?? null).toBeNull();
     expect(finished.status).toBe("completed");
     expect(finished.output.main.test).toMatchObject({ passed: false, exit_code: 127, command: "(none found)" });
@@ -574,7 +821,11 @@ describe("the standard library tools", () => {
   });
 
   it("refuses a package name that looks like an option", async ({ expect }) => {
-    const finished = await run(containerWorkflow(uniqueId("opt"), { main: { steps: [tool("i", "install_packages", { packages: ["--registry=http://evil"] })] } }));
+    const finished = await run(
+      containerWorkflow(uniqueId("opt"), {
+        main: { steps: [tool("i", "install_packages", { packages: ["--registry=http://evil"] })] },
+      }),
+    );
     expect(finished.error.code).toBe("tool.invalid_input");
   });
 
@@ -584,10 +835,25 @@ describe("the standard library tools", () => {
         main: {
           steps: [
             shell("make", "printf '\\001\\002\\003' > blob.bin"),
-            tool("store", "write_artifact", { name: "blob.bin", path: "blob.bin", content_type: "application/x-test" }, { output_mapping: { "output.stored": "$.size" } }),
-            tool("read", "read_artifact", { name: "blob.bin", encoding: "base64" }, { output_mapping: { "output.read": "$.content" } }),
+            tool(
+              "store",
+              "write_artifact",
+              { name: "blob.bin", path: "blob.bin", content_type: "application/x-test" },
+              { output_mapping: { "output.stored": "$.size" } },
+            ),
+            tool(
+              "read",
+              "read_artifact",
+              { name: "blob.bin", encoding: "base64" },
+              { output_mapping: { "output.read": "$.content" } },
+            ),
             tool("empty", "write_artifact", { name: "empty.txt", content: "" }),
-            tool("readEmpty", "read_artifact", { name: "empty.txt" }, { output_mapping: { "output.empty": "$.content" } }),
+            tool(
+              "readEmpty",
+              "read_artifact",
+              { name: "empty.txt" },
+              { output_mapping: { "output.empty": "$.content" } },
+            ),
             tool("missing", "read_artifact", { name: "nope.txt" }, { on_failure: "continue", output_mapping: {} }),
             errorCodes,
           ],
@@ -613,7 +879,14 @@ describe("artifacts belong to their run and its family", () => {
   });
   const codesStep = {
     ref: "codes",
-    action: { id: "t/codes", version: 0, kind: "context", implementation: { updates: [{ path: "codes", expr: "has(input.errors) ? input.errors.map(e, e.step + ' ' + e.error.code) : []" }] } },
+    action: {
+      id: "t/codes",
+      version: 0,
+      kind: "context",
+      implementation: {
+        updates: [{ path: "codes", expr: "has(input.errors) ? input.errors.map(e, e.step + ' ' + e.error.code) : []" }],
+      },
+    },
     input_mapping: { errors: "$.state._errors" },
     output_mapping: { "output.codes": "$.codes" },
   };
@@ -641,7 +914,8 @@ describe("artifacts belong to their run and its family", () => {
     return result.output;
   }
 
-  const read = (ref: string, runId: string, name: string) => artifactStep(ref, "read_artifact", { run_id: runId, name });
+  const read = (ref: string, runId: string, name: string) =>
+    artifactStep(ref, "read_artifact", { run_id: runId, name });
   const list = (ref: string, runId: string) => artifactStep(ref, "list_artifacts", { run_id: runId });
 
   it("lets a run read its parent's artifacts and its children's, and no other run's", async ({ expect }) => {
@@ -650,11 +924,19 @@ describe("artifacts belong to their run and its family", () => {
     const sibling = `run-${crypto.randomUUID()}`;
     const grandchild = `run-${crypto.randomUUID()}`;
     const stranger = `run-${crypto.randomUUID()}`;
-    await task(parent, undefined, [artifactStep("w", "write_artifact", { name: "plan.txt", content: "the parent's plan" })]);
-    const written = await task(child, parent, [artifactStep("w", "write_artifact", { name: "result.txt", content: "the child's result" }), read("up", parent, "plan.txt"), list("upList", parent)]);
+    await task(parent, undefined, [
+      artifactStep("w", "write_artifact", { name: "plan.txt", content: "the parent's plan" }),
+    ]);
+    const written = await task(child, parent, [
+      artifactStep("w", "write_artifact", { name: "result.txt", content: "the child's result" }),
+      read("up", parent, "plan.txt"),
+      list("upList", parent),
+    ]);
     expect(written.up).toMatchObject({ run_id: parent, content: "the parent's plan" });
     expect(written.upList.artifacts.map((a: { name: string }) => a.name)).toEqual(["plan.txt"]);
-    expect(await (env.ARTIFACTS as R2Bucket).head(`runs/${child}/artifacts/result.txt`)).toMatchObject({ customMetadata: { run_id: child, parent_run_id: parent } });
+    expect(await (env.ARTIFACTS as R2Bucket).head(`runs/${child}/artifacts/result.txt`)).toMatchObject({
+      customMetadata: { run_id: child, parent_run_id: parent },
+    });
 
     const fromParent = await task(parent, undefined, [read("down", child, "result.txt"), list("downList", child)]);
     expect(fromParent.down).toMatchObject({ run_id: child, content: "the child's result" });
@@ -684,21 +966,43 @@ describe("artifacts belong to their run and its family", () => {
 });
 
 describe("handing a container to a sub-workflow", () => {
-  it("lets a child run work in its parent's container when a workflow node binds it, and leaves the container to the parent", async ({ expect }) => {
+  it("lets a child run work in its parent's container when a workflow node binds it, and leaves the container to the parent", async ({
+    expect,
+  }) => {
     const child = uniqueId("kid");
     await register({
       id: child,
       tools: ALL_TOOLS,
       resources: { workspace: { type: "container" } },
       nodes: {
-        read: { task: { steps: [tool("read", "read_file", { path: "note.txt" }, { output_mapping: { "output.note": "$.content" } })] }, resource_bindings: { container: "workspace" }, output_mapping: { "output.note": "$.note" } },
+        read: {
+          task: {
+            steps: [
+              tool("read", "read_file", { path: "note.txt" }, { output_mapping: { "output.note": "$.content" } }),
+            ],
+          },
+          resource_bindings: { container: "workspace" },
+          output_mapping: { "output.note": "$.note" },
+        },
       },
     });
     const parent = containerWorkflow(uniqueId("handing"), {
       write: { steps: [tool("write", "write_file", { path: "note.txt", content: "from the parent" })] },
-      again: { depends_on: ["kid"], steps: [tool("read", "read_file", { path: "note.txt" }, { output_mapping: { "output.note": "$.content" } })], output_mapping: { "output.after": "$.note" } },
+      again: {
+        depends_on: ["kid"],
+        steps: [tool("read", "read_file", { path: "note.txt" }, { output_mapping: { "output.note": "$.content" } })],
+        output_mapping: { "output.after": "$.note" },
+      },
     });
-    const nodes = { ...parent.nodes, kid: { workflow: child, depends_on: ["write"], resource_bindings: { workspace: "dev_env" }, output_mapping: { "output.from_child": "$.note" } } };
+    const nodes = {
+      ...parent.nodes,
+      kid: {
+        workflow: child,
+        depends_on: ["write"],
+        resource_bindings: { workspace: "dev_env" },
+        output_mapping: { "output.from_child": "$.note" },
+      },
+    };
     const result = await run({ ...parent, nodes });
     expect(result.status, JSON.stringify(result.error)).toBe("completed");
     expect(result.output.from_child).toBe("from the parent");

@@ -3,12 +3,30 @@ import { describe, it } from "vitest";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import { api, httpTarget, TOKEN, uniqueId, waitForRun } from "./helpers.ts";
 
-const contextTask = (expr: string) => ({ steps: [{ ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr }] } }, output_mapping: { "output.v": "$.v" } }] });
+const contextTask = (expr: string) => ({
+  steps: [
+    {
+      ref: "s",
+      action: { kind: "context", implementation: { updates: [{ path: "v", expr }] } },
+      output_mapping: { "output.v": "$.v" },
+    },
+  ],
+});
 const callTask = (url: string, onFailure = "abort") => ({
-  steps: [{ ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: url } }, output_mapping: { "output.body": "$.body" }, on_failure: onFailure }],
+  steps: [
+    {
+      ref: "call",
+      action: { kind: "http", implementation: { method: "GET", url_template: url } },
+      output_mapping: { "output.body": "$.body" },
+      on_failure: onFailure,
+    },
+  ],
 });
 
-async function start(workflow: Record<string, unknown>, body: Record<string, unknown> = { input: {} }): Promise<string> {
+async function start(
+  workflow: Record<string, unknown>,
+  body: Record<string, unknown> = { input: {} },
+): Promise<string> {
   const registered = await api("POST", "/v1/definitions", { workflows: [workflow] });
   if (registered.status !== 201) {
     throw new Error(JSON.stringify(registered.json));
@@ -30,21 +48,41 @@ async function verifies(runId: string): Promise<boolean> {
 }
 
 describe("task retries", () => {
-  it("re-dispatches a task that fails twice with a retryable error and completes with 3 attempts on record", async ({ expect }) => {
+  it("re-dispatches a task that fails twice with a retryable error and completes with 3 attempts on record", async ({
+    expect,
+  }) => {
     const key = uniqueId("flaky");
-    const runId = await start({ id: uniqueId("retry"), nodes: { main: { task: callTask(`${httpTarget()}/flaky/${key}?fail=2`, "retry"), retry: { max_attempts: 3, initial_delay_ms: 20 } } } });
+    const runId = await start({
+      id: uniqueId("retry"),
+      nodes: {
+        main: {
+          task: callTask(`${httpTarget()}/flaky/${key}?fail=2`, "retry"),
+          retry: { max_attempts: 3, initial_delay_ms: 20 },
+        },
+      },
+    });
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
     expect(run.nodes.main.attempts).toBe(3);
     const entries = await journal(runId);
-    expect(entries.filter((entry) => entry.kind === "task.dispatched").map((entry) => entry.body.attempt)).toEqual([1, 2, 3]);
+    expect(entries.filter((entry) => entry.kind === "task.dispatched").map((entry) => entry.body.attempt)).toEqual([
+      1, 2, 3,
+    ]);
     expect(entries.filter((entry) => entry.kind === "task.retry_scheduled")).toHaveLength(2);
     expect(await verifies(runId)).toBe(true);
   });
 
   it("does not retry a non-retryable failure", async ({ expect }) => {
     const key = uniqueId("gone");
-    const runId = await start({ id: uniqueId("noretry"), nodes: { main: { task: callTask(`${httpTarget()}/status/404/${key}`, "abort"), retry: { max_attempts: 5, initial_delay_ms: 10 } } } });
+    const runId = await start({
+      id: uniqueId("noretry"),
+      nodes: {
+        main: {
+          task: callTask(`${httpTarget()}/status/404/${key}`, "abort"),
+          retry: { max_attempts: 5, initial_delay_ms: 10 },
+        },
+      },
+    });
     const run = await waitForRun(runId);
     expect(run.status).toBe("failed");
     expect(run.nodes.main.attempts).toBe(1);
@@ -52,7 +90,16 @@ describe("task retries", () => {
 
   it("fails an attempt past its node timeout_ms as retryable and retries it", async ({ expect }) => {
     const key = uniqueId("slow");
-    const runId = await start({ id: uniqueId("timeout"), nodes: { main: { task: callTask(`${httpTarget()}/slow/${key}?ms=3000`), timeout_ms: 150, retry: { max_attempts: 2, initial_delay_ms: 10 } } } });
+    const runId = await start({
+      id: uniqueId("timeout"),
+      nodes: {
+        main: {
+          task: callTask(`${httpTarget()}/slow/${key}?ms=3000`),
+          timeout_ms: 150,
+          retry: { max_attempts: 2, initial_delay_ms: 10 },
+        },
+      },
+    });
     const run = await waitForRun(runId);
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("task.timeout");
@@ -60,7 +107,11 @@ describe("task retries", () => {
   });
 
   it("fails a run past its own timeout_ms", async ({ expect }) => {
-    const runId = await start({ id: uniqueId("runtimeout"), timeout_ms: 200, nodes: { main: { task: callTask(`${httpTarget()}/slow/${uniqueId("k")}?ms=3000`) } } });
+    const runId = await start({
+      id: uniqueId("runtimeout"),
+      timeout_ms: 200,
+      nodes: { main: { task: callTask(`${httpTarget()}/slow/${uniqueId("k")}?ms=3000`) } },
+    });
     const run = await waitForRun(runId);
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("run.timeout");
@@ -72,7 +123,13 @@ describe("task retries", () => {
 describe("pause, resume and redrive", () => {
   it("dispatches nothing while paused and continues on resume", async ({ expect }) => {
     const id = uniqueId("pause");
-    const runId = await start({ id, nodes: { first: { task: callTask(`${httpTarget()}/slow/${uniqueId("k")}?ms=300`) }, second: { task: contextTask("2"), depends_on: ["first"] } } });
+    const runId = await start({
+      id,
+      nodes: {
+        first: { task: callTask(`${httpTarget()}/slow/${uniqueId("k")}?ms=300`) },
+        second: { task: contextTask("2"), depends_on: ["first"] },
+      },
+    });
     await waitForRun(runId, (run) => run.nodes.first.status === "running");
     const paused = await api("POST", `/v1/runs/${runId}/pause`);
     expect(paused.status).toBe(200);
@@ -90,14 +147,20 @@ describe("pause, resume and redrive", () => {
     expect(await verifies(runId)).toBe(true);
   });
 
-  it("redrives a failed run from its failed node, keeping completed results, in the same journal", async ({ expect }) => {
+  it("redrives a failed run from its failed node, keeping completed results, in the same journal", async ({
+    expect,
+  }) => {
     const key = uniqueId("once");
     const firstKey = uniqueId("first");
     const runId = await start({
       id: uniqueId("redrive"),
       nodes: {
         first: { task: callTask(`${httpTarget()}/mark/${firstKey}`) },
-        flaky: { task: callTask(`${httpTarget()}/flaky/${key}?fail=1`), depends_on: ["first"], output_mapping: { "output.ok": "$.body.ok" } },
+        flaky: {
+          task: callTask(`${httpTarget()}/flaky/${key}?fail=1`),
+          depends_on: ["first"],
+          output_mapping: { "output.ok": "$.body.ok" },
+        },
       },
     });
     const failed = await waitForRun(runId);
@@ -119,7 +182,10 @@ describe("pause, resume and redrive", () => {
   });
 
   it("keeps a run created with mode approval in drafting until approved", async ({ expect }) => {
-    const runId = await start({ id: uniqueId("approve"), nodes: { main: { task: contextTask("1") } } }, { input: {}, mode: "approval" });
+    const runId = await start(
+      { id: uniqueId("approve"), nodes: { main: { task: contextTask("1") } } },
+      { input: {}, mode: "approval" },
+    );
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect((await api("GET", `/v1/runs/${runId}`)).json.status).toBe("drafting");
     const approved = await api("POST", `/v1/runs/${runId}/approve`);
@@ -131,7 +197,10 @@ describe("pause, resume and redrive", () => {
 
 describe("events", () => {
   it("streams every journal entry as Server-Sent Events and resumes after Last-Event-ID", async ({ expect }) => {
-    const runId = await start({ id: uniqueId("sse"), nodes: { a: { task: contextTask("1") }, b: { task: contextTask("2"), depends_on: ["a"] } } });
+    const runId = await start({
+      id: uniqueId("sse"),
+      nodes: { a: { task: contextTask("1") }, b: { task: contextTask("2"), depends_on: ["a"] } },
+    });
     const read = async (lastEventId?: string) => {
       const headers: Record<string, string> = { authorization: `Bearer ${TOKEN}` };
       if (lastEventId) {

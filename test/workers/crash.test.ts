@@ -12,16 +12,38 @@ async function hits(key: string): Promise<number> {
 async function registerChain(key: string): Promise<string> {
   const id = uniqueId("chain");
   const node = (name: string, previous: string | null) => ({
-    ...(previous ? { depends_on: [previous], input_mapping: { n: `$.state.${previous}.n` } } : { input_mapping: { n: "$.input.n" } }),
+    ...(previous
+      ? { depends_on: [previous], input_mapping: { n: `$.state.${previous}.n` } }
+      : { input_mapping: { n: "$.input.n" } }),
     task: {
       steps: [
-        { ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}-${name}?ms=150` } }, output_mapping: {} },
-        { ref: "add", action: { kind: "context", implementation: { updates: [{ path: "n", expr: "input.n + 1" }] } }, output_mapping: { "output.n": "$.n" } },
+        {
+          ref: "call",
+          action: {
+            kind: "http",
+            implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}-${name}?ms=150` },
+          },
+          output_mapping: {},
+        },
+        {
+          ref: "add",
+          action: { kind: "context", implementation: { updates: [{ path: "n", expr: "input.n + 1" }] } },
+          output_mapping: { "output.n": "$.n" },
+        },
       ],
     },
   });
   const response = await api("POST", "/v1/definitions", {
-    workflows: [{ id, nodes: { a: node("a", null), b: node("b", "a"), c: { ...node("c", "b"), output_mapping: { "output.n": "$.n" } } } }],
+    workflows: [
+      {
+        id,
+        nodes: {
+          a: node("a", null),
+          b: node("b", "a"),
+          c: { ...node("c", "b"), output_mapping: { "output.n": "$.n" } },
+        },
+      },
+    ],
   });
   if (response.status !== 201) {
     throw new Error(JSON.stringify(response.json));
@@ -38,7 +60,9 @@ describe("crash safety", () => {
     ["evicted", (runId: string) => evictDurableObject(stubOf(runId))],
     ["aborted", () => abortAllDurableObjects()],
   ] as const) {
-    it(`finishes with the same output when the coordinator is ${label} at several points, never re-running a completed node`, async ({ expect }) => {
+    it(`finishes with the same output when the coordinator is ${label} at several points, never re-running a completed node`, async ({
+      expect,
+    }) => {
       const key = uniqueId("crash");
       const id = await registerChain(key);
       const start = await api("POST", `/v1/workflows/${id}/runs`, { input: { n: 0 } });
@@ -53,14 +77,21 @@ describe("crash safety", () => {
       const entries = (await api("GET", `/v1/runs/${runId}/journal`)).json.entries;
       // Each node completed exactly once; a lost in-flight attempt may have been re-dispatched.
       for (const node of ["a", "b", "c"]) {
-        expect(entries.filter((entry: { kind: string; body: { node?: string } }) => entry.kind === "node.completed" && entry.body.node === node)).toHaveLength(1);
+        expect(
+          entries.filter(
+            (entry: { kind: string; body: { node?: string } }) =>
+              entry.kind === "node.completed" && entry.body.node === node,
+          ),
+        ).toHaveLength(1);
         const calls = await hits(`${key}-${node}`);
         expect(calls).toBeGreaterThanOrEqual(1);
         expect(calls).toBeLessThanOrEqual(2);
       }
       if (label === "aborted") {
         // An abort cuts the executor calls in flight: the coordinator must notice and re-dispatch.
-        expect(entries.filter((entry: { kind: string }) => entry.kind === "task.lost").length).toBeGreaterThanOrEqual(1);
+        expect(entries.filter((entry: { kind: string }) => entry.kind === "task.lost").length).toBeGreaterThanOrEqual(
+          1,
+        );
       }
       const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
       expect(await verifyJournal(entries, jwks, { requireAttestation: true })).toMatchObject({ ok: true });
@@ -73,12 +104,31 @@ describe("crash safety", () => {
     // back to the unsigned state they had before signing, and the object is aborted.
     const key = uniqueId("unsigned");
     const id = uniqueId("wide");
-    const task = { steps: [{ ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}?ms=1500` } } }] };
-    const registered = await api("POST", "/v1/definitions", { workflows: [{ id, nodes: { each: { foreach: { items: "$.input.items" }, task } } }] });
+    const task = {
+      steps: [
+        {
+          ref: "call",
+          action: {
+            kind: "http",
+            implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}?ms=1500` },
+          },
+        },
+      ],
+    };
+    const registered = await api("POST", "/v1/definitions", {
+      workflows: [{ id, nodes: { each: { foreach: { items: "$.input.items" }, task } } }],
+    });
     expect(registered.status).toBe(201);
-    const start = await api("POST", `/v1/workflows/${id}/runs`, { input: { items: Array.from({ length: 20 }, (_, i) => i) } });
+    const start = await api("POST", `/v1/workflows/${id}/runs`, {
+      input: { items: Array.from({ length: 20 }, (_, i) => i) },
+    });
     const runId: string = start.json.run_id;
-    const before = (await api("GET", `/v1/runs/${runId}/journal`)).json.entries as { seq: number; kind: string; at: string; body: unknown }[];
+    const before = (await api("GET", `/v1/runs/${runId}/journal`)).json.entries as {
+      seq: number;
+      kind: string;
+      at: string;
+      body: unknown;
+    }[];
     const wave = before.filter((entry) => entry.kind === "task.dispatched");
     expect(wave).toHaveLength(20);
     const cut = (wave[0]?.seq ?? 0) - 1;
@@ -86,7 +136,11 @@ describe("crash safety", () => {
     await runInDurableObject(stub, (_instance, state) => {
       const sql = state.storage.sql;
       for (const entry of before.filter((one) => one.seq > cut)) {
-        sql.exec("INSERT INTO journal_unsigned (seq, fields) VALUES (?, ?)", entry.seq, JSON.stringify({ seq: entry.seq, kind: entry.kind, at: entry.at, body: entry.body }));
+        sql.exec(
+          "INSERT INTO journal_unsigned (seq, fields) VALUES (?, ?)",
+          entry.seq,
+          JSON.stringify({ seq: entry.seq, kind: entry.kind, at: entry.at, body: entry.body }),
+        );
       }
       sql.exec("DELETE FROM journal WHERE seq > ?", cut);
     });

@@ -51,7 +51,17 @@ function makeTask(nodeId: string): ResolvedTask {
   return {
     id,
     version: 0,
-    steps: [{ ref: "set", action: { id: `${id}/set`, version: 0, kind: "context", implementation: { updates: [{ path: "done", expr: "true" }] } } }],
+    steps: [
+      {
+        ref: "set",
+        action: {
+          id: `${id}/set`,
+          version: 0,
+          kind: "context",
+          implementation: { updates: [{ path: "done", expr: "true" }] },
+        },
+      },
+    ],
   };
 }
 
@@ -60,7 +70,10 @@ function makeTask(nodeId: string): ResolvedTask {
  * of one `context` step, except nodes given a `workflow`, which run that
  * child workflow (pinned at version 1).
  */
-function makeSnapshot(nodes: Record<string, Partial<Node>>, workflow: Partial<Omit<Workflow, "nodes">> = {}): RunSnapshot {
+function makeSnapshot(
+  nodes: Record<string, Partial<Node>>,
+  workflow: Partial<Omit<Workflow, "nodes">> = {},
+): RunSnapshot {
   const definitions: Record<string, Node> = {};
   const tasks: Record<string, ResolvedTask> = {};
   const workflows: Record<string, { id: string; version: number }> = {};
@@ -97,7 +110,14 @@ function makeFailure(token: string, error: Partial<TaskError> = {}): TaskResult 
   return {
     token_id: token,
     success: false,
-    error: { type: "step.failed", step_ref: "set", message: "boom", retryable: false, context_snapshot: null, ...error },
+    error: {
+      type: "step.failed",
+      step_ref: "set",
+      message: "boom",
+      retryable: false,
+      context_snapshot: null,
+      ...error,
+    },
     metrics: METRICS,
   };
 }
@@ -105,7 +125,9 @@ function makeFailure(token: string, error: Partial<TaskError> = {}): TaskResult 
 /** The tokens of every attempt in flight: what a coordinator that never restarted holds as `live`. */
 function liveTokens(state: RunState): string[] {
   return Object.values(state.nodes).flatMap((node) =>
-    node.invocations.flatMap((invocation) => (invocation.status === "running" && invocation.token !== null ? [invocation.token] : [])),
+    node.invocations.flatMap((invocation) =>
+      invocation.status === "running" && invocation.token !== null ? [invocation.token] : [],
+    ),
   );
 }
 
@@ -217,7 +239,9 @@ describe("starting a run", () => {
     expect(decision.state.record.status).toBe("queued");
     expect(decision.wakeAt).toBe(NOW);
     expect(dispatchesOf(decision)).toEqual([]);
-    expect(journalOf(decision)).toEqual([{ kind: "journal", seq: 2, entryKind: "run.status", body: { from: "drafting", to: "queued", reason: "started" } }]);
+    expect(journalOf(decision)).toEqual([
+      { kind: "journal", seq: 2, entryKind: "run.status", body: { from: "drafting", to: "queued", reason: "started" } },
+    ]);
   });
 
   it("a second start changes nothing", ({ expect }) => {
@@ -236,11 +260,17 @@ describe("starting a run", () => {
     expect(decision.wakeAt).toBeNull();
   });
 
-  it("a wake starts an auto run still in drafting (its start was lost with a restart) and dispatches its first wave", ({ expect }) => {
+  it("a wake starts an auto run still in drafting (its start was lost with a restart) and dispatches its first wave", ({
+    expect,
+  }) => {
     const run = makeRun({ a: {} });
     const decision = run.wake();
     expect(kindsOf(decision)).toEqual(["run.status", "run.status", "node.started", "task.dispatched"]);
-    expect(journalOf(decision).slice(0, 2).map((entry) => entry.body)).toEqual([
+    expect(
+      journalOf(decision)
+        .slice(0, 2)
+        .map((entry) => entry.body),
+    ).toEqual([
       { from: "drafting", to: "queued", reason: "started" },
       { from: "queued", to: "running", reason: "dispatching" },
     ]);
@@ -270,16 +300,29 @@ describe("starting a run", () => {
     });
     expect(decision.state.nodes.a).toMatchObject({ status: "running", attempts: 1, started_at: NOW, iterations: 1 });
     expect(decision.state.nodes.c).toMatchObject({ status: "pending", invocations: [], iterations: 0 });
-    expect(kindsOf(decision)).toEqual(["run.status", "node.started", "node.started", "task.dispatched", "task.dispatched"]);
+    expect(kindsOf(decision)).toEqual([
+      "run.status",
+      "node.started",
+      "node.started",
+      "task.dispatched",
+      "task.dispatched",
+    ]);
     // The attempts' deadlines are minutes away; the liveness check comes first.
     expect(decision.state.nodes.a?.invocations[0]?.deadline_at).toBe(NOW + DEFAULT_TASK_TIMEOUT_MS + DEADLINE_GRACE_MS);
     expect(decision.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
   });
 
   it("every node start journals node.started with its iteration and invocation counts", ({ expect }) => {
-    const run = makeRun({ a: {}, each: { foreach: { items: "$.input.items" }, when: "item != 'skip'" } }, { input: { items: ["x", "skip", "y"] } });
+    const run = makeRun(
+      { a: {}, each: { foreach: { items: "$.input.items" }, when: "item != 'skip'" } },
+      { input: { items: ["x", "skip", "y"] } },
+    );
     const decision = startRun(run);
-    expect(journalOf(decision).filter((entry) => entry.entryKind === "node.started").map((entry) => entry.body)).toEqual([
+    expect(
+      journalOf(decision)
+        .filter((entry) => entry.entryKind === "node.started")
+        .map((entry) => entry.body),
+    ).toEqual([
       { node: "a", iteration: 1, invocations: 1, skipped: 0 },
       { node: "each", iteration: 1, invocations: 3, skipped: 1 },
     ]);
@@ -409,11 +452,13 @@ describe("conditions and skips", () => {
   });
 
   it("a node whose dependencies were all skipped is skipped, and the skip cascades", ({ expect }) => {
-    const run = makeRun(
-      { a: { when: "false" }, b: { depends_on: ["a"] }, c: { depends_on: ["b"] } },
-    );
+    const run = makeRun({ a: { when: "false" }, b: { depends_on: ["a"] }, c: { depends_on: ["b"] } });
     const decision = startRun(run);
-    expect(journalOf(decision).filter((entry) => entry.entryKind === "node.skipped").map((entry) => entry.body)).toEqual([
+    expect(
+      journalOf(decision)
+        .filter((entry) => entry.entryKind === "node.skipped")
+        .map((entry) => entry.body),
+    ).toEqual([
       { node: "a", reason: "when is false: false" },
       { node: "b", reason: "all dependencies were skipped" },
       { node: "c", reason: "all dependencies were skipped" },
@@ -479,7 +524,9 @@ describe("outputs", () => {
 });
 
 describe("task failures", () => {
-  it("a non-retryable failure fails the node and the run, and the attestation cites the node.failed entry", ({ expect }) => {
+  it("a non-retryable failure fails the node and the run, and the attestation cites the node.failed entry", ({
+    expect,
+  }) => {
     const run = makeRun({ a: {}, b: { depends_on: ["a"] } });
     startRun(run);
     const decision = run.fail(run.token("a"), { type: "http.status", message: "404 from upstream" });
@@ -496,7 +543,9 @@ describe("task failures", () => {
     expect(decision.state.nodes.b?.status).toBe("cancelled");
   });
 
-  it("with fail_fast, a failure cancels the other attempts in flight and their late results are not journaled", ({ expect }) => {
+  it("with fail_fast, a failure cancels the other attempts in flight and their late results are not journaled", ({
+    expect,
+  }) => {
     const run = makeRun({ a: {}, b: {} });
     startRun(run);
     const tokenB = run.token("b");
@@ -510,7 +559,9 @@ describe("task failures", () => {
     expect(late.state).toEqual(decision.state);
   });
 
-  it("without fail_fast, the run fails only once the attempts in flight have settled, and cancels the nodes that never started", ({ expect }) => {
+  it("without fail_fast, the run fails only once the attempts in flight have settled, and cancels the nodes that never started", ({
+    expect,
+  }) => {
     const run = makeRun({ a: {}, b: {}, c: { depends_on: ["b"] } }, { workflow: { fail_fast: false } });
     startRun(run);
     const failure = run.fail(run.token("a"));
@@ -533,7 +584,9 @@ describe("task failures", () => {
     const failure = run.fail(run.token("a"), { type: "step.failed", message: "boom" });
     expect(failure.state.nodes.a?.status).toBe("failed");
     expect(entryOf(failure, "node.failed").body).toMatchObject({ node: "a", on_failure: "continue" });
-    expect(failure.state.record.context.state._errors).toEqual([{ node: "a", error: { code: "step.failed", message: "boom" } }]);
+    expect(failure.state.record.context.state._errors).toEqual([
+      { node: "a", error: { code: "step.failed", message: "boom" } },
+    ]);
     expect(failure.wakeAt).toBe(NOW);
 
     expect(nodeIdsOf(run.wake())).toEqual(["b"]);
@@ -626,19 +679,28 @@ describe("retries", () => {
   it.for([
     { random: 0, wait: 500 },
     { random: 0.5, wait: 750 },
-  ])("backoff jitter draws from the random source it is given: $random waits $wait ms", ({ random, wait }, { expect }) => {
-    const run = makeRun({ a: { retry: { ...retry, jitter: true } } });
-    startRun(run);
-    const decision = run.send({ type: "task_result", result: makeFailure(run.token("a"), { retryable: true }) }, NOW, () => random);
-    expect(decision.wakeAt).toBe(NOW + wait);
-  });
+  ])(
+    "backoff jitter draws from the random source it is given: $random waits $wait ms",
+    ({ random, wait }, { expect }) => {
+      const run = makeRun({ a: { retry: { ...retry, jitter: true } } });
+      startRun(run);
+      const decision = run.send(
+        { type: "task_result", result: makeFailure(run.token("a"), { retryable: true }) },
+        NOW,
+        () => random,
+      );
+      expect(decision.wakeAt).toBe(NOW + wait);
+    },
+  );
 });
 
 describe("timeouts", () => {
   /** When the coordinator gives up on an attempt of a node with `timeout_ms: 5000`. */
   const DEADLINE = NOW + 5000 + DEADLINE_GRACE_MS;
 
-  it("an attempt is bounded by its node's timeout_ms, and the coordinator's own deadline comes DEADLINE_GRACE_MS later", ({ expect }) => {
+  it("an attempt is bounded by its node's timeout_ms, and the coordinator's own deadline comes DEADLINE_GRACE_MS later", ({
+    expect,
+  }) => {
     const run = makeRun({ a: { timeout_ms: 5000 } });
     const decision = startRun(run);
     expect(dispatchesOf(decision)[0]?.timeout_ms).toBe(5000);
@@ -655,7 +717,9 @@ describe("timeouts", () => {
     expect(decision.wakeAt).toBe(DEADLINE);
   });
 
-  it("a wake past an attempt's deadline journals task.timeout then task.failed, and retries it as retryable", ({ expect }) => {
+  it("a wake past an attempt's deadline journals task.timeout then task.failed, and retries it as retryable", ({
+    expect,
+  }) => {
     const run = makeRun({ a: { timeout_ms: 5000, retry: { max_attempts: 2, initial_delay_ms: 1000, jitter: false } } });
     startRun(run);
     const token = run.token("a");
@@ -706,13 +770,25 @@ describe("timeouts", () => {
     expect(dispatchesOf(late)).toEqual([]);
   });
 
-  it("when attempts of two nodes time out in one wake under fail_fast, the first fails the run and the other is cancelled", ({ expect }) => {
+  it("when attempts of two nodes time out in one wake under fail_fast, the first fails the run and the other is cancelled", ({
+    expect,
+  }) => {
     const run = makeRun({ a: { timeout_ms: 5000 }, b: { timeout_ms: 5000 } });
     startRun(run);
     const decision = run.wake(DEADLINE);
-    expect(kindsOf(decision)).toEqual(["task.timeout", "task.failed", "node.failed", "node.cancelled", "run.status", "attest"]);
+    expect(kindsOf(decision)).toEqual([
+      "task.timeout",
+      "task.failed",
+      "node.failed",
+      "node.cancelled",
+      "run.status",
+      "attest",
+    ]);
     expect(decision.state.nodes.a?.status).toBe("failed");
-    expect(decision.state.nodes.b).toMatchObject({ status: "cancelled", invocations: [{ status: "cancelled", token: null }] });
+    expect(decision.state.nodes.b).toMatchObject({
+      status: "cancelled",
+      invocations: [{ status: "cancelled", token: null }],
+    });
   });
 
   it("a node cancelled by a timeout's fail_fast in the same wake is not also re-dispatched as lost", ({ expect }) => {
@@ -720,22 +796,37 @@ describe("timeouts", () => {
     startRun(run);
     // a's call is still awaited (it overran); b's was lost with a restart.
     const decision = run.wake(DEADLINE, [run.token("a")]);
-    expect(kindsOf(decision)).toEqual(["task.timeout", "task.failed", "node.failed", "node.cancelled", "run.status", "attest"]);
+    expect(kindsOf(decision)).toEqual([
+      "task.timeout",
+      "task.failed",
+      "node.failed",
+      "node.cancelled",
+      "run.status",
+      "attest",
+    ]);
     expect(dispatchesOf(decision)).toEqual([]);
     expect(decision.state.nodes.b?.invocations[0]).toMatchObject({ status: "cancelled", attempts: 1 });
   });
 
   it("when two items of a foreach node time out in one wake, the node fails once", ({ expect }) => {
-    const run = makeRun({ each: { timeout_ms: 5000, foreach: { items: "$.input.items" } } }, { input: { items: [1, 2] } });
+    const run = makeRun(
+      { each: { timeout_ms: 5000, foreach: { items: "$.input.items" } } },
+      { input: { items: [1, 2] } },
+    );
     startRun(run);
     const decision = run.wake(DEADLINE);
     expect(kindsOf(decision)).toEqual(["task.timeout", "task.failed", "node.failed", "run.status", "attest"]);
-    expect(decision.state.nodes.each?.invocations.map((invocation) => invocation.status)).toEqual(["failed", "cancelled"]);
+    expect(decision.state.nodes.each?.invocations.map((invocation) => invocation.status)).toEqual([
+      "failed",
+      "cancelled",
+    ]);
   });
 });
 
 describe("lost dispatches", () => {
-  it("a wake whose live list lacks a running token re-dispatches it with a new token and the same attempt", ({ expect }) => {
+  it("a wake whose live list lacks a running token re-dispatches it with a new token and the same attempt", ({
+    expect,
+  }) => {
     const run = makeRun({ a: {} });
     startRun(run);
     const lostToken = run.token("a");
@@ -762,14 +853,18 @@ describe("lost dispatches", () => {
 });
 
 describe("liveness: the alarm always covers work a restart would lose", () => {
-  it("while a dispatch is in flight the next wake is at most LIVENESS_CHECK_MS away, however far its deadline", ({ expect }) => {
+  it("while a dispatch is in flight the next wake is at most LIVENESS_CHECK_MS away, however far its deadline", ({
+    expect,
+  }) => {
     const run = makeRun({ a: {} });
     const started = startRun(run);
     expect(started.state.nodes.a?.invocations[0]?.deadline_at).toBe(NOW + DEFAULT_TASK_TIMEOUT_MS + DEADLINE_GRACE_MS);
     expect(started.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
   });
 
-  it("a liveness wake that finds the dispatch live changes nothing, hands back the same record, and asks again LIVENESS_CHECK_MS later", ({ expect }) => {
+  it("a liveness wake that finds the dispatch live changes nothing, hands back the same record, and asks again LIVENESS_CHECK_MS later", ({
+    expect,
+  }) => {
     const run = makeRun({ a: {} });
     startRun(run);
     const before = run.state;
@@ -781,7 +876,9 @@ describe("liveness: the alarm always covers work a restart would lose", () => {
     expect(check.wakeAt).toBe(NOW + 2 * LIVENESS_CHECK_MS);
   });
 
-  it("a restart that outlasts the attempt's deadline journals the dispatch task.lost, never task.timeout, and sends it again as the same attempt", ({ expect }) => {
+  it("a restart that outlasts the attempt's deadline journals the dispatch task.lost, never task.timeout, and sends it again as the same attempt", ({
+    expect,
+  }) => {
     const run = makeRun({ a: { timeout_ms: 5000, retry: { max_attempts: 2, initial_delay_ms: 1000, jitter: false } } });
     startRun(run);
     const lost = run.token("a");
@@ -790,10 +887,14 @@ describe("liveness: the alarm always covers work a restart would lose", () => {
     expect(entryOf(decision, "task.lost").body).toEqual({ node: "a", item: null, token: lost, attempt: 1 });
     expect(entryOf(decision, "task.dispatched").body).toMatchObject({ attempt: 1 });
     expect(decision.state.nodes.a).toMatchObject({ status: "running", attempts: 1 });
-    expect(decision.state.nodes.a?.invocations[0]).toMatchObject({ deadline_at: NOW + 60_000 + 5000 + DEADLINE_GRACE_MS });
+    expect(decision.state.nodes.a?.invocations[0]).toMatchObject({
+      deadline_at: NOW + 60_000 + 5000 + DEADLINE_GRACE_MS,
+    });
   });
 
-  it("a child run asked for but not known to exist keeps the next wake within LIVENESS_CHECK_MS until child_started", ({ expect }) => {
+  it("a child run asked for but not known to exist keeps the next wake within LIVENESS_CHECK_MS until child_started", ({
+    expect,
+  }) => {
     const run = makeRun({ child: { workflow: "child_flow" } });
     const started = startRun(run);
     const [start] = started.commands.filter((command) => command.kind === "start_child");
@@ -821,23 +922,32 @@ describe("liveness: the alarm always covers work a restart would lose", () => {
     expect(again.commands.filter((command) => command.kind === "start_child")).toHaveLength(1);
   });
 
-  it("a finished child run whose parent has not acknowledged wakes every PARENT_NOTIFY_RETRY_MS and notifies again, until parent_notified", ({ expect }) => {
+  it("a finished child run whose parent has not acknowledged wakes every PARENT_NOTIFY_RETRY_MS and notifies again, until parent_notified", ({
+    expect,
+  }) => {
     const run = makeRun({ a: {} });
-    run.state = { ...run.state, record: { ...run.state.record, parent: { run_id: "run_parent", key: "run_parent/0/n/0/1/-", notified: false } } };
+    run.state = {
+      ...run.state,
+      record: { ...run.state.record, parent: { run_id: "run_parent", key: "run_parent/0/n/0/1/-", notified: false } },
+    };
     startRun(run);
     const finished = run.succeed(run.token("a"));
     expect(finished.state.record.status).toBe("completed");
     expect(finished.commands.filter((command) => command.kind === "notify_parent")).toHaveLength(1);
     expect(finished.wakeAt).toBe(NOW + PARENT_NOTIFY_RETRY_MS);
     const again = run.wake(NOW + PARENT_NOTIFY_RETRY_MS);
-    expect(again.commands).toEqual([expect.objectContaining({ kind: "notify_parent", parent_run_id: "run_parent", status: "completed" })]);
+    expect(again.commands).toEqual([
+      expect.objectContaining({ kind: "notify_parent", parent_run_id: "run_parent", status: "completed" }),
+    ]);
     expect(again.wakeAt).toBe(NOW + 2 * PARENT_NOTIFY_RETRY_MS);
     expect(run.send({ type: "parent_notified" }).wakeAt).toBeNull();
   });
 });
 
 describe("cancelling", () => {
-  it("cancel cancels what is in flight, ends the run cancelled and closes the journal with the attestation", ({ expect }) => {
+  it("cancel cancels what is in flight, ends the run cancelled and closes the journal with the attestation", ({
+    expect,
+  }) => {
     const run = makeRun({ a: {}, b: {}, c: { depends_on: ["a"] } });
     startRun(run);
     const decision = run.send({ type: "cancel", reason: "user asked" });
@@ -845,7 +955,10 @@ describe("cancelling", () => {
     expect(kindsOf(decision)).toEqual(["node.cancelled", "node.cancelled", "node.cancelled", "run.status", "attest"]);
     expect(lastEntry(decision).body).toMatchObject({ outcome: "cancelled", reason: "user asked" });
     for (const nodeId of ["a", "b"]) {
-      expect(decision.state.nodes[nodeId]).toMatchObject({ status: "cancelled", invocations: [{ status: "cancelled", token: null }] });
+      expect(decision.state.nodes[nodeId]).toMatchObject({
+        status: "cancelled",
+        invocations: [{ status: "cancelled", token: null }],
+      });
     }
     expect(dispatchesOf(decision)).toEqual([]);
     expect(decision.wakeAt).toBeNull();
@@ -921,7 +1034,12 @@ describe("foreach", () => {
 
   it("item and index are visible to the input mapping", ({ expect }) => {
     const run = makeRun(
-      { each: { foreach: { items: "$.input.items" }, input_mapping: { value: "$.item", at: "$.index", run: "$.input.tag" } } },
+      {
+        each: {
+          foreach: { items: "$.input.items" },
+          input_mapping: { value: "$.item", at: "$.index", run: "$.input.tag" },
+        },
+      },
       { input: { items: [10, 20], tag: "t" } },
     );
     expect(dispatchesOf(startRun(run)).map((payload) => payload.input)).toEqual([
@@ -932,7 +1050,12 @@ describe("foreach", () => {
 
   it("through an output mapping, each target receives an array in item order", ({ expect }) => {
     const run = makeRun(
-      { each: { foreach: { items: "$.input.items" }, output_mapping: { "output.values": "$.v", "state.flags": "$.ok" } } },
+      {
+        each: {
+          foreach: { items: "$.input.items" },
+          output_mapping: { "output.values": "$.v", "state.flags": "$.ok" },
+        },
+      },
       { input: { items: [1, 2] } },
     );
     startRun(run);
@@ -952,7 +1075,10 @@ describe("foreach", () => {
   });
 
   it("foreach.max_parallel bounds the item dispatches in flight", ({ expect }) => {
-    const run = makeRun({ each: { foreach: { items: "$.input.items", max_parallel: 2 } } }, { input: { items: [1, 2, 3, 4, 5] } });
+    const run = makeRun(
+      { each: { foreach: { items: "$.input.items", max_parallel: 2 } } },
+      { input: { items: [1, 2, 3, 4, 5] } },
+    );
     expect(dispatchesOf(startRun(run)).map((payload) => payload.item_index)).toEqual([0, 1]);
     expect(run.state.record.status).toBe("running");
     const result = run.succeed(run.token("each", 0));
@@ -969,7 +1095,9 @@ describe("foreach", () => {
 });
 
 describe("run timeout", () => {
-  it("a wake at the workflow's timeout fails the run with run.timeout and cancels what is in flight and what never started", ({ expect }) => {
+  it("a wake at the workflow's timeout fails the run with run.timeout and cancels what is in flight and what never started", ({
+    expect,
+  }) => {
     const run = makeRun({ a: {}, b: { depends_on: ["a"] } }, { workflow: { timeout_ms: 60_000 } });
     const started = startRun(run);
     expect(started.state.record.deadline_at).toBe(NOW + 60_000);
@@ -980,7 +1108,10 @@ describe("run timeout", () => {
     const decision = run.wake(NOW + 60_000);
     expect(decision.state.record.status).toBe("failed");
     expect(decision.state.record.error).toEqual({ code: "run.timeout", message: "the run exceeded its timeout_ms" });
-    expect(decision.state.nodes.a).toMatchObject({ status: "cancelled", invocations: [{ status: "cancelled", token: null }] });
+    expect(decision.state.nodes.a).toMatchObject({
+      status: "cancelled",
+      invocations: [{ status: "cancelled", token: null }],
+    });
     expect(decision.state.nodes.b).toMatchObject({ status: "cancelled", invocations: [] });
     expect(journalOf(decision).map((entry) => [entry.entryKind, entry.body.node ?? null])).toEqual([
       ["node.cancelled", "a"],
@@ -1011,8 +1142,13 @@ describe("attempts and frozen inputs", () => {
     expect(lost.state.nodes.each?.invocations.map((invocation) => invocation.attempts)).toEqual([2, 1]);
   });
 
-  it("a node's input is fixed when it starts, so a retry re-sends it even after the run context changed", ({ expect }) => {
-    const run = makeRun({ a: { retry, input_mapping: { seen: "$.state.b", tag: "$.input.tag" } }, b: {} }, { input: { tag: "t" } });
+  it("a node's input is fixed when it starts, so a retry re-sends it even after the run context changed", ({
+    expect,
+  }) => {
+    const run = makeRun(
+      { a: { retry, input_mapping: { seen: "$.state.b", tag: "$.input.tag" } }, b: {} },
+      { input: { tag: "t" } },
+    );
     const [first] = dispatchesOf(startRun(run));
     expect(first?.input).toEqual({ tag: "t" });
     expect(run.state.nodes.a?.invocations[0]?.input).toEqual({ tag: "t" });
@@ -1032,18 +1168,30 @@ describe("attempts and frozen inputs", () => {
     expect(payload).toMatchObject({ node_id: "a", input: {} });
   });
 
-  it("a node started but held back by max_parallel is dispatched later with the input fixed when it started", ({ expect }) => {
+  it("a node started but held back by max_parallel is dispatched later with the input fixed when it started", ({
+    expect,
+  }) => {
     const run = makeRun({ a: {}, b: { input_mapping: { seen: "$.state.a" } } }, { workflow: { max_parallel: 1 } });
     const first = startRun(run);
     expect(nodeIdsOf(first)).toEqual(["a"]);
-    expect(first.state.nodes.b).toMatchObject({ status: "pending", iterations: 1, invocations: [{ status: "pending", input: {} }] });
+    expect(first.state.nodes.b).toMatchObject({
+      status: "pending",
+      iterations: 1,
+      invocations: [{ status: "pending", input: {} }],
+    });
     run.succeed(run.token("a"), { ready: true });
     expect(dispatchesOf(run.wake())).toMatchObject([{ node_id: "b", input: {} }]);
   });
 
   it("each retry draws its own jitter, even when several are scheduled in one event", ({ expect }) => {
     const run = makeRun(
-      { each: { timeout_ms: 5000, foreach: { items: "$.input.items" }, retry: { max_attempts: 2, initial_delay_ms: 1000, jitter: true } } },
+      {
+        each: {
+          timeout_ms: 5000,
+          foreach: { items: "$.input.items" },
+          retry: { max_attempts: 2, initial_delay_ms: 1000, jitter: true },
+        },
+      },
       { input: { items: [1, 2] } },
     );
     startRun(run);
@@ -1051,7 +1199,10 @@ describe("attempts and frozen inputs", () => {
     const deadline = NOW + 5000 + DEADLINE_GRACE_MS;
     const decision = run.send({ type: "wake", live: liveTokens(run.state) }, deadline, source.random);
     expect(source.draws()).toBe(2);
-    expect(decision.state.nodes.each?.invocations.map((invocation) => invocation.retry_at)).toEqual([deadline + 500, deadline + 750]);
+    expect(decision.state.nodes.each?.invocations.map((invocation) => invocation.retry_at)).toEqual([
+      deadline + 500,
+      deadline + 750,
+    ]);
     expect(decision.wakeAt).toBe(deadline + 500);
   });
 
@@ -1066,10 +1217,27 @@ describe("attempts and frozen inputs", () => {
 });
 
 describe("foreach with when", () => {
-  it("when is evaluated per item with item and index; false items are skipped invocations with null output", ({ expect }) => {
+  it("when is evaluated per item with item and index; false items are skipped invocations with null output", ({
+    expect,
+  }) => {
     const run = makeRun(
-      { each: { foreach: { items: "$.input.items" }, when: "item.go && index != 3", input_mapping: { name: "$.item.name" } } },
-      { input: { items: [{ go: true, name: "a" }, { go: false, name: "b" }, { go: true, name: "c" }, { go: true, name: "d" }] } },
+      {
+        each: {
+          foreach: { items: "$.input.items" },
+          when: "item.go && index != 3",
+          input_mapping: { name: "$.item.name" },
+        },
+      },
+      {
+        input: {
+          items: [
+            { go: true, name: "a" },
+            { go: false, name: "b" },
+            { go: true, name: "c" },
+            { go: true, name: "d" },
+          ],
+        },
+      },
     );
     const started = startRun(run);
     expect(dispatchesOf(started).map((payload) => [payload.item_index, payload.input])).toEqual([
@@ -1110,7 +1278,11 @@ describe("foreach with when", () => {
     const decision = startRun(run);
     expect(dispatchesOf(decision)).toEqual([]);
     expect(kindsOf(decision)).not.toContain("node.started");
-    expect(journalOf(decision).filter((entry) => entry.entryKind === "node.skipped").map((entry) => entry.body)).toEqual([
+    expect(
+      journalOf(decision)
+        .filter((entry) => entry.entryKind === "node.skipped")
+        .map((entry) => entry.body),
+    ).toEqual([
       { node: "each", reason: "when is false: item > 10" },
       { node: "after", reason: "all dependencies were skipped" },
     ]);
@@ -1120,7 +1292,10 @@ describe("foreach with when", () => {
   });
 
   it("a when that cannot be evaluated for an item fails the node", ({ expect }) => {
-    const run = makeRun({ each: { foreach: { items: "$.input.items" }, when: "item.missing.deeper" } }, { input: { items: [{}] } });
+    const run = makeRun(
+      { each: { foreach: { items: "$.input.items" }, when: "item.missing.deeper" } },
+      { input: { items: [{}] } },
+    );
     const decision = startRun(run);
     expect(decision.state.nodes.each?.status).toBe("failed");
     expect(decision.state.record.status).toBe("failed");
@@ -1131,7 +1306,10 @@ describe("foreach with when", () => {
 describe("repeat", () => {
   /** A counter node: each iteration sends the previous iteration's `n` (absent at first). */
   function makeCounter(maxIterations: number, until = "state.count.n >= 3"): TestRun {
-    return makeRun({ count: { repeat: { until, max_iterations: maxIterations }, input_mapping: { previous: "$.state.count.n" } }, after: { depends_on: ["count"] } });
+    return makeRun({
+      count: { repeat: { until, max_iterations: maxIterations }, input_mapping: { previous: "$.state.count.n" } },
+      after: { depends_on: ["count"] },
+    });
   }
 
   it("re-runs the node with fresh invocations and inputs until `until` holds over the run context", ({ expect }) => {
@@ -1145,8 +1323,17 @@ describe("repeat", () => {
       const result = run.succeed(token, { n });
       expect(kindsOf(result)).toEqual(["task.completed", "node.repeat", "node.started"]);
       expect(entryOf(result, "node.repeat").body).toEqual({ node: "count", iteration: n, until: "state.count.n >= 3" });
-      expect(entryOf(result, "node.started").body).toEqual({ node: "count", iteration: n + 1, invocations: 1, skipped: 0 });
-      expect(result.state.nodes.count).toMatchObject({ status: "running", iterations: n + 1, invocations: [{ status: "pending", attempts: 0, token: null, input: { previous: n } }] });
+      expect(entryOf(result, "node.started").body).toEqual({
+        node: "count",
+        iteration: n + 1,
+        invocations: 1,
+        skipped: 0,
+      });
+      expect(result.state.nodes.count).toMatchObject({
+        status: "running",
+        iterations: n + 1,
+        invocations: [{ status: "pending", attempts: 0, token: null, input: { previous: n } }],
+      });
       expect(result.state.record.context.state.count).toEqual({ n });
       expect(result.wakeAt).toBe(NOW);
 
@@ -1182,15 +1369,24 @@ describe("repeat", () => {
     expect(last.state.nodes.count).toMatchObject({
       status: "failed",
       iterations: 2,
-      error: { code: "node.repeat_exhausted", message: "repeat.until (false) still false after 2 iterations", node: "count" },
+      error: {
+        code: "node.repeat_exhausted",
+        message: "repeat.until (false) still false after 2 iterations",
+        node: "count",
+      },
     });
     expect(last.state.record.context.state.count).toEqual({ n: 2 });
     expect(last.state.nodes.after?.status).toBe("cancelled");
     expect(last.state.record).toMatchObject({ status: "failed", error: { code: "node.repeat_exhausted" } });
   });
 
-  it("iterations with nothing to run repeat at once, up to max_iterations, without exhausting the stack", ({ expect }) => {
-    const run = makeRun({ each: { foreach: { items: "$.input.items" }, repeat: { until: "false", max_iterations: 10_000 } } }, { input: { items: [] } });
+  it("iterations with nothing to run repeat at once, up to max_iterations, without exhausting the stack", ({
+    expect,
+  }) => {
+    const run = makeRun(
+      { each: { foreach: { items: "$.input.items" }, repeat: { until: "false", max_iterations: 10_000 } } },
+      { input: { items: [] } },
+    );
     const decision = startRun(run);
     expect(decision.state.nodes.each).toMatchObject({
       status: "failed",
@@ -1204,7 +1400,10 @@ describe("repeat", () => {
   });
 
   it("an iteration with nothing to run completes the node once until holds", ({ expect }) => {
-    const run = makeRun({ each: { foreach: { items: "$.input.items" }, repeat: { until: "size(state.each) == 0", max_iterations: 3 } } }, { input: { items: [] } });
+    const run = makeRun(
+      { each: { foreach: { items: "$.input.items" }, repeat: { until: "size(state.each) == 0", max_iterations: 3 } } },
+      { input: { items: [] } },
+    );
     const decision = startRun(run);
     expect(kindsOf(decision)).toEqual(["run.status", "node.started", "node.completed", "run.status", "attest"]);
     expect(decision.state.nodes.each).toMatchObject({ status: "completed", iterations: 1 });
@@ -1227,7 +1426,10 @@ describe("repeat", () => {
     run.succeed(run.token("batch", 0), { next: "c" });
     const second = run.succeed(run.token("batch", 1), { next: "d" });
     expect(second.state.record.context.state.queue).toEqual(["c", "d"]);
-    expect(second.state.nodes.batch).toMatchObject({ iterations: 2, invocations: [{ input: { id: "c" } }, { input: { id: "d" } }] });
+    expect(second.state.nodes.batch).toMatchObject({
+      iterations: 2,
+      invocations: [{ input: { id: "c" } }, { input: { id: "d" } }],
+    });
 
     expect(dispatchesOf(run.wake()).map((payload) => [payload.item_index, payload.input])).toEqual([
       [0, { id: "c" }],
@@ -1245,7 +1447,9 @@ describe("pause and resume", () => {
     const run = makeRun({ a: {}, b: { depends_on: ["a"] } });
     startRun(run);
     const paused = run.send({ type: "pause" });
-    expect(journalOf(paused).map((entry) => entry.body)).toEqual([{ from: "running", to: "paused", reason: "paused by request" }]);
+    expect(journalOf(paused).map((entry) => entry.body)).toEqual([
+      { from: "running", to: "paused", reason: "paused by request" },
+    ]);
     expect(paused.state.record.status).toBe("paused");
 
     const result = run.succeed(run.token("a"), { ok: true });
@@ -1305,7 +1509,11 @@ describe("pause and resume", () => {
     startRun(run);
     run.send({ type: "pause" });
     const decision = run.succeed(run.token("a"));
-    expect(entryOf(decision, "run.status").body).toEqual({ from: "paused", to: "completed", reason: "all nodes settled" });
+    expect(entryOf(decision, "run.status").body).toEqual({
+      from: "paused",
+      to: "completed",
+      reason: "all nodes settled",
+    });
     expect(lastEntry(decision).body).toMatchObject({ outcome: "completed" });
     expect(decision.wakeAt).toBeNull();
   });
@@ -1356,7 +1564,11 @@ describe("pause and resume", () => {
 describe("redrive", () => {
   /** a → b → c, where b fails on its first run: ends failed with a completed, b failed and c cancelled. */
   function makeFailedRun(): TestRun {
-    const run = makeRun({ a: {}, b: { depends_on: ["a"], input_mapping: { x: "$.state.a.x" } }, c: { depends_on: ["b"] } });
+    const run = makeRun({
+      a: {},
+      b: { depends_on: ["a"], input_mapping: { x: "$.state.a.x" } },
+      c: { depends_on: ["b"] },
+    });
     startRun(run);
     run.succeed(run.token("a"), { x: 1 });
     run.wake();
@@ -1364,7 +1576,9 @@ describe("redrive", () => {
     return run;
   }
 
-  it("a failed run goes back to queued: failed and cancelled nodes reset, completed ones keep their results", ({ expect }) => {
+  it("a failed run goes back to queued: failed and cancelled nodes reset, completed ones keep their results", ({
+    expect,
+  }) => {
     const run = makeFailedRun();
     expect(run.state.record.status).toBe("failed");
     const attestSeq = run.state.record.journal_seq;
@@ -1373,13 +1587,26 @@ describe("redrive", () => {
     const decision = run.send({ type: "redrive" }, NOW + 100);
     expect(journalOf(decision)).toEqual([
       { kind: "journal", seq: attestSeq + 1, entryKind: "run.redriven", body: { redrive: 1, nodes: ["b", "c"] } },
-      { kind: "journal", seq: attestSeq + 2, entryKind: "run.status", body: { from: "failed", to: "queued", reason: "redrive 1" } },
+      {
+        kind: "journal",
+        seq: attestSeq + 2,
+        entryKind: "run.status",
+        body: { from: "failed", to: "queued", reason: "redrive 1" },
+      },
     ]);
     expect(decision.state.record).toMatchObject({ status: "queued", redrives: 1, error: null });
     expect(decision.state.nodes.a).toEqual(aBefore);
     expect(decision.state.record.context.state.a).toEqual({ x: 1 });
     for (const nodeId of ["b", "c"]) {
-      expect(decision.state.nodes[nodeId]).toMatchObject({ status: "pending", error: null, invocations: [], iterations: 0, settled_seq: null, started_at: null, finished_at: null });
+      expect(decision.state.nodes[nodeId]).toMatchObject({
+        status: "pending",
+        error: null,
+        invocations: [],
+        iterations: 0,
+        settled_seq: null,
+        started_at: null,
+        finished_at: null,
+      });
     }
     expect(decision.wakeAt).toBe(NOW + 100);
   });
@@ -1447,14 +1674,20 @@ describe("redrive", () => {
 });
 
 describe("workflow nodes", () => {
-  it("a node that runs a sub-workflow starts a child run instead of dispatching a task, and waits for it", ({ expect }) => {
+  it("a node that runs a sub-workflow starts a child run instead of dispatching a task, and waits for it", ({
+    expect,
+  }) => {
     const run = makeRun({ child: { workflow: "child_flow" }, after: { depends_on: ["child"] } });
     const decision = startRun(run);
     expect(dispatchesOf(decision)).toEqual([]);
     const starts = decision.commands.filter((command) => command.kind === "start_child");
     expect(starts).toHaveLength(1);
     expect(starts[0]).toMatchObject({ kind: "start_child", depth: 1, input: {} });
-    expect(decision.state.nodes.child).toMatchObject({ status: "waiting", attempts: 1, invocations: [{ status: "suspended" }] });
+    expect(decision.state.nodes.child).toMatchObject({
+      status: "waiting",
+      attempts: 1,
+      invocations: [{ status: "suspended" }],
+    });
     expect(decision.state.record.status).toBe("waiting");
   });
 });
@@ -1465,14 +1698,22 @@ describe("workflow steps", () => {
     return {
       token_id: token,
       success: false,
-      suspended: { step_ref: "sub", step_index: 0, context: { input: {}, state: {}, output: {} }, wait: { kind: "child", workflow: "child_flow@1", input: { from: token }, on_failure: "propagate" } },
+      suspended: {
+        step_ref: "sub",
+        step_index: 0,
+        context: { input: {}, state: {}, output: {} },
+        wait: { kind: "child", workflow: "child_flow@1", input: { from: token }, on_failure: "propagate" },
+      },
       metrics: METRICS,
     };
   }
 
   /** Eight items that all reach a workflow step at once. */
   function eightSuspended(): TestRun {
-    const run = makeRun({ each: { foreach: { items: "$.input.items" } } }, { input: { items: [0, 1, 2, 3, 4, 5, 6, 7] } });
+    const run = makeRun(
+      { each: { foreach: { items: "$.input.items" } } },
+      { input: { items: [0, 1, 2, 3, 4, 5, 6, 7] } },
+    );
     const tokens = dispatchesOf(startRun(run)).map((payload) => payload.token_id);
     if (tokens.length !== 8) {
       throw new Error(`expected 8 dispatches, got ${tokens.length}`);
@@ -1489,7 +1730,11 @@ describe("workflow steps", () => {
     const decision = run.send({ type: "task_result", result: suspendOnChild(payload?.token_id ?? "") });
     expect(startsOf(decision)).toEqual([]);
     expect(decision.wakeAt).toBe(NOW);
-    expect(decision.state.nodes.each?.invocations[0]?.suspension?.waiting_for).toMatchObject({ kind: "child", run_id: null, requested_at: null });
+    expect(decision.state.nodes.each?.invocations[0]?.suspension?.waiting_for).toMatchObject({
+      kind: "child",
+      run_id: null,
+      requested_at: null,
+    });
   });
 
   it("starts at most MAX_CHILD_STARTS_PER_EVENT children per wake, the rest on the next wakes", ({ expect }) => {
@@ -1501,7 +1746,9 @@ describe("workflow steps", () => {
     const live = startsOf(first).map((command) => (command.kind === "start_child" ? command.key : ""));
     const second = run.wake(NOW, live);
     expect(startsOf(second)).toHaveLength(8 - MAX_CHILD_STARTS_PER_EVENT);
-    const keys = [...startsOf(first), ...startsOf(second)].map((command) => (command.kind === "start_child" ? command.key : ""));
+    const keys = [...startsOf(first), ...startsOf(second)].map((command) =>
+      command.kind === "start_child" ? command.key : "",
+    );
     expect(new Set(keys).size).toBe(8);
     const third = run.wake(NOW, keys);
     expect(startsOf(third)).toEqual([]);
@@ -1528,22 +1775,30 @@ describe("workflow steps", () => {
   });
 });
 
-
 describe("cleanup: cancels and releases are committed with the decision and sent by wakes until answered", () => {
   /** A result that says the task stopped at a `workflow` step and waits for a child run. */
   function suspendOnChild(token: string): TaskResult {
     return {
       token_id: token,
       success: false,
-      suspended: { step_ref: "sub", step_index: 0, context: { input: {}, state: {}, output: {} }, wait: { kind: "child", workflow: "child_flow@1", input: {}, on_failure: "propagate" } },
+      suspended: {
+        step_ref: "sub",
+        step_index: 0,
+        context: { input: {}, state: {}, output: {} },
+        wait: { kind: "child", workflow: "child_flow@1", input: {}, on_failure: "propagate" },
+      },
       metrics: METRICS,
     };
   }
 
   const commandsOf = <K extends Decision["commands"][number]["kind"]>(decision: Decision, kind: K) =>
-    decision.commands.filter((command): command is Extract<Decision["commands"][number], { kind: K }> => command.kind === kind);
-  const cancelledKeys = (decision: Decision) => commandsOf(decision, "cancel_children").flatMap((command) => command.keys);
-  const releasedContainers = (decision: Decision) => commandsOf(decision, "release_resources").flatMap((command) => command.containers);
+    decision.commands.filter(
+      (command): command is Extract<Decision["commands"][number], { kind: K }> => command.kind === kind,
+    );
+  const cancelledKeys = (decision: Decision) =>
+    commandsOf(decision, "cancel_children").flatMap((command) => command.keys);
+  const releasedContainers = (decision: Decision) =>
+    commandsOf(decision, "release_resources").flatMap((command) => command.containers);
 
   /** A sub-workflow node whose child exists (`child_started` applied); returns the run and the child's key. */
   function withRunningChild(): { run: TestRun; key: string } {
@@ -1556,7 +1811,10 @@ describe("cleanup: cancels and releases are committed with the decision and sent
 
   /** `count` foreach items suspended on child runs that all exist. */
   function withChildren(count: number): { run: TestRun; keys: string[] } {
-    const run = makeRun({ each: { foreach: { items: "$.input.items" } } }, { input: { items: Array.from({ length: count }, (_, index) => index) } });
+    const run = makeRun(
+      { each: { foreach: { items: "$.input.items" } } },
+      { input: { items: Array.from({ length: count }, (_, index) => index) } },
+    );
     const tokens = dispatchesOf(startRun(run)).map((payload) => payload.token_id);
     run.send({ type: "task_results", results: tokens.map(suspendOnChild) });
     const keys: string[] = [];
@@ -1575,19 +1833,29 @@ describe("cleanup: cancels and releases are committed with the decision and sent
     return makeRun({ a: {} }, { workflow: { resources: { dev_env: { type: "container" } } } });
   }
 
-  it("a cancel records the children to cancel in the state it commits, journals each, sends nothing itself and asks for a wake now", ({ expect }) => {
+  it("a cancel records the children to cancel in the state it commits, journals each, sends nothing itself and asks for a wake now", ({
+    expect,
+  }) => {
     const { run, key } = withRunningChild();
     const cancelled = run.send({ type: "cancel", reason: "user asked" });
     expect(cancelled.state.record.status).toBe("cancelled");
     expect(cancelled.state.record.pending_cancels).toEqual([key]);
-    expect(entryOf(cancelled, "child.cancel_requested").body).toEqual({ node: "sub", item: null, step: null, child_run_id: "run_child", key });
+    expect(entryOf(cancelled, "child.cancel_requested").body).toEqual({
+      node: "sub",
+      item: null,
+      step: null,
+      child_run_id: "run_child",
+      key,
+    });
     // Before the terminal status and its attestation: the verifier accepts nothing after an attest.
     expect(kindsOf(cancelled).indexOf("child.cancel_requested")).toBeLessThan(kindsOf(cancelled).indexOf("attest"));
     expect(cancelledKeys(cancelled)).toEqual([]);
     expect(cancelled.wakeAt).toBe(NOW);
   });
 
-  it("a wake sends the cancel; a liveness wake that finds it in flight sends nothing and writes nothing; a fresh instance sends it again", ({ expect }) => {
+  it("a wake sends the cancel; a liveness wake that finds it in flight sends nothing and writes nothing; a fresh instance sends it again", ({
+    expect,
+  }) => {
     const { run, key } = withRunningChild();
     run.send({ type: "cancel", reason: "user asked" });
     const sent = run.wake(NOW, []);
@@ -1603,7 +1871,9 @@ describe("cleanup: cancels and releases are committed with the decision and sent
     expect(again.state.record).toBe(before.record);
   });
 
-  it("the child's confirmation clears the pending cancel, and a terminal run with nothing pending has no wake", ({ expect }) => {
+  it("the child's confirmation clears the pending cancel, and a terminal run with nothing pending has no wake", ({
+    expect,
+  }) => {
     const { run, key } = withRunningChild();
     run.send({ type: "cancel", reason: "user asked" });
     run.wake(NOW, []);
@@ -1617,7 +1887,17 @@ describe("cleanup: cancels and releases are committed with the decision and sent
   it("a child's own report that it ended counts as its confirmation", ({ expect }) => {
     const { run, key } = withRunningChild();
     run.send({ type: "cancel", reason: "user asked" });
-    const reported = run.send({ type: "child_finished", outcome: { key, run_id: "run_child", status: "cancelled", output: null, error: null, attestation: { seq: 5, hash: "h" } } });
+    const reported = run.send({
+      type: "child_finished",
+      outcome: {
+        key,
+        run_id: "run_child",
+        status: "cancelled",
+        output: null,
+        error: null,
+        attestation: { seq: 5, hash: "h" },
+      },
+    });
     expect("pending_cancels" in reported.state.record).toBe(false);
     expect(reported.wakeAt).toBeNull();
   });
@@ -1652,17 +1932,34 @@ describe("cleanup: cancels and releases are committed with the decision and sent
     const { run, keys } = withChildren(2);
     const [first = "", second = ""] = keys;
     // Item 0's child fails; the step propagates it: the task is sent again and fails for good.
-    run.send({ type: "child_finished", outcome: { key: first, run_id: "run_child_0", status: "failed", output: null, error: { code: "x.failed", message: "no" }, attestation: null } });
+    run.send({
+      type: "child_finished",
+      outcome: {
+        key: first,
+        run_id: "run_child_0",
+        status: "failed",
+        output: null,
+        error: { code: "x.failed", message: "no" },
+        attestation: null,
+      },
+    });
     const resumed = run.wake(NOW, []);
     const [token] = dispatchesOf(resumed).map((payload) => payload.token_id);
     const failed = run.fail(token ?? "");
     expect(failed.state.nodes.each?.status).toBe("failed");
     expect(failed.state.record.pending_cancels).toEqual([second]);
-    expect(entryOf(failed, "child.cancel_requested").body).toMatchObject({ node: "each", item: 1, step: "sub", child_run_id: "run_child_1" });
+    expect(entryOf(failed, "child.cancel_requested").body).toMatchObject({
+      node: "each",
+      item: 1,
+      step: "sub",
+      child_run_id: "run_child_1",
+    });
     expect(failed.wakeAt).toBe(NOW);
   });
 
-  it("sends at most MAX_CLEANUP_CALLS_PER_EVENT cancels per wake and the rest on the next one, and cleanup shares the wake's child-start budget", ({ expect }) => {
+  it("sends at most MAX_CLEANUP_CALLS_PER_EVENT cancels per wake and the rest on the next one, and cleanup shares the wake's child-start budget", ({
+    expect,
+  }) => {
     const { run, keys } = withChildren(MAX_CLEANUP_CALLS_PER_EVENT + 2);
     run.send({ type: "cancel", reason: "user asked" });
     const first = run.wake(NOW, []);
@@ -1673,9 +1970,14 @@ describe("cleanup: cancels and releases are committed with the decision and sent
     expect(second.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
   });
 
-  it("a wake of a running run that sends cleanup starts fewer children: a start is two calls, a cancel one", ({ expect }) => {
+  it("a wake of a running run that sends cleanup starts fewer children: a start is two calls, a cancel one", ({
+    expect,
+  }) => {
     // Eight items wait to start their children while three cancels are pending.
-    const run = makeRun({ each: { foreach: { items: "$.input.items" } }, sub: { workflow: "child_flow" } }, { input: { items: [0, 1, 2, 3, 4, 5, 6, 7] } });
+    const run = makeRun(
+      { each: { foreach: { items: "$.input.items" } }, sub: { workflow: "child_flow" } },
+      { input: { items: [0, 1, 2, 3, 4, 5, 6, 7] } },
+    );
     const decision = startRun(run);
     const [start] = commandsOf(decision, "start_child");
     const tokens = dispatchesOf(decision).map((payload) => payload.token_id);
@@ -1688,7 +1990,9 @@ describe("cleanup: cancels and releases are committed with the decision and sent
     expect(commandsOf(wake, "start_child")).toHaveLength(MAX_CHILD_STARTS_PER_EVENT - 2);
   });
 
-  it("a run that ends with its own container records the release with the terminal state; a wake sends it until release() answered, then no wake", ({ expect }) => {
+  it("a run that ends with its own container records the release with the terminal state; a wake sends it until release() answered, then no wake", ({
+    expect,
+  }) => {
     const run = withContainer();
     startRun(run);
     const finished = run.succeed(run.token("a"));
@@ -1708,7 +2012,13 @@ describe("cleanup: cancels and releases are committed with the decision and sent
 
   it("a container the parent handed down is the parent's to release", ({ expect }) => {
     const run = withContainer();
-    run.state = { ...run.state, record: { ...run.state.record, inherited_resources: { dev_env: { type: "container", id: "run_parent/dev_env", owner: "run_parent" } } } };
+    run.state = {
+      ...run.state,
+      record: {
+        ...run.state.record,
+        inherited_resources: { dev_env: { type: "container", id: "run_parent/dev_env", owner: "run_parent" } },
+      },
+    };
     startRun(run);
     const finished = run.succeed(run.token("a"));
     expect("pending_releases" in finished.state.record).toBe(false);
@@ -1724,7 +2034,9 @@ describe("cleanup: cancels and releases are committed with the decision and sent
     expect(finished.wakeAt).toBeNull();
   });
 
-  it("cleanup that keeps failing after the run ended is tried less often as time passes, at most every MAX_CLEANUP_RETRY_MS", ({ expect }) => {
+  it("cleanup that keeps failing after the run ended is tried less often as time passes, at most every MAX_CLEANUP_RETRY_MS", ({
+    expect,
+  }) => {
     const run = withContainer();
     startRun(run);
     run.succeed(run.token("a"));
@@ -1733,7 +2045,9 @@ describe("cleanup: cancels and releases are committed with the decision and sent
     expect(run.wake(dayLater, []).wakeAt).toBe(dayLater + MAX_CLEANUP_RETRY_MS);
   });
 
-  it("a redrive drops a release still pending (the run works in its container again) and releases it when it ends again", ({ expect }) => {
+  it("a redrive drops a release still pending (the run works in its container again) and releases it when it ends again", ({
+    expect,
+  }) => {
     const run = makeRun({ a: {} }, { workflow: { resources: { dev_env: { type: "container" } } } });
     startRun(run);
     const failed = run.fail(run.token("a"));
@@ -1749,7 +2063,10 @@ describe("cleanup: cancels and releases are committed with the decision and sent
 
   it("a terminal wake does not repeat a report to the parent that is still in flight", ({ expect }) => {
     const run = withContainer();
-    run.state = { ...run.state, record: { ...run.state.record, parent: { run_id: "run_parent", key: "run_parent/0/n/0/1/-", notified: false } } };
+    run.state = {
+      ...run.state,
+      record: { ...run.state.record, parent: { run_id: "run_parent", key: "run_parent/0/n/0/1/-", notified: false } },
+    };
     startRun(run);
     const finished = run.succeed(run.token("a"));
     expect(commandsOf(finished, "notify_parent")).toHaveLength(1);

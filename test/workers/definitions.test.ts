@@ -1,11 +1,16 @@
 import { describe, it } from "vitest";
 import { api, uniqueId } from "./helpers.ts";
 
-const contextStep = (expr = "1") => ({ ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr }] } } });
+const contextStep = (expr = "1") => ({
+  ref: "s",
+  action: { kind: "context", implementation: { updates: [{ path: "v", expr }] } },
+});
 const simpleWorkflow = (id: string, expr = "1") => ({ id, nodes: { main: { task: { steps: [contextStep(expr)] } } } });
 
 /** Registers a bundle and returns the details of its 400, asserting nothing was stored. */
-async function rejected(bundle: Record<string, unknown>): Promise<{ code: string; details: { path: string; message: string; code?: string }[] }> {
+async function rejected(
+  bundle: Record<string, unknown>,
+): Promise<{ code: string; details: { path: string; message: string; code?: string }[] }> {
   const response = await api("POST", "/v1/definitions", bundle);
   if (response.status !== 400) {
     throw new Error(`expected 400, got ${response.status}: ${JSON.stringify(response.json)}`);
@@ -52,7 +57,9 @@ describe("registration", () => {
     }
   });
 
-  it("resolves references to definitions in the same bundle, and pins stored versions with id@n", async ({ expect }) => {
+  it("resolves references to definitions in the same bundle, and pins stored versions with id@n", async ({
+    expect,
+  }) => {
     const action = uniqueId("act");
     const task = uniqueId("task");
     const first = await api("POST", "/v1/definitions", {
@@ -61,7 +68,9 @@ describe("registration", () => {
     });
     expect(first.status).toBe(201);
     expect(first.json.created.map((c: { kind: string }) => c.kind)).toEqual(["tasks", "actions"]);
-    const pinned = await api("POST", "/v1/definitions", { workflows: [{ id: uniqueId("wf"), nodes: { main: { task: `${task}@1` } } }] });
+    const pinned = await api("POST", "/v1/definitions", {
+      workflows: [{ id: uniqueId("wf"), nodes: { main: { task: `${task}@1` } } }],
+    });
     expect(pinned.status).toBe(201);
   });
 });
@@ -69,7 +78,12 @@ describe("registration", () => {
 describe("registration rejects bad definitions with every problem and its path", () => {
   it("reports schema violations with dotted paths", async ({ expect }) => {
     const { code, details } = await rejected({
-      workflows: [{ id: "Bad Id", nodes: { main: { task: { steps: [] } }, other: { workflow: "x", task: "y", on_failure: "explode" } } }],
+      workflows: [
+        {
+          id: "Bad Id",
+          nodes: { main: { task: { steps: [] } }, other: { workflow: "x", task: "y", on_failure: "explode" } },
+        },
+      ],
     });
     expect(code).toBe("definition.invalid");
     const paths = details.map((detail) => detail.path);
@@ -122,7 +136,12 @@ describe("registration rejects bad definitions with every problem and its path",
     const known = uniqueId("task");
     await api("POST", "/v1/definitions", { tasks: [{ id: known, steps: [contextStep()] }] });
     const { details } = await rejected({
-      workflows: [{ id: uniqueId("wf"), nodes: { a: { task: uniqueId("missing") }, b: { task: `${known}@7` }, c: { workflow: uniqueId("child") } } }],
+      workflows: [
+        {
+          id: uniqueId("wf"),
+          nodes: { a: { task: uniqueId("missing") }, b: { task: `${known}@7` }, c: { workflow: uniqueId("child") } },
+        },
+      ],
     });
     expect(details.map((detail) => [detail.path, detail.code])).toEqual([
       ["workflows.0.nodes.a.task", "definition.unknown_reference"],
@@ -134,10 +153,23 @@ describe("registration rejects bad definitions with every problem and its path",
   it("rejects cycles and unknown nodes in depends_on", async ({ expect }) => {
     const task = { steps: [contextStep()] };
     const { details } = await rejected({
-      workflows: [{ id: uniqueId("wf"), nodes: { a: { task, depends_on: ["c"] }, b: { task, depends_on: ["a"] }, c: { task, depends_on: ["b", "ghost"] } } }],
+      workflows: [
+        {
+          id: uniqueId("wf"),
+          nodes: {
+            a: { task, depends_on: ["c"] },
+            b: { task, depends_on: ["a"] },
+            c: { task, depends_on: ["b", "ghost"] },
+          },
+        },
+      ],
     });
-    expect(details.find((detail) => detail.code === "workflow.cycle")?.message).toMatch(/a → c → b → a|c → b → a → c|b → a → c → b/);
-    expect(details.find((detail) => detail.code === "workflow.unknown_node")?.path).toBe("workflows.0.nodes.c.depends_on.1");
+    expect(details.find((detail) => detail.code === "workflow.cycle")?.message).toMatch(
+      /a → c → b → a|c → b → a → c|b → a → c → b/,
+    );
+    expect(details.find((detail) => detail.code === "workflow.unknown_node")?.path).toBe(
+      "workflows.0.nodes.c.depends_on.1",
+    );
   });
 
   it("rejects literal secrets where $env: is required", async ({ expect }) => {
@@ -145,24 +177,36 @@ describe("registration rejects bad definitions with every problem and its path",
       models: [{ id: uniqueId("m"), provider: "openai", model_id: "gpt", api_key: "sk-live-123" }],
       mcp_servers: [{ id: uniqueId("s"), url: "http://127.0.0.1:1/mcp", headers: { Authorization: "Bearer abc" } }],
       actions: [
-        { id: uniqueId("a"), kind: "http", implementation: { method: "GET", url_template: "http://x", headers: { "x-api-key": "literal" } } },
+        {
+          id: uniqueId("a"),
+          kind: "http",
+          implementation: { method: "GET", url_template: "http://x", headers: { "x-api-key": "literal" } },
+        },
       ],
     });
-    expect(details.map((detail) => detail.code)).toEqual(["definition.literal_secret", "definition.literal_secret", "definition.literal_secret"]);
+    expect(details.map((detail) => detail.code)).toEqual([
+      "definition.literal_secret",
+      "definition.literal_secret",
+      "definition.literal_secret",
+    ]);
     expect(JSON.stringify(details)).not.toMatch(/sk-live-123|Bearer abc|\\"literal\\"/);
   });
 
   it("accepts $env: credentials of declared workflow secrets, including a scheme before them", async ({ expect }) => {
     const response = await api("POST", "/v1/definitions", {
       models: [{ id: uniqueId("m"), provider: "openai", model_id: "gpt", api_key: "$env:LLM_API_KEY" }],
-      mcp_servers: [{ id: uniqueId("s"), url: "http://127.0.0.1:1/mcp", headers: { Authorization: "Bearer $env:MCP_TOKEN" } }],
+      mcp_servers: [
+        { id: uniqueId("s"), url: "http://127.0.0.1:1/mcp", headers: { Authorization: "Bearer $env:MCP_TOKEN" } },
+      ],
     });
     expect(response.status).toBe(201);
   });
 
   it("stores nothing from a bundle that has one bad definition", async ({ expect }) => {
     const good = uniqueId("good");
-    await rejected({ workflows: [simpleWorkflow(good), { ...simpleWorkflow(uniqueId("bad")), nodes: { x: { task: "nope-missing" } } }] });
+    await rejected({
+      workflows: [simpleWorkflow(good), { ...simpleWorkflow(uniqueId("bad")), nodes: { x: { task: "nope-missing" } } }],
+    });
     expect((await api("GET", `/v1/workflows/${good}`)).status).toBe(404);
   });
 
@@ -173,13 +217,36 @@ describe("registration rejects bad definitions with every problem and its path",
       mcp_servers: [{ id: server, url: "http://127.0.0.1:1/mcp" }],
       workflows: [simpleWorkflow(child)],
       actions: [
-        { id: uniqueId("a"), kind: "llm", implementation: { prompt: { messages: [{ role: "user", template: "Hi {{name}}" }] }, model: { provider: "openai-compatible", model_id: "m", base_url: "http://127.0.0.1:1/v1" } } },
+        {
+          id: uniqueId("a"),
+          kind: "llm",
+          implementation: {
+            prompt: { messages: [{ role: "user", template: "Hi {{name}}" }] },
+            model: { provider: "openai-compatible", model_id: "m", base_url: "http://127.0.0.1:1/v1" },
+          },
+        },
         { id: uniqueId("a"), kind: "mcp", implementation: { server, tool: "echo" } },
-        { id: uniqueId("a"), kind: "http", implementation: { method: "POST", url_template: "http://127.0.0.1/{{id}}", body_template: "{\"a\": {{json a}} }" } },
+        {
+          id: uniqueId("a"),
+          kind: "http",
+          implementation: {
+            method: "POST",
+            url_template: "http://127.0.0.1/{{id}}",
+            body_template: '{"a": {{json a}} }',
+          },
+        },
         { id: uniqueId("a"), kind: "tool", implementation: { tool: "read_file" } },
         { id: uniqueId("a"), kind: "shell", implementation: { command_template: "echo {{x}}" } },
         { id: uniqueId("a"), kind: "workflow", implementation: { workflow: child, on_failure: "return" } },
-        { id: uniqueId("a"), kind: "human", implementation: { prompt_template: "ok?", input_schema: { type: "object" }, on_timeout: { default: { ok: true } } } },
+        {
+          id: uniqueId("a"),
+          kind: "human",
+          implementation: {
+            prompt_template: "ok?",
+            input_schema: { type: "object" },
+            on_timeout: { default: { ok: true } },
+          },
+        },
         { id: uniqueId("a"), kind: "vector", implementation: { index: "docs", query_template: "{{q}}", top_k: 3 } },
         { id: uniqueId("a"), kind: "metric", implementation: { metric_name: "n", value: { expr: "input.n * 2" } } },
         { id: uniqueId("a"), kind: "context", implementation: { updates: [{ path: "a.b", expr: "1" }] } },
@@ -194,7 +261,9 @@ describe("registration rejects bad definitions with every problem and its path",
     const notJson = await api("POST", "/v1/definitions", "{nope");
     expect(notJson.status).toBe(400);
     expect(notJson.json.error.code).toBe("request.invalid_json");
-    const huge = await api("POST", "/v1/definitions", { workflows: [{ id: "x", description: "y".repeat(1_100_000), nodes: {} }] });
+    const huge = await api("POST", "/v1/definitions", {
+      workflows: [{ id: "x", description: "y".repeat(1_100_000), nodes: {} }],
+    });
     expect(huge.status).toBe(413);
     expect(huge.json.error.code).toBe("request.too_large");
   });
@@ -203,7 +272,11 @@ describe("registration rejects bad definitions with every problem and its path",
 describe("YAML", () => {
   async function postYaml(path: string, yaml: string): Promise<{ status: number; json: any }> {
     const { exports } = await import("cloudflare:workers");
-    const response = await exports.default.fetch(`http://trellis.test${path}`, { method: "POST", headers: { authorization: "Bearer test-token", "content-type": "application/yaml" }, body: yaml });
+    const response = await exports.default.fetch(`http://trellis.test${path}`, {
+      method: "POST",
+      headers: { "authorization": "Bearer test-token", "content-type": "application/yaml" },
+      body: yaml,
+    });
     return { status: response.status, json: await response.json() };
   }
 
@@ -220,7 +293,14 @@ describe("YAML", () => {
     const broken = await postYaml("/v1/definitions", "workflows: [ {id: x\n");
     expect(broken.status).toBe(400);
     expect(broken.json.error.code).toBe("request.invalid_yaml");
-    const bomb = ["a: &a [x, x, x, x, x, x, x, x, x, x]", ...Array.from({ length: 8 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [*${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}]`)].join("\n");
+    const bomb = [
+      "a: &a [x, x, x, x, x, x, x, x, x, x]",
+      ...Array.from(
+        { length: 8 },
+        (_, i) =>
+          `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [*${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}]`,
+      ),
+    ].join("\n");
     const exploded = await postYaml("/v1/definitions", bomb);
     expect(exploded.status).toBe(400);
     expect(exploded.json.error.code).toBe("request.invalid_yaml");

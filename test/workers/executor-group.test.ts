@@ -10,11 +10,34 @@ import { toTaskGroup, type ResolvedTask, type TaskPayload, type TaskResult } fro
  */
 
 function contextTask(id: string, expr: string): ResolvedTask {
-  return { id, version: 0, steps: [{ ref: "s", action: { id: `${id}/s`, version: 0, kind: "context", implementation: { updates: [{ path: "v", expr }] } }, output_mapping: { "output.v": "$.v" } }] };
+  return {
+    id,
+    version: 0,
+    steps: [
+      {
+        ref: "s",
+        action: { id: `${id}/s`, version: 0, kind: "context", implementation: { updates: [{ path: "v", expr }] } },
+        output_mapping: { "output.v": "$.v" },
+      },
+    ],
+  };
 }
 
 function payload(token: string, task: ResolvedTask, input: TaskPayload["input"]): TaskPayload {
-  return { token_id: token, workflow_run_id: "run_group", node_id: "n", item_index: null, task_id: task.id, task_version: 0, task, input, resources: {}, timeout_ms: 10_000, retry_attempt: 0, tools: [] };
+  return {
+    token_id: token,
+    workflow_run_id: "run_group",
+    node_id: "n",
+    item_index: null,
+    task_id: task.id,
+    task_version: 0,
+    task,
+    input,
+    resources: {},
+    timeout_ms: 10_000,
+    retry_attempt: 0,
+    tools: [],
+  };
 }
 
 async function results(group: unknown): Promise<TaskResult[]> {
@@ -32,7 +55,12 @@ describe("runTasks", () => {
     const square = contextTask("square", "input.n * input.n");
     // Another object with the same id and version must not be confused with the first.
     const impostor = contextTask("double", "input.n + 1000");
-    const payloads = [payload("a", double, { n: 3 }), payload("b", square, { n: 4 }), payload("c", double, { n: 5 }), payload("d", impostor, { n: 1 })];
+    const payloads = [
+      payload("a", double, { n: 3 }),
+      payload("b", square, { n: 4 }),
+      payload("c", double, { n: 5 }),
+      payload("d", impostor, { n: 1 }),
+    ];
     const group = toTaskGroup(payloads);
     expect(Object.keys(group.tasks)).toHaveLength(3);
     expect(group.payloads.every((one) => !("task" in one))).toBe(true);

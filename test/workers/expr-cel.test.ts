@@ -18,7 +18,11 @@ import {
 import { strings } from "@bufbuild/cel/ext";
 import type { Value } from "@bufbuild/cel-spec/cel/expr/value_pb.js";
 import { getTestRegistry } from "@bufbuild/cel-spec/testdata/registry.js";
-import { getConformanceSuite, type IncrementalTest, type IncrementalTestSuite } from "@bufbuild/cel-spec/testdata/tests.js";
+import {
+  getConformanceSuite,
+  type IncrementalTest,
+  type IncrementalTestSuite,
+} from "@bufbuild/cel-spec/testdata/tests.js";
 import { equals, type Registry } from "@bufbuild/protobuf";
 import { isReflectMessage } from "@bufbuild/protobuf/reflect";
 import { anyUnpack } from "@bufbuild/protobuf/wkt";
@@ -141,9 +145,9 @@ describe("evalCel: expressions over the context", () => {
 
   it("runs without generating code", ({ expect }) => {
     expect(() => new Function("return 1")).toThrow(/disallowed/);
-    expect(evalCel("'abc'.matches('^a.c$') && timestamp('2024-01-01T00:00:00Z') < timestamp('2025-01-01T00:00:00Z')", {})).toBe(
-      true,
-    );
+    expect(
+      evalCel("'abc'.matches('^a.c$') && timestamp('2024-01-01T00:00:00Z') < timestamp('2025-01-01T00:00:00Z')", {}),
+    ).toBe(true);
   });
 });
 
@@ -163,7 +167,9 @@ describe("evalCel: strings count code points", () => {
     expect(codeOf(() => evalCel("s.substring(0, 8)", vars))).toBe("expr.eval_failed");
   });
 
-  it("reports indexOf and lastIndexOf positions in code points, and takes start positions in code points", ({ expect }) => {
+  it("reports indexOf and lastIndexOf positions in code points, and takes start positions in code points", ({
+    expect,
+  }) => {
     expect(evalCel("s.indexOf('smile')", vars)).toBe(2);
     expect(evalCel("t.indexOf('😀')", vars)).toBe(1);
     expect(evalCel("t.indexOf('😀', 2)", vars)).toBe(3);
@@ -191,7 +197,9 @@ function doublings(seed: string, times: number): string {
 }
 
 describe("evalCel: every evaluation has a budget", () => {
-  it("replaces in linear time: 120 KB finish (took 7.7 s before), a result over the string cap is refused", ({ expect }) => {
+  it("replaces in linear time: 120 KB finish (took 7.7 s before), a result over the string cap is refused", ({
+    expect,
+  }) => {
     const s = "a".repeat(120_000);
     expect(evalCel("s.replace('a', 'bb')", { s })).toBe("bb".repeat(120_000));
     expect(codeOf(() => evalCel("s.replace('a', s)", { s: "a".repeat(2_000) }))).toBe("expr.budget_exceeded");
@@ -226,7 +234,9 @@ describe("evalCel: every evaluation has a budget", () => {
     expect(evalCel("l.map(x, x * 2)[9999]", { l: small })).toBe(19_998);
   });
 
-  it("reads back a list built by map over 20,000 items (the library's nested concatenation overflowed the stack)", ({ expect }) => {
+  it("reads back a list built by map over 20,000 items (the library's nested concatenation overflowed the stack)", ({
+    expect,
+  }) => {
     const l = Array.from({ length: 20_000 }, (_, i) => i);
     const mapped = evalCel("l.map(x, x + 1)", { l }) as number[];
     expect(mapped.length).toBe(20_000);
@@ -255,19 +265,27 @@ describe("evalCel: every evaluation has a budget", () => {
 
   it("charges matches by input length times regex size", ({ expect }) => {
     expect(evalCel("s.matches('^a+$')", { s: "a".repeat(100_000) })).toBe(true);
-    expect(codeOf(() => evalCel("s.matches('[ab]*a[ab]{500}c')", { s: "ab".repeat(50_000) }))).toBe("expr.budget_exceeded");
+    expect(codeOf(() => evalCel("s.matches('[ab]*a[ab]{500}c')", { s: "ab".repeat(50_000) }))).toBe(
+      "expr.budget_exceeded",
+    );
   });
 
-  it("charges matches by the pattern and refuses a pattern over 1,024 characters (RE2 compiles long literals in quadratic time)", ({ expect }) => {
+  it("charges matches by the pattern and refuses a pattern over 1,024 characters (RE2 compiles long literals in quadratic time)", ({
+    expect,
+  }) => {
     expect(evalCel("s.matches(p)", { s: "x".repeat(1_024), p: "x".repeat(1_024) })).toBe(true);
     expect(codeOf(() => evalCel("s.matches(p)", { s: "x", p: "x".repeat(100_000) }))).toBe("expr.budget_exceeded");
-    expect(codeOf(() => evalCel("s.matches(p) || true", { s: "x", p: "x".repeat(1_025) }))).toBe("expr.budget_exceeded");
+    expect(codeOf(() => evalCel("s.matches(p) || true", { s: "x", p: "x".repeat(1_025) }))).toBe(
+      "expr.budget_exceeded",
+    );
   });
 
   it("charges size() of a JSON object by its keys", ({ expect }) => {
     const m = Object.fromEntries(Array.from({ length: 50_000 }, (_, i) => [`k${i}`, i]));
     expect(evalCel("size(m)", { m })).toBe(50_000);
-    expect(codeOf(() => evalCel("l.map(x, size(m))", { l: Array.from({ length: 1_000 }, (_, i) => i), m }))).toBe("expr.budget_exceeded");
+    expect(codeOf(() => evalCel("l.map(x, size(m))", { l: Array.from({ length: 1_000 }, (_, i) => i), m }))).toBe(
+      "expr.budget_exceeded",
+    );
   });
 
   it("starts every evaluation with a full budget", ({ expect }) => {
@@ -308,7 +326,7 @@ describe("evalCel: results back to JSON", () => {
   });
 
   it("stringifies non-string map keys", ({ expect }) => {
-    expect(evalCel("{1: 'a', true: 'b', 2u: 'c'}", {})).toEqual({ "1": "a", true: "b", "2": "c" });
+    expect(evalCel("{1: 'a', true: 'b', 2u: 'c'}", {})).toEqual({ "1": "a", "true": "b", "2": "c" });
   });
 
   it("keeps a __proto__ key as an own property", ({ expect }) => {
@@ -328,7 +346,9 @@ describe("evalCel: errors", () => {
     expect((error as EngineError).message).toContain('"input.a.b"');
   });
 
-  it("throws expr.eval_failed for an undeclared variable, overflow, division by zero and bad overloads", ({ expect }) => {
+  it("throws expr.eval_failed for an undeclared variable, overflow, division by zero and bad overloads", ({
+    expect,
+  }) => {
     expect(codeOf(() => evalCel("nope == 1", {}))).toBe("expr.eval_failed");
     expect(codeOf(() => evalCel("output.x", {}))).toBe("expr.eval_failed");
     expect(codeOf(() => evalCel("9223372036854775807 + 1", {}))).toBe("expr.eval_failed");
@@ -442,22 +462,33 @@ interface ConformanceTally {
   failures: Map<string, string>;
 }
 
-function runConformance(suite: IncrementalTestSuite, suites: ReadonlySet<string> = CORE_SUITES, funcs: readonly CelFunc[] = strings): ConformanceTally {
+function runConformance(
+  suite: IncrementalTestSuite,
+  suites: ReadonlySet<string> = CORE_SUITES,
+  funcs: readonly CelFunc[] = strings,
+): ConformanceTally {
   const registry = getTestRegistry();
   const envs = new Map<string, CelEnv>();
   const tally: ConformanceTally = { applicable: 0, passed: 0, failures: new Map() };
   const visit = (s: IncrementalTestSuite, path: string[]): void => {
     for (const child of s.suites) {
-      if (path.length === 0 && !suites.has(child.name)) {continue;}
+      if (path.length === 0 && !suites.has(child.name)) {
+        continue;
+      }
       visit(child, [...path, child.name]);
     }
     for (const t of s.tests) {
-      if (bindsMessage(t)) {continue;} // a protobuf message as a variable has no JSON counterpart
+      if (bindsMessage(t)) {
+        continue;
+      } // a protobuf message as a variable has no JSON counterpart
       tally.applicable++;
       const name = [...path, t.original.name].join("/");
       const failure = runConformanceTest(t, registry, envs, funcs);
-      if (failure === undefined) {tally.passed++;}
-      else {tally.failures.set(name, failure);}
+      if (failure === undefined) {
+        tally.passed++;
+      } else {
+        tally.failures.set(name, failure);
+      }
     }
   };
   visit(suite, []);
@@ -465,10 +496,17 @@ function runConformance(suite: IncrementalTestSuite, suites: ReadonlySet<string>
 }
 
 function bindsMessage(t: IncrementalTest): boolean {
-  return Object.values(t.original.bindings).some((b) => b.kind.case === "value" && b.kind.value.kind.case === "objectValue");
+  return Object.values(t.original.bindings).some(
+    (b) => b.kind.case === "value" && b.kind.value.kind.case === "objectValue",
+  );
 }
 
-function runConformanceTest(t: IncrementalTest, registry: Registry, envs: Map<string, CelEnv>, funcs: readonly CelFunc[]): string | undefined {
+function runConformanceTest(
+  t: IncrementalTest,
+  registry: Registry,
+  envs: Map<string, CelEnv>,
+  funcs: readonly CelFunc[],
+): string | undefined {
   const test = t.original;
   let env = envs.get(test.container);
   if (env === undefined) {
@@ -479,7 +517,9 @@ function runConformanceTest(t: IncrementalTest, registry: Registry, envs: Map<st
   try {
     const bindings: Record<string, CelInput> = {};
     for (const [name, binding] of Object.entries(test.bindings)) {
-      if (binding.kind.case !== "value") {return `unsupported binding kind ${String(binding.kind.case)}`;}
+      if (binding.kind.case !== "value") {
+        return `unsupported binding kind ${String(binding.kind.case)}`;
+      }
       bindings[name] = valueToCel(binding.kind.value, registry);
     }
     result = plan(env, parse(test.expr))(bindings);
@@ -491,7 +531,9 @@ function runConformanceTest(t: IncrementalTest, registry: Registry, envs: Map<st
     case undefined:
       return result === true ? undefined : `expected true, got ${show(result)}`;
     case "value":
-      if (isCelError(result)) {return `expected a value, got error: ${result.message}`;}
+      if (isCelError(result)) {
+        return `expected a value, got error: ${result.message}`;
+      }
       return celMatches(result, matcher.value, registry) ? undefined : `unexpected value ${show(result)}`;
     case "evalError":
     case "anyEvalErrors":
@@ -521,7 +563,9 @@ function valueToCel(value: Value, registry: Registry): CelInput {
     case "mapValue": {
       const map = new Map<string | bigint | boolean | CelUint, CelInput>();
       for (const entry of kind.value.entries) {
-        if (entry.key === undefined || entry.value === undefined) {throw new Error("map entry without key or value");}
+        if (entry.key === undefined || entry.value === undefined) {
+          throw new Error("map entry without key or value");
+        }
         const key = valueToCel(entry.key, registry);
         if (typeof key !== "string" && typeof key !== "bigint" && typeof key !== "boolean" && !isCelUint(key)) {
           throw new Error("unsupported map key");
@@ -532,7 +576,9 @@ function valueToCel(value: Value, registry: Registry): CelInput {
     }
     case "objectValue": {
       const message = anyUnpack(kind.value, registry);
-      if (message === undefined) {throw new Error(`unknown message ${kind.value.typeUrl}`);}
+      if (message === undefined) {
+        throw new Error(`unknown message ${kind.value.typeUrl}`);
+      }
       return message;
     }
     default:
@@ -551,35 +597,51 @@ function celMatches(actual: CelValue, expected: Value, registry: Registry): bool
     case "stringValue":
       return actual === kind.value;
     case "doubleValue":
-      return typeof actual === "number" && (actual === kind.value || (Number.isNaN(actual) && Number.isNaN(kind.value)));
+      return (
+        typeof actual === "number" && (actual === kind.value || (Number.isNaN(actual) && Number.isNaN(kind.value)))
+      );
     case "uint64Value":
       return isCelUint(actual) && actual.value === kind.value;
     case "bytesValue":
-      return actual instanceof Uint8Array && actual.length === kind.value.length && actual.every((b, i) => b === kind.value[i]);
+      return (
+        actual instanceof Uint8Array &&
+        actual.length === kind.value.length &&
+        actual.every((b, i) => b === kind.value[i])
+      );
     case "enumValue":
       return actual === BigInt(kind.value.value);
     case "typeValue":
       return isCelType(actual) && actual.name === kind.value;
     case "listValue": {
-      if (!isCelList(actual) || actual.size !== kind.value.values.length) {return false;}
+      if (!isCelList(actual) || actual.size !== kind.value.values.length) {
+        return false;
+      }
       return kind.value.values.every((v, i) => {
         const element = actual.get(i);
         return element !== undefined && celMatches(element, v, registry);
       });
     }
     case "mapValue": {
-      if (!isCelMap(actual) || actual.size !== kind.value.entries.length) {return false;}
+      if (!isCelMap(actual) || actual.size !== kind.value.entries.length) {
+        return false;
+      }
       return kind.value.entries.every((entry) => {
-        if (entry.key === undefined || entry.value === undefined) {return false;}
+        if (entry.key === undefined || entry.value === undefined) {
+          return false;
+        }
         const key = valueToCel(entry.key, registry);
-        if (typeof key !== "string" && typeof key !== "bigint" && typeof key !== "boolean" && !isCelUint(key)) {return false;}
+        if (typeof key !== "string" && typeof key !== "bigint" && typeof key !== "boolean" && !isCelUint(key)) {
+          return false;
+        }
         const element = actual.get(key);
         return element !== undefined && celMatches(element, entry.value, registry);
       });
     }
     case "objectValue": {
       const message = anyUnpack(kind.value, registry);
-      if (message === undefined || !isReflectMessage(actual)) {return false;}
+      if (message === undefined || !isReflectMessage(actual)) {
+        return false;
+      }
       return actual.desc.typeName === message.$typeName && equals(actual.desc, actual.message, message);
     }
     default:
@@ -588,13 +650,27 @@ function celMatches(actual: CelValue, expected: Value, registry: Registry): bool
 }
 
 function show(value: unknown): string {
-  if (value instanceof Error) {return `error: ${value.message}`;}
-  if (typeof value === "bigint") {return `${value}`;}
-  if (isCelUint(value)) {return `${value.value}u`;}
-  if (isCelList(value)) {return `[${Array.from(value, show).join(", ")}]`;}
-  if (isCelMap(value)) {return `{${Array.from(value.entries(), ([k, v]) => `${show(k)}: ${show(v)}`).join(", ")}}`;}
-  if (isCelType(value)) {return `type(${value.name})`;}
-  if (isReflectMessage(value)) {return value.desc.typeName;}
+  if (value instanceof Error) {
+    return `error: ${value.message}`;
+  }
+  if (typeof value === "bigint") {
+    return `${value}`;
+  }
+  if (isCelUint(value)) {
+    return `${value.value}u`;
+  }
+  if (isCelList(value)) {
+    return `[${Array.from(value, show).join(", ")}]`;
+  }
+  if (isCelMap(value)) {
+    return `{${Array.from(value.entries(), ([k, v]) => `${show(k)}: ${show(v)}`).join(", ")}}`;
+  }
+  if (isCelType(value)) {
+    return `type(${value.name})`;
+  }
+  if (isReflectMessage(value)) {
+    return value.desc.typeName;
+  }
   return JSON.stringify(value) ?? String(value);
 }
 
@@ -603,7 +679,9 @@ describe("CEL conformance (cel-spec simple tests, core suites)", () => {
     const started = Date.now();
     const tally = runConformance(getConformanceSuite());
     const elapsed = Date.now() - started;
-    const unexpected = [...tally.failures].filter(([name]) => !KNOWN_FAILURES.has(name)).map(([n, why]) => `${n}: ${why}`);
+    const unexpected = [...tally.failures]
+      .filter(([name]) => !KNOWN_FAILURES.has(name))
+      .map(([n, why]) => `${n}: ${why}`);
     const fixed = [...KNOWN_FAILURES.keys()].filter((name) => !tally.failures.has(name));
     console.log(`CEL conformance: ${tally.passed}/${tally.applicable} in ${elapsed} ms`);
     expect(unexpected).toEqual([]);
@@ -614,7 +692,9 @@ describe("CEL conformance (cel-spec simple tests, core suites)", () => {
 });
 
 describe("CEL conformance of the engine's own string and list functions", () => {
-  it("passes the string_ext, string and lists suites with the code-point string functions and the flat list +", ({ expect }) => {
+  it("passes the string_ext, string and lists suites with the code-point string functions and the flat list +", ({
+    expect,
+  }) => {
     const funcs = [...strings, ...CODE_POINT_STRING_FUNCTIONS, ...LIST_FUNCTIONS];
     const tally = runConformance(getConformanceSuite(), new Set(["string_ext", "string", "lists"]), funcs);
     expect([...tally.failures].map(([n, why]) => `${n}: ${why}`)).toEqual([]);

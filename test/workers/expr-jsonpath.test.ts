@@ -2,14 +2,19 @@ import { JSONPathEnvironment, type JSONValue } from "json-p3";
 import { describe, it, type ExpectStatic } from "vitest";
 import { EngineError } from "../../lib/errors.ts";
 import { compileIRegexp, MAX_IREGEXP_PROGRAM_SIZE, RegexBudget } from "../../lib/expr/iregexp.ts";
-import { compileJsonPath, createJsonPathEnvironment, MAX_JSONPATH_STEPS, selectJsonPath } from "../../lib/expr/jsonpath.ts";
+import {
+  compileJsonPath,
+  createJsonPathEnvironment,
+  MAX_JSONPATH_STEPS,
+  selectJsonPath,
+} from "../../lib/expr/jsonpath.ts";
 import cts from "../fixtures/jsonpath-cts.json";
 
 const doc = {
-  a: { b: 1, nothing: null },
+  "a": { b: 1, nothing: null },
   "a b": "spaced",
-  list: [10, 20, 30],
-  items: [
+  "list": [10, 20, 30],
+  "items": [
     { id: "x", n: 1, tags: ["t1"] },
     { id: "y", n: 2, tags: [] },
     { id: "z", n: 3 },
@@ -101,10 +106,15 @@ function codeOf(fn: () => unknown): string | undefined {
 }
 
 describe("selectJsonPath: match() and search() run in linear time", () => {
-  it("answers (a|aa)+ over 41 characters and over 100,000 (seconds, growing x11 per 5 characters, before)", ({ expect }) => {
+  it("answers (a|aa)+ over 41 characters and over 100,000 (seconds, growing x11 per 5 characters, before)", ({
+    expect,
+  }) => {
     const strings = ["a".repeat(41) + "b", "a".repeat(41), "a".repeat(100_000) + "b"];
     expect(selectJsonPath("$[?match(@, '(a|aa)+')]", strings)).toEqual({ found: true, value: ["a".repeat(41)] });
-    expect(selectJsonPath("$[?search(@, '(a|aa)+b')]", strings)).toEqual({ found: true, value: [strings[0], strings[2]] });
+    expect(selectJsonPath("$[?search(@, '(a|aa)+b')]", strings)).toEqual({
+      found: true,
+      value: [strings[0], strings[2]],
+    });
   });
 
   it("takes the pattern from the document, as a mapping over run input can", ({ expect }) => {
@@ -131,7 +141,9 @@ describe("selectJsonPath: match() and search() run in linear time", () => {
   it("makes a pattern from data that is not I-Regexp false, and fails one over the size limits", ({ expect }) => {
     expect(selectJsonPath("$.v[?match(@, $.re)]", { re: "a\\d", v: ["a1"] })).toEqual({ found: true, value: [] });
     expect(selectJsonPath("$.v[?match(@, $.re)]", { re: "(", v: ["("] })).toEqual({ found: true, value: [] });
-    expect(codeOf(() => selectJsonPath("$.v[?match(@, $.re)]", { re: "(a{100}){200}", v: ["a"] }))).toBe("expr.budget_exceeded");
+    expect(codeOf(() => selectJsonPath("$.v[?match(@, $.re)]", { re: "(a{100}){200}", v: ["a"] }))).toBe(
+      "expr.budget_exceeded",
+    );
   });
 
   it("counts code points: . matches one astral character, never half of one", ({ expect }) => {
@@ -143,14 +155,40 @@ describe("selectJsonPath: match() and search() run in linear time", () => {
 
 describe("compileIRegexp", () => {
   it("accepts the RFC 9485 grammar: escapes, classes, categories, quantifiers", ({ expect }) => {
-    for (const pattern of ["a|b", "(ab)*c+d?", "x{2}y{1,}z{0,3}", "[a-z0-9_-]", "[^\\]\\-]", "\\p{Lu}\\P{Nd}[\\p{L}\\P{N}-]", "\\.\\n\\t\\^", "", "()"]) {
+    for (const pattern of [
+      "a|b",
+      "(ab)*c+d?",
+      "x{2}y{1,}z{0,3}",
+      "[a-z0-9_-]",
+      "[^\\]\\-]",
+      "\\p{Lu}\\P{Nd}[\\p{L}\\P{N}-]",
+      "\\.\\n\\t\\^",
+      "",
+      "()",
+    ]) {
       const compiled = compileIRegexp(pattern);
       expect(compiled.ok, pattern).toBe(true);
     }
   });
 
   it("refuses what is not I-Regexp, with the position", ({ expect }) => {
-    for (const pattern of ["a\\d", "(a", "a)", "[a", "[]", "a{2,1}", "a{,2}", "\\p{Xx}", "[a-z-0]", "[z-a]", "*a", "a**", "\\$", "(?:a)", "\\b"]) {
+    for (const pattern of [
+      "a\\d",
+      "(a",
+      "a)",
+      "[a",
+      "[]",
+      "a{2,1}",
+      "a{,2}",
+      "\\p{Xx}",
+      "[a-z-0]",
+      "[z-a]",
+      "*a",
+      "a**",
+      "\\$",
+      "(?:a)",
+      "\\b",
+    ]) {
       const compiled = compileIRegexp(pattern);
       expect(compiled.ok, pattern).toBe(false);
       if (!compiled.ok) {
@@ -193,7 +231,10 @@ describe("compileJsonPath", () => {
       if (!result.ok) {
         expect(result.message, path).toMatch(/(match|search)\(\) pattern/);
       }
-      expect(codeOf(() => selectJsonPath(path, [])), path).toBe("expr.invalid");
+      expect(
+        codeOf(() => selectJsonPath(path, [])),
+        path,
+      ).toBe("expr.invalid");
     }
     expect(compileJsonPath("$[?match(@, '[a-z]+')]").ok).toBe(true);
     expect(compileJsonPath("$[?match(@, $.re)]").ok).toBe(true);
@@ -236,7 +277,9 @@ interface CtsCase {
 const KNOWN_FAILURES: ReadonlyMap<string, string> = new Map();
 
 function jsonEqual(a: unknown, b: unknown): boolean {
-  if (a === b) {return true;}
+  if (a === b) {
+    return true;
+  }
   if (Array.isArray(a)) {
     return Array.isArray(b) && a.length === b.length && a.every((x, i) => jsonEqual(x, b[i]));
   }
@@ -245,7 +288,9 @@ function jsonEqual(a: unknown, b: unknown): boolean {
     const kb = Object.keys(b);
     return (
       ka.length === kb.length &&
-      ka.every((k) => Object.hasOwn(b, k) && jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
+      ka.every(
+        (k) => Object.hasOwn(b, k) && jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]),
+      )
     );
   }
   return false;
@@ -305,7 +350,9 @@ function expectCtsPasses(expect: ExpectStatic, env: JSONPathEnvironment): void {
       const failure = runCtsCase(env, c);
       if (failure === undefined) {
         passed++;
-        if (KNOWN_FAILURES.has(c.name)) {unexpected.push(`${c.name}: passes now; remove it from KNOWN_FAILURES`);}
+        if (KNOWN_FAILURES.has(c.name)) {
+          unexpected.push(`${c.name}: passes now; remove it from KNOWN_FAILURES`);
+        }
       } else if (KNOWN_FAILURES.has(c.name)) {
         stillFailing.push(c.name);
       } else {

@@ -27,7 +27,7 @@ function compileMessage(source: string): string {
 
 describe("paths", () => {
   const data = {
-    user: { name: "Ada", "weird key": { x: "w" }, tags: ["a", "b"] },
+    user: { "name": "Ada", "weird key": { x: "w" }, "tags": ["a", "b"] },
     title: "T",
     items: [{ name: "one" }, { name: "two" }],
   };
@@ -45,7 +45,9 @@ describe("paths", () => {
 
   it("reaches parent contexts with ../ and the root with @root", ({ expect }) => {
     expect(renderTemplate("{{#each items}}{{../title}}-{{name}} {{/each}}", data)).toBe("T-one T-two ");
-    expect(renderTemplate("{{#each items}}{{#with this}}{{@root.title}}{{../title}}{{/with}}{{/each}}", data)).toBe("TTTT");
+    expect(renderTemplate("{{#each items}}{{#with this}}{{@root.title}}{{../title}}{{/with}}{{/each}}", data)).toBe(
+      "TTTT",
+    );
     // As in Handlebars, a block that keeps the same context adds no ../ level.
     expect(renderTemplate("{{#each items}}{{#if name}}{{../title}}{{/if}}{{/each}}", data)).toBe("TT");
   });
@@ -57,9 +59,16 @@ describe("paths", () => {
 
 describe("values", () => {
   it("renders strings as-is, numbers and booleans via String and null or undefined as nothing", ({ expect }) => {
-    expect(renderTemplate("{{s}}|{{n}}|{{z}}|{{t}}|{{f}}|{{nul}}|{{u}}", { s: "x", n: 1.5, z: 0, t: true, f: false, nul: null })).toBe(
-      "x|1.5|0|true|false||",
-    );
+    expect(
+      renderTemplate("{{s}}|{{n}}|{{z}}|{{t}}|{{f}}|{{nul}}|{{u}}", {
+        s: "x",
+        n: 1.5,
+        z: 0,
+        t: true,
+        f: false,
+        nul: null,
+      }),
+    ).toBe("x|1.5|0|true|false||");
   });
 
   it("renders arrays comma-joined as Handlebars does and objects as JSON", ({ expect }) => {
@@ -78,7 +87,9 @@ describe("blocks", () => {
     expect(renderTemplate(source, {})).toBe("none");
   });
 
-  it("treats empty arrays, zero and empty strings as false like Handlebars, and zero as true with includeZero", ({ expect }) => {
+  it("treats empty arrays, zero and empty strings as false like Handlebars, and zero as true with includeZero", ({
+    expect,
+  }) => {
     const source = "{{#if v}}y{{else}}n{{/if}}";
     expect([[], 0, "", null, false].map((v) => renderTemplate(source, { v }))).toEqual(["n", "n", "n", "n", "n"]);
     expect([[0], 1, "0", {}].map((v) => renderTemplate(source, { v }))).toEqual(["y", "y", "y", "y"]);
@@ -92,7 +103,9 @@ describe("blocks", () => {
   });
 
   it("iterates objects with @key and renders else for empty collections", ({ expect }) => {
-    expect(renderTemplate("{{#each o}}{{@key}}={{this}}{{#unless @last}}&{{/unless}}{{/each}}", { o: { a: 1, b: 2 } })).toBe("a=1&b=2");
+    expect(
+      renderTemplate("{{#each o}}{{@key}}={{this}}{{#unless @last}}&{{/unless}}{{/each}}", { o: { a: 1, b: 2 } }),
+    ).toBe("a=1&b=2");
     expect(renderTemplate("{{#each o}}x{{else}}empty{{/each}}", { o: {} })).toBe("empty");
     expect(renderTemplate("{{#each xs}}x{{else}}empty{{/each}}", { xs: [] })).toBe("empty");
     expect(renderTemplate("{{#each xs}}x{{else}}empty{{/each}}", { xs: "not a list" })).toBe("empty");
@@ -104,7 +117,9 @@ describe("blocks", () => {
   });
 
   it("binds block params on each and with", ({ expect }) => {
-    expect(renderTemplate("{{#each xs as |item i|}}{{i}}={{item.n}} {{/each}}", { xs: [{ n: "a" }, { n: "b" }] })).toBe("0=a 1=b ");
+    expect(renderTemplate("{{#each xs as |item i|}}{{i}}={{item.n}} {{/each}}", { xs: [{ n: "a" }, { n: "b" }] })).toBe(
+      "0=a 1=b ",
+    );
     expect(renderTemplate("{{#each o as |value key|}}{{key}}:{{value}} {{/each}}", { o: { x: 1 } })).toBe("x:1 ");
     expect(
       renderTemplate("{{#each outer as |o|}}{{#each o.inner as |i|}}{{o.name}}{{i}} {{/each}}{{/each}}", {
@@ -173,14 +188,16 @@ describe("helpers", () => {
 
   it("compares with eq, ne, lt, gt, lte and gte", ({ expect }) => {
     const data = { a: 1, b: 2, s: "x" };
-    expect(renderTemplate("{{eq a 1}} {{eq a '1'}} {{ne a b}} {{lt a b}} {{gt a b}} {{lte a 1}} {{gte b 3}}", data)).toBe(
-      "true false true true false true false",
-    );
+    expect(
+      renderTemplate("{{eq a 1}} {{eq a '1'}} {{ne a b}} {{lt a b}} {{gt a b}} {{lte a 1}} {{gte b 3}}", data),
+    ).toBe("true false true true false true false");
     expect(renderTemplate("{{lt s 5}} {{lt 'a' 'b'}}", data)).toBe("false true");
   });
 
   it("combines with and, or and not", ({ expect }) => {
-    expect(renderTemplate("{{and a b}} {{or a z}} {{not z}} {{not (or z z)}}", { a: 1, b: "x", z: 0 })).toBe("true true true true");
+    expect(renderTemplate("{{and a b}} {{or a z}} {{not z}} {{not (or z z)}}", { a: 1, b: "x", z: 0 })).toBe(
+      "true true true true",
+    );
   });
 
   it("falls back with default and builds strings with concat and the case helpers", ({ expect }) => {
@@ -198,7 +215,9 @@ describe("helpers", () => {
 
   it("looks up properties by computed key", ({ expect }) => {
     const data = { map: { a: "A" }, key: "a", xs: ["x", "y"], users: { u1: { name: "Ada" } }, id: "u1" };
-    expect(renderTemplate("{{lookup map key}} {{lookup xs 1}} {{#with (lookup users id)}}{{name}}{{/with}}", data)).toBe("A y Ada");
+    expect(
+      renderTemplate("{{lookup map key}} {{lookup xs 1}} {{#with (lookup users id)}}{{name}}{{/with}}", data),
+    ).toBe("A y Ada");
   });
 
   it("encodes URL components and treats log as a no-op", ({ expect }) => {
@@ -224,7 +243,9 @@ describe("escaping", () => {
     );
   });
 
-  it("percent-encodes double stashes in url mode, leaves triple stashes raw and does not double-encode urlencode", ({ expect }) => {
+  it("percent-encodes double stashes in url mode, leaves triple stashes raw and does not double-encode urlencode", ({
+    expect,
+  }) => {
     expect(renderTemplate("https://h/s?q={{q}}&raw={{{q}}}&u={{urlencode q}}", data, { escape: "url" })).toBe(
       "https://h/s?q=a%20b%2Fc%3Fd%3De%26f&raw=a b/c?d=e&f&u=a%20b%2Fc%3Fd%3De%26f",
     );
@@ -246,7 +267,9 @@ describe("partials", () => {
   });
 
   it("indents a standalone partial like the line it stands on", ({ expect }) => {
-    expect(renderTemplate("items:\n  {{> list}}\nend", { xs: ["a", "b"] }, { partials })).toBe("items:\n  - a\n  - b\nend");
+    expect(renderTemplate("items:\n  {{> list}}\nend", { xs: ["a", "b"] }, { partials })).toBe(
+      "items:\n  - a\n  - b\nend",
+    );
   });
 
   it("renders inline partials declared in the template", ({ expect }) => {
@@ -269,7 +292,9 @@ describe("partials", () => {
 
 describe("compile-time validation", () => {
   it("rejects Handlebars that does not parse, naming the line", ({ expect }) => {
-    expect(compileMessage("line one\n{{#if a}}\nx\n{{/iff}}")).toMatch(/does not parse at line 2: if doesn't match iff/);
+    expect(compileMessage("line one\n{{#if a}}\nx\n{{/iff}}")).toMatch(
+      /does not parse at line 2: if doesn't match iff/,
+    );
     expect(compileMessage("a\n{{#if x}}\nbody")).toMatch(/does not parse at line 3: the template ends before/);
     expect(compileMessage("{{#if a}}open")).toMatch(/does not parse at line 1/);
     expect(compileMessage("x {{foo}")).toMatch(/unexpected character "}"/);
@@ -345,7 +370,9 @@ function nestedIfs(depth: number): string {
 }
 
 describe("budgets: nesting depth", () => {
-  it("refuses 4,000 nested #if (64 KB) with template.too_deep before parsing (3-6 s to fail before), and caches the refusal", ({ expect }) => {
+  it("refuses 4,000 nested #if (64 KB) with template.too_deep before parsing (3-6 s to fail before), and caches the refusal", ({
+    expect,
+  }) => {
     const source = nestedIfs(4_000);
     expect(source.length).toBe(64_001);
     const first = compileTemplate(source);
@@ -376,7 +403,9 @@ describe("budgets: nesting depth", () => {
     expect(renderTemplate("{{#if (and (eq a 1) (or (not b) (eq c 2)))}}yes{{/if}}", { a: 1, c: 2 })).toBe("yes");
   });
 
-  it("reads blocks the way the parser does: closers in raw blocks, comments and escapes do not hide openers", ({ expect }) => {
+  it("reads blocks the way the parser does: closers in raw blocks, comments and escapes do not hide openers", ({
+    expect,
+  }) => {
     const hiding = ["{{{{raw}}}}{{/if}}{{{{/raw}}}}", "{{!-- {{/if}} --}}", "{{! {{/if}} }}", "\\{{/if}}"];
     for (const hide of hiding) {
       const source = `${`{{#if a}}${hide}`.repeat(MAX_TEMPLATE_NESTING_DEPTH + 1)}x${"{{/if}}".repeat(MAX_TEMPLATE_NESTING_DEPTH + 1)}`;
@@ -413,7 +442,9 @@ describe("budgets: render steps", () => {
   it("charges helper calls by the text they return", ({ expect }) => {
     const big = { items: Array.from({ length: 2_000 }, (_, i) => ({ id: i, name: `item ${i}` })) };
     // json of ~60 KB per iteration is ~3,000 steps: 1,000 iterations would pass the budget three times though the output stays empty.
-    expect(errorCode("{{#each l}}{{#if (eq (json ../big) '')}}x{{/if}}{{/each}}", { l, big })).toBe("template.budget_exceeded");
+    expect(errorCode("{{#each l}}{{#if (eq (json ../big) '')}}x{{/if}}{{/each}}", { l, big })).toBe(
+      "template.budget_exceeded",
+    );
   });
 
   it("renders 10,000 items with a few statements each, and starts every rendering with a full budget", ({ expect }) => {
@@ -444,7 +475,9 @@ describe("renderJsonTemplate", () => {
 describe("security", () => {
   const prototypeNames = Object.getOwnPropertyNames(Object.prototype).sort();
 
-  function expectPrototypesUntouched(expect: (value: unknown) => { toBe(v: unknown): void; toEqual(v: unknown): void }): void {
+  function expectPrototypesUntouched(
+    expect: (value: unknown) => { toBe(v: unknown): void; toEqual(v: unknown): void },
+  ): void {
     expect(Object.getOwnPropertyNames(Object.prototype).sort()).toEqual(prototypeNames);
     expect(({} as Record<string, unknown>).polluted).toBe(undefined);
     expect(({} as Record<string, unknown>).isAdmin).toBe(undefined);
@@ -491,7 +524,9 @@ describe("security", () => {
 
   it("refuses own __proto__ keys from JSON.parse and iterates only ordinary keys", ({ expect }) => {
     const data: unknown = JSON.parse('{"__proto__": {"polluted": "yes"}, "a": 1}');
-    expect(renderTemplate("[{{__proto__.polluted}}][{{#each this}}{{@key}}{{/each}}][{{length this}}]", data)).toBe("[][a][1]");
+    expect(renderTemplate("[{{__proto__.polluted}}][{{#each this}}{{@key}}{{/each}}][{{length this}}]", data)).toBe(
+      "[][a][1]",
+    );
     expectPrototypesUntouched(expect);
   });
 
@@ -528,7 +563,10 @@ describe("security", () => {
       "{{helperMissing 'x'}}",
     ];
     for (const payload of payloads) {
-      expect([payload.slice(0, 40), errorCode(payload, { split: [] })]).toEqual([payload.slice(0, 40), "template.invalid"]);
+      expect([payload.slice(0, 40), errorCode(payload, { split: [] })]).toEqual([
+        payload.slice(0, 40),
+        "template.invalid",
+      ]);
     }
     expectPrototypesUntouched(expect);
   });
@@ -565,7 +603,22 @@ describe("security", () => {
     ];
     const rendered = templates.map((source) => renderTemplate(source, data));
     expect(calls).toBe(0);
-    expect(rendered).toEqual(["", "", "", "", "", "", "", "", "", '{"a":1}', '{"a":1}', '{"obj":{"a":1},"list":[null]}', "", ""]);
+    expect(rendered).toEqual([
+      "",
+      "",
+      "",
+      "",
+      "",
+      "",
+      "",
+      "",
+      "",
+      '{"a":1}',
+      '{"a":1}',
+      '{"obj":{"a":1},"list":[null]}',
+      "",
+      "",
+    ]);
   });
 
   it("keeps helpers out of reach of data", ({ expect }) => {

@@ -58,7 +58,9 @@ const HEAVY_WHEN = "size(input.l.map(x, input.l.map(y, x + y))) >= 0";
 const HEAVY_LIST = range(250);
 
 describe("a work budget scope", () => {
-  it("charges CEL, JSONPath and template evaluations to one budget, then fails every later one with expr.budget_exceeded", ({ expect }) => {
+  it("charges CEL, JSONPath and template evaluations to one budget, then fails every later one with expr.budget_exceeded", ({
+    expect,
+  }) => {
     const budget = new WorkBudget(5_000, "test scope");
     const doc = { input: { items: range(10), name: "x" }, state: {}, output: {} };
     withWorkBudget(budget, () => {
@@ -71,29 +73,51 @@ describe("a work budget scope", () => {
       expect(renderTemplate("{{#each input.items}}{{this}}{{/each}}", doc)).toBe("0123456789");
       expect(budget.spent).toBeGreaterThan(afterPath);
       // Each kind stops where the scope ends, with the scope's reason.
-      const cel = errorOf(() => evalCel("input.items.map(x, input.items.map(y, x * y))", { input: { items: range(100) } }));
+      const cel = errorOf(() =>
+        evalCel("input.items.map(x, input.items.map(y, x * y))", { input: { items: range(100) } }),
+      );
       expect(cel).toMatchObject({ code: "expr.budget_exceeded", retryable: false });
       expect(cel?.message).toContain("exceeded the work budget of this test scope (5000 units");
       expect(budget.remaining).toBe(0);
-      for (const later of [() => evalCel("1 + 1", {}), () => selectJsonPath("$", doc), () => renderTemplate("x", doc)]) {
-        expect(errorOf(later)).toMatchObject({ code: "expr.budget_exceeded", message: expect.stringContaining("work budget of this test scope") });
+      for (const later of [
+        () => evalCel("1 + 1", {}),
+        () => selectJsonPath("$", doc),
+        () => renderTemplate("x", doc),
+      ]) {
+        expect(errorOf(later)).toMatchObject({
+          code: "expr.budget_exceeded",
+          message: expect.stringContaining("work budget of this test scope"),
+        });
       }
     });
   });
 
-  it("stops a JSONPath selection or a template rendering at what the scope has left, with expr.budget_exceeded", ({ expect }) => {
+  it("stops a JSONPath selection or a template rendering at what the scope has left, with expr.budget_exceeded", ({
+    expect,
+  }) => {
     const doc = { a: range(2_000) };
-    const path = errorOf(() => withWorkBudget(new WorkBudget(3_000, "test scope"), () => selectJsonPath("$.a[?@ >= 0]", doc)));
+    const path = errorOf(() =>
+      withWorkBudget(new WorkBudget(3_000, "test scope"), () => selectJsonPath("$.a[?@ >= 0]", doc)),
+    );
     expect(path).toMatchObject({ code: "expr.budget_exceeded" });
-    expect(path?.message).toMatch(/JSONPath selection exceeded the work budget of this test scope .* \(in "\$\.a\[\?@ >= 0\]"\)/);
-    const template = errorOf(() => withWorkBudget(new WorkBudget(3_000, "test scope"), () => renderTemplate("{{#each a}}{{this}}{{/each}}", doc)));
-    expect(template).toMatchObject({ code: "expr.budget_exceeded", message: expect.stringContaining("template rendering exceeded the work budget of this test scope") });
+    expect(path?.message).toMatch(
+      /JSONPath selection exceeded the work budget of this test scope .* \(in "\$\.a\[\?@ >= 0\]"\)/,
+    );
+    const template = errorOf(() =>
+      withWorkBudget(new WorkBudget(3_000, "test scope"), () => renderTemplate("{{#each a}}{{this}}{{/each}}", doc)),
+    );
+    expect(template).toMatchObject({
+      code: "expr.budget_exceeded",
+      message: expect.stringContaining("template rendering exceeded the work budget of this test scope"),
+    });
     // Outside any scope only the evaluations' own limits apply.
     expect(selectJsonPath("$.a[?@ >= 0]", doc)).toEqual({ found: true, value: doc.a });
     expect(renderTemplate("{{#each a}}{{this}}{{/each}}", doc)).toHaveLength(6_890);
   });
 
-  it("charges the same whether or not the isolate had compiled the source, and compiles it once per scope", ({ expect }) => {
+  it("charges the same whether or not the isolate had compiled the source, and compiles it once per scope", ({
+    expect,
+  }) => {
     const source = `input.n * 2 + ${uniqueId("n").length}`;
     const spend = () => {
       const budget = new WorkBudget(MAX_EVENT_WORK_UNITS, "test scope");
@@ -140,32 +164,45 @@ describe("the evaluations a scope multiplies stay bounded one by one", () => {
     const doc = { a: range(10_000) };
     const { value: error, ms } = await timed(() => errorOf(() => selectJsonPath("$.a[?count($..*) > 0]", doc)));
     console.log(`$.a[?count($..*) > 0] over 10,000 numbers: stopped in ${ms} ms`);
-    expect(error).toMatchObject({ code: "expr.budget_exceeded", message: expect.stringContaining(`its budget of ${MAX_JSONPATH_STEPS} steps`) });
+    expect(error).toMatchObject({
+      code: "expr.budget_exceeded",
+      message: expect.stringContaining(`its budget of ${MAX_JSONPATH_STEPS} steps`),
+    });
     // A wide selection over 100,000 nodes fits: nodes cost ten steps each.
     const big = { l: range(100_000).map((n) => ({ n })) };
     expect((selectJsonPath("$.l[?@.n >= 0].n", big) as { value: unknown[] }).value).toHaveLength(100_000);
   });
 
-  it("charges CEL matches() compiling each pattern by its program, once per pattern in an evaluation", async ({ expect }) => {
+  it("charges CEL matches() compiling each pattern by its program, once per pattern in an evaluation", async ({
+    expect,
+  }) => {
     // `[\p{L}\p{N}]{500}` compiles in about 0.6 ms: 1,000 distinct ones took 0.6 s in one evaluation
     // unseen by the meter (the cache keeps 100), and a 1 MiB input holds 50,000 of them.
     const patterns = range(1_000).map((i) => `${i}[\\p{L}\\p{N}]{500}`);
-    const { value: error, ms } = await timed(() => errorOf(() => evalCel("p.filter(x, 'abc'.matches(x))", { p: patterns })));
+    const { value: error, ms } = await timed(() =>
+      errorOf(() => evalCel("p.filter(x, 'abc'.matches(x))", { p: patterns })),
+    );
     console.log(`1,000 distinct heavy matches() patterns: stopped in ${ms} ms`);
     expect(error).toMatchObject({ code: "expr.budget_exceeded" });
     // One pattern over many strings compiles once.
     expect(evalCel("l.filter(s, s.matches('^[a-z]+$')).size()", { l: range(5_000).map(() => "abc") })).toBe(5_000);
   });
 
-  it("charges JSONPath match() compiling each pattern from data, once per pattern in a selection", async ({ expect }) => {
+  it("charges JSONPath match() compiling each pattern from data, once per pattern in a selection", async ({
+    expect,
+  }) => {
     // `[a-z]{9000}` compiles in about 0.5 ms: 2,000 distinct ones took 0.9 s in one selection at no
     // charge (the cache keeps 200), and a 1 MiB input holds 80,000 of them.
     const items = range(2_000).map((i) => ({ s: "a", re: `${i}[a-z]{9000}` }));
-    const { value: error, ms } = await timed(() => errorOf(() => selectJsonPath("$.items[?match(@.s, @.re)]", { items })));
+    const { value: error, ms } = await timed(() =>
+      errorOf(() => selectJsonPath("$.items[?match(@.s, @.re)]", { items })),
+    );
     console.log(`2,000 distinct [a-z]{9000} patterns from data: stopped in ${ms} ms`);
     expect(error).toMatchObject({ code: "expr.budget_exceeded" });
     const same = range(5_000).map(() => ({ s: "abc", re: "[a-z]+" }));
-    expect((selectJsonPath("$.items[?match(@.s, @.re)]", { items: same }) as { value: unknown[] }).value).toHaveLength(5_000);
+    expect((selectJsonPath("$.items[?match(@.s, @.re)]", { items: same }) as { value: unknown[] }).value).toHaveLength(
+      5_000,
+    );
   });
 });
 
@@ -174,23 +211,53 @@ describe("the evaluations a scope multiplies stay bounded one by one", () => {
 const NOW = 1_700_000_000_000;
 
 function makeState(nodes: Record<string, Partial<Node>>, input: Json): { state: RunState; snapshot: RunSnapshot } {
-  const task = { steps: [{ ref: "set", action: { kind: "context", implementation: { updates: [{ path: "done", expr: "true" }] } } }] };
+  const task = {
+    steps: [{ ref: "set", action: { kind: "context", implementation: { updates: [{ path: "done", expr: "true" }] } } }],
+  };
   // Plain objects: the snapshot schema parses them.
   const definitions: Record<string, unknown> = {};
   const tasks: Record<string, unknown> = {};
   for (const [nodeId, node] of Object.entries(nodes)) {
     definitions[nodeId] = { task, ...node };
-    tasks[nodeId] = { id: `wf/${nodeId}`, version: 0, steps: [{ ref: "set", action: { id: `wf/${nodeId}/set`, version: 0, ...task.steps[0]?.action } }] };
+    tasks[nodeId] = {
+      id: `wf/${nodeId}`,
+      version: 0,
+      steps: [{ ref: "set", action: { id: `wf/${nodeId}/set`, version: 0, ...task.steps[0]?.action } }],
+    };
   }
-  const snapshot = RunSnapshot.parse({ workflow: { id: "wf", version: 1, definition: { id: "wf", nodes: definitions } }, tasks, workflows: {} });
-  return { state: newRunState({ run_id: "run_budget", snapshot, input, mode: "auto", idempotency_key: null, request_hash: "hash", created_by: "token:tester" }, NOW), snapshot };
+  const snapshot = RunSnapshot.parse({
+    workflow: { id: "wf", version: 1, definition: { id: "wf", nodes: definitions } },
+    tasks,
+    workflows: {},
+  });
+  return {
+    state: newRunState(
+      {
+        run_id: "run_budget",
+        snapshot,
+        input,
+        mode: "auto",
+        idempotency_key: null,
+        request_hash: "hash",
+        created_by: "token:tester",
+      },
+      NOW,
+    ),
+    snapshot,
+  };
 }
 
 /** The state after `start`, and the wake that starts the nodes (decided by `decideWake`). */
-function startedRun(nodes: Record<string, Partial<Node>>, input: Json): { state: RunState; decideWake: () => Decision } {
+function startedRun(
+  nodes: Record<string, Partial<Node>>,
+  input: Json,
+): { state: RunState; decideWake: () => Decision } {
   const { state, snapshot } = makeState(nodes, input);
   const started = decide(state, { type: "start" }, { snapshot, now: NOW, random: () => 0 });
-  return { state: started.state, decideWake: () => decide(started.state, { type: "wake", live: [] }, { snapshot, now: NOW, random: () => 0 }) };
+  return {
+    state: started.state,
+    decideWake: () => decide(started.state, { type: "wake", live: [] }, { snapshot, now: NOW, random: () => 0 }),
+  };
 }
 
 describe("the coordinator's event budget", () => {
@@ -201,22 +268,38 @@ describe("the coordinator's event budget", () => {
     expect(budget.spent).toBeLessThan(1_000_000 + COMPILE_BASE_WORK_UNITS + 1_000);
   });
 
-  it(`fails a ${MAX_FOREACH_ITEMS}-item foreach whose when spends nearly a full evaluation budget per item with expr.budget_exceeded, in one bounded event, and decides the same way again`, async ({ expect }) => {
-    const run = startedRun({ each: { foreach: { items: "$.input.items" }, when: HEAVY_WHEN } }, { items: range(MAX_FOREACH_ITEMS), l: HEAVY_LIST });
+  it(`fails a ${MAX_FOREACH_ITEMS}-item foreach whose when spends nearly a full evaluation budget per item with expr.budget_exceeded, in one bounded event, and decides the same way again`, async ({
+    expect,
+  }) => {
+    const run = startedRun(
+      { each: { foreach: { items: "$.input.items" }, when: HEAVY_WHEN } },
+      { items: range(MAX_FOREACH_ITEMS), l: HEAVY_LIST },
+    );
     const { value: decision, ms } = await timed(run.decideWake);
-    console.log(`decide (wake) of a ${MAX_FOREACH_ITEMS}-item foreach with a ~950,000-unit when: ${ms} ms (without the event budget: ~${MAX_FOREACH_ITEMS} × 0.2 s)`);
+    console.log(
+      `decide (wake) of a ${MAX_FOREACH_ITEMS}-item foreach with a ~950,000-unit when: ${ms} ms (without the event budget: ~${MAX_FOREACH_ITEMS} × 0.2 s)`,
+    );
     const node = decision.state.nodes.each;
     expect(node?.status).toBe("failed");
     expect(node?.error).toMatchObject({ code: "expr.budget_exceeded", node: "each" });
-    expect(node?.error?.message).toContain(`exceeded the work budget of this coordinator event (${MAX_EVENT_WORK_UNITS} units`);
+    expect(node?.error?.message).toContain(
+      `exceeded the work budget of this coordinator event (${MAX_EVENT_WORK_UNITS} units`,
+    );
     expect(decision.state.record.status).toBe("failed");
     expect(decision.commands.some((command) => command.kind === "dispatch")).toBe(false);
     // The same event on the same state: the same decision (the budget counts work, not time).
     expect(run.decideWake()).toEqual(decision);
   }, 120_000);
 
-  it(`starts a ${MAX_FOREACH_ITEMS}-item foreach with a simple when and mappings in one event, far within the budget`, async ({ expect }) => {
-    const node = { foreach: { items: "$.input.items" }, when: "item % 2 == 0 || index >= 0", input_mapping: { n: "$.item", at: "$.index" }, output_mapping: { "output.sq": "$.sq" } };
+  it(`starts a ${MAX_FOREACH_ITEMS}-item foreach with a simple when and mappings in one event, far within the budget`, async ({
+    expect,
+  }) => {
+    const node = {
+      foreach: { items: "$.input.items" },
+      when: "item % 2 == 0 || index >= 0",
+      input_mapping: { n: "$.item", at: "$.index" },
+      output_mapping: { "output.sq": "$.sq" },
+    };
     const input = { items: range(MAX_FOREACH_ITEMS) };
     const { value: decision, ms } = await timed(startedRun({ each: node }, input).decideWake);
     console.log(`decide (wake) of a ${MAX_FOREACH_ITEMS}-item foreach with a simple when and input mapping: ${ms} ms`);
@@ -263,14 +346,28 @@ async function verifies(runId: string): Promise<unknown> {
 }
 
 const square = {
-  steps: [{ ref: "sq", action: { kind: "context", implementation: { updates: [{ path: "sq", expr: "input.n * input.n" }] } }, input_mapping: { n: "$.input.n" }, output_mapping: { "output.sq": "$.sq" } }],
+  steps: [
+    {
+      ref: "sq",
+      action: { kind: "context", implementation: { updates: [{ path: "sq", expr: "input.n * input.n" }] } },
+      input_mapping: { n: "$.input.n" },
+      output_mapping: { "output.sq": "$.sq" },
+    },
+  ],
 };
 
 describe("runs under the work budgets", () => {
-  it(`fails a run whose ${MAX_FOREACH_ITEMS}-item foreach spends nearly a full evaluation per item on its when, and its journal verifies`, async ({ expect }) => {
+  it(`fails a run whose ${MAX_FOREACH_ITEMS}-item foreach spends nearly a full evaluation per item on its when, and its journal verifies`, async ({
+    expect,
+  }) => {
     const started = Date.now();
     const result = await run(
-      { id: uniqueId("heavywhen"), nodes: { each: { foreach: { items: "$.input.items" }, when: HEAVY_WHEN, input_mapping: { n: "$.item" }, task: square } } },
+      {
+        id: uniqueId("heavywhen"),
+        nodes: {
+          each: { foreach: { items: "$.input.items" }, when: HEAVY_WHEN, input_mapping: { n: "$.item" }, task: square },
+        },
+      },
       { items: range(MAX_FOREACH_ITEMS), l: HEAVY_LIST },
       120_000,
     );
@@ -288,7 +385,15 @@ describe("runs under the work budgets", () => {
       {
         id: uniqueId("wide"),
         max_parallel: 200,
-        nodes: { each: { foreach: { items: "$.input.items" }, when: "item % 2 == 0 || index >= 0", input_mapping: { n: "$.item" }, task: square, output_mapping: { "output.sq": "$.sq" } } },
+        nodes: {
+          each: {
+            foreach: { items: "$.input.items" },
+            when: "item % 2 == 0 || index >= 0",
+            input_mapping: { n: "$.item" },
+            task: square,
+            output_mapping: { "output.sq": "$.sq" },
+          },
+        },
       },
       { items },
       600_000,
@@ -298,15 +403,23 @@ describe("runs under the work budgets", () => {
     expect(result.output.sq).toEqual(items.map((n) => n * n));
   }, 660_000);
 
-  it("fails a task whose steps together spend more than the task's work budget, though each step is within its own and the task's timeout never fires", async ({ expect }) => {
+  it("fails a task whose steps together spend more than the task's work budget, though each step is within its own and the task's timeout never fires", async ({
+    expect,
+  }) => {
     const step = (i: number) => ({
       ref: `s${i}`,
-      action: { kind: "context", implementation: { updates: [{ path: "v", expr: "size(input.l.map(x, input.l.map(y, x + y)))" }] } },
+      action: {
+        kind: "context",
+        implementation: { updates: [{ path: "v", expr: "size(input.l.map(x, input.l.map(y, x + y)))" }] },
+      },
       input_mapping: { l: "$.input.l" },
     });
     const started = Date.now();
     const result = await run(
-      { id: uniqueId("heavytask"), nodes: { main: { input_mapping: { l: "$.input.l" }, timeout_ms: 1_000, task: { steps: range(40).map(step) } } } },
+      {
+        id: uniqueId("heavytask"),
+        nodes: { main: { input_mapping: { l: "$.input.l" }, timeout_ms: 1_000, task: { steps: range(40).map(step) } } },
+      },
       { l: HEAVY_LIST },
       120_000,
     );

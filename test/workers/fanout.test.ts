@@ -25,12 +25,26 @@ async function run(workflow: Record<string, unknown>, input: unknown, timeoutMs 
   return waitForRun(started.json.run_id, undefined, timeoutMs);
 }
 
-const square = { steps: [{ ref: "sq", action: { kind: "context", implementation: { updates: [{ path: "sq", expr: "input.n * input.n" }] } }, output_mapping: { "output.sq": "$.sq", "output.i": "$.i" }, input_mapping: { n: "$.input.n" } }] };
+const square = {
+  steps: [
+    {
+      ref: "sq",
+      action: { kind: "context", implementation: { updates: [{ path: "sq", expr: "input.n * input.n" }] } },
+      output_mapping: { "output.sq": "$.sq", "output.i": "$.i" },
+      input_mapping: { n: "$.input.n" },
+    },
+  ],
+};
 
 describe("foreach", () => {
-  it(`fails the node with node.foreach_too_large, dispatching nothing, when items pass ${MAX_FOREACH_ITEMS}`, async ({ expect }) => {
+  it(`fails the node with node.foreach_too_large, dispatching nothing, when items pass ${MAX_FOREACH_ITEMS}`, async ({
+    expect,
+  }) => {
     const result = await run(
-      { id: uniqueId("huge"), nodes: { each: { foreach: { items: "$.input.items" }, input_mapping: { n: "$.item" }, task: square } } },
+      {
+        id: uniqueId("huge"),
+        nodes: { each: { foreach: { items: "$.input.items" }, input_mapping: { n: "$.item" }, task: square } },
+      },
       { items: Array.from({ length: MAX_FOREACH_ITEMS + 1 }, (_, i) => i) },
     );
     expect(result.status).toBe("failed");
@@ -47,7 +61,23 @@ describe("foreach", () => {
           each: {
             foreach: { items: "$.input.items", max_parallel: 2 },
             input_mapping: { n: "$.item", position: "$.index" },
-            task: { steps: [{ ref: "sq", action: { kind: "context", implementation: { updates: [{ path: "sq", expr: "input.n * input.n" }, { path: "at", expr: "input.position" }] } }, output_mapping: { "output.sq": "$.sq", "output.at": "$.at" } }] },
+            task: {
+              steps: [
+                {
+                  ref: "sq",
+                  action: {
+                    kind: "context",
+                    implementation: {
+                      updates: [
+                        { path: "sq", expr: "input.n * input.n" },
+                        { path: "at", expr: "input.position" },
+                      ],
+                    },
+                  },
+                  output_mapping: { "output.sq": "$.sq", "output.at": "$.at" },
+                },
+              ],
+            },
             output_mapping: { "output.squares": "$.sq", "output.positions": "$.at" },
           },
         },
@@ -56,11 +86,28 @@ describe("foreach", () => {
     );
     expect(result.status).toBe("completed");
     expect(result.output).toEqual({ squares: items.map((n) => n * n), positions: [0, 1, 2, 3, 4] });
-    expect(result.nodes.each.items).toEqual({ total: 5, pending: 0, running: 0, completed: 5, failed: 0, skipped: 0, cancelled: 0 });
+    expect(result.nodes.each.items).toEqual({
+      total: 5,
+      pending: 0,
+      running: 0,
+      completed: 5,
+      failed: 0,
+      skipped: 0,
+      cancelled: 0,
+    });
   });
 
   it("completes a foreach over an empty array at once, and lets its dependents run", async ({ expect }) => {
-    const result = await run({ id: uniqueId("empty"), nodes: { each: { foreach: { items: "$.input.items" }, task: square }, after: { depends_on: ["each"], task: square, input_mapping: { n: 3 } } } }, { items: [] });
+    const result = await run(
+      {
+        id: uniqueId("empty"),
+        nodes: {
+          each: { foreach: { items: "$.input.items" }, task: square },
+          after: { depends_on: ["each"], task: square, input_mapping: { n: 3 } },
+        },
+      },
+      { items: [] },
+    );
     expect(result.status).toBe("completed");
     expect(result.nodes.each.status).toBe("completed");
     expect(result.nodes.each.attempts).toBe(0);
@@ -69,7 +116,18 @@ describe("foreach", () => {
 
   it("evaluates when per item, skipping items whose condition is false", async ({ expect }) => {
     const result = await run(
-      { id: uniqueId("when"), nodes: { each: { foreach: { items: "$.input.items" }, when: "item % 2 == 1", input_mapping: { n: "$.item" }, task: square, output_mapping: { "output.sq": "$.sq" } } } },
+      {
+        id: uniqueId("when"),
+        nodes: {
+          each: {
+            foreach: { items: "$.input.items" },
+            when: "item % 2 == 1",
+            input_mapping: { n: "$.item" },
+            task: square,
+            output_mapping: { "output.sq": "$.sq" },
+          },
+        },
+      },
       { items: [1, 2, 3, 4] },
     );
     expect(result.status).toBe("completed");
@@ -82,12 +140,31 @@ describe("foreach", () => {
     const result = await run(
       {
         id: uniqueId("bounded"),
-        nodes: { each: { foreach: { items: "$.input.items", max_parallel: 2 }, input_mapping: { i: "$.item" }, task: { steps: [{ ref: "wait", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}?ms=100` } } }] } } },
+        nodes: {
+          each: {
+            foreach: { items: "$.input.items", max_parallel: 2 },
+            input_mapping: { i: "$.item" },
+            task: {
+              steps: [
+                {
+                  ref: "wait",
+                  action: {
+                    kind: "http",
+                    implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}?ms=100` },
+                  },
+                },
+              ],
+            },
+          },
+        },
       },
       { items },
     );
     expect(result.status).toBe("completed");
-    const entries = (await api("GET", `/v1/runs/${result.run_id}/journal`)).json.entries as { kind: string; body: { node?: string } }[];
+    const entries = (await api("GET", `/v1/runs/${result.run_id}/journal`)).json.entries as {
+      kind: string;
+      body: { node?: string };
+    }[];
     let inFlight = 0;
     let peak = 0;
     for (const entry of entries) {
@@ -105,7 +182,15 @@ describe("foreach", () => {
           grow: {
             repeat: { until: "state.grow.n >= 5", max_iterations: 10 },
             input_mapping: { n: { expr: "has(state.grow) ? state.grow.n : 0" } },
-            task: { steps: [{ ref: "inc", action: { kind: "context", implementation: { updates: [{ path: "n", expr: "input.n + 2" }] } }, output_mapping: { "output.n": "$.n" } }] },
+            task: {
+              steps: [
+                {
+                  ref: "inc",
+                  action: { kind: "context", implementation: { updates: [{ path: "n", expr: "input.n + 2" }] } },
+                  output_mapping: { "output.n": "$.n" },
+                },
+              ],
+            },
           },
         },
       },
@@ -119,9 +204,26 @@ describe("foreach", () => {
 });
 
 describe("scale", () => {
-  it("completes a 1,000-item foreach with outputs in item order, never over 20 executor calls per event nor 6 tasks per call", async ({ expect }) => {
+  it("completes a 1,000-item foreach with outputs in item order, never over 20 executor calls per event nor 6 tasks per call", async ({
+    expect,
+  }) => {
     const items = Array.from({ length: 1000 }, (_, i) => i);
-    const result = await run({ id: uniqueId("k1"), max_parallel: 200, nodes: { each: { foreach: { items: "$.input.items" }, input_mapping: { n: "$.item" }, task: square, output_mapping: { "output.sq": "$.sq" } } } }, { items }, 120_000);
+    const result = await run(
+      {
+        id: uniqueId("k1"),
+        max_parallel: 200,
+        nodes: {
+          each: {
+            foreach: { items: "$.input.items" },
+            input_mapping: { n: "$.item" },
+            task: square,
+            output_mapping: { "output.sq": "$.sq" },
+          },
+        },
+      },
+      { items },
+      120_000,
+    );
     expect(result.status).toBe("completed");
     expect(result.output.sq).toEqual(items.map((n) => n * n));
     const stats = await statsOf(result.run_id);
@@ -129,17 +231,46 @@ describe("scale", () => {
     expect(stats.maxDispatchesPerEvent).toBeLessThanOrEqual(20);
     expect(stats.maxTasksPerCall).toBeLessThanOrEqual(6);
     // Over 2,000 entries: the API reads them from the coordinator in pages and returns them all.
-    const entries: { seq: number; kind: string }[] = (await api("GET", `/v1/runs/${result.run_id}/journal`)).json.entries;
+    const entries: { seq: number; kind: string }[] = (await api("GET", `/v1/runs/${result.run_id}/journal`)).json
+      .entries;
     expect(entries.length).toBeGreaterThan(2 * JOURNAL_PAGE);
     expect(entries.map((entry) => entry.seq)).toEqual(entries.map((_, index) => index + 1));
     expect(entries.at(-1)?.kind).toBe("attest");
   }, 180_000);
 
-  it("completes a 300-item foreach of http tasks (waves sent before they are signed) within the same bounds, and its journal verifies", async ({ expect }) => {
+  it("completes a 300-item foreach of http tasks (waves sent before they are signed) within the same bounds, and its journal verifies", async ({
+    expect,
+  }) => {
     const key = uniqueId("wide-http");
     const items = Array.from({ length: 300 }, (_, i) => i);
-    const task = { steps: [{ ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/json?n={{n}}&key=${key}` } }, output_mapping: { "output.n": "$.body.n" } }] };
-    const result = await run({ id: uniqueId("k3"), max_parallel: 300, nodes: { each: { foreach: { items: "$.input.items" }, input_mapping: { n: "$.item" }, task, output_mapping: { "output.n": "$.n" } } } }, { items }, 120_000);
+    const task = {
+      steps: [
+        {
+          ref: "call",
+          action: {
+            kind: "http",
+            implementation: { method: "GET", url_template: `${httpTarget()}/json?n={{n}}&key=${key}` },
+          },
+          output_mapping: { "output.n": "$.body.n" },
+        },
+      ],
+    };
+    const result = await run(
+      {
+        id: uniqueId("k3"),
+        max_parallel: 300,
+        nodes: {
+          each: {
+            foreach: { items: "$.input.items" },
+            input_mapping: { n: "$.item" },
+            task,
+            output_mapping: { "output.n": "$.n" },
+          },
+        },
+      },
+      { items },
+      120_000,
+    );
     expect(result.status).toBe("completed");
     expect(result.output.n).toEqual(items);
     const stats = await statsOf(result.run_id);
@@ -156,8 +287,18 @@ describe("scale", () => {
     const nodes: Record<string, unknown> = {};
     for (let i = 0; i < 200; i += 1) {
       nodes[`n${i}`] = {
-        ...(i > 0 ? { depends_on: [`n${i - 1}`], input_mapping: { n: `$.state.n${i - 1}.sq` } } : { input_mapping: { n: 1 } }),
-        task: { steps: [{ ref: "inc", action: { kind: "context", implementation: { updates: [{ path: "sq", expr: "input.n + 1" }] } }, output_mapping: { "output.sq": "$.sq" } }] },
+        ...(i > 0
+          ? { depends_on: [`n${i - 1}`], input_mapping: { n: `$.state.n${i - 1}.sq` } }
+          : { input_mapping: { n: 1 } }),
+        task: {
+          steps: [
+            {
+              ref: "inc",
+              action: { kind: "context", implementation: { updates: [{ path: "sq", expr: "input.n + 1" }] } },
+              output_mapping: { "output.sq": "$.sq" },
+            },
+          ],
+        },
       };
     }
     const result = await run({ id: uniqueId("chain"), nodes }, {}, 120_000);

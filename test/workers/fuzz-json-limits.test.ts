@@ -32,7 +32,10 @@ function nested(levels: number, leaf: unknown = 0): unknown {
   return value;
 }
 
-const anyUnit = fc.oneof(fc.string({ unit: "binary", minLength: 1, maxLength: 1 }), fc.integer({ min: 0, max: 0xffff }).map((code) => String.fromCharCode(code)));
+const anyUnit = fc.oneof(
+  fc.string({ unit: "binary", minLength: 1, maxLength: 1 }),
+  fc.integer({ min: 0, max: 0xffff }).map((code) => String.fromCharCode(code)),
+);
 
 describe("json limits", () => {
   it("counts a string's JSON text exactly: quotes, escapes and UTF-8 bytes", () => {
@@ -60,7 +63,12 @@ describe("json limits", () => {
   });
 
   it("finds every lone surrogate and __proto__ key at its path", () => {
-    const located = fc.tuple(fc.jsonValue({ maxDepth: 4 }), fc.array(fc.nat(), { minLength: 1, maxLength: 6 }), fc.constantFrom("\ud800", "\udbff", "\udc00", "\udfff"), fc.constantFrom("value", "key", "proto"));
+    const located = fc.tuple(
+      fc.jsonValue({ maxDepth: 4 }),
+      fc.array(fc.nat(), { minLength: 1, maxLength: 6 }),
+      fc.constantFrom("\ud800", "\udbff", "\udc00", "\udfff"),
+      fc.constantFrom("value", "key", "proto"),
+    );
     fc.assert(
       fc.property(located, ([base, choices, lone, where]) => {
         // Walk down `base` by the choices, then plant the problem there.
@@ -81,9 +89,13 @@ describe("json limits", () => {
           key = keys[choice % keys.length] as string;
           path.push(key);
         }
-        const planted = where === "value" ? `a${lone}b` : Object.fromEntries([[where === "key" ? `k${lone}` : "__proto__", 1]]);
+        const planted =
+          where === "value" ? `a${lone}b` : Object.fromEntries([[where === "key" ? `k${lone}` : "__proto__", 1]]);
         Object.defineProperty(parent, key, { value: planted, enumerable: true, writable: true, configurable: true });
-        const lonePath = [...path, ...(where === "key" ? [`k\\u${lone.charCodeAt(0).toString(16)}`] : where === "proto" ? ["__proto__"] : [])].join(".");
+        const lonePath = [
+          ...path,
+          ...(where === "key" ? [`k\\u${lone.charCodeAt(0).toString(16)}`] : where === "proto" ? ["__proto__"] : []),
+        ].join(".");
         const found = refusal(root.body, "input");
         expect(found?.code).toBe(where === "proto" ? "request.reserved_key" : "request.invalid_text");
         expect(found?.paths).toContain(["input", lonePath].filter((part) => part.length > 0).join("."));
@@ -94,7 +106,10 @@ describe("json limits", () => {
 
   it(`bounds nesting at exactly ${MAX_BODY_DEPTH} levels, at any depth without recursion, and ends on cycles and shared values`, () => {
     expect(refusal(nested(MAX_BODY_DEPTH))).toBeNull();
-    expect(refusal(nested(MAX_BODY_DEPTH + 1))).toEqual({ code: "request.too_deep", paths: [Array(MAX_BODY_DEPTH).fill("0").join(".")] });
+    expect(refusal(nested(MAX_BODY_DEPTH + 1))).toEqual({
+      code: "request.too_deep",
+      paths: [Array(MAX_BODY_DEPTH).fill("0").join(".")],
+    });
     expect(refusal({ input: nested(MAX_BODY_DEPTH - 1) })).toBeNull();
     expect(refusal({ input: nested(MAX_BODY_DEPTH) })?.code).toBe("request.too_deep");
     expect(refusal(nested(1_000_000))?.code).toBe("request.too_deep");

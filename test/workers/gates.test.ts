@@ -36,25 +36,72 @@ async function hits(key: string): Promise<number> {
   return ((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count;
 }
 
-const waitingForGate = (run: any) => run.gates?.some((gate: any) => gate.status === "open") || ["completed", "failed", "cancelled"].includes(run.status);
+const waitingForGate = (run: any) =>
+  run.gates?.some((gate: any) => gate.status === "open") || ["completed", "failed", "cancelled"].includes(run.status);
 
-const contextStep = (ref: string, path: string, expr: string) => ({ ref, action: { kind: "context", implementation: { updates: [{ path, expr }] } } });
+const contextStep = (ref: string, path: string, expr: string) => ({
+  ref,
+  action: { kind: "context", implementation: { updates: [{ path, expr }] } },
+});
 const humanAction = (extra: Record<string, unknown> = {}) => ({
   kind: "human",
-  implementation: { prompt_template: "Publish {{title}}?", input_schema: { type: "object", required: ["ok"], properties: { ok: { type: "boolean" }, note: { type: "string" } } }, ...extra },
+  implementation: {
+    prompt_template: "Publish {{title}}?",
+    input_schema: {
+      type: "object",
+      required: ["ok"],
+      properties: { ok: { type: "boolean" }, note: { type: "string" } },
+    },
+    ...extra,
+  },
 });
 
 describe("human gates", () => {
-  it("waits at a gate, rejects an answer that breaks input_schema, accepts a valid one, and completes with it", async ({ expect }) => {
+  it("waits at a gate, rejects an answer that breaks input_schema, accepts a valid one, and completes with it", async ({
+    expect,
+  }) => {
     const id = uniqueId("review");
     await register({
       workflows: [
         {
           id,
           nodes: {
-            draft: { task: { steps: [{ ...contextStep("write", "title", "'Hello ' + input.name"), output_mapping: { "output.title": "$.title" } }] } },
-            approve: { depends_on: ["draft"], input_mapping: { title: "$.state.draft.title" }, task: { steps: [{ ref: "ask", action: humanAction(), output_mapping: { "output.answer": "$.response", "output.by": "$.responder" } }] } },
-            publish: { depends_on: ["approve"], input_mapping: { ok: "$.state.approve.answer.ok" }, task: { steps: [{ ...contextStep("go", "published", "input.ok"), output_mapping: { "output.published": "$.published" } }] }, output_mapping: { "output.published": "$.published" } },
+            draft: {
+              task: {
+                steps: [
+                  {
+                    ...contextStep("write", "title", "'Hello ' + input.name"),
+                    output_mapping: { "output.title": "$.title" },
+                  },
+                ],
+              },
+            },
+            approve: {
+              depends_on: ["draft"],
+              input_mapping: { title: "$.state.draft.title" },
+              task: {
+                steps: [
+                  {
+                    ref: "ask",
+                    action: humanAction(),
+                    output_mapping: { "output.answer": "$.response", "output.by": "$.responder" },
+                  },
+                ],
+              },
+            },
+            publish: {
+              depends_on: ["approve"],
+              input_mapping: { ok: "$.state.approve.answer.ok" },
+              task: {
+                steps: [
+                  {
+                    ...contextStep("go", "published", "input.ok"),
+                    output_mapping: { "output.published": "$.published" },
+                  },
+                ],
+              },
+              output_mapping: { "output.published": "$.published" },
+            },
           },
           output_schema: { type: "object", required: ["published"] },
         },
@@ -66,7 +113,14 @@ describe("human gates", () => {
     expect(waiting.nodes.approve.status).toBe("waiting");
     const gates = (await api("GET", `/v1/runs/${runId}/gates`)).json.gates;
     expect(gates).toHaveLength(1);
-    expect(gates[0]).toMatchObject({ kind: "input", node: "approve", step: "ask", prompt: "Publish Hello world?", status: "open", expires_at: null });
+    expect(gates[0]).toMatchObject({
+      kind: "input",
+      node: "approve",
+      step: "ask",
+      prompt: "Publish Hello world?",
+      status: "open",
+      expires_at: null,
+    });
     const gateId = gates[0].gate_id;
 
     const bad = await api("POST", `/v1/runs/${runId}/gates/${gateId}`, { response: { ok: "yes" } });
@@ -74,9 +128,16 @@ describe("human gates", () => {
     expect(bad.json.error.code).toBe("gate.invalid_response");
     expect(bad.json.error.details[0].path).toBe("response.ok");
 
-    const answered = await api("POST", `/v1/runs/${runId}/gates/${gateId}`, { response: { ok: true, note: "ship it" }, responder: "ada@example.com" });
+    const answered = await api("POST", `/v1/runs/${runId}/gates/${gateId}`, {
+      response: { ok: true, note: "ship it" },
+      responder: "ada@example.com",
+    });
     expect(answered.status).toBe(200);
-    expect(answered.json).toMatchObject({ status: "answered", responder: "ada@example.com", response: { ok: true, note: "ship it" } });
+    expect(answered.json).toMatchObject({
+      status: "answered",
+      responder: "ada@example.com",
+      response: { ok: true, note: "ship it" },
+    });
     const again = await api("POST", `/v1/runs/${runId}/gates/${gateId}`, { response: { ok: false } });
     expect(again.status).toBe(409);
     expect(again.json.error.code).toBe("gate.answered");
@@ -102,7 +163,11 @@ describe("human gates", () => {
                 steps: [
                   contextStep("before", "n", "input.n * 10"),
                   { ref: "ask", action: humanAction(), input_mapping: { title: "$.state.before.n" } },
-                  { ...contextStep("after", "sum", "input.before + (input.ok ? 1 : 0)"), input_mapping: { before: "$.state.before.n", ok: "$.state.ask.response.ok" }, output_mapping: { "output.sum": "$.sum" } },
+                  {
+                    ...contextStep("after", "sum", "input.before + (input.ok ? 1 : 0)"),
+                    input_mapping: { before: "$.state.before.n", ok: "$.state.ask.response.ok" },
+                    output_mapping: { "output.sum": "$.sum" },
+                  },
                 ],
               },
               output_mapping: { "output.sum": "$.sum" },
@@ -126,14 +191,34 @@ describe("human gates", () => {
     expect(run.nodes.only.attempts).toBe(1);
   });
 
-  it("completes with the default answer when a gate expires with on_timeout default, and fails the run when it says fail", async ({ expect }) => {
+  it("completes with the default answer when a gate expires with on_timeout default, and fails the run when it says fail", async ({
+    expect,
+  }) => {
     const withDefault = uniqueId("expire-default");
     const withFail = uniqueId("expire-fail");
     const workflow = (id: string, onTimeout: unknown) => ({
       id,
-      nodes: { only: { task: { steps: [{ ref: "ask", action: humanAction({ timeout_ms: 150, on_timeout: onTimeout }), output_mapping: { "output.answer": "$.response" } }] }, output_mapping: { "output.answer": "$.answer" } } },
+      nodes: {
+        only: {
+          task: {
+            steps: [
+              {
+                ref: "ask",
+                action: humanAction({ timeout_ms: 150, on_timeout: onTimeout }),
+                output_mapping: { "output.answer": "$.response" },
+              },
+            ],
+          },
+          output_mapping: { "output.answer": "$.answer" },
+        },
+      },
     });
-    await register({ workflows: [workflow(withDefault, { default: { ok: false, note: "nobody answered" } }), workflow(withFail, "fail")] });
+    await register({
+      workflows: [
+        workflow(withDefault, { default: { ok: false, note: "nobody answered" } }),
+        workflow(withFail, "fail"),
+      ],
+    });
     const defaulted = await waitForRun(await start(withDefault), undefined, 10_000);
     expect(defaulted.status).toBe("completed");
     expect(defaulted.output).toEqual({ answer: { ok: false, note: "nobody answered" } });
@@ -150,7 +235,19 @@ describe("approvals for high-risk actions", () => {
     id,
     nodes: {
       only: {
-        task: { steps: [{ ref: "deploy", action: { kind: "http", risk: "high", implementation: { method: "POST", url_template: `${httpTarget()}/mark/${key}` } }, output_mapping: { "output.status": "$.status" } }] },
+        task: {
+          steps: [
+            {
+              ref: "deploy",
+              action: {
+                kind: "http",
+                risk: "high",
+                implementation: { method: "POST", url_template: `${httpTarget()}/mark/${key}` },
+              },
+              output_mapping: { "output.status": "$.status" },
+            },
+          ],
+        },
         output_mapping: { "output.status": "$.status" },
       },
     },
@@ -165,8 +262,14 @@ describe("approvals for high-risk actions", () => {
     expect(waiting.gates[0]).toMatchObject({ kind: "approval", step: "deploy", status: "open" });
     expect(waiting.gates[0].input_schema.required).toEqual(["approved"]);
     expect(await hits(key)).toBe(0);
-    expect((await api("POST", `/v1/runs/${runId}/gates/${waiting.gates[0].gate_id}`, { response: { approve: true } })).status).toBe(400);
-    await api("POST", `/v1/runs/${runId}/gates/${waiting.gates[0].gate_id}`, { response: { approved: true, reason: "change window" }, responder: "ops" });
+    expect(
+      (await api("POST", `/v1/runs/${runId}/gates/${waiting.gates[0].gate_id}`, { response: { approve: true } }))
+        .status,
+    ).toBe(400);
+    await api("POST", `/v1/runs/${runId}/gates/${waiting.gates[0].gate_id}`, {
+      response: { approved: true, reason: "change window" },
+      responder: "ops",
+    });
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
     expect(run.output).toEqual({ status: 200 });
@@ -178,10 +281,19 @@ describe("approvals for high-risk actions", () => {
   it("fails the step, not retryable, when the approval is rejected", async ({ expect }) => {
     const id = uniqueId("rejected");
     const key = uniqueId("deploy");
-    await register({ workflows: [{ ...riskyWorkflow(id, key), nodes: { only: { ...riskyWorkflow(id, key).nodes.only, retry: { max_attempts: 3, initial_delay_ms: 10 } } } }] });
+    await register({
+      workflows: [
+        {
+          ...riskyWorkflow(id, key),
+          nodes: { only: { ...riskyWorkflow(id, key).nodes.only, retry: { max_attempts: 3, initial_delay_ms: 10 } } },
+        },
+      ],
+    });
     const runId = await start(id);
     const waiting = await waitForRun(runId, waitingForGate);
-    await api("POST", `/v1/runs/${runId}/gates/${waiting.gates[0].gate_id}`, { response: { approved: false, reason: "not today" } });
+    await api("POST", `/v1/runs/${runId}/gates/${waiting.gates[0].gate_id}`, {
+      response: { approved: false, reason: "not today" },
+    });
     const run = await waitForRun(runId);
     expect(run.status).toBe("failed");
     expect(run.error).toMatchObject({ code: "approval.rejected", retryable: false });
@@ -195,8 +307,31 @@ describe("run modes", () => {
   it("previews the plan in dependency layers without executing anything", async ({ expect }) => {
     const id = uniqueId("preview");
     const key = uniqueId("side");
-    const call = { steps: [{ ref: "call", action: { kind: "http", risk: "high", implementation: { method: "GET", url_template: `${httpTarget()}/mark/${key}` } } }] };
-    await register({ workflows: [{ id, nodes: { a: { task: call }, b: { task: call, depends_on: ["a"] }, c: { task: { steps: [contextStep("s", "v", "1")] }, depends_on: ["a"] }, d: { task: call, depends_on: ["b", "c"] } } }] });
+    const call = {
+      steps: [
+        {
+          ref: "call",
+          action: {
+            kind: "http",
+            risk: "high",
+            implementation: { method: "GET", url_template: `${httpTarget()}/mark/${key}` },
+          },
+        },
+      ],
+    };
+    await register({
+      workflows: [
+        {
+          id,
+          nodes: {
+            a: { task: call },
+            b: { task: call, depends_on: ["a"] },
+            c: { task: { steps: [contextStep("s", "v", "1")] }, depends_on: ["a"] },
+            d: { task: call, depends_on: ["b", "c"] },
+          },
+        },
+      ],
+    });
     const response = await api("POST", `/v1/workflows/${id}/runs`, { input: {}, mode: "preview" });
     expect(response.status).toBe(200);
     expect(response.json).toMatchObject({ run_id: null, status: "preview", workflow: { id, version: 1 } });
@@ -210,24 +345,101 @@ describe("run modes", () => {
 });
 
 describe("sub-workflows", () => {
-  async function registerFamily(): Promise<{ parentStep: string; parentNode: string; failingReturn: string; failingPropagate: string; slowParent: string; child: string; slowChild: string }> {
+  async function registerFamily(): Promise<{
+    parentStep: string;
+    parentNode: string;
+    failingReturn: string;
+    failingPropagate: string;
+    slowParent: string;
+    child: string;
+    slowChild: string;
+  }> {
     const child = uniqueId("child");
     const failing = uniqueId("failing");
     const slowChild = uniqueId("slowchild");
-    const names = { parentStep: uniqueId("p-step"), parentNode: uniqueId("p-node"), failingReturn: uniqueId("p-return"), failingPropagate: uniqueId("p-prop"), slowParent: uniqueId("p-slow") };
-    const childStep = (workflow: string, onFailure: string) => ({ ref: "call", action: { kind: "workflow", implementation: { workflow, on_failure: onFailure } }, input_mapping: { n: "$.input.n" }, output_mapping: { "output.result": "$" } });
+    const names = {
+      parentStep: uniqueId("p-step"),
+      parentNode: uniqueId("p-node"),
+      failingReturn: uniqueId("p-return"),
+      failingPropagate: uniqueId("p-prop"),
+      slowParent: uniqueId("p-slow"),
+    };
+    const childStep = (workflow: string, onFailure: string) => ({
+      ref: "call",
+      action: { kind: "workflow", implementation: { workflow, on_failure: onFailure } },
+      input_mapping: { n: "$.input.n" },
+      output_mapping: { "output.result": "$" },
+    });
     await register({
       workflows: [
-        { id: child, input_schema: { type: "object", required: ["n"] }, nodes: { double: { task: { steps: [{ ...contextStep("x2", "n", "input.n * 2"), output_mapping: { "output.n": "$.n" } }] }, output_mapping: { "output.n": "$.n" } } } },
-        { id: failing, nodes: { boom: { task: { steps: [{ ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/status/422` } } }] } } } },
-        { id: slowChild, nodes: { wait: { task: { steps: [{ ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=5000` } } }] } } } },
+        {
+          id: child,
+          input_schema: { type: "object", required: ["n"] },
+          nodes: {
+            double: {
+              task: { steps: [{ ...contextStep("x2", "n", "input.n * 2"), output_mapping: { "output.n": "$.n" } }] },
+              output_mapping: { "output.n": "$.n" },
+            },
+          },
+        },
+        {
+          id: failing,
+          nodes: {
+            boom: {
+              task: {
+                steps: [
+                  {
+                    ref: "call",
+                    action: {
+                      kind: "http",
+                      implementation: { method: "GET", url_template: `${httpTarget()}/status/422` },
+                    },
+                  },
+                ],
+              },
+            },
+          },
+        },
+        {
+          id: slowChild,
+          nodes: {
+            wait: {
+              task: {
+                steps: [
+                  {
+                    ref: "call",
+                    action: {
+                      kind: "http",
+                      implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=5000` },
+                    },
+                  },
+                ],
+              },
+            },
+          },
+        },
       ],
     });
     await register({
       workflows: [
-        { id: names.parentStep, nodes: { main: { task: { steps: [childStep(child, "propagate")] }, output_mapping: { "output.result": "$.result" } } } },
-        { id: names.parentNode, nodes: { main: { workflow: child, input_mapping: { n: "$.input.n" }, output_mapping: { "output.n": "$.n" } } } },
-        { id: names.failingReturn, nodes: { main: { task: { steps: [childStep(failing, "return")] }, output_mapping: { "output.result": "$.result" } } } },
+        {
+          id: names.parentStep,
+          nodes: {
+            main: { task: { steps: [childStep(child, "propagate")] }, output_mapping: { "output.result": "$.result" } },
+          },
+        },
+        {
+          id: names.parentNode,
+          nodes: {
+            main: { workflow: child, input_mapping: { n: "$.input.n" }, output_mapping: { "output.n": "$.n" } },
+          },
+        },
+        {
+          id: names.failingReturn,
+          nodes: {
+            main: { task: { steps: [childStep(failing, "return")] }, output_mapping: { "output.result": "$.result" } },
+          },
+        },
         { id: names.failingPropagate, nodes: { main: { task: { steps: [childStep(failing, "propagate")] } } } },
         { id: names.slowParent, nodes: { main: { workflow: slowChild } } },
       ],
@@ -235,7 +447,9 @@ describe("sub-workflows", () => {
     return { ...names, child, slowChild };
   }
 
-  it("runs a child from a workflow step and from a workflow node; the child's output becomes theirs; journals link and verify", async ({ expect }) => {
+  it("runs a child from a workflow step and from a workflow node; the child's output becomes theirs; journals link and verify", async ({
+    expect,
+  }) => {
     const names = await registerFamily();
     const stepRun = await waitForRun(await start(names.parentStep, { input: { n: 21 } }));
     expect(stepRun.status).toBe("completed");
@@ -260,16 +474,39 @@ describe("sub-workflows", () => {
     }
   });
 
-  it("starts the children of a wide foreach's workflow steps a few per event, and completes every item in order", async ({ expect }) => {
+  it("starts the children of a wide foreach's workflow steps a few per event, and completes every item in order", async ({
+    expect,
+  }) => {
     const names = await registerFamily();
     const wide = uniqueId("p-wide");
-    const step = { ref: "call", action: { kind: "workflow", implementation: { workflow: names.child, on_failure: "propagate" } }, input_mapping: { n: "$.input.item" }, output_mapping: { "output.n": "$.n" } };
-    await register({ workflows: [{ id: wide, nodes: { each: { foreach: { items: "$.input.items" }, input_mapping: { item: "$.item" }, task: { steps: [step] }, output_mapping: { "output.doubled": "$.n" } } } }] });
+    const step = {
+      ref: "call",
+      action: { kind: "workflow", implementation: { workflow: names.child, on_failure: "propagate" } },
+      input_mapping: { n: "$.input.item" },
+      output_mapping: { "output.n": "$.n" },
+    };
+    await register({
+      workflows: [
+        {
+          id: wide,
+          nodes: {
+            each: {
+              foreach: { items: "$.input.items" },
+              input_mapping: { item: "$.item" },
+              task: { steps: [step] },
+              output_mapping: { "output.doubled": "$.n" },
+            },
+          },
+        },
+      ],
+    });
     const items = Array.from({ length: 12 }, (_, i) => i);
     const run = await waitForRun(await start(wide, { input: { items } }));
     expect(run.status).toBe("completed");
     expect(run.output).toEqual({ doubled: items.map((n) => n * 2) });
-    const stub = env.COORDINATOR.get(env.COORDINATOR.idFromName(run.run_id)) as unknown as { getStats(): Promise<{ maxChildStartsPerEvent: number }> };
+    const stub = env.COORDINATOR.get(env.COORDINATOR.idFromName(run.run_id)) as unknown as {
+      getStats(): Promise<{ maxChildStartsPerEvent: number }>;
+    };
     const stats = await stub.getStats();
     // Twelve items reached a workflow step together; no event started more than five children.
     expect(stats.maxChildStartsPerEvent).toBeGreaterThan(0);
@@ -279,7 +516,9 @@ describe("sub-workflows", () => {
     expect(await verified(run.run_id)).toBe(true);
   });
 
-  it("fails the parent step with the child's error under propagate, and hands it back as data under return", async ({ expect }) => {
+  it("fails the parent step with the child's error under propagate, and hands it back as data under return", async ({
+    expect,
+  }) => {
     const names = await registerFamily();
     const propagated = await waitForRun(await start(names.failingPropagate));
     expect(propagated.status).toBe("failed");
@@ -316,8 +555,33 @@ describe("sub-workflows", () => {
     const names = await registerFamily();
     const id = uniqueId("p-evict");
     const slow = uniqueId("slow3");
-    await register({ workflows: [{ id: slow, nodes: { wait: { task: { steps: [{ ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=400` } }, output_mapping: { "output.waited": "$.body.waited" } }] }, output_mapping: { "output.waited": "$.waited" } } } }] });
-    await register({ workflows: [{ id, nodes: { main: { workflow: slow, output_mapping: { "output.waited": "$.waited" } } } }] });
+    await register({
+      workflows: [
+        {
+          id: slow,
+          nodes: {
+            wait: {
+              task: {
+                steps: [
+                  {
+                    ref: "call",
+                    action: {
+                      kind: "http",
+                      implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=400` },
+                    },
+                    output_mapping: { "output.waited": "$.body.waited" },
+                  },
+                ],
+              },
+              output_mapping: { "output.waited": "$.waited" },
+            },
+          },
+        },
+      ],
+    });
+    await register({
+      workflows: [{ id, nodes: { main: { workflow: slow, output_mapping: { "output.waited": "$.waited" } } } }],
+    });
     const parentId = await start(id);
     await waitForRun(parentId, (run) => run.nodes.main.status === "waiting");
     await evictDurableObject(env.COORDINATOR.get(env.COORDINATOR.idFromName(parentId)));
@@ -329,7 +593,18 @@ describe("sub-workflows", () => {
 
   it("stops runaway recursion at the depth limit", async ({ expect }) => {
     const id = uniqueId("recurse");
-    await register({ workflows: [{ id, nodes: { again: { task: { steps: [{ ref: "call", action: { kind: "workflow", implementation: { workflow: id } } }] } } } }] });
+    await register({
+      workflows: [
+        {
+          id,
+          nodes: {
+            again: {
+              task: { steps: [{ ref: "call", action: { kind: "workflow", implementation: { workflow: id } } }] },
+            },
+          },
+        },
+      ],
+    });
     const run = await waitForRun(await start(id), undefined, 30_000);
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("workflow.depth_exceeded");
@@ -340,14 +615,55 @@ describe("children when the parent fails or is redriven", () => {
   it("cancels a waiting child when another node fails the parent under fail_fast", async ({ expect }) => {
     const slow = uniqueId("slowkid");
     const parent = uniqueId("failfast");
-    await register({ workflows: [{ id: slow, nodes: { wait: { task: { steps: [{ ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=4000` } } }] } } } }] });
+    await register({
+      workflows: [
+        {
+          id: slow,
+          nodes: {
+            wait: {
+              task: {
+                steps: [
+                  {
+                    ref: "call",
+                    action: {
+                      kind: "http",
+                      implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=4000` },
+                    },
+                  },
+                ],
+              },
+            },
+          },
+        },
+      ],
+    });
     await register({
       workflows: [
         {
           id: parent,
           nodes: {
             kid: { workflow: slow },
-            boom: { depends_on: [], task: { steps: [{ ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=300` } } }, { ref: "fail", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/status/400` } } }] } },
+            boom: {
+              depends_on: [],
+              task: {
+                steps: [
+                  {
+                    ref: "call",
+                    action: {
+                      kind: "http",
+                      implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=300` },
+                    },
+                  },
+                  {
+                    ref: "fail",
+                    action: {
+                      kind: "http",
+                      implementation: { method: "GET", url_template: `${httpTarget()}/status/400` },
+                    },
+                  },
+                ],
+              },
+            },
           },
         },
       ],
@@ -365,14 +681,37 @@ describe("children when the parent fails or is redriven", () => {
     const flaky = uniqueId("flakykid");
     const key = uniqueId("once");
     const parent = uniqueId("redrive-parent");
-    await register({ workflows: [{ id: flaky, nodes: { call: { task: { steps: [{ ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/flaky/${key}?fail=1&status=400` } } }] } } } }] });
+    await register({
+      workflows: [
+        {
+          id: flaky,
+          nodes: {
+            call: {
+              task: {
+                steps: [
+                  {
+                    ref: "call",
+                    action: {
+                      kind: "http",
+                      implementation: { method: "GET", url_template: `${httpTarget()}/flaky/${key}?fail=1&status=400` },
+                    },
+                  },
+                ],
+              },
+            },
+          },
+        },
+      ],
+    });
     await register({ workflows: [{ id: parent, nodes: { kid: { workflow: flaky } } }] });
     const parentId = await start(parent);
     expect((await waitForRun(parentId)).status).toBe("failed");
     expect((await api("POST", `/v1/runs/${parentId}/redrive`)).status).toBe(200);
     const run = await waitForRun(parentId);
     expect(run.status).toBe("completed");
-    const children = (await journal(parentId)).filter((entry) => entry.kind === "child.started").map((entry) => entry.body.child_run_id);
+    const children = (await journal(parentId))
+      .filter((entry) => entry.kind === "child.started")
+      .map((entry) => entry.body.child_run_id);
     expect(children).toHaveLength(2);
     expect(children[0]).not.toBe(children[1]);
     expect(await verified(parentId)).toBe(true);
@@ -382,9 +721,25 @@ describe("children when the parent fails or is redriven", () => {
 describe("gate definitions", () => {
   it("rejects, at registration, a default answer that breaks the gate's input_schema", async ({ expect }) => {
     const response = await api("POST", "/v1/definitions", {
-      actions: [{ id: uniqueId("ask"), kind: "human", implementation: { prompt_template: "ok?", input_schema: { type: "object", required: ["ok"], properties: { ok: { type: "boolean" } } }, timeout_ms: 1000, on_timeout: { default: { ok: "maybe" } } } }],
+      actions: [
+        {
+          id: uniqueId("ask"),
+          kind: "human",
+          implementation: {
+            prompt_template: "ok?",
+            input_schema: { type: "object", required: ["ok"], properties: { ok: { type: "boolean" } } },
+            timeout_ms: 1000,
+            on_timeout: { default: { ok: "maybe" } },
+          },
+        },
+      ],
     });
     expect(response.status).toBe(400);
-    expect(response.json.error.details).toEqual([expect.objectContaining({ path: "actions.0.implementation.on_timeout.default.ok", code: "definition.invalid_default" })]);
+    expect(response.json.error.details).toEqual([
+      expect.objectContaining({
+        path: "actions.0.implementation.on_timeout.default.ok",
+        code: "definition.invalid_default",
+      }),
+    ]);
   });
 });

@@ -14,7 +14,10 @@ it("runs a one-node greet workflow to completed with the expected output", async
               steps: [
                 {
                   ref: "make",
-                  action: { kind: "context", implementation: { updates: [{ path: "greeting", expr: "'Hello, ' + input.name" }] } },
+                  action: {
+                    kind: "context",
+                    implementation: { updates: [{ path: "greeting", expr: "'Hello, ' + input.name" }] },
+                  },
                   output_mapping: { "output.greeting": "$.greeting" },
                 },
               ],

@@ -3,7 +3,12 @@ import { env, exports } from "cloudflare:workers";
 export const TOKEN = "test-token";
 
 /** Calls the Worker's HTTP API as a client would. */
-export async function api(method: string, path: string, body?: unknown, token: string | null = TOKEN): Promise<{ status: number; json: any }> {
+export async function api(
+  method: string,
+  path: string,
+  body?: unknown,
+  token: string | null = TOKEN,
+): Promise<{ status: number; json: any }> {
   const headers: Record<string, string> = {};
   if (token !== null) {
     headers.authorization = `Bearer ${token}`;
@@ -28,7 +33,11 @@ export function uniqueId(prefix: string): string {
 export const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 
 /** Polls `GET /v1/runs/{id}` until the run is terminal (or `until` holds). */
-export async function waitForRun(runId: string, until: (run: any) => boolean = (run) => TERMINAL.has(run.status), timeoutMs = 20_000): Promise<any> {
+export async function waitForRun(
+  runId: string,
+  until: (run: any) => boolean = (run) => TERMINAL.has(run.status),
+  timeoutMs = 20_000,
+): Promise<any> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const { json } = await api("GET", `/v1/runs/${runId}`);

@@ -19,7 +19,9 @@ function httpStep(url: string, extra: Record<string, unknown> = {}, step: Record
 
 async function runSteps(steps: unknown[], input: unknown = {}, node: Record<string, unknown> = {}): Promise<any> {
   const id = uniqueId("http");
-  const registered = await api("POST", "/v1/definitions", { workflows: [{ id, nodes: { main: { task: { steps }, output_mapping: { "output.result": "$" }, ...node } } }] });
+  const registered = await api("POST", "/v1/definitions", {
+    workflows: [{ id, nodes: { main: { task: { steps }, output_mapping: { "output.result": "$" }, ...node } } }],
+  });
   if (registered.status !== 201) {
     throw new Error(JSON.stringify(registered.json));
   }
@@ -58,10 +60,18 @@ describe("the http action", () => {
 
   it("records the error in state._errors and goes on when the step says continue", async ({ expect }) => {
     const key = uniqueId("cont");
-    const run = await runSteps([
-      httpStep(`${httpTarget()}/status/500/${key}`, {}, { on_failure: "continue", output_mapping: {} }),
-      { ref: "after", action: { kind: "context", implementation: { updates: [{ path: "ran", expr: "true" }] } }, output_mapping: { "output.ran": "$.ran" } },
-    ], {}, { output_mapping: { "output.result": "$" } });
+    const run = await runSteps(
+      [
+        httpStep(`${httpTarget()}/status/500/${key}`, {}, { on_failure: "continue", output_mapping: {} }),
+        {
+          ref: "after",
+          action: { kind: "context", implementation: { updates: [{ path: "ran", expr: "true" }] } },
+          output_mapping: { "output.ran": "$.ran" },
+        },
+      ],
+      {},
+      { output_mapping: { "output.result": "$" } },
+    );
     expect(run.status).toBe("completed");
     expect(run.output.result.ran).toBe(true);
     const errors = await api("GET", `/v1/runs/${run.run_id}/journal`);
@@ -72,17 +82,21 @@ describe("the http action", () => {
   it("renders url, headers and a JSON body from the input, url-encoding values", async ({ expect }) => {
     const run = await runSteps(
       [
-        httpStep(`${httpTarget()}/echo?q={{q}}`, {}, {
-          action: {
-            kind: "http",
-            implementation: {
-              method: "POST",
-              url_template: `${httpTarget()}/echo?q={{q}}`,
-              headers: { "x-trace": "t-{{id}}" },
-              body_template: '{"id": {{json id}}, "tags": {{json tags}} }',
+        httpStep(
+          `${httpTarget()}/echo?q={{q}}`,
+          {},
+          {
+            action: {
+              kind: "http",
+              implementation: {
+                method: "POST",
+                url_template: `${httpTarget()}/echo?q={{q}}`,
+                headers: { "x-trace": "t-{{id}}" },
+                body_template: '{"id": {{json id}}, "tags": {{json tags}} }',
+              },
             },
           },
-        }),
+        ),
       ],
       { q: "a b&c", id: 7, tags: ["x", "y"] },
     );
@@ -94,7 +108,9 @@ describe("the http action", () => {
     expect(body.body).toEqual({ id: 7, tags: ["x", "y"] });
   });
 
-  it("times out a slow call as a retryable failure and retries the whole task by the node's retry policy", async ({ expect }) => {
+  it("times out a slow call as a retryable failure and retries the whole task by the node's retry policy", async ({
+    expect,
+  }) => {
     const key = uniqueId("slow");
     const run = await runSteps(
       [httpStep(`${httpTarget()}/slow/${key}?ms=2000`, { execution: { timeout_ms: 100 } }, { on_failure: "retry" })],
@@ -110,7 +126,11 @@ describe("the http action", () => {
   it("checks the action input against requires before calling", async ({ expect }) => {
     const key = uniqueId("req");
     const run = await runSteps([
-      httpStep(`${httpTarget()}/mark/${key}`, { requires: { type: "object", required: ["user_id"] } }, { input_mapping: { other: 1 } }),
+      httpStep(
+        `${httpTarget()}/mark/${key}`,
+        { requires: { type: "object", required: ["user_id"] } },
+        { input_mapping: { other: 1 } },
+      ),
     ]);
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("action.invalid_input");
@@ -119,10 +139,26 @@ describe("the http action", () => {
 });
 
 describe("limits", () => {
-  it("fails a task whose output is larger than the limit with task.output_too_large, not a crash", async ({ expect }) => {
+  it("fails a task whose output is larger than the limit with task.output_too_large, not a crash", async ({
+    expect,
+  }) => {
     // 600 kB of input (under the 1 MB body limit), doubled into 1.2 MB of output.
     const run = await runSteps(
-      [{ ref: "big", action: { kind: "context", implementation: { updates: [{ path: "a", expr: "input.s" }, { path: "b", expr: "input.s" }] } }, output_mapping: { "output.a": "$.a", "output.b": "$.b" } }],
+      [
+        {
+          ref: "big",
+          action: {
+            kind: "context",
+            implementation: {
+              updates: [
+                { path: "a", expr: "input.s" },
+                { path: "b", expr: "input.s" },
+              ],
+            },
+          },
+          output_mapping: { "output.a": "$.a", "output.b": "$.b" },
+        },
+      ],
       { s: "x".repeat(600_000) },
     );
     expect(run.status).toBe("failed");
@@ -132,9 +168,16 @@ describe("limits", () => {
 
 describe("the http action's response budget", () => {
   for (const chunked of [false, true]) {
-    it(`fails with http.response_too_large, not retried, when a peer answers more than ${MAX_HTTP_RESPONSE_BYTES} bytes${chunked ? " without a Content-Length" : ""}`, async ({ expect }) => {
+    it(`fails with http.response_too_large, not retried, when a peer answers more than ${MAX_HTTP_RESPONSE_BYTES} bytes${chunked ? " without a Content-Length" : ""}`, async ({
+      expect,
+    }) => {
       const key = uniqueId("big");
-      const run = await runSteps([httpStep(`${httpTarget()}/big?key=${key}&bytes=${MAX_HTTP_RESPONSE_BYTES + 1}${chunked ? "&chunked=1" : ""}`, RETRY)]);
+      const run = await runSteps([
+        httpStep(
+          `${httpTarget()}/big?key=${key}&bytes=${MAX_HTTP_RESPONSE_BYTES + 1}${chunked ? "&chunked=1" : ""}`,
+          RETRY,
+        ),
+      ]);
       expect(run.status).toBe("failed");
       expect(run.error).toMatchObject({ code: "http.response_too_large", step: "call" });
       expect(await hits(key)).toBe(1);
@@ -142,15 +185,27 @@ describe("the http action's response budget", () => {
   }
 
   it("reads a body of exactly the limit", async ({ expect }) => {
-    const run = await runSteps([httpStep(`${httpTarget()}/big?bytes=${MAX_HTTP_RESPONSE_BYTES}&chunked=1`, {}, { output_mapping: { "output.size": { expr: "size(output.body)" } } })]);
+    const run = await runSteps([
+      httpStep(
+        `${httpTarget()}/big?bytes=${MAX_HTTP_RESPONSE_BYTES}&chunked=1`,
+        {},
+        { output_mapping: { "output.size": { expr: "size(output.body)" } } },
+      ),
+    ]);
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
     expect(run.output.result.size).toBe(MAX_HTTP_RESPONSE_BYTES);
   });
 });
 
 describe("the response cap of the llm and mcp actions (bodies read by their SDKs)", () => {
-  it("errors a body that passes the cap while it is read, and passes smaller ones through whole", async ({ expect }) => {
-    const fetchOf = (bytes: number) => cappedFetch(() => Promise.resolve(new Response("x".repeat(bytes), { status: 200, headers: { "x-kept": "yes" } })), 1000);
+  it("errors a body that passes the cap while it is read, and passes smaller ones through whole", async ({
+    expect,
+  }) => {
+    const fetchOf = (bytes: number) =>
+      cappedFetch(
+        () => Promise.resolve(new Response("x".repeat(bytes), { status: 200, headers: { "x-kept": "yes" } })),
+        1000,
+      );
     const small = await fetchOf(1000)("http://peer.test/");
     expect(small.headers.get("x-kept")).toBe("yes");
     expect((await small.text()).length).toBe(1000);

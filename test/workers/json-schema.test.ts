@@ -44,29 +44,51 @@ function fanOut(levels: number) {
 const FAN_OUT_OUTPUT = { $defs: fanOutDefs(30), type: "object", properties: { x: { $ref: "#/$defs/a0" } } };
 
 /** `path code` of each problem, long paths cut (a failed assertion prints them). */
-const summary = (details: { path: string; code: string }[]) => details.map(({ path, code }) => `${path.length > 40 ? `${path.slice(0, 20)}…` : path} ${code}`).sort();
+const summary = (details: { path: string; code: string }[]) =>
+  details.map(({ path, code }) => `${path.length > 40 ? `${path.slice(0, 20)}…` : path} ${code}`).sort();
 
 describe("registering JSON Schemas", () => {
-  it("refuses a patternProperties key that is not a regular expression, naming it, and never answers 500 at run start", async ({ expect }) => {
+  it("refuses a patternProperties key that is not a regular expression, naming it, and never answers 500 at run start", async ({
+    expect,
+  }) => {
     const id = uniqueId("pp");
-    const registered = await register({ id, input_schema: { type: "object", patternProperties: { "(": {} } }, nodes: { a: { task } } });
+    const registered = await register({
+      id,
+      input_schema: { type: "object", patternProperties: { "(": {} } },
+      nodes: { a: { task } },
+    });
     expect(registered.status).toBe(400);
-    expect(registered.json.error.details[0]).toMatchObject({ path: "workflows.0.input_schema.patternProperties.(", code: "schema.invalid_pattern" });
+    expect(registered.json.error.details[0]).toMatchObject({
+      path: "workflows.0.input_schema.patternProperties.(",
+      code: "schema.invalid_pattern",
+    });
     const started = await api("POST", `/v1/workflows/${id}/runs`, { input: { a: 1 } });
     expect(started.status).toBe(404);
   });
 
-  it("refuses a workflow output_schema whose patternProperties key is not a regular expression (its run used to hang)", async ({ expect }) => {
+  it("refuses a workflow output_schema whose patternProperties key is not a regular expression (its run used to hang)", async ({
+    expect,
+  }) => {
     const registered = await register({
       id: uniqueId("outpp"),
       output_schema: { type: "object", patternProperties: { "]": false } },
-      nodes: { a: { task: { steps: [{ ...step, output_mapping: { "output.x": "$.x" } }] }, output_mapping: { "output.x": "$.x" } } },
+      nodes: {
+        a: {
+          task: { steps: [{ ...step, output_mapping: { "output.x": "$.x" } }] },
+          output_mapping: { "output.x": "$.x" },
+        },
+      },
     });
     expect(registered.status).toBe(400);
-    expect(registered.json.error.details[0]).toMatchObject({ path: "workflows.0.output_schema.patternProperties.]", code: "schema.invalid_pattern" });
+    expect(registered.json.error.details[0]).toMatchObject({
+      path: "workflows.0.output_schema.patternProperties.]",
+      code: "schema.invalid_pattern",
+    });
   });
 
-  it("refuses lookaround, backreferences and over-long patterns with a message saying what is not supported", async ({ expect }) => {
+  it("refuses lookaround, backreferences and over-long patterns with a message saying what is not supported", async ({
+    expect,
+  }) => {
     const registered = await register({
       id: uniqueId("unsupported"),
       input_schema: {
@@ -80,26 +102,63 @@ describe("registering JSON Schemas", () => {
       nodes: { a: { task } },
     });
     expect(registered.status).toBe(400);
-    const byPath = Object.fromEntries(registered.json.error.details.map((detail: { path: string }) => [detail.path, detail]));
-    expect(byPath["workflows.0.input_schema.properties.ahead.pattern"]).toMatchObject({ code: "schema.unsupported_pattern", message: expect.stringContaining("lookaround") });
-    expect(byPath["workflows.0.input_schema.properties.back.pattern"]).toMatchObject({ code: "schema.unsupported_pattern", message: expect.stringContaining("backreference") });
-    expect(byPath["workflows.0.input_schema.properties.long.pattern"]).toMatchObject({ code: "schema.pattern_too_large" });
-    expect(byPath["workflows.0.input_schema.properties.counted.pattern"]).toMatchObject({ code: "schema.pattern_too_large" });
+    const byPath = Object.fromEntries(
+      registered.json.error.details.map((detail: { path: string }) => [detail.path, detail]),
+    );
+    expect(byPath["workflows.0.input_schema.properties.ahead.pattern"]).toMatchObject({
+      code: "schema.unsupported_pattern",
+      message: expect.stringContaining("lookaround"),
+    });
+    expect(byPath["workflows.0.input_schema.properties.back.pattern"]).toMatchObject({
+      code: "schema.unsupported_pattern",
+      message: expect.stringContaining("backreference"),
+    });
+    expect(byPath["workflows.0.input_schema.properties.long.pattern"]).toMatchObject({
+      code: "schema.pattern_too_large",
+    });
+    expect(byPath["workflows.0.input_schema.properties.counted.pattern"]).toMatchObject({
+      code: "schema.pattern_too_large",
+    });
   });
 
-  it("refuses a $ref cycle that consumes nothing of the value, naming the reference (it used to overflow the stack at run start)", async ({ expect }) => {
+  it("refuses a $ref cycle that consumes nothing of the value, naming the reference (it used to overflow the stack at run start)", async ({
+    expect,
+  }) => {
     const id = uniqueId("refloop");
-    const registered = await register({ id, input_schema: { if: { type: "null" }, else: { $ref: "#" } }, nodes: { a: { task } } });
+    const registered = await register({
+      id,
+      input_schema: { if: { type: "null" }, else: { $ref: "#" } },
+      nodes: { a: { task } },
+    });
     expect(registered.status).toBe(400);
-    expect(registered.json.error.details[0]).toMatchObject({ path: "workflows.0.input_schema.else.$ref", code: "schema.ref_cycle" });
-    const viaDefs = await register({ id: uniqueId("refloop"), input_schema: { $defs: { a: { anyOf: [{ $ref: "#/$defs/b" }] }, b: { not: { $ref: "#/$defs/a" } } }, $ref: "#/$defs/a" }, nodes: { a: { task } } });
+    expect(registered.json.error.details[0]).toMatchObject({
+      path: "workflows.0.input_schema.else.$ref",
+      code: "schema.ref_cycle",
+    });
+    const viaDefs = await register({
+      id: uniqueId("refloop"),
+      input_schema: {
+        $defs: { a: { anyOf: [{ $ref: "#/$defs/b" }] }, b: { not: { $ref: "#/$defs/a" } } },
+        $ref: "#/$defs/a",
+      },
+      nodes: { a: { task } },
+    });
     expect(viaDefs.status).toBe(400);
-    expect(viaDefs.json.error.details[0]).toMatchObject({ code: "schema.ref_cycle", message: expect.stringContaining("workflows.0.input_schema.$defs.a") });
+    expect(viaDefs.json.error.details[0]).toMatchObject({
+      code: "schema.ref_cycle",
+      message: expect.stringContaining("workflows.0.input_schema.$defs.a"),
+    });
   });
 
   it("accepts recursion through properties and items, and validates values nested through it", async ({ expect }) => {
     const tree = {
-      $defs: { node: { type: "object", required: ["name"], properties: { name: { type: "string" }, children: { type: "array", items: { $ref: "#/$defs/node" } } } } },
+      $defs: {
+        node: {
+          type: "object",
+          required: ["name"],
+          properties: { name: { type: "string" }, children: { type: "array", items: { $ref: "#/$defs/node" } } },
+        },
+      },
       $ref: "#/$defs/node",
     };
     let value: Record<string, unknown> = { name: "leaf" };
@@ -113,33 +172,70 @@ describe("registering JSON Schemas", () => {
     }
     const refused = await preview(tree, broken);
     expect(refused.status).toBe(400);
-    expect(refused.json.error.details[0]).toMatchObject({ path: `input${".children.0".repeat(25)}.name`, code: "schema.type" });
+    expect(refused.json.error.details[0]).toMatchObject({
+      path: `input${".children.0".repeat(25)}.name`,
+      code: "schema.type",
+    });
   });
 
-  it("refuses a $ref that does not resolve, even where validating null does not reach it (it used to be a 500 at run start)", async ({ expect }) => {
-    const registered = await register({ id: uniqueId("unresolved"), input_schema: { additionalProperties: { $ref: "#/$defs/a" } }, nodes: { a: { task } } });
+  it("refuses a $ref that does not resolve, even where validating null does not reach it (it used to be a 500 at run start)", async ({
+    expect,
+  }) => {
+    const registered = await register({
+      id: uniqueId("unresolved"),
+      input_schema: { additionalProperties: { $ref: "#/$defs/a" } },
+      nodes: { a: { task } },
+    });
     expect(registered.status).toBe(400);
-    expect(registered.json.error.details[0]).toMatchObject({ path: "workflows.0.input_schema.additionalProperties.$ref", code: "schema.unresolved_ref" });
-    const external = await register({ id: uniqueId("external"), input_schema: { $ref: "https://example.com/schema.json" }, nodes: { a: { task } } });
+    expect(registered.json.error.details[0]).toMatchObject({
+      path: "workflows.0.input_schema.additionalProperties.$ref",
+      code: "schema.unresolved_ref",
+    });
+    const external = await register({
+      id: uniqueId("external"),
+      input_schema: { $ref: "https://example.com/schema.json" },
+      nodes: { a: { task } },
+    });
     expect(external.status).toBe(400);
     expect(external.json.error.details[0]).toMatchObject({ code: "schema.unresolved_ref" });
   });
 
   it("checks a schema reached only through a $ref into a place no keyword describes", async ({ expect }) => {
-    const registered = await register({ id: uniqueId("hidden"), input_schema: { x: { allOf: "no", pattern: "(" }, $ref: "#/x" }, nodes: { a: { task } } });
+    const registered = await register({
+      id: uniqueId("hidden"),
+      input_schema: { x: { allOf: "no", pattern: "(" }, $ref: "#/x" },
+      nodes: { a: { task } },
+    });
     expect(registered.status).toBe(400);
     const paths = registered.json.error.details.map((detail: { path: string }) => detail.path);
-    expect(paths).toEqual(expect.arrayContaining(["workflows.0.input_schema.x.allOf", "workflows.0.input_schema.x.pattern"]));
+    expect(paths).toEqual(
+      expect.arrayContaining(["workflows.0.input_schema.x.allOf", "workflows.0.input_schema.x.pattern"]),
+    );
   });
 
-  it("refuses $recursiveRef and $dynamicRef (the validator re-entered its own schema forever on $recursiveRef)", async ({ expect }) => {
-    const registered = await register({ id: uniqueId("recursive"), input_schema: { properties: { a: { $recursiveRef: "#" }, b: { $dynamicRef: "#node" } } }, nodes: { a: { task } } });
+  it("refuses $recursiveRef and $dynamicRef (the validator re-entered its own schema forever on $recursiveRef)", async ({
+    expect,
+  }) => {
+    const registered = await register({
+      id: uniqueId("recursive"),
+      input_schema: { properties: { a: { $recursiveRef: "#" }, b: { $dynamicRef: "#node" } } },
+      nodes: { a: { task } },
+    });
     expect(registered.status).toBe(400);
-    expect(registered.json.error.details.map((detail: { code: string }) => detail.code)).toEqual(["schema.unsupported_keyword", "schema.unsupported_keyword"]);
+    expect(registered.json.error.details.map((detail: { code: string }) => detail.code)).toEqual([
+      "schema.unsupported_keyword",
+      "schema.unsupported_keyword",
+    ]);
   });
 
-  it("refuses dependentRequired and dependencies that are not lists of names or schemas (a run start used to answer 500)", async ({ expect }) => {
-    const registered = await register({ id: uniqueId("deps"), input_schema: { dependentRequired: { a: 5 }, dependencies: { b: null } }, nodes: { a: { task } } });
+  it("refuses dependentRequired and dependencies that are not lists of names or schemas (a run start used to answer 500)", async ({
+    expect,
+  }) => {
+    const registered = await register({
+      id: uniqueId("deps"),
+      input_schema: { dependentRequired: { a: 5 }, dependencies: { b: null } },
+      nodes: { a: { task } },
+    });
     expect(registered.status).toBe(400);
     expect(registered.json.error.details).toEqual([
       expect.objectContaining({ path: "workflows.0.input_schema.dependentRequired.a", code: "schema.invalid" }),
@@ -152,14 +248,20 @@ describe("registering JSON Schemas", () => {
     for (let i = 0; i < 300; i += 1) {
       defs[`a${i}`] = { $ref: `#/$defs/a${i + 1}` };
     }
-    const registered = await register({ id: uniqueId("chain"), input_schema: { $defs: defs, $ref: "#/$defs/a0" }, nodes: { a: { task } } });
+    const registered = await register({
+      id: uniqueId("chain"),
+      input_schema: { $defs: defs, $ref: "#/$defs/a0" },
+      nodes: { a: { task } },
+    });
     expect(registered.status).toBe(400);
     expect(registered.json.error.details[0]).toMatchObject({ code: "schema.too_deep" });
   });
 });
 
 describe("validating values against JSON Schemas", () => {
-  it("runs patterns on a linear-time engine: ^(a|aa)+$ against 100,000 characters is answered (backtracking took seconds at 42)", async ({ expect }) => {
+  it("runs patterns on a linear-time engine: ^(a|aa)+$ against 100,000 characters is answered (backtracking took seconds at 42)", async ({
+    expect,
+  }) => {
     const schema = { type: "object", properties: { s: { type: "string", pattern: "^(a|aa)+$" } } };
     const short = await preview(schema, { s: `${"a".repeat(42)}b` });
     expect(short.status).toBe(400);
@@ -170,16 +272,34 @@ describe("validating values against JSON Schemas", () => {
     expect((await preview(schema, { s: "a".repeat(100_000) })).status).toBe(200);
   });
 
-  it("runs patternProperties keys on the same engine, and ECMAScript escapes (\\d, \\p{L}, \\b, \\u{…}) as V8 reads them", async ({ expect }) => {
-    const schema = { type: "object", patternProperties: { "^(a|aa)+$": { type: "integer" }, "^\\p{Lu}\\d{2}\\b": { type: "string" }, "^\\u{1F600}$": { const: true } }, additionalProperties: false };
-    expect((await preview(schema, { aaaa: 1, Ä12: "x", "😀": true })).status).toBe(200);
+  it("runs patternProperties keys on the same engine, and ECMAScript escapes (\\d, \\p{L}, \\b, \\u{…}) as V8 reads them", async ({
+    expect,
+  }) => {
+    const schema = {
+      type: "object",
+      patternProperties: {
+        "^(a|aa)+$": { type: "integer" },
+        "^\\p{Lu}\\d{2}\\b": { type: "string" },
+        "^\\u{1F600}$": { const: true },
+      },
+      additionalProperties: false,
+    };
+    expect((await preview(schema, { "aaaa": 1, "Ä12": "x", "😀": true })).status).toBe(200);
     const refused = await preview(schema, { aaaa: "no", Ä123: "x", [`${"a".repeat(50_000)}b`]: 1 });
     expect(refused.status).toBe(400);
     // A property that additionalProperties: false refuses is reported at the object and at the property (schema.false).
-    expect(summary(refused.json.error.details)).toEqual(["input schema.additionalProperties", "input schema.additionalProperties", "input.aaaa schema.type", "input.aaaaaaaaaaaaaa… schema.false", "input.Ä123 schema.false"]);
+    expect(summary(refused.json.error.details)).toEqual([
+      "input schema.additionalProperties",
+      "input schema.additionalProperties",
+      "input.aaaa schema.type",
+      "input.aaaaaaaaaaaaaa… schema.false",
+      "input.Ä123 schema.false",
+    ]);
   });
 
-  it("answers format url without backtracking: 5,000 characters with no top-level domain are refused (28 took 2 s)", async ({ expect }) => {
+  it("answers format url without backtracking: 5,000 characters with no top-level domain are refused (28 took 2 s)", async ({
+    expect,
+  }) => {
     const schema = { type: "string", format: "url" };
     const refused = await preview(schema, `http://${"a".repeat(5_000)}`);
     expect(refused.status).toBe(400);
@@ -188,21 +308,39 @@ describe("validating values against JSON Schemas", () => {
     expect((await preview(schema, "http://10.0.0.1/")).status).toBe(400);
   });
 
-  it("treats format names as names only: format __proto__ checks nothing (a run start used to answer 500)", async ({ expect }) => {
+  it("treats format names as names only: format __proto__ checks nothing (a run start used to answer 500)", async ({
+    expect,
+  }) => {
     expect((await preview({ type: "string", format: "__proto__" }, "anything")).status).toBe(200);
     expect((await preview({ type: "string", format: "constructor" }, "anything")).status).toBe(200);
   });
 
-  it("checks uniqueItems over 75,000 objects in one pass (comparing every pair took 4.3 s for 3,000 small ones) and names the first duplicate", async ({ expect }) => {
+  it("checks uniqueItems over 75,000 objects in one pass (comparing every pair took 4.3 s for 3,000 small ones) and names the first duplicate", async ({
+    expect,
+  }) => {
     const items = Array.from({ length: 75_000 }, (_, i) => ({ a: i }));
     expect((await preview({ type: "array", uniqueItems: true }, items)).status).toBe(200);
-    const duplicated = await preview({ type: "array", uniqueItems: true }, [0, { a: 1, b: [2] }, 2, 0, { b: [2], a: 1 }]);
+    const duplicated = await preview({ type: "array", uniqueItems: true }, [
+      0,
+      { a: 1, b: [2] },
+      2,
+      0,
+      { b: [2], a: 1 },
+    ]);
     expect(duplicated.status).toBe(400);
-    expect(duplicated.json.error.details[0]).toMatchObject({ code: "schema.uniqueItems", message: "Duplicate items at indexes 0 and 3." });
+    expect(duplicated.json.error.details[0]).toMatchObject({
+      code: "schema.uniqueItems",
+      message: "Duplicate items at indexes 0 and 3.",
+    });
   });
 
-  it("lists 20 problems and counts the rest when 150,000 items are wrong under an allOf (their errors used to overflow the stack: 500)", async ({ expect }) => {
-    const response = await preview({ allOf: [{ type: "array", items: { type: "string" } }] }, Array.from({ length: 150_000 }, () => 0));
+  it("lists 20 problems and counts the rest when 150,000 items are wrong under an allOf (their errors used to overflow the stack: 500)", async ({
+    expect,
+  }) => {
+    const response = await preview(
+      { allOf: [{ type: "array", items: { type: "string" } }] },
+      Array.from({ length: 150_000 }, () => 0),
+    );
     expect(response.status).toBe(400);
     const details = response.json.error.details;
     expect(details).toHaveLength(21);
@@ -217,25 +355,42 @@ describe("validating values against JSON Schemas", () => {
     expect((await preview(fanOut(8), 5)).status).toBe(200);
   });
 
-  it("fails a run whose output does not fit the budget of its output_schema with run.invalid_output, instead of hanging", async ({ expect }) => {
+  it("fails a run whose output does not fit the budget of its output_schema with run.invalid_output, instead of hanging", async ({
+    expect,
+  }) => {
     const id = uniqueId("outbudget");
     const registered = await register({
       id,
       output_schema: FAN_OUT_OUTPUT,
-      nodes: { a: { task: { steps: [{ ...step, output_mapping: { "output.x": "$.x" } }] }, output_mapping: { "output.x": "$.x" } } },
+      nodes: {
+        a: {
+          task: { steps: [{ ...step, output_mapping: { "output.x": "$.x" } }] },
+          output_mapping: { "output.x": "$.x" },
+        },
+      },
     });
     expect(registered.status).toBe(201);
     const started = await api("POST", `/v1/workflows/${id}/runs`, { input: {} });
     const run = await waitForRun(started.json.run_id);
     expect(run.status).toBe("failed");
-    expect(run.error).toMatchObject({ code: "run.invalid_output", message: expect.stringContaining("JSON Schema validation exceeded") });
+    expect(run.error).toMatchObject({
+      code: "run.invalid_output",
+      message: expect.stringContaining("JSON Schema validation exceeded"),
+    });
   });
 
-  it("fails a task whose output_schema exceeds its budget with task.invalid_output, not retried", async ({ expect }) => {
+  it("fails a task whose output_schema exceeds its budget with task.invalid_output, not retried", async ({
+    expect,
+  }) => {
     const id = uniqueId("taskbudget");
     const registered = await register({
       id,
-      nodes: { a: { task: { output_schema: FAN_OUT_OUTPUT, steps: [{ ...step, output_mapping: { "output.x": "$.x" } }] }, retry: { max_attempts: 3, initial_delay_ms: 10 } } },
+      nodes: {
+        a: {
+          task: { output_schema: FAN_OUT_OUTPUT, steps: [{ ...step, output_mapping: { "output.x": "$.x" } }] },
+          retry: { max_attempts: 3, initial_delay_ms: 10 },
+        },
+      },
     });
     expect(registered.status).toBe(201);
     const started = await api("POST", `/v1/workflows/${id}/runs`, { input: {} });
@@ -252,7 +407,12 @@ describe("validateJson never throws", () => {
     ["a $ref cycle that consumes nothing", { if: { type: "null" }, else: { $ref: "#" } }, {}, "schema.too_deep"],
     ["a $recursiveRef", { $recursiveRef: "#" }, 1, "schema.too_deep"],
     ["a pattern that is not a regular expression", { pattern: "(" }, "x", "schema.invalid_pattern"],
-    ["a patternProperties key with lookahead", { patternProperties: { "(?=a)": {} } }, { a: 1 }, "schema.unsupported_pattern"],
+    [
+      "a patternProperties key with lookahead",
+      { patternProperties: { "(?=a)": {} } },
+      { a: 1 },
+      "schema.unsupported_pattern",
+    ],
     ["a $ref that does not resolve", { additionalProperties: { $ref: "#/$defs/a" } }, { n: 0 }, "schema.not_validated"],
     ["dependentRequired that is not a list", { dependentRequired: { a: 5 } }, { a: 1 }, "schema.not_validated"],
     ["a value that is not JSON", { type: "object" }, undefined, "schema.not_validated"],

@@ -51,8 +51,25 @@ describe("JsonValue", () => {
   it("turns a non-JSON run input sent over RPC into run.invalid_request with its path", async ({ expect }) => {
     const rpc = exports.TrellisApi as unknown as TrellisApi;
     const id = uniqueId("json-rpc");
-    await rpc.registerDefinitions({ workflows: [{ id, nodes: { a: { task: { steps: [{ ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } }] } } } }] });
-    const started = await rpc.startRun(id, { input: { when: new Date(0) } } as unknown as Parameters<TrellisApi["startRun"]>[1]);
+    await rpc.registerDefinitions({
+      workflows: [
+        {
+          id,
+          nodes: {
+            a: {
+              task: {
+                steps: [
+                  { ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } },
+                ],
+              },
+            },
+          },
+        },
+      ],
+    });
+    const started = await rpc.startRun(id, { input: { when: new Date(0) } } as unknown as Parameters<
+      TrellisApi["startRun"]
+    >[1]);
     expect(started).toMatchObject({ ok: false, error: { code: "run.invalid_request", retryable: false } });
     expect(!started.ok && started.error.details?.map((detail) => detail.path)).toEqual(["input.when"]);
   });

@@ -30,7 +30,11 @@ describe("run transitions", () => {
       expect(thrown).toBeUndefined();
     } else {
       expect(thrown).toBeInstanceOf(EngineError);
-      expect(thrown).toMatchObject({ code: "run.illegal_transition", retryable: false, message: `a run cannot go from ${from} to ${to}` });
+      expect(thrown).toMatchObject({
+        code: "run.illegal_transition",
+        retryable: false,
+        message: `a run cannot go from ${from} to ${to}`,
+      });
     }
   });
 

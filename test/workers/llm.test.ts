@@ -28,12 +28,31 @@ const SUMMARY_PROMPT = {
 const PRICING = { input_per_mtok: 3, output_per_mtok: 15 };
 
 function compatibleModel(id: string, extra: Record<string, unknown> = {}) {
-  return { id, provider: "openai-compatible", model_id: "local-echo", base_url: `${llmServer()}/v1`, api_key: "$env:LLM_API_KEY", pricing: PRICING, ...extra };
+  return {
+    id,
+    provider: "openai-compatible",
+    model_id: "local-echo",
+    base_url: `${llmServer()}/v1`,
+    api_key: "$env:LLM_API_KEY",
+    pricing: PRICING,
+    ...extra,
+  };
 }
 
 /** An llm step whose output lands at `output.<ref>` of the task (so in `run.output.result.<ref>`). */
-function llmStep(ref: string, prompt: unknown, model: unknown, extra: Record<string, unknown> = {}, step: Record<string, unknown> = {}) {
-  return { ref, action: { kind: "llm", implementation: { prompt, model }, ...extra }, output_mapping: { [`output.${ref}`]: "$" }, ...step };
+function llmStep(
+  ref: string,
+  prompt: unknown,
+  model: unknown,
+  extra: Record<string, unknown> = {},
+  step: Record<string, unknown> = {},
+) {
+  return {
+    ref,
+    action: { kind: "llm", implementation: { prompt, model }, ...extra },
+    output_mapping: { [`output.${ref}`]: "$" },
+    ...step,
+  };
 }
 
 async function register(bundle: Record<string, unknown>): Promise<void> {
@@ -43,7 +62,11 @@ async function register(bundle: Record<string, unknown>): Promise<void> {
   }
 }
 
-async function runWorkflow(workflow: Record<string, unknown>, input: unknown, bundle: Record<string, unknown> = {}): Promise<any> {
+async function runWorkflow(
+  workflow: Record<string, unknown>,
+  input: unknown,
+  bundle: Record<string, unknown> = {},
+): Promise<any> {
   await register({ ...bundle, workflows: [workflow] });
   const start = await api("POST", `/v1/workflows/${String(workflow.id)}/runs`, { input });
   return waitForRun(start.json.run_id);
@@ -54,35 +77,67 @@ function oneTask(id: string, steps: unknown[], extra: Record<string, unknown> = 
 }
 
 describe("the llm action", () => {
-  it("returns the object an OpenAI-compatible server answers, validated against produces, and the run shows its tokens and cost", async ({ expect }) => {
+  it("returns the object an OpenAI-compatible server answers, validated against produces, and the run shows its tokens and cost", async ({
+    expect,
+  }) => {
     const key = uniqueId("llm");
     const ids = { prompt: uniqueId("summary"), model: uniqueId("local"), workflow: uniqueId("wf") };
     const run = await runWorkflow(
-      oneTask(ids.workflow, [llmStep("answer", ids.prompt, ids.model, {}, { input_mapping: { topic: "$.input.topic", marker: `[[key:${key}]]` } })]),
+      oneTask(ids.workflow, [
+        llmStep(
+          "answer",
+          ids.prompt,
+          ids.model,
+          {},
+          { input_mapping: { topic: "$.input.topic", marker: `[[key:${key}]]` } },
+        ),
+      ]),
       { topic: "the tides" },
       { prompts: [{ id: ids.prompt, ...SUMMARY_PROMPT }], models: [compatibleModel(ids.model)] },
     );
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
     // Input: "You summarise." (2 words) + "Summarise the tides" (3); output: the JSON text, 3 whitespace-separated words.
-    expect(run.output.result.answer).toEqual({ summary: "Summarise the tides", words: 3, mood: "calm", _meta: { tokens: { input: 5, output: 3 }, cost_usd: 0.00006 } });
+    expect(run.output.result.answer).toEqual({
+      summary: "Summarise the tides",
+      words: 3,
+      mood: "calm",
+      _meta: { tokens: { input: 5, output: 3 }, cost_usd: 0.00006 },
+    });
     expect(run.usage).toEqual({ input_tokens: 5, output_tokens: 3, cost_usd: 0.00006 });
     expect((await seen(key)).credentials).toEqual([`Bearer ${TEST_SECRETS.LLM_API_KEY}`]);
   });
 
   it("returns { content } with token usage when the prompt has no produces", async ({ expect }) => {
     const run = await runWorkflow(
-      oneTask(uniqueId("wf"), [llmStep("chat", { messages: [{ role: "user", template: "Hello {{name}}" }] }, compatibleModel("inline", { pricing: undefined }), {}, { input_mapping: { name: "$.input.name" } })]),
+      oneTask(uniqueId("wf"), [
+        llmStep(
+          "chat",
+          { messages: [{ role: "user", template: "Hello {{name}}" }] },
+          compatibleModel("inline", { pricing: undefined }),
+          {},
+          { input_mapping: { name: "$.input.name" } },
+        ),
+      ]),
       { name: "Ada" },
     );
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
-    expect(run.output.result.chat).toEqual({ content: "Echo: Hello Ada", _meta: { tokens: { input: 2, output: 3 }, cost_usd: 0 } });
+    expect(run.output.result.chat).toEqual({
+      content: "Echo: Hello Ada",
+      _meta: { tokens: { input: 2, output: 3 }, cost_usd: 0 },
+    });
   });
 
-  it("fails the step with llm.invalid_output quoting the model's text when the answer is not JSON, without retrying", async ({ expect }) => {
+  it("fails the step with llm.invalid_output quoting the model's text when the answer is not JSON, without retrying", async ({
+    expect,
+  }) => {
     const key = uniqueId("bad");
     const retry = { execution: { retry_policy: { max_attempts: 3, initial_delay_ms: 10 } } };
     const run = await runWorkflow(
-      oneTask(uniqueId("wf"), [llmStep("ask", SUMMARY_PROMPT, compatibleModel("inline"), retry, { input_mapping: { topic: "tides", marker: `[[key:${key}]] [[invalid-json]]` } })]),
+      oneTask(uniqueId("wf"), [
+        llmStep("ask", SUMMARY_PROMPT, compatibleModel("inline"), retry, {
+          input_mapping: { topic: "tides", marker: `[[key:${key}]] [[invalid-json]]` },
+        }),
+      ]),
       {},
     );
     expect(run.status).toBe("failed");
@@ -95,8 +150,21 @@ describe("the llm action", () => {
     expect(run.usage.cost_usd).toBeGreaterThan(0);
   });
 
-  it("fails the step with llm.invalid_output naming the schema problem when the JSON has the wrong shape", async ({ expect }) => {
-    const run = await runWorkflow(oneTask(uniqueId("wf"), [llmStep("ask", SUMMARY_PROMPT, compatibleModel("inline"), {}, { input_mapping: { topic: "tides", marker: "[[wrong-shape]]" } })]), {});
+  it("fails the step with llm.invalid_output naming the schema problem when the JSON has the wrong shape", async ({
+    expect,
+  }) => {
+    const run = await runWorkflow(
+      oneTask(uniqueId("wf"), [
+        llmStep(
+          "ask",
+          SUMMARY_PROMPT,
+          compatibleModel("inline"),
+          {},
+          { input_mapping: { topic: "tides", marker: "[[wrong-shape]]" } },
+        ),
+      ]),
+      {},
+    );
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("llm.invalid_output");
     expect(run.error.message).toMatch(/does not match the prompt's "produces" schema/);
@@ -106,8 +174,16 @@ describe("the llm action", () => {
     expect(run.usage.input_tokens).toBeGreaterThan(0);
   });
 
-  it("answers the same prompt through the anthropic provider, with native structured output and with the JSON tool", async ({ expect }) => {
-    const anthropic = (modelId: string) => ({ provider: "anthropic", model_id: modelId, base_url: `${llmServer()}/v1`, api_key: "$env:LLM_API_KEY", pricing: PRICING });
+  it("answers the same prompt through the anthropic provider, with native structured output and with the JSON tool", async ({
+    expect,
+  }) => {
+    const anthropic = (modelId: string) => ({
+      provider: "anthropic",
+      model_id: modelId,
+      base_url: `${llmServer()}/v1`,
+      api_key: "$env:LLM_API_KEY",
+      pricing: PRICING,
+    });
     const key = uniqueId("claude");
     const mapping = { topic: "$.input.topic", marker: `[[key:${key}]]` };
     const run = await runWorkflow(
@@ -119,15 +195,30 @@ describe("the llm action", () => {
     );
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
     for (const ref of ["native", "tool"]) {
-      expect(run.output.result[ref]).toMatchObject({ summary: "Summarise the tides", words: 3, mood: "calm", _meta: { tokens: { input: 5, output: 3 } } });
+      expect(run.output.result[ref]).toMatchObject({
+        summary: "Summarise the tides",
+        words: 3,
+        mood: "calm",
+        _meta: { tokens: { input: 5, output: 3 } },
+      });
     }
     expect((await seen(key)).credentials).toEqual([TEST_SECRETS.LLM_API_KEY, TEST_SECRETS.LLM_API_KEY]);
     expect(run.usage).toEqual({ input_tokens: 10, output_tokens: 6, cost_usd: 0.00012 });
   });
 
   it("answers the same prompt through the openai provider at a custom base_url", async ({ expect }) => {
-    const model = { provider: "openai", model_id: "gpt-4o-mini", base_url: `${llmServer()}/v1`, api_key: "$env:LLM_API_KEY" };
-    const run = await runWorkflow(oneTask(uniqueId("wf"), [llmStep("ask", SUMMARY_PROMPT, model, {}, { input_mapping: { topic: "the tides", marker: "" } })]), {});
+    const model = {
+      provider: "openai",
+      model_id: "gpt-4o-mini",
+      base_url: `${llmServer()}/v1`,
+      api_key: "$env:LLM_API_KEY",
+    };
+    const run = await runWorkflow(
+      oneTask(uniqueId("wf"), [
+        llmStep("ask", SUMMARY_PROMPT, model, {}, { input_mapping: { topic: "the tides", marker: "" } }),
+      ]),
+      {},
+    );
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
     expect(run.output.result.ask).toMatchObject({ summary: "Summarise the tides", words: 3, mood: "calm" });
   });
@@ -135,10 +226,22 @@ describe("the llm action", () => {
   it("answers the same prompt through workers-ai, here the test double of the AI binding", async ({ expect }) => {
     const model = { provider: "workers-ai", model_id: "@cf/meta/llama-3.3-70b-instruct-fp8-fast", pricing: PRICING };
     const before = FAKE_BINDINGS.AI.calls.length;
-    const run = await runWorkflow(oneTask(uniqueId("wf"), [llmStep("ask", SUMMARY_PROMPT, model, {}, { input_mapping: { topic: "the tides", marker: "" } })]), {});
+    const run = await runWorkflow(
+      oneTask(uniqueId("wf"), [
+        llmStep("ask", SUMMARY_PROMPT, model, {}, { input_mapping: { topic: "the tides", marker: "" } }),
+      ]),
+      {},
+    );
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
-    expect(run.output.result.ask).toEqual({ summary: "Summarise the tides", words: 3, mood: "calm", _meta: { tokens: { input: 5, output: 3 }, cost_usd: 0.00006 } });
-    expect(FAKE_BINDINGS.AI.calls.slice(before).map((call) => call.model)).toContain("@cf/meta/llama-3.3-70b-instruct-fp8-fast");
+    expect(run.output.result.ask).toEqual({
+      summary: "Summarise the tides",
+      words: 3,
+      mood: "calm",
+      _meta: { tokens: { input: 5, output: 3 }, cost_usd: 0.00006 },
+    });
+    expect(FAKE_BINDINGS.AI.calls.slice(before).map((call) => call.model)).toContain(
+      "@cf/meta/llama-3.3-70b-instruct-fp8-fast",
+    );
   });
 
   it("retries a 503 and a 429 by the retry policy, honouring Retry-After", async ({ expect }) => {
@@ -147,8 +250,15 @@ describe("the llm action", () => {
     const started = Date.now();
     const run = await runWorkflow(
       oneTask(uniqueId("wf"), [
-        llmStep("unavailable", SUMMARY_PROMPT, compatibleModel("inline"), retry, { input_mapping: { topic: "tides", marker: `[[key:${keys.unavailable}]] [[fail:503]] [[times:1]]` } }),
-        llmStep("limited", SUMMARY_PROMPT, compatibleModel("inline"), retry, { input_mapping: { topic: "tides", marker: `[[key:${keys.limited}]] [[fail:429]] [[times:1]] [[retry-after:1]]` } }),
+        llmStep("unavailable", SUMMARY_PROMPT, compatibleModel("inline"), retry, {
+          input_mapping: { topic: "tides", marker: `[[key:${keys.unavailable}]] [[fail:503]] [[times:1]]` },
+        }),
+        llmStep("limited", SUMMARY_PROMPT, compatibleModel("inline"), retry, {
+          input_mapping: {
+            topic: "tides",
+            marker: `[[key:${keys.limited}]] [[fail:429]] [[times:1]] [[retry-after:1]]`,
+          },
+        }),
       ]),
       {},
     );
@@ -161,7 +271,12 @@ describe("the llm action", () => {
   it("fails with llm.network when the server cannot be reached", async ({ expect }) => {
     // Port 9 (discard) on loopback: nothing listens there.
     const model = { provider: "openai-compatible", model_id: "m", base_url: "http://127.0.0.1:9/v1" };
-    const run = await runWorkflow(oneTask(uniqueId("wf"), [llmStep("ask", SUMMARY_PROMPT, model, {}, { input_mapping: { topic: "tides", marker: "" } })]), {});
+    const run = await runWorkflow(
+      oneTask(uniqueId("wf"), [
+        llmStep("ask", SUMMARY_PROMPT, model, {}, { input_mapping: { topic: "tides", marker: "" } }),
+      ]),
+      {},
+    );
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("llm.network");
   });
@@ -169,7 +284,14 @@ describe("the llm action", () => {
   it("fails at once on a 4xx answer, with llm.status and no retry", async ({ expect }) => {
     const key = uniqueId("4xx");
     const retry = { execution: { retry_policy: { max_attempts: 3, initial_delay_ms: 10 } } };
-    const run = await runWorkflow(oneTask(uniqueId("wf"), [llmStep("ask", SUMMARY_PROMPT, compatibleModel("inline"), retry, { input_mapping: { topic: "tides", marker: `[[key:${key}]] [[fail:400]]` } })]), {});
+    const run = await runWorkflow(
+      oneTask(uniqueId("wf"), [
+        llmStep("ask", SUMMARY_PROMPT, compatibleModel("inline"), retry, {
+          input_mapping: { topic: "tides", marker: `[[key:${key}]] [[fail:400]]` },
+        }),
+      ]),
+      {},
+    );
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("llm.status");
     expect(run.error.message).toMatch(/answered 400/);
@@ -180,16 +302,28 @@ describe("the llm action", () => {
 describe("llm definitions", () => {
   it("rejects a model with a literal API key at registration, registered or inline", async ({ expect }) => {
     const model = { id: uniqueId("leaky"), provider: "openai", model_id: "gpt-4o", api_key: "sk-live-0123456789" };
-    const inline = oneTask(uniqueId("wf"), [llmStep("ask", SUMMARY_PROMPT, { provider: "anthropic", model_id: "claude-sonnet-4-5", api_key: "sk-ant-literal" })]);
+    const inline = oneTask(uniqueId("wf"), [
+      llmStep("ask", SUMMARY_PROMPT, {
+        provider: "anthropic",
+        model_id: "claude-sonnet-4-5",
+        api_key: "sk-ant-literal",
+      }),
+    ]);
     const response = await api("POST", "/v1/definitions", { models: [model], workflows: [inline] });
     expect(response.status).toBe(400);
-    const problems = response.json.error.details.map((detail: { path: string; code: string }) => `${detail.path} ${detail.code}`);
+    const problems = response.json.error.details.map(
+      (detail: { path: string; code: string }) => `${detail.path} ${detail.code}`,
+    );
     expect(problems).toContain("models.0.api_key definition.literal_secret");
-    expect(problems).toContain("workflows.0.nodes.main.task.steps.0.action.implementation.model.api_key definition.literal_secret");
+    expect(problems).toContain(
+      "workflows.0.nodes.main.task.steps.0.action.implementation.model.api_key definition.literal_secret",
+    );
     expect(JSON.stringify(response.json)).not.toContain("sk-live-0123456789");
   });
 
-  it("rejects an openai-compatible model without base_url and a prompt whose produces is not an object", async ({ expect }) => {
+  it("rejects an openai-compatible model without base_url and a prompt whose produces is not an object", async ({
+    expect,
+  }) => {
     const response = await api("POST", "/v1/definitions", {
       models: [{ id: uniqueId("nourl"), provider: "openai-compatible", model_id: "m" }],
       prompts: [{ id: uniqueId("list"), messages: [{ role: "user", template: "x" }], produces: { type: "array" } }],
@@ -204,7 +338,9 @@ describe("llm definitions", () => {
     await register({
       prompts: [{ id: ids.prompt, messages: [{ role: "user", template: "first {{x}}" }] }],
       models: [compatibleModel(ids.model)],
-      workflows: [oneTask(ids.workflow, [llmStep("ask", ids.prompt, ids.model, {}, { input_mapping: { x: "$.input.x" } })])],
+      workflows: [
+        oneTask(ids.workflow, [llmStep("ask", ids.prompt, ids.model, {}, { input_mapping: { x: "$.input.x" } })]),
+      ],
     });
     const start = await api("POST", `/v1/workflows/${ids.workflow}/runs`, { input: { x: "one" } });
     // Registered after the run started: a new version the running run must not see.
@@ -216,7 +352,9 @@ describe("llm definitions", () => {
 });
 
 describe("secrets", () => {
-  it("never puts a resolved secret in the journal, the run view or the events, even when a peer echoes it in an error", async ({ expect }) => {
+  it("never puts a resolved secret in the journal, the run view or the events, even when a peer echoes it in an error", async ({
+    expect,
+  }) => {
     const server = uniqueId("srv");
     const key = uniqueId("k");
     const workflow = {
@@ -226,10 +364,26 @@ describe("secrets", () => {
         main: {
           task: {
             steps: [
-              llmStep("ask", SUMMARY_PROMPT, compatibleModel("inline"), {}, { input_mapping: { topic: "tides", marker: "" } }),
+              llmStep(
+                "ask",
+                SUMMARY_PROMPT,
+                compatibleModel("inline"),
+                {},
+                { input_mapping: { topic: "tides", marker: "" } },
+              ),
               // The peer answers 401 quoting the key it received; the step error is journaled, scrubbed.
-              llmStep("leaky", SUMMARY_PROMPT, compatibleModel("inline"), {}, { input_mapping: { topic: "tides", marker: "[[echo-credential]]" }, on_failure: "continue" }),
-              { ref: "tool", action: { kind: "mcp", implementation: { server, tool: "echo" } }, input_mapping: { message: "hello" } },
+              llmStep(
+                "leaky",
+                SUMMARY_PROMPT,
+                compatibleModel("inline"),
+                {},
+                { input_mapping: { topic: "tides", marker: "[[echo-credential]]" }, on_failure: "continue" },
+              ),
+              {
+                ref: "tool",
+                action: { kind: "mcp", implementation: { server, tool: "echo" } },
+                input_mapping: { message: "hello" },
+              },
               {
                 ref: "errors",
                 action: { kind: "context", implementation: { updates: [{ path: "errors", expr: "input.errors" }] } },
@@ -242,9 +396,15 @@ describe("secrets", () => {
         },
       },
     };
-    const run = await runWorkflow(workflow, {}, {
-      mcp_servers: [{ id: server, url: `${mcpServer()}/k/${key}/mcp`, headers: { authorization: "Bearer $env:MCP_TOKEN" } }],
-    });
+    const run = await runWorkflow(
+      workflow,
+      {},
+      {
+        mcp_servers: [
+          { id: server, url: `${mcpServer()}/k/${key}/mcp`, headers: { authorization: "Bearer $env:MCP_TOKEN" } },
+        ],
+      },
+    );
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
     expect(run.output.result.errors[0].error.message).toContain("Incorrect API key provided: Bearer [redacted]");
     const stats = (await (await fetch(`${mcpServer()}/_stats/${key}`)).json()) as { authorization: string[] };
@@ -252,7 +412,11 @@ describe("secrets", () => {
 
     const journal = JSON.stringify((await api("GET", `/v1/runs/${run.run_id}/journal`)).json);
     const view = JSON.stringify((await api("GET", `/v1/runs/${run.run_id}`)).json);
-    const events = await (await exports.default.fetch(`http://trellis.test/v1/runs/${run.run_id}/events`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
+    const events = await (
+      await exports.default.fetch(`http://trellis.test/v1/runs/${run.run_id}/events`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      })
+    ).text();
     // The scrubbed peer error travelled into the task output, so into the journal and the events.
     expect(journal).toContain("Incorrect API key provided: Bearer [redacted]");
     expect(events).toContain("event: attest");

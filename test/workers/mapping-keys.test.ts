@@ -13,8 +13,14 @@ function workflowWith(id: string, mappingJson: string, outputMappingJson = "{}")
 
 describe("reserved keys in mappings", () => {
   for (const key of ["__proto__", "constructor", "prototype"]) {
-    it(`refuses "${key}" as an input_mapping field and as a target path segment, naming the path`, async ({ expect }) => {
-      const response = await api("POST", "/v1/definitions", workflowWith(uniqueId("proto"), `{ "${key}": "$.input" }`, `{ "state.${key}.x": "$.x" }`));
+    it(`refuses "${key}" as an input_mapping field and as a target path segment, naming the path`, async ({
+      expect,
+    }) => {
+      const response = await api(
+        "POST",
+        "/v1/definitions",
+        workflowWith(uniqueId("proto"), `{ "${key}": "$.input" }`, `{ "state.${key}.x": "$.x" }`),
+      );
       expect(response.status).toBe(400);
       const details = response.json.error.details as { path: string; message: string }[];
       const paths = details.map((detail) => detail.path);
@@ -32,7 +38,10 @@ describe("reserved keys in mappings", () => {
     const result = await env.CATALOG.get(env.CATALOG.idFromName("catalog")).register(body);
     expect(result.ok).toBe(false);
     const details = (result as { ok: false; error: { details?: { path: string }[] } }).error.details ?? [];
-    expect(details.map((detail) => detail.path).sort()).toEqual(["workflows.0.nodes.main.input_mapping.__proto__", "workflows.0.nodes.main.output_mapping.state.__proto__.x"]);
+    expect(details.map((detail) => detail.path).sort()).toEqual([
+      "workflows.0.nodes.main.input_mapping.__proto__",
+      "workflows.0.nodes.main.output_mapping.state.__proto__.x",
+    ]);
   });
 
   it("writes a __proto__ field of a stored mapping as plain data, leaving the prototype alone", ({ expect }) => {

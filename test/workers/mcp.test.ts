@@ -20,7 +20,13 @@ async function stats(key: string): Promise<PeerStats> {
   return (await (await fetch(`${mcpServer()}/_stats/${key}`)).json()) as PeerStats;
 }
 
-function mcpStep(ref: string, server: string, tool: string, input_mapping: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+function mcpStep(
+  ref: string,
+  server: string,
+  tool: string,
+  input_mapping: Record<string, unknown>,
+  extra: Record<string, unknown> = {},
+) {
   return { ref, action: { kind: "mcp", implementation: { server, tool, ...extra } }, input_mapping };
 }
 
@@ -28,7 +34,13 @@ function mcpStep(ref: string, server: string, tool: string, input_mapping: Recor
  * Registers a server (its own proxy key, so its traffic is countable) and a
  * one-node workflow over `steps`, runs it and waits for the end.
  */
-async function runWithServer(options: { steps: (server: string) => unknown[]; tools?: (server: string) => string[]; server?: Record<string, unknown>; input?: unknown; url?: (key: string) => string }): Promise<{ run: any; key: string; server: string }> {
+async function runWithServer(options: {
+  steps: (server: string) => unknown[];
+  tools?: (server: string) => string[];
+  server?: Record<string, unknown>;
+  input?: unknown;
+  url?: (key: string) => string;
+}): Promise<{ run: any; key: string; server: string }> {
   const server = uniqueId("srv");
   const key = uniqueId("key");
   const workflow = {
@@ -37,7 +49,10 @@ async function runWithServer(options: { steps: (server: string) => unknown[]; to
     nodes: { main: { task: { steps: options.steps(server) }, output_mapping: { "output.result": "$" } } },
   };
   const url = options.url ? options.url(key) : `${mcpServer()}/k/${key}/mcp`;
-  const registered = await api("POST", "/v1/definitions", { mcp_servers: [{ id: server, url, ...options.server }], workflows: [workflow] });
+  const registered = await api("POST", "/v1/definitions", {
+    mcp_servers: [{ id: server, url, ...options.server }],
+    workflows: [workflow],
+  });
   if (registered.status !== 201) {
     throw new Error(JSON.stringify(registered.json));
   }
@@ -50,8 +65,14 @@ describe("the mcp action", () => {
     const { run, key } = await runWithServer({
       tools: (server) => [`mcp:${server}/echo`, `mcp:${server}/get-sum`],
       steps: (server) => [
-        { ...mcpStep("echo", server, "echo", { message: "$.input.message" }), output_mapping: { "output.echoed": "$.content[0].text" } },
-        { ...mcpStep("sum", server, "get-sum", { a: "$.input.a", b: "$.input.b" }), output_mapping: { "output.sum": "$.content[0].text" } },
+        {
+          ...mcpStep("echo", server, "echo", { message: "$.input.message" }),
+          output_mapping: { "output.echoed": "$.content[0].text" },
+        },
+        {
+          ...mcpStep("sum", server, "get-sum", { a: "$.input.a", b: "$.input.b" }),
+          output_mapping: { "output.sum": "$.content[0].text" },
+        },
       ],
       input: { message: "hello trellis", a: 20, b: 22 },
     });
@@ -66,13 +87,20 @@ describe("the mcp action", () => {
   it("returns a tool's structuredContent as the step output", async ({ expect }) => {
     const { run } = await runWithServer({
       tools: (server) => [`mcp:${server}/*`],
-      steps: (server) => [{ ...mcpStep("weather", server, "get-structured-content", { location: "Chicago" }), output_mapping: { "output.weather": "$" } }],
+      steps: (server) => [
+        {
+          ...mcpStep("weather", server, "get-structured-content", { location: "Chicago" }),
+          output_mapping: { "output.weather": "$" },
+        },
+      ],
     });
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
     expect(run.output.result.weather).toEqual({ temperature: 36, conditions: "Light rain / drizzle", humidity: 82 });
   });
 
-  it("fails closed without contacting the server when the tool is not on the workflow's tools allowlist", async ({ expect }) => {
+  it("fails closed without contacting the server when the tool is not on the workflow's tools allowlist", async ({
+    expect,
+  }) => {
     const { run, key } = await runWithServer({
       tools: (server) => [`mcp:${server}/get-sum`],
       steps: (server) => [mcpStep("echo", server, "echo", { message: "must not arrive" })],
@@ -84,13 +112,17 @@ describe("the mcp action", () => {
   });
 
   it("fails closed when the workflow has no tools allowlist at all", async ({ expect }) => {
-    const { run, key } = await runWithServer({ steps: (server) => [mcpStep("echo", server, "echo", { message: "must not arrive" })] });
+    const { run, key } = await runWithServer({
+      steps: (server) => [mcpStep("echo", server, "echo", { message: "must not arrive" })],
+    });
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("mcp.tool_not_allowed");
     expect((await stats(key)).requests).toBe(0);
   });
 
-  it("fails closed without contacting the server when the tool is not in the server's allowed_tools", async ({ expect }) => {
+  it("fails closed without contacting the server when the tool is not in the server's allowed_tools", async ({
+    expect,
+  }) => {
     const { run, key } = await runWithServer({
       tools: (server) => [`mcp:${server}/echo`],
       server: { allowed_tools: ["get-sum"] },
@@ -105,7 +137,9 @@ describe("the mcp action", () => {
   it("fails closed on a wrong pin after listing the tools, without calling the tool", async ({ expect }) => {
     const { run, key } = await runWithServer({
       tools: (server) => [`mcp:${server}/echo`],
-      steps: (server) => [mcpStep("echo", server, "echo", { message: "must not arrive" }, { pin: `sha256:${"0".repeat(64)}` })],
+      steps: (server) => [
+        mcpStep("echo", server, "echo", { message: "must not arrive" }, { pin: `sha256:${"0".repeat(64)}` }),
+      ],
     });
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("mcp.pin_mismatch");
@@ -115,8 +149,13 @@ describe("the mcp action", () => {
     expect(seen.calls).toEqual([]);
   });
 
-  it("calls the tool when its pin is the sha256 of the canonical JSON of its name and input schema", async ({ expect }) => {
-    const client = new Client({ name: "pin-test", version: "1" }, { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() });
+  it("calls the tool when its pin is the sha256 of the canonical JSON of its name and input schema", async ({
+    expect,
+  }) => {
+    const client = new Client(
+      { name: "pin-test", version: "1" },
+      { jsonSchemaValidator: new CfWorkerJsonSchemaValidator() },
+    );
     await client.connect(new StreamableHTTPClientTransport(new URL(`${mcpServer()}/mcp`)));
     const echo = (await client.listTools()).tools.find((tool) => tool.name === "echo");
     await client.close();
@@ -127,11 +166,18 @@ describe("the mcp action", () => {
     // The documented bytes: RFC 8785 JSON of { name, inputSchema } (keys sorted, no spaces).
     const bytes = `{"inputSchema":${canonicalEchoSchema(echo.inputSchema)},"name":"echo"}`;
     const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(bytes));
-    expect(pin).toBe(`sha256:${[...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, "0")).join("")}`);
+    expect(pin).toBe(
+      `sha256:${[...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, "0")).join("")}`,
+    );
 
     const { run, key } = await runWithServer({
       tools: (server) => [`mcp:${server}/echo`],
-      steps: (server) => [{ ...mcpStep("echo", server, "echo", { message: "pinned" }, { pin }), output_mapping: { "output.text": "$.content[0].text" } }],
+      steps: (server) => [
+        {
+          ...mcpStep("echo", server, "echo", { message: "pinned" }, { pin }),
+          output_mapping: { "output.text": "$.content[0].text" },
+        },
+      ],
     });
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
     expect(run.output.result.text).toBe("Echo: pinned");
@@ -141,7 +187,16 @@ describe("the mcp action", () => {
   it("fails the step, not retryable, when the tool result has isError", async ({ expect }) => {
     const { run, key } = await runWithServer({
       tools: (server) => [`mcp:${server}/get-sum`],
-      steps: (server) => [{ ...mcpStep("sum", server, "get-sum", { a: "not a number", b: 1 }), action: { kind: "mcp", implementation: { server, tool: "get-sum" }, execution: { retry_policy: { max_attempts: 3, initial_delay_ms: 10 } } } }],
+      steps: (server) => [
+        {
+          ...mcpStep("sum", server, "get-sum", { a: "not a number", b: 1 }),
+          action: {
+            kind: "mcp",
+            implementation: { server, tool: "get-sum" },
+            execution: { retry_policy: { max_attempts: 3, initial_delay_ms: 10 } },
+          },
+        },
+      ],
     });
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("mcp.tool_error");
@@ -153,7 +208,12 @@ describe("the mcp action", () => {
     const { run } = await runWithServer({
       url: () => `${mcpSseServer()}/sse`,
       tools: (server) => [`mcp:${server}/echo`],
-      steps: (server) => [{ ...mcpStep("echo", server, "echo", { message: "over sse" }), output_mapping: { "output.text": "$.content[0].text" } }],
+      steps: (server) => [
+        {
+          ...mcpStep("echo", server, "echo", { message: "over sse" }),
+          output_mapping: { "output.text": "$.content[0].text" },
+        },
+      ],
     });
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
     expect(run.output.result.text).toBe("Echo: over sse");
@@ -164,7 +224,16 @@ describe("the mcp action", () => {
     const { run } = await runWithServer({
       url: () => `${httpTarget()}/status/503/${hitKey}`,
       tools: (server) => [`mcp:${server}/echo`],
-      steps: (server) => [{ ...mcpStep("echo", server, "echo", { message: "x" }), action: { kind: "mcp", implementation: { server, tool: "echo" }, execution: { retry_policy: { max_attempts: 3, initial_delay_ms: 10, max_delay_ms: 20 } } } }],
+      steps: (server) => [
+        {
+          ...mcpStep("echo", server, "echo", { message: "x" }),
+          action: {
+            kind: "mcp",
+            implementation: { server, tool: "echo" },
+            execution: { retry_policy: { max_attempts: 3, initial_delay_ms: 10, max_delay_ms: 20 } },
+          },
+        },
+      ],
     });
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("mcp.connection");
@@ -186,10 +255,18 @@ describe("the mcp action", () => {
 describe("mcp definitions", () => {
   it("rejects a literal credential in an MCP server's headers at registration", async ({ expect }) => {
     const response = await api("POST", "/v1/definitions", {
-      mcp_servers: [{ id: uniqueId("srv"), url: "http://127.0.0.1:1/mcp", headers: { authorization: "Bearer abc123", "x-api-key": "$env:MCP_TOKEN" } }],
+      mcp_servers: [
+        {
+          id: uniqueId("srv"),
+          url: "http://127.0.0.1:1/mcp",
+          headers: { "authorization": "Bearer abc123", "x-api-key": "$env:MCP_TOKEN" },
+        },
+      ],
     });
     expect(response.status).toBe(400);
-    expect(response.json.error.details).toEqual([expect.objectContaining({ path: "mcp_servers.0.headers.authorization", code: "definition.literal_secret" })]);
+    expect(response.json.error.details).toEqual([
+      expect.objectContaining({ path: "mcp_servers.0.headers.authorization", code: "definition.literal_secret" }),
+    ]);
   });
 });
 
@@ -199,7 +276,11 @@ function canonicalEchoSchema(schema: unknown): string {
     Array.isArray(value)
       ? value.map(sort)
       : value !== null && typeof value === "object"
-        ? Object.fromEntries(Object.keys(value).sort().map((name) => [name, sort((value as Record<string, unknown>)[name])]))
+        ? Object.fromEntries(
+            Object.keys(value)
+              .sort()
+              .map((name) => [name, sort((value as Record<string, unknown>)[name])]),
+          )
         : value;
   return JSON.stringify(sort(schema));
 }

@@ -69,15 +69,23 @@ function hold(stub: DurableObjectStub): { release: () => void } {
   return { release: () => release() };
 }
 
-const httpStep = (ref: string, url: string) => ({ ref, action: { kind: "http", implementation: { method: "GET", url_template: url } } });
-const humanStep = (ref: string) => ({ ref, action: { kind: "human", implementation: { prompt_template: "go on?", input_schema: { type: "object" } } } });
+const httpStep = (ref: string, url: string) => ({
+  ref,
+  action: { kind: "http", implementation: { method: "GET", url_template: url } },
+});
+const humanStep = (ref: string) => ({
+  ref,
+  action: { kind: "human", implementation: { prompt_template: "go on?", input_schema: { type: "object" } } },
+});
 
 const local = () => env as unknown as { SHELL_SERVER_URL: string };
 const sandboxes = () => env.SANDBOX as unknown as DurableObjectNamespace;
 const sandboxOf = (container: string) => sandboxes().get(sandboxes().idFromName(container));
 
 /** The Sandbox's own storage: its owner record and the workspace's credential on the shell server. */
-function sandboxRecord(container: string): Promise<{ owner: { run_id: string; released_at?: string } | undefined; token: string | undefined }> {
+function sandboxRecord(
+  container: string,
+): Promise<{ owner: { run_id: string; released_at?: string } | undefined; token: string | undefined }> {
   return runInDurableObject(sandboxOf(container), (_instance, state) => ({
     owner: state.storage.kv.get<{ run_id: string; released_at?: string }>("sandbox:owner"),
     token: state.storage.kv.get<string>("sandbox:workspace-token"),
@@ -85,22 +93,41 @@ function sandboxRecord(container: string): Promise<{ owner: { run_id: string; re
 }
 
 /** Reads a workspace file straight from the local shell server with the workspace's credential. */
-async function readFromShellServer(container: string, token: string, path: string): Promise<{ status: number; text: string }> {
-  const response = await fetch(`${local().SHELL_SERVER_URL}/v1/workspaces/${encodeURIComponent(container)}/files/read`, {
-    method: "POST",
-    headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
-    body: JSON.stringify({ path }),
-  });
+async function readFromShellServer(
+  container: string,
+  token: string,
+  path: string,
+): Promise<{ status: number; text: string }> {
+  const response = await fetch(
+    `${local().SHELL_SERVER_URL}/v1/workspaces/${encodeURIComponent(container)}/files/read`,
+    {
+      method: "POST",
+      headers: { "content-type": "application/json", "authorization": `Bearer ${token}` },
+      body: JSON.stringify({ path }),
+    },
+  );
   return { status: response.status, text: await response.text() };
 }
-const countOf = (entries: readonly Entry[], kind: string, node?: string) => entries.filter((entry) => entry.kind === kind && (node === undefined || entry.body.node === node)).length;
+const countOf = (entries: readonly Entry[], kind: string, node?: string) =>
+  entries.filter((entry) => entry.kind === kind && (node === undefined || entry.body.node === node)).length;
 
 describe("recovery needs no reader", () => {
-  it("a dispatch lost in a restart is journaled task.lost and sent again by the alarm alone, never timed out", async ({ expect }) => {
+  it("a dispatch lost in a restart is journaled task.lost and sent again by the alarm alone, never timed out", async ({
+    expect,
+  }) => {
     const key = uniqueId("lost");
     const id = uniqueId("one-call");
     // The attempt may take 20 s: its deadline (30 s with the grace) is far behind the liveness check.
-    await register({ workflows: [{ id, nodes: { call: { timeout_ms: 20_000, task: { steps: [httpStep("wait", `${httpTarget()}/slow/${key}?ms=1500`)] } } } }] });
+    await register({
+      workflows: [
+        {
+          id,
+          nodes: {
+            call: { timeout_ms: 20_000, task: { steps: [httpStep("wait", `${httpTarget()}/slow/${key}?ms=1500`)] } },
+          },
+        },
+      ],
+    });
     const runId: string = (await api("POST", `/v1/workflows/${id}/runs`, { input: {} })).json.run_id;
     await vi.waitUntil(async () => (await hits(key)) >= 1, { timeout: 10_000 });
 
@@ -123,7 +150,9 @@ describe("recovery needs no reader", () => {
     expect(await verified(runId)).toBe(true);
   });
 
-  it("a child start lost in a restart is asked for again by the parent's alarm alone, and the child runs once", async ({ expect }) => {
+  it("a child start lost in a restart is asked for again by the parent's alarm alone, and the child runs once", async ({
+    expect,
+  }) => {
     const key = uniqueId("child");
     const child = uniqueId("child-flow");
     const parent = uniqueId("parent-flow");
@@ -134,7 +163,8 @@ describe("recovery needs no reader", () => {
       ],
     });
     // Created in approval mode, so the start of its child is what the approval sets off.
-    const runId: string = (await api("POST", `/v1/workflows/${parent}/runs`, { input: {}, mode: "approval" })).json.run_id;
+    const runId: string = (await api("POST", `/v1/workflows/${parent}/runs`, { input: {}, mode: "approval" })).json
+      .run_id;
     // The catalog holds the child's resolution: the start is in flight when the process dies.
     const catalog = hold(env.CATALOG.get(env.CATALOG.idFromName("catalog")));
     const approved = await api("POST", `/v1/runs/${runId}/approve`);
@@ -161,20 +191,35 @@ describe("recovery needs no reader", () => {
     expect(await verified(childRunId)).toBe(true);
   });
 
-  it("a child's report lost in a restart is sent again by the child's alarm alone, and the parent goes on", async ({ expect }) => {
+  it("a child's report lost in a restart is sent again by the child's alarm alone, and the parent goes on", async ({
+    expect,
+  }) => {
     const key = uniqueId("report");
     const child = uniqueId("child-flow");
     const parent = uniqueId("parent-flow");
     await register({
       workflows: [
-        { id: child, nodes: { wait: { task: { steps: [httpStep("wait", `${httpTarget()}/slow/${key}-child?ms=200`)] } } } },
-        { id: parent, nodes: { sub: { workflow: child }, after: { depends_on: ["sub"], task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}-after`)] } } } },
+        {
+          id: child,
+          nodes: { wait: { task: { steps: [httpStep("wait", `${httpTarget()}/slow/${key}-child?ms=200`)] } } },
+        },
+        {
+          id: parent,
+          nodes: {
+            sub: { workflow: child },
+            after: { depends_on: ["sub"], task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}-after`)] } },
+          },
+        },
       ],
     });
     const runId: string = (await api("POST", `/v1/workflows/${parent}/runs`, { input: {} })).json.run_id;
     const started = await waitForRun(runId, (run) => run.nodes.sub.status === "waiting");
     expect(started.status).toBe("waiting");
-    const childRunId = await vi.waitUntil(async () => (await journal(runId)).find((entry) => entry.kind === "child.started")?.body.child_run_id as string | undefined, { timeout: 10_000 });
+    const childRunId = await vi.waitUntil(
+      async () =>
+        (await journal(runId)).find((entry) => entry.kind === "child.started")?.body.child_run_id as string | undefined,
+      { timeout: 10_000 },
+    );
     // The parent holds every call: the child's report is in flight when the process dies.
     const parentHeld = hold(stubOf(runId));
     const finished = await waitForRun(childRunId);
@@ -199,7 +244,9 @@ describe("recovery needs no reader", () => {
     expect(await verified(childRunId)).toBe(true);
   });
 
-  it("a cancel of a child lost in a restart is sent again by the parent's alarm alone, and the child ends cancelled", async ({ expect }) => {
+  it("a cancel of a child lost in a restart is sent again by the parent's alarm alone, and the child ends cancelled", async ({
+    expect,
+  }) => {
     const child = uniqueId("gated-child");
     const parent = uniqueId("cancelled-parent");
     await register({
@@ -209,7 +256,11 @@ describe("recovery needs no reader", () => {
       ],
     });
     const runId: string = (await api("POST", `/v1/workflows/${parent}/runs`, { input: {} })).json.run_id;
-    const childRunId = await vi.waitUntil(async () => (await journal(runId)).find((entry) => entry.kind === "child.started")?.body.child_run_id as string | undefined, { timeout: 10_000 });
+    const childRunId = await vi.waitUntil(
+      async () =>
+        (await journal(runId)).find((entry) => entry.kind === "child.started")?.body.child_run_id as string | undefined,
+      { timeout: 10_000 },
+    );
     // The child runs: it waits at its gate.
     await waitForRun(childRunId, (run) => run.gates.some((gate: { status: string }) => gate.status === "open"));
     // The child holds every call: the parent's cancel is in flight when the process dies.
@@ -234,7 +285,11 @@ describe("recovery needs no reader", () => {
       { node: "sub", item: null, step: null, child_run_id: childRunId, key: expect.any(String) },
     ]);
     const childEntries = await journal(childRunId);
-    expect(childEntries.at(-1)?.body).toMatchObject({ outcome: "cancelled", reason: "the parent run ended", created_by: `run:${runId}` });
+    expect(childEntries.at(-1)?.body).toMatchObject({
+      outcome: "cancelled",
+      reason: "the parent run ended",
+      created_by: `run:${runId}`,
+    });
     expect(await verified(runId)).toBe(true);
     expect(await verified(childRunId)).toBe(true);
     // Cancel is idempotent on the child's side: another one changes nothing.
@@ -244,7 +299,9 @@ describe("recovery needs no reader", () => {
     expect(await journal(childRunId)).toHaveLength(childEntries.length);
   });
 
-  it("a container release lost in a restart is sent again by the run's alarm alone, and the Sandbox is released", async ({ expect }) => {
+  it("a container release lost in a restart is sent again by the run's alarm alone, and the Sandbox is released", async ({
+    expect,
+  }) => {
     const key = uniqueId("last");
     const id = uniqueId("with-container");
     await register({
@@ -253,7 +310,17 @@ describe("recovery needs no reader", () => {
           id,
           resources: { dev_env: { type: "container" } },
           nodes: {
-            work: { resource_bindings: { container: "dev_env" }, task: { steps: [{ ref: "write", action: { kind: "shell", implementation: { command_template: "echo kept > note.txt" } } }] } },
+            work: {
+              resource_bindings: { container: "dev_env" },
+              task: {
+                steps: [
+                  {
+                    ref: "write",
+                    action: { kind: "shell", implementation: { command_template: "echo kept > note.txt" } },
+                  },
+                ],
+              },
+            },
             last: { depends_on: ["work"], task: { steps: [httpStep("wait", `${httpTarget()}/slow/${key}?ms=300`)] } },
           },
         },
@@ -280,7 +347,9 @@ describe("recovery needs no reader", () => {
     sandboxHeld.release();
     await runDurableObjectAlarm(stubOf(runId));
     // Only the run's alarm ran: the Sandbox is released, its workspace gone from the shell server.
-    await vi.waitUntil(async () => (await sandboxRecord(container)).owner?.released_at !== undefined, { timeout: 10_000 });
+    await vi.waitUntil(async () => (await sandboxRecord(container)).owner?.released_at !== undefined, {
+      timeout: 10_000,
+    });
     const gone = await readFromShellServer(container, token, "note.txt");
     expect(gone.status).not.toBe(200);
     expect(gone.text).not.toContain("kept");
@@ -289,31 +358,47 @@ describe("recovery needs no reader", () => {
     expect(await verified(runId)).toBe(true);
   });
 
-  it("a run that ended with no children and no containers keeps no alarm and stores no cleanup fields", async ({ expect }) => {
+  it("a run that ended with no children and no containers keeps no alarm and stores no cleanup fields", async ({
+    expect,
+  }) => {
     const key = uniqueId("plain");
     const id = uniqueId("plain-flow");
-    await register({ workflows: [{ id, nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } } }] });
+    await register({
+      workflows: [{ id, nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } } }],
+    });
     const runId: string = (await api("POST", `/v1/workflows/${id}/runs`, { input: {} })).json.run_id;
     expect((await waitForRun(runId)).status).toBe("completed");
     const stored = await runInDurableObject(stubOf(runId), async (_instance, state) => ({
       alarm: await state.storage.getAlarm(),
-      record: JSON.parse(state.storage.sql.exec<{ data: string }>("SELECT data FROM blobs WHERE key = 'record' ORDER BY chunk").toArray().map((row) => row.data).join("")) as Record<string, unknown>,
+      record: JSON.parse(
+        state.storage.sql
+          .exec<{ data: string }>("SELECT data FROM blobs WHERE key = 'record' ORDER BY chunk")
+          .toArray()
+          .map((row) => row.data)
+          .join(""),
+      ) as Record<string, unknown>,
     }));
     expect(stored.alarm).toBeNull();
     expect(Object.keys(stored.record)).not.toContain("pending_cancels");
     expect(Object.keys(stored.record)).not.toContain("pending_releases");
   });
 
-  it("a crash while an auto run is created leaves no run stranded in drafting: creation and start commit together", async ({ expect }) => {
+  it("a crash while an auto run is created leaves no run stranded in drafting: creation and start commit together", async ({
+    expect,
+  }) => {
     const key = uniqueId("mark");
     const id = uniqueId("created");
     const idempotencyKey = uniqueId("key");
-    await register({ workflows: [{ id, nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } } }] });
+    await register({
+      workflows: [{ id, nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } } }],
+    });
     const runId = await runIdFor(`${id}\n${idempotencyKey}`);
     // Staged crash: any commit of a journal entry after `run.created` fails, as if the
     // process died between the two (seq 2 is the start's `run.status`).
     await runInDurableObject(stubOf(runId), (_instance, state) => {
-      state.storage.sql.exec("CREATE TRIGGER staged_crash BEFORE INSERT ON journal WHEN NEW.seq >= 2 BEGIN SELECT RAISE(ABORT, 'staged crash'); END");
+      state.storage.sql.exec(
+        "CREATE TRIGGER staged_crash BEFORE INSERT ON journal WHEN NEW.seq >= 2 BEGIN SELECT RAISE(ABORT, 'staged crash'); END",
+      );
     });
     const failed = await api("POST", `/v1/workflows/${id}/runs`, { input: {}, idempotency_key: idempotencyKey });
     expect(failed.status).toBeGreaterThanOrEqual(500);
@@ -333,19 +418,30 @@ describe("recovery needs no reader", () => {
     expect(await verified(runId)).toBe(true);
   });
 
-  it("an auto run stored in drafting (its start lost before creation and start were one transaction) starts on a retried create", async ({ expect }) => {
+  it("an auto run stored in drafting (its start lost before creation and start were one transaction) starts on a retried create", async ({
+    expect,
+  }) => {
     const key = uniqueId("mark");
     const id = uniqueId("stranded");
     const idempotencyKey = uniqueId("key");
-    await register({ workflows: [{ id, nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } } }] });
+    await register({
+      workflows: [{ id, nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } } }],
+    });
     // What the two-transaction creation left after a crash between them: `run.created`
     // committed, the run in drafting, in auto mode, with no alarm. Staged from an
     // approval-mode run whose record is then made an auto one's.
-    const created = await api("POST", `/v1/workflows/${id}/runs`, { input: {}, idempotency_key: idempotencyKey, mode: "approval" });
+    const created = await api("POST", `/v1/workflows/${id}/runs`, {
+      input: {},
+      idempotency_key: idempotencyKey,
+      mode: "approval",
+    });
     const runId: string = created.json.run_id;
     const autoHash = await sha256Hex(canonicalJson({ workflow: id, version: null, input: {}, mode: "auto" }));
     await runInDurableObject(stubOf(runId), (_instance, state) => {
-      state.storage.sql.exec("UPDATE blobs SET data = json_set(data, '$.mode', 'auto', '$.request_hash', ?) WHERE key = 'record' AND chunk = 0", autoHash);
+      state.storage.sql.exec(
+        "UPDATE blobs SET data = json_set(data, '$.mode', 'auto', '$.request_hash', ?) WHERE key = 'record' AND chunk = 0",
+        autoHash,
+      );
     });
     await abortAllDurableObjects();
 

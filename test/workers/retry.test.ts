@@ -3,7 +3,14 @@ import { MAX_RETRY_AFTER_MS, resolveRetryPolicy, retryDelayMs, type ResolvedRetr
 import { RETRY_DEFAULTS, RetryPolicy } from "../../schemas/index.ts";
 
 function makePolicy(overrides: Partial<ResolvedRetryPolicy> = {}): ResolvedRetryPolicy {
-  return { maxAttempts: 10, initialDelayMs: 1000, backoffCoefficient: 2, maxDelayMs: 5000, jitter: false, ...overrides };
+  return {
+    maxAttempts: 10,
+    initialDelayMs: 1000,
+    backoffCoefficient: 2,
+    maxDelayMs: 5000,
+    jitter: false,
+    ...overrides,
+  };
 }
 
 describe("retryDelayMs", () => {
@@ -72,7 +79,13 @@ describe("resolveRetryPolicy", () => {
       maxDelayMs: 60_000,
       jitter: true,
     });
-    expect(RETRY_DEFAULTS).toEqual({ max_attempts: 1, initial_delay_ms: 500, backoff_coefficient: 2, max_delay_ms: 60_000, jitter: true });
+    expect(RETRY_DEFAULTS).toEqual({
+      max_attempts: 1,
+      initial_delay_ms: 500,
+      backoff_coefficient: 2,
+      max_delay_ms: 60_000,
+      jitter: true,
+    });
   });
 
   it("fields given override the defaults one by one", ({ expect }) => {
@@ -83,7 +96,10 @@ describe("resolveRetryPolicy", () => {
       maxDelayMs: 60_000,
       jitter: false,
     });
-    expect(resolveRetryPolicy({ backoff_coefficient: 3, max_delay_ms: 9000 })).toMatchObject({ backoffCoefficient: 3, maxDelayMs: 9000 });
+    expect(resolveRetryPolicy({ backoff_coefficient: 3, max_delay_ms: 9000 })).toMatchObject({
+      backoffCoefficient: 3,
+      maxDelayMs: 9000,
+    });
   });
 
   it("an initial delay above the default maximum raises the maximum to it", ({ expect }) => {
@@ -92,16 +108,19 @@ describe("resolveRetryPolicy", () => {
 });
 
 describe("the RetryPolicy schema", () => {
-  it.for([
-    { policy: { initial_delay_ms: 2000, max_delay_ms: 1000 } },
-    { policy: { max_delay_ms: 100 } },
-  ])("rejects max_delay_ms below initial_delay_ms in $policy", ({ policy }, { expect }) => {
-    const parsed = RetryPolicy.safeParse(policy);
-    expect(parsed.success).toBe(false);
-    expect(parsed.error?.issues).toEqual([
-      expect.objectContaining({ path: ["max_delay_ms"], message: "max_delay_ms cannot be less than initial_delay_ms" }),
-    ]);
-  });
+  it.for([{ policy: { initial_delay_ms: 2000, max_delay_ms: 1000 } }, { policy: { max_delay_ms: 100 } }])(
+    "rejects max_delay_ms below initial_delay_ms in $policy",
+    ({ policy }, { expect }) => {
+      const parsed = RetryPolicy.safeParse(policy);
+      expect(parsed.success).toBe(false);
+      expect(parsed.error?.issues).toEqual([
+        expect.objectContaining({
+          path: ["max_delay_ms"],
+          message: "max_delay_ms cannot be less than initial_delay_ms",
+        }),
+      ]);
+    },
+  );
 
   it.for([
     { policy: {} },

@@ -8,7 +8,25 @@ it("offers the same operations over Workers RPC, with errors as data", async ({ 
   const rpc = exports.TrellisApi as unknown as TrellisApi;
   const id = uniqueId("rpc");
   const registered = await rpc.registerDefinitions({
-    workflows: [{ id, nodes: { a: { task: { steps: [{ ref: "s", action: { kind: "context", implementation: { updates: [{ path: "n", expr: "input.n + 1" }] } }, output_mapping: { "output.n": "$.n" } }] }, output_mapping: { "output.n": "$.n" } } } }],
+    workflows: [
+      {
+        id,
+        nodes: {
+          a: {
+            task: {
+              steps: [
+                {
+                  ref: "s",
+                  action: { kind: "context", implementation: { updates: [{ path: "n", expr: "input.n + 1" }] } },
+                  output_mapping: { "output.n": "$.n" },
+                },
+              ],
+            },
+            output_mapping: { "output.n": "$.n" },
+          },
+        },
+      },
+    ],
   });
   expect(registered).toMatchObject({ ok: true, value: { created: [{ kind: "workflows", id, version: 1 }] } });
 
@@ -38,11 +56,19 @@ function nested(levels: number): Record<string, unknown> {
   return value;
 }
 
-it("holds RPC arguments to the HTTP body limits: lone surrogates, depth, size, shared or cyclic values, wrong types", async ({ expect }) => {
+it("holds RPC arguments to the HTTP body limits: lone surrogates, depth, size, shared or cyclic values, wrong types", async ({
+  expect,
+}) => {
   const rpc = exports.TrellisApi as unknown as TrellisApi;
   const id = uniqueId("rpclimits");
   const human = { kind: "human", implementation: { prompt_template: "?", input_schema: { type: "object" } } };
-  expect((await rpc.registerDefinitions({ workflows: [{ id, nodes: { a: { task: { steps: [{ ref: "ask", action: human }] } } } }] })).ok).toBe(true);
+  expect(
+    (
+      await rpc.registerDefinitions({
+        workflows: [{ id, nodes: { a: { task: { steps: [{ ref: "ask", action: human }] } } } }],
+      })
+    ).ok,
+  ).toBe(true);
   const started = await rpc.startRun(id, { input: {} });
   const runId = (started.ok ? started.value.run_id : null) ?? "";
   const run = await waitForRun(runId, (view) => view.gates?.length > 0);
@@ -51,20 +77,39 @@ it("holds RPC arguments to the HTTP body limits: lone surrogates, depth, size, s
   const refused = (result: { ok: boolean; error?: { code: string; details?: { path: string }[] } }) =>
     result.ok ? { ok: true } : { code: result.error?.code, paths: result.error?.details?.map((detail) => detail.path) };
   const lone = "\udfff";
-  expect(refused(await rpc.startRun(id, { input: { name: lone } }))).toEqual({ code: "request.invalid_text", paths: ["input.name"] });
-  expect(refused(await rpc.startRun(id, { input: {}, idempotency_key: lone }))).toEqual({ code: "request.invalid_text", paths: ["idempotency_key"] });
-  expect(refused(await rpc.registerDefinitions({ workflows: [{ id: uniqueId("x"), description: lone, nodes: {} }] }))).toEqual({ code: "request.invalid_text", paths: ["workflows.0.description"] });
-  expect(refused(await rpc.answerGate(runId, gateId, { response: { [lone]: 1 } }))).toEqual({ code: "request.invalid_text", paths: ["response.\\udfff"] });
-  expect(refused(await rpc.cancelRun(runId, `stop${lone}`))).toEqual({ code: "request.invalid_text", paths: ["reason"] });
+  expect(refused(await rpc.startRun(id, { input: { name: lone } }))).toEqual({
+    code: "request.invalid_text",
+    paths: ["input.name"],
+  });
+  expect(refused(await rpc.startRun(id, { input: {}, idempotency_key: lone }))).toEqual({
+    code: "request.invalid_text",
+    paths: ["idempotency_key"],
+  });
+  expect(
+    refused(await rpc.registerDefinitions({ workflows: [{ id: uniqueId("x"), description: lone, nodes: {} }] })),
+  ).toEqual({ code: "request.invalid_text", paths: ["workflows.0.description"] });
+  expect(refused(await rpc.answerGate(runId, gateId, { response: { [lone]: 1 } }))).toEqual({
+    code: "request.invalid_text",
+    paths: ["response.\\udfff"],
+  });
+  expect(refused(await rpc.cancelRun(runId, `stop${lone}`))).toEqual({
+    code: "request.invalid_text",
+    paths: ["reason"],
+  });
   expect(refused(await rpc.getRun(`run_${lone}`))).toEqual({ code: "request.invalid_text", paths: ["runId"] });
 
   // Deeper values (around 3,000 levels here) fail in workerd's RPC serialization itself: the call rejects before reaching Trellis.
   for (const levels of [65, 2_000]) {
     expect(refused(await rpc.startRun(id, { input: nested(levels - 1) })).code).toBe("request.too_deep");
     expect(refused(await rpc.registerDefinitions({ workflows: [nested(levels - 2)] })).code).toBe("request.too_deep");
-    expect(refused(await rpc.answerGate(runId, gateId, { response: nested(levels - 1) })).code).toBe("request.too_deep");
+    expect(refused(await rpc.answerGate(runId, gateId, { response: nested(levels - 1) })).code).toBe(
+      "request.too_deep",
+    );
   }
-  expect(refused(await rpc.startRun(id, JSON.parse('{"input":{"__proto__":1}}')))).toEqual({ code: "request.reserved_key", paths: ["input.__proto__"] });
+  expect(refused(await rpc.startRun(id, JSON.parse('{"input":{"__proto__":1}}')))).toEqual({
+    code: "request.reserved_key",
+    paths: ["input.__proto__"],
+  });
 
   // Structured clone carries what JSON cannot: a cycle, and a value shared 2^40 times over.
   const cyclic: Record<string, unknown> = { name: "loop" };
@@ -88,7 +133,9 @@ it("holds RPC arguments to the HTTP body limits: lone surrogates, depth, size, s
     await rpc.runEvents(runId, -1),
     await rpc.runEvents(runId, 0, Number.NaN),
   ];
-  expect(wrongTypes.map((result) => refused(result).code)).toEqual(Array(wrongTypes.length).fill("request.invalid_argument"));
+  expect(wrongTypes.map((result) => refused(result).code)).toEqual(
+    Array(wrongTypes.length).fill("request.invalid_argument"),
+  );
 
   // None of it reached the run: its gate still answers, and it completes.
   expect((await rpc.answerGate(runId, gateId, { response: { ok: true } })).ok).toBe(true);

@@ -4,9 +4,23 @@ import { verifyJournal } from "../../lib/journal/index.ts";
 import { principalOf } from "../../src/auth.ts";
 import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
 
-const contextTask = (expr: string, path = "v") => ({ steps: [{ ref: "s", action: { kind: "context", implementation: { updates: [{ path, expr }] } }, output_mapping: { [`output.${path}`]: `$.${path}` } }] });
+const contextTask = (expr: string, path = "v") => ({
+  steps: [
+    {
+      ref: "s",
+      action: { kind: "context", implementation: { updates: [{ path, expr }] } },
+      output_mapping: { [`output.${path}`]: `$.${path}` },
+    },
+  ],
+});
 const slowTask = (ms: number, key: string) => ({
-  steps: [{ ref: "wait", action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}?ms=${ms}` } }, output_mapping: { "output.waited": "$.body.waited" } }],
+  steps: [
+    {
+      ref: "wait",
+      action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}?ms=${ms}` } },
+      output_mapping: { "output.waited": "$.body.waited" },
+    },
+  ],
 });
 
 async function register(workflow: Record<string, unknown>): Promise<void> {
@@ -38,7 +52,11 @@ describe("scheduling", () => {
         a: { task: contextTask("1") },
         b: { task: slowTask(300, `${key}-b`), depends_on: ["a"] },
         c: { task: slowTask(300, `${key}-c`), depends_on: ["a"] },
-        d: { task: contextTask("input.b + input.c", "sum"), depends_on: ["b", "c"], input_mapping: { b: "$.state.b.waited", c: "$.state.c.waited" } },
+        d: {
+          task: contextTask("input.b + input.c", "sum"),
+          depends_on: ["b", "c"],
+          input_mapping: { b: "$.state.b.waited", c: "$.state.c.waited" },
+        },
       },
     });
     const run = await runToEnd(id);
@@ -59,7 +77,9 @@ describe("scheduling", () => {
     expect(Date.parse(dDispatched.at)).toBeGreaterThanOrEqual(Math.max(bEnd, cEnd));
   });
 
-  it("skips a node whose when is false, skips dependents of only skipped nodes, and runs a node with one live dependency", async ({ expect }) => {
+  it("skips a node whose when is false, skips dependents of only skipped nodes, and runs a node with one live dependency", async ({
+    expect,
+  }) => {
     const id = uniqueId("when");
     await register({
       id,
@@ -75,7 +95,9 @@ describe("scheduling", () => {
     expect(run.nodes.never.status).toBe("skipped");
     expect(run.nodes.after_never.status).toBe("skipped");
     expect(run.nodes.joined.status).toBe("completed");
-    const skipped = (await journalOf(run.run_id)).filter((entry) => entry.kind === "node.skipped").map((entry) => entry.body.node);
+    const skipped = (await journalOf(run.run_id))
+      .filter((entry) => entry.kind === "node.skipped")
+      .map((entry) => entry.body.node);
     expect(skipped).toEqual(["never", "after_never"]);
   });
 
@@ -85,7 +107,9 @@ describe("scheduling", () => {
     await register({ id, max_parallel: 100, nodes });
     const run = await runToEnd(id);
     expect(run.status).toBe("completed");
-    const stub = env.COORDINATOR.get(env.COORDINATOR.idFromName(run.run_id)) as unknown as { getStats(): Promise<{ maxDispatchesPerEvent: number; maxTasksPerCall: number; dispatches: number }> };
+    const stub = env.COORDINATOR.get(env.COORDINATOR.idFromName(run.run_id)) as unknown as {
+      getStats(): Promise<{ maxDispatchesPerEvent: number; maxTasksPerCall: number; dispatches: number }>;
+    };
     const stats = await stub.getStats();
     expect(stats.dispatches).toBe(40);
     // 40 tasks ready at once: one event, 7 calls of at most 6.
@@ -93,12 +117,26 @@ describe("scheduling", () => {
     expect(stats.maxDispatchesPerEvent).toBe(7);
   });
 
-  it("keeps the definition snapshot taken at start when a new version is registered during the run", async ({ expect }) => {
+  it("keeps the definition snapshot taken at start when a new version is registered during the run", async ({
+    expect,
+  }) => {
     const id = uniqueId("snap");
     const key = uniqueId("k");
-    await register({ id, nodes: { slow: { task: slowTask(300, key) }, last: { task: contextTask("'v1'", "tag"), depends_on: ["slow"], output_mapping: { "output.tag": "$.tag" } } } });
+    await register({
+      id,
+      nodes: {
+        slow: { task: slowTask(300, key) },
+        last: { task: contextTask("'v1'", "tag"), depends_on: ["slow"], output_mapping: { "output.tag": "$.tag" } },
+      },
+    });
     const start = await api("POST", `/v1/workflows/${id}/runs`, { input: {} });
-    await register({ id, nodes: { slow: { task: slowTask(300, key) }, last: { task: contextTask("'v2'", "tag"), depends_on: ["slow"], output_mapping: { "output.tag": "$.tag" } } } });
+    await register({
+      id,
+      nodes: {
+        slow: { task: slowTask(300, key) },
+        last: { task: contextTask("'v2'", "tag"), depends_on: ["slow"], output_mapping: { "output.tag": "$.tag" } },
+      },
+    });
     const run = await waitForRun(start.json.run_id);
     expect(run.workflow).toEqual({ id, version: 1 });
     expect(run.output).toEqual({ tag: "v1" });
@@ -108,7 +146,11 @@ describe("scheduling", () => {
 describe("starting runs", () => {
   it("rejects input that breaks input_schema with 400 details and creates no run", async ({ expect }) => {
     const id = uniqueId("typed");
-    await register({ id, input_schema: { type: "object", required: ["name"], properties: { name: { type: "string" } } }, nodes: { a: { task: contextTask("1") } } });
+    await register({
+      id,
+      input_schema: { type: "object", required: ["name"], properties: { name: { type: "string" } } },
+      nodes: { a: { task: contextTask("1") } },
+    });
     const response = await api("POST", `/v1/workflows/${id}/runs`, { input: { name: 42 }, idempotency_key: "k1" });
     expect(response.status).toBe(400);
     expect(response.json.error.code).toBe("run.invalid_input");
@@ -137,7 +179,10 @@ describe("starting runs", () => {
     await register({ id, nodes: { a: { task: contextTask("1") } } });
     const response = await api("POST", `/v1/workflows/${id}/runs`, { input: {}, version: "two", mode: "turbo" });
     expect(response.status).toBe(400);
-    expect(response.json.error.details.map((detail: { path: string }) => detail.path).sort()).toEqual(["mode", "version"]);
+    expect(response.json.error.details.map((detail: { path: string }) => detail.path).sort()).toEqual([
+      "mode",
+      "version",
+    ]);
   });
 
   it("returns the same run for the same idempotency_key, and 409 for that key with other input", async ({ expect }) => {
@@ -159,7 +204,10 @@ describe("starting runs", () => {
 describe("cancel", () => {
   it("cancels a running run, ignores the late result, and refuses a second cancel with 409", async ({ expect }) => {
     const id = uniqueId("cancel");
-    await register({ id, nodes: { slow: { task: slowTask(500, uniqueId("k")) }, after: { task: contextTask("1"), depends_on: ["slow"] } } });
+    await register({
+      id,
+      nodes: { slow: { task: slowTask(500, uniqueId("k")) }, after: { task: contextTask("1"), depends_on: ["slow"] } },
+    });
     const start = await api("POST", `/v1/workflows/${id}/runs`, { input: {} });
     await waitForRun(start.json.run_id, (run) => run.nodes.slow.status === "running");
     const cancelled = await api("POST", `/v1/runs/${start.json.run_id}/cancel`, {});
@@ -170,7 +218,9 @@ describe("cancel", () => {
     expect(run.status).toBe("cancelled");
     expect(run.nodes.slow.status).toBe("cancelled");
     expect(run.nodes.after.status).toBe("cancelled");
-    expect((await journalOf(run.run_id)).some((entry) => entry.kind === "task.dispatched" && entry.body.node === "after")).toBe(false);
+    expect(
+      (await journalOf(run.run_id)).some((entry) => entry.kind === "task.dispatched" && entry.body.node === "after"),
+    ).toBe(false);
     const entries = await journalOf(run.run_id);
     expect(entries.at(-1).kind).toBe("attest");
     expect(entries.at(-1).body.outcome).toBe("cancelled");
@@ -181,9 +231,17 @@ describe("cancel", () => {
 });
 
 describe("the journal", () => {
-  it("verifies with the published key, ends in an attestation, and names the entry whose byte was changed", async ({ expect }) => {
+  it("verifies with the published key, ends in an attestation, and names the entry whose byte was changed", async ({
+    expect,
+  }) => {
     const id = uniqueId("journal");
-    await register({ id, nodes: { a: { task: contextTask("'x'", "v"), output_mapping: { "output.v": "$.v" } }, b: { task: contextTask("2"), depends_on: ["a"] } } });
+    await register({
+      id,
+      nodes: {
+        a: { task: contextTask("'x'", "v"), output_mapping: { "output.v": "$.v" } },
+        b: { task: contextTask("2"), depends_on: ["a"] },
+      },
+    });
     const run = await runToEnd(id);
     const entries = await journalOf(run.run_id);
     const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
@@ -192,7 +250,11 @@ describe("the journal", () => {
     expect(report).toMatchObject({ ok: true, entries: entries.length, attested: true, outcome: "completed" });
     const attest = entries.at(-1);
     // The attestation names who started the run by a keyed digest of their token, never the token.
-    expect(attest.body).toMatchObject({ outcome: "completed", created_by: await principalOf("test-token", env.JOURNAL_SIGNING_KEY), output: { v: "x" } });
+    expect(attest.body).toMatchObject({
+      outcome: "completed",
+      created_by: await principalOf("test-token", env.JOURNAL_SIGNING_KEY),
+      output: { v: "x" },
+    });
     expect(JSON.stringify(entries)).not.toContain("test-token");
     const completedSeqs = entries.filter((entry) => entry.kind === "node.completed").map((entry) => entry.seq);
     expect(attest.body.cited).toEqual(completedSeqs);

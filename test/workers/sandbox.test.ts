@@ -1,9 +1,25 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
-import { Sandbox, SandboxCore, SHELL_SERVER_PORT, type OwnerRecord, type ShellTransport } from "../../containers/index.ts";
+import {
+  Sandbox,
+  SandboxCore,
+  SHELL_SERVER_PORT,
+  type OwnerRecord,
+  type ShellTransport,
+} from "../../containers/index.ts";
 
-const EXEC_RESULT = { exit_code: 0, signal: null, timed_out: false, stdout: "ok\n", stderr: "", stdout_bytes: 3, stderr_bytes: 0, truncated: false, duration_ms: 1 };
+const EXEC_RESULT = {
+  exit_code: 0,
+  signal: null,
+  timed_out: false,
+  stdout: "ok\n",
+  stderr: "",
+  stdout_bytes: 3,
+  stderr_bytes: 0,
+  truncated: false,
+  duration_ms: 1,
+};
 
 /** A fake container: records what reaches it and answers as the shell server would (cloudflare/containers' makeMockCtx style). */
 function makeFakeTransport(answer: { status: number; json: unknown } = { status: 200, json: EXEC_RESULT }) {
@@ -33,7 +49,12 @@ function makeCore(options: { name?: string; answer?: { status: number; json: unk
   return { core, fake, owner: () => record };
 }
 
-const exec = (container: string, runId: string, extra: Record<string, unknown> = {}) => ({ container, run_id: runId, command: "echo ok", ...extra });
+const exec = (container: string, runId: string, extra: Record<string, unknown> = {}) => ({
+  container,
+  run_id: runId,
+  command: "echo ok",
+  ...extra,
+});
 
 describe("Sandbox ownership (against a fake container)", () => {
   it("records the first run that uses the container as its owner", async ({ expect }) => {
@@ -41,14 +62,25 @@ describe("Sandbox ownership (against a fake container)", () => {
     const reply = await core.call("exec", exec("run-a/dev", "run-a"));
     expect(reply).toEqual({ ok: true, value: EXEC_RESULT });
     expect(owner()).toEqual({ run_id: "run-a", container: "run-a/dev", claimed_at: "2026-01-01T00:00:00.000Z" });
-    expect(fake.requests).toEqual([{ method: "POST", path: "/v1/workspaces/run-a%2Fdev/exec", body: { command: "echo ok" } }]);
+    expect(fake.requests).toEqual([
+      { method: "POST", path: "/v1/workspaces/run-a%2Fdev/exec", body: { command: "echo ok" } },
+    ]);
   });
 
-  it("refuses a command from any other run with container.not_owner, without reaching the container", async ({ expect }) => {
+  it("refuses a command from any other run with container.not_owner, without reaching the container", async ({
+    expect,
+  }) => {
     const { core, fake } = makeCore();
     await core.call("exec", exec("run-a/dev", "run-a"));
     const reply = await core.call("exec", exec("run-a/dev", "run-b"));
-    expect(reply).toEqual({ ok: false, error: { code: "container.not_owner", message: expect.stringContaining("belongs to run run-a"), retryable: false } });
+    expect(reply).toEqual({
+      ok: false,
+      error: {
+        code: "container.not_owner",
+        message: expect.stringContaining("belongs to run run-a"),
+        retryable: false,
+      },
+    });
     expect(fake.requests).toHaveLength(1);
     const caller = { container: "run-a/dev", run_id: "run-b" };
     const refusals = await Promise.all([
@@ -57,7 +89,9 @@ describe("Sandbox ownership (against a fake container)", () => {
       core.call("listFiles", caller),
       core.call("deleteFile", { ...caller, path: "x" }),
     ]);
-    expect(refusals.map((refused) => (refused.ok ? "ok" : refused.error.code))).toEqual(Array(4).fill("container.not_owner"));
+    expect(refusals.map((refused) => (refused.ok ? "ok" : refused.error.code))).toEqual(
+      Array(4).fill("container.not_owner"),
+    );
     expect(fake.requests).toHaveLength(1);
   });
 
@@ -104,7 +138,11 @@ describe("Sandbox ownership (against a fake container)", () => {
 
   it.for([
     [{ status: 400, json: { error: { code: "no_such_file", message: "gone" } } }, "container.no_such_file", false],
-    [{ status: 400, json: { error: { code: "path_outside_workspace", message: "no" } } }, "container.path_outside_workspace", false],
+    [
+      { status: 400, json: { error: { code: "path_outside_workspace", message: "no" } } },
+      "container.path_outside_workspace",
+      false,
+    ],
     [{ status: 401, json: { error: { code: "unauthorized", message: "no" } } }, "container.unauthorized", false],
     [{ status: 429, json: { error: { code: "busy", message: "busy" } } }, "container.unavailable", true],
     [{ status: 503, json: "down" }, "container.unavailable", true],
@@ -128,35 +166,59 @@ describe("Sandbox ownership (against a fake container)", () => {
       now: () => new Date(),
     });
     const reply = await core.call("exec", exec("c/d", "c"));
-    expect(reply).toEqual({ ok: false, error: { code: "container.unavailable", message: expect.stringContaining("connection refused"), retryable: true } });
+    expect(reply).toEqual({
+      ok: false,
+      error: { code: "container.unavailable", message: expect.stringContaining("connection refused"), retryable: true },
+    });
   });
 });
 
 describe("the Sandbox Durable Object in local mode", () => {
-  const sandbox = (name: string) => (env.SANDBOX as SandboxNamespace).get((env.SANDBOX as SandboxNamespace).idFromName(name));
+  const sandbox = (name: string) =>
+    (env.SANDBOX as SandboxNamespace).get((env.SANDBOX as SandboxNamespace).idFromName(name));
 
   it("runs a command in its own workspace on the local shell server", async ({ expect }) => {
     const name = `run-${crypto.randomUUID()}/dev`;
     const stub = sandbox(name);
     const runId = name.split("/")[0];
-    expect(await stub.exec({ container: name, run_id: runId, command: "echo hi > f.txt && cat f.txt" })).toMatchObject({ ok: true, value: { exit_code: 0, stdout: "hi\n" } });
-    expect(await stub.listFiles({ container: name, run_id: runId })).toEqual({ ok: true, value: { entries: [{ path: "f.txt", type: "file", size: 3 }], truncated: false } });
+    expect(await stub.exec({ container: name, run_id: runId, command: "echo hi > f.txt && cat f.txt" })).toMatchObject({
+      ok: true,
+      value: { exit_code: 0, stdout: "hi\n" },
+    });
+    expect(await stub.listFiles({ container: name, run_id: runId })).toEqual({
+      ok: true,
+      value: { entries: [{ path: "f.txt", type: "file", size: 3 }], truncated: false },
+    });
   });
 
   it("knows its own name, so a stub cannot reach another container's workspace", async ({ expect }) => {
     const name = `run-${crypto.randomUUID()}/dev`;
-    const reply = (await sandbox(name).exec({ container: "someone-else/dev", run_id: "someone-else", command: "true" })) as { ok: boolean; error?: { code: string } };
+    const reply = (await sandbox(name).exec({
+      container: "someone-else/dev",
+      run_id: "someone-else",
+      command: "true",
+    })) as { ok: boolean; error?: { code: string } };
     expect(reply.error?.code).toBe("container.wrong_container");
   });
 
-  it("holds its own credential for its workspace: the shell server's token and another container's credential open nothing", async ({ expect }) => {
+  it("holds its own credential for its workspace: the shell server's token and another container's credential open nothing", async ({
+    expect,
+  }) => {
     const local = env as unknown as { SHELL_SERVER_URL: string; SHELL_SERVER_TOKEN: string };
     const victim = `run-${crypto.randomUUID()}/dev`;
     const other = `run-${crypto.randomUUID()}/dev`;
-    await sandbox(victim).writeFile({ container: victim, run_id: victim.split("/")[0], path: "secret.txt", content: "the victim's" });
+    await sandbox(victim).writeFile({
+      container: victim,
+      run_id: victim.split("/")[0],
+      path: "secret.txt",
+      content: "the victim's",
+    });
     await sandbox(other).exec({ container: other, run_id: other.split("/")[0], command: "true" });
     const namespace = env.SANDBOX as unknown as DurableObjectNamespace<Sandbox>;
-    const tokenOf = (name: string) => runInDurableObject(namespace.get(namespace.idFromName(name)), (_instance, state) => state.storage.kv.get<string>("sandbox:workspace-token"));
+    const tokenOf = (name: string) =>
+      runInDurableObject(namespace.get(namespace.idFromName(name)), (_instance, state) =>
+        state.storage.kv.get<string>("sandbox:workspace-token"),
+      );
     const victimToken = await tokenOf(victim);
     const otherToken = await tokenOf(other);
     expect(victimToken).toMatch(/^[0-9a-f]{48}$/);
@@ -166,7 +228,10 @@ describe("the Sandbox Durable Object in local mode", () => {
     const read = (token: string | undefined) =>
       fetch(`${local.SHELL_SERVER_URL}/v1/workspaces/${encodeURIComponent(victim)}/files/read`, {
         method: "POST",
-        headers: { "content-type": "application/json", ...(token === undefined ? {} : { authorization: `Bearer ${token}` }) },
+        headers: {
+          "content-type": "application/json",
+          ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+        },
         body: JSON.stringify({ path: "secret.txt" }),
       }).then(async (response) => ({ status: response.status, text: await response.text() }));
     for (const token of [local.SHELL_SERVER_TOKEN, otherToken, undefined]) {
@@ -178,7 +243,7 @@ describe("the Sandbox Durable Object in local mode", () => {
     // Registering the victim's workspace anew with the server token is refused too.
     const taken = await fetch(`${local.SHELL_SERVER_URL}/v1/workspaces/${encodeURIComponent(victim)}`, {
       method: "PUT",
-      headers: { "content-type": "application/json", authorization: `Bearer ${local.SHELL_SERVER_TOKEN}` },
+      headers: { "content-type": "application/json", "authorization": `Bearer ${local.SHELL_SERVER_TOKEN}` },
       body: JSON.stringify({ token: "an-intruder-token-0123" }),
     });
     expect(taken.status).toBe(409);
@@ -191,12 +256,20 @@ describe("the Sandbox Durable Object in local mode", () => {
     const runId = name.split("/")[0];
     await sandbox(name).exec({ container: name, run_id: runId, command: "true" });
     const namespace = env.SANDBOX as unknown as DurableObjectNamespace<Sandbox>;
-    const token = await runInDurableObject(namespace.get(namespace.idFromName(name)), (_instance, state) => state.storage.kv.get<string>("sandbox:workspace-token"));
+    const token = await runInDurableObject(namespace.get(namespace.idFromName(name)), (_instance, state) =>
+      state.storage.kv.get<string>("sandbox:workspace-token"),
+    );
     // As a shell server restarted on a fresh root would: the workspace and its registration are gone.
-    const deleted = await fetch(`${local.SHELL_SERVER_URL}/v1/workspaces/${encodeURIComponent(name)}`, { method: "DELETE", headers: { authorization: `Bearer ${token}` } });
+    const deleted = await fetch(`${local.SHELL_SERVER_URL}/v1/workspaces/${encodeURIComponent(name)}`, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${token}` },
+    });
     expect(deleted.status).toBe(200);
     await deleted.body?.cancel();
-    expect(await sandbox(name).exec({ container: name, run_id: runId, command: "echo back" })).toMatchObject({ ok: true, value: { stdout: "back\n" } });
+    expect(await sandbox(name).exec({ container: name, run_id: runId, command: "echo back" })).toMatchObject({
+      ok: true,
+      value: { stdout: "back\n" },
+    });
   });
 
   it("deletes the workspace on release and refuses other runs afterwards", async ({ expect }) => {
@@ -205,8 +278,14 @@ describe("the Sandbox Durable Object in local mode", () => {
     const stub = sandbox(name);
     await stub.writeFile({ container: name, run_id: runId, path: "a.txt", content: "x" });
     expect(await stub.release()).toEqual({ released: true });
-    expect(await stub.listFiles({ container: name, run_id: runId })).toEqual({ ok: true, value: { entries: [], truncated: false } });
-    const other = (await stub.exec({ container: name, run_id: "intruder", command: "true" })) as { ok: boolean; error?: { code: string } };
+    expect(await stub.listFiles({ container: name, run_id: runId })).toEqual({
+      ok: true,
+      value: { entries: [], truncated: false },
+    });
+    const other = (await stub.exec({ container: name, run_id: "intruder", command: "true" })) as {
+      ok: boolean;
+      error?: { code: string };
+    };
     expect(other.error?.code).toBe("container.not_owner");
   });
 });
@@ -254,7 +333,11 @@ function makeFakeContainer() {
           }
           headers.set("authorization", `Bearer ${local.SHELL_SERVER_TOKEN}`);
         }
-        return fetch(`${local.SHELL_SERVER_URL}${path}`, { method: request.method, headers, body: request.method === "DELETE" ? undefined : await request.text() });
+        return fetch(`${local.SHELL_SERVER_URL}${path}`, {
+          method: request.method,
+          headers,
+          body: request.method === "DELETE" ? undefined : await request.text(),
+        });
       },
     }),
     setInactivityTimeout: async () => {},
@@ -267,7 +350,9 @@ function makeFakeContainer() {
 }
 
 describe("the Sandbox Durable Object with a container (fake ctx.container)", () => {
-  it("starts the container with a fresh token, forwards over its port, and destroys it on release", async ({ expect }) => {
+  it("starts the container with a fresh token, forwards over its port, and destroys it on release", async ({
+    expect,
+  }) => {
     const name = `run-${crypto.randomUUID()}/dev`;
     const runId = name.split("/")[0] ?? "";
     const namespace = env.SANDBOX as unknown as DurableObjectNamespace<Sandbox>;
@@ -296,7 +381,9 @@ describe("the Sandbox Durable Object with a container (fake ctx.container)", () 
 });
 
 describe("latency of the Durable Object → shell server hop", () => {
-  it("runs a trivial command through the Sandbox in well under a second (prints the measurement)", async ({ expect }) => {
+  it("runs a trivial command through the Sandbox in well under a second (prints the measurement)", async ({
+    expect,
+  }) => {
     const name = `run-${crypto.randomUUID()}/dev`;
     const runId = name.split("/")[0];
     const stub = (env.SANDBOX as SandboxNamespace).get((env.SANDBOX as SandboxNamespace).idFromName(name));
@@ -305,12 +392,17 @@ describe("latency of the Durable Object → shell server hop", () => {
     const server: number[] = [];
     for (let i = 0; i < 20; i += 1) {
       const started = performance.now();
-      const reply = (await stub.exec({ container: name, run_id: runId, command: "true" })) as { ok: true; value: { duration_ms: number } };
+      const reply = (await stub.exec({ container: name, run_id: runId, command: "true" })) as {
+        ok: true;
+        value: { duration_ms: number };
+      };
       hop.push(performance.now() - started);
       server.push(reply.value.duration_ms);
     }
     const p50 = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN;
-    console.log(`sandbox hop: exec(true) n=20 p50=${p50(hop).toFixed(1)}ms max=${Math.max(...hop).toFixed(1)}ms server_exec_p50=${p50(server)}ms`);
+    console.log(
+      `sandbox hop: exec(true) n=20 p50=${p50(hop).toFixed(1)}ms max=${Math.max(...hop).toFixed(1)}ms server_exec_p50=${p50(server)}ms`,
+    );
     expect(p50(hop)).toBeLessThan(1_000);
   });
 });

@@ -12,7 +12,12 @@ const bindings = env as unknown as Record<string, string>;
 
 /** An http step that sends `headers` to `url`, its whole output landing at `output.call`. */
 function httpStep(url: string, headers: Record<string, string>, step: Record<string, unknown> = {}) {
-  return { ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: url, headers } }, output_mapping: { "output.call": "$" }, ...step };
+  return {
+    ref: "call",
+    action: { kind: "http", implementation: { method: "GET", url_template: url, headers } },
+    output_mapping: { "output.call": "$" },
+    ...step,
+  };
 }
 
 async function start(workflow: Record<string, unknown>, bundle: Record<string, unknown> = {}): Promise<any> {
@@ -28,12 +33,23 @@ async function start(workflow: Record<string, unknown>, bundle: Record<string, u
 async function everythingSeen(runId: string): Promise<string[]> {
   const journal = JSON.stringify((await api("GET", `/v1/runs/${runId}/journal`)).json);
   const view = JSON.stringify((await api("GET", `/v1/runs/${runId}`)).json);
-  const events = await (await exports.default.fetch(`http://trellis.test/v1/runs/${runId}/events`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
+  const events = await (
+    await exports.default.fetch(`http://trellis.test/v1/runs/${runId}/events`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    })
+  ).text();
   return [journal, view, events];
 }
 
 /** Every secret the test Worker holds: none may ever be seen. */
-const ALL_SECRETS = (): string[] => [TEST_SECRETS.LLM_API_KEY, TEST_SECRETS.MCP_TOKEN, bindings.JOURNAL_SIGNING_KEY ?? "", bindings.SHELL_SERVER_TOKEN ?? "", "test-token", "second-token"];
+const ALL_SECRETS = (): string[] => [
+  TEST_SECRETS.LLM_API_KEY,
+  TEST_SECRETS.MCP_TOKEN,
+  bindings.JOURNAL_SIGNING_KEY ?? "",
+  bindings.SHELL_SERVER_TOKEN ?? "",
+  "test-token",
+  "second-token",
+];
 
 describe("which secrets a definition may name", () => {
   it("refuses the engine's own secrets and undeclared names at registration, naming each path", async ({ expect }) => {
@@ -41,15 +57,34 @@ describe("which secrets a definition may name", () => {
     const response = await api("POST", "/v1/definitions", {
       workflows: [
         singleTaskWorkflow(id, [
-          httpStep(`${httpTarget()}/echo`, { "x-api-key": "$env:JOURNAL_SIGNING_KEY", authorization: "Bearer $env:API_TOKENS" }),
+          httpStep(`${httpTarget()}/echo`, {
+            "x-api-key": "$env:JOURNAL_SIGNING_KEY",
+            "authorization": "Bearer $env:API_TOKENS",
+          }),
         ]),
       ],
-      models: [{ id: uniqueId("m"), provider: "openai-compatible", model_id: "x", base_url: llmServer(), api_key: "$env:SHELL_SERVER_TOKEN" }],
-      mcp_servers: [{ id: uniqueId("s"), url: mcpServer(), headers: { "x-token": "$env:HTTP_TARGET_URL", authorization: "Bearer $env:MCP_TOKEN" } }],
+      models: [
+        {
+          id: uniqueId("m"),
+          provider: "openai-compatible",
+          model_id: "x",
+          base_url: llmServer(),
+          api_key: "$env:SHELL_SERVER_TOKEN",
+        },
+      ],
+      mcp_servers: [
+        {
+          id: uniqueId("s"),
+          url: mcpServer(),
+          headers: { "x-token": "$env:HTTP_TARGET_URL", "authorization": "Bearer $env:MCP_TOKEN" },
+        },
+      ],
     });
     expect(response.status).toBe(400);
     expect(response.json.error.code).toBe("definition.invalid");
-    const problems = response.json.error.details.filter((detail: { code: string }) => detail.code === "definition.undeclared_secret");
+    const problems = response.json.error.details.filter(
+      (detail: { code: string }) => detail.code === "definition.undeclared_secret",
+    );
     expect(problems.map((detail: { path: string }) => detail.path).sort()).toEqual(
       [
         "mcp_servers.0.headers.x-token",
@@ -66,7 +101,10 @@ describe("which secrets a definition may name", () => {
   });
 
   it("never resolves the engine's own secrets at call time, even when WORKFLOW_SECRETS lists them", ({ expect }) => {
-    const hostile = { ...bindings, WORKFLOW_SECRETS: "JOURNAL_SIGNING_KEY, API_TOKENS, SHELL_SERVER_TOKEN, LLM_API_KEY" } as unknown as Env;
+    const hostile = {
+      ...bindings,
+      WORKFLOW_SECRETS: "JOURNAL_SIGNING_KEY, API_TOKENS, SHELL_SERVER_TOKEN, LLM_API_KEY",
+    } as unknown as Env;
     expect([...declaredSecretNames(hostile)]).toEqual(["LLM_API_KEY"]);
     for (const name of ["JOURNAL_SIGNING_KEY", "API_TOKENS", "SHELL_SERVER_TOKEN", "HTTP_TARGET_URL"]) {
       let thrown: unknown;
@@ -83,15 +121,23 @@ describe("which secrets a definition may name", () => {
   });
 
   it("fails the step with secret.missing when a declared secret has no value", async ({ expect }) => {
-    const run = await start(singleTaskWorkflow(uniqueId("unset"), [httpStep(`${httpTarget()}/echo`, { authorization: "Bearer $env:UNSET_SECRET" })]));
+    const run = await start(
+      singleTaskWorkflow(uniqueId("unset"), [
+        httpStep(`${httpTarget()}/echo`, { authorization: "Bearer $env:UNSET_SECRET" }),
+      ]),
+    );
     expect(run.status).toBe("failed");
     expect(run.error).toMatchObject({ code: "secret.missing", step: "call" });
   });
 });
 
 describe("scrubbing secrets from what a task reports", () => {
-  it("scrubs a credential that a peer echoes in a successful answer from the output, the journal and the events", async ({ expect }) => {
-    const run = await start(singleTaskWorkflow(uniqueId("echo"), [httpStep(`${httpTarget()}/echo`, { "x-api-key": "$env:LLM_API_KEY" })]));
+  it("scrubs a credential that a peer echoes in a successful answer from the output, the journal and the events", async ({
+    expect,
+  }) => {
+    const run = await start(
+      singleTaskWorkflow(uniqueId("echo"), [httpStep(`${httpTarget()}/echo`, { "x-api-key": "$env:LLM_API_KEY" })]),
+    );
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
     expect(run.output.result.call.body.headers["x-api-key"]).toBe("[redacted]");
     for (const text of await everythingSeen(run.run_id)) {
@@ -101,8 +147,14 @@ describe("scrubbing secrets from what a task reports", () => {
     }
   });
 
-  it("scrubs a credential quoted by http.invalid_json from the error, the journal and the events", async ({ expect }) => {
-    const run = await start(singleTaskWorkflow(uniqueId("broken"), [httpStep(`${httpTarget()}/broken-json`, { "x-api-key": "$env:LLM_API_KEY" })]));
+  it("scrubs a credential quoted by http.invalid_json from the error, the journal and the events", async ({
+    expect,
+  }) => {
+    const run = await start(
+      singleTaskWorkflow(uniqueId("broken"), [
+        httpStep(`${httpTarget()}/broken-json`, { "x-api-key": "$env:LLM_API_KEY" }),
+      ]),
+    );
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("http.invalid_json");
     expect(run.error.message).toContain('"x-api-key":"[redacted]"');
@@ -112,17 +164,32 @@ describe("scrubbing secrets from what a task reports", () => {
   });
 
   it("scrubs a credential quoted by llm.invalid_output, and one echoed in a plain answer", async ({ expect }) => {
-    const model = { provider: "openai-compatible", model_id: "local-echo", base_url: `${llmServer()}/v1`, api_key: "$env:LLM_API_KEY" };
+    const model = {
+      provider: "openai-compatible",
+      model_id: "local-echo",
+      base_url: `${llmServer()}/v1`,
+      api_key: "$env:LLM_API_KEY",
+    };
     const prompt = (produces: boolean) => ({
       messages: [{ role: "user", template: "Tell me [[echo-credential:answer]]" }],
       ...(produces ? { produces: { type: "object", required: ["a"], properties: { a: { type: "string" } } } } : {}),
     });
-    const failed = await start(singleTaskWorkflow(uniqueId("llmbad"), [{ ref: "ask", action: { kind: "llm", implementation: { prompt: prompt(true), model } } }]));
+    const failed = await start(
+      singleTaskWorkflow(uniqueId("llmbad"), [
+        { ref: "ask", action: { kind: "llm", implementation: { prompt: prompt(true), model } } },
+      ]),
+    );
     expect(failed.status).toBe("failed");
     expect(failed.error.code).toBe("llm.invalid_output");
     expect(failed.error.message).toContain("(credential: Bearer [redacted])");
     const answered = await start(
-      singleTaskWorkflow(uniqueId("llmok"), [{ ref: "ask", action: { kind: "llm", implementation: { prompt: prompt(false), model } }, output_mapping: { "output.answer": "$.content" } }]),
+      singleTaskWorkflow(uniqueId("llmok"), [
+        {
+          ref: "ask",
+          action: { kind: "llm", implementation: { prompt: prompt(false), model } },
+          output_mapping: { "output.answer": "$.content" },
+        },
+      ]),
     );
     expect(answered.status, JSON.stringify(answered.error)).toBe("completed");
     expect(answered.output.result.answer).toContain("(credential: Bearer [redacted])");

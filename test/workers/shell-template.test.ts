@@ -25,27 +25,45 @@ describe("renderShellCommand: the quoting rule", () => {
   });
 
   it("gives each mustache its own variable, in order, through blocks and helpers", ({ expect }) => {
-    const rendered = renderShellCommand("git add {{#each files}}{{this}} {{/each}}&& echo {{json meta}} {{uppercase name}}", {
-      files: ["a b.txt", "c;d"],
-      meta: { n: 1 },
-      name: "x",
+    const rendered = renderShellCommand(
+      "git add {{#each files}}{{this}} {{/each}}&& echo {{json meta}} {{uppercase name}}",
+      {
+        files: ["a b.txt", "c;d"],
+        meta: { n: 1 },
+        name: "x",
+      },
+    );
+    expect(rendered.command).toBe(
+      'git add "${TRELLIS_IN_0}" "${TRELLIS_IN_1}" && echo "${TRELLIS_IN_2}" "${TRELLIS_IN_3}"',
+    );
+    expect(rendered.env).toEqual({
+      TRELLIS_IN_0: "a b.txt",
+      TRELLIS_IN_1: "c;d",
+      TRELLIS_IN_2: '{"n":1}',
+      TRELLIS_IN_3: "X",
     });
-    expect(rendered.command).toBe('git add "${TRELLIS_IN_0}" "${TRELLIS_IN_1}" && echo "${TRELLIS_IN_2}" "${TRELLIS_IN_3}"');
-    expect(rendered.env).toEqual({ TRELLIS_IN_0: "a b.txt", TRELLIS_IN_1: "c;d", TRELLIS_IN_2: '{"n":1}', TRELLIS_IN_3: "X" });
   });
 
   it("leaves a template without mustaches as it is", ({ expect }) => {
     expect(renderShellCommand("echo 'a' \"b\" $HOME", {})).toEqual({ command: "echo 'a' \"b\" $HOME", env: {} });
   });
 
-  it("refuses a mustache right after a backslash (Handlebars reads a single one as an escaped mustache)", ({ expect }) => {
-    expect(() => renderShellCommand("echo \\\\{{x}}", { x: "v" })).toThrow(expect.objectContaining({ code: "shell.unsafe_template" }));
+  it("refuses a mustache right after a backslash (Handlebars reads a single one as an escaped mustache)", ({
+    expect,
+  }) => {
+    expect(() => renderShellCommand("echo \\\\{{x}}", { x: "v" })).toThrow(
+      expect.objectContaining({ code: "shell.unsafe_template" }),
+    );
     expect(renderShellCommand("echo \\{{x}}", { x: "v" })).toEqual({ command: "echo {{x}}", env: {} });
   });
 
   it("refuses a value no command can receive", ({ expect }) => {
-    expect(() => renderShellCommand("echo {{x}}", { x: "a\u0000b" })).toThrow(expect.objectContaining({ code: "shell.invalid_value" }));
-    expect(() => renderShellCommand("echo {{x}}", { x: "x".repeat(MAX_SHELL_VALUE_BYTES + 1) })).toThrow(expect.objectContaining({ code: "shell.value_too_large" }));
+    expect(() => renderShellCommand("echo {{x}}", { x: "a\u0000b" })).toThrow(
+      expect.objectContaining({ code: "shell.invalid_value" }),
+    );
+    expect(() => renderShellCommand("echo {{x}}", { x: "x".repeat(MAX_SHELL_VALUE_BYTES + 1) })).toThrow(
+      expect.objectContaining({ code: "shell.value_too_large" }),
+    );
   });
 });
 
@@ -80,15 +98,28 @@ describe("renderShellCommand: values where bash evaluates text", () => {
     ["local -i", "f() { local -i x={{n}}; }", "a variable name or value (local -i)"],
     ["printf -v", "printf -v {{n}} x", "a variable name (printf -v)"],
     ["an assigned variable", "x={{n}}; echo $((x))", "arithmetic $(( )), through $x"],
-    ["the positional parameters", "set -- {{n}}; echo $(( $1 ))", "arithmetic $(( )), through the positional parameters"],
-  ] as const)("refuses a hostile value in %s with shell.unsafe_value, naming the place", ([, template, context], { expect }) => {
-    expect(() => renderShellCommand(template, { n: HOSTILE })).toThrow(
-      expect.objectContaining({ code: "shell.unsafe_value", retryable: false, message: expect.stringContaining(`reaches a place where bash evaluates it: ${context}.`) }),
-    );
-  });
+    [
+      "the positional parameters",
+      "set -- {{n}}; echo $(( $1 ))",
+      "arithmetic $(( )), through the positional parameters",
+    ],
+  ] as const)(
+    "refuses a hostile value in %s with shell.unsafe_value, naming the place",
+    ([, template, context], { expect }) => {
+      expect(() => renderShellCommand(template, { n: HOSTILE })).toThrow(
+        expect.objectContaining({
+          code: "shell.unsafe_value",
+          retryable: false,
+          message: expect.stringContaining(`reaches a place where bash evaluates it: ${context}.`),
+        }),
+      );
+    },
+  );
 
   it("checks an env entry that reaches arithmetic, and only one that renders a value", ({ expect }) => {
-    expect(() => renderShellCommand("echo $(( N + 1 ))", { n: HOSTILE }, { N: "{{n}}" })).toThrow(expect.objectContaining({ code: "shell.unsafe_value", message: expect.stringContaining("env.N") }));
+    expect(() => renderShellCommand("echo $(( N + 1 ))", { n: HOSTILE }, { N: "{{n}}" })).toThrow(
+      expect.objectContaining({ code: "shell.unsafe_value", message: expect.stringContaining("env.N") }),
+    );
     expect(renderShellCommand("echo $(( N + 1 ))", { n: "4" }, { N: "{{n}}" }).env).toEqual({ N: "4" });
     expect(renderShellCommand("echo $(( N + 1 ))", {}, { N: "x" }).env).toEqual({ N: "x" });
     expect(renderShellCommand('echo "$N"', { n: HOSTILE }, { N: "{{n}}" }).env).toEqual({ N: HOSTILE });
@@ -99,16 +130,28 @@ describe("renderShellCommand: values where bash evaluates text", () => {
     expect(Object.keys(renderShellCommand(template, { n: HOSTILE }).env)).toHaveLength(8);
   });
 
-  it("refuses templates that reach the engine's variables or bash's code variables, and quoted heredocs", ({ expect }) => {
-    expect(() => renderShellCommand("echo $(( TRELLIS_IN_0 ))", {})).toThrow(expect.objectContaining({ code: "shell.unsafe_template" }));
-    expect(() => renderShellCommand("cat <<'EOF'\n{{n}}\nEOF", { n: "1" })).toThrow(expect.objectContaining({ code: "shell.unsafe_template" }));
-    expect(() => renderShellCommand("true", { n: "x" }, { BASH_ENV: "{{n}}" })).toThrow(expect.objectContaining({ code: "shell.unsafe_template" }));
+  it("refuses templates that reach the engine's variables or bash's code variables, and quoted heredocs", ({
+    expect,
+  }) => {
+    expect(() => renderShellCommand("echo $(( TRELLIS_IN_0 ))", {})).toThrow(
+      expect.objectContaining({ code: "shell.unsafe_template" }),
+    );
+    expect(() => renderShellCommand("cat <<'EOF'\n{{n}}\nEOF", { n: "1" })).toThrow(
+      expect.objectContaining({ code: "shell.unsafe_template" }),
+    );
+    expect(() => renderShellCommand("true", { n: "x" }, { BASH_ENV: "{{n}}" })).toThrow(
+      expect.objectContaining({ code: "shell.unsafe_template" }),
+    );
     expect(renderShellCommand("true", {}, { BASH_ENV: "/etc/profile" }).env).toEqual({ BASH_ENV: "/etc/profile" });
   });
 
   it("keeps unquoted heredoc bodies, comments and nested commands readable", ({ expect }) => {
-    expect(renderShellCommand("cat <<EOF\nhi {{n}}\nEOF\necho {{n}} # {{n}}", { n: "v" }).command).toBe('cat <<EOF\nhi ${TRELLIS_IN_0}\nEOF\necho "${TRELLIS_IN_1}" # "${TRELLIS_IN_2}"');
-    expect(renderShellCommand('echo "$(printf %s {{n}})" `echo {{n}}`', { n: "v" }).command).toBe('echo "$(printf %s "${TRELLIS_IN_0}")" `echo "${TRELLIS_IN_1}"`');
+    expect(renderShellCommand("cat <<EOF\nhi {{n}}\nEOF\necho {{n}} # {{n}}", { n: "v" }).command).toBe(
+      'cat <<EOF\nhi ${TRELLIS_IN_0}\nEOF\necho "${TRELLIS_IN_1}" # "${TRELLIS_IN_2}"',
+    );
+    expect(renderShellCommand('echo "$(printf %s {{n}})" `echo {{n}}`', { n: "v" }).command).toBe(
+      'echo "$(printf %s "${TRELLIS_IN_0}")" `echo "${TRELLIS_IN_1}"`',
+    );
   });
 });
 
@@ -116,11 +159,17 @@ describe("renderShellCommand: bounds", () => {
   it("refuses a command longer than bash -c can take, before reading it", ({ expect }) => {
     const long = `echo ${"$x ".repeat(MAX_SHELL_COMMAND_BYTES / 3 + 1)}`;
     expect(() => renderShellCommand(long, {})).toThrow(expect.objectContaining({ code: "shell.command_too_large" }));
-    expect(renderShellCommand(`echo ${"x".repeat(MAX_SHELL_COMMAND_BYTES - 10)}`, {}).command).toHaveLength(MAX_SHELL_COMMAND_BYTES - 5);
+    expect(renderShellCommand(`echo ${"x".repeat(MAX_SHELL_COMMAND_BYTES - 10)}`, {}).command).toHaveLength(
+      MAX_SHELL_COMMAND_BYTES - 5,
+    );
   });
 
   it("refuses text nested deeper than it reads, instead of overflowing the stack", ({ expect }) => {
-    expect(() => renderShellCommand(`${"$(".repeat(MAX_SHELL_NESTING + 1)}{{x}}${")".repeat(MAX_SHELL_NESTING + 1)}`, { x: "1" })).toThrow(expect.objectContaining({ code: "shell.unsafe_template" }));
-    expect(renderShellCommand(`echo ${"$(".repeat(50)}echo {{x}}${")".repeat(50)}`, { x: "1" }).env).toEqual({ TRELLIS_IN_0: "1" });
+    expect(() =>
+      renderShellCommand(`${"$(".repeat(MAX_SHELL_NESTING + 1)}{{x}}${")".repeat(MAX_SHELL_NESTING + 1)}`, { x: "1" }),
+    ).toThrow(expect.objectContaining({ code: "shell.unsafe_template" }));
+    expect(renderShellCommand(`echo ${"$(".repeat(50)}echo {{x}}${")".repeat(50)}`, { x: "1" }).env).toEqual({
+      TRELLIS_IN_0: "1",
+    });
   });
 });

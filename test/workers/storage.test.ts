@@ -16,8 +16,37 @@ import { uniqueId } from "./helpers.ts";
  */
 
 const SNAPSHOT = RunSnapshot.parse({
-  workflow: { id: "wf", version: 1, definition: { id: "wf", nodes: { each: { task: { steps: [{ ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } }] } } } } },
-  tasks: { each: { id: "wf/each", version: 0, steps: [{ ref: "s", action: { id: "wf/each/s", version: 0, kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } }] } },
+  workflow: {
+    id: "wf",
+    version: 1,
+    definition: {
+      id: "wf",
+      nodes: {
+        each: {
+          task: {
+            steps: [{ ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } }],
+          },
+        },
+      },
+    },
+  },
+  tasks: {
+    each: {
+      id: "wf/each",
+      version: 0,
+      steps: [
+        {
+          ref: "s",
+          action: {
+            id: "wf/each/s",
+            version: 0,
+            kind: "context",
+            implementation: { updates: [{ path: "v", expr: "1" }] },
+          },
+        },
+      ],
+    },
+  },
   workflows: {},
 });
 
@@ -56,11 +85,27 @@ async function withStore<T>(body: (open: () => RunStore) => T | Promise<T>): Pro
 
 describe("RunStore", () => {
   it("reads back a wave of invocations written in size-bounded batches, large rows alone", async ({ expect }) => {
-    const initial = newRunState({ run_id: "run_storage", snapshot: SNAPSHOT, input: {}, mode: "auto", idempotency_key: null, request_hash: "h", created_by: "token:t" }, 1);
+    const initial = newRunState(
+      {
+        run_id: "run_storage",
+        snapshot: SNAPSHOT,
+        input: {},
+        mode: "auto",
+        idempotency_key: null,
+        request_hash: "h",
+        created_by: "token:t",
+      },
+      1,
+    );
     // 300 small rows and, among them, rows of 150 000 and 450 000 characters: several
     // batches, and rows over the batch size that must go on their own.
     const invocations = Array.from({ length: 300 }, (_, index) =>
-      invocation(index, index % 97 === 5 ? { big: "x".repeat(index % 2 === 0 ? 450_000 : 150_000), text: AWKWARD } : { n: index, text: AWKWARD, nested: [{ a: null, b: [1.5, -0, 1e21] }] }),
+      invocation(
+        index,
+        index % 97 === 5
+          ? { big: "x".repeat(index % 2 === 0 ? 450_000 : 150_000), text: AWKWARD }
+          : { n: index, text: AWKWARD, nested: [{ a: null, b: [1.5, -0, 1e21] }] },
+      ),
     );
     const loaded = await withStore((open) => {
       const store = open();
@@ -68,7 +113,10 @@ describe("RunStore", () => {
       const running = withInvocations(initial, invocations);
       store.save(initial, running);
       // A second save rewrites only what changed: one invocation gets a new output.
-      const changed = withInvocations(running, invocations.map((one, index) => (index === 7 ? { ...one, output: { changed: AWKWARD } } : one)));
+      const changed = withInvocations(
+        running,
+        invocations.map((one, index) => (index === 7 ? { ...one, output: { changed: AWKWARD } } : one)),
+      );
       store.save(running, changed);
       return { expected: changed, actual: open().load() };
     });
@@ -82,7 +130,14 @@ describe("RunStore", () => {
     let prev: string | null = null;
     for (let seq = 1; seq <= 120; seq += 1) {
       const body = seq === 60 ? { blob: "y".repeat(250_000) } : { seq, text: AWKWARD, values: [0.1 + 0.2, 1e-7, -0] };
-      const entry = await signEntry(key, { seq, run_id: "run_storage", kind: "test.entry", at: new Date(1_700_000_000_000 + seq).toISOString(), body, prev });
+      const entry = await signEntry(key, {
+        seq,
+        run_id: "run_storage",
+        kind: "test.entry",
+        at: new Date(1_700_000_000_000 + seq).toISOString(),
+        body,
+        prev,
+      });
       entries.push(entry);
       prev = entry.hash;
     }
@@ -96,7 +151,18 @@ describe("RunStore", () => {
   });
 
   it("writes the run context only when it changed, apart from the record", async ({ expect }) => {
-    const initial = newRunState({ run_id: "run_ctx", snapshot: SNAPSHOT, input: { big: "z".repeat(1000) }, mode: "auto", idempotency_key: null, request_hash: "h", created_by: "token:t" }, 1);
+    const initial = newRunState(
+      {
+        run_id: "run_ctx",
+        snapshot: SNAPSHOT,
+        input: { big: "z".repeat(1000) },
+        mode: "auto",
+        idempotency_key: null,
+        request_hash: "h",
+        created_by: "token:t",
+      },
+      1,
+    );
     const seen = await withStore((open) => {
       const store = open();
       store.create(initial, SNAPSHOT);
@@ -107,7 +173,10 @@ describe("RunStore", () => {
       const moved = { ...initial, record: { ...initial.record, journal_seq: 5 } }; // same context object
       store.save(initial, moved);
       const afterRecordOnly = open().load()?.state.record;
-      const changed = { ...moved, record: { ...moved.record, context: { ...moved.record.context, output: { done: true } } } };
+      const changed = {
+        ...moved,
+        record: { ...moved.record, context: { ...moved.record.context, output: { done: true } } },
+      };
       store.save(moved, changed);
       return { afterRecordOnly, afterContext: open().load()?.state.record };
     });
@@ -116,8 +185,21 @@ describe("RunStore", () => {
     expect(seen.afterContext?.context).toEqual({ input: { big: "z".repeat(1000) }, state: {}, output: { done: true } });
   });
 
-  it("loads a run stored with its context inside the record (before the split) and splits it on the next save", async ({ expect }) => {
-    const initial = newRunState({ run_id: "run_legacy", snapshot: SNAPSHOT, input: { n: 1 }, mode: "auto", idempotency_key: null, request_hash: "h", created_by: "token:t" }, 1);
+  it("loads a run stored with its context inside the record (before the split) and splits it on the next save", async ({
+    expect,
+  }) => {
+    const initial = newRunState(
+      {
+        run_id: "run_legacy",
+        snapshot: SNAPSHOT,
+        input: { n: 1 },
+        mode: "auto",
+        idempotency_key: null,
+        request_hash: "h",
+        created_by: "token:t",
+      },
+      1,
+    );
     const seen = await withStore((open) => {
       const sql = (open() as unknown as { sql: SqlStorage }).sql;
       sql.exec("INSERT INTO blobs (key, chunk, data) VALUES ('record', 0, ?)", JSON.stringify(initial.record));

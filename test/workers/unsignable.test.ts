@@ -13,7 +13,11 @@ async function hits(key: string): Promise<number> {
 /** Runs one http GET of `url` in a node that retries retryable failures three times. */
 async function runGet(url: string): Promise<any> {
   const id = uniqueId("unsignable");
-  const step = { ref: "call", action: { kind: "http", implementation: { method: "GET", url_template: url } }, output_mapping: { "output.body": "$.body" } };
+  const step = {
+    ref: "call",
+    action: { kind: "http", implementation: { method: "GET", url_template: url } },
+    output_mapping: { "output.body": "$.body" },
+  };
   const workflow = singleTaskWorkflow(id, [step]);
   const node = (workflow.nodes as Record<string, Record<string, unknown>>).main as Record<string, unknown>;
   node.retry = { max_attempts: 3, initial_delay_ms: 10 };
@@ -26,7 +30,9 @@ async function runGet(url: string): Promise<any> {
 }
 
 describe("values that cannot be signed into the journal", () => {
-  it("fails the step at once, not retryable, when a peer answers a lone surrogate; the journal still verifies its chain", async ({ expect }) => {
+  it("fails the step at once, not retryable, when a peer answers a lone surrogate; the journal still verifies its chain", async ({
+    expect,
+  }) => {
     const key = uniqueId("lone");
     // The target parses `s` as JSON: a list holding the string "\ud800", sent back escaped as JSON allows.
     const run = await runGet(`${httpTarget()}/json?key=${key}&s=${encodeURIComponent('["\\ud800"]')}`);
@@ -60,15 +66,31 @@ describe("values that cannot be signed into the journal", () => {
     expect(canonicalProblem({ a: Number.NaN })).toEqual({ path: "$.a", message: "NaN is not a JSON number" });
   });
 
-  it("turns a result that still cannot be signed into a non-retryable failure, and makes messages well-formed", ({ expect }) => {
+  it("turns a result that still cannot be signed into a non-retryable failure, and makes messages well-formed", ({
+    expect,
+  }) => {
     const metrics = { duration_ms: 1, steps_executed: 1, llm_tokens: { input: 0, output: 0, cost_usd: 0 } };
     const output: TaskResult = { token_id: "t1", success: true, output: { s: "\ud83d" }, metrics };
-    expect(finalizeResult(output, [])).toMatchObject({ success: false, error: { type: "task.unsignable_result", retryable: false } });
-    const failure: TaskResult = { token_id: "t2", success: false, error: { type: "x.y", step_ref: "s", message: "bad \ud800 text", retryable: true, context_snapshot: null }, metrics };
-    expect(finalizeResult(failure, []).error).toMatchObject({ type: "x.y", message: "bad \ufffd text", retryable: true });
+    expect(finalizeResult(output, [])).toMatchObject({
+      success: false,
+      error: { type: "task.unsignable_result", retryable: false },
+    });
+    const failure: TaskResult = {
+      token_id: "t2",
+      success: false,
+      error: { type: "x.y", step_ref: "s", message: "bad \ud800 text", retryable: true, context_snapshot: null },
+      metrics,
+    };
+    expect(finalizeResult(failure, []).error).toMatchObject({
+      type: "x.y",
+      message: "bad \ufffd text",
+      retryable: true,
+    });
   });
 
-  it("makes the coordinator journal an unsignable result that slipped past the executor as a non-retryable failure", async ({ expect }) => {
+  it("makes the coordinator journal an unsignable result that slipped past the executor as a non-retryable failure", async ({
+    expect,
+  }) => {
     const metrics = { duration_ms: 1, steps_executed: 1, llm_tokens: { input: 0, output: 0, cost_usd: 0 } };
     const line = `${JSON.stringify({ token_id: "tok-1", success: true, output: { s: "\udfff" }, metrics })}\n`;
     const executor: ExecutorBinding = {
@@ -76,12 +98,27 @@ describe("values that cannot be signed into the journal", () => {
       runTasks: () => Promise.resolve(new Response(line).body as ReadableStream<Uint8Array>),
     };
     const task = { id: "t", version: 1, steps: [] };
-    const payload = { token_id: "tok-1", workflow_run_id: "run_x", task_id: "t", task_version: 1, task, input: {}, resources: {}, tools: [], timeout_ms: 1000, retry_attempt: 1 } as unknown as TaskPayload;
+    const payload = {
+      token_id: "tok-1",
+      workflow_run_id: "run_x",
+      task_id: "t",
+      task_version: 1,
+      task,
+      input: {},
+      resources: {},
+      tools: [],
+      timeout_ms: 1000,
+      retry_attempt: 1,
+    } as unknown as TaskPayload;
     const delivered: TaskResult[] = [];
     await sendTaskGroup(executor, [payload], async (result) => {
       delivered.push(result);
     });
     expect(delivered).toHaveLength(1);
-    expect(delivered[0]).toMatchObject({ token_id: "tok-1", success: false, error: { type: "task.unsignable_result", retryable: false } });
+    expect(delivered[0]).toMatchObject({
+      token_id: "tok-1",
+      success: false,
+      error: { type: "task.unsignable_result", retryable: false },
+    });
   });
 });

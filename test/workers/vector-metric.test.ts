@@ -5,13 +5,31 @@ import { api, uniqueId, waitForRun } from "./helpers.ts";
 /** Documents tagged with a batch of their own, so each test filters to what it wrote. */
 function docs(batch: string) {
   return [
-    { id: `${batch}-tides`, title: "Tides", body: "the moon pulls the ocean into tides", metadata: { batch, topic: "sea" } },
-    { id: `${batch}-bread`, title: "Bread", body: "flour water salt and yeast make bread", metadata: { batch, topic: "kitchen" } },
-    { id: `${batch}-waves`, title: "Waves", body: "wind over the ocean raises waves", metadata: { batch, topic: "sea" } },
+    {
+      id: `${batch}-tides`,
+      title: "Tides",
+      body: "the moon pulls the ocean into tides",
+      metadata: { batch, topic: "sea" },
+    },
+    {
+      id: `${batch}-bread`,
+      title: "Bread",
+      body: "flour water salt and yeast make bread",
+      metadata: { batch, topic: "kitchen" },
+    },
+    {
+      id: `${batch}-waves`,
+      title: "Waves",
+      body: "wind over the ocean raises waves",
+      metadata: { batch, topic: "sea" },
+    },
   ];
 }
 
-const upsertAction = { kind: "vector", implementation: { index: "default", operation: "upsert", text_template: "{{title}}: {{body}}" } };
+const upsertAction = {
+  kind: "vector",
+  implementation: { index: "default", operation: "upsert", text_template: "{{title}}: {{body}}" },
+};
 
 async function run(workflow: Record<string, unknown>, input: unknown): Promise<any> {
   const registered = await api("POST", "/v1/definitions", { workflows: [workflow] });
@@ -35,17 +53,33 @@ describe("the vector action", () => {
       {
         id: uniqueId("wf"),
         nodes: {
-          index: task([{ ref: "upsert", action: upsertAction, input_mapping: { vectors: "$.input.docs" }, output_mapping: { "output.upserted": "$" } }], "index"),
+          index: task(
+            [
+              {
+                ref: "upsert",
+                action: upsertAction,
+                input_mapping: { vectors: "$.input.docs" },
+                output_mapping: { "output.upserted": "$" },
+              },
+            ],
+            "index",
+          ),
           search: {
             depends_on: ["index"],
-            ...task([
-              {
-                ref: "query",
-                action: { kind: "vector", implementation: { index: "default", query_template: "{{question}}", top_k: 2, filter: { batch } } },
-                input_mapping: { question: "$.input.question" },
-                output_mapping: { "output.results": "$.results" },
-              },
-            ], "search"),
+            ...task(
+              [
+                {
+                  ref: "query",
+                  action: {
+                    kind: "vector",
+                    implementation: { index: "default", query_template: "{{question}}", top_k: 2, filter: { batch } },
+                  },
+                  input_mapping: { question: "$.input.question" },
+                  output_mapping: { "output.results": "$.results" },
+                },
+              ],
+              "search",
+            ),
             input_mapping: { question: "$.input.question" },
           },
         },
@@ -53,7 +87,10 @@ describe("the vector action", () => {
       { docs: docs(batch), question: "why does the ocean have tides" },
     );
     expect(result.status, JSON.stringify(result.error)).toBe("completed");
-    expect(result.output.index.upserted).toMatchObject({ ids: [`${batch}-tides`, `${batch}-bread`, `${batch}-waves`], count: 3 });
+    expect(result.output.index.upserted).toMatchObject({
+      ids: [`${batch}-tides`, `${batch}-bread`, `${batch}-waves`],
+      count: 3,
+    });
     const results = result.output.search.results as Array<{ id: string; score: number; metadata: unknown }>;
     expect(results.map((r) => r.id)).toEqual([`${batch}-tides`, `${batch}-waves`]);
     expect(results[0]?.metadata).toEqual({ batch, topic: "sea" });
@@ -61,10 +98,18 @@ describe("the vector action", () => {
     // One embedding call for the three documents, one for the question, with the default model.
     const calls = FAKE_BINDINGS.AI.calls.slice(before);
     expect(calls.map((call) => call.model)).toEqual(["@cf/baai/bge-base-en-v1.5", "@cf/baai/bge-base-en-v1.5"]);
-    expect(calls[0]?.inputs).toEqual({ text: ["Tides: the moon pulls the ocean into tides", "Bread: flour water salt and yeast make bread", "Waves: wind over the ocean raises waves"] });
+    expect(calls[0]?.inputs).toEqual({
+      text: [
+        "Tides: the moon pulls the ocean into tides",
+        "Bread: flour water salt and yeast make bread",
+        "Waves: wind over the ocean raises waves",
+      ],
+    });
   });
 
-  it("queries with a vector taken from the input, with metadata filters, and upserts given values", async ({ expect }) => {
+  it("queries with a vector taken from the input, with metadata filters, and upserts given values", async ({
+    expect,
+  }) => {
     const batch = uniqueId("vals");
     const vectors = docs(batch).map((doc) => ({ id: doc.id, values: fakeEmbedding(doc.body), metadata: doc.metadata }));
     const before = FAKE_BINDINGS.AI.calls.length;
@@ -76,7 +121,15 @@ describe("the vector action", () => {
             { ref: "upsert", action: upsertAction, input_mapping: { vectors: "$.input.vectors" } },
             {
               ref: "query",
-              action: { kind: "vector", implementation: { index: "default", vector: "$.embedding", top_k: 5, filter: { batch, topic: { $ne: "sea" } } } },
+              action: {
+                kind: "vector",
+                implementation: {
+                  index: "default",
+                  vector: "$.embedding",
+                  top_k: 5,
+                  filter: { batch, topic: { $ne: "sea" } },
+                },
+              },
               input_mapping: { embedding: "$.input.probe" },
               output_mapping: { "output.results": "$.results" },
             },
@@ -92,7 +145,14 @@ describe("the vector action", () => {
 
   it("fails with vector.no_binding for an index the Worker has no binding for", async ({ expect }) => {
     const result = await run(
-      { id: uniqueId("wf"), nodes: { main: task([{ ref: "q", action: { kind: "vector", implementation: { index: "docs", query_template: "x" } } }]) } },
+      {
+        id: uniqueId("wf"),
+        nodes: {
+          main: task([
+            { ref: "q", action: { kind: "vector", implementation: { index: "docs", query_template: "x" } } },
+          ]),
+        },
+      },
       {},
     );
     expect(result.status).toBe("failed");
@@ -100,18 +160,30 @@ describe("the vector action", () => {
     expect(result.error.message).toContain("VECTORIZE_DOCS");
   });
 
-  it("rejects at registration a query with neither query_template nor vector, and a bad index name", async ({ expect }) => {
-    const noQuery = await api("POST", "/v1/definitions", { actions: [{ id: uniqueId("noquery"), kind: "vector", implementation: { index: "default" } }] });
+  it("rejects at registration a query with neither query_template nor vector, and a bad index name", async ({
+    expect,
+  }) => {
+    const noQuery = await api("POST", "/v1/definitions", {
+      actions: [{ id: uniqueId("noquery"), kind: "vector", implementation: { index: "default" } }],
+    });
     expect(noQuery.status).toBe(400);
-    expect(noQuery.json.error.details).toEqual([expect.objectContaining({ path: "actions.0.implementation", code: "definition.invalid_vector" })]);
-    const badIndex = await api("POST", "/v1/definitions", { actions: [{ id: uniqueId("badindex"), kind: "vector", implementation: { index: "Docs!", query_template: "x" } }] });
+    expect(noQuery.json.error.details).toEqual([
+      expect.objectContaining({ path: "actions.0.implementation", code: "definition.invalid_vector" }),
+    ]);
+    const badIndex = await api("POST", "/v1/definitions", {
+      actions: [{ id: uniqueId("badindex"), kind: "vector", implementation: { index: "Docs!", query_template: "x" } }],
+    });
     expect(badIndex.status).toBe(400);
-    expect(badIndex.json.error.details.map((detail: { path: string }) => detail.path)).toEqual(["actions.0.implementation.index"]);
+    expect(badIndex.json.error.details.map((detail: { path: string }) => detail.path)).toEqual([
+      "actions.0.implementation.index",
+    ]);
   });
 });
 
 describe("the metric action", () => {
-  it("writes a data point whose value is CEL over the input, with dimensions, at the end of a search workflow", async ({ expect }) => {
+  it("writes a data point whose value is CEL over the input, with dimensions, at the end of a search workflow", async ({
+    expect,
+  }) => {
     const batch = uniqueId("metric");
     const name = uniqueId("search_hits");
     const result = await run(
@@ -122,7 +194,10 @@ describe("the metric action", () => {
             { ref: "upsert", action: upsertAction, input_mapping: { vectors: "$.input.docs" } },
             {
               ref: "query",
-              action: { kind: "vector", implementation: { index: "default", query_template: "{{q}}", top_k: 3, filter: { batch } } },
+              action: {
+                kind: "vector",
+                implementation: { index: "default", query_template: "{{q}}", top_k: 3, filter: { batch } },
+              },
               input_mapping: { q: "$.input.q" },
             },
             {
@@ -132,7 +207,11 @@ describe("the metric action", () => {
                 implementation: {
                   metric_name: name,
                   value: { expr: "size(input.results)" },
-                  dimensions: { top: "$.input.results[0].id", source: "search", sea: { expr: "input.results[0].metadata.topic == 'sea'" } },
+                  dimensions: {
+                    top: "$.input.results[0].id",
+                    source: "search",
+                    sea: { expr: "input.results[0].metadata.topic == 'sea'" },
+                  },
                 },
               },
               input_mapping: { results: "$.state.query.results" },
@@ -144,18 +223,49 @@ describe("the metric action", () => {
       { docs: docs(batch), q: "ocean waves and wind" },
     );
     expect(result.status, JSON.stringify(result.error)).toBe("completed");
-    expect(result.output.result.metric).toEqual({ metric_name: name, value: 3, dimensions: { top: `${batch}-waves`, source: "search", sea: "true" } });
+    expect(result.output.result.metric).toEqual({
+      metric_name: name,
+      value: 3,
+      dimensions: { top: `${batch}-waves`, source: "search", sea: "true" },
+    });
     const points = FAKE_BINDINGS.METRICS.points.filter((point) => point.indexes?.[0] === name);
-    expect(points).toEqual([{ indexes: [name], doubles: [3], blobs: [name, result.run_id, "true", "search", `${batch}-waves`] }]);
+    expect(points).toEqual([
+      { indexes: [name], doubles: [3], blobs: [name, result.run_id, "true", "search", `${batch}-waves`] },
+    ]);
   });
 
-  it("writes a literal value, and fails with metric.invalid_value when the CEL value is not a number", async ({ expect }) => {
+  it("writes a literal value, and fails with metric.invalid_value when the CEL value is not a number", async ({
+    expect,
+  }) => {
     const name = uniqueId("literal");
-    const ok = await run({ id: uniqueId("wf"), nodes: { main: task([{ ref: "m", action: { kind: "metric", implementation: { metric_name: name, value: 1.5 } } }]) } }, {});
+    const ok = await run(
+      {
+        id: uniqueId("wf"),
+        nodes: {
+          main: task([{ ref: "m", action: { kind: "metric", implementation: { metric_name: name, value: 1.5 } } }]),
+        },
+      },
+      {},
+    );
     expect(ok.status, JSON.stringify(ok.error)).toBe("completed");
-    expect(FAKE_BINDINGS.METRICS.points.filter((point) => point.indexes?.[0] === name)).toEqual([{ indexes: [name], doubles: [1.5], blobs: [name, ok.run_id] }]);
+    expect(FAKE_BINDINGS.METRICS.points.filter((point) => point.indexes?.[0] === name)).toEqual([
+      { indexes: [name], doubles: [1.5], blobs: [name, ok.run_id] },
+    ]);
 
-    const bad = await run({ id: uniqueId("wf"), nodes: { main: task([{ ref: "m", action: { kind: "metric", implementation: { metric_name: uniqueId("bad"), value: { expr: "'many'" } } } }]) } }, {});
+    const bad = await run(
+      {
+        id: uniqueId("wf"),
+        nodes: {
+          main: task([
+            {
+              ref: "m",
+              action: { kind: "metric", implementation: { metric_name: uniqueId("bad"), value: { expr: "'many'" } } },
+            },
+          ]),
+        },
+      },
+      {},
+    );
     expect(bad.status).toBe("failed");
     expect(bad.error.code).toBe("metric.invalid_value");
   });
