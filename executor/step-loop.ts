@@ -1,0 +1,203 @@
+import { EngineError, ensureEngineError } from "../lib/errors.ts";
+import { evalCelBool } from "../lib/expr/cel.ts";
+import { buildInput, type Json } from "../lib/expr/mapping.ts";
+import { renderTemplate } from "../lib/expr/template.ts";
+import { validateJson } from "../lib/json-schema.ts";
+import {
+  APPROVAL_SCHEMA,
+  type ResolvedStep,
+  type TaskContext,
+  type TaskPayload,
+  type TaskSuspension,
+} from "../schemas/index.ts";
+import type { ActionContext } from "./actions/index.ts";
+import { invokeAction } from "./invoke.ts";
+import { onStepFailure, writeStepOutput, type StepOutcome } from "./step-outcome.ts";
+import type { TaskClock } from "./task-clock.ts";
+import type { TaskStart } from "./task-start.ts";
+
+/** What the step loop needs from outside: the action context and the clock. */
+export interface StepLoopDeps {
+  context: Omit<ActionContext, "signal" | "payload">;
+  clock: TaskClock;
+  /** The task's own deadline: aborted when this attempt runs out of time. */
+  signal: AbortSignal;
+}
+
+/** How the step loop ended: every step done, a step failed, or a step waits. */
+export type LoopEnd =
+  | { end: "done"; context: TaskContext }
+  | { end: "fail"; error: EngineError; stepRef: string; context: TaskContext }
+  | { end: "suspend"; stepRef: string; stepIndex: number; context: TaskContext; wait: TaskSuspension["wait"] };
+
+/** What the loop counts as it goes, for the result's metrics. */
+export interface StepTally {
+  stepsExecuted: number;
+  usage: { input: number; output: number; cost_usd: number };
+}
+
+/**
+ * Runs a task's steps strictly in order from its start, over its context
+ * `{ input, state, output }`, until they are done, one fails, one waits, or
+ * one's condition ends the task successfully (`else: "succeed"`).
+ */
+export async function runSteps(
+  payload: TaskPayload,
+  start: Extract<TaskStart, { ok: true }>,
+  deps: StepLoopDeps,
+  tally: StepTally,
+): Promise<LoopEnd> {
+  let context = start.context;
+  for (let index = start.first; index < payload.task.steps.length; index += 1) {
+    const step = payload.task.steps[index] as ResolvedStep;
+    const outcome = await runStep(step, context, payload, deps, start.approvedIndex === index);
+    tally.stepsExecuted += outcome.ran ? 1 : 0;
+    addUsage(tally.usage, outcome.usage);
+    if (outcome.next === "fail") {
+      return { end: "fail", error: outcome.error, stepRef: step.ref, context };
+    }
+    if (outcome.next === "suspend") {
+      return { end: "suspend", stepRef: step.ref, stepIndex: index, context, wait: outcome.wait };
+    }
+    context = outcome.context;
+    if (outcome.next === "succeed") {
+      break;
+    }
+  }
+  return { end: "done", context };
+}
+
+/** One step: its condition, then its action (or its wait), then its output or its `on_failure`. */
+async function runStep(
+  step: ResolvedStep,
+  context: TaskContext,
+  payload: TaskPayload,
+  deps: StepLoopDeps,
+  approved: boolean,
+): Promise<StepOutcome> {
+  const doc = { input: context.input, state: context.state, output: context.output };
+  const skipped = checkCondition(step, context, doc);
+  if (skipped !== null) {
+    return skipped;
+  }
+  try {
+    const input: Json = step.input_mapping ? buildInput(step.input_mapping, doc) : context.input;
+    const wait = waitFor(step, input, approved);
+    if (wait) {
+      checkWaitInput(step, input);
+      return { next: "suspend", wait, ran: false };
+    }
+    const { output } = await invokeAction(step.action, input, {
+      context: { ...deps.context, payload },
+      taskSignal: deps.signal,
+      clock: deps.clock,
+    });
+    return { next: "continue", context: writeStepOutput(step, output, context), ran: true, usage: metaOf(output) };
+  } catch (thrown) {
+    const error = ensureEngineError(thrown, "step.failed");
+    const outcome = onStepFailure(step, error, context, deps.signal);
+    // A failed call may still have been paid for (an llm answer that did not match).
+    return error.meta === undefined ? outcome : { ...outcome, usage: error.meta as Json };
+  }
+}
+
+/**
+ * A step's `condition`: null when it holds (or there is none) and the step
+ * runs; otherwise how the step ends by `else` (skip, succeed, fail). A
+ * condition that errors fails the task.
+ */
+function checkCondition(step: ResolvedStep, context: TaskContext, doc: Record<string, unknown>): StepOutcome | null {
+  if (!step.condition) {
+    return null;
+  }
+  let holds: boolean;
+  try {
+    holds = evalCelBool(step.condition.if, doc);
+  } catch (thrown) {
+    return { next: "fail", error: ensureEngineError(thrown, "step.condition_failed"), ran: false };
+  }
+  if (holds) {
+    return null;
+  }
+  const otherwise = step.condition.else ?? "skip";
+  if (otherwise === "fail") {
+    const message = `condition of step ${step.ref} is false: ${step.condition.if}`;
+    return { next: "fail", error: EngineError.terminal("step.condition_failed", message), ran: false };
+  }
+  return { next: otherwise === "succeed" ? "succeed" : "continue", context, ran: false };
+}
+
+/** A step that waits is still an action call: its input is checked now, its output on resume. */
+function checkWaitInput(step: ResolvedStep, input: Json): void {
+  const problems = validateJson(step.action.requires, input, "input");
+  if (problems.length > 0) {
+    throw EngineError.terminal(
+      "action.invalid_input",
+      `the input of action ${step.action.id} does not match its "requires" schema`,
+      problems,
+    );
+  }
+}
+
+/**
+ * What a step must wait for before it can run, if anything: a human step
+ * waits for its gate, a workflow step for its child run, and a high-risk
+ * action for an approval (unless this dispatch carries that approval).
+ */
+function waitFor(step: ResolvedStep, input: Json, approved: boolean): TaskSuspension["wait"] | undefined {
+  const action = step.action;
+  if (action.risk === "high" && !approved) {
+    return {
+      kind: "gate",
+      gate_kind: "approval",
+      prompt: `Step "${step.ref}" wants to run the high-risk ${action.kind} action ${action.id}@${action.version} with input ${preview(input)}. Approve?`,
+      input_schema: APPROVAL_SCHEMA,
+      action: { id: action.id, version: action.version, kind: action.kind },
+    };
+  }
+  if (action.kind === "human") {
+    const implementation = action.implementation;
+    return {
+      kind: "gate",
+      gate_kind: "input",
+      prompt: renderTemplate(implementation.prompt_template, input),
+      input_schema: implementation.input_schema,
+      ...(implementation.timeout_ms === undefined ? {} : { timeout_ms: implementation.timeout_ms }),
+      ...(implementation.on_timeout === undefined ? {} : { on_timeout: implementation.on_timeout }),
+    };
+  }
+  if (action.kind === "workflow") {
+    return {
+      kind: "child",
+      workflow: action.implementation.workflow,
+      input,
+      on_failure: action.implementation.on_failure ?? "propagate",
+    };
+  }
+  return undefined;
+}
+
+function preview(input: Json): string {
+  const text = JSON.stringify(input);
+  return text.length > 500 ? `${text.slice(0, 500)}…` : text;
+}
+
+/** An action's `_meta` (llm actions report `tokens { input, output }` and `cost_usd` there). */
+function metaOf(output: Json): Json | undefined {
+  return output !== null && typeof output === "object" && !Array.isArray(output) ? output._meta : undefined;
+}
+
+/** Adds an action's reported usage to the task's totals; anything malformed counts as nothing. */
+function addUsage(total: StepTally["usage"], meta: Json | undefined): void {
+  if (meta === null || typeof meta !== "object" || Array.isArray(meta)) {
+    return;
+  }
+  const tokens = meta.tokens;
+  const count = (value: Json | undefined) =>
+    typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : 0;
+  if (tokens !== null && typeof tokens === "object" && !Array.isArray(tokens)) {
+    total.input += Math.round(count(tokens.input));
+    total.output += Math.round(count(tokens.output));
+  }
+  total.cost_usd += count(meta.cost_usd);
+}

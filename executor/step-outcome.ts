@@ -1,0 +1,85 @@
+import { EngineError } from "../lib/errors.ts";
+import { applyOutputMapping, setTargetPath, type Json, type JsonRecord } from "../lib/expr/mapping.ts";
+import type { ResolvedStep, TaskContext, TaskSuspension } from "../schemas/index.ts";
+
+/**
+ * Failures that the same task input always reproduces: a step's
+ * `on_failure: "retry"` does not make them retryable, since a retry would
+ * spend the same budget, or meet the same unsignable value, again.
+ */
+const DETERMINISTIC_FAILURES: ReadonlySet<string> = new Set([
+  "expr.budget_exceeded",
+  "template.budget_exceeded",
+  "template.too_deep",
+  "action.unsignable_output",
+]);
+
+/** How a failed step ends: the task goes on (`on_failure: "continue"`) or fails. */
+export type FailedStepOutcome = (
+  { next: "continue"; context: TaskContext; ran: boolean } | { next: "fail"; error: EngineError; ran: boolean }
+) & { usage?: Json };
+
+/** How a step ended, and what the task does next. */
+export type StepOutcome =
+  | FailedStepOutcome
+  | ((
+      | { next: "succeed"; context: TaskContext; ran: boolean }
+      | { next: "suspend"; wait: TaskSuspension["wait"]; ran: boolean }
+    ) & { usage?: Json });
+
+/** A step's output goes where its output mapping says, or to `state.<ref>`. */
+export function writeStepOutput(step: ResolvedStep, output: Json, context: TaskContext): TaskContext {
+  const target = { state: context.state as JsonRecord, output: context.output as JsonRecord };
+  const next = step.output_mapping
+    ? applyOutputMapping(step.output_mapping, output, target)
+    : setTargetPath(target, `state.${step.ref}`, output);
+  return { ...context, state: next.state, output: next.output };
+}
+
+/**
+ * What a step's failure does, by its `on_failure`, once the action's own
+ * retries are spent. The task running out of time overrides it: the task
+ * fails with `task.timeout` (retryable) whatever the step says.
+ */
+export function onStepFailure(
+  step: ResolvedStep,
+  error: EngineError,
+  context: TaskContext,
+  signal: AbortSignal,
+): FailedStepOutcome {
+  if (signal.aborted) {
+    return {
+      next: "fail",
+      error: EngineError.retryable("task.timeout", `the task ran out of time in step ${step.ref}: ${error.message}`),
+      ran: true,
+    };
+  }
+  switch (step.on_failure ?? "abort") {
+    case "continue": {
+      const errors = Array.isArray(context.state._errors) ? context.state._errors : [];
+      const entry = { step: step.ref, error: { code: error.code, message: error.message } };
+      return {
+        next: "continue",
+        context: { ...context, state: { ...context.state, _errors: [...errors, entry] } },
+        ran: true,
+      };
+    }
+    case "retry":
+      // A spent budget or a value that cannot be signed comes back the same on every attempt: never worth a retry.
+      return {
+        next: "fail",
+        error: new EngineError(error.code, error.message, {
+          retryable: !DETERMINISTIC_FAILURES.has(error.code),
+          retryAfterMs: error.retryAfterMs,
+          details: error.details,
+        }),
+        ran: true,
+      };
+    case "abort":
+      return {
+        next: "fail",
+        error: new EngineError(error.code, error.message, { retryable: false, details: error.details }),
+        ran: true,
+      };
+  }
+}

@@ -1,0 +1,94 @@
+import { EngineError } from "../lib/errors.ts";
+import type { Json } from "../lib/expr/mapping.ts";
+import { validateJson } from "../lib/json-schema.ts";
+import type { TaskContext, TaskPayload, TaskResult } from "../schemas/index.ts";
+import type { LoopEnd, StepTally } from "./step-loop.ts";
+
+/**
+ * The largest task output, in characters of JSON (about 1 MB). Outputs are
+ * journaled and stored in the run's SQLite rows (2 MB each at most); larger
+ * data belongs in an artifact, passed by reference.
+ */
+export const MAX_TASK_OUTPUT_CHARS = 1_000_000;
+
+type Metrics = TaskResult["metrics"];
+
+/** The result's metrics: how long the task took, how many steps ran, what its models used. */
+export function metricsOf(tally: StepTally, started: number, now: number): Metrics {
+  return { duration_ms: now - started, steps_executed: tally.stepsExecuted, llm_tokens: { ...tally.usage } };
+}
+
+/** The task's output checked against its `output_schema`: null when it matches. */
+export function outputProblem(payload: TaskPayload, output: TaskContext["output"]): EngineError | null {
+  const problems = validateJson(payload.task.output_schema, output, "output");
+  if (problems.length === 0) {
+    return null;
+  }
+  return EngineError.terminal(
+    "task.invalid_output",
+    `the output of task ${payload.task.id} does not match its output_schema`,
+    problems,
+  );
+}
+
+/** A task that succeeded, unless its output is too large to journal and store. */
+export function successResult(payload: TaskPayload, output: Json, metrics: Metrics): TaskResult {
+  const size = JSON.stringify(output).length;
+  if (size <= MAX_TASK_OUTPUT_CHARS) {
+    return { token_id: payload.token_id, success: true, output, metrics };
+  }
+  const tooLarge = EngineError.terminal(
+    "task.output_too_large",
+    `the task output is ${size} characters of JSON; the limit is ${MAX_TASK_OUTPUT_CHARS} (store large data elsewhere, e.g. as an artifact, and pass a reference)`,
+  );
+  return failureResult(payload, tooLarge, null, null, metrics);
+}
+
+/** A task that failed, in step `stepRef` (null: before or after its steps), with its context at that point. */
+export function failureResult(
+  payload: TaskPayload,
+  error: EngineError,
+  stepRef: string | null,
+  context: TaskContext | null,
+  metrics: Metrics,
+): TaskResult {
+  return { token_id: payload.token_id, success: false, error: toTaskError(error, stepRef, context), metrics };
+}
+
+/** A task that waits in a step (a gate, an approval, a child run), with what it needs to continue. */
+export function suspendedResult(
+  payload: TaskPayload,
+  end: Extract<LoopEnd, { end: "suspend" }>,
+  metrics: Metrics,
+): TaskResult {
+  return {
+    token_id: payload.token_id,
+    success: false,
+    suspended: { step_ref: end.stepRef, step_index: end.stepIndex, context: end.context, wait: end.wait },
+    metrics,
+  };
+}
+
+/**
+ * The one place an executor failure becomes the result's error: its code,
+ * the step it failed in, its message (with any details), whether a retry may
+ * help, and the task context it failed with.
+ */
+export function toTaskError(
+  error: EngineError,
+  stepRef: string | null,
+  context: TaskContext | null,
+): NonNullable<TaskResult["error"]> {
+  const details = error.details?.length
+    ? ` (${error.details.map((detail) => `${detail.path}: ${detail.message}`).join("; ")})`
+    : "";
+  return {
+    type: error.code,
+    step_ref: stepRef,
+    message: `${error.message}${details}`,
+    retryable: error.retryable,
+    ...(error.retryAfterMs === undefined ? {} : { retry_after_ms: error.retryAfterMs }),
+    // A snapshot too large to travel and store is left out rather than failing the report.
+    context_snapshot: context !== null && JSON.stringify(context).length <= MAX_TASK_OUTPUT_CHARS ? context : null,
+  };
+}

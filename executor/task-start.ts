@@ -1,0 +1,106 @@
+import { EngineError, ensureEngineError } from "../lib/errors.ts";
+import type { Json } from "../lib/expr/mapping.ts";
+import { validateJson } from "../lib/json-schema.ts";
+import type { TaskContext, TaskPayload, TaskResume } from "../schemas/index.ts";
+import { onStepFailure, writeStepOutput, type FailedStepOutcome } from "./step-outcome.ts";
+
+/**
+ * Where a task's step loop starts: a fresh task at its first step, or a task
+ * that continues after a gate, an approval or a child run at its resume
+ * point. `approvedIndex` is the step whose approval this dispatch carries.
+ */
+export type TaskStart =
+  | { ok: true; first: number; context: TaskContext; approvedIndex: number | null }
+  | { ok: false; error: EngineError; stepRef: string | null; context: TaskContext };
+
+/** The task's start, or the failure that ends it before any step runs. */
+export function startOf(payload: TaskPayload, signal: AbortSignal): TaskStart {
+  const resume = payload.resume;
+  return resume ? resumeAt(payload, resume, signal) : startFresh(payload);
+}
+
+/** A fresh task starts at its first step, once its input matches its `input_schema`. */
+function startFresh(payload: TaskPayload): TaskStart {
+  const context: TaskContext = { input: payload.input, state: {}, output: {} };
+  const inputProblems = validateJson(payload.task.input_schema, payload.input, "input");
+  if (inputProblems.length > 0) {
+    const error = EngineError.terminal(
+      "task.invalid_input",
+      `the input of task ${payload.task.id} does not match its input_schema`,
+      inputProblems,
+    );
+    return { ok: false, error, stepRef: null, context };
+  }
+  return { ok: true, first: 0, context, approvedIndex: null };
+}
+
+/**
+ * A continued task starts where it suspended: an approved step runs now;
+ * otherwise the suspended step is finished (its output written, or its
+ * failure handled) and the task goes on after it.
+ */
+function resumeAt(payload: TaskPayload, resume: TaskResume, signal: AbortSignal): TaskStart {
+  const resumed = resumeStep(payload, resume, resume.context, signal);
+  if (resumed.next === "fail") {
+    const stepRef = payload.task.steps[resume.step_index]?.ref ?? null;
+    return { ok: false, error: resumed.error, stepRef, context: resume.context };
+  }
+  if (resume.mode === "approved") {
+    // The approved step itself runs now.
+    return { ok: true, first: resume.step_index, context: resume.context, approvedIndex: resume.step_index };
+  }
+  return { ok: true, first: resume.step_index + 1, context: resumed.context, approvedIndex: null };
+}
+
+/**
+ * The step a suspended task stopped at, once its wait is over: its output
+ * (a gate's answer, a child's output) is written as any step output would
+ * be, and a failure (a child that failed, a rejected approval) is handled by
+ * the step's `on_failure`.
+ */
+function resumeStep(
+  payload: TaskPayload,
+  resume: TaskResume,
+  context: TaskContext,
+  signal: AbortSignal,
+): FailedStepOutcome {
+  const step = payload.task.steps[resume.step_index];
+  if (!step) {
+    return badResume(`the task has no step ${resume.step_index}`);
+  }
+  if (resume.mode === "approved") {
+    return { next: "continue", context, ran: false };
+  }
+  if (resume.mode === "rejected") {
+    const rejected = EngineError.terminal(
+      "approval.rejected",
+      `step ${step.ref} was not approved${resume.reason ? `: ${resume.reason}` : ""}`,
+    );
+    const onFailure = step.on_failure === "continue" ? "continue" : "abort";
+    return onStepFailure({ ...step, on_failure: onFailure }, rejected, context, signal);
+  }
+  const outcome = resume.outcome;
+  if (!outcome) {
+    return badResume(`resuming step ${step.ref} needs its outcome`);
+  }
+  if (!outcome.ok) {
+    return onStepFailure(step, EngineError.terminal(outcome.error.code, outcome.error.message), context, signal);
+  }
+  try {
+    const problems = validateJson(step.action.produces, outcome.output, "output");
+    if (problems.length > 0) {
+      throw EngineError.terminal(
+        "action.invalid_output",
+        `the output of action ${step.action.id} does not match its "produces" schema`,
+        problems,
+      );
+    }
+    return { next: "continue", context: writeStepOutput(step, outcome.output as Json, context), ran: true };
+  } catch (thrown) {
+    return onStepFailure(step, ensureEngineError(thrown, "mapping.failed"), context, signal);
+  }
+}
+
+function badResume(message: string): FailedStepOutcome {
+  return { next: "fail", error: EngineError.terminal("task.bad_resume", message), ran: false };
+}
