@@ -332,12 +332,12 @@ const llmServer = (): string => (env as unknown as { LLM_SERVER_URL: string }).L
  * prompt ("Hello there": 2), output tokens those of the answer ("Echo: Hello
  * there": 3), so at 3 and 15 USD per million tokens one call costs 0.000051.
  */
-const llmStep = (ref: string) => ({
+const llmStep = (ref: string, key = "none") => ({
   ref,
   action: {
     kind: "llm",
     implementation: {
-      prompt: { messages: [{ role: "user", template: "Hello there" }] },
+      prompt: { messages: [{ role: "user", template: `Hello there [[key:${key}]]` }] },
       model: {
         id: "local",
         provider: "openai-compatible",
@@ -415,6 +415,37 @@ describe("LLM token counts on the run", () => {
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
     expectUsage(expect, run.usage, times(ONE_CALL, 2));
+  });
+
+  it("adds nothing for a result the coordinator ignores: a task still in flight when fail_fast ended the run", async ({
+    expect,
+  }) => {
+    const key = uniqueId("paid");
+    const id = uniqueId("llm-late");
+    await register({
+      workflows: [
+        {
+          id,
+          nodes: {
+            late: {
+              task: { steps: [llmStep("ask", key), httpStep("wait", `${httpTarget()}/slow?ms=500`)] },
+            },
+            boom: { depends_on: [], task: { steps: [httpStep("fail", `${httpTarget()}/status/400`)] } },
+          },
+        },
+      ],
+    });
+    const runId = await start(id);
+    expect((await waitForRun(runId)).status).toBe("failed");
+    // The model answered (and was paid for), but the task's result came after the run had ended.
+    await vi.waitUntil(
+      async () => ((await (await fetch(`${llmServer()}/hits/${key}`)).json()) as { count: number }).count >= 1,
+      { timeout: 10_000 },
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const run = (await api("GET", `/v1/runs/${runId}`)).json;
+    expect(run.nodes.late.status).toBe("cancelled");
+    expect(run.usage).toEqual({ input_tokens: 0, output_tokens: 0, cost_usd: 0 });
   });
 
   it("counts a child run's tokens in the child's usage only, not in its parent's", async ({ expect }) => {
