@@ -428,7 +428,7 @@ describe("LLM token counts on the run", () => {
           id,
           nodes: {
             late: {
-              task: { steps: [llmStep("ask", key), httpStep("wait", `${httpTarget()}/slow?ms=500`)] },
+              task: { steps: [llmStep("ask", key), httpStep("wait", `${httpTarget()}/slow?ms=1500`)] },
             },
             boom: { depends_on: [], task: { steps: [httpStep("fail", `${httpTarget()}/status/400`)] } },
           },
@@ -442,7 +442,7 @@ describe("LLM token counts on the run", () => {
       async () => ((await (await fetch(`${llmServer()}/hits/${key}`)).json()) as { count: number }).count >= 1,
       { timeout: 10_000 },
     );
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
     const run = (await api("GET", `/v1/runs/${runId}`)).json;
     expect(run.nodes.late.status).toBe("cancelled");
     expect(run.usage).toEqual({ input_tokens: 0, output_tokens: 0, cost_usd: 0 });
