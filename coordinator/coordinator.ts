@@ -2,17 +2,9 @@ import { DurableObject } from "cloudflare:workers";
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import {
-  type TaskResult,
-  type GateView,
-  type JournalEntry,
-  type RunSnapshot,
-  type RunView,
-  type TaskPayload,
-} from "../schemas/index.ts";
+import type { GateView, JournalEntry, RunSnapshot, RunView, TaskPayload, TaskResult } from "../schemas/index.ts";
 import { ChildNotification, toGateView } from "./children.ts";
 import { perform, type CommandDeps } from "./commands.ts";
-import { assertSameRequest, assertValidInput, toGateAnswer } from "./requests.ts";
 import { assertAllowed, CONTROLS, type RunControl } from "./controls.ts";
 import { chunk, sendTaskGroup } from "./executor-client.ts";
 import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunState } from "./decide.ts";
@@ -20,6 +12,7 @@ import { CreateRunRequest, newRunState, type CreateRunOutcome } from "./create.t
 import { coalesceResults, EventInbox } from "./inbox.ts";
 import { JournalWaiters } from "./journal-waiters.ts";
 import { LiveSet } from "./live.ts";
+import { assertSameRequest, assertValidInput, toGateAnswer } from "./requests.ts";
 import { JournalSigner, journalOf } from "./signer.ts";
 import { countEvent, newStats, type CoordinatorStats } from "./stats.ts";
 import { RunStore, type UnsignedEntry } from "./storage.ts";

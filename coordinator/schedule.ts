@@ -21,7 +21,7 @@ export const PARENT_NOTIFY_RETRY_MS = 1_000;
  * away than this. A restart (an eviction, a deploy, a crash) loses the
  * instance's memory of what it awaits, and nothing else would wake the object:
  * this alarm is what finds the loss (the wake compares the stored work with
- * the instance's live set) without anyone reading the run. While the same
+ * the work live in the instance) without anyone reading the run. While the same
  * instance still holds the work, the wake finds everything live and sets the
  * next one.
  */
