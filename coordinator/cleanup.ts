@@ -1,5 +1,6 @@
 import type { RunRecord } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
+import type { LiveWork } from "./live.ts";
 
 /**
  * What a run still owes after it decided to stop something: child runs to
@@ -13,8 +14,8 @@ import type { Draft } from "./draft.ts";
  * of a run that already ended answers `run.terminal`, a second `release()`
  * stops nothing and answers.
  *
- * The instance's live set says which calls are in flight here, under the
- * markers below (dispatch tokens and child keys share that set).
+ * The wake's live work ({@link LiveWork}) says which of these calls are in
+ * flight in this instance (`cancels`, `releases`).
  */
 
 /**
@@ -23,19 +24,6 @@ import type { Draft } from "./draft.ts";
  * that sends `n` of them starts at most `5 - ceil(n / 2)` children.
  */
 export const MAX_CLEANUP_CALLS_PER_EVENT = 10;
-
-/** In the live set while a cancel of this child is in flight. */
-export function cancelMarker(key: string): string {
-  return `cancel:${key}`;
-}
-
-/** In the live set while a release of this container is in flight. */
-export function releaseMarker(container: string): string {
-  return `release:${container}`;
-}
-
-/** In the live set while this child run's report to its parent is in flight. */
-export const NOTIFY_MARKER = "notify:parent";
 
 export function hasPendingCleanup(record: RunRecord): boolean {
   return (record.pending_cancels?.length ?? 0) > 0 || (record.pending_releases?.length ?? 0) > 0;
@@ -47,9 +35,11 @@ export function hasPendingCleanup(record: RunRecord): boolean {
  * making is left alone: it is cancelled once its start returned. What the
  * budget leaves over asks for another wake now.
  */
-export function sendCleanup(draft: Draft, live: ReadonlySet<string>, budget: number): number {
-  const cancels = (draft.record.pending_cancels ?? []).filter((key) => !live.has(key) && !live.has(cancelMarker(key)));
-  const releases = (draft.record.pending_releases ?? []).filter((container) => !live.has(releaseMarker(container)));
+export function sendCleanup(draft: Draft, live: LiveWork, budget: number): number {
+  const cancels = (draft.record.pending_cancels ?? []).filter(
+    (key) => !live.childStarts.has(key) && !live.cancels.has(key),
+  );
+  const releases = (draft.record.pending_releases ?? []).filter((container) => !live.releases.has(container));
   const keys = cancels.slice(0, budget);
   const containers = releases.slice(0, budget - keys.length);
   if (keys.length > 0) {

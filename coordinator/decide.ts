@@ -1,10 +1,13 @@
-import type { InvocationRecord, RunStatus, TaskResult } from "../schemas/index.ts";
-import { validateJson } from "../lib/json-schema.ts";
-import { hasPendingCleanup, MAX_CLEANUP_CALLS_PER_EVENT, NOTIFY_MARKER, sendCleanup } from "./cleanup.ts";
-import { dispatchable, dispatchReady, inFlightCount, startPendingChildren } from "./dispatch.ts";
+import type { InvocationRecord, TaskResult } from "../schemas/index.ts";
+import { MAX_CLEANUP_CALLS_PER_EVENT, sendCleanup } from "./cleanup.ts";
+import { allows } from "./controls.ts";
+import { dispatchReady, startPendingChildren } from "./dispatch.ts";
 import { Draft, type Command, type DecideContext, type RunState } from "./draft.ts";
+import type { RunEvent } from "./events.ts";
 import { isTerminal } from "./lifecycle.ts";
-import { completeInvocation, failInvocation, isSettled, itemOf, startReadyNodes } from "./nodes.ts";
+import type { LiveWork } from "./live.ts";
+import { completeInvocation, failInvocation, itemOf, startReadyNodes } from "./nodes.ts";
+import { advance, nextWakeAt } from "./schedule.ts";
 import type { Json } from "../lib/expr/mapping.ts";
 import { MAX_EVENT_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
 import {
@@ -12,36 +15,12 @@ import {
   childFinished,
   childStarted,
   expireGates,
-  hasUnrequestedChild,
   MAX_CHILD_STARTS_PER_EVENT,
-  nextGateExpiry,
   suspendInvocation,
-  unstartedChild,
-  type ChildOutcome,
 } from "./waits.ts";
 
-/** How soon a child that could not reach its parent tries again. */
-export const PARENT_NOTIFY_RETRY_MS = 1_000;
-/**
- * While work is outstanding that a restart would lose without a trace (a
- * dispatch in flight, a child run being started), the alarm is never further
- * away than this. A restart (an eviction, a deploy, a crash) loses the
- * instance's memory of what it awaits, and nothing else would wake the object:
- * this alarm is what finds the loss (the wake compares the stored work with
- * the instance's live set) without anyone reading the run. While the same
- * instance still holds the work, the wake finds everything live and sets the
- * next one.
- */
-export const LIVENESS_CHECK_MS = 5_000;
-/**
- * A run that ended and still has cleanup in flight or failing (a child that
- * has not confirmed its cancel, a container whose release has not answered)
- * checks again after a tenth of the time since it ended, at least
- * LIVENESS_CHECK_MS and at most this: a release that fails for good (a shell
- * server gone) costs one call an hour, not one every 5 s forever.
- */
-export const MAX_CLEANUP_RETRY_MS = 60 * 60_000;
-
+export { LIVENESS_CHECK_MS, MAX_CLEANUP_RETRY_MS, PARENT_NOTIFY_RETRY_MS } from "./schedule.ts";
+export type { RunEvent } from "./events.ts";
 export type { Command, DecideContext, RunState } from "./draft.ts";
 export {
   DEFAULT_MAX_PARALLEL,
@@ -63,32 +42,6 @@ export {
  * which is a fresh event.
  */
 
-export type RunEvent =
-  /** Leave `drafting` (auto start, or an approval): the run is queued and starts on the next wake. */
-  | { type: "start" }
-  /** The alarm: fire due timers, find lost dispatches, dispatch ready work. */
-  | { type: "wake"; live: readonly string[] }
-  | { type: "task_result"; result: TaskResult }
-  /** Several results at once, applied in order, with one settling pass after them all. */
-  | { type: "task_results"; results: readonly TaskResult[] }
-  | { type: "cancel"; reason: string }
-  | { type: "pause" }
-  | { type: "resume" }
-  /** Re-run a failed run from its failed nodes, keeping what completed. */
-  | { type: "redrive" }
-  /** A valid answer to an open gate (checked against its schema by the Durable Object). */
-  | { type: "gate_answer"; gate_id: string; response: Json; responder: string | null }
-  /** A child run this run asked for exists now. */
-  | { type: "child_started"; key: string; run_id: string }
-  /** A child run ended, or could not start (`run_id` null). */
-  | { type: "child_finished"; outcome: ChildOutcome }
-  /** This child run's parent acknowledged its result. */
-  | { type: "parent_notified" }
-  /** Child runs this run cancelled confirmed it (or had ended already, or never existed). */
-  | { type: "children_cancelled"; keys: readonly string[] }
-  /** These containers' `release()` answered. */
-  | { type: "containers_released"; containers: readonly string[] };
-
 export interface Decision {
   state: RunState;
   commands: Command[];
@@ -99,12 +52,13 @@ export interface Decision {
 type Handlers = { [K in RunEvent["type"]]: (draft: Draft, event: Extract<RunEvent, { type: K }>) => void };
 
 const HANDLERS: Handlers = {
+  // The event an approval applies, and an auto run on creation.
   start: (draft) => {
-    if (draft.record.status === "drafting") {
+    if (allows("approve", draft.record.status)) {
       draft.transition("queued", "started");
     }
   },
-  wake: (draft, event) => onWake(draft, new Set(event.live)),
+  wake: (draft, event) => onWake(draft, event.live),
   task_result: (draft, event) => onTaskResult(draft, event.result),
   task_results: (draft, event) => {
     for (const result of event.results) {
@@ -112,22 +66,22 @@ const HANDLERS: Handlers = {
     }
   },
   cancel: (draft, event) => {
-    if (!isTerminal(draft.record.status)) {
+    if (allows("cancel", draft.record.status)) {
       draft.finish("cancelled", event.reason, null);
     }
   },
   pause: (draft) => {
-    if (["queued", "running", "waiting"].includes(draft.record.status)) {
+    if (allows("pause", draft.record.status)) {
       draft.transition("paused", "paused by request");
     }
   },
   resume: (draft) => {
-    if (draft.record.status === "paused") {
+    if (allows("resume", draft.record.status)) {
       draft.transition("running", "resumed by request");
     }
   },
   redrive: (draft) => {
-    if (draft.record.status === "failed") {
+    if (allows("redrive", draft.record.status)) {
       redrive(draft);
     }
   },
@@ -184,12 +138,12 @@ function sameFields(a: RunState["record"], b: RunState["record"]): boolean {
   return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
 }
 
-function onWake(draft: Draft, live: ReadonlySet<string>): void {
+function onWake(draft: Draft, live: LiveWork): void {
   const status = draft.record.status;
   // Cleanup first: what earlier events made pending, and what a restart lost.
   const cleanupCalls = sendCleanup(draft, live, MAX_CLEANUP_CALLS_PER_EVENT);
   if (isTerminal(status)) {
-    if (!live.has(NOTIFY_MARKER)) {
+    if (!live.notifying) {
       draft.notifyParent(); // Until the parent acknowledges, every wake tries again.
     }
     return;
@@ -232,15 +186,10 @@ function onWake(draft: Draft, live: ReadonlySet<string>): void {
 }
 
 /** Deadlines, lost dispatches and due retries of one invocation. */
-function checkInvocationTimers(
-  draft: Draft,
-  nodeId: string,
-  invocation: InvocationRecord,
-  live: ReadonlySet<string>,
-): void {
+function checkInvocationTimers(draft: Draft, nodeId: string, invocation: InvocationRecord, live: LiveWork): void {
   const item = itemOf(draft, nodeId, invocation);
   if (invocation.status === "running" && invocation.token !== null) {
-    if (!live.has(invocation.token)) {
+    if (!live.tokens.has(invocation.token)) {
       // The coordinator restarted while this dispatch was in flight: its result can never
       // arrive. Lost, not timed out, however late this wake comes: the attempt did not
       // overrun, it was dropped, and a timeout would count against its retry policy.
@@ -345,117 +294,4 @@ function redrive(draft: Draft): void {
   if (draft.workflow.timeout_ms !== undefined) {
     draft.record.deadline_at = draft.now + draft.workflow.timeout_ms;
   }
-}
-
-// ─── After every event ───────────────────────────────────────────────────────
-
-/** Starts what became ready, settles the run when its nodes are done, and keeps `running` / `waiting` truthful. */
-function advance(draft: Draft): void {
-  const status = draft.record.status;
-  if (status === "drafting" || status === "queued" || isTerminal(status)) {
-    return;
-  }
-  if (status !== "paused") {
-    startReadyNodes(draft);
-  }
-  const inFlight = inFlightCount(draft);
-  if (draft.record.error !== null) {
-    // Retries still waiting will not be dispatched by a failing run: it ends once nothing is in flight.
-    if (inFlight === 0) {
-      draft.finish("failed", draft.record.error.message, draft.record.error);
-    }
-    return;
-  }
-  const allSettled = Object.entries(draft.nodes).every(([nodeId, node]) =>
-    isSettled(node, draft.nodeDefinition(nodeId)),
-  );
-  if (allSettled) {
-    const problems = validateJson(draft.workflow.output_schema, draft.record.context.output, "output");
-    if (problems.length > 0) {
-      const message = problems.map((problem) => `${problem.path}: ${problem.message}`).join("; ");
-      draft.finish("failed", "the run output does not match output_schema", { code: "run.invalid_output", message });
-    } else {
-      draft.finish("completed", "all nodes settled", null);
-    }
-    return;
-  }
-  refreshActivity(draft, inFlight);
-}
-
-/** `running` while something executes or is ready to; `waiting` while only timers are pending. */
-function refreshActivity(draft: Draft, inFlight: number): void {
-  for (const [nodeId, node] of Object.entries(draft.nodes)) {
-    if (node.status === "running" || node.status === "waiting") {
-      const active = node.invocations.some(
-        (invocation) => invocation.status === "running" || invocation.status === "pending",
-      );
-      const nodeStatus = active ? "running" : "waiting";
-      if (nodeStatus !== node.status) {
-        draft.setNode(nodeId, { status: nodeStatus });
-      }
-    }
-  }
-  const status = draft.record.status;
-  if (status !== "running" && status !== "waiting") {
-    return;
-  }
-  const next: RunStatus = inFlight > 0 || dispatchable(draft, 1).length > 0 ? "running" : "waiting";
-  if (next !== status) {
-    draft.transition(next, next === "waiting" ? "waiting for timers, gates or child runs" : "work resumed");
-  }
-}
-
-function nextWakeAt(draft: Draft): number | null {
-  const status = draft.record.status;
-  const cleanupAt = nextCleanupAt(draft);
-  if (isTerminal(status)) {
-    const parent = draft.record.parent;
-    const notifyAt = parent && !parent.notified ? draft.now + PARENT_NOTIFY_RETRY_MS : null;
-    return notifyAt === null || cleanupAt === null ? (notifyAt ?? cleanupAt) : Math.min(notifyAt, cleanupAt);
-  }
-  if (status === "drafting") {
-    return draft.record.mode === "auto" ? draft.now : null;
-  }
-  if (status === "queued" || (status !== "paused" && hasUnrequestedChild(draft)) || dispatchable(draft, 1).length > 0) {
-    return draft.now;
-  }
-  let wakeAt = Math.min(draft.record.deadline_at ?? Number.POSITIVE_INFINITY, nextGateExpiry(draft));
-  let outstanding = false;
-  for (const node of Object.values(draft.nodes)) {
-    for (const invocation of node.invocations) {
-      if (invocation.status === "running") {
-        outstanding = true;
-        wakeAt = Math.min(wakeAt, invocation.deadline_at ?? Number.POSITIVE_INFINITY);
-      } else if (invocation.status === "retrying" && invocation.retry_at !== null) {
-        wakeAt = Math.min(wakeAt, invocation.retry_at);
-      } else if (status !== "paused" && unstartedChild(invocation) !== null) {
-        // Asked for, not known to exist yet (a paused run asks again only once resumed).
-        outstanding = true;
-      }
-    }
-  }
-  if (outstanding) {
-    wakeAt = Math.min(wakeAt, draft.now + LIVENESS_CHECK_MS);
-  }
-  wakeAt = Math.min(wakeAt, cleanupAt ?? Number.POSITIVE_INFINITY);
-  return Number.isFinite(wakeAt) ? wakeAt : null;
-}
-
-/**
- * When pending cleanup needs a wake: now when some is not sent yet, else a
- * liveness check (a restart loses the calls in flight; the check finds them
- * not live and sends them again), spaced out once the run has ended.
- */
-function nextCleanupAt(draft: Draft): number | null {
-  if (!hasPendingCleanup(draft.record)) {
-    return null;
-  }
-  if (draft.cleanupDeferred) {
-    return draft.now;
-  }
-  if (!isTerminal(draft.record.status)) {
-    return draft.now + LIVENESS_CHECK_MS;
-  }
-  const sinceEnd = Math.max(0, draft.now - draft.record.updated_at);
-  return draft.now + Math.min(MAX_CLEANUP_RETRY_MS, Math.max(LIVENESS_CHECK_MS, Math.floor(sinceEnd / 10)));
 }

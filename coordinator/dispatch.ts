@@ -1,6 +1,7 @@
 import type { Json } from "../lib/expr/mapping.ts";
 import type { InvocationRecord, ResourceHandle } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
+import type { LiveWork } from "./live.ts";
 import { failNode } from "./nodes.ts";
 import { childKey, requestChild, unstartedChild } from "./waits.ts";
 
@@ -77,10 +78,10 @@ export function dispatchable(draft: Draft, budget: number): { nodeId: string; in
 /**
  * Asks for the child runs that suspended invocations wait for and that nobody
  * is starting: new ones (never requested), and ones whose start was lost with
- * a restart (requested, but not `live` in this instance; starting is
- * idempotent by key). At most `budget` of them; returns how many.
+ * a restart (requested, but not among the `childStarts` live in this
+ * instance; starting is idempotent by key). At most `budget` of them; returns how many.
  */
-export function startPendingChildren(draft: Draft, live: ReadonlySet<string>, budget: number): number {
+export function startPendingChildren(draft: Draft, live: LiveWork, budget: number): number {
   let started = 0;
   for (const [nodeId, node] of Object.entries(draft.nodes)) {
     for (const invocation of node.invocations) {
@@ -89,7 +90,7 @@ export function startPendingChildren(draft: Draft, live: ReadonlySet<string>, bu
       if (started >= budget || !suspension || !waiting) {
         continue;
       }
-      if (waiting.requested_at != null && live.has(waiting.key)) {
+      if (waiting.requested_at != null && live.childStarts.has(waiting.key)) {
         continue; // Being started by this instance right now.
       }
       // A node that is a sub-workflow hands its resources down; a workflow step does not.

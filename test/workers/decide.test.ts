@@ -1,6 +1,7 @@
 import { describe, it } from "vitest";
 import { newRunState } from "../../coordinator/create.ts";
-import { cancelMarker, MAX_CLEANUP_CALLS_PER_EVENT, NOTIFY_MARKER, releaseMarker } from "../../coordinator/cleanup.ts";
+import { MAX_CLEANUP_CALLS_PER_EVENT } from "../../coordinator/cleanup.ts";
+import { toLiveWork } from "../../coordinator/live.ts";
 import { MAX_CHILD_STARTS_PER_EVENT } from "../../coordinator/waits.ts";
 import {
   DEADLINE_GRACE_MS,
@@ -135,8 +136,8 @@ interface TestRun {
   snapshot: RunSnapshot;
   state: RunState;
   send(event: RunEvent, now?: number, random?: () => number): Decision;
-  /** The alarm; by default every dispatch in flight is still live. */
-  wake(now?: number, live?: readonly string[]): Decision;
+  /** The alarm; by default every dispatch in flight is still live, and when `live` is given only what it lists is. */
+  wake(now?: number, live?: Parameters<typeof toLiveWork>[0]): Decision;
   succeed(token: string, output?: JsonValue, now?: number): Decision;
   fail(token: string, error?: Partial<TaskError>, now?: number): Decision;
   /** The token of a node's invocation in flight. */
@@ -157,7 +158,8 @@ function makeRun(
       run.state = decision.state;
       return decision;
     },
-    wake: (now = NOW, live = liveTokens(run.state)) => run.send({ type: "wake", live }, now),
+    wake: (now = NOW, live = { tokens: liveTokens(run.state) }) =>
+      run.send({ type: "wake", live: toLiveWork(live) }, now),
     succeed: (token, output, now = NOW) => run.send({ type: "task_result", result: makeResult(token, output) }, now),
     fail: (token, error, now = NOW) => run.send({ type: "task_result", result: makeFailure(token, error) }, now),
     token(nodeId, index = 0) {
@@ -795,7 +797,7 @@ describe("timeouts", () => {
     const run = makeRun({ a: { timeout_ms: 5000 }, b: {} });
     startRun(run);
     // a's call is still awaited (it overran); b's was lost with a restart.
-    const decision = run.wake(DEADLINE, [run.token("a")]);
+    const decision = run.wake(DEADLINE, { tokens: [run.token("a")] });
     expect(kindsOf(decision)).toEqual([
       "task.timeout",
       "task.failed",
@@ -830,7 +832,7 @@ describe("lost dispatches", () => {
     const run = makeRun({ a: {} });
     startRun(run);
     const lostToken = run.token("a");
-    const decision = run.wake(NOW + 10, []);
+    const decision = run.wake(NOW + 10, {});
     expect(kindsOf(decision)).toEqual(["task.lost", "task.dispatched"]);
     expect(entryOf(decision, "task.lost").body).toEqual({ node: "a", item: null, token: lostToken, attempt: 1 });
     const [payload] = dispatchesOf(decision);
@@ -882,7 +884,7 @@ describe("liveness: the alarm always covers work a restart would lose", () => {
     const run = makeRun({ a: { timeout_ms: 5000, retry: { max_attempts: 2, initial_delay_ms: 1000, jitter: false } } });
     startRun(run);
     const lost = run.token("a");
-    const decision = run.wake(NOW + 60_000, []);
+    const decision = run.wake(NOW + 60_000, {});
     expect(kindsOf(decision)).toEqual(["task.lost", "task.dispatched"]);
     expect(entryOf(decision, "task.lost").body).toEqual({ node: "a", item: null, token: lost, attempt: 1 });
     expect(entryOf(decision, "task.dispatched").body).toMatchObject({ attempt: 1 });
@@ -902,7 +904,7 @@ describe("liveness: the alarm always covers work a restart would lose", () => {
     expect(started.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
     const key = start?.kind === "start_child" ? start.key : "";
     // Another wake while this instance is still starting it asks for nothing new.
-    const check = run.wake(NOW + LIVENESS_CHECK_MS, [key]);
+    const check = run.wake(NOW + LIVENESS_CHECK_MS, { childStarts: [key] });
     expect(check.commands).toEqual([]);
     expect(check.wakeAt).toBe(NOW + 2 * LIVENESS_CHECK_MS);
     // Known to exist: nothing is outstanding that a restart could lose; the child reports on its own.
@@ -918,7 +920,7 @@ describe("liveness: the alarm always covers work a restart would lose", () => {
     const resumed = run.send({ type: "resume" });
     expect(resumed.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
     // After a restart the resumed run asks for the child again.
-    const again = run.wake(NOW + LIVENESS_CHECK_MS, []);
+    const again = run.wake(NOW + LIVENESS_CHECK_MS, {});
     expect(again.commands.filter((command) => command.kind === "start_child")).toHaveLength(1);
   });
 
@@ -986,7 +988,7 @@ describe("cancelling", () => {
     const run = makeRun({ a: {} });
     startRun(run);
     run.send({ type: "cancel", reason: "user asked" });
-    const decision = run.wake(NOW + 10, []);
+    const decision = run.wake(NOW + 10, {});
     expect(decision.commands).toEqual([]);
     expect(decision.wakeAt).toBeNull();
   });
@@ -1136,7 +1138,7 @@ describe("attempts and frozen inputs", () => {
     expect(retried.state.nodes.each?.attempts).toBe(3);
     expect(retried.state.nodes.each?.invocations.map((invocation) => invocation.attempts)).toEqual([2, 1]);
 
-    const lost = run.wake(NOW + 1010, []);
+    const lost = run.wake(NOW + 1010, {});
     expect(kindsOf(lost)).toEqual(["task.lost", "task.lost", "task.dispatched", "task.dispatched"]);
     expect(lost.state.nodes.each?.attempts).toBe(3);
     expect(lost.state.nodes.each?.invocations.map((invocation) => invocation.attempts)).toEqual([2, 1]);
@@ -1164,7 +1166,7 @@ describe("attempts and frozen inputs", () => {
     const run = makeRun({ a: { input_mapping: { seen: "$.state.b" } }, b: {} });
     startRun(run);
     run.succeed(run.token("b"), { late: "value" });
-    const [payload] = dispatchesOf(run.wake(NOW + 10, []));
+    const [payload] = dispatchesOf(run.wake(NOW + 10, {}));
     expect(payload).toMatchObject({ node_id: "a", input: {} });
   });
 
@@ -1197,7 +1199,11 @@ describe("attempts and frozen inputs", () => {
     startRun(run);
     const source = makeRandom(0, 0.5);
     const deadline = NOW + 5000 + DEADLINE_GRACE_MS;
-    const decision = run.send({ type: "wake", live: liveTokens(run.state) }, deadline, source.random);
+    const decision = run.send(
+      { type: "wake", live: toLiveWork({ tokens: liveTokens(run.state) }) },
+      deadline,
+      source.random,
+    );
     expect(source.draws()).toBe(2);
     expect(decision.state.nodes.each?.invocations.map((invocation) => invocation.retry_at)).toEqual([
       deadline + 500,
@@ -1739,39 +1745,39 @@ describe("workflow steps", () => {
 
   it("starts at most MAX_CHILD_STARTS_PER_EVENT children per wake, the rest on the next wakes", ({ expect }) => {
     const run = eightSuspended();
-    const first = run.wake(NOW, []);
+    const first = run.wake(NOW, {});
     expect(startsOf(first)).toHaveLength(MAX_CHILD_STARTS_PER_EVENT);
     expect(first.wakeAt).toBe(NOW);
     // The first five are being started by this instance: they are live.
     const live = startsOf(first).map((command) => (command.kind === "start_child" ? command.key : ""));
-    const second = run.wake(NOW, live);
+    const second = run.wake(NOW, { childStarts: live });
     expect(startsOf(second)).toHaveLength(8 - MAX_CHILD_STARTS_PER_EVENT);
     const keys = [...startsOf(first), ...startsOf(second)].map((command) =>
       command.kind === "start_child" ? command.key : "",
     );
     expect(new Set(keys).size).toBe(8);
-    const third = run.wake(NOW, keys);
+    const third = run.wake(NOW, { childStarts: keys });
     expect(startsOf(third)).toEqual([]);
     expect(third.wakeAt).not.toBe(NOW);
   });
 
   it("asks again for a child whose start was lost with a restart (requested, not live)", ({ expect }) => {
     const run = eightSuspended();
-    const first = run.wake(NOW, []);
+    const first = run.wake(NOW, {});
     const live = startsOf(first).map((command) => (command.kind === "start_child" ? command.key : ""));
-    run.wake(NOW, live);
+    run.wake(NOW, { childStarts: live });
     // A restart: nothing is live any more; every child not known to have started is asked for again, five per wake.
-    const again = run.wake(NOW, []);
+    const again = run.wake(NOW, {});
     expect(startsOf(again)).toHaveLength(MAX_CHILD_STARTS_PER_EVENT);
   });
 
   it("starts no child while the run is paused, and starts them after resume", ({ expect }) => {
     const run = eightSuspended();
     run.send({ type: "pause" });
-    const paused = run.wake(NOW, []);
+    const paused = run.wake(NOW, {});
     expect(startsOf(paused)).toEqual([]);
     run.send({ type: "resume" });
-    expect(startsOf(run.wake(NOW, []))).toHaveLength(MAX_CHILD_STARTS_PER_EVENT);
+    expect(startsOf(run.wake(NOW, {}))).toHaveLength(MAX_CHILD_STARTS_PER_EVENT);
   });
 });
 
@@ -1819,7 +1825,7 @@ describe("cleanup: cancels and releases are committed with the decision and sent
     run.send({ type: "task_results", results: tokens.map(suspendOnChild) });
     const keys: string[] = [];
     while (keys.length < count) {
-      const started = commandsOf(run.wake(NOW, keys), "start_child").map((command) => command.key);
+      const started = commandsOf(run.wake(NOW, { childStarts: keys }), "start_child").map((command) => command.key);
       if (started.length === 0) {
         throw new Error(`only ${keys.length} of ${count} children were asked for`);
       }
@@ -1858,15 +1864,15 @@ describe("cleanup: cancels and releases are committed with the decision and sent
   }) => {
     const { run, key } = withRunningChild();
     run.send({ type: "cancel", reason: "user asked" });
-    const sent = run.wake(NOW, []);
+    const sent = run.wake(NOW, {});
     expect(cancelledKeys(sent)).toEqual([key]);
     expect(sent.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
     const before = run.state;
-    const check = run.wake(NOW + LIVENESS_CHECK_MS, [cancelMarker(key)]);
+    const check = run.wake(NOW + LIVENESS_CHECK_MS, { cancels: [key] });
     expect(check.commands).toEqual([]);
     expect(check.state.record).toBe(before.record);
     // A restart lost the call: the next wake (the alarm) sends it again.
-    const again = run.wake(NOW + 2 * LIVENESS_CHECK_MS, []);
+    const again = run.wake(NOW + 2 * LIVENESS_CHECK_MS, {});
     expect(cancelledKeys(again)).toEqual([key]);
     expect(again.state.record).toBe(before.record);
   });
@@ -1876,12 +1882,12 @@ describe("cleanup: cancels and releases are committed with the decision and sent
   }) => {
     const { run, key } = withRunningChild();
     run.send({ type: "cancel", reason: "user asked" });
-    run.wake(NOW, []);
+    run.wake(NOW, {});
     const confirmed = run.send({ type: "children_cancelled", keys: [key] });
     expect("pending_cancels" in confirmed.state.record).toBe(false);
     expect(confirmed.commands).toEqual([]);
     expect(confirmed.wakeAt).toBeNull();
-    expect(run.wake(NOW + LIVENESS_CHECK_MS, []).commands).toEqual([]);
+    expect(run.wake(NOW + LIVENESS_CHECK_MS, {}).commands).toEqual([]);
   });
 
   it("a child's own report that it ended counts as its confirmation", ({ expect }) => {
@@ -1910,12 +1916,12 @@ describe("cleanup: cancels and releases are committed with the decision and sent
     expect(cancelled.state.record.pending_cancels).toEqual([key]);
     expect(entryOf(cancelled, "child.cancel_requested").body).toMatchObject({ child_run_id: null, key });
     // The start is live: a cancel now could reach no run yet, and the child would be created after it.
-    const whileStarting = run.wake(NOW, [key]);
+    const whileStarting = run.wake(NOW, { childStarts: [key] });
     expect(whileStarting.commands).toEqual([]);
     expect(whileStarting.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
     const started = run.send({ type: "child_started", key, run_id: "run_child" });
     expect(started.wakeAt).toBe(NOW);
-    expect(cancelledKeys(run.wake(NOW, []))).toEqual([key]);
+    expect(cancelledKeys(run.wake(NOW, {}))).toEqual([key]);
   });
 
   it("a child never asked for is not cancelled: it does not exist", ({ expect }) => {
@@ -1943,7 +1949,7 @@ describe("cleanup: cancels and releases are committed with the decision and sent
         attestation: null,
       },
     });
-    const resumed = run.wake(NOW, []);
+    const resumed = run.wake(NOW, {});
     const [token] = dispatchesOf(resumed).map((payload) => payload.token_id);
     const failed = run.fail(token ?? "");
     expect(failed.state.nodes.each?.status).toBe("failed");
@@ -1962,10 +1968,10 @@ describe("cleanup: cancels and releases are committed with the decision and sent
   }) => {
     const { run, keys } = withChildren(MAX_CLEANUP_CALLS_PER_EVENT + 2);
     run.send({ type: "cancel", reason: "user asked" });
-    const first = run.wake(NOW, []);
+    const first = run.wake(NOW, {});
     expect(cancelledKeys(first)).toEqual(keys.slice(0, MAX_CLEANUP_CALLS_PER_EVENT));
     expect(first.wakeAt).toBe(NOW);
-    const second = run.wake(NOW, cancelledKeys(first).map(cancelMarker));
+    const second = run.wake(NOW, { cancels: cancelledKeys(first) });
     expect(cancelledKeys(second)).toEqual(keys.slice(MAX_CLEANUP_CALLS_PER_EVENT));
     expect(second.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
   });
@@ -1985,7 +1991,7 @@ describe("cleanup: cancels and releases are committed with the decision and sent
     // A pending cancel a restart lost (staged: the record says so, nothing is live).
     run.state = { ...run.state, record: { ...run.state.record, pending_cancels: ["k1", "k2", "k3"] } };
     run.send({ type: "task_results", results: tokens.map(suspendOnChild) });
-    const wake = run.wake(NOW, []);
+    const wake = run.wake(NOW, {});
     expect(cancelledKeys(wake)).toEqual(["k1", "k2", "k3"]);
     expect(commandsOf(wake, "start_child")).toHaveLength(MAX_CHILD_STARTS_PER_EVENT - 2);
   });
@@ -2000,11 +2006,11 @@ describe("cleanup: cancels and releases are committed with the decision and sent
     expect(finished.state.record.pending_releases).toEqual([`${RUN_ID}/dev_env`]);
     expect(releasedContainers(finished)).toEqual([]);
     expect(finished.wakeAt).toBe(NOW);
-    const sent = run.wake(NOW, []);
+    const sent = run.wake(NOW, {});
     expect(releasedContainers(sent)).toEqual([`${RUN_ID}/dev_env`]);
     expect(sent.wakeAt).toBe(NOW + LIVENESS_CHECK_MS);
-    expect(run.wake(NOW + LIVENESS_CHECK_MS, [releaseMarker(`${RUN_ID}/dev_env`)]).commands).toEqual([]);
-    expect(releasedContainers(run.wake(NOW + 2 * LIVENESS_CHECK_MS, []))).toEqual([`${RUN_ID}/dev_env`]);
+    expect(run.wake(NOW + LIVENESS_CHECK_MS, { releases: [`${RUN_ID}/dev_env`] }).commands).toEqual([]);
+    expect(releasedContainers(run.wake(NOW + 2 * LIVENESS_CHECK_MS, {}))).toEqual([`${RUN_ID}/dev_env`]);
     const released = run.send({ type: "containers_released", containers: [`${RUN_ID}/dev_env`] });
     expect("pending_releases" in released.state.record).toBe(false);
     expect(released.wakeAt).toBeNull();
@@ -2040,9 +2046,9 @@ describe("cleanup: cancels and releases are committed with the decision and sent
     const run = withContainer();
     startRun(run);
     run.succeed(run.token("a"));
-    expect(run.wake(NOW + 10 * 60_000, []).wakeAt).toBe(NOW + 10 * 60_000 + 60_000);
+    expect(run.wake(NOW + 10 * 60_000, {}).wakeAt).toBe(NOW + 10 * 60_000 + 60_000);
     const dayLater = NOW + 24 * 60 * 60_000;
-    expect(run.wake(dayLater, []).wakeAt).toBe(dayLater + MAX_CLEANUP_RETRY_MS);
+    expect(run.wake(dayLater, {}).wakeAt).toBe(dayLater + MAX_CLEANUP_RETRY_MS);
   });
 
   it("a redrive drops a release still pending (the run works in its container again) and releases it when it ends again", ({
@@ -2055,7 +2061,7 @@ describe("cleanup: cancels and releases are committed with the decision and sent
     expect(failed.state.record.pending_releases).toEqual([`${RUN_ID}/dev_env`]);
     const redriven = run.send({ type: "redrive" });
     expect("pending_releases" in redriven.state.record).toBe(false);
-    const again = run.wake(NOW, []);
+    const again = run.wake(NOW, {});
     expect(releasedContainers(again)).toEqual([]);
     const finished = run.succeed(run.token("a"));
     expect(finished.state.record.pending_releases).toEqual([`${RUN_ID}/dev_env`]);
@@ -2070,10 +2076,10 @@ describe("cleanup: cancels and releases are committed with the decision and sent
     startRun(run);
     const finished = run.succeed(run.token("a"));
     expect(commandsOf(finished, "notify_parent")).toHaveLength(1);
-    const wake = run.wake(NOW, [NOTIFY_MARKER]);
+    const wake = run.wake(NOW, { notifying: true });
     expect(commandsOf(wake, "notify_parent")).toEqual([]);
     expect(releasedContainers(wake)).toEqual([`${RUN_ID}/dev_env`]);
-    expect(commandsOf(run.wake(NOW + PARENT_NOTIFY_RETRY_MS, []), "notify_parent")).toHaveLength(1);
+    expect(commandsOf(run.wake(NOW + PARENT_NOTIFY_RETRY_MS, {}), "notify_parent")).toHaveLength(1);
   });
 
   it("cancel is idempotent on the child's side: a cancel of a run that ended changes nothing", ({ expect }) => {

@@ -2,6 +2,7 @@ import { describe, it } from "vitest";
 import { newRunState } from "../../coordinator/create.ts";
 import { decide, type Decision, type RunState } from "../../coordinator/decide.ts";
 import { MAX_FOREACH_ITEMS } from "../../coordinator/nodes.ts";
+import { NOTHING_LIVE } from "../../coordinator/live.ts";
 import { EngineError } from "../../lib/errors.ts";
 import { evalCel, evalCelBool } from "../../lib/expr/cel.ts";
 import { MAX_JSONPATH_STEPS, selectJsonPath } from "../../lib/expr/jsonpath.ts";
@@ -256,7 +257,8 @@ function startedRun(
   const started = decide(state, { type: "start" }, { snapshot, now: NOW, random: () => 0 });
   return {
     state: started.state,
-    decideWake: () => decide(started.state, { type: "wake", live: [] }, { snapshot, now: NOW, random: () => 0 }),
+    decideWake: () =>
+      decide(started.state, { type: "wake", live: NOTHING_LIVE }, { snapshot, now: NOW, random: () => 0 }),
   };
 }
 

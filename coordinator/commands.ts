@@ -1,0 +1,165 @@
+import { ensureEngineError } from "../lib/errors.ts";
+import type { Catalog } from "../catalog/catalog.ts";
+import type { JournalEntry } from "../schemas/index.ts";
+import { cancelChildRuns, notifyParentRun, startChildRun, type RunPeer, type RunPeers } from "./children.ts";
+import type { Command } from "./draft.ts";
+import type { RunEvent } from "./events.ts";
+import type { LiveSet } from "./live.ts";
+
+/** What performing a command needs of the Durable Object. */
+export interface CommandDeps {
+  env: Env;
+  /** The work in flight in this instance: each call is live while it runs. */
+  live: LiveSet;
+  waitUntil: (promise: Promise<unknown>) => void;
+  /** Applies the event a call's answer makes (through the inbox). */
+  apply: (event: RunEvent) => Promise<void>;
+  /** The run's id, or null before it exists. */
+  runId: () => string | null;
+  /** The attestation that closes this run's journal, read from storage. */
+  attestation: () => Attestation | null;
+}
+
+type Attestation = { seq: number; hash: string };
+
+type CommandHandlers = {
+  [K in Command["kind"]]: (
+    command: Extract<Command, { kind: K }>,
+    deps: CommandDeps,
+    lastEntry: JournalEntry | undefined,
+  ) => void;
+};
+
+/**
+ * How each command is carried out, one row per kind (a new kind fails to
+ * compile until it has one). Every command is performed after the commit
+ * of the decision that made it, and a call in flight is live until its
+ * answer is applied, so no wake meanwhile sends it twice.
+ */
+const COMMANDS: CommandHandlers = {
+  // Committed with the decision's state, in the same transaction (signer.ts): nothing left to do.
+  journal: () => {},
+  // Sent by the commit itself, as soon as it is durable (JournalSigner.commit), before the rest.
+  dispatch: () => {},
+  release_resources: (command, deps) => deps.waitUntil(releaseContainers(deps, command.containers)),
+  start_child: (command, deps) => deps.waitUntil(startChild(deps, command)),
+  cancel_children: (command, deps) => deps.waitUntil(cancelChildren(deps, command.keys)),
+  notify_parent: (command, deps, lastEntry) => {
+    const attestation =
+      lastEntry?.kind === "attest" ? { seq: lastEntry.seq, hash: lastEntry.hash } : deps.attestation();
+    deps.waitUntil(notifyParent(deps, command, attestation));
+  },
+};
+
+/** Performs a decision's commands after its commit; `lastEntry` is the last journal entry it signed. */
+export function perform(commands: readonly Command[], deps: CommandDeps, lastEntry: JournalEntry | undefined): void {
+  for (const command of commands) {
+    // TypeScript cannot pair a union value with its row of a mapped type; the table's type does that.
+    const handler = COMMANDS[command.kind] as (command: Command, deps: CommandDeps, lastEntry?: JournalEntry) => void;
+    handler(command, deps, lastEntry);
+  }
+}
+
+/** Peers a run talks to about its children and its parent. */
+function peersOf(env: Env): RunPeers {
+  return {
+    catalog: () => env.CATALOG.get(env.CATALOG.idFromName("catalog")) as unknown as Pick<Catalog, "resolveRun">,
+    run: (runId) => env.COORDINATOR.get(env.COORDINATOR.idFromName(runId)) as unknown as RunPeer,
+  };
+}
+
+async function startChild(deps: CommandDeps, command: Extract<Command, { kind: "start_child" }>): Promise<void> {
+  const runId = deps.runId();
+  if (runId === null || deps.live.childStarts.has(command.key)) {
+    return;
+  }
+  // While starting, the key is live: a wake meanwhile must not ask for the child again.
+  await deps.live.during(deps.live.childStarts, [command.key], async () =>
+    deps.apply(await startChildRun(peersOf(deps.env), runId, command)),
+  );
+}
+
+async function notifyParent(
+  deps: CommandDeps,
+  command: Extract<Command, { kind: "notify_parent" }>,
+  attestation: Attestation | null,
+): Promise<void> {
+  // While the report is in flight, a wake (one that sends cleanup right after the end) does not send another.
+  deps.live.notifying = true;
+  try {
+    if (await notifyParentRun(peersOf(deps.env), deps.runId(), command, attestation)) {
+      await deps.apply({ type: "parent_notified" });
+    }
+  } finally {
+    deps.live.notifying = false;
+  }
+}
+
+/**
+ * Cancels child runs. Those that confirmed (or had ended, or never existed)
+ * leave `pending_cancels`; the others stay, and a later wake sends them
+ * again. The keys are live until the confirmation is applied, so no wake
+ * meanwhile sends them twice.
+ */
+async function cancelChildren(deps: CommandDeps, keys: readonly string[]): Promise<void> {
+  try {
+    await deps.live.during(deps.live.cancels, keys, async () => {
+      const confirmed = await cancelChildRuns(peersOf(deps.env), keys);
+      if (confirmed.length > 0) {
+        await deps.apply({ type: "children_cancelled", keys: confirmed });
+      }
+    });
+  } catch (error) {
+    console.error(
+      JSON.stringify({
+        msg: "recording cancelled children failed; a wake sends the cancels again",
+        error: ensureEngineError(error).message,
+      }),
+    );
+  }
+}
+
+/**
+ * Stops the run's containers (`release()` is idempotent: a container that
+ * is already gone answers too). Those that answered leave
+ * `pending_releases`; a failed call stays, and a later wake sends it again.
+ */
+async function releaseContainers(deps: CommandDeps, names: readonly string[]): Promise<void> {
+  try {
+    await deps.live.during(deps.live.releases, names, async () => {
+      const answered = await Promise.all(names.map((name) => releaseContainer(deps.env, name)));
+      const released = answered.filter((name): name is string => name !== null);
+      if (released.length > 0) {
+        await deps.apply({ type: "containers_released", containers: released });
+      }
+    });
+  } catch (error) {
+    console.error(
+      JSON.stringify({
+        msg: "recording released containers failed; a wake releases them again",
+        error: ensureEngineError(error).message,
+      }),
+    );
+  }
+}
+
+/** Releases one container; its name once it answered, null when the call failed. */
+async function releaseContainer(env: Env, name: string): Promise<string | null> {
+  const sandbox = env.SANDBOX;
+  if (!sandbox) {
+    return name; // No containers in this deployment: nothing to stop.
+  }
+  try {
+    await sandbox.get(sandbox.idFromName(name)).release();
+    return name;
+  } catch (error) {
+    console.error(
+      JSON.stringify({
+        msg: "releasing a container failed; a wake tries again",
+        container: name,
+        error: ensureEngineError(error).message,
+      }),
+    );
+    return null;
+  }
+}

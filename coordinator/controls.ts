@@ -1,0 +1,76 @@
+import { EngineError } from "../lib/errors.ts";
+import { RUN_STATUSES, type RunStatus } from "../schemas/index.ts";
+import type { RunEvent } from "./events.ts";
+import { isTerminal } from "./lifecycle.ts";
+
+/**
+ * One row per run control: the statuses that allow it, the event it applies,
+ * what a refusal says (followed by the run's status) and whether the control
+ * is an event of its own that wakes the run (so it may dispatch at once).
+ * The Durable Object refuses a control here with a 409 before applying it,
+ * and `decide` checks the same row again when the event arrives, so the two
+ * can never disagree. A new control is a row here, a one-line method on the
+ * Durable Object and, when it applies a new event, that event's handler in
+ * `decide`.
+ */
+interface ControlRow {
+  readonly statuses: readonly RunStatus[];
+  readonly event: (reason: string | undefined) => RunEvent;
+  readonly refusal: string;
+  readonly wakes: boolean;
+}
+
+/** Every status a run can still leave: the lifecycle's non-terminal ones. */
+const LIVE_STATUSES = RUN_STATUSES.filter((status) => !isTerminal(status));
+
+export const CONTROLS = {
+  /** No new dispatches, in-flight work abandoned, late results ignored. */
+  cancel: {
+    statuses: LIVE_STATUSES,
+    event: (reason) => ({ type: "cancel", reason: reason ?? "cancelled by request" }),
+    refusal: "the run is already",
+    wakes: false,
+  },
+  /** Stops new dispatches; what is in flight finishes. */
+  pause: {
+    statuses: ["queued", "running", "waiting"],
+    event: () => ({ type: "pause" }),
+    refusal: "only a queued, running or waiting run can be paused; this one is",
+    wakes: false,
+  },
+  resume: {
+    statuses: ["paused"],
+    event: () => ({ type: "resume" }),
+    refusal: "only a paused run can be resumed; this one is",
+    wakes: false,
+  },
+  /** Re-runs a failed run from its failed nodes, keeping completed results, in the same journal. */
+  redrive: {
+    statuses: ["failed"],
+    event: () => ({ type: "redrive" }),
+    refusal: "only a failed run can be redriven; this one is",
+    wakes: false,
+  },
+  /** Starts a run created with `mode: "approval"` (the `start` event an auto run applies on creation). */
+  approve: {
+    statuses: ["drafting"],
+    event: () => ({ type: "start" }),
+    refusal: "only a run waiting in drafting can be approved; this one is",
+    wakes: true,
+  },
+} as const satisfies Record<string, ControlRow>;
+
+export type RunControl = keyof typeof CONTROLS;
+
+/** Whether a run in `status` accepts `control`. */
+export function allows(control: RunControl, status: RunStatus): boolean {
+  return (CONTROLS[control].statuses as readonly RunStatus[]).includes(status);
+}
+
+/** Throws the control's refusal (`run.terminal` for an ended run, else `run.conflict`) unless `status` allows it. */
+export function assertAllowed(control: RunControl, status: RunStatus): void {
+  if (!allows(control, status)) {
+    const code = isTerminal(status) ? "run.terminal" : "run.conflict";
+    throw EngineError.terminal(code, `${CONTROLS[control].refusal} ${status}`);
+  }
+}

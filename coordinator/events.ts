@@ -1,0 +1,31 @@
+import type { Json } from "../lib/expr/mapping.ts";
+import type { TaskResult } from "../schemas/index.ts";
+import type { LiveWork } from "./live.ts";
+import type { ChildOutcome } from "./waits.ts";
+
+/** What `decide` reacts to: each event is one row of its handler table. */
+export type RunEvent =
+  /** Leave `drafting` (auto start, or an approval): the run is queued and starts on the next wake. */
+  | { type: "start" }
+  /** The alarm: fire due timers, find lost dispatches, dispatch ready work. */
+  | { type: "wake"; live: LiveWork }
+  | { type: "task_result"; result: TaskResult }
+  /** Several results at once, applied in order, with one settling pass after them all. */
+  | { type: "task_results"; results: readonly TaskResult[] }
+  | { type: "cancel"; reason: string }
+  | { type: "pause" }
+  | { type: "resume" }
+  /** Re-run a failed run from its failed nodes, keeping what completed. */
+  | { type: "redrive" }
+  /** A valid answer to an open gate (checked against its schema by the Durable Object). */
+  | { type: "gate_answer"; gate_id: string; response: Json; responder: string | null }
+  /** A child run this run asked for exists now. */
+  | { type: "child_started"; key: string; run_id: string }
+  /** A child run ended, or could not start (`run_id` null). */
+  | { type: "child_finished"; outcome: ChildOutcome }
+  /** This child run's parent acknowledged its result. */
+  | { type: "parent_notified" }
+  /** Child runs this run cancelled confirmed it (or had ended already, or never existed). */
+  | { type: "children_cancelled"; keys: readonly string[] }
+  /** These containers' `release()` answered. */
+  | { type: "containers_released"; containers: readonly string[] };

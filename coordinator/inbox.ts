@@ -1,0 +1,116 @@
+import { Mutex } from "../lib/mutex.ts";
+import type { RunEvent } from "./events.ts";
+
+/**
+ * How long a result waits for others before it is committed, when more are
+ * expected: each commit of a Durable Object costs a durable write.
+ */
+const GROUP_COMMIT_WINDOW_MS = 4;
+/** Events applied together in one transaction, at most. */
+const MAX_EVENTS_PER_BATCH = 256;
+
+interface Waiting {
+  event: RunEvent;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * The run's event inbox. Events are applied one batch at a time, in arrival
+ * order: events that arrive while another batch is being applied wait here
+ * and are then applied together in one storage transaction (a group commit:
+ * a burst of results costs one write).
+ */
+export class EventInbox {
+  private readonly queue: Waiting[] = [];
+  private readonly mutex = new Mutex();
+  /** A group-commit timer is set; results arriving meanwhile join its batch. */
+  private gathering = false;
+
+  /**
+   * @param applyBatch applies events in one transaction.
+   * @param isBusy whether other work is in flight (its results then tend to arrive in bursts).
+   */
+  constructor(
+    private readonly applyBatch: (events: readonly RunEvent[]) => Promise<void>,
+    private readonly isBusy: () => boolean,
+  ) {}
+
+  /** Queues an event; resolves once a batch holding it is applied. */
+  apply(event: RunEvent): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ event, resolve, reject });
+      // While other tasks are in flight their results tend to arrive in bursts:
+      // waiting a moment lets one commit carry the whole burst.
+      const gather = event.type === "task_result" && this.isBusy() ? GROUP_COMMIT_WINDOW_MS : 0;
+      if (gather === 0) {
+        void this.mutex.run(() => this.applyQueued());
+      } else if (!this.gathering) {
+        // One timer per window, not one per result: it applies whatever the inbox holds by then.
+        this.gathering = true;
+        setTimeout(() => {
+          this.gathering = false;
+          void this.mutex.run(() => this.applyQueued());
+        }, gather);
+      }
+    });
+  }
+
+  /**
+   * Applies every waiting event, then the events `after` makes (it runs once
+   * the turn has come, so what it reads is current), in one batch: events
+   * that waited go first, so what follows sees their effects.
+   */
+  async applyAll(after: () => readonly RunEvent[]): Promise<void> {
+    await this.mutex.run(async () => {
+      const batch = this.queue.splice(0);
+      try {
+        await this.applyBatch([...batch.map((item) => item.event), ...after()]);
+        batch.forEach((item) => item.resolve());
+      } catch (error) {
+        batch.forEach((item) => item.reject(error));
+        throw error;
+      }
+    });
+  }
+
+  private async applyQueued(): Promise<void> {
+    const batch = this.queue.splice(0, MAX_EVENTS_PER_BATCH);
+    if (batch.length === 0) {
+      return; // An earlier turn already applied these events.
+    }
+    try {
+      await this.applyBatch(batch.map((item) => item.event));
+      for (const item of batch) {
+        item.resolve();
+      }
+    } catch (error) {
+      for (const item of batch) {
+        item.reject(error);
+      }
+    }
+    if (this.queue.length > 0 && !this.gathering) {
+      void this.mutex.run(() => this.applyQueued()); // More than one batch was waiting.
+    }
+  }
+}
+
+/**
+ * Runs of consecutive task results become one `task_results` event: the same
+ * outcome as applying them one by one, with one settling pass instead of one
+ * per result (a burst of a hundred results is one pass, not a hundred).
+ */
+export function coalesceResults(events: readonly RunEvent[]): RunEvent[] {
+  const out: RunEvent[] = [];
+  for (const event of events) {
+    const last = out.at(-1);
+    if (event.type === "task_result" && last?.type === "task_results") {
+      out[out.length - 1] = { type: "task_results", results: [...last.results, event.result] };
+    } else if (event.type === "task_result") {
+      out.push({ type: "task_results", results: [event.result] });
+    } else {
+      out.push(event);
+    }
+  }
+  return out;
+}

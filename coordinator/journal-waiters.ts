@@ -1,0 +1,28 @@
+/** The longest a long poll for events waits. */
+const MAX_EVENTS_WAIT_MS = 30_000;
+
+/** Long polls waiting for the next journal entries: each is released by new entries or its timeout. */
+export class JournalWaiters {
+  private readonly waiting = new Set<() => void>();
+
+  /** Resolves when entries are appended, or after `waitMs` (at most MAX_EVENTS_WAIT_MS). */
+  wait(waitMs: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, Math.min(waitMs, MAX_EVENTS_WAIT_MS));
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.waiting.add(done);
+    });
+  }
+
+  /** New entries reached the journal: every long poll answers. */
+  release(): void {
+    const waiters = [...this.waiting];
+    this.waiting.clear();
+    for (const wake of waiters) {
+      wake();
+    }
+  }
+}

@@ -1,0 +1,68 @@
+import { EngineError } from "../lib/errors.ts";
+import { validateJson } from "../lib/json-schema.ts";
+import { parseOrThrow } from "../lib/validation.ts";
+import type { Json } from "../lib/expr/mapping.ts";
+import { APPROVAL_SCHEMA, GateAnswerBody, type GateRecord, type RunRecord } from "../schemas/index.ts";
+import type { CreateRunRequest } from "./create.ts";
+import type { RunEvent } from "./events.ts";
+
+/**
+ * The checks of what callers send the Durable Object, before any event is
+ * applied: each throws the `EngineError` its caller answers with.
+ */
+
+/** A create with an idempotency key already used must carry the same request. */
+export function assertSameRequest(record: RunRecord, request: CreateRunRequest): void {
+  if (record.request_hash !== request.request_hash) {
+    throw EngineError.terminal(
+      "run.idempotency_conflict",
+      "this idempotency_key was already used for a different request",
+    );
+  }
+}
+
+/** The run input must match the workflow's `input_schema`. */
+export function assertValidInput(request: CreateRunRequest): void {
+  const problems = validateJson(request.snapshot.workflow.definition.input_schema, request.input, "input");
+  if (problems.length > 0) {
+    throw EngineError.terminal(
+      "run.invalid_input",
+      `the run input does not match the workflow's input_schema`,
+      problems,
+    );
+  }
+}
+
+/**
+ * The event that answers gate `gateId` with `body`: the gate must be open and
+ * the answer must match its `input_schema` (an approval takes
+ * `{ approved, reason? }`).
+ */
+export function toGateAnswer(
+  gates: readonly GateRecord[],
+  gateId: string,
+  body: unknown,
+): { gate: GateRecord; event: RunEvent } {
+  const answer = parseOrThrow(GateAnswerBody, body, "gate.invalid_answer", "the gate answer");
+  const gate = gates.find((candidate) => candidate.gate_id === gateId);
+  if (!gate) {
+    throw EngineError.terminal("gate.not_found", `no gate "${gateId}" in this run`);
+  }
+  if (gate.status !== "open") {
+    throw EngineError.terminal(
+      gate.status === "answered" ? "gate.answered" : "gate.expired",
+      `gate ${gateId} is already ${gate.status}`,
+    );
+  }
+  const schema = gate.kind === "approval" ? APPROVAL_SCHEMA : gate.input_schema;
+  const problems = validateJson(schema, answer.response, "response");
+  if (problems.length > 0) {
+    throw EngineError.terminal(
+      "gate.invalid_response",
+      `the response does not match the gate's input_schema`,
+      problems,
+    );
+  }
+  const response = answer.response as Json;
+  return { gate, event: { type: "gate_answer", gate_id: gateId, response, responder: answer.responder ?? null } };
+}

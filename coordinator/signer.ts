@@ -1,0 +1,176 @@
+import { importSigningKey, signEntry, type JournalSigningKey } from "../lib/journal/index.ts";
+import type { JournalEntry, TaskPayload } from "../schemas/index.ts";
+import type { Command } from "./draft.ts";
+import type { RunStore, UnsignedEntry } from "./storage.ts";
+
+/**
+ * A decision that sends work in this many executor calls or more, of tasks
+ * that wait on I/O, commits its journal entries unsigned and signs them while
+ * the work runs. Narrower waves, and waves of pure computation that come back
+ * at once, sign first: there the extra commit costs more than it saves.
+ */
+const DEFER_SIGNING_MIN_CALLS = 2;
+
+/** What the signer needs of its Durable Object. */
+export interface SignerDeps {
+  storage: DurableObjectStorage;
+  store: RunStore;
+  /** The Ed25519 key (env.JOURNAL_SIGNING_KEY), imported on first use. */
+  secret: string;
+  /** New entries reached the journal: long polls may answer. */
+  onAppended: () => void;
+}
+
+/** One decision's commit: its journal entries, the state write and the sends that follow it. */
+export interface Commit {
+  runId: string;
+  journal: readonly UnsignedEntry[];
+  /** Writes the decision's state; runs inside the commit's transaction. */
+  save: () => void;
+  /** Sends the decision's work; runs once the commit is durable. */
+  send: () => void;
+}
+
+/**
+ * The run's signed journal: each entry is signed, chained to the one before
+ * it, and appended in the transaction of the decision that wrote it, in one
+ * of two orders ({@link JournalSigner.commit}).
+ */
+export class JournalSigner {
+  /** The hash the next entry chains to. */
+  private lastHash: string | null = null;
+  /** Entries committed with their decision but not signed yet (a wide wave signs after dispatching). */
+  private unsigned: UnsignedEntry[] = [];
+  private key: Promise<JournalSigningKey> | null = null;
+
+  constructor(private readonly deps: SignerDeps) {}
+
+  /** On load: the chain's end, and entries a restart left unsigned, signed now. */
+  async restore(runId: string, lastHash: string | null): Promise<void> {
+    this.lastHash = lastHash;
+    this.unsigned = this.deps.store.unsigned();
+    if (this.unsigned.length > 0) {
+      await this.signUnsigned(runId); // A restart came between a wave's commit and its signing.
+    }
+  }
+
+  /** Signs a new run's first entries and commits them with `write` in one transaction. */
+  async createJournal(
+    runId: string,
+    unsigned: readonly UnsignedEntry[],
+    write: (entries: JournalEntry[]) => void,
+  ): Promise<void> {
+    this.lastHash = null; // The chain starts here, whatever an earlier failed attempt signed.
+    try {
+      const entries = await this.sign(runId, unsigned);
+      this.deps.storage.transactionSync(() => write(entries));
+    } catch (error) {
+      this.lastHash = null;
+      throw error;
+    }
+  }
+
+  /**
+   * Commits a decision: a wide wave of I/O tasks commits, sends and then signs;
+   * anything else signs, commits and then sends. Returns the entries signed.
+   */
+  commit(commit: Commit, groups: readonly TaskPayload[][]): Promise<JournalEntry[]> {
+    const deferred = groups.length >= DEFER_SIGNING_MIN_CALLS && groups.some((group) => group.some(waitsOnIo));
+    return deferred ? this.commitSendSign(commit) : this.signCommitSend(commit);
+  }
+
+  /**
+   * The usual order: sign the decision's journal entries, commit them with the
+   * state in one transaction, then send the work. Entries an earlier wave left
+   * unsigned (its signing failed) go first.
+   */
+  private async signCommitSend({ runId, journal, save, send }: Commit): Promise<JournalEntry[]> {
+    const pending = this.unsigned;
+    const entries = await this.sign(runId, [...pending, ...journal]);
+    this.deps.storage.transactionSync(() => {
+      save();
+      if (pending.length > 0) {
+        this.deps.store.appendSigned(entries);
+      } else {
+        this.deps.store.appendJournal(entries);
+      }
+    });
+    this.unsigned = [];
+    if (entries.length > 0) {
+      this.deps.onAppended();
+    }
+    send();
+    return entries;
+  }
+
+  /**
+   * A wide wave of I/O tasks: commit the decision with its entries unsigned,
+   * send the work, and sign while it runs. Signing a hundred entries first
+   * would hold every task back by that long; a restart in between signs them
+   * on load (Ed25519 is deterministic: the same entries).
+   */
+  private async commitSendSign({ runId, journal, save, send }: Commit): Promise<JournalEntry[]> {
+    this.deps.storage.transactionSync(() => {
+      save();
+      this.deps.store.putUnsigned(journal);
+    });
+    this.unsigned.push(...journal);
+    send();
+    await new Promise((resolve) => setTimeout(resolve, 0)); // let the executor calls start first
+    return this.signUnsigned(runId);
+  }
+
+  /**
+   * Signs the entries a wide dispatch wave left unsigned (or a restart found
+   * unsigned) and appends them to the journal.
+   */
+  private async signUnsigned(runId: string): Promise<JournalEntry[]> {
+    const pending = this.unsigned;
+    if (pending.length === 0) {
+      return [];
+    }
+    const entries = await this.sign(runId, pending);
+    this.deps.storage.transactionSync(() => this.deps.store.appendSigned(entries));
+    this.unsigned = this.unsigned.slice(pending.length);
+    this.deps.onAppended();
+    return entries;
+  }
+
+  /** Signs journal entries in order, chained to the last one signed. */
+  private async sign(runId: string, unsigned: readonly UnsignedEntry[]): Promise<JournalEntry[]> {
+    if (unsigned.length === 0) {
+      return [];
+    }
+    const key = await this.signingKey();
+    const entries: JournalEntry[] = [];
+    let prev = this.lastHash;
+    for (const { seq, kind, at, body } of unsigned) {
+      const entry = await signEntry(key, { seq, run_id: runId, kind, at, body, prev });
+      entries.push(entry);
+      prev = entry.hash;
+    }
+    this.lastHash = prev;
+    return entries;
+  }
+
+  private signingKey(): Promise<JournalSigningKey> {
+    this.key ??= importSigningKey(this.deps.secret);
+    return this.key;
+  }
+}
+
+/** The journal entries among a decision's commands, stamped with the event's time. */
+export function journalOf(commands: readonly Command[], at: string): UnsignedEntry[] {
+  return commands.flatMap((command): UnsignedEntry[] =>
+    command.kind === "journal" ? [{ seq: command.seq, kind: command.entryKind, at, body: command.body }] : [],
+  );
+}
+
+/**
+ * Whether a task may wait on something outside the executor (any step but a
+ * pure `context` computation): while such tasks run the coordinator is idle,
+ * and that is when their wave's entries are signed.
+ */
+function waitsOnIo(payload: TaskPayload): boolean {
+  return payload.task.steps.some((step) => step.action.kind !== "context");
+}

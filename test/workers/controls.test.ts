@@ -1,0 +1,51 @@
+import { describe, it } from "vitest";
+import { allows, assertAllowed, CONTROLS, type RunControl } from "../../coordinator/controls.ts";
+import { canTransition, isTerminal } from "../../coordinator/lifecycle.ts";
+import { EngineError } from "../../lib/errors.ts";
+import { RUN_STATUSES, type RunStatus } from "../../schemas/index.ts";
+
+/** The status each control moves a run to. */
+const MOVES_TO = {
+  cancel: "cancelled",
+  pause: "paused",
+  resume: "running",
+  redrive: "queued",
+  approve: "queued",
+} as const satisfies Record<RunControl, RunStatus>;
+
+const CASES = (Object.keys(CONTROLS) as RunControl[]).flatMap((control) =>
+  RUN_STATUSES.map((status) => ({ control, status, allowed: allows(control, status) })),
+);
+
+describe("run controls", () => {
+  it("every status a control allows may make the control's move in the lifecycle", ({ expect }) => {
+    for (const { control, status, allowed } of CASES) {
+      if (allowed) {
+        expect(canTransition(status, MOVES_TO[control]), `${control} from ${status}`).toBe(true);
+      }
+    }
+  });
+
+  it("cancel is allowed exactly while the run has not ended", ({ expect }) => {
+    for (const status of RUN_STATUSES) {
+      expect(allows("cancel", status)).toBe(!isTerminal(status));
+    }
+  });
+
+  it.for(CASES.filter((entry) => !entry.allowed))(
+    "$control is refused in $status with the row's message",
+    ({ control, status }, { expect }) => {
+      let thrown: unknown;
+      try {
+        assertAllowed(control, status);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(EngineError);
+      expect(thrown).toMatchObject({
+        code: isTerminal(status) ? "run.terminal" : "run.conflict",
+        message: `${CONTROLS[control].refusal} ${status}`,
+      });
+    },
+  );
+});
