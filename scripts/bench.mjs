@@ -73,7 +73,6 @@ async function main() {
   const dev = await startWranglerDev({ vars: { API_TOKENS: token, JOURNAL_SIGNING_KEY: signingKey } });
   const client = benchClient(dev.url, token);
   timedRun = client.timedRun;
-  const rows = [];
   /** Per measured fan-out run: milliseconds spent in each phase. */
   const phases = { dispatch: [], spread: [], tail: [] };
   const profiler = PROFILE ? await Profiler.attach(dev.inspectorPort) : null;
@@ -95,65 +94,7 @@ async function main() {
     // Warm the isolate and the catalog before measuring.
     await timedRun("bench-single");
 
-    const single = await median("bench-single");
-    rows.push(["single node", "total", single, "ms", "", ""]);
-    const chainMs = await profiled("chain", () => median("bench-chain-200"));
-    const perNode = chainMs / 200;
-    rows.push([
-      "chain of 200 no-op tasks",
-      "per node",
-      perNode,
-      "ms/node",
-      perNode / single,
-      "per-node cost ÷ a whole 1-node run",
-    ]);
-    const floor = await peerFloor(peer.url);
-    rows.push([
-      `peer floor: 100 × ${ACTION_WAIT_MS} ms GETs from Node`,
-      "makespan",
-      floor,
-      "ms",
-      floor / ACTION_WAIT_MS,
-      "the local peer's own overhead, no Trellis",
-    ]);
-    const fanout = await profiled("fanout", () =>
-      median("bench-fanout-100", flows.fanout.input, async (run) => {
-        await fetch(`${peer.url}/log/clear`, { method: "POST" });
-        const result = await run();
-        const log = await (await fetch(`${peer.url}/log`)).json();
-        const at = (kind) => result.entries.filter((entry) => entry.kind === kind).map((entry) => Date.parse(entry.at));
-        phases.dispatch.push(Math.min(...log.arrived) - at("run.created")[0]);
-        phases.spread.push(Math.max(...log.arrived) - Math.min(...log.arrived));
-        phases.tail.push(Math.max(...at("task.completed")) - Math.max(...log.answered));
-        return result;
-      }),
-    );
-    rows.push([
-      `fan-out 100 × ${ACTION_WAIT_MS} ms action`,
-      "makespan",
-      fanout,
-      "ms",
-      fanout / ACTION_WAIT_MS,
-      `makespan ÷ ${ACTION_WAIT_MS} ms (1.0 is ideal)`,
-    ]);
-    const foreach = await profiled("foreach", () => median("bench-foreach-1000", flows.foreach.input));
-    rows.push([
-      "foreach 1,000 no-op items",
-      "total",
-      foreach,
-      "ms",
-      foreach / 1000 / perNode,
-      "per-item cost ÷ chain per-node cost",
-    ]);
-    printTable(rows);
-    console.log(
-      `\nspread (min–max ms of the ${REPEATS} samples): ${[...spreads].map(([id, spread]) => `${id} ${spread}`).join(", ")}`,
-    );
-    const mid = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
-    console.log(
-      `fan-out phases (median ms): run.created → first request at the peer ${mid(phases.dispatch)}; ` +
-        `first → last request ${mid(phases.spread)}; last answer → last result journaled ${mid(phases.tail)}`,
-    );
+    printSummary(await measureScenarios(flows, peer.url, profiled, phases), phases);
     if (profile) {
       reportProfile(profile, `${PROFILE}`, REPEATS);
     }
@@ -162,6 +103,97 @@ async function main() {
     await dev.stop();
     peer.stop();
   }
+}
+
+/**
+ * Measures every scenario, in order, and gives the table's rows.
+ * @param {ReturnType<typeof benchWorkflows>} flows
+ * @param {string} peerUrl
+ * @param {(scenario: string, measure: () => Promise<number>) => Promise<number>} profiled
+ * @param {{ dispatch: number[], spread: number[], tail: number[] }} phases
+ */
+async function measureScenarios(flows, peerUrl, profiled, phases) {
+  const rows = [];
+  const single = await median("bench-single");
+  rows.push(["single node", "total", single, "ms", "", ""]);
+  const chainMs = await profiled("chain", () => median("bench-chain-200"));
+  const perNode = chainMs / 200;
+  rows.push([
+    "chain of 200 no-op tasks",
+    "per node",
+    perNode,
+    "ms/node",
+    perNode / single,
+    "per-node cost ÷ a whole 1-node run",
+  ]);
+  const floor = await peerFloor(peerUrl);
+  rows.push([
+    `peer floor: 100 × ${ACTION_WAIT_MS} ms GETs from Node`,
+    "makespan",
+    floor,
+    "ms",
+    floor / ACTION_WAIT_MS,
+    "the local peer's own overhead, no Trellis",
+  ]);
+  const fanout = await measureFanout(flows, peerUrl, profiled, phases);
+  rows.push([
+    `fan-out 100 × ${ACTION_WAIT_MS} ms action`,
+    "makespan",
+    fanout,
+    "ms",
+    fanout / ACTION_WAIT_MS,
+    `makespan ÷ ${ACTION_WAIT_MS} ms (1.0 is ideal)`,
+  ]);
+  const foreach = await profiled("foreach", () => median("bench-foreach-1000", flows.foreach.input));
+  rows.push([
+    "foreach 1,000 no-op items",
+    "total",
+    foreach,
+    "ms",
+    foreach / 1000 / perNode,
+    "per-item cost ÷ chain per-node cost",
+  ]);
+  return rows;
+}
+
+/**
+ * The fan-out's median makespan, noting for each measured run when its
+ * requests reached the peer (from the peer's log) in `phases`.
+ * @param {ReturnType<typeof benchWorkflows>} flows
+ * @param {string} peerUrl
+ * @param {(scenario: string, measure: () => Promise<number>) => Promise<number>} profiled
+ * @param {{ dispatch: number[], spread: number[], tail: number[] }} phases
+ */
+function measureFanout(flows, peerUrl, profiled, phases) {
+  return profiled("fanout", () =>
+    median("bench-fanout-100", flows.fanout.input, async (run) => {
+      await fetch(`${peerUrl}/log/clear`, { method: "POST" });
+      const result = await run();
+      const log = await (await fetch(`${peerUrl}/log`)).json();
+      const at = (kind) => result.entries.filter((entry) => entry.kind === kind).map((entry) => Date.parse(entry.at));
+      phases.dispatch.push(Math.min(...log.arrived) - at("run.created")[0]);
+      phases.spread.push(Math.max(...log.arrived) - Math.min(...log.arrived));
+      phases.tail.push(Math.max(...at("task.completed")) - Math.max(...log.answered));
+      return result;
+    }),
+  );
+}
+
+/**
+ * Prints the table, each scenario's spread and the fan-out's phases.
+ * @param {unknown[][]} rows
+ * @param {{ dispatch: number[], spread: number[], tail: number[] }} phases
+ */
+function printSummary(rows, phases) {
+  printTable(rows);
+  console.log(
+    `\nspread (min–max ms of the ${REPEATS} samples): ${[...spreads].map(([id, spread]) => `${id} ${spread}`).join(", ")}`,
+  );
+  const mid = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  console.log(
+    `fan-out phases (median ms): run.created → first request at the peer ${mid(phases.dispatch)}; ` +
+      `first → last request ${mid(phases.spread)}; last answer → last result journaled ${mid(phases.tail)}`,
+  );
 }
 
 /** A CPU profile of workerd through wrangler's inspector (Chrome DevTools Protocol). */

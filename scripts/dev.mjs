@@ -150,12 +150,44 @@ export function ensureDevVars(path = DEV_VARS) {
 
 async function main() {
   const port = process.env.PORT || "8787";
-  const log = (/** @type {string} */ msg) => process.stderr.write(`[dev] ${msg}\n`);
 
   const did = ensureDevVars();
   if (did.length) for (const d of did) log(d);
   else log("using the secrets in .dev.vars");
 
+  const { vars, secrets, stopPeers } = await startPeers();
+  const { envFiles, removeSecrets } = writePeerSecrets(secrets);
+  process.on("exit", removeSecrets);
+  const args = [
+    resolveWrangler(),
+    "dev",
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    port,
+    // Remote bindings off (Workers AI, Vectorize): offline, they would need a Cloudflare login.
+    "--local",
+    ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
+    ...envFiles.flatMap((file) => ["--env-file", file]),
+    ...process.argv.slice(2),
+  ];
+  const { code, signal } = await runWrangler(args);
+  await stopPeers();
+  removeSecrets();
+  process.exit(code ?? (signal ? 128 + (constants.signals[signal] ?? 1) : 1));
+}
+
+/** @param {string} msg */
+function log(msg) {
+  process.stderr.write(`[dev] ${msg}\n`);
+}
+
+/**
+ * Starts every peer, in order, and gathers the vars and secrets they give the
+ * Worker; when one cannot start, stops those that did and exits.
+ * @returns {Promise<{ vars: Record<string, string>, secrets: Record<string, string>, stopPeers: () => Promise<void> }>}
+ */
+async function startPeers() {
   /** @type {Array<{ name: string, running: RunningPeer }>} */
   const running = [];
   const stopPeers = async () => {
@@ -181,9 +213,16 @@ async function main() {
       process.exit(1);
     }
   }
+  return { vars, secrets, stopPeers };
+}
 
-  // Peer secrets go in a private env file loaded after .dev.vars (passing any
-  // --env-file makes wrangler skip its default .dev.vars, so it is named too).
+/**
+ * Peer secrets go in a private env file loaded after .dev.vars (passing any
+ * --env-file makes wrangler skip its default .dev.vars, so it is named too).
+ * @param {Record<string, string>} secrets
+ * @returns {{ envFiles: string[], removeSecrets: () => void }}
+ */
+function writePeerSecrets(secrets) {
   const secretDir = Object.keys(secrets).length > 0 ? mkdtempSync(join(tmpdir(), "trellis-dev-")) : undefined;
   const envFiles = [];
   if (secretDir) {
@@ -201,20 +240,16 @@ async function main() {
   const removeSecrets = () => {
     if (secretDir) rmSync(secretDir, { recursive: true, force: true });
   };
-  process.on("exit", removeSecrets);
-  const args = [
-    resolveWrangler(),
-    "dev",
-    "--ip",
-    "127.0.0.1",
-    "--port",
-    port,
-    // Remote bindings off (Workers AI, Vectorize): offline, they would need a Cloudflare login.
-    "--local",
-    ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
-    ...envFiles.flatMap((file) => ["--env-file", file]),
-    ...process.argv.slice(2),
-  ];
+  return { envFiles, removeSecrets };
+}
+
+/**
+ * Runs wrangler with the terminal's stdio and a watchdog, forwarding
+ * SIGINT/SIGTERM/SIGHUP to it, until it exits.
+ * @param {string[]} args
+ * @returns {Promise<{ code: number | null, signal: NodeJS.Signals | null }>}
+ */
+async function runWrangler(args) {
   const child = spawn(resolveNode(), args, { cwd: repoRoot, stdio: "inherit", env: offlineEnv() });
   const maxHours = Number(process.env.TRELLIS_DEV_MAX_HOURS) || 12;
   const watchdog = child.pid
@@ -231,7 +266,8 @@ async function main() {
     });
   }
 
-  const { code, signal } = await new Promise((resolve) => {
+  /** @type {{ code: number | null, signal: NodeJS.Signals | null }} */
+  const ended = await new Promise((resolve) => {
     child.once("exit", (c, s) => resolve({ code: c, signal: s }));
     child.once("error", (err) => {
       log(`could not start wrangler: ${err.message}`);
@@ -239,9 +275,7 @@ async function main() {
     });
   });
   watchdog.dispose();
-  await stopPeers();
-  removeSecrets();
-  process.exit(code ?? (signal ? 128 + (constants.signals[signal] ?? 1) : 1));
+  return ended;
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -35,11 +35,7 @@ async function main() {
   mkdirSync(dirname(tapFile), { recursive: true });
   rmSync(tapFile, { force: true });
 
-  const e2eDir = join(repoRoot, "test", "e2e");
-  const files = readdirSync(e2eDir)
-    .filter((f) => f.endsWith(".test.mjs"))
-    .sort()
-    .map((f) => relative(repoRoot, join(e2eDir, f)));
+  const files = listTestFiles();
   if (files.length === 0) {
     log("no test/e2e/*.test.mjs files");
     return 1;
@@ -49,9 +45,7 @@ async function main() {
   // Containers run in local mode against this shell server (docs/containers.md).
   const shell = await startShellServer({ port: 0 });
   const token = `e2e-${randomBytes(12).toString("hex")}`;
-  const signingKey = generateKeyPairSync("ed25519")
-    .privateKey.export({ type: "pkcs8", format: "der" })
-    .toString("base64");
+  const signingKey = freshSigningKey();
 
   let dev;
   try {
@@ -78,59 +72,11 @@ async function main() {
   /** @type {string[]} */
   const measurements = [];
   try {
-    code = await new Promise((resolveCode) => {
-      const child = spawn(
-        resolveNode(),
-        [
-          "--test",
-          "--test-concurrency=1",
-          "--test-timeout=300000",
-          "--test-reporter=spec",
-          "--test-reporter-destination=stdout",
-          "--test-reporter=tap",
-          `--test-reporter-destination=${tapFile}`,
-          ...process.argv.slice(2),
-          ...files,
-        ],
-        {
-          cwd: repoRoot,
-          stdio: ["ignore", "pipe", "inherit"],
-          env: {
-            ...process.env,
-            TRELLIS_URL: dev.url,
-            TRELLIS_TOKEN: token,
-            TRELLIS_HTTP_TARGET_URL: target.url,
-          },
-        },
-      );
-      let pending = "";
-      child.stdout?.on("data", (chunk) => {
-        process.stdout.write(chunk);
-        pending += chunk.toString("utf8");
-        const lines = pending.split("\n");
-        pending = lines.pop() ?? "";
-        for (const line of lines) {
-          const m =
-            /\b(chain\d+: total=\S+ per_node=\S+|fanout\d+: makespan=.*|gate_answer_to_resume: .*|containers: shell_true_run .*|restart: every run reached .*)$/.exec(
-              line,
-            );
-          if (m?.[1]) measurements.push(m[1]);
-        }
-      });
-      const timer = setTimeout(() => {
-        log(`suite still running after ${SUITE_TIMEOUT_MS / 60_000} min: stopping it`);
-        child.kill("SIGTERM");
-      }, SUITE_TIMEOUT_MS);
-      child.once("error", (err) => {
-        log(`could not run node --test: ${err.message}`);
-        clearTimeout(timer);
-        resolveCode(1);
-      });
-      child.once("exit", (c, signal) => {
-        clearTimeout(timer);
-        resolveCode(c ?? (signal ? 1 : 0));
-      });
-    });
+    code = await runNodeTest(
+      files,
+      { TRELLIS_URL: dev.url, TRELLIS_TOKEN: token, TRELLIS_HTTP_TARGET_URL: target.url },
+      measurements,
+    );
   } finally {
     writeFileSync(wranglerLog, dev.output());
     if (code !== 0) {
@@ -143,6 +89,80 @@ async function main() {
   }
   for (const m of measurements) process.stdout.write(`${m}\n`);
   return code;
+}
+
+/** The suite's files, `test/e2e/*.test.mjs`, relative to the repository root. */
+function listTestFiles() {
+  const e2eDir = join(repoRoot, "test", "e2e");
+  return readdirSync(e2eDir)
+    .filter((f) => f.endsWith(".test.mjs"))
+    .sort()
+    .map((f) => relative(repoRoot, join(e2eDir, f)));
+}
+
+/** A new Ed25519 journal signing key: PKCS#8 DER, base64. */
+function freshSigningKey() {
+  return generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "der" }).toString("base64");
+}
+
+/**
+ * Runs `node --test` on `files` (and this script's extra arguments) with
+ * `env` added, copying its spec output to stdout and collecting the
+ * measurement lines the tests print into `measurements`; gives its exit code.
+ * @param {string[]} files
+ * @param {Record<string, string>} env
+ * @param {string[]} measurements
+ * @returns {Promise<number>}
+ */
+function runNodeTest(files, env, measurements) {
+  return new Promise((resolveCode) => {
+    const child = spawn(
+      resolveNode(),
+      [
+        "--test",
+        "--test-concurrency=1",
+        "--test-timeout=300000",
+        "--test-reporter=spec",
+        "--test-reporter-destination=stdout",
+        "--test-reporter=tap",
+        `--test-reporter-destination=${tapFile}`,
+        ...process.argv.slice(2),
+        ...files,
+      ],
+      {
+        cwd: repoRoot,
+        stdio: ["ignore", "pipe", "inherit"],
+        env: { ...process.env, ...env },
+      },
+    );
+    let pending = "";
+    child.stdout?.on("data", (chunk) => {
+      process.stdout.write(chunk);
+      pending += chunk.toString("utf8");
+      const lines = pending.split("\n");
+      pending = lines.pop() ?? "";
+      for (const line of lines) {
+        const m =
+          /\b(chain\d+: total=\S+ per_node=\S+|fanout\d+: makespan=.*|gate_answer_to_resume: .*|containers: shell_true_run .*|restart: every run reached .*)$/.exec(
+            line,
+          );
+        if (m?.[1]) measurements.push(m[1]);
+      }
+    });
+    const timer = setTimeout(() => {
+      log(`suite still running after ${SUITE_TIMEOUT_MS / 60_000} min: stopping it`);
+      child.kill("SIGTERM");
+    }, SUITE_TIMEOUT_MS);
+    child.once("error", (err) => {
+      log(`could not run node --test: ${err.message}`);
+      clearTimeout(timer);
+      resolveCode(1);
+    });
+    child.once("exit", (c, signal) => {
+      clearTimeout(timer);
+      resolveCode(c ?? (signal ? 1 : 0));
+    });
+  });
 }
 
 process.exitCode = await main().catch((err) => {

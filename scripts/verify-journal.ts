@@ -84,6 +84,23 @@ function readText(path: string, what: string): string {
   }
 }
 
+/** The JWKS file's JSON, checked to hold usable keys; a UsageError when it does not. */
+async function loadJwks(path: string): Promise<unknown> {
+  const jwksText = readText(path, "JWKS");
+  let jwks: unknown;
+  try {
+    jwks = JSON.parse(jwksText);
+  } catch (error) {
+    throw new UsageError(`the JWKS ${path} is not JSON: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  try {
+    await readJwks(jwks);
+  } catch (error) {
+    throw new UsageError(`the JWKS ${path} is unusable: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  return jwks;
+}
+
 async function main(argv: string[]): Promise<number> {
   let args: Args | "help";
   try {
@@ -102,21 +119,7 @@ async function main(argv: string[]): Promise<number> {
   let jwks: unknown;
   let journal: unknown;
   try {
-    const jwksText = readText(args.jwks, "JWKS");
-    try {
-      jwks = JSON.parse(jwksText);
-    } catch (error) {
-      throw new UsageError(
-        `the JWKS ${args.jwks} is not JSON: ${error instanceof Error ? error.message : String(error)}`,
-      );
-    }
-    try {
-      await readJwks(jwks);
-    } catch (error) {
-      throw new UsageError(
-        `the JWKS ${args.jwks} is unusable: ${error instanceof Error ? error.message : String(error)}`,
-      );
-    }
+    jwks = await loadJwks(args.jwks);
     const journalText = readText(args.journal, "journal");
     try {
       journal = JSON.parse(journalText);

@@ -13,7 +13,7 @@
  */
 import { stat } from "node:fs/promises";
 import { createInterface } from "node:readline";
-import { runFileOperation } from "./server.mjs";
+import { runFileOperation } from "./files.mjs";
 
 const [first, second] = process.argv.slice(2);
 if (first === "--probe") {

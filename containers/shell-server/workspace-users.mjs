@@ -19,7 +19,7 @@
  * - **File operations** that the server performs for a workspace (read, write,
  *   list, delete, resolving a working directory) run in a helper process with
  *   the workspace's uid (`file-agent.mjs`), one per active workspace, ended
- *   after {@link FILE_AGENT_IDLE_MS} without work. The path checks stay as
+ *   after 15 s without work (file-agents.mjs). The path checks stay as
  *   they were (no `..`, no absolute path, no symbolic link out), and the kernel
  *   now enforces them too: a link swapped in between the check and the open
  *   leads only where that uid may go.
@@ -27,7 +27,6 @@
 import { spawn } from "node:child_process";
 import { lstat, mkdir, open, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 
 /** Where uids are claimed, machine-wide: root-owned, mode 0700. */
 export const UID_CLAIMS_DIR = "/var/lib/trellis-shell-server/uids";
@@ -37,22 +36,8 @@ export const DEFAULT_UID_BASE = 200_000;
 const MAX_UID = 2 ** 31 - 2;
 /** How many uids are claimed (and checked with `getent`) at a time. */
 const UID_BATCH = 16;
-/** A workspace's file helper ends after this long without a request. */
-export const FILE_AGENT_IDLE_MS = 15_000;
-/** A file operation that takes longer (a FIFO that nobody writes) ends its helper: 504 `file_op_timeout`. */
-export const FILE_OP_TIMEOUT_MS = 60_000;
-/** The largest answer a helper may send: a 32 MiB read as JSON text, where a control byte takes 6 characters (`\u0000`), and room to spare. */
-const MAX_AGENT_ANSWER_BYTES = 6 * 32 * 1024 * 1024 + 1024 * 1024;
-/** The uid and gid of the start-up probe: an unprivileged id with no files of ours. */
-const PROBE_ID = 65_534;
 
-const AGENT_FILE = fileURLToPath(new URL("./file-agent.mjs", import.meta.url));
-
-/**
- * @typedef {{ uid: number, gid: number }} Identity
- * @typedef {{ status: number, code: string, message: string }} AgentError
- * @typedef {{ ok: true, value: unknown } | { ok: false, error: AgentError }} AgentAnswer
- */
+/** @typedef {{ uid: number, gid: number }} Identity */
 
 /** Whether this process may give its children other uids: it runs as root. */
 export function isRoot() {
@@ -277,229 +262,10 @@ export function spawnPrivate(start) {
 }
 
 /**
- * Checks, once at start, that a workspace's uid will be able to do its work:
- * reach the workspace root, run node and read the file helper. An unprivileged
- * id (65534) tries it; the error says what failed.
- * @param {string} root
+ * A workspace's identity: its uid, and a gid of the same number.
+ * @param {number} uid
+ * @returns {Identity}
  */
-export async function probeWorkspaceUser(root) {
-  const answer = await new Promise((resolveProbe) => {
-    const child = spawn(process.execPath, [AGENT_FILE, "--probe", root], {
-      uid: PROBE_ID,
-      gid: PROBE_ID,
-      cwd: "/",
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let text = "";
-    child.stdout?.on("data", (chunk) => (text += chunk));
-    child.stderr?.on("data", (chunk) => (text += chunk));
-    child.once("error", (err) => resolveProbe(err.message));
-    child.once("close", (code) => resolveProbe(code === 0 && text.trim() === "ok" ? "ok" : text.trim().slice(0, 500)));
-  });
-  if (answer !== "ok") {
-    throw new Error(
-      `the shell server runs as root, so every workspace gets its own unprivileged uid, but such a uid cannot ` +
-        `run ${process.execPath} on ${AGENT_FILE} or reach ${root}: ${answer}. Make node, this folder and the ` +
-        `workspace root readable by others, or start the server with isolation "none" (--isolation none), ` +
-        `which leaves workspaces open to each other's commands`,
-    );
-  }
-}
-
-// ───────────────────────────── file helpers ─────────────────────────────
-
-/**
- * One file helper per workspace, as the workspace's uid, started on first use
- * and ended after {@link FILE_AGENT_IDLE_MS} idle. Requests and answers are
- * JSON lines over its standard input and output; many may be in flight.
- * Whatever the helper answers is treated as the workspace's (its commands
- * could tamper with it): sizes are bounded and shapes checked.
- */
-export function createFileAgents() {
-  /** @type {Map<string, ReturnType<typeof startAgent>>} */
-  const agents = new Map();
-
-  return {
-    /**
-     * @param {string} key          the workspace id
-     * @param {Identity & { dir: string, home: string }} workspace
-     * @param {string} op
-     * @param {Record<string, unknown>} body
-     * @returns {Promise<AgentAnswer>}
-     */
-    request(key, workspace, op, body) {
-      let agent = agents.get(key);
-      if (agent === undefined || agent.ended) {
-        agent = startAgent(workspace, () => {
-          if (agents.get(key) === agent) agents.delete(key);
-        });
-        agents.set(key, agent);
-      }
-      return agent.request(op, body);
-    },
-    /** @param {string} key */
-    stop(key) {
-      agents.get(key)?.stop();
-      agents.delete(key);
-    },
-    stopAll() {
-      for (const agent of agents.values()) agent.stop();
-      agents.clear();
-    },
-  };
-}
-
-/**
- * @param {Identity & { dir: string, home: string }} workspace
- * @param {() => void} onEnd
- */
-function startAgent(workspace, onEnd) {
-  const child = spawnPrivate(() =>
-    spawn(process.execPath, [AGENT_FILE, workspace.dir], {
-      uid: workspace.uid,
-      gid: workspace.gid,
-      cwd: workspace.dir,
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: workspace.home, LANG: "C.UTF-8" },
-      stdio: ["pipe", "pipe", "ignore"],
-    }),
-  );
-  /** @type {Map<number, { resolve: (answer: AgentAnswer) => void, timer: ReturnType<typeof setTimeout> }>} */
-  const pending = new Map();
-  let next = 1;
-  /** @type {Buffer[]} */
-  let partial = [];
-  let partialLength = 0;
-  /** @type {ReturnType<typeof setTimeout> | undefined} */
-  let idle;
-  const state = { ended: false };
-
-  /** @param {AgentError} error */
-  const end = (error) => {
-    if (state.ended) return;
-    state.ended = true;
-    if (idle) clearTimeout(idle);
-    try {
-      child.kill("SIGKILL");
-    } catch {
-      /* gone */
-    }
-    for (const { resolve, timer } of pending.values()) {
-      clearTimeout(timer);
-      resolve({ ok: false, error });
-    }
-    pending.clear();
-    onEnd();
-  };
-  const armIdle = () => {
-    if (idle) clearTimeout(idle);
-    if (pending.size > 0) return;
-    idle = setTimeout(
-      () => end({ status: 500, code: "internal", message: "the file helper was idle" }),
-      FILE_AGENT_IDLE_MS,
-    );
-    idle.unref();
-  };
-
-  /** @param {Buffer} line */
-  const receive = (line) => {
-    let answer;
-    try {
-      answer = JSON.parse(line.toString("utf8"));
-    } catch {
-      answer = undefined;
-    }
-    const entry = typeof answer?.n === "number" ? pending.get(answer.n) : undefined;
-    if (entry === undefined)
-      return end({
-        status: 500,
-        code: "file_agent_failed",
-        message: "the workspace's file helper answered something malformed",
-      });
-    pending.delete(answer.n);
-    clearTimeout(entry.timer);
-    const error = answer.error;
-    if (error !== undefined) {
-      const valid =
-        typeof error?.status === "number" && typeof error?.code === "string" && typeof error?.message === "string";
-      entry.resolve({
-        ok: false,
-        error: valid
-          ? error
-          : { status: 500, code: "file_agent_failed", message: "malformed error from the file helper" },
-      });
-    } else {
-      entry.resolve({ ok: true, value: answer.value });
-    }
-    armIdle();
-  };
-
-  child.stdout?.on("data", (/** @type {Buffer} */ chunk) => {
-    let rest = chunk;
-    for (let at = rest.indexOf(10); at >= 0; at = rest.indexOf(10)) {
-      partial.push(rest.subarray(0, at));
-      const line = Buffer.concat(partial);
-      partial = [];
-      partialLength = 0;
-      rest = rest.subarray(at + 1);
-      receive(line);
-      if (state.ended) return;
-    }
-    partial.push(rest);
-    partialLength += rest.length;
-    if (partialLength > MAX_AGENT_ANSWER_BYTES)
-      end({ status: 500, code: "file_agent_failed", message: "the workspace's file helper answered too much" });
-  });
-  child.stdin?.on("error", () => {});
-  child.once("error", (err) =>
-    end({
-      status: 500,
-      code: "file_agent_failed",
-      message: `cannot start the workspace's file helper: ${err.message}`,
-    }),
-  );
-  child.once("exit", (code, signal) =>
-    end({
-      status: 500,
-      code: "file_agent_failed",
-      message: `the workspace's file helper ended (${signal ?? `exit ${code}`})`,
-    }),
-  );
-
-  return {
-    get ended() {
-      return state.ended;
-    },
-    /**
-     * @param {string} op
-     * @param {Record<string, unknown>} body
-     * @returns {Promise<AgentAnswer>}
-     */
-    request(op, body) {
-      if (state.ended)
-        return Promise.resolve({
-          ok: false,
-          error: { status: 500, code: "file_agent_failed", message: "the file helper has ended" },
-        });
-      if (idle) clearTimeout(idle);
-      const n = next;
-      next += 1;
-      return new Promise((resolve) => {
-        const timer = setTimeout(
-          () =>
-            end({
-              status: 504,
-              code: "file_op_timeout",
-              message: `a file operation took longer than ${FILE_OP_TIMEOUT_MS} ms (a FIFO?)`,
-            }),
-          FILE_OP_TIMEOUT_MS,
-        );
-        pending.set(n, { resolve, timer });
-        child.stdin?.write(`${JSON.stringify({ n, op, body })}\n`);
-      });
-    },
-    stop() {
-      end({ status: 409, code: "workspace_deleted", message: "the workspace is being deleted" });
-    },
-  };
+export function idOf(uid) {
+  return { uid, gid: uid };
 }

@@ -56,9 +56,11 @@
  */
 import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
+import { ROUTES, routeNotFound, sendJson } from "./http-target-routes.mjs";
+
+/** @typedef {import("./http-target-routes.mjs").TargetState} TargetState */
 
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
-const MAX_SLOW_MS = 60_000;
 const STANDALONE_MAX_LIFETIME_MS = 30 * 60_000;
 
 /**
@@ -76,17 +78,11 @@ const STANDALONE_MAX_LIFETIME_MS = 30 * 60_000;
  * @returns {Promise<HttpTarget>}
  */
 export async function startHttpTarget({ port = 0 } = {}) {
-  /** @type {Map<string, number>} */
-  const counts = new Map();
-  /** @type {Map<string, number>} */
-  const flakyAttempts = new Map();
-  /** @type {Set<ReturnType<typeof setTimeout>>} */
-  const timers = new Set();
-
-  const count = (/** @type {string} */ key) => counts.set(key, (counts.get(key) ?? 0) + 1);
+  /** @type {TargetState} */
+  const state = { counts: new Map(), flakyAttempts: new Map(), timers: new Set() };
 
   const server = createServer((req, res) => {
-    handle(req, res).catch((err) => {
+    handle(req, res, state).catch((err) => {
       // Never crash: answer 500 if we still can, otherwise drop the socket.
       try {
         if (!res.headersSent) sendJson(res, 500, { error: "internal", message: String(err?.message ?? err) });
@@ -106,149 +102,6 @@ export async function startHttpTarget({ port = 0 } = {}) {
   });
   server.keepAliveTimeout = 5_000;
 
-  /**
-   * @param {import("node:http").IncomingMessage} req
-   * @param {import("node:http").ServerResponse} res
-   */
-  async function handle(req, res) {
-    let url;
-    try {
-      url = new URL(req.url ?? "/", "http://127.0.0.1");
-    } catch {
-      req.resume();
-      return sendJson(res, 400, { error: "bad_url" });
-    }
-    const method = (req.method ?? "GET").toUpperCase();
-    const segments = url.pathname.split("/").filter(Boolean).map(safeDecode);
-    const [route = "", a, b] = segments;
-
-    // Counters are read and cleared without being counted themselves.
-    if (route === "hits") {
-      req.resume();
-      if (a === undefined) return sendJson(res, 200, { counts: Object.fromEntries(counts) });
-      return sendJson(res, 200, { key: a, count: counts.get(a) ?? 0 });
-    }
-    if (route === "reset") {
-      req.resume();
-      if (method !== "POST")
-        return sendJson(res, 405, { error: "method_not_allowed", allow: "POST" }, { allow: "POST" });
-      counts.clear();
-      flakyAttempts.clear();
-      return sendJson(res, 200, { ok: true });
-    }
-
-    // Count the request under each of its keys.
-    /** @type {Set<string>} */
-    const keys = new Set(["*", `path:${url.pathname}`]);
-    if ((route === "flaky" || route === "slow" || route === "mark") && a) keys.add(a);
-    if (route === "status" && b) keys.add(b);
-    const queryKey = url.searchParams.get("key");
-    if (queryKey) keys.add(queryKey);
-    const headerKey = req.headers["x-trellis-hit"];
-    for (const k of Array.isArray(headerKey) ? headerKey : headerKey ? [headerKey] : []) {
-      for (const part of k.split(",")) if (part.trim()) keys.add(part.trim());
-    }
-    for (const k of keys) count(k);
-
-    let body;
-    try {
-      body = await readBody(req);
-    } catch (err) {
-      if (/** @type {any} */ (err)?.code === "TOO_LARGE") {
-        return sendJson(res, 413, { error: "too_large", limit: MAX_BODY_BYTES }, { connection: "close" });
-      }
-      return; // aborted by the client
-    }
-
-    switch (route) {
-      case "echo":
-        return sendJson(res, 200, {
-          method,
-          path: url.pathname,
-          query: queryObject(url.searchParams, false),
-          headers: { ...req.headers },
-          body: parseBody(body, req.headers["content-type"]),
-        });
-      case "json":
-        return sendJson(res, 200, queryObject(url.searchParams, true));
-      case "big": {
-        const total = clampInt(url.searchParams.get("bytes"), 0, 0, 64 * 1024 * 1024);
-        const chunked = url.searchParams.get("chunked") === "1";
-        res.writeHead(200, { "content-type": "text/plain", ...(chunked ? {} : { "content-length": total }) });
-        const block = Buffer.alloc(64 * 1024, "x");
-        for (let sent = 0; sent < total && !res.destroyed; sent += block.length) {
-          const piece = block.subarray(0, Math.min(block.length, total - sent));
-          if (!res.write(piece)) await new Promise((resolve) => res.once("drain", resolve).once("close", resolve));
-        }
-        return res.end();
-      }
-      case "broken-json": {
-        const text = `headers: ${JSON.stringify(req.headers)}`;
-        res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
-        return res.end(text);
-      }
-      case "users": {
-        if (!a) return sendJson(res, 404, { error: "not_found", path: url.pathname });
-        const n = clampInt(url.searchParams.get("repos"), 3, 0, 1000);
-        return sendJson(res, 200, {
-          id: a,
-          name: `User ${a}`,
-          active: url.searchParams.get("active") !== "false",
-          repos: Array.from({ length: n }, (_, i) => `${a}-repo-${i + 1}`),
-        });
-      }
-      case "text": {
-        const text = url.searchParams.get("body") ?? "hello from the trellis http target";
-        res.writeHead(200, { "content-type": "text/plain; charset=utf-8", "content-length": Buffer.byteLength(text) });
-        return res.end(text);
-      }
-      case "status": {
-        const code = Number(a);
-        if (!Number.isInteger(code) || code < 200 || code > 599) {
-          return sendJson(res, 400, { error: "bad_status", status: a ?? null });
-        }
-        const extra = retryAfterHeader(url.searchParams);
-        if (code === 204 || code === 304) {
-          res.writeHead(code, extra);
-          return res.end();
-        }
-        return sendJson(res, code, { status: code }, extra);
-      }
-      case "flaky": {
-        if (!a) return sendJson(res, 404, { error: "not_found", path: url.pathname });
-        const fail = clampInt(url.searchParams.get("fail"), 1, 0, 1_000_000);
-        const status = clampInt(url.searchParams.get("status"), 503, 200, 599);
-        const attempt = (flakyAttempts.get(a) ?? 0) + 1;
-        flakyAttempts.set(a, attempt);
-        if (attempt <= fail) {
-          return sendJson(res, status, { error: "flaky", attempt, status }, retryAfterHeader(url.searchParams));
-        }
-        return sendJson(res, 200, { ok: true, attempts: attempt });
-      }
-      case "slow": {
-        const ms = clampInt(url.searchParams.get("ms"), 0, 0, MAX_SLOW_MS);
-        await new Promise((resolve) => {
-          const timer = setTimeout(done, ms);
-          timers.add(timer);
-          function done() {
-            clearTimeout(timer);
-            timers.delete(timer);
-            res.off("close", done);
-            resolve(undefined);
-          }
-          res.on("close", done); // client gave up: stop waiting
-        });
-        if (res.destroyed || res.writableEnded) return;
-        return sendJson(res, 200, { waited: ms });
-      }
-      case "mark":
-        if (!a) return sendJson(res, 404, { error: "not_found", path: url.pathname });
-        return sendJson(res, 200, { key: a, count: counts.get(a) ?? 0 });
-      default:
-        return sendJson(res, 404, { error: "not_found", path: url.pathname });
-    }
-  }
-
   await new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(port, "127.0.0.1", () => {
@@ -265,19 +118,89 @@ export async function startHttpTarget({ port = 0 } = {}) {
   return {
     url: `http://127.0.0.1:${address.port}`,
     port: address.port,
-    hits: (key) => counts.get(key) ?? 0,
+    hits: (key) => state.counts.get(key) ?? 0,
     reset: () => {
-      counts.clear();
-      flakyAttempts.clear();
+      state.counts.clear();
+      state.flakyAttempts.clear();
     },
     close: () =>
       (closing ??= new Promise((resolve) => {
-        for (const timer of timers) clearTimeout(timer);
-        timers.clear();
+        for (const timer of state.timers) clearTimeout(timer);
+        state.timers.clear();
         server.close(() => resolve(undefined));
         server.closeAllConnections();
       })),
   };
+}
+
+/**
+ * Answers one request: /hits and /reset read and clear the counters; every
+ * other request is counted under its keys, its body read, then its route runs.
+ * @param {import("node:http").IncomingMessage} req
+ * @param {import("node:http").ServerResponse} res
+ * @param {TargetState} state
+ */
+async function handle(req, res, state) {
+  let url;
+  try {
+    url = new URL(req.url ?? "/", "http://127.0.0.1");
+  } catch {
+    req.resume();
+    return sendJson(res, 400, { error: "bad_url" });
+  }
+  const method = (req.method ?? "GET").toUpperCase();
+  const segments = url.pathname.split("/").filter(Boolean).map(safeDecode);
+  const [route = "", a, b] = segments;
+
+  // Counters are read and cleared without being counted themselves.
+  if (route === "hits") {
+    req.resume();
+    if (a === undefined) return sendJson(res, 200, { counts: Object.fromEntries(state.counts) });
+    return sendJson(res, 200, { key: a, count: state.counts.get(a) ?? 0 });
+  }
+  if (route === "reset") {
+    req.resume();
+    if (method !== "POST") return sendJson(res, 405, { error: "method_not_allowed", allow: "POST" }, { allow: "POST" });
+    state.counts.clear();
+    state.flakyAttempts.clear();
+    return sendJson(res, 200, { ok: true });
+  }
+
+  for (const k of requestKeys(req, url, route, a, b)) state.counts.set(k, (state.counts.get(k) ?? 0) + 1);
+
+  let body;
+  try {
+    body = await readBody(req);
+  } catch (err) {
+    if (/** @type {any} */ (err)?.code === "TOO_LARGE") {
+      return sendJson(res, 413, { error: "too_large", limit: MAX_BODY_BYTES }, { connection: "close" });
+    }
+    return; // aborted by the client
+  }
+  const answer = Object.hasOwn(ROUTES, route) ? ROUTES[route] : undefined;
+  return (answer ?? routeNotFound)({ req, res, url, method, a, b, body, state });
+}
+
+/**
+ * The keys a request is counted under.
+ * @param {import("node:http").IncomingMessage} req
+ * @param {URL} url
+ * @param {string} route
+ * @param {string | undefined} a
+ * @param {string | undefined} b
+ */
+function requestKeys(req, url, route, a, b) {
+  /** @type {Set<string>} */
+  const keys = new Set(["*", `path:${url.pathname}`]);
+  if ((route === "flaky" || route === "slow" || route === "mark") && a) keys.add(a);
+  if (route === "status" && b) keys.add(b);
+  const queryKey = url.searchParams.get("key");
+  if (queryKey) keys.add(queryKey);
+  const headerKey = req.headers["x-trellis-hit"];
+  for (const k of Array.isArray(headerKey) ? headerKey : headerKey ? [headerKey] : []) {
+    for (const part of k.split(",")) if (part.trim()) keys.add(part.trim());
+  }
+  return keys;
 }
 
 /** @param {string} s */
@@ -287,71 +210,6 @@ function safeDecode(s) {
   } catch {
     return s;
   }
-}
-
-/**
- * @param {string | null} raw
- * @param {number} fallback
- * @param {number} min
- * @param {number} max
- */
-function clampInt(raw, fallback, min, max) {
-  if (raw === null || raw.trim() === "") return fallback;
-  const n = Math.trunc(Number(raw));
-  if (!Number.isFinite(n)) return fallback;
-  return Math.min(max, Math.max(min, n));
-}
-
-/** @param {URLSearchParams} params */
-function retryAfterHeader(params) {
-  const ra = params.get("retry_after");
-  return ra !== null && /^\d{1,6}$/.test(ra.trim()) ? { "retry-after": ra.trim() } : {};
-}
-
-/**
- * @param {URLSearchParams} params
- * @param {boolean} coerce parse JSON-looking values
- */
-function queryObject(params, coerce) {
-  /** @type {Map<string, unknown[]>} */
-  const byName = new Map();
-  for (const [name, raw] of params) {
-    const values = byName.get(name) ?? [];
-    values.push(coerce ? coerceValue(raw) : raw);
-    byName.set(name, values);
-  }
-  /** @type {Record<string, unknown>} */
-  const out = {};
-  for (const [name, values] of byName) {
-    // defineProperty: a name like "__proto__" becomes a plain own key.
-    Object.defineProperty(out, name, {
-      value: values.length === 1 ? values[0] : values,
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
-  }
-  return out;
-}
-
-/** @param {string} raw */
-function coerceValue(raw) {
-  const t = raw.trim();
-  if (t === "true") return true;
-  if (t === "false") return false;
-  if (t === "null") return null;
-  if (/^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?$/.test(t)) {
-    const n = Number(t);
-    if (Number.isFinite(n)) return n;
-  }
-  if ((t.startsWith("{") && t.endsWith("}")) || (t.startsWith("[") && t.endsWith("]"))) {
-    try {
-      return JSON.parse(t);
-    } catch {
-      /* not JSON: keep the string */
-    }
-  }
-  return raw;
 }
 
 /**
@@ -382,40 +240,6 @@ function readBody(req) {
     req.on("error", reject);
     req.on("aborted", () => reject(new Error("aborted")));
   });
-}
-
-/**
- * @param {Buffer} body
- * @param {string | undefined} contentType
- */
-function parseBody(body, contentType) {
-  if (body.length === 0) return null;
-  const text = body.toString("utf8");
-  const looksJson = /\bjson\b/i.test(contentType ?? "") || /^\s*[[{"]/.test(text);
-  if (looksJson) {
-    try {
-      return JSON.parse(text);
-    } catch {
-      /* fall through to text */
-    }
-  }
-  return text;
-}
-
-/**
- * @param {import("node:http").ServerResponse} res
- * @param {number} status
- * @param {unknown} value
- * @param {Record<string, string>} [headers]
- */
-function sendJson(res, status, value, headers = {}) {
-  const text = JSON.stringify(value);
-  res.writeHead(status, {
-    "content-type": "application/json; charset=utf-8",
-    "content-length": Buffer.byteLength(text),
-    ...headers,
-  });
-  res.end(text);
 }
 
 // Standalone: print the URL, stop when stdin closes, on a signal, or after 30 minutes.

@@ -47,17 +47,22 @@ const MAX_BODY_BYTES = 4 * 1024 * 1024;
  */
 
 /**
+ * What the server remembers: the requests seen per `[[key=…]]` directive (with
+ * the credential each carried) and the number of the last answer.
+ * @typedef {{ seen: Map<string, { count: number, credentials: string[] }>, sequence: number }} LlmState
+ */
+
+/**
  * Starts the server on 127.0.0.1.
  * @param {{ port?: number }} [options] `port` 0 (default) picks a free port.
  * @returns {Promise<LlmServer>}
  */
 export async function startLlmServer({ port = 0 } = {}) {
-  /** @type {Map<string, { count: number, credentials: string[] }>} */
-  const seen = new Map();
-  let sequence = 0;
+  /** @type {LlmState} */
+  const state = { seen: new Map(), sequence: 0 };
 
   const server = createServer((req, res) => {
-    handle(req, res).catch((err) => {
+    handle(req, res, state).catch((err) => {
       try {
         if (!res.headersSent)
           sendJson(res, 500, { error: { message: String(err?.message ?? err), type: "server_error" } });
@@ -69,61 +74,6 @@ export async function startLlmServer({ port = 0 } = {}) {
   });
   server.keepAliveTimeout = 5_000;
 
-  /**
-   * @param {import("node:http").IncomingMessage} req
-   * @param {import("node:http").ServerResponse} res
-   */
-  async function handle(req, res) {
-    const url = new URL(req.url ?? "/", "http://127.0.0.1");
-    const path = url.pathname.replace(/^\/v1(?=\/)/, "");
-    const keyRoute = /^\/(hits|seen)\/([^/]+)$/.exec(path);
-    if (req.method === "GET" && keyRoute) {
-      const key = decodeURIComponent(keyRoute[2] ?? "");
-      const entry = seen.get(key) ?? { count: 0, credentials: [] };
-      return sendJson(res, 200, keyRoute[1] === "hits" ? { key, count: entry.count } : { key, ...entry });
-    }
-    if (req.method === "POST" && path === "/reset") {
-      seen.clear();
-      return sendJson(res, 200, { ok: true });
-    }
-    const flavour =
-      req.method === "POST" && path === "/chat/completions"
-        ? "openai"
-        : req.method === "POST" && path === "/messages"
-          ? "anthropic"
-          : undefined;
-    if (!flavour)
-      return sendJson(res, 404, { error: { message: `no route ${req.method} ${url.pathname}`, type: "not_found" } });
-    const body = await readJson(req);
-    if (body === undefined || typeof body !== "object" || body === null)
-      return sendError(res, flavour, 400, "the body must be a JSON object");
-    if (body.stream === true) return sendError(res, flavour, 400, "streaming is not supported by this test server");
-    const messages = flavour === "openai" ? openAiMessages(body) : anthropicMessages(body);
-    const lastUser = [...messages].reverse().find((m) => m.role === "user")?.text ?? "";
-    const { text: asked, directives } = readDirectives(lastUser);
-    const credential = String(req.headers.authorization ?? req.headers["x-api-key"] ?? "");
-    let attempt = 1;
-    if (directives.key !== undefined) {
-      const entry = seen.get(directives.key) ?? { count: 0, credentials: [] };
-      entry.count += 1;
-      entry.credentials.push(credential);
-      seen.set(directives.key, entry);
-      attempt = entry.count;
-    }
-    if (directives.echoCredential) return sendError(res, flavour, 401, `Incorrect API key provided: ${credential}`);
-    if (directives.fail !== undefined && (directives.times === undefined || attempt <= directives.times)) {
-      const headers = directives.retryAfter === undefined ? {} : { "retry-after": String(directives.retryAfter) };
-      return sendError(res, flavour, directives.fail, `failing on purpose (attempt ${attempt})`, headers);
-    }
-    const inputTokens = messages.reduce((total, m) => total + countWords(readDirectives(m.text).text), 0);
-    sequence += 1;
-    const question = directives.echoCredentialInAnswer ? `${asked} (credential: ${credential})` : asked;
-    const model = String(body.model ?? "unknown");
-    return flavour === "openai"
-      ? sendJson(res, 200, openAiAnswer(body, { question, directives, inputTokens, model, id: sequence }))
-      : sendJson(res, 200, anthropicAnswer(body, { question, directives, inputTokens, model, id: sequence }));
-  }
-
   await new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(port, "127.0.0.1", () => resolve(undefined));
@@ -132,13 +82,70 @@ export async function startLlmServer({ port = 0 } = {}) {
   return {
     url: `http://127.0.0.1:${address.port}`,
     port: address.port,
-    hits: (key) => seen.get(key)?.count ?? 0,
+    hits: (key) => state.seen.get(key)?.count ?? 0,
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections?.();
         server.close(() => resolve(undefined));
       }),
   };
+}
+
+/**
+ * Answers one request: the counters (`/hits/:key`, `/seen/:key`, `/reset`) or one completion.
+ * @param {import("node:http").IncomingMessage} req
+ * @param {import("node:http").ServerResponse} res
+ * @param {LlmState} state
+ */
+async function handle(req, res, state) {
+  const url = new URL(req.url ?? "/", "http://127.0.0.1");
+  const path = url.pathname.replace(/^\/v1(?=\/)/, "");
+  const keyRoute = /^\/(hits|seen)\/([^/]+)$/.exec(path);
+  if (req.method === "GET" && keyRoute) {
+    const key = decodeURIComponent(keyRoute[2] ?? "");
+    const entry = state.seen.get(key) ?? { count: 0, credentials: [] };
+    return sendJson(res, 200, keyRoute[1] === "hits" ? { key, count: entry.count } : { key, ...entry });
+  }
+  if (req.method === "POST" && path === "/reset") {
+    state.seen.clear();
+    return sendJson(res, 200, { ok: true });
+  }
+  const flavour =
+    req.method === "POST" && path === "/chat/completions"
+      ? "openai"
+      : req.method === "POST" && path === "/messages"
+        ? "anthropic"
+        : undefined;
+  if (!flavour)
+    return sendJson(res, 404, { error: { message: `no route ${req.method} ${url.pathname}`, type: "not_found" } });
+  const body = await readJson(req);
+  if (body === undefined || typeof body !== "object" || body === null)
+    return sendError(res, flavour, 400, "the body must be a JSON object");
+  if (body.stream === true) return sendError(res, flavour, 400, "streaming is not supported by this test server");
+  const messages = flavour === "openai" ? openAiMessages(body) : anthropicMessages(body);
+  const lastUser = [...messages].reverse().find((m) => m.role === "user")?.text ?? "";
+  const { text: asked, directives } = readDirectives(lastUser);
+  const credential = String(req.headers.authorization ?? req.headers["x-api-key"] ?? "");
+  let attempt = 1;
+  if (directives.key !== undefined) {
+    const entry = state.seen.get(directives.key) ?? { count: 0, credentials: [] };
+    entry.count += 1;
+    entry.credentials.push(credential);
+    state.seen.set(directives.key, entry);
+    attempt = entry.count;
+  }
+  if (directives.echoCredential) return sendError(res, flavour, 401, `Incorrect API key provided: ${credential}`);
+  if (directives.fail !== undefined && (directives.times === undefined || attempt <= directives.times)) {
+    const headers = directives.retryAfter === undefined ? {} : { "retry-after": String(directives.retryAfter) };
+    return sendError(res, flavour, directives.fail, `failing on purpose (attempt ${attempt})`, headers);
+  }
+  const inputTokens = messages.reduce((total, m) => total + countWords(readDirectives(m.text).text), 0);
+  state.sequence += 1;
+  const question = directives.echoCredentialInAnswer ? `${asked} (credential: ${credential})` : asked;
+  const model = String(body.model ?? "unknown");
+  return flavour === "openai"
+    ? sendJson(res, 200, openAiAnswer(body, { question, directives, inputTokens, model, id: state.sequence }))
+    : sendJson(res, 200, anthropicAnswer(body, { question, directives, inputTokens, model, id: state.sequence }));
 }
 
 /**

@@ -23,206 +23,20 @@
  *   wrangler after `maxLifetimeMs` (default 2 h) whatever happens.
  *
  * Also exports the helpers `scripts/dev.mjs` uses: resolveNode, resolveWrangler,
- * offlineEnv, freePort, startWatchdog, killTree.
+ * offlineEnv, freePort, repoRoot (from toolchain.mjs), and startWatchdog and
+ * killTree (from process-tree.mjs).
  */
-import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { DEFAULT_MAX_LIFETIME_MS, killTree, startWatchdog } from "./process-tree.mjs";
+import { freePort, offlineEnv, repoRoot, resolveNode, resolveWrangler } from "./toolchain.mjs";
 
-/** The repository root (this file is scripts/lib/wrangler-dev.mjs). */
-export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+export { killTree, startWatchdog } from "./process-tree.mjs";
+export { freePort, offlineEnv, repoRoot, resolveNode, resolveWrangler } from "./toolchain.mjs";
 
-const THIS_FILE = fileURLToPath(import.meta.url);
-const DEFAULT_MAX_LIFETIME_MS = 2 * 60 * 60_000;
 const OUTPUT_LIMIT = 256 * 1024;
-
-/**
- * A Node binary that can run wrangler (which needs Node >= 22): the current one
- * if recent enough, else the `node` devDependency's binary.
- * @param {string} [root]
- * @returns {string}
- */
-export function resolveNode(root = repoRoot) {
-  const major = Number(process.versions.node.split(".")[0]);
-  if (major >= 22) return process.execPath;
-  const local = join(root, "node_modules", "node", "bin", "node");
-  return existsSync(local) ? local : process.execPath;
-}
-
-/**
- * wrangler's entry script, from node_modules (`node_modules/.bin/wrangler` links to it).
- * @param {string} [root]
- * @returns {string}
- */
-export function resolveWrangler(root = repoRoot) {
-  for (const base of [root, repoRoot]) {
-    const bin = join(base, "node_modules", "wrangler", "bin", "wrangler.js");
-    if (existsSync(bin)) return bin;
-  }
-  throw new Error(`wrangler is not installed (no node_modules/wrangler under ${root}): run npm install`);
-}
-
-/**
- * The environment for an offline wrangler: no calls to Cloudflare, no metrics.
- * @param {NodeJS.ProcessEnv} [base]
- * @returns {NodeJS.ProcessEnv}
- */
-export function offlineEnv(base = process.env) {
-  return {
-    ...base,
-    CLOUDFLARE_CF_FETCH_ENABLED: "false",
-    WRANGLER_SEND_METRICS: "false",
-    // Don't let the caller's environment leak into the Worker's bindings.
-    CLOUDFLARE_INCLUDE_PROCESS_ENV: "false",
-  };
-}
-
-/**
- * A port that was free on 127.0.0.1 a moment ago.
- * @returns {Promise<number>}
- */
-export function freePort() {
-  return new Promise((resolvePort, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = /** @type {import("node:net").AddressInfo} */ (srv.address());
-      srv.close(() => resolvePort(port));
-    });
-  });
-}
-
-/**
- * All descendants of `pid` (children first-level first), from `ps`. Empty where
- * `ps` is unavailable.
- * @param {number} pid
- * @returns {number[]}
- */
-function descendants(pid) {
-  let table;
-  try {
-    table = execFileSync("ps", ["-A", "-o", "pid=,ppid="], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] });
-  } catch {
-    return [];
-  }
-  /** @type {Map<number, number[]>} */
-  const children = new Map();
-  for (const line of table.split("\n")) {
-    const [p, pp] = line.trim().split(/\s+/).map(Number);
-    if (!p || pp === undefined || Number.isNaN(pp)) continue;
-    const list = children.get(pp) ?? [];
-    list.push(p);
-    children.set(pp, list);
-  }
-  const out = [];
-  const queue = [pid];
-  while (queue.length) {
-    const next = /** @type {number} */ (queue.shift());
-    for (const c of children.get(next) ?? []) {
-      if (!out.includes(c)) {
-        out.push(c);
-        queue.push(c);
-      }
-    }
-  }
-  return out;
-}
-
-/**
- * Sends `signal` to `pid`, all its descendants and, with `group`, its process group.
- * Never throws.
- * @param {number} pid
- * @param {NodeJS.Signals} signal
- * @param {{ group?: boolean }} [options]
- */
-export function killTree(pid, signal, { group = false } = {}) {
-  const tree = descendants(pid);
-  if (group && process.platform !== "win32") {
-    try {
-      process.kill(-pid, signal);
-    } catch {
-      /* group gone */
-    }
-  }
-  for (const p of [pid, ...tree]) {
-    try {
-      process.kill(p, signal);
-    } catch {
-      /* already gone */
-    }
-  }
-}
-
-/**
- * Starts a detached watchdog process that ends `pid`'s tree (its process group
- * too with `group`) when this process goes away without cleaning up (its stdin
- * pipe closes), or after `maxLifetimeMs`. It exits by itself once the target is
- * gone. Call the returned `dispose()` after stopping the target normally.
- * `removeDir`, if given, is deleted after the watchdog ends the target.
- * @param {{ pid: number, group?: boolean, maxLifetimeMs?: number, removeDir?: string }} options
- * @returns {{ dispose(): void }}
- */
-export function startWatchdog({ pid, group = false, maxLifetimeMs = DEFAULT_MAX_LIFETIME_MS, removeDir = "" }) {
-  const args = [THIS_FILE, "--watchdog", String(pid), group ? "group" : "tree", String(maxLifetimeMs), removeDir];
-  const dog = spawn(process.execPath, args, {
-    detached: true,
-    stdio: ["pipe", "ignore", "ignore"],
-  });
-  dog.on("error", () => {});
-  dog.stdin?.on("error", () => {});
-  dog.unref();
-  /** @type {any} */ (dog.stdin)?.unref?.();
-  return {
-    dispose() {
-      try {
-        if (dog.pid) process.kill(dog.pid, "SIGKILL");
-      } catch {
-        /* already gone */
-      }
-      dog.stdin?.destroy();
-    },
-  };
-}
-
-/** The watchdog itself: `node wrangler-dev.mjs --watchdog <pid> <group|tree> <maxLifetimeMs> [removeDir]`. */
-function runWatchdog(/** @type {string[]} */ args) {
-  const pid = Number(args[0]);
-  const group = args[1] === "group";
-  const maxLifetimeMs = Number(args[2]) || DEFAULT_MAX_LIFETIME_MS;
-  const removeDir = args[3];
-  const alive = () => {
-    try {
-      process.kill(group ? -pid : pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  let killing = false;
-  const end = () => {
-    if (killing) return;
-    killing = true;
-    killTree(pid, "SIGTERM", { group });
-    setTimeout(() => {
-      killTree(pid, "SIGKILL", { group });
-      if (removeDir) rmSync(removeDir, { recursive: true, force: true });
-      process.exit(0);
-    }, 3_000);
-  };
-  process.stdin.on("end", end);
-  process.stdin.on("close", end);
-  process.stdin.on("error", end);
-  process.stdin.resume();
-  setTimeout(end, maxLifetimeMs);
-  setInterval(() => {
-    if (!killing && !alive()) process.exit(0);
-  }, 2_000);
-  for (const sig of /** @type {NodeJS.Signals[]} */ (["SIGINT", "SIGHUP"])) process.on(sig, () => {}); // only die on purpose
-}
 
 /**
  * A dotenv line for KEY=value that wrangler's dotenv + dotenv-expand read back as
@@ -313,8 +127,43 @@ async function startOnce({
       .join("\n") + "\n",
     { mode: 0o600 },
   );
+  const args = wranglerArgs({
+    cwd,
+    config,
+    listenPort,
+    inspectorPort,
+    state: persistTo ?? join(tmp, "state"),
+    envFile,
+  });
+  const started = Date.now();
+  const child = spawnWrangler(cwd, [...args, ...extraArgs], tmp, localTraces);
+  const pid = /** @type {number} */ (child.pid);
+  const proc = watchWrangler(child, echo);
+  const watchdog = pid
+    ? startWatchdog({ pid, group: process.platform !== "win32", maxLifetimeMs, removeDir: tmp })
+    : { dispose() {} };
+  const { stop, kill } = createStop(child, pid, tmp, watchdog, proc);
 
-  const args = [
+  const url = `http://127.0.0.1:${listenPort}`;
+  await waitForHealthz(url, started + timeoutMs, timeoutMs, proc, stop);
+  return {
+    url,
+    port: listenPort,
+    inspectorPort,
+    pid,
+    startupMs: Date.now() - started,
+    output: () => proc.output,
+    stop,
+    kill,
+  };
+}
+
+/**
+ * `wrangler dev`'s command line (wrangler's entry script first), without the caller's extra arguments.
+ * @param {{ cwd: string, config?: string, listenPort: number, inspectorPort: number, state: string, envFile: string }} options
+ */
+function wranglerArgs({ cwd, config, listenPort, inspectorPort, state, envFile }) {
+  return [
     resolveWrangler(cwd),
     "dev",
     ...(config ? ["--config", config] : []),
@@ -327,17 +176,25 @@ async function startOnce({
     "--inspector-port",
     String(inspectorPort),
     "--persist-to",
-    persistTo ?? join(tmp, "state"),
+    state,
     "--env-file",
     envFile,
     "--show-interactive-dev-session=false",
     // Remote bindings off: Workers AI and Vectorize exist only on Cloudflare's network, and
     // without --local wrangler tries to open a remote proxy session (which needs a login).
     "--local",
-    ...extraArgs,
   ];
-  const started = Date.now();
-  const child = spawn(resolveNode(cwd), args, {
+}
+
+/**
+ * Spawns wrangler offline, in its own process group, its logs under `tmp`.
+ * @param {string} cwd
+ * @param {string[]} args
+ * @param {string} tmp
+ * @param {boolean} localTraces
+ */
+function spawnWrangler(cwd, args, tmp, localTraces) {
+  return spawn(resolveNode(cwd), args, {
     cwd,
     detached: process.platform !== "win32", // its own process group: stop() ends the whole tree
     stdio: ["ignore", "pipe", "pipe"],
@@ -352,34 +209,57 @@ async function startOnce({
       X_LOCAL_OBSERVABILITY: localTraces ? "true" : "false",
     }),
   });
-  const pid = /** @type {number} */ (child.pid);
+}
 
-  let output = "";
+/**
+ * What is known of a running wrangler: what it printed so far (the last
+ * 256 KiB) and how it ended, once it has.
+ * @typedef {object} WranglerProcess
+ * @property {string} output
+ * @property {{ code: number | null, signal: NodeJS.Signals | null } | undefined} exited
+ * @property {Promise<unknown>} exitPromise  settles when it has ended (or failed to start)
+ */
+
+/**
+ * Collects wrangler's output (copied to stderr with `echo`) and notes its end.
+ * @param {import("node:child_process").ChildProcess} child
+ * @param {boolean} echo
+ * @returns {WranglerProcess}
+ */
+function watchWrangler(child, echo) {
+  /** @type {WranglerProcess} */
+  const proc = { output: "", exited: undefined, exitPromise: Promise.resolve() };
   const collect = (/** @type {Buffer} */ chunk) => {
-    output += chunk.toString("utf8");
-    if (output.length > OUTPUT_LIMIT) output = output.slice(-OUTPUT_LIMIT);
+    proc.output += chunk.toString("utf8");
+    if (proc.output.length > OUTPUT_LIMIT) proc.output = proc.output.slice(-OUTPUT_LIMIT);
     if (echo) process.stderr.write(chunk);
   };
   child.stdout?.on("data", collect);
   child.stderr?.on("data", collect);
-  /** @type {{ code: number | null, signal: NodeJS.Signals | null } | undefined} */
-  let exited;
-  const exitPromise = new Promise((res) => {
+  proc.exitPromise = new Promise((res) => {
     child.once("exit", (code, signal) => {
-      exited = { code, signal };
-      res(exited);
+      proc.exited = { code, signal };
+      res(proc.exited);
     });
     child.once("error", (err) => {
-      output += `\n[spawn error] ${err.message}\n`;
-      exited = { code: -1, signal: null };
-      res(exited);
+      proc.output += `\n[spawn error] ${err.message}\n`;
+      proc.exited = { code: -1, signal: null };
+      res(proc.exited);
     });
   });
+  return proc;
+}
 
-  const watchdog = pid
-    ? startWatchdog({ pid, group: process.platform !== "win32", maxLifetimeMs, removeDir: tmp })
-    : { dispose() {} };
-
+/**
+ * The `stop()` and `kill()` of a started wrangler, and the hooks that end it
+ * when this process exits or gets a signal, even if neither is ever called.
+ * @param {import("node:child_process").ChildProcess} child
+ * @param {number} pid
+ * @param {string} tmp
+ * @param {{ dispose(): void }} watchdog
+ * @param {WranglerProcess} proc
+ */
+function createStop(child, pid, tmp, watchdog, proc) {
   // Clean up on exit and on the usual signals, even if stop() is never called.
   const killNow = () => {
     if (pid) killTree(pid, "SIGKILL", { group: true });
@@ -407,9 +287,9 @@ async function startOnce({
   const end = (signal) =>
     (stopping ??= (async () => {
       removeHooks();
-      if (!exited && pid) {
+      if (!proc.exited && pid) {
         killTree(pid, signal, { group: true });
-        await Promise.race([exitPromise, delay(5_000)]);
+        await Promise.race([proc.exitPromise, delay(5_000)]);
       }
       // workerd children can outlive wrangler: end whatever is left of the group.
       if (pid) killTree(pid, "SIGKILL", { group: true });
@@ -418,25 +298,34 @@ async function startOnce({
       child.stderr?.destroy();
       rmSync(tmp, { recursive: true, force: true });
     })());
-  const stop = () => end("SIGTERM");
-  const kill = () => end("SIGKILL");
+  return { stop: () => end("SIGTERM"), kill: () => end("SIGKILL") };
+}
 
-  const url = `http://127.0.0.1:${listenPort}`;
-  const deadline = started + timeoutMs;
+/**
+ * Polls `GET /healthz` until it answers 200; stops wrangler and throws (with
+ * its output) when it exits first or `deadline` passes.
+ * @param {string} url
+ * @param {number} deadline
+ * @param {number} timeoutMs
+ * @param {WranglerProcess} proc
+ * @param {() => Promise<void>} stop
+ */
+async function waitForHealthz(url, deadline, timeoutMs, proc, stop) {
   let lastProblem = "no answer yet";
   while (true) {
+    const exited = proc.exited;
     if (exited) {
       await stop();
       throw startupError(
         `wrangler dev exited (code ${exited.code}, signal ${exited.signal}) before /healthz answered`,
-        output,
+        proc.output,
       );
     }
     if (Date.now() > deadline) {
       await stop();
       throw startupError(
         `wrangler dev: /healthz did not answer 200 within ${timeoutMs} ms (last: ${lastProblem})`,
-        output,
+        proc.output,
       );
     }
     try {
@@ -449,17 +338,6 @@ async function startOnce({
     }
     await delay(150);
   }
-
-  return {
-    url,
-    port: listenPort,
-    inspectorPort,
-    pid,
-    startupMs: Date.now() - started,
-    output: () => output,
-    stop,
-    kill,
-  };
 }
 
 /**
@@ -474,8 +352,4 @@ function startupError(message, output) {
 /** @param {number} ms */
 function delay(ms) {
   return new Promise((res) => setTimeout(res, ms));
-}
-
-if (process.argv[1] === THIS_FILE && process.argv[2] === "--watchdog") {
-  runWatchdog(process.argv.slice(3));
 }
