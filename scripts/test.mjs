@@ -80,6 +80,34 @@ function tapCounts() {
   return { passed: last("pass"), failed: last("fail") + last("cancelled") };
 }
 
+/**
+ * Stage 0: strict TS, the lint rules (no `any`, no code generation, no import
+ * cycles), the format, and no file over 400 lines or function over 60.
+ * Returns the first non-zero exit code, or 0.
+ */
+async function staticChecks() {
+  process.stderr.write("[test] stage 0: typecheck, lint, format, sizes\n");
+  const bin = (/** @type {string} */ name) => join(repoRoot, "node_modules", ".bin", name);
+  /** @type {[string, string, string[]][]} */
+  const checks = [
+    ...["tsconfig.json", "test/tsconfig.json", "test/tsconfig.node.json"].map(
+      (config) =>
+        /** @type {[string, string, string[]]} */ ([`typecheck (${config})`, bin("tsc"), ["-p", config, "--noEmit"]]),
+    ),
+    ["lint", bin("oxlint"), ["-c", ".oxlintrc.json", "--deny-warnings", "."]],
+    ["format (npm run format)", bin("prettier"), ["--check", "--log-level=warn", "."]],
+    ["size bounds", process.execPath, [join(repoRoot, "scripts", "check-size.mjs")]],
+  ];
+  for (const [name, cmd, args] of checks) {
+    const code = await run(cmd, args);
+    if (code !== 0) {
+      process.stderr.write(`[test] ${name} failed; skipping the tests\n`);
+      return code;
+    }
+  }
+  return 0;
+}
+
 async function main() {
   mkdirSync(resultsDir, { recursive: true });
   rmSync(vitestJson, { force: true });
@@ -92,28 +120,11 @@ async function main() {
     return code;
   };
 
-  // Stage 0: the types, the lint rules and the format hold (strict TS, no `any`, no code generation).
-  process.stderr.write("[test] stage 0: typecheck and lint\n");
-  const bin = (/** @type {string} */ name) => join(repoRoot, "node_modules", ".bin", name);
-  for (const config of ["tsconfig.json", "test/tsconfig.json", "test/tsconfig.node.json"]) {
-    const code = await run(bin("tsc"), ["-p", config, "--noEmit"]);
-    if (code !== 0) {
-      process.stderr.write(`[test] typecheck failed (${config}); skipping the tests\n`);
-      failed += 1;
-      return finish(code);
-    }
-  }
-  const lintCode = await run(bin("oxlint"), ["-c", ".oxlintrc.json", "--deny-warnings", "."]);
-  if (lintCode !== 0) {
-    process.stderr.write("[test] lint failed; skipping the tests\n");
+  // Stage 0: the types, the lint rules, the format and the size bounds hold.
+  const staticCode = await staticChecks();
+  if (staticCode !== 0) {
     failed += 1;
-    return finish(lintCode);
-  }
-  const formatCode = await run(bin("prettier"), ["--check", "--log-level=warn", "."]);
-  if (formatCode !== 0) {
-    process.stderr.write("[test] files above are not formatted (npm run format); skipping the tests\n");
-    failed += 1;
-    return finish(formatCode);
+    return finish(staticCode);
   }
 
   process.stderr.write("[test] stage 1/2: vitest (workers + node projects)\n");
