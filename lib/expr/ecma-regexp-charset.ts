@@ -68,3 +68,14 @@ export function addClassAtom(set: CharSet, atom: ClassAtom): void {
   addRanges(set, atom.set.ranges);
   set.categories.push(...atom.set.categories);
 }
+
+/** `SyntaxCharacter` and `/`: what `\` may escape as itself with the `u` flag. */
+export const IDENTITY_ESCAPES = new Set(["^", "$", "\\", ".", "*", "+", "?", "(", ")", "[", "]", "{", "}", "|", "/"]);
+
+export const CONTROL_ESCAPES = new Map<string, number>([
+  ["f", 0x0c],
+  ["n", 0x0a],
+  ["r", 0x0d],
+  ["t", 0x09],
+  ["v", 0x0b],
+]);

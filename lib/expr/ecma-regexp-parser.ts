@@ -6,6 +6,8 @@ import {
   LINE_TERMINATORS,
   MAX_CODE_POINT,
   rangesSet,
+  CONTROL_ESCAPES,
+  IDENTITY_ESCAPES,
 } from "./ecma-regexp-charset.ts";
 
 // ───────────────────────────── parser (ECMA-262 §22.2.1, [+UnicodeMode]) ─────────────────────────────
@@ -18,17 +20,6 @@ export class UnsupportedPattern extends Error {}
 
 /** What V8 should have refused already; kept so the parser never guesses. */
 export class PatternSyntaxError extends Error {}
-
-/** `SyntaxCharacter` and `/`: what `\` may escape as itself with the `u` flag. */
-const IDENTITY_ESCAPES = new Set(["^", "$", "\\", ".", "*", "+", "?", "(", ")", "[", "]", "{", "}", "|", "/"]);
-
-const CONTROL_ESCAPES = new Map<string, number>([
-  ["f", 0x0c],
-  ["n", 0x0a],
-  ["r", 0x0d],
-  ["t", 0x09],
-  ["v", 0x0b],
-]);
 
 const QUANTIFIER_STARTS = new Set(["*", "+", "?", "{"]);
 
