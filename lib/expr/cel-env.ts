@@ -8,7 +8,7 @@ import { CODE_POINT_STRING_FUNCTIONS, LIST_FUNCTIONS } from "./cel-functions.ts"
 
 const { INT, DOUBLE } = CelScalar;
 
-/** `int op double` and `double op int` overloads, computed in double (see the header). */
+/** `int op double` and `double op int` overloads, computed in double (see the header of `cel.ts`). */
 const mixedArithmetic = [
   celFunc("_+_", [INT, DOUBLE], DOUBLE, (l, r) => Number(l) + r),
   celFunc("_+_", [DOUBLE, INT], DOUBLE, (l, r) => l + Number(r)),

@@ -196,6 +196,7 @@ export async function verifyJournal(
   let runId: string | null = null;
   for (const [index, raw] of list.entries()) {
     const entry = readEntry(raw, index, previous);
+    // A failure report has no `hash`; every entry that passed its schema has one.
     if (!("hash" in entry)) {
       return entry;
     }
