@@ -41,19 +41,9 @@
  * the one piece of module state here: an evaluation is synchronous from start to end,
  * so it is set and restored around it and no request ever sees another's meter.
  */
-import { setBounded } from "../bounded-cache.ts";
-import {
-  CelScalar,
-  isCelError,
-  isCelList,
-  isCelMap,
-  type celEnv,
-  type CelFunc,
-  type CelResult,
-  type CelValue,
-} from "@bufbuild/cel";
-import { RE2JS } from "@bufbuild/re2";
-import type { Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
+
+import { type CelFunc, type CelResult, CelScalar, type CelValue, isCelError, isCelList, isCelMap } from "@bufbuild/cel";
+import type { RE2JS } from "@bufbuild/re2";
 import { EngineError } from "../errors.ts";
 import { AppendList, CelSizeLimitError, MAX_CEL_LIST_ITEMS, MAX_CEL_STRING_CHARS } from "./cel-functions.ts";
 
@@ -138,6 +128,11 @@ export function withCelMeter<T>(meter: CelMeter, evaluate: () => T): T {
   } finally {
     activeMeter = outer;
   }
+}
+
+/** The meter of the evaluation running now, if any: what the engine's CEL functions charge. */
+export function activeCelMeter(): CelMeter | undefined {
+  return activeMeter;
 }
 
 /** The EngineError of an evaluation stopped by its meter (`reason`: the meter's `exceeded`). */
@@ -281,7 +276,7 @@ function chargeResult(meter: CelMeter, name: string, result: CelValue): void {
 }
 
 /** What reading a value costs when its contents are not walked: strings and bytes by length. */
-function shallowUnits(value: CelValue | undefined): number {
+export function shallowUnits(value: CelValue | undefined): number {
   if (typeof value === "string" || value instanceof Uint8Array) {
     return Math.ceil(value.length / CEL_STRING_CHARS_PER_COST_UNIT);
   }
@@ -327,198 +322,11 @@ function pairUnits(meter: CelMeter, left: CelValue | undefined, right: CelValue 
   }
 }
 
-// ───────────────────────────── regex (CEL `matches`) ─────────────────────────────
-
-/** The regex engine option of `celEnv` (the library does not export its type). */
-type Re2Option = NonNullable<NonNullable<Parameters<typeof celEnv>[0]>["re2"]>;
-
-/**
- * RE2 for `matches`, charged by input length × program size. Compiling is charged too,
- * once per pattern in an evaluation ({@link CelMeter.regexes}), hit or miss in the
- * isolate's cache, so the charge does not depend on what the isolate ran before and a
- * pattern list longer than the cache cannot recompile for free.
- */
-export const METERED_RE2: Re2Option = {
-  compile(pattern) {
-    const meter = activeMeter;
-    if (pattern.length > MAX_CEL_REGEX_CHARS) {
-      const reason = `matches() pattern is longer than ${MAX_CEL_REGEX_CHARS} characters`;
-      if (meter === undefined) {
-        throw new Error(reason);
-      }
-      meter.stop(reason);
-    }
-    let compiled = meter?.regexes.get(pattern);
-    if (compiled === undefined) {
-      // The source length is known before compiling: a quadratic literal is refused before it runs.
-      meter?.charge(
-        1 + shallowUnits(pattern) + Math.ceil(pattern.length ** 2 / RE2_COMPILE_CHARS_SQUARED_PER_COST_UNIT),
-      );
-      compiled = compileRe2(pattern);
-      meter?.charge(compiled.compileUnits);
-      meter?.regexes.set(pattern, compiled);
-    }
-    const { regex, instructions } = compiled;
-    return {
-      test(text) {
-        activeMeter?.charge(Math.ceil(((text.length + 1) * instructions) / CEL_REGEX_STEPS_PER_COST_UNIT));
-        return regex.test(text);
-      },
-    };
-  },
-};
-
-/**
- * `@bufbuild/re2` compiles a literal in time quadratic in its length: 1,020 characters
- * took 6.5 ms in workerd, about 29,000 cost units' worth. Charged as length² / this.
- */
-const RE2_COMPILE_CHARS_SQUARED_PER_COST_UNIT = 36;
-
-/**
- * Program instructions and the rune ranges of their character classes, per cost unit of
- * compiling: `[\p{L}\p{N}]{500}` (18 characters) copies a class of about 1,300 ranges 500
- * times, and took 9.7 ms.
- */
-const RE2_PROGRAM_SIZE_PER_COMPILE_UNIT = 10;
-
 /** A compiled pattern, its instruction count, and what compiling it costs. */
-interface CompiledRe2 {
+export interface CompiledRe2 {
   readonly regex: RE2JS;
   readonly instructions: number;
   readonly compileUnits: number;
-}
-
-const RE2_CACHE_LIMIT = 100;
-const re2Cache = new Map<string, CompiledRe2>();
-
-function compileRe2(pattern: string): CompiledRe2 {
-  const hit = re2Cache.get(pattern);
-  if (hit !== undefined) {
-    return hit;
-  }
-  const regex = RE2JS.compile(pattern);
-  const program = regex.re2().prog;
-  let size = 0;
-  for (const inst of program.inst) {
-    size += 1 + inst.runes.length;
-  }
-  const compiled = {
-    regex,
-    instructions: program.numInst(),
-    compileUnits: Math.ceil(size / RE2_PROGRAM_SIZE_PER_COMPILE_UNIT),
-  };
-  setBounded(re2Cache, pattern, compiled, RE2_CACHE_LIMIT);
-  return compiled;
-}
-
-// ───────────────────────────── AST instrumentation ─────────────────────────────
-
-/**
- * Wraps the loop condition of every comprehension in `expr` in a call of
- * {@link CEL_ITERATION_FUNCTION} charging the node count of the loop's condition and
- * step, and returns the node count of the whole expression. Mutates `expr` (a fresh
- * parse, owned by the caller).
- */
-export function instrumentComprehensions(expr: Expr): number {
-  let nextId = maxId(expr) + 1n;
-  const all = subexpressions(expr);
-  for (const node of all) {
-    if (node.exprKind.case !== "comprehensionExpr") {
-      continue;
-    }
-    const loop = node.exprKind.value;
-    const condition = loop.loopCondition;
-    if (condition === undefined) {
-      continue;
-    }
-    const nodes =
-      subexpressions(condition).length + (loop.loopStep === undefined ? 0 : subexpressions(loop.loopStep).length);
-    const weight = CEL_ITERATION_BASE_COST_UNITS + nodes;
-    loop.loopCondition = iterationCall(nextId, condition, BigInt(weight));
-    nextId += 2n;
-  }
-  return all.length;
-}
-
-function iterationCall(id: bigint, condition: Expr, weight: bigint): Expr {
-  return {
-    $typeName: "cel.expr.Expr",
-    id,
-    exprKind: {
-      case: "callExpr",
-      value: {
-        $typeName: "cel.expr.Expr.Call",
-        function: CEL_ITERATION_FUNCTION,
-        args: [
-          condition,
-          {
-            $typeName: "cel.expr.Expr",
-            id: id + 1n,
-            exprKind: {
-              case: "constExpr",
-              value: { $typeName: "cel.expr.Constant", constantKind: { case: "int64Value", value: weight } },
-            },
-          },
-        ],
-      },
-    },
-  };
-}
-
-function maxId(expr: Expr): bigint {
-  let max = 0n;
-  for (const node of subexpressions(expr)) {
-    if (node.id > max) {
-      max = node.id;
-    }
-  }
-  return max;
-}
-
-/** `expr` and all its subexpressions, without recursion (depth is the parser's to bound). */
-function subexpressions(root: Expr): Expr[] {
-  const out: Expr[] = [];
-  const stack: Expr[] = [root];
-  for (let expr = stack.pop(); expr !== undefined; expr = stack.pop()) {
-    out.push(expr);
-    const kind = expr.exprKind;
-    switch (kind.case) {
-      case "selectExpr":
-        pushDefined(stack, kind.value.operand);
-        break;
-      case "callExpr":
-        pushDefined(stack, kind.value.target);
-        stack.push(...kind.value.args);
-        break;
-      case "listExpr":
-        stack.push(...kind.value.elements);
-        break;
-      case "structExpr":
-        for (const entry of kind.value.entries) {
-          if (entry.keyKind.case === "mapKey") {
-            stack.push(entry.keyKind.value);
-          }
-          pushDefined(stack, entry.value);
-        }
-        break;
-      case "comprehensionExpr": {
-        const c = kind.value;
-        for (const part of [c.iterRange, c.accuInit, c.loopCondition, c.loopStep, c.result]) {
-          pushDefined(stack, part);
-        }
-        break;
-      }
-      default:
-        break;
-    }
-  }
-  return out;
-}
-
-function pushDefined(stack: Expr[], expr: Expr | undefined): void {
-  if (expr !== undefined) {
-    stack.push(expr);
-  }
 }
 
 function quote(source: string): string {

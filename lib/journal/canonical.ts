@@ -73,40 +73,48 @@ function write(
   }
   ancestors.add(value);
   if (Array.isArray(value)) {
-    out.push("[");
-    for (let i = 0; i < value.length; i++) {
-      if (i > 0) {
-        out.push(",");
-      }
-      write(value[i], String(i), `${path}[${i}]`, out, ancestors);
-    }
-    out.push("]");
+    writeArray(value, path, out, ancestors);
   } else {
-    const tag = Object.prototype.toString.call(value);
-    if (tag !== "[object Object]") {
-      fail(path, `${tag.slice(8, -1)} is not a plain JSON object`);
-    }
-    // Members JSON.stringify would drop (undefined, functions, symbols) are left out.
-    const members: [string, unknown][] = [];
-    for (const name of Object.keys(value)) {
-      const member = applyToJson(Reflect.get(value, name), name);
-      if (member !== undefined && typeof member !== "function" && typeof member !== "symbol") {
-        members.push([name, member]);
-      }
-    }
-    members.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    out.push("{");
-    members.forEach(([name, member], i) => {
-      if (i > 0) {
-        out.push(",");
-      }
-      const childPath = `${path}.${name}`;
-      out.push(quote(name, childPath), ":");
-      writeResolved(member, childPath, out, ancestors);
-    });
-    out.push("}");
+    writeObject(value, path, out, ancestors);
   }
   ancestors.delete(value);
+}
+
+function writeArray(value: unknown[], path: string, out: string[], ancestors: Set<object>): void {
+  out.push("[");
+  for (let i = 0; i < value.length; i++) {
+    if (i > 0) {
+      out.push(",");
+    }
+    write(value[i], String(i), `${path}[${i}]`, out, ancestors);
+  }
+  out.push("]");
+}
+
+function writeObject(value: object, path: string, out: string[], ancestors: Set<object>): void {
+  const tag = Object.prototype.toString.call(value);
+  if (tag !== "[object Object]") {
+    fail(path, `${tag.slice(8, -1)} is not a plain JSON object`);
+  }
+  // Members JSON.stringify would drop (undefined, functions, symbols) are left out.
+  const members: [string, unknown][] = [];
+  for (const name of Object.keys(value)) {
+    const member = applyToJson(Reflect.get(value, name), name);
+    if (member !== undefined && typeof member !== "function" && typeof member !== "symbol") {
+      members.push([name, member]);
+    }
+  }
+  members.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  out.push("{");
+  members.forEach(([name, member], i) => {
+    if (i > 0) {
+      out.push(",");
+    }
+    const childPath = `${path}.${name}`;
+    out.push(quote(name, childPath), ":");
+    writeResolved(member, childPath, out, ancestors);
+  });
+  out.push("}");
 }
 
 /** Writes a value whose `toJSON` has already been applied. */

@@ -137,7 +137,7 @@ const LABELS: Record<VerifyFailureReason, string> = {
   after_attestation: "after attestation",
 };
 
-function failure(reason: VerifyFailureReason, index: number, seq: number | null, detail: string): VerifyReport {
+function failure(reason: VerifyFailureReason, index: number, seq: number | null, detail: string): VerifyFailure {
   const where = index < 0 ? "journal" : seq === null ? `entry index ${index}` : `entry seq ${seq} (index ${index})`;
   return { ok: false, seq, index, reason, message: `${where}: ${LABELS[reason]} — ${detail}` };
 }
@@ -195,104 +195,144 @@ export async function verifyJournal(
   let previous: JournalEntry | undefined;
   let runId: string | null = null;
   for (const [index, raw] of list.entries()) {
-    const parsed = JournalEntry.safeParse(raw);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const detail =
-        issue === undefined ? "not a journal entry" : `${issue.path.join(".") || "entry"}: ${issue.message}`;
-      return failure("malformed", index, claimedSeq(raw), detail);
-    }
-    const entry: JournalEntry = { ...parsed.data, body: bodyOf(raw) };
-    const { seq } = entry;
-    // An attestation closes the journal; only a redrive of a failed run may reopen it.
-    if (previous?.kind === ATTEST_KIND && !(entry.kind === REDRIVE_KIND && isFailedAttestation(previous))) {
-      return failure(
-        "after_attestation",
-        index,
-        seq,
-        `the journal was closed by the attestation at seq ${previous.seq}`,
-      );
-    }
-    if (entry.kind === ATTEST_KIND) {
-      const body = JournalAttestationBody.safeParse(entry.body);
-      if (!body.success) {
-        const issue = body.error.issues[0];
-        return failure(
-          "malformed",
-          index,
-          seq,
-          `attestation body ${issue === undefined ? "invalid" : `${issue.path.join(".")}: ${issue.message}`}`,
-        );
-      }
-    }
-    if (seq !== index + 1) {
-      return failure(
-        "bad_seq",
-        index,
-        seq,
-        `found seq ${seq} where seq ${index + 1} was expected (a gap, a reordering or an altered seq)`,
-      );
+    const entry = readEntry(raw, index, previous);
+    // A failure report has no `hash`; every entry that passed its schema has one.
+    if (!("hash" in entry)) {
+      return entry;
     }
     const expectedRun = index === 0 ? options.runId : runId;
-    if (expectedRun !== undefined && expectedRun !== null && entry.run_id !== expectedRun) {
-      return failure(
-        "wrong_run",
-        index,
-        seq,
-        `run_id ${JSON.stringify(entry.run_id)} is not ${JSON.stringify(expectedRun)}`,
-      );
+    const problem = checkChain(entry, index, previous, expectedRun) ?? (await checkSignature(entry, index, keys));
+    if (problem !== null) {
+      return problem;
     }
     runId = entry.run_id;
-    const expectedPrev = previous === undefined ? null : previous.hash;
-    if (entry.prev !== expectedPrev) {
-      return failure(
-        "broken_link",
-        index,
-        seq,
-        expectedPrev === null
-          ? "the first entry must have prev null"
-          : `prev does not equal the hash of entry seq ${seq - 1}`,
-      );
-    }
-    let signed: Uint8Array<ArrayBuffer>;
-    try {
-      signed = signedBytes(entry);
-    } catch (error) {
-      // Valid JSON can still hold what JCS refuses, such as a lone surrogate written "\ud800".
-      return failure("malformed", index, seq, error instanceof Error ? error.message : String(error));
-    }
-    const hash = toHex(new Uint8Array(await crypto.subtle.digest("SHA-256", signed)));
-    if (hash !== entry.hash) {
-      return failure(
-        "bad_hash",
-        index,
-        seq,
-        "hash does not match the SHA-256 of the canonical signed fields (the entry was altered)",
-      );
-    }
-    const key = keys.get(entry.kid);
-    if (key === undefined) {
-      return failure("unknown_kid", index, seq, `kid ${JSON.stringify(entry.kid)} is not in the JWKS`);
-    }
-    let valid = false;
-    try {
-      valid = await crypto.subtle.verify("Ed25519", key, base64UrlDecode(entry.sig), signed);
-    } catch {
-      valid = false;
-    }
-    if (!valid) {
-      return failure("bad_signature", index, seq, `the signature does not verify with key ${entry.kid}`);
-    }
     previous = entry;
   }
+  return conclude(list.length, previous, runId, options);
+}
 
+type VerifyFailure = Extract<VerifyReport, { ok: false }>;
+
+/** The schema checks of one entry, in the contract's order: shape, nothing after an attestation, attestation body. */
+function readEntry(raw: unknown, index: number, previous: JournalEntry | undefined): JournalEntry | VerifyFailure {
+  const parsed = JournalEntry.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const detail = issue === undefined ? "not a journal entry" : `${issue.path.join(".") || "entry"}: ${issue.message}`;
+    return failure("malformed", index, claimedSeq(raw), detail);
+  }
+  const entry: JournalEntry = { ...parsed.data, body: bodyOf(raw) };
+  const { seq } = entry;
+  // An attestation closes the journal; only a redrive of a failed run may reopen it.
+  if (previous?.kind === ATTEST_KIND && !(entry.kind === REDRIVE_KIND && isFailedAttestation(previous))) {
+    return failure("after_attestation", index, seq, `the journal was closed by the attestation at seq ${previous.seq}`);
+  }
+  if (entry.kind === ATTEST_KIND) {
+    const body = JournalAttestationBody.safeParse(entry.body);
+    if (!body.success) {
+      const issue = body.error.issues[0];
+      return failure(
+        "malformed",
+        index,
+        seq,
+        `attestation body ${issue === undefined ? "invalid" : `${issue.path.join(".")}: ${issue.message}`}`,
+      );
+    }
+  }
+  return entry;
+}
+
+/** The chain checks of one entry: its `seq`, its `run_id` and its link to the previous entry. */
+function checkChain(
+  entry: JournalEntry,
+  index: number,
+  previous: JournalEntry | undefined,
+  expectedRun: string | null | undefined,
+): VerifyFailure | null {
+  const { seq } = entry;
+  if (seq !== index + 1) {
+    return failure(
+      "bad_seq",
+      index,
+      seq,
+      `found seq ${seq} where seq ${index + 1} was expected (a gap, a reordering or an altered seq)`,
+    );
+  }
+  if (expectedRun !== undefined && expectedRun !== null && entry.run_id !== expectedRun) {
+    return failure(
+      "wrong_run",
+      index,
+      seq,
+      `run_id ${JSON.stringify(entry.run_id)} is not ${JSON.stringify(expectedRun)}`,
+    );
+  }
+  const expectedPrev = previous === undefined ? null : previous.hash;
+  if (entry.prev !== expectedPrev) {
+    return failure(
+      "broken_link",
+      index,
+      seq,
+      expectedPrev === null
+        ? "the first entry must have prev null"
+        : `prev does not equal the hash of entry seq ${seq - 1}`,
+    );
+  }
+  return null;
+}
+
+/** The cryptographic checks of one entry: canonical bytes, hash, key id, signature. */
+async function checkSignature(
+  entry: JournalEntry,
+  index: number,
+  keys: Map<string, WebCryptoKey>,
+): Promise<VerifyFailure | null> {
+  const { seq } = entry;
+  let signed: Uint8Array<ArrayBuffer>;
+  try {
+    signed = signedBytes(entry);
+  } catch (error) {
+    // Valid JSON can still hold what JCS refuses, such as a lone surrogate written "\ud800".
+    return failure("malformed", index, seq, error instanceof Error ? error.message : String(error));
+  }
+  const hash = toHex(new Uint8Array(await crypto.subtle.digest("SHA-256", signed)));
+  if (hash !== entry.hash) {
+    return failure(
+      "bad_hash",
+      index,
+      seq,
+      "hash does not match the SHA-256 of the canonical signed fields (the entry was altered)",
+    );
+  }
+  const key = keys.get(entry.kid);
+  if (key === undefined) {
+    return failure("unknown_kid", index, seq, `kid ${JSON.stringify(entry.kid)} is not in the JWKS`);
+  }
+  let valid = false;
+  try {
+    valid = await crypto.subtle.verify("Ed25519", key, base64UrlDecode(entry.sig), signed);
+  } catch {
+    valid = false;
+  }
+  if (!valid) {
+    return failure("bad_signature", index, seq, `the signature does not verify with key ${entry.kid}`);
+  }
+  return null;
+}
+
+/** The verdict once every entry has passed: the attestation requirement, then the summary. */
+function conclude(
+  count: number,
+  previous: JournalEntry | undefined,
+  runId: string | null,
+  options: VerifyOptions,
+): VerifyReport {
   if (options.requireAttestation === true && previous?.kind !== ATTEST_KIND) {
     if (previous === undefined) {
       return failure("missing_attestation", -1, null, "the journal is empty, so it has no attestation");
     }
     return failure(
       "missing_attestation",
-      list.length - 1,
+      count - 1,
       previous.seq,
       `the last entry is a ${JSON.stringify(previous.kind)} entry, not an attestation (the journal is incomplete or truncated)`,
     );
@@ -300,7 +340,7 @@ export async function verifyJournal(
   const attestation = previous?.kind === ATTEST_KIND ? JournalAttestationBody.safeParse(previous.body) : undefined;
   return {
     ok: true,
-    entries: list.length,
+    entries: count,
     run_id: runId,
     attested: attestation?.success === true,
     ...(attestation?.success === true ? { outcome: attestation.data.outcome } : {}),

@@ -1,0 +1,102 @@
+import type { Expr, SourceInfo } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
+import { CEL_ITERATION_FUNCTION } from "./cel-budget.ts";
+import { env, PLANNER_CALLS } from "./cel-env.ts";
+
+// The registration-time checks the lenient parser leaves to us: integer ranges and known functions.
+
+const INT64_MIN_BIG = -(2n ** 63n);
+
+const INT64_MAX_BIG = 2n ** 63n - 1n;
+
+const UINT64_MAX_BIG = 2n ** 64n - 1n;
+
+/** What the lenient parser accepts but CEL does not; returns a description or undefined. */
+export function findStaticProblem(root: Expr, sourceInfo: SourceInfo | undefined): string | undefined {
+  const stack: Expr[] = [root];
+  for (let expr = stack.pop(); expr !== undefined; expr = stack.pop()) {
+    const kind = expr.exprKind;
+    switch (kind.case) {
+      case "constExpr": {
+        const constant = kind.value.constantKind;
+        if (constant.case === "int64Value" && (constant.value < INT64_MIN_BIG || constant.value > INT64_MAX_BIG)) {
+          return `integer literal out of range${at(expr, sourceInfo)}`;
+        }
+        if (constant.case === "uint64Value" && constant.value > UINT64_MAX_BIG) {
+          return `unsigned integer literal out of range${at(expr, sourceInfo)}`;
+        }
+        break;
+      }
+      case "selectExpr":
+        if (kind.value.operand !== undefined) {
+          stack.push(kind.value.operand);
+        }
+        break;
+      case "callExpr": {
+        const call = kind.value;
+        if (!isKnownFunction(call.function, call.target)) {
+          const shown = call.target === undefined ? `${call.function}()` : `.${call.function}()`;
+          return `unknown function ${shown} or wrong use of a macro${at(expr, sourceInfo)}`;
+        }
+        if (call.target !== undefined) {
+          stack.push(call.target);
+        }
+        stack.push(...call.args);
+        break;
+      }
+      case "listExpr":
+        stack.push(...kind.value.elements);
+        break;
+      case "structExpr":
+        for (const entry of kind.value.entries) {
+          if (entry.keyKind.case === "mapKey") {
+            stack.push(entry.keyKind.value);
+          }
+          if (entry.value !== undefined) {
+            stack.push(entry.value);
+          }
+        }
+        break;
+      case "comprehensionExpr": {
+        const c = kind.value;
+        for (const part of [c.iterRange, c.accuInit, c.loopCondition, c.loopStep, c.result]) {
+          if (part !== undefined) {
+            stack.push(part);
+          }
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return undefined;
+}
+
+function isKnownFunction(name: string, target: Expr | undefined): boolean {
+  if (name === CEL_ITERATION_FUNCTION) {
+    return false;
+  }
+  if (PLANNER_CALLS.has(name) || env.funcs.find(name) !== undefined) {
+    return true;
+  }
+  // `strings.quote(x)` parses as method `quote` on the identifier `strings`.
+  const qualifier = target === undefined ? undefined : qualifiedName(target);
+  return qualifier !== undefined && env.funcs.find(`${qualifier}.${name}`) !== undefined;
+}
+
+function qualifiedName(expr: Expr): string | undefined {
+  const kind = expr.exprKind;
+  if (kind.case === "identExpr") {
+    return kind.value.name;
+  }
+  if (kind.case === "selectExpr" && kind.value.operand !== undefined) {
+    const operand = qualifiedName(kind.value.operand);
+    return operand === undefined ? undefined : `${operand}.${kind.value.field}`;
+  }
+  return undefined;
+}
+
+export function at(expr: Expr, sourceInfo: SourceInfo | undefined): string {
+  const offset = sourceInfo?.positions[Number(expr.id)];
+  return offset === undefined ? "" : ` at character ${offset + 1}`;
+}
