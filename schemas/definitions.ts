@@ -56,22 +56,6 @@ const InlineModel = Model.extend({ id: DefinitionId.optional() });
 
 // ─── Actions ─────────────────────────────────────────────────────────────────
 
-/** The ten action kinds (brief §2). */
-export const ACTION_KINDS = [
-  "llm",
-  "mcp",
-  "http",
-  "tool",
-  "shell",
-  "workflow",
-  "human",
-  "vector",
-  "metric",
-  "context",
-] as const;
-export const ActionKind = z.enum(ACTION_KINDS);
-export type ActionKind = z.infer<typeof ActionKind>;
-
 const ContextImplementation = z.strictObject({
   updates: z
     .array(
@@ -193,7 +177,13 @@ const MetricImplementation = z.strictObject({
   dimensions: z.record(z.string(), JsonValue).optional(),
 });
 
-/** The implementation schema of each kind: the one place a new kind is added. */
+/**
+ * The implementation schema of each kind: the one place a new kind is added.
+ * The kinds, their type and the action union are all derived from this table,
+ * and every other per-kind table (the validator's checks, the executor's
+ * handlers) is typed `{ [K in ActionKind]: … }`, so a kind added here fails to
+ * compile until each of them handles it (docs/architecture.md, "Extension points").
+ */
 export const ACTION_IMPLEMENTATIONS = {
   llm: LlmImplementation,
   mcp: McpImplementation,
@@ -205,7 +195,13 @@ export const ACTION_IMPLEMENTATIONS = {
   vector: VectorImplementation,
   metric: MetricImplementation,
   context: ContextImplementation,
-} as const satisfies Record<ActionKind, z.ZodType>;
+} as const satisfies Record<string, z.ZodType>;
+
+export type ActionKind = keyof typeof ACTION_IMPLEMENTATIONS;
+
+/** The ten action kinds (brief §2), in the table's order. */
+export const ACTION_KINDS = Object.keys(ACTION_IMPLEMENTATIONS) as [ActionKind, ...ActionKind[]];
+export const ActionKind = z.enum(ACTION_KINDS);
 
 export type ActionImplementation<K extends ActionKind> = z.infer<(typeof ACTION_IMPLEMENTATIONS)[K]>;
 
@@ -233,28 +229,33 @@ function actionOfKind<K extends ActionKind, E extends z.ZodRawShape, I extends z
 /** An implementation schema per kind: the definitions' own, or a later stage's (see schemas/resolved.ts). */
 export type ActionImplementations = { [K in ActionKind]: z.ZodType };
 
+/** The schema `actionOfKind` builds for kind `K`. */
+type ActionMember<K extends ActionKind, E extends z.ZodRawShape, I extends z.ZodType> = ReturnType<
+  typeof actionOfKind<K, E, I>
+>;
+
+/** Every member of the union, one per kind of the table, each with its own implementation type. */
+type ActionMembers<E extends z.ZodRawShape, M extends ActionImplementations> = {
+  [K in ActionKind]: ActionMember<K, E, M[K]>;
+}[ActionKind];
+
 /**
  * The action union, with `extra` fields (the id's shape, a resolved version)
  * and, for a later stage, other implementation schemas (a resolved `llm`
- * carries its prompt and model, not references to them).
+ * carries its prompt and model, not references to them). It has one member
+ * per kind of `ACTION_IMPLEMENTATIONS`, in the table's order.
  */
 export function actionUnion<E extends z.ZodRawShape, M extends ActionImplementations = typeof ACTION_IMPLEMENTATIONS>(
   extra: E,
   implementations: M = ACTION_IMPLEMENTATIONS as unknown as M,
 ) {
-  // The casts keep each member's implementation type precise (`M["llm"]`, not the `ZodType` constraint).
-  return z.discriminatedUnion("kind", [
-    actionOfKind("llm", extra, implementations.llm as M["llm"]),
-    actionOfKind("mcp", extra, implementations.mcp as M["mcp"]),
-    actionOfKind("http", extra, implementations.http as M["http"]),
-    actionOfKind("tool", extra, implementations.tool as M["tool"]),
-    actionOfKind("shell", extra, implementations.shell as M["shell"]),
-    actionOfKind("workflow", extra, implementations.workflow as M["workflow"]),
-    actionOfKind("human", extra, implementations.human as M["human"]),
-    actionOfKind("vector", extra, implementations.vector as M["vector"]),
-    actionOfKind("metric", extra, implementations.metric as M["metric"]),
-    actionOfKind("context", extra, implementations.context as M["context"]),
-  ]);
+  // The cast keeps each member's implementation type precise (`M["llm"]`, not the `ZodType` constraint):
+  // `map` cannot say that the member built for each kind is that kind's.
+  const members = ACTION_KINDS.map((kind) => actionOfKind(kind, extra, implementations[kind])) as unknown as [
+    ActionMembers<E, M>,
+    ...ActionMembers<E, M>[],
+  ];
+  return z.discriminatedUnion("kind", members);
 }
 
 export const Action = actionUnion({ id: DefinitionId });
