@@ -203,6 +203,30 @@ export type ActionKind = keyof typeof ACTION_IMPLEMENTATIONS;
 export const ACTION_KINDS = Object.keys(ACTION_IMPLEMENTATIONS) as [ActionKind, ...ActionKind[]];
 export const ActionKind = z.enum(ACTION_KINDS);
 
+/** What the engine knows of an action kind beyond its schema. */
+export interface ActionTraits {
+  /**
+   * Whether a step of the kind may wait on something outside the executor
+   * (a peer, a binding, a container, a person, a child run). Only `context`
+   * does not: it computes from its input alone.
+   */
+  waitsOnIo: boolean;
+}
+
+/** Each kind's traits, so code that depends on one reads the row instead of naming kinds. */
+export const ACTION_TRAITS: { readonly [K in ActionKind]: ActionTraits } = {
+  llm: { waitsOnIo: true },
+  mcp: { waitsOnIo: true },
+  http: { waitsOnIo: true },
+  tool: { waitsOnIo: true },
+  shell: { waitsOnIo: true },
+  workflow: { waitsOnIo: true },
+  human: { waitsOnIo: true },
+  vector: { waitsOnIo: true },
+  metric: { waitsOnIo: true },
+  context: { waitsOnIo: false },
+};
+
 export type ActionImplementation<K extends ActionKind> = z.infer<(typeof ACTION_IMPLEMENTATIONS)[K]>;
 
 const ActionExecution = z.strictObject({
