@@ -200,7 +200,7 @@ export const ACTION_IMPLEMENTATIONS = {
 export type ActionKind = keyof typeof ACTION_IMPLEMENTATIONS;
 
 /** The ten action kinds (brief §2), in the table's order. */
-export const ACTION_KINDS = Object.keys(ACTION_IMPLEMENTATIONS) as [ActionKind, ...ActionKind[]];
+export const ACTION_KINDS = Object.freeze(Object.keys(ACTION_IMPLEMENTATIONS) as [ActionKind, ...ActionKind[]]);
 export const ActionKind = z.enum(ACTION_KINDS);
 
 /** What the engine knows of an action kind beyond its schema. */
