@@ -1,3 +1,4 @@
+import type { ErrorDetail } from "../lib/errors.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import {
   isToolName,
@@ -120,12 +121,7 @@ function checkPromptOrModel(
   }
 }
 
-export function checkPrompt(
-  prompt: Omit<Prompt, "id">,
-  path: string,
-  report: Report,
-  problems: CheckContext["problems"],
-): void {
+export function checkPrompt(prompt: Omit<Prompt, "id">, path: string, report: Report, problems: ErrorDetail[]): void {
   prompt.messages.forEach((message, i) => checkTemplate(message.template, `${path}.messages.${i}.template`, report));
   checkSchema(prompt.produces, `${path}.produces`, problems);
   // The step output is the parsed object plus `_meta`, and providers' structured output wants an object at the root.
