@@ -8,6 +8,7 @@ import { parseOrThrow } from "../lib/validation.ts";
 import type { Catalog } from "../catalog/catalog.ts";
 import type { Json } from "../lib/expr/mapping.ts";
 import {
+  ACTION_TRAITS,
   APPROVAL_SCHEMA,
   GateAnswerBody,
   type TaskResult,
@@ -914,7 +915,7 @@ function coalesceResults(events: readonly RunEvent[]): RunEvent[] {
  * and that is when their wave's entries are signed.
  */
 function waitsOnIo(payload: TaskPayload): boolean {
-  return payload.task.steps.some((step) => step.action.kind !== "context");
+  return payload.task.steps.some((step) => ACTION_TRAITS[step.action.kind].waitsOnIo);
 }
 
 /**

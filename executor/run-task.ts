@@ -1,7 +1,6 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { evalCelBool } from "../lib/expr/cel.ts";
 import { applyOutputMapping, buildInput, setTargetPath, type Json, type JsonRecord } from "../lib/expr/mapping.ts";
-import { renderTemplate } from "../lib/expr/template.ts";
 import { MAX_TASK_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
 import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../lib/journal/canonical.ts";
 import { validateJson } from "../lib/json-schema.ts";
@@ -16,7 +15,7 @@ import {
   type TaskResume,
   type TaskSuspension,
 } from "../schemas/index.ts";
-import type { ActionContext } from "./actions/index.ts";
+import { suspensionFor, type ActionContext } from "./actions/index.ts";
 import { invokeAction, type Clock } from "./invoke.ts";
 
 /**
@@ -270,26 +269,7 @@ function waitFor(step: ResolvedStep, input: Json, approved: boolean): TaskSuspen
       action: { id: action.id, version: action.version, kind: action.kind },
     };
   }
-  if (action.kind === "human") {
-    const implementation = action.implementation;
-    return {
-      kind: "gate",
-      gate_kind: "input",
-      prompt: renderTemplate(implementation.prompt_template, input),
-      input_schema: implementation.input_schema,
-      ...(implementation.timeout_ms === undefined ? {} : { timeout_ms: implementation.timeout_ms }),
-      ...(implementation.on_timeout === undefined ? {} : { on_timeout: implementation.on_timeout }),
-    };
-  }
-  if (action.kind === "workflow") {
-    return {
-      kind: "child",
-      workflow: action.implementation.workflow,
-      input,
-      on_failure: action.implementation.on_failure ?? "propagate",
-    };
-  }
-  return undefined;
+  return suspensionFor(action, input);
 }
 
 function preview(input: Json): string {
