@@ -13,7 +13,8 @@ import {
   type RunSnapshot,
 } from "../schemas/index.ts";
 import { resolveRunSnapshot, type DefinitionReader, type StoredDefinition } from "./resolve.ts";
-import { checkBundle, checkReservedMappingKeys, type DefinitionLookup } from "./validate.ts";
+import type { DefinitionLookup } from "./checks.ts";
+import { checkBundle, checkReservedMappingKeys } from "./validate.ts";
 
 interface DefinitionRow extends Record<string, SqlStorageValue> {
   version: number;

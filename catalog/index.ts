@@ -1,3 +1,3 @@
 /** The definition catalog: what other folders may use. */
 export { Catalog } from "./catalog.ts";
-export { findCycle } from "./validate.ts";
+export { findCycle } from "./check-workflows.ts";

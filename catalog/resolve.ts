@@ -75,6 +75,10 @@ function resolveTask(reader: DefinitionReader, task: string | InlineTask, inline
   };
 }
 
+/**
+ * An action as the run will call it: kinds that refer to other definitions
+ * (`workflow`, `llm`, `mcp`) get them pinned or frozen in; the rest are as written.
+ */
 function resolveAction(reader: DefinitionReader, action: string | InlineAction, inlineId: string): ResolvedAction {
   const { id, version, definition } =
     typeof action === "string"
@@ -121,6 +125,9 @@ function resolveAction(reader: DefinitionReader, action: string | InlineAction, 
         },
       };
     default:
+      // Every other kind runs as written. This line is type-checked against the resolved union
+      // (schemas/resolved.ts): a kind whose resolved implementation differs from its written one
+      // fails to compile here until it has a case of its own.
       return { ...definition, id, version };
   }
 }

@@ -1,5 +1,5 @@
 import { importSigningKey, signEntry, type JournalSigningKey } from "../lib/journal/index.ts";
-import type { JournalEntry, TaskPayload } from "../schemas/index.ts";
+import { ACTION_TRAITS, type JournalEntry, type TaskPayload } from "../schemas/index.ts";
 import type { Command } from "./draft.ts";
 import type { RunStore, UnsignedEntry } from "./storage.ts";
 
@@ -167,10 +167,11 @@ export function journalOf(commands: readonly Command[], at: string): UnsignedEnt
 }
 
 /**
- * Whether a task may wait on something outside the executor (any step but a
- * pure `context` computation): while such tasks run the coordinator is idle,
- * and that is when their wave's entries are signed.
+ * Whether a task may wait on something outside the executor (a step whose
+ * kind's `waitsOnIo` trait is set: all but a pure `context` computation):
+ * while such tasks run the coordinator is idle, and that is when their wave's
+ * entries are signed.
  */
 function waitsOnIo(payload: TaskPayload): boolean {
-  return payload.task.steps.some((step) => step.action.kind !== "context");
+  return payload.task.steps.some((step) => ACTION_TRAITS[step.action.kind].waitsOnIo);
 }

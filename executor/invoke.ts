@@ -4,8 +4,8 @@ import { canonicalProblem } from "../lib/journal/canonical.ts";
 import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
-import type { ResolvedAction } from "../schemas/index.ts";
-import { ACTION_HANDLERS, type ActionContext, type ActionHandler } from "./actions/index.ts";
+import type { ActionKind, ResolvedAction } from "../schemas/index.ts";
+import { ACTION_HANDLERS, type ActionContext, type ResolvedActionOf } from "./actions/index.ts";
 
 /** An action call's bound when the action sets no `execution.timeout_ms`: 30 seconds. */
 export const DEFAULT_ACTION_TIMEOUT_MS = 30_000;
@@ -143,15 +143,24 @@ function scrubError(error: EngineError, secrets: readonly string[]): EngineError
 async function callOnce(action: ResolvedAction, input: Json, options: InvokeOptions): Promise<Json> {
   const timeoutMs = action.execution?.timeout_ms ?? DEFAULT_ACTION_TIMEOUT_MS;
   const signal = AbortSignal.any([options.taskSignal, AbortSignal.timeout(timeoutMs)]);
-  const handler = ACTION_HANDLERS[action.kind] as ActionHandler<typeof action.kind>;
   try {
-    return await raceAbort(handler.run(action as never, input, { ...options.context, signal }), signal);
+    return await raceAbort(runHandler(action.kind, action, input, { ...options.context, signal }), signal);
   } catch (thrown) {
     if (signal.aborted && !(thrown instanceof EngineError)) {
       throw EngineError.retryable("action.timeout", `action ${action.id} did not finish within ${timeoutMs} ms`);
     }
     throw thrown;
   }
+}
+
+/** The registry's handler for `kind`: typed by the kind, so the action reaches it without a cast. */
+function runHandler<K extends ActionKind>(
+  kind: K,
+  action: ResolvedActionOf<K>,
+  input: Json,
+  context: ActionContext,
+): Promise<Json> {
+  return ACTION_HANDLERS[kind].run(action, input, context);
 }
 
 /** Handlers should honour the signal; this makes sure a handler that does not still ends on time. */

@@ -1,7 +1,6 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { evalCelBool } from "../lib/expr/cel.ts";
 import { buildInput, type Json } from "../lib/expr/mapping.ts";
-import { renderTemplate } from "../lib/expr/template.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import {
   APPROVAL_SCHEMA,
@@ -10,7 +9,7 @@ import {
   type TaskPayload,
   type TaskSuspension,
 } from "../schemas/index.ts";
-import type { ActionContext } from "./actions/index.ts";
+import { suspensionFor, type ActionContext } from "./actions/index.ts";
 import { invokeAction } from "./invoke.ts";
 import { onStepFailure, writeStepOutput, type StepOutcome } from "./step-outcome.ts";
 import type { TaskClock } from "./task-clock.ts";
@@ -155,26 +154,7 @@ function waitFor(step: ResolvedStep, input: Json, approved: boolean): TaskSuspen
       action: { id: action.id, version: action.version, kind: action.kind },
     };
   }
-  if (action.kind === "human") {
-    const implementation = action.implementation;
-    return {
-      kind: "gate",
-      gate_kind: "input",
-      prompt: renderTemplate(implementation.prompt_template, input),
-      input_schema: implementation.input_schema,
-      ...(implementation.timeout_ms === undefined ? {} : { timeout_ms: implementation.timeout_ms }),
-      ...(implementation.on_timeout === undefined ? {} : { on_timeout: implementation.on_timeout }),
-    };
-  }
-  if (action.kind === "workflow") {
-    return {
-      kind: "child",
-      workflow: action.implementation.workflow,
-      input,
-      on_failure: action.implementation.on_failure ?? "propagate",
-    };
-  }
-  return undefined;
+  return suspensionFor(action, input);
 }
 
 function preview(input: Json): string {

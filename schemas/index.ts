@@ -2,6 +2,7 @@
  * The one contract: zod schemas of every definition, payload, record and API
  * body, with their inferred types. This folder imports only zod.
  */
+export * from "./actions.ts";
 export * from "./api.ts";
 export * from "./common.ts";
 export * from "./definitions.ts";

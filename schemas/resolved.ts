@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { JsonSchema } from "./common.ts";
-import { ACTION_IMPLEMENTATIONS, actionUnion, McpServer, Model, Prompt, Step, Workflow } from "./definitions.ts";
+import { ACTION_IMPLEMENTATIONS, actionUnion, McpServer, Model, Prompt } from "./actions.ts";
+import { Step, Workflow } from "./definitions.ts";
 
 /**
  * The resolved stage of definitions: what a run snapshots when it starts.

@@ -1,26 +1,45 @@
+import type { Json } from "../../lib/expr/mapping.ts";
+import type { ActionKind, ResolvedAction } from "../../schemas/index.ts";
 import { contextAction } from "./context.ts";
 import { httpAction } from "./http.ts";
+import { humanAction } from "./human.ts";
 import { llmAction } from "./llm.ts";
 import { mcpAction } from "./mcp.ts";
 import { metricAction } from "./metric.ts";
-import { handledByTaskRunner } from "./not-implemented.ts";
 import { shellAction } from "./shell.ts";
 import { toolAction } from "./tool.ts";
-import type { ActionRegistry } from "./types.ts";
+import type { ActionRegistry, ActionWait, ResolvedActionOf } from "./types.ts";
 import { vectorAction } from "./vector.ts";
+import { workflowAction } from "./workflow.ts";
 
-export type { ActionContext, ActionHandler, ActionRegistry } from "./types.ts";
+export type { ActionContext, ActionHandler, ActionRegistry, ActionWait, ResolvedActionOf } from "./types.ts";
 
-/** Every action kind and the handler that runs it. */
-export const ACTION_HANDLERS = {
+/**
+ * Every action kind and the handler that runs it. Typed as the registry (not
+ * `satisfies` it) so that indexing it with a generic kind gives that kind's
+ * handler: `runHandler` calls it without a cast.
+ */
+export const ACTION_HANDLERS: ActionRegistry = {
   context: contextAction,
   http: httpAction,
   llm: llmAction,
   mcp: mcpAction,
   tool: toolAction,
   shell: shellAction,
-  workflow: handledByTaskRunner("workflow"),
-  human: handledByTaskRunner("human"),
+  workflow: workflowAction,
+  human: humanAction,
   vector: vectorAction,
   metric: metricAction,
-} satisfies ActionRegistry;
+};
+
+/**
+ * What a step of a suspending kind (its handler has `suspend`: `human`,
+ * `workflow`) waits for before it can finish; undefined for a kind that runs.
+ */
+export function suspensionFor(action: ResolvedAction, input: Json): ActionWait | undefined {
+  return suspendWith(action.kind, action, input);
+}
+
+function suspendWith<K extends ActionKind>(kind: K, action: ResolvedActionOf<K>, input: Json): ActionWait | undefined {
+  return ACTION_HANDLERS[kind].suspend?.(action, input);
+}

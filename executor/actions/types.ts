@@ -1,5 +1,5 @@
 import type { Json } from "../../lib/expr/mapping.ts";
-import type { ActionKind, ResolvedAction, TaskPayload } from "../../schemas/index.ts";
+import type { ActionKind, ResolvedAction, TaskPayload, TaskSuspension } from "../../schemas/index.ts";
 
 /** What a handler may use besides its input: nothing global. */
 export interface ActionContext {
@@ -11,9 +11,21 @@ export interface ActionContext {
   fetch: typeof fetch;
 }
 
+/** A resolved action of kind `K`. */
+export type ResolvedActionOf<K extends ActionKind> = Extract<ResolvedAction, { kind: K }>;
+
+/** What a step waits for while its task is suspended: a gate's answer, or a child run. */
+export type ActionWait = TaskSuspension["wait"];
+
 /** One action kind. Errors are thrown as `EngineError` with a dotted code and `retryable`. */
 export interface ActionHandler<K extends ActionKind> {
-  run(action: Extract<ResolvedAction, { kind: K }>, input: Json, context: ActionContext): Promise<Json>;
+  run(action: ResolvedActionOf<K>, input: Json, context: ActionContext): Promise<Json>;
+  /**
+   * Set for a kind the task runner suspends at instead of running (`human`,
+   * `workflow`): what the step waits for, from its input. The coordinator
+   * takes over and resumes the task with the outcome; `run` is never called.
+   */
+  suspend?(action: ResolvedActionOf<K>, input: Json): ActionWait;
 }
 
 /** The registry's type: exactly one handler per kind, so a new kind breaks the build until handled. */

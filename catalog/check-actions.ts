@@ -1,0 +1,165 @@
+import type { ErrorDetail } from "../lib/errors.ts";
+import { validateJson } from "../lib/json-schema.ts";
+import {
+  isToolName,
+  TOOL_NAMES,
+  type ActionImplementation,
+  type ActionKind,
+  type InlineAction,
+  type Model,
+  type Prompt,
+} from "../schemas/index.ts";
+import {
+  checkCel,
+  checkHeaders,
+  checkJsonPath,
+  checkMappings,
+  checkReference,
+  checkSchema,
+  checkSecret,
+  checkTemplate,
+  type CheckContext,
+  type Report,
+} from "./checks.ts";
+
+/** The checks one kind's implementation needs beyond its schema; `at` is the implementation's path. */
+export type ImplementationCheck<K extends ActionKind> = (
+  implementation: ActionImplementation<K>,
+  at: string,
+  check: CheckContext,
+) => void;
+
+/** One check per action kind: a kind added to the schema table fails to compile until it has its row here. */
+export type ImplementationChecks = { [K in ActionKind]: ImplementationCheck<K> };
+
+/** Per kind, the implementation fields that need more than their schema. */
+export const IMPLEMENTATION_CHECKS: ImplementationChecks = {
+  context: (implementation, at, { report }) =>
+    implementation.updates.forEach((update, i) => checkCel(update.expr, `${at}.updates.${i}.expr`, report)),
+  http: (implementation, at, { report }) => {
+    checkTemplate(implementation.url_template, `${at}.url_template`, report);
+    checkTemplate(implementation.body_template, `${at}.body_template`, report);
+    checkHeaders(implementation.headers, `${at}.headers`, report, true);
+  },
+  llm: (implementation, at, check) => {
+    checkPromptOrModel(implementation.prompt, "prompts", `${at}.prompt`, check);
+    checkPromptOrModel(implementation.model, "models", `${at}.model`, check);
+  },
+  mcp: (implementation, at, { lookup, report }) =>
+    checkReference("mcp_servers", implementation.server, `${at}.server`, lookup, report),
+  shell: (implementation, at, { report }) => {
+    checkTemplate(implementation.command_template, `${at}.command_template`, report);
+    checkTemplate(implementation.working_dir, `${at}.working_dir`, report);
+    for (const [name, template] of Object.entries(implementation.env ?? {})) {
+      checkTemplate(template, `${at}.env.${name}`, report);
+    }
+  },
+  workflow: (implementation, at, { lookup, report }) =>
+    checkReference("workflows", implementation.workflow, `${at}.workflow`, lookup, report),
+  human: checkHuman,
+  vector: (implementation, at, { report }) => checkVector(implementation, at, report),
+  metric: (implementation, at, { report }) => {
+    if (typeof implementation.value === "object") {
+      checkCel(implementation.value.expr, `${at}.value.expr`, report);
+    }
+    checkMappings(implementation.dimensions, `${at}.dimensions`, report);
+  },
+  tool: (implementation, at, { report }) => {
+    if (!isToolName(implementation.tool)) {
+      report(
+        `${at}.tool`,
+        `"${implementation.tool}" is not a standard library tool (known: ${TOOL_NAMES.join(", ")})`,
+        "definition.unknown_tool",
+      );
+    }
+  },
+};
+
+/** An action's schemas, then what its kind's implementation needs (`IMPLEMENTATION_CHECKS`). */
+export function checkAction(action: InlineAction, path: string, check: CheckContext): void {
+  checkSchema(action.requires, `${path}.requires`, check.problems);
+  checkSchema(action.produces, `${path}.produces`, check.problems);
+  checkImplementation(action.kind, action.implementation, `${path}.implementation`, check);
+}
+
+function checkImplementation<K extends ActionKind>(
+  kind: K,
+  implementation: ActionImplementation<K>,
+  at: string,
+  check: CheckContext,
+): void {
+  IMPLEMENTATION_CHECKS[kind](implementation, at, check);
+}
+
+function checkHuman(implementation: ActionImplementation<"human">, at: string, check: CheckContext): void {
+  checkTemplate(implementation.prompt_template, `${at}.prompt_template`, check.report);
+  checkSchema(implementation.input_schema, `${at}.input_schema`, check.problems);
+  if (typeof implementation.on_timeout === "object" && check.problems.length === 0) {
+    // The default answer stands in for a human's: it must be one they could have given.
+    for (const problem of validateJson(
+      implementation.input_schema,
+      implementation.on_timeout.default,
+      `${at}.on_timeout.default`,
+    )) {
+      check.report(problem.path, problem.message, "definition.invalid_default");
+    }
+  }
+}
+
+function checkPromptOrModel(
+  value: string | Omit<Prompt, "id"> | Omit<Model, "id">,
+  kind: "prompts" | "models",
+  path: string,
+  check: CheckContext,
+): void {
+  if (typeof value === "string") {
+    checkReference(kind, value, path, check.lookup, check.report);
+  } else if ("messages" in value) {
+    checkPrompt(value, path, check.report, check.problems);
+  } else {
+    checkModel(value, path, check.report);
+  }
+}
+
+export function checkPrompt(prompt: Omit<Prompt, "id">, path: string, report: Report, problems: ErrorDetail[]): void {
+  prompt.messages.forEach((message, i) => checkTemplate(message.template, `${path}.messages.${i}.template`, report));
+  checkSchema(prompt.produces, `${path}.produces`, problems);
+  // The step output is the parsed object plus `_meta`, and providers' structured output wants an object at the root.
+  const produces = prompt.produces;
+  if (typeof produces === "object" && produces.type !== undefined && produces.type !== "object") {
+    report(
+      `${path}.produces.type`,
+      'a prompt\'s "produces" must describe a JSON object ("type": "object")',
+      "definition.invalid_produces",
+    );
+  }
+}
+
+export function checkModel(model: Omit<Model, "id">, path: string, report: Report): void {
+  checkSecret(model.api_key, `${path}.api_key`, report);
+  if (model.provider === "openai-compatible" && model.base_url === undefined) {
+    report(
+      `${path}.base_url`,
+      'an "openai-compatible" model needs a base_url (the server\'s OpenAI-style API root, e.g. http://host/v1)',
+      "definition.missing_base_url",
+    );
+  }
+}
+
+function checkVector(implementation: ActionImplementation<"vector">, at: string, report: Report): void {
+  checkTemplate(implementation.query_template, `${at}.query_template`, report);
+  checkTemplate(implementation.text_template, `${at}.text_template`, report);
+  if (implementation.vector !== undefined) {
+    checkJsonPath(implementation.vector, `${at}.vector`, report);
+  }
+  const sources = [implementation.query_template, implementation.vector].filter(
+    (source) => source !== undefined,
+  ).length;
+  if ((implementation.operation ?? "query") === "query" && sources !== 1) {
+    report(
+      at,
+      'a vector query needs exactly one of "query_template" (text to embed) or "vector" (a JSONPath to the query vector in the input)',
+      "definition.invalid_vector",
+    );
+  }
+}

@@ -1,0 +1,142 @@
+import type { ErrorDetail } from "../lib/errors.ts";
+import { compileCel } from "../lib/expr/cel.ts";
+import { compileJsonPath } from "../lib/expr/jsonpath.ts";
+import { isComputed } from "../lib/expr/mapping.ts";
+import { compileTemplate } from "../lib/expr/template.ts";
+import { checkJsonSchema } from "../lib/json-schema.ts";
+import {
+  CREDENTIAL_VALUE_PATTERN,
+  isCredentialHeader,
+  parseReference,
+  SECRET_REF_PATTERN,
+  type DefinitionKind,
+  type InputMapping,
+  type OutputMapping,
+} from "../schemas/index.ts";
+
+/**
+ * What registration needs to know about definitions already stored: whether
+ * `id` (any version) or `id@version` exists.
+ */
+export interface DefinitionLookup {
+  exists(kind: DefinitionKind, id: string, version: number | undefined): boolean;
+}
+
+/** Records one problem at its dotted path in the bundle. */
+export type Report = (path: string, message: string, code: string) => void;
+
+/**
+ * What every check of a definition needs: how to look references up, where
+ * to report a problem, and the problems so far (JSON Schema checks add their
+ * own details; a check may look at them to skip work that depends on a valid schema).
+ */
+export interface CheckContext {
+  lookup: DefinitionLookup;
+  report: Report;
+  problems: ErrorDetail[];
+}
+
+export function checkReference(
+  kind: DefinitionKind,
+  ref: string,
+  path: string,
+  lookup: DefinitionLookup,
+  report: Report,
+): void {
+  const parsed = parseReference(ref);
+  if (!parsed) {
+    report(path, `"${ref}" is not a reference ("id" or "id@version")`, "definition.bad_reference");
+    return;
+  }
+  if (!lookup.exists(kind, parsed.id, parsed.version)) {
+    const what =
+      parsed.version === undefined
+        ? `no ${singular(kind)} "${parsed.id}"`
+        : `no version ${parsed.version} of ${singular(kind)} "${parsed.id}"`;
+    report(path, `${what} is registered or in this bundle`, "definition.unknown_reference");
+  }
+}
+
+function singular(kind: DefinitionKind): string {
+  return kind === "mcp_servers" ? "mcp server" : kind.slice(0, -1);
+}
+
+export function checkMappings(mapping: InputMapping | OutputMapping | undefined, path: string, report: Report): void {
+  for (const [key, source] of Object.entries(mapping ?? {})) {
+    const at = `${path}.${key}`;
+    if (typeof source === "string" && source.startsWith("$")) {
+      checkJsonPath(source, at, report);
+    } else if (isComputed(source, "expr")) {
+      checkCel(source.expr, `${at}.expr`, report);
+    } else if (isComputed(source, "template")) {
+      checkTemplate(source.template, `${at}.template`, report);
+    }
+  }
+}
+
+export function checkCel(source: string | undefined, path: string, report: Report): void {
+  if (source === undefined) {
+    return;
+  }
+  const compiled = compileCel(source);
+  if (!compiled.ok) {
+    report(path, `CEL does not parse: ${compiled.message}`, "definition.invalid_cel");
+  }
+}
+
+export function checkJsonPath(source: string, path: string, report: Report): void {
+  const compiled = compileJsonPath(source);
+  if (!compiled.ok) {
+    report(path, `JSONPath is not valid: ${compiled.message}`, "definition.invalid_jsonpath");
+  }
+}
+
+export function checkTemplate(source: string | undefined, path: string, report: Report): void {
+  if (source === undefined) {
+    return;
+  }
+  const compiled = compileTemplate(source);
+  if (!compiled.ok) {
+    const why = compiled.code === "template.too_deep" ? "Handlebars nests too deep" : "Handlebars does not parse";
+    report(
+      path,
+      `${why}: ${compiled.message}`,
+      compiled.code === "template.too_deep" ? "definition.template_too_deep" : "definition.invalid_template",
+    );
+  }
+}
+
+export function checkSchema(schema: unknown, path: string, problems: ErrorDetail[]): void {
+  if (schema !== undefined) {
+    problems.push(...checkJsonSchema(schema, path));
+  }
+}
+
+export function checkSecret(value: string | undefined, path: string, report: Report): void {
+  if (value !== undefined && !SECRET_REF_PATTERN.test(value)) {
+    report(
+      path,
+      'credentials must be written "$env:NAME" and set as a Worker secret, never literal',
+      "definition.literal_secret",
+    );
+  }
+}
+
+export function checkHeaders(
+  headers: Record<string, string> | undefined,
+  path: string,
+  report: Report,
+  templated: boolean,
+): void {
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    if (isCredentialHeader(name) && !CREDENTIAL_VALUE_PATTERN.test(value)) {
+      report(
+        `${path}.${name}`,
+        `the "${name}" header carries a credential: write it as "$env:NAME" (or "Bearer $env:NAME"), never literal`,
+        "definition.literal_secret",
+      );
+    } else if (templated) {
+      checkTemplate(value, `${path}.${name}`, report);
+    }
+  }
+}

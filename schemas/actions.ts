@@ -1,0 +1,289 @@
+import { z } from "zod";
+import {
+  CelSource,
+  DefinitionId,
+  Description,
+  JsonSchema,
+  JsonValue,
+  Reference,
+  RetryPolicy,
+  TimeoutMs,
+} from "./common.ts";
+
+// ─── Prompts, models, MCP servers ────────────────────────────────────────────
+
+export const PromptMessage = z.strictObject({
+  role: z.enum(["system", "user", "assistant"]),
+  template: z.string(),
+});
+
+export const Prompt = z.strictObject({
+  id: DefinitionId,
+  description: Description,
+  messages: z.array(PromptMessage).min(1),
+  produces: JsonSchema.optional(),
+});
+export type Prompt = z.infer<typeof Prompt>;
+
+export const MODEL_PROVIDERS = ["openai", "anthropic", "workers-ai", "openai-compatible"] as const;
+
+export const Model = z.strictObject({
+  id: DefinitionId,
+  description: Description,
+  provider: z.enum(MODEL_PROVIDERS),
+  model_id: z.string().min(1),
+  base_url: z.url().optional(),
+  api_key: z.string().optional(),
+  parameters: z.record(z.string(), JsonValue).optional(),
+  pricing: z.strictObject({ input_per_mtok: z.number().min(0), output_per_mtok: z.number().min(0) }).optional(),
+});
+export type Model = z.infer<typeof Model>;
+
+export const McpServer = z.strictObject({
+  id: DefinitionId,
+  description: Description,
+  url: z.url(),
+  headers: z.record(z.string(), z.string()).optional(),
+  allowed_tools: z.array(z.string().min(1)).optional(),
+});
+export type McpServer = z.infer<typeof McpServer>;
+
+/** Inline definitions may omit their id. */
+const InlinePrompt = Prompt.extend({ id: DefinitionId.optional() });
+const InlineModel = Model.extend({ id: DefinitionId.optional() });
+
+// ─── Actions ─────────────────────────────────────────────────────────────────
+
+const ContextImplementation = z.strictObject({
+  updates: z
+    .array(
+      z.strictObject({
+        path: z.string().regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, "must be a dotted path such as a.b"),
+        expr: CelSource,
+      }),
+    )
+    .min(1),
+});
+
+const HttpImplementation = z.strictObject({
+  method: z.enum(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
+  url_template: z.string().min(1),
+  headers: z.record(z.string().min(1), z.string()).optional(),
+  body_template: z.string().optional(),
+  response: z.enum(["json", "text"]).optional(),
+});
+
+const LlmImplementation = z.strictObject({
+  prompt: z.union([Reference, InlinePrompt]),
+  model: z.union([Reference, InlineModel]),
+});
+
+const McpImplementation = z.strictObject({
+  server: Reference,
+  tool: z.string().min(1),
+  pin: z
+    .string()
+    .regex(/^sha256:[0-9a-f]{64}$/, "must be sha256:<64 lowercase hex>")
+    .optional(),
+});
+
+const ToolImplementation = z.strictObject({
+  tool: z.string().regex(/^[a-z][a-z0-9_]*$/, "must be a standard library tool name"),
+  version: z.string().optional(),
+  /** The container the tool works in, by its generic name in the node's `resource_bindings`; default `container`. */
+  resource_name: z.string().min(1).optional(),
+});
+
+/** An environment variable name a shell step may set (not one of the engine's `TRELLIS_IN_*`). */
+export const SHELL_ENV_NAME_PATTERN = /^(?!TRELLIS_IN_)[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * `shell`: `command_template` is Handlebars over the action input, rendered so
+ * that no value can inject shell syntax: each `{{…}}` becomes a quoted
+ * reference to an environment variable that carries the value
+ * (docs/containers.md, "Quoting rule").
+ */
+const ShellImplementation = z.strictObject({
+  command_template: z.string().min(1),
+  /** Handlebars; relative to the container's workspace (default: the workspace). */
+  working_dir: z.string().optional(),
+  /** The container, by its generic name in the node's `resource_bindings`; default `container`. */
+  resource_name: z.string().min(1).optional(),
+  /** Extra environment variables; values are Handlebars over the action input (never parsed by the shell). */
+  env: z
+    .record(
+      z.string().regex(SHELL_ENV_NAME_PATTERN, "must be an environment variable name not starting with TRELLIS_IN_"),
+      z.string(),
+    )
+    .optional(),
+  /** A non-zero exit fails the step (`shell.exit_nonzero`) unless this is true. Default false. */
+  allow_nonzero_exit: z.boolean().optional(),
+  /** Exit codes that count as success; default `[0]`. */
+  ok_exit_codes: z.array(z.number().int().min(0).max(255)).min(1).optional(),
+  /** The command's own bound; the whole process group is killed past it. Default: the action's timeout less one second. */
+  timeout_ms: z.number().int().min(1).max(3_600_000).optional(),
+  /** Output kept per stream (head and tail); default 1 MiB, at most 16 MiB. */
+  max_output_bytes: z
+    .number()
+    .int()
+    .min(0)
+    .max(16 * 1024 * 1024)
+    .optional(),
+});
+
+const WorkflowImplementation = z.strictObject({
+  workflow: Reference,
+  on_failure: z.enum(["propagate", "return"]).optional(),
+});
+
+const HumanImplementation = z.strictObject({
+  prompt_template: z.string(),
+  input_schema: JsonSchema,
+  timeout_ms: z.number().int().min(1).optional(),
+  on_timeout: z.union([z.literal("fail"), z.strictObject({ default: JsonValue })]).optional(),
+});
+
+/** A Vectorize index name as actions write it; `docs` is served by the binding `VECTORIZE_DOCS`. */
+export const VECTOR_INDEX_PATTERN = /^[a-z][a-z0-9_-]{0,62}$/;
+
+const VectorImplementation = z.strictObject({
+  index: z
+    .string()
+    .regex(
+      VECTOR_INDEX_PATTERN,
+      'must match ^[a-z][a-z0-9_-]{0,62}$ (served by the binding VECTORIZE_<INDEX>, or VECTORIZE for "default")',
+    ),
+  /** `query` (default) or `upsert`. */
+  operation: z.enum(["query", "upsert"]).optional(),
+  /** query: Handlebars over the action input, embedded with `embedding_model`. */
+  query_template: z.string().optional(),
+  /** query: a JSONPath over the action input selecting the query vector (an array of numbers). */
+  vector: z.string().startsWith("$", "must be a JSONPath starting with $").optional(),
+  top_k: z.number().int().min(1).max(100).optional(),
+  filter: z.record(z.string(), JsonValue).optional(),
+  embedding_model: z.string().min(1).optional(),
+  namespace: z.string().min(1).max(64).optional(),
+  /** query: which metadata to return (default `all`). */
+  return_metadata: z.enum(["none", "indexed", "all"]).optional(),
+  /** upsert: Handlebars over each item of `input.vectors` that has no `values`; default: the item's `text`. */
+  text_template: z.string().optional(),
+});
+
+const MetricImplementation = z.strictObject({
+  metric_name: z.string().min(1),
+  value: z.union([z.number(), z.strictObject({ expr: CelSource })]),
+  dimensions: z.record(z.string(), JsonValue).optional(),
+});
+
+/**
+ * The implementation schema of each kind: the one place a new kind is added.
+ * The kinds, their type and the action union are all derived from this table,
+ * and every other per-kind table (the validator's checks, the executor's
+ * handlers) is typed `{ [K in ActionKind]: … }`, so a kind added here fails to
+ * compile until each of them handles it (docs/architecture.md, "Extension points").
+ */
+export const ACTION_IMPLEMENTATIONS = {
+  llm: LlmImplementation,
+  mcp: McpImplementation,
+  http: HttpImplementation,
+  tool: ToolImplementation,
+  shell: ShellImplementation,
+  workflow: WorkflowImplementation,
+  human: HumanImplementation,
+  vector: VectorImplementation,
+  metric: MetricImplementation,
+  context: ContextImplementation,
+} as const satisfies Record<string, z.ZodType>;
+
+export type ActionKind = keyof typeof ACTION_IMPLEMENTATIONS;
+
+/** The ten action kinds (brief §2), in the table's order. */
+export const ACTION_KINDS = Object.freeze(Object.keys(ACTION_IMPLEMENTATIONS) as [ActionKind, ...ActionKind[]]);
+export const ActionKind = z.enum(ACTION_KINDS);
+
+/** What the engine knows of an action kind beyond its schema. */
+export interface ActionTraits {
+  /**
+   * Whether a step of the kind may wait on something outside the executor
+   * (a peer, a binding, a container, a person, a child run). Only `context`
+   * does not: it computes from its input alone.
+   */
+  waitsOnIo: boolean;
+}
+
+/** Each kind's traits, so code that depends on one reads the row instead of naming kinds. */
+export const ACTION_TRAITS: { readonly [K in ActionKind]: ActionTraits } = {
+  llm: { waitsOnIo: true },
+  mcp: { waitsOnIo: true },
+  http: { waitsOnIo: true },
+  tool: { waitsOnIo: true },
+  shell: { waitsOnIo: true },
+  workflow: { waitsOnIo: true },
+  human: { waitsOnIo: true },
+  vector: { waitsOnIo: true },
+  metric: { waitsOnIo: true },
+  context: { waitsOnIo: false },
+};
+
+export type ActionImplementation<K extends ActionKind> = z.infer<(typeof ACTION_IMPLEMENTATIONS)[K]>;
+
+const ActionExecution = z.strictObject({
+  timeout_ms: TimeoutMs.optional(),
+  retry_policy: RetryPolicy.optional(),
+});
+
+const actionFields = {
+  description: Description,
+  requires: JsonSchema.optional(),
+  produces: JsonSchema.optional(),
+  execution: ActionExecution.optional(),
+  risk: z.enum(["low", "medium", "high"]).optional(),
+};
+
+function actionOfKind<K extends ActionKind, E extends z.ZodRawShape, I extends z.ZodType>(
+  kind: K,
+  extra: E,
+  implementation: I,
+) {
+  return z.strictObject({ ...actionFields, ...extra, kind: z.literal(kind), implementation });
+}
+
+/** An implementation schema per kind: the definitions' own, or a later stage's (see schemas/resolved.ts). */
+export type ActionImplementations = { [K in ActionKind]: z.ZodType };
+
+/** The schema `actionOfKind` builds for kind `K`. */
+type ActionMember<K extends ActionKind, E extends z.ZodRawShape, I extends z.ZodType> = ReturnType<
+  typeof actionOfKind<K, E, I>
+>;
+
+/** Every member of the union, one per kind of the table, each with its own implementation type. */
+type ActionMembers<E extends z.ZodRawShape, M extends ActionImplementations> = {
+  [K in ActionKind]: ActionMember<K, E, M[K]>;
+}[ActionKind];
+
+/**
+ * The action union, with `extra` fields (the id's shape, a resolved version)
+ * and, for a later stage, other implementation schemas (a resolved `llm`
+ * carries its prompt and model, not references to them). It has one member
+ * per kind of `ACTION_IMPLEMENTATIONS`, in the table's order.
+ */
+export function actionUnion<E extends z.ZodRawShape, M extends ActionImplementations = typeof ACTION_IMPLEMENTATIONS>(
+  extra: E,
+  implementations: M = ACTION_IMPLEMENTATIONS as unknown as M,
+) {
+  // The cast keeps each member's implementation type precise (`M["llm"]`, not the `ZodType` constraint):
+  // `map` cannot say that the member built for each kind is that kind's.
+  const members = ACTION_KINDS.map((kind) => actionOfKind(kind, extra, implementations[kind])) as unknown as [
+    ActionMembers<E, M>,
+    ...ActionMembers<E, M>[],
+  ];
+  return z.discriminatedUnion("kind", members);
+}
+
+export const Action = actionUnion({ id: DefinitionId });
+export type Action = z.infer<typeof Action>;
+export type ActionOf<K extends ActionKind> = Extract<Action, { kind: K }>;
+
+/** An action written inline in a step: same shape, id optional. */
+export const InlineAction = actionUnion({ id: DefinitionId.optional() });
+export type InlineAction = z.infer<typeof InlineAction>;

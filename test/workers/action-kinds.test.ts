@@ -1,0 +1,128 @@
+import { describe, it } from "vitest";
+import { IMPLEMENTATION_CHECKS, type ImplementationChecks } from "../../catalog/check-actions.ts";
+import {
+  ACTION_HANDLERS,
+  suspensionFor,
+  type ActionContext,
+  type ActionRegistry,
+} from "../../executor/actions/index.ts";
+import {
+  Action,
+  ACTION_IMPLEMENTATIONS,
+  ACTION_KINDS,
+  ACTION_TRAITS,
+  InlineAction,
+  ResolvedAction,
+  type ActionImplementations,
+  type ActionKind,
+  type ActionTraits,
+} from "../../schemas/index.ts";
+
+/**
+ * Action kinds are one table each: the implementation schemas
+ * (`ACTION_IMPLEMENTATIONS`, from which the kinds and the action union
+ * derive), their traits, the validator's checks and the executor's handlers.
+ * Each table is typed `{ [K in ActionKind]: … }`, so a kind missing from one
+ * does not compile (the `@ts-expect-error` lines below fail the typecheck if
+ * it ever does), and at run time all of them have the same keys.
+ */
+
+/** `table` without its `kind` row, as a table that forgot a kind would be. */
+function without<T extends object, K extends keyof T>(table: T, kind: K): Omit<T, K> {
+  const { [kind]: _dropped, ...rest } = table;
+  return rest;
+}
+
+const sorted = (keys: readonly string[]) => [...keys].sort();
+
+describe("action kinds", () => {
+  it("do not compile when a per-kind table misses a kind", ({ expect }) => {
+    // @ts-expect-error -- a registry without `metric` is not an ActionRegistry
+    const registry: ActionRegistry = without(ACTION_HANDLERS, "metric");
+    // @ts-expect-error -- checks without `human` are not ImplementationChecks
+    const checks: ImplementationChecks = without(IMPLEMENTATION_CHECKS, "human");
+    // @ts-expect-error -- traits without `context` are not one row per kind
+    const traits: { [K in ActionKind]: ActionTraits } = without(ACTION_TRAITS, "context");
+    // @ts-expect-error -- the action union needs an implementation schema for every kind, here `shell`
+    const implementations: ActionImplementations = without(ACTION_IMPLEMENTATIONS, "shell");
+    // @ts-expect-error -- a kind that no table has is not an ActionKind
+    const unknown: ActionKind = "sql";
+    expect(Object.keys(registry)).not.toContain("metric");
+    expect(Object.keys(checks)).not.toContain("human");
+    expect(Object.keys(traits)).not.toContain("context");
+    expect(Object.keys(implementations)).not.toContain("shell");
+    expect(ACTION_KINDS).not.toContain(unknown);
+  });
+
+  it("are the same in the schema table, the traits, the validator's checks and the executor's registry", ({
+    expect,
+  }) => {
+    const kinds = sorted(ACTION_KINDS);
+    expect(kinds).toHaveLength(10);
+    expect(sorted(Object.keys(ACTION_IMPLEMENTATIONS))).toEqual(kinds);
+    expect(sorted(Object.keys(ACTION_TRAITS))).toEqual(kinds);
+    expect(sorted(Object.keys(IMPLEMENTATION_CHECKS))).toEqual(kinds);
+    expect(sorted(Object.keys(ACTION_HANDLERS))).toEqual(kinds);
+  });
+
+  it("each have one member, in the table's order, in the written, inline and resolved action unions", ({ expect }) => {
+    for (const union of [Action, InlineAction, ResolvedAction]) {
+      expect(union.options.map((member) => member.shape.kind.value)).toEqual(ACTION_KINDS);
+    }
+  });
+
+  it("suspend a task only at human and workflow steps, with the wait their handler builds", ({ expect }) => {
+    const human = ResolvedAction.parse({
+      id: "ask",
+      version: 1,
+      kind: "human",
+      implementation: { prompt_template: "Ship {{title}}?", input_schema: { type: "object" }, timeout_ms: 60_000 },
+    });
+    expect(suspensionFor(human, { title: "v2" })).toEqual({
+      kind: "gate",
+      gate_kind: "input",
+      prompt: "Ship v2?",
+      input_schema: { type: "object" },
+      timeout_ms: 60_000,
+    });
+    const child = ResolvedAction.parse({
+      id: "sub",
+      version: 0,
+      kind: "workflow",
+      implementation: { workflow: "child@3" },
+    });
+    expect(suspensionFor(child, { n: 1 })).toEqual({
+      kind: "child",
+      workflow: "child@3",
+      input: { n: 1 },
+      on_failure: "propagate",
+    });
+    const compute = ResolvedAction.parse({
+      id: "calc",
+      version: 0,
+      kind: "context",
+      implementation: { updates: [{ path: "a", expr: "1" }] },
+    });
+    expect(suspensionFor(compute, {})).toBeUndefined();
+    const suspending = ACTION_KINDS.filter((kind) => ACTION_HANDLERS[kind].suspend !== undefined);
+    expect(suspending).toEqual(["workflow", "human"]);
+  });
+
+  it("never run a suspending kind as an action: reaching its handler is an internal error", async ({ expect }) => {
+    const human = ResolvedAction.parse({
+      id: "ask",
+      version: 1,
+      kind: "human",
+      implementation: { prompt_template: "?", input_schema: true },
+    });
+    if (human.kind !== "human") {
+      throw new Error("parsed as another kind");
+    }
+    const context = {} as ActionContext;
+    await expect(ACTION_HANDLERS.human.run(human, {}, context)).rejects.toMatchObject({ code: "executor.internal" });
+  });
+
+  it("wait on I/O except context, which computes from its input alone", ({ expect }) => {
+    expect(ACTION_KINDS.filter((kind) => !ACTION_TRAITS[kind].waitsOnIo)).toEqual(["context"]);
+  });
+});
