@@ -2,7 +2,6 @@ import type { Json } from "../lib/expr/mapping.ts";
 import type {
   GateRecord,
   InvocationRecord,
-  JsonObject,
   ResourceHandle,
   Suspension,
   TaskResume,
@@ -114,17 +113,18 @@ function openGate(
     ...(wait.action ? { action: wait.action } : {}),
   };
   draft.record.gates = [...draft.record.gates, gate];
-  const body: JsonObject = {
+  const body = {
     gate_id: gate.gate_id,
     node: nodeId,
     item: gate.item,
     step: stepRef,
     expires_at: gate.expires_at === null ? null : new Date(gate.expires_at).toISOString(),
   };
-  draft.journal(
-    gate.kind === "approval" ? "approval.requested" : "gate.opened",
-    gate.action ? { ...body, action: gate.action } : body,
-  );
+  if (gate.kind === "approval") {
+    draft.journal("approval.requested", gate.action ? { ...body, action: gate.action } : body);
+  } else {
+    draft.journal("gate.opened", body);
+  }
   return gate;
 }
 
