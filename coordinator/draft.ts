@@ -1,15 +1,17 @@
-import type {
-  Failure,
-  InvocationRecord,
-  JournalBody,
-  JournalKind,
-  Node as NodeDefinition,
-  NodeRecord,
-  RunRecord,
-  RunSnapshot,
-  ResourceHandle,
-  RunStatus,
-  TaskPayload,
+import {
+  toErrorSummary,
+  type ErrorSummary,
+  type Failure,
+  type InvocationRecord,
+  type JournalBody,
+  type JournalKind,
+  type Node as NodeDefinition,
+  type NodeRecord,
+  type RunRecord,
+  type RunSnapshot,
+  type ResourceHandle,
+  type RunStatus,
+  type TaskPayload,
 } from "../schemas/index.ts";
 import type { Json } from "../lib/expr/mapping.ts";
 import { assertTransition } from "./lifecycle.ts";
@@ -47,7 +49,7 @@ export type Command =
       key: string;
       status: "completed" | "failed" | "cancelled";
       output: Json;
-      error: { code: string; message: string } | null;
+      error: ErrorSummary | null;
     };
 
 export interface DecideContext {
@@ -231,7 +233,7 @@ export class Draft {
   notifyParent(): void {
     const { parent, status } = this.record;
     if (parent && !parent.notified && (status === "completed" || status === "failed" || status === "cancelled")) {
-      const error = this.record.error ? { code: this.record.error.code, message: this.record.error.message } : null;
+      const error = this.record.error ? toErrorSummary(this.record.error) : null;
       this.commands.push({
         kind: "notify_parent",
         parent_run_id: parent.run_id,

@@ -1,4 +1,4 @@
-import { EngineError, ensureEngineError } from "../lib/errors.ts";
+import { EngineError, ensureEngineError, toTaskError as engineErrorToTaskError } from "../lib/errors.ts";
 import { evalCelBool } from "../lib/expr/cel.ts";
 import { applyOutputMapping, buildInput, setTargetPath, type Json, type JsonRecord } from "../lib/expr/mapping.ts";
 import { renderTemplate } from "../lib/expr/template.ts";
@@ -405,18 +405,9 @@ function toTaskError(
   stepRef: string | null,
   context: TaskContext | null,
 ): NonNullable<TaskResult["error"]> {
-  const details = error.details?.length
-    ? ` (${error.details.map((detail) => `${detail.path}: ${detail.message}`).join("; ")})`
-    : "";
-  return {
-    type: error.code,
-    step_ref: stepRef,
-    message: `${error.message}${details}`,
-    retryable: error.retryable,
-    ...(error.retryAfterMs === undefined ? {} : { retry_after_ms: error.retryAfterMs }),
-    // A snapshot too large to travel and store is left out rather than failing the report.
-    context_snapshot: context !== null && JSON.stringify(context).length <= MAX_TASK_OUTPUT_CHARS ? context : null,
-  };
+  // A snapshot too large to travel and store is left out rather than failing the report.
+  const snapshot = context !== null && JSON.stringify(context).length <= MAX_TASK_OUTPUT_CHARS ? context : null;
+  return engineErrorToTaskError(error, stepRef, snapshot);
 }
 
 /** An action's `_meta` (llm actions report `tokens { input, output }` and `cost_usd` there). */

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { JsonValue } from "./common.ts";
-import { Failure, RunMode, RunStatus } from "./run.ts";
+import { ErrorSummary, Failure } from "./errors.ts";
+import { RunMode, RunStatus } from "./run.ts";
 
 /**
  * The signed journal of a run (brief §4, a contract): every entry is the
@@ -151,7 +152,7 @@ export const JOURNAL_BODIES = {
     child_run_id: z.string().nullable(),
     status: z.enum(["completed", "failed", "cancelled"]),
     attestation: z.strictObject({ seq: z.number().int().min(1), hash: Sha256Hex }).nullable(),
-    error: z.strictObject({ code: z.string(), message: z.string() }).optional(),
+    error: ErrorSummary.optional(),
   }),
   "child.cancel_requested": z.strictObject({
     node: Node,
