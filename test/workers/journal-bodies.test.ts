@@ -1,4 +1,14 @@
 import { describe, it, vi } from "vitest";
+import { newRunState } from "../../coordinator/create.ts";
+import {
+  decide,
+  DEADLINE_GRACE_MS,
+  DEFAULT_TASK_TIMEOUT_MS,
+  type Decision,
+  type RunEvent,
+  type RunState,
+} from "../../coordinator/decide.ts";
+import { RunSnapshot } from "../../schemas/index.ts";
 import { isJournalKind, JOURNAL_BODIES } from "../../schemas/journal.ts";
 import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
 
@@ -197,8 +207,66 @@ describe("the journal of real runs", () => {
       }
       expect(offTable(entries), runId).toEqual([]);
     }
-    // The runs above reach every kind but a lost or timed-out task and a late result (decide.test.ts has those).
+    // The runs above reach every kind but a lost or timed-out task and a late result (the decisions below have those).
     const unreached = Object.keys(JOURNAL_BODIES).filter((kind) => !kinds.has(kind));
     expect(unreached.sort()).toEqual(["task.lost", "task.result_ignored", "task.timeout"]);
+  });
+});
+
+describe("the journal of decisions real runs seldom reach", () => {
+  const NOW = 1_700_000_000_000;
+  const step = { ref: "set", action: { kind: "context", implementation: { updates: [{ path: "x", expr: "1" }] } } };
+  const snapshot = RunSnapshot.parse({
+    workflow: { id: "wf", version: 1, definition: { id: "wf", nodes: { a: { task: { steps: [step] } } } } },
+    tasks: {
+      a: { id: "wf/a", version: 0, steps: [{ ...step, action: { ...step.action, id: "wf/a/set", version: 0 } }] },
+    },
+    workflows: {},
+  });
+
+  it("writes task.lost, task.timeout and task.result_ignored with bodies of the table", ({ expect }) => {
+    let state: RunState = newRunState(
+      {
+        run_id: "run_x",
+        snapshot,
+        input: {},
+        mode: "auto",
+        idempotency_key: null,
+        request_hash: "h",
+        created_by: "rpc",
+      },
+      NOW,
+    );
+    const decisions: Decision[] = [];
+    const send = (event: RunEvent, now = NOW): void => {
+      const decision = decide(state, event, { snapshot, now, random: () => 0 });
+      state = decision.state;
+      decisions.push(decision);
+    };
+    const token = (): string => state.nodes.a?.invocations[0]?.token ?? "";
+    send({ type: "start" });
+    send({ type: "wake", live: [] });
+    // A restart lost the dispatch; a late result of it arrives; the next dispatch overruns its deadline.
+    const lost = token();
+    send({ type: "wake", live: [] });
+    send({ type: "wake", live: [token()] });
+    send({
+      type: "task_result",
+      result: {
+        token_id: lost,
+        success: true,
+        output: null,
+        metrics: { duration_ms: 1, steps_executed: 1, llm_tokens: { input: 0, output: 0, cost_usd: 0 } },
+      },
+    });
+    send({ type: "wake", live: [token()] }, NOW + DEFAULT_TASK_TIMEOUT_MS + DEADLINE_GRACE_MS);
+    const entries = decisions.flatMap((decision) =>
+      decision.commands.flatMap((command) =>
+        command.kind === "journal" ? [{ seq: command.seq, kind: command.entryKind, body: command.body }] : [],
+      ),
+    );
+    const kinds = entries.map((entry) => entry.kind);
+    expect(kinds).toEqual(expect.arrayContaining(["task.lost", "task.timeout", "task.result_ignored"]));
+    expect(offTable(entries)).toEqual([]);
   });
 });
