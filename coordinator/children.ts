@@ -3,7 +3,15 @@ import { ensureEngineError } from "../lib/errors.ts";
 import type { Json } from "../lib/expr/mapping.ts";
 import { runIdFor, sha256Hex } from "../lib/ids.ts";
 import type { Result } from "../lib/result.ts";
-import { JsonValue, type GateRecord, type GateView, type ResourceHandle, type RunSnapshot } from "../schemas/index.ts";
+import {
+  ErrorSummary,
+  JsonValue,
+  toErrorSummary,
+  type GateRecord,
+  type GateView,
+  type ResourceHandle,
+  type RunSnapshot,
+} from "../schemas/index.ts";
 import type { RunEvent } from "./decide.ts";
 import { MAX_WORKFLOW_DEPTH } from "./waits.ts";
 
@@ -20,7 +28,7 @@ export const ChildNotification = z.strictObject({
   run_id: z.string().nullable(),
   status: z.enum(["completed", "failed", "cancelled"]),
   output: JsonValue,
-  error: z.strictObject({ code: z.string(), message: z.string() }).nullable(),
+  error: ErrorSummary.nullable(),
   attestation: z.strictObject({ seq: z.number().int(), hash: z.string() }).nullable(),
 });
 export type ChildNotification = z.infer<typeof ChildNotification>;
@@ -71,29 +79,29 @@ export async function startChildRun(
   parentRunId: string,
   command: { key: string; workflow: string; input: Json; depth: number; resources?: Record<string, ResourceHandle> },
 ): Promise<RunEvent> {
-  const failed = (code: string, message: string): RunEvent => ({
+  const failed = (error: ErrorSummary): RunEvent => ({
     type: "child_finished",
     outcome: {
       key: command.key,
       run_id: null,
       status: "failed",
       output: null,
-      error: { code, message },
+      error: toErrorSummary(error),
       attestation: null,
     },
   });
   if (command.depth > MAX_WORKFLOW_DEPTH) {
-    return failed(
-      "workflow.depth_exceeded",
-      `sub-workflows may nest at most ${MAX_WORKFLOW_DEPTH} deep; this child would be at depth ${command.depth}`,
-    );
+    return failed({
+      code: "workflow.depth_exceeded",
+      message: `sub-workflows may nest at most ${MAX_WORKFLOW_DEPTH} deep; this child would be at depth ${command.depth}`,
+    });
   }
   try {
     const childRunId = await runIdFor(command.key);
     const [workflowId = "", version] = command.workflow.split("@");
     const snapshot = await peers.catalog().resolveRun(workflowId, version === undefined ? undefined : Number(version));
     if (!snapshot.ok) {
-      return failed(snapshot.error.code, snapshot.error.message);
+      return failed(snapshot.error);
     }
     const created = await peers.run(childRunId).create({
       run_id: childRunId,
@@ -106,12 +114,10 @@ export async function startChildRun(
       created_by: `run:${parentRunId}`,
       ...(command.resources ? { inherited_resources: command.resources } : {}),
     });
-    return created.ok
-      ? { type: "child_started", key: command.key, run_id: childRunId }
-      : failed(created.error.code, created.error.message);
+    return created.ok ? { type: "child_started", key: command.key, run_id: childRunId } : failed(created.error);
   } catch (error) {
     // Infrastructure trouble: the child may or may not exist; report it as failed to start.
-    return failed("workflow.child_start_failed", ensureEngineError(error).message);
+    return failed({ code: "workflow.child_start_failed", message: ensureEngineError(error).message });
   }
 }
 
@@ -151,7 +157,7 @@ export async function notifyParentRun(
     key: string;
     status: "completed" | "failed" | "cancelled";
     output: Json;
-    error: { code: string; message: string } | null;
+    error: ErrorSummary | null;
   },
   attestation: { seq: number; hash: string } | null,
 ): Promise<boolean> {

@@ -8,7 +8,7 @@ import { perform, type CommandDeps } from "./commands.ts";
 import { assertAllowed, CONTROLS, type RunControl } from "./controls.ts";
 import { chunk, sendTaskGroup } from "./executor-client.ts";
 import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunState } from "./decide.ts";
-import { CreateRunRequest, newRunState, type CreateRunOutcome } from "./create.ts";
+import { CreateRunRequest, newRunState, runCreatedEntry, type CreateRunOutcome } from "./create.ts";
 import { coalesceResults, EventInbox } from "./inbox.ts";
 import { JournalWaiters } from "./journal-waiters.ts";
 import { LiveSet } from "./live.ts";
@@ -257,11 +257,7 @@ export class Coordinator extends DurableObject<Env> {
     const now = Date.now();
     const at = new Date(now).toISOString();
     let state = newRunState(request, now);
-    const { workflow } = state.record;
-    const { mode, input, idempotency_key } = request;
-    const unsigned: UnsignedEntry[] = [
-      { seq: 1, kind: "run.created", at, body: { workflow, mode, input, idempotency_key } },
-    ];
+    const unsigned: UnsignedEntry[] = [runCreatedEntry(state.record, request, at)];
     // Issued before the commit (writes land in order), awaited after it.
     const armed = request.mode === "auto" ? this.wakes.setAlarm(now + WAKE_BACKSTOP_MS) : null;
     if (request.mode === "auto") {

@@ -1,5 +1,15 @@
 import { z } from "zod";
-import { JsonValue, ResourceHandle, RunMode, RunSnapshot, type NodeRecord, type RunView } from "../schemas/index.ts";
+import {
+  JsonValue,
+  ResourceHandle,
+  RunMode,
+  RunSnapshot,
+  type JournalBody,
+  type JournalKind,
+  type NodeRecord,
+  type RunRecord,
+  type RunView,
+} from "../schemas/index.ts";
 import type { RunState } from "./decide.ts";
 
 /** API → coordinator: everything a new run needs, resolved before the call. */
@@ -71,5 +81,32 @@ export function newRunState(request: CreateRunRequest, now: number): RunState {
       request_hash: request.request_hash,
     },
     nodes,
+  };
+}
+
+/** A journal entry of a kind of the table in schemas/journal.ts, before its chain link and signature. */
+export interface UnsignedEntryOf<K extends JournalKind> {
+  seq: number;
+  kind: K;
+  at: string;
+  body: JournalBody<K>;
+}
+
+/** The run's first journal entry (seq 1): what was created, from which request. */
+export function runCreatedEntry(
+  record: RunRecord,
+  request: CreateRunRequest,
+  at: string,
+): UnsignedEntryOf<"run.created"> {
+  return {
+    seq: 1,
+    kind: "run.created",
+    at,
+    body: {
+      workflow: record.workflow,
+      mode: request.mode,
+      input: request.input,
+      idempotency_key: request.idempotency_key,
+    },
   };
 }

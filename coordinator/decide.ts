@@ -1,4 +1,4 @@
-import type { InvocationRecord, TaskResult } from "../schemas/index.ts";
+import { attemptErrorOf, type InvocationRecord, type TaskResult } from "../schemas/index.ts";
 import { MAX_CLEANUP_CALLS_PER_EVENT, sendCleanup } from "./cleanup.ts";
 import { allows } from "./controls.ts";
 import { dispatchReady, startPendingChildren } from "./dispatch.ts";
@@ -206,10 +206,9 @@ function checkInvocationTimers(draft: Draft, nodeId: string, invocation: Invocat
     } else if (invocation.deadline_at !== null && draft.now >= invocation.deadline_at) {
       draft.journal("task.timeout", { node: nodeId, item, token: invocation.token, attempt: invocation.attempts });
       failInvocation(draft, nodeId, invocation, {
-        type: "task.timeout",
+        code: "task.timeout",
         message: `attempt ${invocation.attempts} exceeded its timeout`,
         retryable: true,
-        stepRef: null,
       });
     }
   } else if (invocation.status === "retrying" && invocation.retry_at !== null && draft.now >= invocation.retry_at) {
@@ -246,14 +245,7 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
     completeInvocation(draft, nodeId, invocation, (result.output ?? null) as Json, result.metrics.duration_ms);
     return;
   }
-  const error = result.error;
-  failInvocation(draft, nodeId, invocation, {
-    type: error?.type ?? "task.failed",
-    message: error?.message ?? "the task failed",
-    retryable: error?.retryable ?? false,
-    retryAfterMs: error?.retry_after_ms,
-    stepRef: error?.step_ref ?? null,
-  });
+  failInvocation(draft, nodeId, invocation, attemptErrorOf(result));
 }
 
 /** Failed and cancelled nodes start over; completed and skipped ones keep their results. */

@@ -1,14 +1,17 @@
-import type {
-  Failure,
-  InvocationRecord,
-  JsonObject,
-  Node as NodeDefinition,
-  NodeRecord,
-  RunRecord,
-  RunSnapshot,
-  ResourceHandle,
-  RunStatus,
-  TaskPayload,
+import {
+  toErrorSummary,
+  type ErrorSummary,
+  type Failure,
+  type InvocationRecord,
+  type JournalBody,
+  type JournalKind,
+  type Node as NodeDefinition,
+  type NodeRecord,
+  type RunRecord,
+  type RunSnapshot,
+  type ResourceHandle,
+  type RunStatus,
+  type TaskPayload,
 } from "../schemas/index.ts";
 import type { Json } from "../lib/expr/mapping.ts";
 import { assertTransition } from "./lifecycle.ts";
@@ -18,9 +21,14 @@ export interface RunState {
   nodes: Record<string, NodeRecord>;
 }
 
+/** A journal entry to sign and append: a kind of the table in schemas/journal.ts, with that kind's body. */
+export type JournalCommand = {
+  [K in JournalKind]: { kind: "journal"; seq: number; entryKind: K; body: JournalBody<K> };
+}[JournalKind];
+
 export type Command =
   | { kind: "dispatch"; payload: TaskPayload }
-  | { kind: "journal"; seq: number; entryKind: string; body: JsonObject }
+  | JournalCommand
   /** Stop these containers (by their durable names): some of the run's `pending_releases`, sent by a wake. */
   | { kind: "release_resources"; containers: string[] }
   /** Start (idempotently, by key) a child run of a pinned workflow `id@version`. */
@@ -41,7 +49,7 @@ export type Command =
       key: string;
       status: "completed" | "failed" | "cancelled";
       output: Json;
-      error: { code: string; message: string } | null;
+      error: ErrorSummary | null;
     };
 
 export interface DecideContext {
@@ -174,11 +182,11 @@ export class Draft {
     return found && invocation?.token === token ? { nodeId: found.nodeId, invocation } : undefined;
   }
 
-  /** Appends a journal entry; returns its seq. */
-  journal(entryKind: string, body: JsonObject): number {
+  /** Appends a journal entry (only a kind of the table in schemas/journal.ts, with its body); returns its seq. */
+  journal<K extends JournalKind>(entryKind: K, body: JournalBody<K>): number {
     const seq = this.record.journal_seq + 1;
     this.record.journal_seq = seq;
-    this.commands.push({ kind: "journal", seq, entryKind, body });
+    this.commands.push(journalCommand(seq, entryKind, body));
     return seq;
   }
 
@@ -225,7 +233,7 @@ export class Draft {
   notifyParent(): void {
     const { parent, status } = this.record;
     if (parent && !parent.notified && (status === "completed" || status === "failed" || status === "cancelled")) {
-      const error = this.record.error ? { code: this.record.error.code, message: this.record.error.message } : null;
+      const error = this.record.error ? toErrorSummary(this.record.error) : null;
       this.commands.push({
         kind: "notify_parent",
         parent_run_id: parent.run_id,
@@ -328,6 +336,15 @@ export class Draft {
       }
     }
   }
+}
+
+/**
+ * The journal command of one entry. The compiler cannot see that a generic
+ * kind and its body pick the same row of the mapped union; the signature here
+ * is what ties them, so this is the one place that says so.
+ */
+function journalCommand<K extends JournalKind>(seq: number, entryKind: K, body: JournalBody<K>): JournalCommand {
+  return { kind: "journal", seq, entryKind, body } as JournalCommand;
 }
 
 export function isOpen(invocation: InvocationRecord): boolean {

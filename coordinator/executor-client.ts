@@ -1,3 +1,4 @@
+import { EngineError, toTaskError } from "../lib/errors.ts";
 import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../lib/journal/canonical.ts";
 import { TaskResult, toTaskGroup, toUnsignableResult, type TaskPayload } from "../schemas/index.ts";
 
@@ -80,13 +81,11 @@ export function executorFailure(token: string, thrown: unknown): TaskResult {
   return {
     token_id: token,
     success: false,
-    error: {
-      type: "executor.unavailable",
-      step_ref: null,
-      message: `the executor call failed: ${message}`,
-      retryable: true,
-      context_snapshot: null,
-    },
+    error: toTaskError(
+      EngineError.retryable("executor.unavailable", `the executor call failed: ${message}`),
+      null,
+      null,
+    ),
     metrics: { duration_ms: 0, steps_executed: 0, llm_tokens: { input: 0, output: 0, cost_usd: 0 } },
   };
 }

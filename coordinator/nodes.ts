@@ -3,7 +3,15 @@ import { evalCelBool } from "../lib/expr/cel.ts";
 import { selectJsonPath } from "../lib/expr/jsonpath.ts";
 import { applyOutputMapping, buildInput, type Json, type JsonRecord, type Writable } from "../lib/expr/mapping.ts";
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
-import type { Failure, InvocationRecord, Node as NodeDefinition, NodeRecord } from "../schemas/index.ts";
+import {
+  toErrorSummary,
+  toFailure,
+  type AttemptError,
+  type Failure,
+  type InvocationRecord,
+  type Node as NodeDefinition,
+  type NodeRecord,
+} from "../schemas/index.ts";
 import { closeInvocation, isOpen, type Draft } from "./draft.ts";
 
 /**
@@ -118,9 +126,8 @@ function startIteration(draft: Draft, nodeId: string, definition: NodeDefinition
     });
     return !invocations.some(isOpen);
   } catch (thrown) {
-    const error = ensureEngineError(thrown, "node.start_failed");
     draft.setNode(nodeId, { iterations: iteration });
-    failNode(draft, nodeId, { code: error.code, message: error.message, node: nodeId });
+    failNode(draft, nodeId, nodeFailure(thrown, "node.start_failed", nodeId));
     return false;
   }
 }
@@ -195,24 +202,15 @@ function allDone(invocations: readonly InvocationRecord[]): boolean {
   return true;
 }
 
-export interface TaskFailure {
-  type: string;
-  message: string;
-  retryable: boolean;
-  retryAfterMs?: number | undefined;
-  stepRef: string | null;
-}
-
 /** A failed attempt: retried by the node's policy when retryable, else the node fails. */
-export function failInvocation(draft: Draft, nodeId: string, invocation: InvocationRecord, failure: TaskFailure): void {
+export function failInvocation(
+  draft: Draft,
+  nodeId: string,
+  invocation: InvocationRecord,
+  failure: AttemptError,
+): void {
   const policy = resolveRetryPolicy(draft.nodeDefinition(nodeId).retry);
-  const error: Failure = {
-    code: failure.type,
-    message: failure.message,
-    node: nodeId,
-    retryable: failure.retryable,
-    ...(failure.stepRef ? { step: failure.stepRef } : {}),
-  };
+  const error = toFailure(failure, nodeId);
   const item = itemOf(draft, nodeId, invocation);
   draft.journal("task.failed", {
     node: nodeId,
@@ -222,7 +220,7 @@ export function failInvocation(draft: Draft, nodeId: string, invocation: Invocat
     error: { ...error },
   });
   if (failure.retryable && invocation.attempts < policy.maxAttempts) {
-    const retryAt = draft.now + retryDelayMs(policy, invocation.attempts, draft.random(), failure.retryAfterMs);
+    const retryAt = draft.now + retryDelayMs(policy, invocation.attempts, draft.random(), failure.retry_after_ms);
     draft.journal("task.retry_scheduled", {
       node: nodeId,
       item,
@@ -271,8 +269,7 @@ function completeIteration(draft: Draft, nodeId: string): void {
         );
       }
     } catch (thrown) {
-      const error = ensureEngineError(thrown, "mapping.failed");
-      failNode(draft, nodeId, { code: error.code, message: error.message, node: nodeId });
+      failNode(draft, nodeId, nodeFailure(thrown, "mapping.failed", nodeId));
       return;
     }
     const seq = draft.journal("node.completed", {
@@ -312,6 +309,15 @@ function writeNodeOutput(draft: Draft, nodeId: string, definition: NodeDefinitio
   draft.record.context = { ...context, state: next.state, output: next.output };
 }
 
+/**
+ * A node that could not start or settle (its `when`, items or mappings, an
+ * exhausted `repeat`): not an attempt's failure, so it says nothing of retrying.
+ */
+function nodeFailure(thrown: unknown, fallbackCode: string, nodeId: string): Failure {
+  const { code, message } = ensureEngineError(thrown, fallbackCode);
+  return toFailure({ code, message }, nodeId);
+}
+
 /** The node fails: with `continue` the run goes on (the error lands in `state._errors`), else the run is failing. */
 export function failNode(draft: Draft, nodeId: string, error: Failure): void {
   const definition = draft.nodeDefinition(nodeId);
@@ -329,7 +335,7 @@ export function failNode(draft: Draft, nodeId: string, error: Failure): void {
   if (definition.on_failure === "continue") {
     const state = draft.record.context.state;
     const errors = Array.isArray(state._errors) ? state._errors : [];
-    const entry = { node: nodeId, error: { code: error.code, message: error.message } };
+    const entry = { node: nodeId, error: toErrorSummary(error) };
     draft.record.context = { ...draft.record.context, state: { ...state, _errors: [...errors, entry] } };
     return;
   }

@@ -1,4 +1,4 @@
-import type { NodeRecord, NodeView, RunView } from "../schemas/index.ts";
+import { toFailureView, type NodeRecord, type NodeView, type RunView } from "../schemas/index.ts";
 import { toGateView } from "./children.ts";
 import type { RunState } from "./decide.ts";
 
@@ -14,7 +14,7 @@ export function toRunView(state: RunState, foreachNodes: ReadonlySet<string>): R
     mode: record.mode,
     input: record.context.input,
     output: record.status === "completed" ? record.context.output : null,
-    error: record.error,
+    error: record.error && toFailureView(record.error),
     created_at: new Date(record.created_at).toISOString(),
     updated_at: new Date(record.updated_at).toISOString(),
     nodes: Object.fromEntries(
@@ -32,7 +32,7 @@ function toNodeView(node: NodeRecord, foreach: boolean): NodeView {
     attempts: node.attempts,
     started_at: iso(node.started_at),
     finished_at: iso(node.finished_at),
-    ...(node.error ? { error: node.error } : {}),
+    ...(node.error ? { error: toFailureView(node.error) } : {}),
     ...(foreach
       ? {
           items: {

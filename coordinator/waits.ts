@@ -1,12 +1,13 @@
 import type { Json } from "../lib/expr/mapping.ts";
-import type {
-  GateRecord,
-  InvocationRecord,
-  JsonObject,
-  ResourceHandle,
-  Suspension,
-  TaskResume,
-  TaskSuspension,
+import {
+  toFailure,
+  type ErrorSummary,
+  type GateRecord,
+  type InvocationRecord,
+  type ResourceHandle,
+  type Suspension,
+  type TaskResume,
+  type TaskSuspension,
 } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
 import { completeInvocation, failNode, itemOf } from "./nodes.ts";
@@ -114,17 +115,18 @@ function openGate(
     ...(wait.action ? { action: wait.action } : {}),
   };
   draft.record.gates = [...draft.record.gates, gate];
-  const body: JsonObject = {
+  const body = {
     gate_id: gate.gate_id,
     node: nodeId,
     item: gate.item,
     step: stepRef,
     expires_at: gate.expires_at === null ? null : new Date(gate.expires_at).toISOString(),
   };
-  draft.journal(
-    gate.kind === "approval" ? "approval.requested" : "gate.opened",
-    gate.action ? { ...body, action: gate.action } : body,
-  );
+  if (gate.kind === "approval") {
+    draft.journal("approval.requested", gate.action ? { ...body, action: gate.action } : body);
+  } else {
+    draft.journal("gate.opened", body);
+  }
   return gate;
 }
 
@@ -290,7 +292,7 @@ export interface ChildOutcome {
   run_id: string | null;
   status: "completed" | "failed" | "cancelled";
   output: Json;
-  error: { code: string; message: string } | null;
+  error: ErrorSummary | null;
   /** The child's attestation: its seq and hash, so custody can be verified across runs. */
   attestation: { seq: number; hash: string } | null;
 }
@@ -319,7 +321,7 @@ export function childFinished(draft: Draft, outcome: ChildOutcome): void {
     attestation: outcome.attestation,
     ...(outcome.error ? { error: outcome.error } : {}),
   });
-  const error = outcome.error ?? {
+  const error: ErrorSummary = outcome.error ?? {
     code: `workflow.child_${outcome.status}`,
     message: `the child run ended ${outcome.status}`,
   };
@@ -328,12 +330,9 @@ export function childFinished(draft: Draft, outcome: ChildOutcome): void {
       draft.setInvocation(nodeId, invocation.index, { status: "running", suspension: undefined });
       completeInvocation(draft, nodeId, { ...invocation, status: "running" }, outcome.output, 0);
     } else {
-      draft.setInvocation(nodeId, invocation.index, {
-        status: "failed",
-        suspension: undefined,
-        error: { ...error, node: nodeId },
-      });
-      failNode(draft, nodeId, { ...error, node: nodeId });
+      const failure = toFailure(error, nodeId);
+      draft.setInvocation(nodeId, invocation.index, { status: "failed", suspension: undefined, error: failure });
+      failNode(draft, nodeId, failure);
     }
     return;
   }

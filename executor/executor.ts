@@ -1,5 +1,5 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
-import { ensureEngineError } from "../lib/errors.ts";
+import { EngineError, ensureEngineError, toTaskError } from "../lib/errors.ts";
 import { issuesToDetails, summarize } from "../lib/validation.ts";
 import { fromTaskGroup, TaskGroup, TaskPayload, type TaskResult } from "../schemas/index.ts";
 import { runTask } from "./run-task.ts";
@@ -104,7 +104,7 @@ function failure(token: string, type: string, message: string): TaskResult {
   return {
     token_id: token,
     success: false,
-    error: { type, step_ref: null, message, retryable: false, context_snapshot: null },
+    error: toTaskError(EngineError.terminal(type, message), null, null),
     metrics: { duration_ms: 0, steps_executed: 0, llm_tokens: { input: 0, output: 0, cost_usd: 0 } },
   };
 }

@@ -1,4 +1,4 @@
-import { EngineError } from "../lib/errors.ts";
+import { EngineError, toTaskError as engineErrorToTaskError } from "../lib/errors.ts";
 import type { Json } from "../lib/expr/mapping.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import type { TaskContext, TaskPayload, TaskResult } from "../schemas/index.ts";
@@ -79,16 +79,7 @@ export function toTaskError(
   stepRef: string | null,
   context: TaskContext | null,
 ): NonNullable<TaskResult["error"]> {
-  const details = error.details?.length
-    ? ` (${error.details.map((detail) => `${detail.path}: ${detail.message}`).join("; ")})`
-    : "";
-  return {
-    type: error.code,
-    step_ref: stepRef,
-    message: `${error.message}${details}`,
-    retryable: error.retryable,
-    ...(error.retryAfterMs === undefined ? {} : { retry_after_ms: error.retryAfterMs }),
-    // A snapshot too large to travel and store is left out rather than failing the report.
-    context_snapshot: context !== null && JSON.stringify(context).length <= MAX_TASK_OUTPUT_CHARS ? context : null,
-  };
+  // A snapshot too large to travel and store is left out rather than failing the report.
+  const snapshot = context !== null && JSON.stringify(context).length <= MAX_TASK_OUTPUT_CHARS ? context : null;
+  return engineErrorToTaskError(error, stepRef, snapshot);
 }

@@ -1,3 +1,6 @@
+import type { ErrorData, ErrorDetail } from "../schemas/errors.ts";
+import type { TaskContext, TaskError } from "../schemas/payload.ts";
+
 /**
  * The one error type of the engine. `code` is a dotted name (`run.not_found`,
  * `step.timeout`, `action.invalid_input`) that the HTTP layer maps to a status
@@ -79,20 +82,26 @@ export class EngineError extends Error {
   }
 }
 
-/** One problem in a rejected input: where (`path`, dotted from the body's root) and what. */
-export interface ErrorDetail {
-  path: string;
-  message: string;
-  code?: string;
-}
+export type { ErrorData, ErrorDetail } from "../schemas/errors.ts";
 
-/** An error as data: what crosses RPC and what is stored. */
-export interface ErrorData {
-  code: string;
-  message: string;
-  retryable: boolean;
-  retry_after_ms?: number;
-  details?: ErrorDetail[];
+/**
+ * Executor → task result: the error a failed step reports, as its task result
+ * carries it. A rejected input's details go into the message (the coordinator
+ * records code and message); `contextSnapshot` is what the caller chose to keep
+ * of the task context.
+ */
+export function toTaskError(error: EngineError, step: string | null, contextSnapshot: TaskContext | null): TaskError {
+  const details = error.details?.length
+    ? ` (${error.details.map((detail) => `${detail.path}: ${detail.message}`).join("; ")})`
+    : "";
+  return {
+    code: error.code,
+    message: `${error.message}${details}`,
+    retryable: error.retryable,
+    ...(error.retryAfterMs === undefined ? {} : { retry_after_ms: error.retryAfterMs }),
+    ...(step === null ? {} : { step }),
+    context_snapshot: contextSnapshot,
+  };
 }
 
 /** Normalises anything thrown into an {@link EngineError}; unknown throws become `internal.error`. */

@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { JsonValue } from "./common.ts";
 import { DefinitionKind } from "./definitions.ts";
-import { Failure, NodeStatus, RunMode, RunStatus, Usage } from "./run.ts";
+import { ErrorInfo, Failure } from "./errors.ts";
+import { NodeStatus, RunMode, RunStatus, Usage } from "./run.ts";
 
 /** `POST /v1/workflows/{id}/runs` body. */
 export const StartRunBody = z.strictObject({
@@ -88,11 +89,7 @@ export type StartRunResponse = z.infer<typeof StartRunResponse>;
 
 /** The error body of every 4xx/5xx. */
 export const ErrorBody = z.strictObject({
-  error: z.strictObject({
-    code: z.string(),
-    message: z.string(),
-    details: z.array(z.strictObject({ path: z.string(), message: z.string(), code: z.string().optional() })).optional(),
-  }),
+  error: ErrorInfo.pick({ code: true, message: true, details: true }),
 });
 export type ErrorBody = z.infer<typeof ErrorBody>;
 

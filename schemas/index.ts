@@ -6,6 +6,7 @@ export * from "./actions.ts";
 export * from "./api.ts";
 export * from "./common.ts";
 export * from "./definitions.ts";
+export * from "./errors.ts";
 export * from "./journal.ts";
 export * from "./payload.ts";
 export * from "./resolved.ts";

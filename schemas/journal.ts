@@ -1,5 +1,7 @@
 import { z } from "zod";
 import { JsonValue } from "./common.ts";
+import { ErrorSummary, Failure } from "./errors.ts";
+import { RunMode, RunStatus } from "./run.ts";
 
 /**
  * The signed journal of a run (brief §4, a contract): every entry is the
@@ -63,6 +65,125 @@ export const JournalAttestationBody = z.looseObject({
 });
 /** Body of the terminal `attest` entry. */
 export type JournalAttestationBody = z.infer<typeof JournalAttestationBody>;
+
+// ─── Entry bodies: one row per kind ──────────────────────────────────────────
+
+const Node = z.string();
+/** The foreach item index, or null for a node without foreach. */
+const Item = z.number().int().min(0).nullable();
+const Attempt = z.number().int().min(0);
+const Count = z.number().int().min(0);
+const Pinned = z.strictObject({ id: z.string(), version: z.number().int() });
+const IsoTime = z.iso.datetime({ offset: true });
+
+/** Bodies of entries about one task attempt: where it ran and which dispatch it was. */
+const TaskAttempt = z.strictObject({ node: Node, item: Item, token: z.string(), attempt: Attempt });
+const GateRef = z.strictObject({ gate_id: z.string(), node: Node, step: z.string() });
+const GateOpenedBody = GateRef.extend({ item: Item, expires_at: IsoTime.nullable() });
+const ApprovalAnswer = GateRef.extend({ responder: z.string().nullable(), reason: z.string().optional() });
+
+/**
+ * Every journal entry kind with its body's schema: the one table the engine
+ * writes from (`Draft.journal` takes only a kind of it, with its body type)
+ * and docs/journal.md's "Entry kinds" documents (a test holds them equal). A
+ * new kind, or a changed body, starts here.
+ */
+export const JOURNAL_BODIES = {
+  "run.created": z.strictObject({
+    workflow: Pinned,
+    mode: RunMode,
+    input: JsonValue,
+    idempotency_key: z.string().nullable(),
+  }),
+  "run.status": z.strictObject({ from: RunStatus, to: RunStatus, reason: z.string() }),
+  "run.redriven": z.strictObject({ redrive: z.number().int().min(1), nodes: z.array(Node) }),
+  "node.started": z.strictObject({
+    node: Node,
+    iteration: z.number().int().min(1),
+    invocations: Count,
+    skipped: Count,
+  }),
+  "node.skipped": z.strictObject({ node: Node, reason: z.string() }),
+  "node.repeat": z.strictObject({ node: Node, iteration: z.number().int().min(1), until: z.string() }),
+  "node.completed": z.strictObject({ node: Node, invocations: Count, iterations: Count }),
+  "node.failed": z.strictObject({ node: Node, error: Failure, on_failure: z.enum(["fail", "continue"]) }),
+  "node.cancelled": z.strictObject({ node: Node, reason: z.string() }),
+  "task.dispatched": TaskAttempt.extend({
+    task: Pinned,
+    /** Only on a continuation: how the suspended task goes on. */
+    resume: z.enum(["after", "approved", "rejected"]).optional(),
+  }),
+  "task.completed": TaskAttempt.extend({
+    /** Null for a node that runs a sub-workflow itself. */
+    token: z.string().nullable(),
+    duration_ms: z.number().min(0),
+    output: JsonValue,
+  }),
+  "task.failed": TaskAttempt.extend({ token: z.string().nullable(), error: Failure }),
+  "task.timeout": TaskAttempt,
+  "task.lost": TaskAttempt,
+  "task.retry_scheduled": z.strictObject({ node: Node, item: Item, attempt: Attempt, at: IsoTime }),
+  "task.result_ignored": z.strictObject({ token: z.string(), reason: z.string(), success: z.boolean() }),
+  "gate.opened": GateOpenedBody,
+  "gate.answered": GateRef.extend({ responder: z.string().nullable(), response: JsonValue }),
+  /** On its timeout (failing the step, or with the default answer), or closed as the run ends. */
+  "gate.expired": z.union([
+    GateRef.extend({ on_timeout: z.literal("fail") }),
+    GateRef.extend({ on_timeout: z.literal("default"), response: JsonValue }),
+    GateRef.extend({ reason: z.string() }),
+  ]),
+  "approval.requested": GateOpenedBody.extend({
+    /** The action that waits for the approval (the executor always names it). */
+    action: z.strictObject({ id: z.string(), version: z.number().int(), kind: z.string() }).optional(),
+  }),
+  "approval.granted": ApprovalAnswer,
+  "approval.rejected": ApprovalAnswer,
+  "child.started": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    child_run_id: z.string(),
+    workflow: z.string(),
+  }),
+  "child.finished": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    child_run_id: z.string().nullable(),
+    status: z.enum(["completed", "failed", "cancelled"]),
+    attestation: z.strictObject({ seq: z.number().int().min(1), hash: Sha256Hex }).nullable(),
+    error: ErrorSummary.optional(),
+  }),
+  "child.cancel_requested": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    child_run_id: z.string().nullable(),
+    key: z.string(),
+  }),
+  /** The engine's attestations: the verifier's contract (JournalAttestationBody) and what the engine adds. */
+  [ATTEST_KIND]: z.strictObject({
+    ...JournalAttestationBody.shape,
+    workflow: Pinned,
+    output: JsonValue.optional(),
+    /** The output's JSON length, in place of the output when that is too large to attest. */
+    output_chars: Count.optional(),
+    error: Failure.optional(),
+  }),
+} as const;
+
+/** Every kind of journal entry the engine writes. */
+export type JournalKind = keyof typeof JOURNAL_BODIES;
+/** The body of a journal entry of kind `K`. */
+export type JournalBody<K extends JournalKind> = z.infer<(typeof JOURNAL_BODIES)[K]>;
+
+/** Every kind of journal entry the engine writes, in the table's order. */
+export const JOURNAL_KINDS = Object.keys(JOURNAL_BODIES) as JournalKind[];
+
+/** Whether a kind is one the engine writes. */
+export function isJournalKind(kind: string): kind is JournalKind {
+  return Object.hasOwn(JOURNAL_BODIES, kind);
+}
 
 /** A public Ed25519 key as a JWK (RFC 8037), `kid` being its RFC 7638 thumbprint. */
 export const PublicJwk = z.looseObject({

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { JsonValue } from "./common.ts";
+import { AttemptError, ErrorSummary } from "./errors.ts";
 import { ResolvedTask } from "./resolved.ts";
 
 /** A container the coordinator resolved for this task (`resource_bindings` → Durable Object id). */
@@ -39,7 +40,7 @@ export const TaskResume = z.strictObject({
   outcome: z
     .union([
       z.strictObject({ ok: z.literal(true), output: JsonValue }),
-      z.strictObject({ ok: z.literal(false), error: z.strictObject({ code: z.string(), message: z.string() }) }),
+      z.strictObject({ ok: z.literal(false), error: ErrorSummary }),
     ])
     .optional(),
   reason: z.string().optional(),
@@ -115,13 +116,13 @@ export function fromTaskGroup(group: TaskGroup): (TaskPayload | { missing: strin
   });
 }
 
-export const TaskError = z.strictObject({
+/**
+ * Executor → coordinator: a failed task's error. The attempt's failure (the
+ * one error shape, schemas/errors.ts) and the task context it failed in.
+ */
+export const TaskError = AttemptError.extend({
   /** A dotted error code, e.g. `http.status`, `step.timeout`, `action.invalid_input`. */
-  type: z.string().min(1),
-  step_ref: z.string().nullable(),
-  message: z.string(),
-  retryable: z.boolean(),
-  retry_after_ms: z.number().int().min(0).optional(),
+  code: z.string().min(1),
   /** The task context when the task failed (redacted of nothing secret: secrets never enter it). */
   context_snapshot: TaskContext.nullable(),
 });
@@ -189,6 +190,17 @@ export const TaskResult = z.strictObject({
 });
 export type TaskResult = z.infer<typeof TaskResult>;
 
+/** Task result → run record, first half: the failure a failed result reports (a plain `task.failed` when it names none). */
+export function attemptErrorOf(result: TaskResult): AttemptError {
+  const { context_snapshot: _snapshot, ...error } = result.error ?? {
+    code: "task.failed",
+    message: "the task failed",
+    retryable: false,
+    context_snapshot: null,
+  };
+  return error;
+}
+
 /**
  * The failure that replaces a result which cannot be signed into the journal
  * (`where` and `why` from lib/journal `canonicalProblem`): not retryable,
@@ -200,10 +212,10 @@ export function toUnsignableResult(result: TaskResult, where: string, why: strin
     token_id: result.token_id,
     success: false,
     error: {
-      type: "task.unsignable_result",
-      step_ref: result.error?.step_ref ?? null,
+      code: "task.unsignable_result",
       message,
       retryable: false,
+      ...(result.error?.step === undefined ? {} : { step: result.error.step }),
       context_snapshot: null,
     },
     metrics: result.metrics,

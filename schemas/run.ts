@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { JsonObject, JsonValue } from "./common.ts";
+import { Failure } from "./errors.ts";
 import { ResourceHandle, TaskContext, TaskResume } from "./payload.ts";
 
 /** The 8 run states (brief §3). */
@@ -23,16 +24,6 @@ export type NodeStatus = z.infer<typeof NodeStatus>;
 export const RUN_MODES = ["auto", "approval", "preview"] as const;
 export const RunMode = z.enum(RUN_MODES);
 export type RunMode = z.infer<typeof RunMode>;
-
-/** A failure as stored on a run or node. */
-export const Failure = z.strictObject({
-  code: z.string(),
-  message: z.string(),
-  node: z.string().optional(),
-  step: z.string().optional(),
-  retryable: z.boolean().optional(),
-});
-export type Failure = z.infer<typeof Failure>;
 
 export const INVOCATION_STATUSES = [
   "pending",

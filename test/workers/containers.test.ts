@@ -285,9 +285,9 @@ describe("a code-change workflow in a container", () => {
       timeout_ms: 10_000,
       retry_attempt: 0,
       tools: [],
-    })) as { success: boolean; error: { type: string; message: string } };
+    })) as { success: boolean; error: { code: string; message: string } };
     expect(result.success).toBe(false);
-    expect(result.error.type).toBe("container.not_owner");
+    expect(result.error.code).toBe("container.not_owner");
     expect(result.error.message).not.toContain("secret");
   });
 });
@@ -448,8 +448,8 @@ describe("containers belong to their run (local mode)", () => {
       timeout_ms: 10_000,
       retry_attempt: 0,
       tools: [],
-    })) as { success: boolean; error: { type: string; message: string } };
-    expect(result).toMatchObject({ success: false, error: { type: "container.not_owner" } });
+    })) as { success: boolean; error: { code: string; message: string } };
+    expect(result).toMatchObject({ success: false, error: { code: "container.not_owner" } });
     expect(JSON.stringify(result)).not.toContain("the victim secret");
     const finished = await victim.finish();
     expect(finished.output.after).toBe("secret.txt\nthe victim secret\n");

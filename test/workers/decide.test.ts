@@ -112,8 +112,8 @@ function makeFailure(token: string, error: Partial<TaskError> = {}): TaskResult 
     token_id: token,
     success: false,
     error: {
-      type: "step.failed",
-      step_ref: "set",
+      code: "step.failed",
+      step: "set",
       message: "boom",
       retryable: false,
       context_snapshot: null,
@@ -531,7 +531,7 @@ describe("task failures", () => {
   }) => {
     const run = makeRun({ a: {}, b: { depends_on: ["a"] } });
     startRun(run);
-    const decision = run.fail(run.token("a"), { type: "http.status", message: "404 from upstream" });
+    const decision = run.fail(run.token("a"), { code: "http.status", message: "404 from upstream" });
     const error = { code: "http.status", message: "404 from upstream", node: "a", retryable: false, step: "set" };
     expect(decision.state.nodes.a).toMatchObject({ status: "failed", error });
     expect(decision.state.record.status).toBe("failed");
@@ -583,7 +583,7 @@ describe("task failures", () => {
   it("on_failure continue records the error in state._errors, runs dependents and completes the run", ({ expect }) => {
     const run = makeRun({ a: { on_failure: "continue" }, b: { depends_on: ["a"] } });
     startRun(run);
-    const failure = run.fail(run.token("a"), { type: "step.failed", message: "boom" });
+    const failure = run.fail(run.token("a"), { code: "step.failed", message: "boom" });
     expect(failure.state.nodes.a?.status).toBe("failed");
     expect(entryOf(failure, "node.failed").body).toMatchObject({ node: "a", on_failure: "continue" });
     expect(failure.state.record.context.state._errors).toEqual([
@@ -604,7 +604,7 @@ describe("retries", () => {
   it("a retryable failure schedules a retry and the run waits for it", ({ expect }) => {
     const run = makeRun({ a: { retry } });
     startRun(run);
-    const decision = run.fail(run.token("a"), { type: "http.status", retryable: true });
+    const decision = run.fail(run.token("a"), { code: "http.status", retryable: true });
     expect(decision.state.nodes.a?.invocations[0]).toMatchObject({
       status: "retrying",
       attempts: 1,
@@ -1578,7 +1578,7 @@ describe("redrive", () => {
     startRun(run);
     run.succeed(run.token("a"), { x: 1 });
     run.wake();
-    run.fail(run.token("b"), { type: "http.status", message: "503" });
+    run.fail(run.token("b"), { code: "http.status", message: "503" });
     return run;
   }
 

@@ -79,7 +79,7 @@ describe("runTasks", () => {
     const answered = await results(broken);
     expect(answered.map((result) => result.token_id).sort()).toEqual(["x", "y"]);
     for (const result of answered) {
-      expect(result).toMatchObject({ success: false, error: { type: "executor.invalid_payload", retryable: false } });
+      expect(result).toMatchObject({ success: false, error: { code: "executor.invalid_payload", retryable: false } });
       expect(result.error?.message).toContain("payloads.0.timeout_ms");
     }
   });
@@ -94,6 +94,6 @@ describe("runTasks", () => {
     const answered = await results({ ...group, payloads: [first, { ...second, task_key: "nowhere@1" }] });
     const byToken = new Map(answered.map((result) => [result.token_id, result]));
     expect(byToken.get("here")).toMatchObject({ success: true, output: { v: 7 } });
-    expect(byToken.get("lost")).toMatchObject({ success: false, error: { type: "executor.invalid_payload" } });
+    expect(byToken.get("lost")).toMatchObject({ success: false, error: { code: "executor.invalid_payload" } });
   });
 });

@@ -139,7 +139,8 @@ function expectFailure(
   state?: Record<string, unknown>,
 ): void {
   expect(result.success).toBe(false);
-  expect(result.error).toMatchObject({ type: want.code, step_ref: want.step, retryable: want.retryable });
+  expect(result.error).toMatchObject({ code: want.code, retryable: want.retryable });
+  expect(result.error?.step ?? null).toBe(want.step);
   if (want.retryAfterMs !== undefined) {
     expect(result.error?.retry_after_ms).toBe(want.retryAfterMs);
   }

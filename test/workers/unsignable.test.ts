@@ -73,16 +73,16 @@ describe("values that cannot be signed into the journal", () => {
     const output: TaskResult = { token_id: "t1", success: true, output: { s: "\ud83d" }, metrics };
     expect(finalizeResult(output, [])).toMatchObject({
       success: false,
-      error: { type: "task.unsignable_result", retryable: false },
+      error: { code: "task.unsignable_result", retryable: false },
     });
     const failure: TaskResult = {
       token_id: "t2",
       success: false,
-      error: { type: "x.y", step_ref: "s", message: "bad \ud800 text", retryable: true, context_snapshot: null },
+      error: { code: "x.y", step: "s", message: "bad \ud800 text", retryable: true, context_snapshot: null },
       metrics,
     };
     expect(finalizeResult(failure, []).error).toMatchObject({
-      type: "x.y",
+      code: "x.y",
       message: "bad \ufffd text",
       retryable: true,
     });
@@ -118,7 +118,7 @@ describe("values that cannot be signed into the journal", () => {
     expect(delivered[0]).toMatchObject({
       token_id: "tok-1",
       success: false,
-      error: { type: "task.unsignable_result", retryable: false },
+      error: { code: "task.unsignable_result", retryable: false },
     });
   });
 });

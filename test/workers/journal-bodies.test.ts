@@ -1,0 +1,274 @@
+import { describe, it, vi } from "vitest";
+import { newRunState } from "../../coordinator/create.ts";
+import { NOTHING_LIVE, toLiveWork } from "../../coordinator/live.ts";
+import {
+  decide,
+  DEADLINE_GRACE_MS,
+  DEFAULT_TASK_TIMEOUT_MS,
+  type Decision,
+  type RunEvent,
+  type RunState,
+} from "../../coordinator/decide.ts";
+import { RunSnapshot } from "../../schemas/index.ts";
+import { isJournalKind, JOURNAL_BODIES } from "../../schemas/journal.ts";
+import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
+
+/**
+ * Real runs write only the journal the schema table describes: every entry's
+ * kind is a row of JOURNAL_BODIES and its body parses with that row's schema,
+ * in runs that open and answer gates, expire them, retry, fan out, skip,
+ * repeat, start children, fail, are redriven and cancelled.
+ */
+
+type Entry = { seq: number; kind: string; body: unknown };
+
+async function register(workflows: unknown[]): Promise<void> {
+  const response = await api("POST", "/v1/definitions", { workflows });
+  if (response.status !== 201) {
+    throw new Error(JSON.stringify(response.json));
+  }
+}
+
+async function start(workflowId: string, input: unknown = {}): Promise<string> {
+  const response = await api("POST", `/v1/workflows/${workflowId}/runs`, { input });
+  if (response.status !== 201) {
+    throw new Error(JSON.stringify(response.json));
+  }
+  return response.json.run_id;
+}
+
+async function journal(runId: string): Promise<Entry[]> {
+  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries;
+}
+
+/** Each entry that breaks the table: its kind is unknown, or its body does not parse. */
+function offTable(entries: readonly Entry[]): string[] {
+  return entries.flatMap((entry) => {
+    if (!isJournalKind(entry.kind)) {
+      return [`seq ${entry.seq}: unknown kind ${entry.kind}`];
+    }
+    const parsed = JOURNAL_BODIES[entry.kind].safeParse(entry.body);
+    return parsed.success ? [] : [`seq ${entry.seq} ${entry.kind}: ${parsed.error.message}`];
+  });
+}
+
+const openGate = (run: any) =>
+  run.gates?.some((gate: any) => gate.status === "open") || ["completed", "failed", "cancelled"].includes(run.status);
+
+const contextStep = (ref: string, path: string, expr: string) => ({
+  ref,
+  action: { kind: "context", implementation: { updates: [{ path, expr }] } },
+  output_mapping: { [`output.${path}`]: `$.${path}` },
+});
+const humanStep = (ref: string, extra: Record<string, unknown> = {}) => ({
+  ref,
+  action: {
+    kind: "human",
+    implementation: {
+      prompt_template: "Go on?",
+      input_schema: { type: "object", required: ["ok"], properties: { ok: { type: "boolean" } } },
+      ...extra,
+    },
+  },
+  output_mapping: { "output.answer": "$.response" },
+});
+const riskyStep = (key: string) => ({
+  ref: "deploy",
+  action: {
+    kind: "http",
+    risk: "high",
+    implementation: { method: "POST", url_template: `${httpTarget()}/mark/${key}` },
+  },
+  output_mapping: { "output.status": "$.status" },
+});
+
+describe("the journal of real runs", () => {
+  it("holds only kinds of the schema table, each body parsing with its kind's schema", async ({ expect }) => {
+    const child = uniqueId("child");
+    const parent = uniqueId("parent");
+    const expiring = uniqueId("expiring");
+    const risky = uniqueId("risky");
+    const gated = uniqueId("gated");
+    const waiter = uniqueId("waiter");
+    const key = uniqueId("flaky");
+    await register([
+      { id: child, nodes: { double: { task: { steps: [contextStep("x2", "n", "input.n * 2")] } } } },
+      {
+        id: parent,
+        nodes: {
+          ask: { task: { steps: [humanStep("ask")] } },
+          each: {
+            depends_on: ["ask"],
+            foreach: { items: "$.input.items" },
+            when: "item != 2",
+            input_mapping: { n: "$.item" },
+            task: { steps: [contextStep("sq", "n", "input.n * input.n")] },
+          },
+          flaky: {
+            task: {
+              steps: [
+                {
+                  ref: "call",
+                  action: {
+                    kind: "http",
+                    implementation: { method: "GET", url_template: `${httpTarget()}/flaky/${key}?fail=1` },
+                  },
+                  on_failure: "retry",
+                },
+              ],
+            },
+            retry: { max_attempts: 2, initial_delay_ms: 10 },
+          },
+          sub: { workflow: child, input_mapping: { n: "$.input.n" } },
+          step_child: {
+            task: {
+              steps: [
+                {
+                  ref: "call",
+                  action: { kind: "workflow", implementation: { workflow: child, on_failure: "propagate" } },
+                  input_mapping: { n: "$.input.n" },
+                },
+              ],
+            },
+          },
+          never: { when: "false", task: { steps: [contextStep("x", "x", "1")] } },
+          after_never: { depends_on: ["never"], task: { steps: [contextStep("y", "y", "1")] } },
+          loop: {
+            task: { steps: [contextStep("z", "z", "1")] },
+            repeat: { until: "size(state) > 100", max_iterations: 2 },
+            on_failure: "continue",
+          },
+        },
+      },
+      {
+        id: expiring,
+        nodes: {
+          defaulted: {
+            task: { steps: [humanStep("ask", { timeout_ms: 100, on_timeout: { default: { ok: true } } })] },
+          },
+          failing: { task: { steps: [humanStep("ask", { timeout_ms: 100, on_timeout: "fail" })] } },
+        },
+      },
+      { id: risky, nodes: { only: { task: { steps: [riskyStep(uniqueId("deploy"))] } } } },
+      { id: gated, nodes: { ask: { task: { steps: [humanStep("ask")] } } } },
+      { id: waiter, nodes: { sub: { workflow: gated } } },
+    ]);
+
+    const runs: string[] = [];
+    // A gate answered, a foreach with a skipped item, a retry, two children, skips, a repeat that gives up.
+    const parentRun = await start(parent, { items: [1, 2, 3], n: 4 });
+    runs.push(parentRun);
+    const waiting = await waitForRun(parentRun, openGate);
+    await api("POST", `/v1/runs/${parentRun}/gates/${waiting.gates[0].gate_id}`, { response: { ok: true } });
+    expect((await waitForRun(parentRun)).status).toBe("completed");
+
+    // Gates that expire: with the default answer, and failing the run.
+    const expiringRun = await start(expiring);
+    runs.push(expiringRun);
+    expect((await waitForRun(expiringRun, undefined, 10_000)).status).toBe("failed");
+
+    // An approval rejected, the failed run redriven, approved, then one more run cancelled at its gate.
+    const riskyRun = await start(risky);
+    runs.push(riskyRun);
+    const approval = await waitForRun(riskyRun, openGate);
+    await api("POST", `/v1/runs/${riskyRun}/gates/${approval.gates[0].gate_id}`, {
+      response: { approved: false, reason: "not now" },
+    });
+    expect((await waitForRun(riskyRun)).status).toBe("failed");
+    expect((await api("POST", `/v1/runs/${riskyRun}/redrive`)).status).toBe(200);
+    const again = await waitForRun(riskyRun, (run) => run.gates?.some((gate: any) => gate.status === "open"));
+    const reopened = again.gates.find((gate: any) => gate.status === "open");
+    await api("POST", `/v1/runs/${riskyRun}/gates/${reopened.gate_id}`, {
+      response: { approved: true },
+      responder: "ops",
+    });
+    expect((await waitForRun(riskyRun)).status).toBe("completed");
+    const cancelledRun = await start(risky);
+    runs.push(cancelledRun);
+    await waitForRun(cancelledRun, openGate);
+    expect((await api("POST", `/v1/runs/${cancelledRun}/cancel`, { reason: "changed my mind" })).status).toBe(200);
+
+    // A run cancelled while its child waits at a gate: the child is cancelled too.
+    const waiterRun = await start(waiter);
+    runs.push(waiterRun);
+    await vi.waitUntil(async () => (await journal(waiterRun)).some((entry) => entry.kind === "child.started"), {
+      timeout: 10_000,
+      interval: 20,
+    });
+    expect((await api("POST", `/v1/runs/${waiterRun}/cancel`, { reason: "no longer needed" })).status).toBe(200);
+
+    const kinds = new Set<string>();
+    for (const runId of runs) {
+      const entries = await journal(runId);
+      for (const entry of entries) {
+        kinds.add(entry.kind);
+        if (entry.kind === "child.started") {
+          runs.push((entry.body as { child_run_id: string }).child_run_id);
+        }
+      }
+      expect(offTable(entries), runId).toEqual([]);
+    }
+    // The runs above reach every kind but a lost or timed-out task (the decisions below have those), and
+    // a late result only when a cancelled task's result happens to arrive after the cancel.
+    const unreached = Object.keys(JOURNAL_BODIES).filter((kind) => !kinds.has(kind));
+    expect(unreached.filter((kind) => kind !== "task.result_ignored").sort()).toEqual(["task.lost", "task.timeout"]);
+  });
+});
+
+describe("the journal of decisions real runs seldom reach", () => {
+  const NOW = 1_700_000_000_000;
+  const step = { ref: "set", action: { kind: "context", implementation: { updates: [{ path: "x", expr: "1" }] } } };
+  const snapshot = RunSnapshot.parse({
+    workflow: { id: "wf", version: 1, definition: { id: "wf", nodes: { a: { task: { steps: [step] } } } } },
+    tasks: {
+      a: { id: "wf/a", version: 0, steps: [{ ...step, action: { ...step.action, id: "wf/a/set", version: 0 } }] },
+    },
+    workflows: {},
+  });
+
+  it("writes task.lost, task.timeout and task.result_ignored with bodies of the table", ({ expect }) => {
+    let state: RunState = newRunState(
+      {
+        run_id: "run_x",
+        snapshot,
+        input: {},
+        mode: "auto",
+        idempotency_key: null,
+        request_hash: "h",
+        created_by: "rpc",
+      },
+      NOW,
+    );
+    const decisions: Decision[] = [];
+    const send = (event: RunEvent, now = NOW): void => {
+      const decision = decide(state, event, { snapshot, now, random: () => 0 });
+      state = decision.state;
+      decisions.push(decision);
+    };
+    const token = (): string => state.nodes.a?.invocations[0]?.token ?? "";
+    send({ type: "start" });
+    send({ type: "wake", live: NOTHING_LIVE });
+    // A restart lost the dispatch; a late result of it arrives; the next dispatch overruns its deadline.
+    const lost = token();
+    send({ type: "wake", live: NOTHING_LIVE });
+    send({ type: "wake", live: toLiveWork({ tokens: [token()] }) });
+    send({
+      type: "task_result",
+      result: {
+        token_id: lost,
+        success: true,
+        output: null,
+        metrics: { duration_ms: 1, steps_executed: 1, llm_tokens: { input: 0, output: 0, cost_usd: 0 } },
+      },
+    });
+    send({ type: "wake", live: toLiveWork({ tokens: [token()] }) }, NOW + DEFAULT_TASK_TIMEOUT_MS + DEADLINE_GRACE_MS);
+    const entries = decisions.flatMap((decision) =>
+      decision.commands.flatMap((command) =>
+        command.kind === "journal" ? [{ seq: command.seq, kind: command.entryKind, body: command.body }] : [],
+      ),
+    );
+    const kinds = entries.map((entry) => entry.kind);
+    expect(kinds).toEqual(expect.arrayContaining(["task.lost", "task.timeout", "task.result_ignored"]));
+    expect(offTable(entries)).toEqual([]);
+  });
+});
