@@ -9,9 +9,10 @@ import { isTerminal } from "./lifecycle.ts";
  * is an event of its own that wakes the run (so it may dispatch at once).
  * The Durable Object refuses a control here with a 409 before applying it,
  * and `decide` checks the same row again when the event arrives, so the two
- * can never disagree. A new control is a row here, a one-line method on the
- * Durable Object and, when it applies a new event, that event's handler in
- * `decide`.
+ * can never disagree. A new control is a row here (its HTTP route
+ * `POST /v1/runs/{id}/{control}` and the service call follow from the row)
+ * and, when it applies a new event, that event in coordinator/events.ts with
+ * its handler in `decide`.
  */
 interface ControlRow {
   readonly statuses: readonly RunStatus[];
@@ -61,6 +62,14 @@ export const CONTROLS = {
 } as const satisfies Record<string, ControlRow>;
 
 export type RunControl = keyof typeof CONTROLS;
+
+/** Every run control, in the table's order (the HTTP routes `POST /v1/runs/{id}/{control}`). */
+export const RUN_CONTROLS = Object.keys(CONTROLS) as RunControl[];
+
+/** Whether a value (from an RPC call) names a run control. */
+export function isRunControl(name: unknown): name is RunControl {
+  return typeof name === "string" && Object.hasOwn(CONTROLS, name);
+}
 
 /** Whether a run in `status` accepts `control`. */
 export function allows(control: RunControl, status: RunStatus): boolean {

@@ -5,7 +5,7 @@ import { parseOrThrow } from "../lib/validation.ts";
 import type { GateView, JournalEntry, RunSnapshot, RunView, TaskPayload, TaskResult } from "../schemas/index.ts";
 import { ChildNotification, toGateView } from "./children.ts";
 import { perform, type CommandDeps } from "./commands.ts";
-import { assertAllowed, CONTROLS, type RunControl } from "./controls.ts";
+import { assertAllowed, CONTROLS, isRunControl, type RunControl } from "./controls.ts";
 import { chunk, sendTaskGroup } from "./executor-client.ts";
 import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunState } from "./decide.ts";
 import { CreateRunRequest, newRunState, runCreatedEntry, type CreateRunOutcome } from "./create.ts";
@@ -149,28 +149,15 @@ export class Coordinator extends DurableObject<Env> {
     return this.control("cancel", reason);
   }
 
-  /** Stops new dispatches; what is in flight finishes. */
-  async pause(): Promise<Result<RunView>> {
-    return this.control("pause");
-  }
-
-  async resume(): Promise<Result<RunView>> {
-    return this.control("resume");
-  }
-
-  /** Re-runs a failed run from its failed nodes, keeping completed results, in the same journal. */
-  async redrive(): Promise<Result<RunView>> {
-    return this.control("redrive");
-  }
-
-  /** Starts a run created with `mode: "approval"`. */
-  async approve(): Promise<Result<RunView>> {
-    return this.control("approve");
-  }
-
-  /** Applies a control's event when the run's status allows it (controls.ts), else a 409. */
-  private async control(name: RunControl, reason?: string): Promise<Result<RunView>> {
+  /**
+   * Applies a run control (a row of coordinator/controls.ts: cancel, pause,
+   * resume, redrive, approve) when the run's status allows it, else a 409.
+   */
+  async control(name: RunControl, reason?: string): Promise<Result<RunView>> {
     return toResult(async () => {
+      if (!isRunControl(name) || (reason !== undefined && typeof reason !== "string")) {
+        throw EngineError.terminal("run.invalid_control", `no run control "${String(name)}" with that reason`);
+      }
       const { record } = this.requireRun();
       assertAllowed(name, record.status);
       const row = CONTROLS[name];

@@ -2,4 +2,4 @@
 export { Coordinator, JOURNAL_PAGE, type CoordinatorStats } from "./coordinator.ts";
 export { CreateRunRequest, type CreateRunOutcome } from "./create.ts";
 export { decide, MAX_DISPATCHES_PER_EVENT, TASKS_PER_EXECUTOR_CALL, type RunEvent, type RunState } from "./decide.ts";
-export { CONTROLS, type RunControl } from "./controls.ts";
+export { CONTROLS, RUN_CONTROLS, type RunControl } from "./controls.ts";

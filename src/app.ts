@@ -1,4 +1,5 @@
 import { Hono, type Context } from "hono";
+import { RUN_CONTROLS } from "../coordinator/controls.ts";
 import { EngineError } from "../lib/errors.ts";
 import { checkBodyLimits, MAX_BODY_BYTES } from "../lib/json-limits.ts";
 import { parseYamlBody } from "../lib/yaml-body.ts";
@@ -34,19 +35,15 @@ export function createApp(): Hono<App> {
   });
   app.get("/v1/runs/:runId", async (c) => c.json(await service.getRun(c.env, c.req.param("runId"))));
   app.get("/v1/runs/:runId/journal", async (c) => c.json(await service.getJournal(c.env, c.req.param("runId"))));
-  app.post("/v1/runs/:runId/cancel", async (c) => {
-    const body = await readJson(c, {});
-    const reason =
-      typeof body === "object" && body !== null && "reason" in body && typeof body.reason === "string"
-        ? body.reason
-        : undefined;
-    return c.json(await service.cancelRun(c.env, c.req.param("runId"), reason));
-  });
-  for (const control of ["pause", "resume", "redrive", "approve"] as const) {
+  // One route per row of the run-control table; a body is optional, and only a cancel reads its `reason`.
+  for (const control of RUN_CONTROLS) {
     app.post(`/v1/runs/:runId/${control}`, async (c) => {
-      // No body is needed; one that is sent meets the same limits as every body, and is otherwise ignored.
-      await readJson(c, {});
-      return c.json(await service.controlRun(c.env, c.req.param("runId"), control));
+      const body = await readJson(c, {});
+      const reason =
+        typeof body === "object" && body !== null && "reason" in body && typeof body.reason === "string"
+          ? body.reason
+          : undefined;
+      return c.json(await service.controlRun(c.env, c.req.param("runId"), control, reason));
     });
   }
   app.get("/v1/runs/:runId/events", (c) => streamRunEvents(c, c.req.param("runId")));

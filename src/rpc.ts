@@ -65,7 +65,7 @@ export class TrellisApi extends WorkerEntrypoint<Env> {
         throw invalidArgument("reason", "must be a string when given");
       }
       checkBodyLimits(reason, "reason");
-      return service.cancelRun(this.env, id, reason);
+      return service.controlRun(this.env, id, "cancel", reason);
     });
   }
 

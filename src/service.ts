@@ -1,5 +1,5 @@
 import type { Catalog } from "../catalog/index.ts";
-import { JOURNAL_PAGE, type Coordinator, type CreateRunOutcome } from "../coordinator/index.ts";
+import { JOURNAL_PAGE, type Coordinator, type CreateRunOutcome, type RunControl } from "../coordinator/index.ts";
 import { EngineError } from "../lib/errors.ts";
 import { newRunId, RUN_ID_PATTERN, runIdFor, sha256Hex } from "../lib/ids.ts";
 import { canonicalJson, importSigningKey, toJwks, type JournalEntry } from "../lib/journal/index.ts";
@@ -31,20 +31,7 @@ const CATALOG_NAME = "catalog";
 // The stubs' generated RPC types are too deep for tsc over recursive JSON
 // types; the methods return plain-data Results, so their own signatures are exact.
 type CatalogApi = Pick<Catalog, "register" | "get" | "resolveRun">;
-type CoordinatorApi = Pick<
-  Coordinator,
-  | "create"
-  | "get"
-  | "journal"
-  | "events"
-  | "cancel"
-  | "pause"
-  | "resume"
-  | "redrive"
-  | "approve"
-  | "gates"
-  | "answerGate"
->;
+type CoordinatorApi = Pick<Coordinator, "create" | "get" | "journal" | "events" | "control" | "gates" | "answerGate">;
 
 function catalog(env: Env): CatalogApi {
   return env.CATALOG.get(env.CATALOG.idFromName(CATALOG_NAME)) as unknown as CatalogApi;
@@ -136,10 +123,6 @@ export async function getJournal(env: Env, runId: string): Promise<{ entries: Jo
   }
 }
 
-export async function cancelRun(env: Env, runId: string, reason?: string): Promise<RunView> {
-  return unwrap(await coordinator(env, runId).cancel(reason));
-}
-
 export async function listGates(env: Env, runId: string): Promise<{ gates: GateView[] }> {
   return { gates: unwrap(await coordinator(env, runId).gates()) };
 }
@@ -148,18 +131,9 @@ export async function answerGate(env: Env, runId: string, gateId: string, body: 
   return unwrap(await coordinator(env, runId).answerGate(gateId, body));
 }
 
-/** The run controls that take no arguments. */
-export type RunControl = "pause" | "resume" | "redrive" | "approve";
-
-export async function controlRun(env: Env, runId: string, control: RunControl): Promise<RunView> {
-  const stub = coordinator(env, runId);
-  const results = {
-    pause: () => stub.pause(),
-    resume: () => stub.resume(),
-    redrive: () => stub.redrive(),
-    approve: () => stub.approve(),
-  } satisfies Record<RunControl, () => Promise<unknown>>;
-  return unwrap(await results[control]());
+/** Applies a run control (coordinator/controls.ts); `reason` is what a cancel records. */
+export async function controlRun(env: Env, runId: string, control: RunControl, reason?: string): Promise<RunView> {
+  return unwrap(await coordinator(env, runId).control(control, reason));
 }
 
 /** Journal entries after `afterSeq`, waiting up to `waitMs` for new ones when there are none. */

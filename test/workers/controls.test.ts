@@ -1,8 +1,11 @@
+import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
-import { allows, assertAllowed, CONTROLS, type RunControl } from "../../coordinator/controls.ts";
+import { allows, assertAllowed, CONTROLS, RUN_CONTROLS, type RunControl } from "../../coordinator/controls.ts";
 import { canTransition, isTerminal } from "../../coordinator/lifecycle.ts";
 import { EngineError } from "../../lib/errors.ts";
 import { RUN_STATUSES, type RunStatus } from "../../schemas/index.ts";
+import type { Coordinator } from "../../coordinator/index.ts";
+import { api } from "./helpers.ts";
 
 /** The status each control moves a run to. */
 const MOVES_TO = {
@@ -48,4 +51,24 @@ describe("run controls", () => {
       });
     },
   );
+});
+
+describe("run controls over HTTP and RPC", () => {
+  it("every row of the table is a route: POST /v1/runs/{id}/{control}", async ({ expect }) => {
+    for (const control of RUN_CONTROLS) {
+      const response = await api("POST", `/v1/runs/run_00000000000000000000000000000000/${control}`, {});
+      // The route exists and reached the (absent) run, rather than the router's 404.
+      expect(response.json.error?.code, control).toBe("run.not_found");
+    }
+  });
+
+  it("a control the table does not have is refused by the coordinator as data", async ({ expect }) => {
+    // The generated stub type is too deep for tsc over recursive JSON types (as in src/service.ts).
+    const stub = env.COORDINATOR.get(env.COORDINATOR.idFromName("run_no_such_control")) as unknown as Pick<
+      Coordinator,
+      "control"
+    >;
+    const result = await stub.control("reboot" as RunControl);
+    expect(result).toMatchObject({ ok: false, error: { code: "run.invalid_control", retryable: false } });
+  });
 });
