@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ensureEngineError } from "../lib/errors.ts";
-import type { Json } from "../lib/expr/mapping.ts";
+import type { Json } from "../schemas/common.ts";
 import { runIdFor, sha256Hex } from "../lib/ids.ts";
 import type { Result } from "../lib/result.ts";
 import {

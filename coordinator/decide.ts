@@ -8,7 +8,7 @@ import { isTerminal } from "./lifecycle.ts";
 import type { LiveWork } from "./live.ts";
 import { completeInvocation, failInvocation, itemOf, startReadyNodes } from "./nodes.ts";
 import { advance, nextWakeAt } from "./schedule.ts";
-import type { Json } from "../lib/expr/mapping.ts";
+import type { Json } from "../schemas/common.ts";
 import { MAX_EVENT_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
 import {
   answerGate,
@@ -242,7 +242,7 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
     return;
   }
   if (result.success) {
-    completeInvocation(draft, nodeId, invocation, (result.output ?? null) as Json, result.metrics.duration_ms);
+    completeInvocation(draft, nodeId, invocation, result.output ?? null, result.metrics.duration_ms);
     return;
   }
   failInvocation(draft, nodeId, invocation, attemptErrorOf(result));

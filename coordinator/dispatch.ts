@@ -1,4 +1,4 @@
-import type { Json } from "../lib/expr/mapping.ts";
+import type { Json } from "../schemas/common.ts";
 import type { InvocationRecord, ResourceHandle } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
 import type { LiveWork } from "./live.ts";
@@ -96,7 +96,7 @@ export function startPendingChildren(draft: Draft, live: LiveWork, budget: numbe
       // A node that is a sub-workflow hands its resources down; a workflow step does not.
       const resources =
         suspension.step_ref === null ? handedDown(draft, draft.nodeDefinition(nodeId).resource_bindings) : undefined;
-      requestChild(draft, waiting.key, waiting.workflow, waiting.input as Json, resources);
+      requestChild(draft, waiting.key, waiting.workflow, waiting.input, resources);
       draft.setInvocation(nodeId, invocation.index, {
         suspension: { ...suspension, waiting_for: { ...waiting, requested_at: draft.now } },
       });
@@ -158,7 +158,7 @@ function startNodeChild(draft: Draft, nodeId: string, invocation: InvocationReco
         run_id: null,
         workflow,
         on_failure: "propagate",
-        input: (invocation.input ?? null) as Json,
+        input: invocation.input ?? null,
         requested_at: draft.now,
       },
     },
@@ -168,7 +168,7 @@ function startNodeChild(draft: Draft, nodeId: string, invocation: InvocationReco
     draft,
     key,
     workflow,
-    (invocation.input ?? null) as Json,
+    invocation.input ?? null,
     handedDown(draft, draft.nodeDefinition(nodeId).resource_bindings),
   );
 }
@@ -214,7 +214,7 @@ function dispatchInvocation(draft: Draft, nodeId: string, invocation: Invocation
       task_id: task.id,
       task_version: task.version,
       task,
-      input: (invocation.input ?? null) as Json,
+      input: invocation.input ?? null,
       resources: resourcesOf(draft, definition.resource_bindings),
       timeout_ms: timeoutMs,
       retry_attempt: attempt - 1,

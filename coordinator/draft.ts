@@ -13,7 +13,7 @@ import {
   type RunStatus,
   type TaskPayload,
 } from "../schemas/index.ts";
-import type { Json } from "../lib/expr/mapping.ts";
+import type { Json } from "../schemas/common.ts";
 import { assertTransition } from "./lifecycle.ts";
 
 export interface RunState {

@@ -1,7 +1,8 @@
 import { ensureEngineError, EngineError } from "../lib/errors.ts";
 import { evalCelBool } from "../lib/expr/cel.ts";
 import { selectJsonPath } from "../lib/expr/jsonpath.ts";
-import { applyOutputMapping, buildInput, type Json, type JsonRecord, type Writable } from "../lib/expr/mapping.ts";
+import { applyOutputMapping, buildInput, type Writable } from "../lib/expr/mapping.ts";
+import type { Json, JsonObject } from "../schemas/common.ts";
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
 import {
   toErrorSummary,
@@ -93,7 +94,7 @@ function startIteration(draft: Draft, nodeId: string, definition: NodeDefinition
           vars: { ...doc, item, index },
           fallback: item,
         }))
-      : [{ vars: doc, fallback: draft.record.context.input as Json }];
+      : [{ vars: doc, fallback: draft.record.context.input }];
     const invocations = items.map(({ vars, fallback }, index): InvocationRecord => {
       const runs = definition.when === undefined || evalCelBool(definition.when, vars);
       const input = runs ? (definition.input_mapping ? buildInput(definition.input_mapping, vars) : fallback) : null;
@@ -252,7 +253,7 @@ function completeIteration(draft: Draft, nodeId: string): void {
   const definition = draft.nodeDefinition(nodeId);
   for (;;) {
     const node = draft.node(nodeId);
-    const outputs = node.invocations.map((invocation) => (invocation.output ?? null) as Json);
+    const outputs = node.invocations.map((invocation) => invocation.output ?? null);
     try {
       writeNodeOutput(draft, nodeId, definition, definition.foreach ? outputs : (outputs[0] ?? null));
       if (definition.repeat && !evalCelBool(definition.repeat.until, contextDocument(draft))) {
@@ -290,7 +291,7 @@ function completeIteration(draft: Draft, nodeId: string): void {
  */
 function writeNodeOutput(draft: Draft, nodeId: string, definition: NodeDefinition, output: Json): void {
   const context = draft.record.context;
-  const target: Writable = { state: context.state as JsonRecord, output: context.output as JsonRecord };
+  const target: Writable = { state: context.state, output: context.output };
   let next: Writable;
   if (!definition.output_mapping) {
     next = { ...target, state: { ...target.state, [nodeId]: output } };
@@ -299,7 +300,7 @@ function writeNodeOutput(draft: Draft, nodeId: string, definition: NodeDefinitio
     for (const [path, source] of Object.entries(definition.output_mapping)) {
       const values = output.map(
         (itemOutput) =>
-          (applyOutputMapping({ "state.v": source }, itemOutput, { state: {}, output: {} }).state.v ?? null) as Json,
+          applyOutputMapping({ "state.v": source }, itemOutput, { state: {}, output: {} }).state.v ?? null,
       );
       next = applyOutputMapping({ [path]: values }, null, next);
     }

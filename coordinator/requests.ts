@@ -1,7 +1,7 @@
 import { EngineError } from "../lib/errors.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import type { Json } from "../lib/expr/mapping.ts";
+import type { Json } from "../schemas/common.ts";
 import { APPROVAL_SCHEMA, GateAnswerBody, type GateRecord, type RunRecord } from "../schemas/index.ts";
 import type { CreateRunRequest } from "./create.ts";
 import type { RunEvent } from "./events.ts";
@@ -63,6 +63,6 @@ export function toGateAnswer(
       problems,
     );
   }
-  const response = answer.response as Json;
+  const response = answer.response;
   return { gate, event: { type: "gate_answer", gate_id: gateId, response, responder: answer.responder ?? null } };
 }

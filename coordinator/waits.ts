@@ -1,4 +1,4 @@
-import type { Json } from "../lib/expr/mapping.ts";
+import type { Json } from "../schemas/common.ts";
 import {
   toFailure,
   type ErrorSummary,

@@ -1,5 +1,5 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
-import type { Json } from "../lib/expr/mapping.ts";
+import type { Json } from "../schemas/common.ts";
 import { canonicalProblem } from "../lib/journal/canonical.ts";
 import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
 import { validateJson } from "../lib/json-schema.ts";

@@ -1,6 +1,7 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { evalCelBool } from "../lib/expr/cel.ts";
-import { buildInput, type Json } from "../lib/expr/mapping.ts";
+import { buildInput } from "../lib/expr/mapping.ts";
+import type { Json } from "../schemas/common.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import {
   APPROVAL_SCHEMA,

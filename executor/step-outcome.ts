@@ -1,5 +1,6 @@
 import { EngineError } from "../lib/errors.ts";
-import { applyOutputMapping, setTargetPath, type Json, type JsonRecord } from "../lib/expr/mapping.ts";
+import { applyOutputMapping, setTargetPath } from "../lib/expr/mapping.ts";
+import type { Json, JsonObject } from "../schemas/common.ts";
 import type { ResolvedStep, TaskContext, TaskSuspension } from "../schemas/index.ts";
 
 /**
@@ -29,7 +30,7 @@ export type StepOutcome =
 
 /** A step's output goes where its output mapping says, or to `state.<ref>`. */
 export function writeStepOutput(step: ResolvedStep, output: Json, context: TaskContext): TaskContext {
-  const target = { state: context.state as JsonRecord, output: context.output as JsonRecord };
+  const target = { state: context.state, output: context.output };
   const next = step.output_mapping
     ? applyOutputMapping(step.output_mapping, output, target)
     : setTargetPath(target, `state.${step.ref}`, output);

@@ -1,5 +1,5 @@
 import { EngineError, toTaskError as engineErrorToTaskError } from "../lib/errors.ts";
-import type { Json } from "../lib/expr/mapping.ts";
+import type { Json } from "../schemas/common.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import type { TaskContext, TaskPayload, TaskResult } from "../schemas/index.ts";
 import type { LoopEnd, StepTally } from "./step-loop.ts";

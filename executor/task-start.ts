@@ -1,5 +1,5 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
-import type { Json } from "../lib/expr/mapping.ts";
+import type { Json } from "../schemas/common.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import type { TaskContext, TaskPayload, TaskResume } from "../schemas/index.ts";
 import { onStepFailure, writeStepOutput, type FailedStepOutcome } from "./step-outcome.ts";
@@ -95,7 +95,7 @@ function resumeStep(
         problems,
       );
     }
-    return { next: "continue", context: writeStepOutput(step, outcome.output as Json, context), ran: true };
+    return { next: "continue", context: writeStepOutput(step, outcome.output, context), ran: true };
   } catch (thrown) {
     return onStepFailure(step, ensureEngineError(thrown, "mapping.failed"), context, signal);
   }

@@ -23,8 +23,8 @@ export function parseReference(ref: string): { id: string; version: number | und
   return { id: match[1], version: match[2] === undefined ? undefined : Number(match[2]) };
 }
 
-/** Any JSON value. */
-export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+/** Any JSON value: the one JSON type of the code base (its checking schema is {@link JsonValue}). */
+export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
 
 /**
  * Any JSON value: strings, finite numbers, booleans, null, arrays and plain
@@ -32,7 +32,7 @@ export type JsonValue = string | number | boolean | null | JsonValue[] | { [key:
  * error (zod's own `z.json()` is a recursive union that tries every branch
  * at every node: this runs on every task payload, result and journal read).
  */
-export const JsonValue = z.custom<JsonValue>().superRefine((value, ctx) => {
+export const JsonValue = z.custom<Json>().superRefine((value, ctx) => {
   const problem = firstNonJson(value);
   if (problem) {
     ctx.addIssue({ code: "custom", message: problem.message, path: problem.path });
@@ -93,7 +93,7 @@ function walkJson(value: unknown, ancestors: Set<object>): { path: (string | num
   ancestors.delete(value);
   return null;
 }
-export type JsonObject = { [key: string]: JsonValue };
+export type JsonObject = { [key: string]: Json };
 export const JsonObject = z.record(z.string(), JsonValue);
 
 /**

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { JsonValue } from "./common.ts";
+import { JsonValue, type JsonObject } from "./common.ts";
 import { AttemptError, ErrorSummary } from "./errors.ts";
 import { ResolvedTask } from "./resolved.ts";
 
@@ -171,7 +171,7 @@ export const TaskSuspension = z.strictObject({
 export type TaskSuspension = z.infer<typeof TaskSuspension>;
 
 /** The answer an approval gate takes: `{ "approved": true|false, "reason"?: "…" }` (brief §5). */
-export const APPROVAL_SCHEMA: Record<string, JsonValue> = {
+export const APPROVAL_SCHEMA: JsonObject = {
   type: "object",
   required: ["approved"],
   properties: { approved: { type: "boolean" }, reason: { type: "string" } },

@@ -13,7 +13,7 @@ import {
   StartRunBody,
   type DefinitionRecord,
   type GateView,
-  type JsonValue,
+  type JsonObject,
   type PublicJwk,
   type RegisterResponse,
   type RunView,
@@ -83,7 +83,7 @@ export async function startRun(
         run_id: null,
         status: "preview",
         workflow: { id: snapshot.workflow.id, version: snapshot.workflow.version },
-        plan: planRun(snapshot) as unknown as Record<string, JsonValue>,
+        plan: planRun(snapshot) as unknown as JsonObject,
       },
     };
   }

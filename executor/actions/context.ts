@@ -1,5 +1,6 @@
 import { evalCel } from "../../lib/expr/cel.ts";
-import { setIn, type Json, type JsonRecord } from "../../lib/expr/mapping.ts";
+import { setIn } from "../../lib/expr/mapping.ts";
+import type { Json, JsonObject } from "../../schemas/common.ts";
 import type { ActionHandler } from "./types.ts";
 
 /**
@@ -8,7 +9,7 @@ import type { ActionHandler } from "./types.ts";
  */
 export const contextAction: ActionHandler<"context"> = {
   async run(action, input) {
-    let output: JsonRecord = {};
+    let output: JsonObject = {};
     for (const update of action.implementation.updates) {
       output = setIn(output, update.path.split("."), evalCel(update.expr, { input }) as Json);
     }

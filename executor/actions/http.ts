@@ -1,5 +1,5 @@
 import { EngineError } from "../../lib/errors.ts";
-import type { Json } from "../../lib/expr/mapping.ts";
+import type { Json } from "../../schemas/common.ts";
 import { renderJsonTemplate, renderTemplate } from "../../lib/expr/template.ts";
 import { isCredentialHeader } from "../../schemas/index.ts";
 import { resolveSecrets } from "../secrets.ts";
@@ -90,7 +90,7 @@ async function readBody(response: Response, mode: "json" | "text" | undefined): 
     return text;
   }
   try {
-    return JSON.parse(text) as Json;
+    return JSON.parse(text);
   } catch {
     if (response.ok) {
       throw EngineError.terminal(

@@ -1,4 +1,4 @@
-import type { Json } from "../../lib/expr/mapping.ts";
+import type { Json } from "../../schemas/common.ts";
 import type { ActionKind, ResolvedAction } from "../../schemas/index.ts";
 import { contextAction } from "./context.ts";
 import { httpAction } from "./http.ts";

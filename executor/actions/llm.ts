@@ -14,7 +14,7 @@ import {
 } from "ai";
 import { createWorkersAI } from "workers-ai-provider";
 import { EngineError } from "../../lib/errors.ts";
-import type { Json, JsonRecord } from "../../lib/expr/mapping.ts";
+import type { Json, JsonObject } from "../../schemas/common.ts";
 import { renderTemplate } from "../../lib/expr/template.ts";
 import { validateJson } from "../../lib/json-schema.ts";
 import type { ResolvedModel, ResolvedPrompt } from "../../schemas/index.ts";
@@ -66,7 +66,7 @@ export const llmAction: ActionHandler<"llm"> = {
       });
       const meta = toMeta(result.totalUsage, model);
       try {
-        const answer: JsonRecord =
+        const answer: JsonObject =
           produces === undefined ? { content: result.text } : checkAnswer(result.output, result.text, produces, model);
         return { ...answer, _meta: meta };
       } catch (thrown) {
@@ -156,7 +156,7 @@ const PROVIDER_OPTIONS_KEY: Record<ResolvedModel["provider"], string> = {
 
 function toCallSettings(model: ResolvedModel): Record<string, unknown> {
   const settings: Record<string, unknown> = {};
-  const providerOptions: JsonRecord = {};
+  const providerOptions: JsonObject = {};
   for (const [name, value] of Object.entries(model.parameters ?? {})) {
     const setting = CALL_SETTINGS[name];
     if (setting === undefined) {
@@ -177,7 +177,7 @@ function checkAnswer(
   text: string,
   produces: NonNullable<ResolvedPrompt["produces"]>,
   model: ResolvedModel,
-): JsonRecord {
+): JsonObject {
   const problems = validateJson(produces, parsed, "answer");
   if (problems.length > 0 || parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
     const why =
@@ -189,11 +189,11 @@ function checkAnswer(
       `the answer of model ${model.id} does not match the prompt's "produces" schema (${why}); the model answered: ${quote(text)}`,
     );
   }
-  return parsed as JsonRecord;
+  return parsed as JsonObject;
 }
 
 /** Tokens and cost; `pricing` is in US dollars per million tokens. */
-function toMeta(usage: LanguageModelUsage, model: ResolvedModel): JsonRecord {
+function toMeta(usage: LanguageModelUsage, model: ResolvedModel): JsonObject {
   const input = usage.inputTokens ?? 0;
   const output = usage.outputTokens ?? 0;
   const pricing = model.pricing;

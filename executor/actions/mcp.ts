@@ -3,7 +3,7 @@ import { SSEClientTransport, SseError } from "@modelcontextprotocol/sdk/client/s
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { EngineError } from "../../lib/errors.ts";
-import type { Json } from "../../lib/expr/mapping.ts";
+import type { Json } from "../../schemas/common.ts";
 import { canonicalBytes } from "../../lib/journal/canonical.ts";
 import { EngineJsonSchemaValidator } from "../../lib/json-schema.ts";
 import { isCredentialHeader, type ResolvedMcpServer } from "../../schemas/index.ts";

@@ -1,6 +1,7 @@
 import { EngineError } from "../../lib/errors.ts";
 import { evalCel } from "../../lib/expr/cel.ts";
-import { evaluateSource, type Json, type JsonRecord } from "../../lib/expr/mapping.ts";
+import { evaluateSource } from "../../lib/expr/mapping.ts";
+import type { Json, JsonObject } from "../../schemas/common.ts";
 import type { ActionHandler } from "./types.ts";
 
 /** Analytics Engine takes at most 20 blobs per data point; two are ours (name, run id). */
@@ -60,7 +61,7 @@ export const metricAction: ActionHandler<"metric"> = {
   },
 };
 
-function evaluateDimensions(sources: JsonRecord, input: Json): Record<string, string> {
+function evaluateDimensions(sources: JsonObject, input: Json): Record<string, string> {
   const dimensions: Record<string, string> = {};
   for (const [name, source] of Object.entries(sources)) {
     const result = evaluateSource(source, { input });

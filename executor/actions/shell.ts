@@ -1,5 +1,5 @@
 import { EngineError } from "../../lib/errors.ts";
-import type { Json } from "../../lib/expr/mapping.ts";
+import type { Json } from "../../schemas/common.ts";
 import { renderShellCommand } from "../../lib/expr/shell-template.ts";
 import { renderTemplate } from "../../lib/expr/template.ts";
 import type { SandboxExecResult } from "../../schemas/index.ts";

@@ -1,5 +1,5 @@
 import { EngineError } from "../../lib/errors.ts";
-import type { Json } from "../../lib/expr/mapping.ts";
+import type { Json } from "../../schemas/common.ts";
 import { issuesToDetails } from "../../lib/validation.ts";
 import { isToolName, TOOL_SCHEMAS, type ToolName } from "../../schemas/index.ts";
 import { sandboxFor, type SandboxClient } from "../sandbox-client.ts";
@@ -67,6 +67,6 @@ export const toolAction: ActionHandler<"tool"> = {
         issuesToDetails(checked.error.issues, "output"),
       );
     }
-    return checked.data as Json;
+    return checked.data;
   },
 };

@@ -1,4 +1,4 @@
-import type { Json } from "../../lib/expr/mapping.ts";
+import type { Json } from "../../schemas/common.ts";
 import type { ActionKind, ResolvedAction, TaskPayload, TaskSuspension } from "../../schemas/index.ts";
 
 /** What a handler may use besides its input: nothing global. */

@@ -1,6 +1,6 @@
 import { EngineError, ensureEngineError } from "../../lib/errors.ts";
 import { selectJsonPath } from "../../lib/expr/jsonpath.ts";
-import type { Json, JsonRecord } from "../../lib/expr/mapping.ts";
+import type { Json, JsonObject } from "../../schemas/common.ts";
 import { renderTemplate } from "../../lib/expr/template.ts";
 import type { ActionImplementation } from "../../schemas/index.ts";
 import { isRemoteOnlyBindingError } from "./remote-only.ts";
@@ -100,7 +100,7 @@ async function query(
     results: matches.matches.map((match) => ({
       id: match.id,
       score: match.score,
-      metadata: (match.metadata ?? null) as Json,
+      metadata: match.metadata ?? null,
     })),
   };
 }
@@ -142,7 +142,7 @@ interface UpsertItem {
   id: string;
   values?: number[];
   text?: string;
-  metadata?: JsonRecord;
+  metadata?: JsonObject;
   namespace?: string;
   source: Json;
 }

@@ -2,6 +2,7 @@ import { EngineError } from "../errors.ts";
 import { evalCel } from "./cel.ts";
 import { selectJsonPath } from "./jsonpath.ts";
 import { renderTemplate } from "./template.ts";
+import type { Json, JsonObject } from "../../schemas/common.ts";
 
 /**
  * Input and output mappings (brief §2 "Contexts and mappings"). A source is:
@@ -10,9 +11,6 @@ import { renderTemplate } from "./template.ts";
  * - `{ "template": "<Handlebars>" }`: a string rendered from the document;
  * - any other JSON value: a literal.
  */
-
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-export type JsonRecord = { [key: string]: Json };
 
 /** `{ "expr": "…" }` or `{ "template": "…" }`: an object with exactly that one string key. */
 export function isComputed<K extends "expr" | "template">(source: unknown, key: K): source is Record<K, string> {
@@ -44,8 +42,8 @@ export function evaluateSource(
 }
 
 /** Builds a callee's input from an input mapping; absent sources leave their field out. */
-export function buildInput(mapping: Record<string, unknown>, doc: Record<string, unknown>): JsonRecord {
-  const input: JsonRecord = {};
+export function buildInput(mapping: Record<string, unknown>, doc: Record<string, unknown>): JsonObject {
+  const input: JsonObject = {};
   for (const [field, source] of Object.entries(mapping)) {
     const result = withPath(`input_mapping.${field}`, () => evaluateSource(source, doc));
     if (result.found) {
@@ -57,8 +55,8 @@ export function buildInput(mapping: Record<string, unknown>, doc: Record<string,
 
 /** The parts of a context an output mapping may write. */
 export interface Writable {
-  state: JsonRecord;
-  output: JsonRecord;
+  state: JsonObject;
+  output: JsonObject;
 }
 
 /**
@@ -102,7 +100,7 @@ export function setTargetPath(target: Writable, path: string, value: Json): Writ
 }
 
 /** Sets a dotted path inside a plain object immutably. */
-export function setIn(object: JsonRecord, segments: readonly string[], value: Json): JsonRecord {
+export function setIn(object: JsonObject, segments: readonly string[], value: Json): JsonObject {
   const [head, ...rest] = segments;
   if (head === undefined) {
     return object;
@@ -121,7 +119,7 @@ export function setIn(object: JsonRecord, segments: readonly string[], value: Js
  * `"__proto__"` would replace the prototype (registration refuses such fields;
  * this keeps a stored definition from older rules harmless too).
  */
-function defineMember(record: JsonRecord, key: string, value: Json): void {
+function defineMember(record: JsonObject, key: string, value: Json): void {
   Object.defineProperty(record, key, { value, enumerable: true, writable: true, configurable: true });
 }
 

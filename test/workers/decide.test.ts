@@ -18,7 +18,7 @@ import {
 import {
   RunSnapshot,
   type JsonObject,
-  type JsonValue,
+  type Json,
   type Node,
   type ResolvedTask,
   type Step,
@@ -94,7 +94,7 @@ function makeSnapshot(
   });
 }
 
-function makeState(snapshot: RunSnapshot, input: JsonValue = {}, mode: "auto" | "approval" = "auto"): RunState {
+function makeState(snapshot: RunSnapshot, input: Json = {}, mode: "auto" | "approval" = "auto"): RunState {
   return newRunState(
     { run_id: RUN_ID, snapshot, input, mode, idempotency_key: null, request_hash: "hash", created_by: "token:tester" },
     NOW,
@@ -103,7 +103,7 @@ function makeState(snapshot: RunSnapshot, input: JsonValue = {}, mode: "auto" | 
 
 const METRICS = { duration_ms: 5, steps_executed: 1, llm_tokens: { input: 0, output: 0, cost_usd: 0 } };
 
-function makeResult(token: string, output: JsonValue = { done: true }): TaskResult {
+function makeResult(token: string, output: Json = { done: true }): TaskResult {
   return { token_id: token, success: true, output, metrics: METRICS };
 }
 
@@ -138,7 +138,7 @@ interface TestRun {
   send(event: RunEvent, now?: number, random?: () => number): Decision;
   /** The alarm; by default every dispatch in flight is still live, and when `live` is given only what it lists is. */
   wake(now?: number, live?: Parameters<typeof toLiveWork>[0]): Decision;
-  succeed(token: string, output?: JsonValue, now?: number): Decision;
+  succeed(token: string, output?: Json, now?: number): Decision;
   fail(token: string, error?: Partial<TaskError>, now?: number): Decision;
   /** The token of a node's invocation in flight. */
   token(nodeId: string, index?: number): string;
@@ -147,7 +147,7 @@ interface TestRun {
 /** A run in `drafting`, driven one event at a time: each decision becomes the next state. */
 function makeRun(
   nodes: Record<string, Partial<Node>>,
-  options: { workflow?: Partial<Omit<Workflow, "nodes">>; input?: JsonValue; mode?: "auto" | "approval" } = {},
+  options: { workflow?: Partial<Omit<Workflow, "nodes">>; input?: Json; mode?: "auto" | "approval" } = {},
 ): TestRun {
   const snapshot = makeSnapshot(nodes, options.workflow);
   const run: TestRun = {
@@ -1320,7 +1320,7 @@ describe("repeat", () => {
 
   it("re-runs the node with fresh invocations and inputs until `until` holds over the run context", ({ expect }) => {
     const run = makeCounter(5);
-    const inputs: (JsonValue | undefined)[] = [];
+    const inputs: (Json | undefined)[] = [];
     const first = startRun(run);
     inputs.push(dispatchesOf(first)[0]?.input);
 

@@ -6,7 +6,8 @@ import { NOTHING_LIVE } from "../../coordinator/live.ts";
 import { EngineError } from "../../lib/errors.ts";
 import { evalCel, evalCelBool } from "../../lib/expr/cel.ts";
 import { MAX_JSONPATH_STEPS, selectJsonPath } from "../../lib/expr/jsonpath.ts";
-import { applyOutputMapping, buildInput, type Json } from "../../lib/expr/mapping.ts";
+import { applyOutputMapping, buildInput } from "../../lib/expr/mapping.ts";
+import type { Json } from "../../schemas/common.ts";
 import { renderTemplate } from "../../lib/expr/template.ts";
 import {
   COMPILE_BASE_WORK_UNITS,
