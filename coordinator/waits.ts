@@ -25,12 +25,17 @@ export const MAX_WORKFLOW_DEPTH = 8;
 export const MAX_CHILD_STARTS_PER_EVENT = 5;
 
 /**
- * A child run's key: stable for one attempt of one step (or node) of one run
- * (and one redrive of it), so a start is idempotent and a new attempt gets a
- * new child.
+ * A child run's key: stable for one attempt of one step (or node) of one
+ * iteration of one run (and one redrive of it), so a start is idempotent and a
+ * new attempt, iteration or redrive gets a new child. The iteration is a last
+ * segment from a `repeat` node's second iteration on (the first keeps the key
+ * runs had before iterations were part of it).
  */
 export function childKey(draft: Draft, nodeId: string, invocation: InvocationRecord, stepRef: string | null): string {
-  return `${draft.record.run_id}/${draft.record.redrives}/${nodeId}/${invocation.index}/${invocation.attempts}/${stepRef ?? "-"}`;
+  const { run_id, redrives } = draft.record;
+  const iteration = draft.node(nodeId).iterations;
+  const base = `${run_id}/${redrives}/${nodeId}/${invocation.index}/${invocation.attempts}/${stepRef ?? "-"}`;
+  return iteration > 1 ? `${base}/${iteration}` : base;
 }
 
 /** A task stopped at a human, approval or workflow step: record the wait and open what it waits for. */
