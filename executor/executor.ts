@@ -3,7 +3,7 @@ import { EngineError, ensureEngineError, toTaskError } from "../lib/errors.ts";
 import { issuesToDetails, summarize } from "../lib/validation.ts";
 import { fromTaskGroup, TaskGroup, TaskPayload, type TaskResult } from "../schemas/index.ts";
 import { runTask } from "./run-task.ts";
-import { SYSTEM_TASK_CLOCK } from "./task-clock.ts";
+import { SYSTEM_CLOCK } from "./invoke.ts";
 
 /**
  * The stateless executor: `TaskPayload → TaskResult` over RPC. It keeps
@@ -78,7 +78,7 @@ export class Executor extends WorkerEntrypoint<Env> {
     try {
       return await runTask(payload, {
         context: { env: this.env, fetch: (input, init) => fetch(input, init) },
-        clock: SYSTEM_TASK_CLOCK,
+        clock: SYSTEM_CLOCK,
       });
     } catch (thrown) {
       // runTask returns its failures; reaching here is a bug, reported as data all the same.

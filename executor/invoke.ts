@@ -10,11 +10,16 @@ import { ACTION_HANDLERS, type ActionContext, type ResolvedActionOf } from "./ac
 /** An action call's bound when the action sets no `execution.timeout_ms`: 30 seconds. */
 export const DEFAULT_ACTION_TIMEOUT_MS = 30_000;
 
-/** Time and waiting, injected so retries are testable without real sleeps. */
+/**
+ * Time and waiting, injected so retries, action timeouts and a task's
+ * deadline are testable without real sleeps.
+ */
 export interface Clock {
   now(): number;
   sleep(ms: number, signal: AbortSignal): Promise<void>;
   random(): number;
+  /** A signal that aborts `ms` from now, as `AbortSignal.timeout` does. */
+  timeout(ms: number): AbortSignal;
 }
 
 export const SYSTEM_CLOCK: Clock = {
@@ -32,6 +37,7 @@ export const SYSTEM_CLOCK: Clock = {
       );
     }),
   random: () => Math.random(),
+  timeout: (ms) => AbortSignal.timeout(ms),
 };
 
 export interface InvokeOptions {
@@ -142,7 +148,7 @@ function scrubError(error: EngineError, secrets: readonly string[]): EngineError
 
 async function callOnce(action: ResolvedAction, input: Json, options: InvokeOptions): Promise<Json> {
   const timeoutMs = action.execution?.timeout_ms ?? DEFAULT_ACTION_TIMEOUT_MS;
-  const signal = AbortSignal.any([options.taskSignal, AbortSignal.timeout(timeoutMs)]);
+  const signal = AbortSignal.any([options.taskSignal, options.clock.timeout(timeoutMs)]);
   try {
     return await raceAbort(runHandler(action.kind, action, input, { ...options.context, signal }), signal);
   } catch (thrown) {

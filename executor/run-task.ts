@@ -4,7 +4,7 @@ import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
 import { toUnsignableResult, type TaskPayload, type TaskResult } from "../schemas/index.ts";
 import type { ActionContext } from "./actions/index.ts";
 import { runSteps, type StepTally } from "./step-loop.ts";
-import { SYSTEM_TASK_CLOCK, type TaskClock } from "./task-clock.ts";
+import { SYSTEM_CLOCK, type Clock } from "./invoke.ts";
 import { failureResult, metricsOf, outputProblem, successResult, suspendedResult } from "./task-result.ts";
 import { startOf } from "./task-start.ts";
 
@@ -17,9 +17,9 @@ export interface RunTaskDeps {
   context: Omit<ActionContext, "signal" | "payload">;
   /**
    * Time, waiting and the task's deadline; tests pass a fake one.
-   * @default SYSTEM_TASK_CLOCK
+   * @default SYSTEM_CLOCK
    */
-  clock?: TaskClock;
+  clock?: Clock;
 }
 
 /**
@@ -35,7 +35,7 @@ export async function runTask(payload: TaskPayload, deps: RunTaskDeps): Promise<
 
 /** The task in three parts: where it starts, its step loop, and its result. */
 async function runToResult(payload: TaskPayload, deps: RunTaskDeps): Promise<TaskResult> {
-  const clock = deps.clock ?? SYSTEM_TASK_CLOCK;
+  const clock = deps.clock ?? SYSTEM_CLOCK;
   const started = clock.now();
   const signal = clock.timeout(payload.timeout_ms);
   const tally: StepTally = { stepsExecuted: 0, usage: { input: 0, output: 0, cost_usd: 0 } };

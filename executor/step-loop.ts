@@ -11,15 +11,14 @@ import {
   type TaskSuspension,
 } from "../schemas/index.ts";
 import { suspensionFor, type ActionContext } from "./actions/index.ts";
-import { invokeAction } from "./invoke.ts";
+import { invokeAction, type Clock } from "./invoke.ts";
 import { onStepFailure, writeStepOutput, type StepOutcome } from "./step-outcome.ts";
-import type { TaskClock } from "./task-clock.ts";
 import type { TaskStart } from "./task-start.ts";
 
 /** What the step loop needs from outside: the action context and the clock. */
 export interface StepLoopDeps {
   context: Omit<ActionContext, "signal" | "payload">;
-  clock: TaskClock;
+  clock: Clock;
   /** The task's own deadline: aborted when this attempt runs out of time. */
   signal: AbortSignal;
 }

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, it, vi, type ExpectStatic } from "vitest";
 import { runTask } from "../../executor/run-task.ts";
-import type { TaskClock } from "../../executor/task-clock.ts";
+import type { Clock } from "../../executor/invoke.ts";
 import type { ResolvedAction, ResolvedStep, TaskPayload, TaskResult } from "../../schemas/index.ts";
 
 /**
@@ -14,7 +14,7 @@ import type { ResolvedAction, ResolvedStep, TaskPayload, TaskResult } from "../.
  */
 
 /** A clock whose time moves only when the test (or a sleep, or a slow fake server) moves it. */
-class FakeClock implements TaskClock {
+class FakeClock implements Clock {
   private time = 1_000_000;
   private readonly deadlines: { at: number; controller: AbortController }[] = [];
   /** Every sleep asked for, in ms: the retry delays. */
@@ -315,8 +315,6 @@ describe("retries inside a step", () => {
 describe("timeouts", () => {
   it("fails a call that outlives the action's timeout_ms with action.timeout, and retries it", async ({ expect }) => {
     const clock = new FakeClock();
-    // invoke.ts bounds each call with AbortSignal.timeout, not with the clock: route it to the fake clock.
-    vi.spyOn(AbortSignal, "timeout").mockImplementation((ms) => clock.timeout(ms));
     const action = { execution: { timeout_ms: 1000, retry_policy: RETRY_3 } };
     const slow = { status: 200, afterMs: 5000 };
     const { result, calls } = await run(
