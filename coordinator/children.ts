@@ -1,6 +1,5 @@
 import { z } from "zod";
 import { ensureEngineError } from "../lib/errors.ts";
-import type { Json } from "../schemas/common.ts";
 import { runIdFor, sha256Hex } from "../lib/ids.ts";
 import type { Result } from "../lib/result.ts";
 import {
@@ -11,6 +10,8 @@ import {
   type GateView,
   type ResourceHandle,
   type RunSnapshot,
+  type Json,
+  RUN_STATUS_REASONS,
 } from "../schemas/index.ts";
 import type { RunEvent } from "./decide.ts";
 import { MAX_WORKFLOW_DEPTH } from "./waits.ts";
@@ -134,7 +135,7 @@ export async function cancelChildRuns(peers: RunPeers, keys: readonly string[]):
     keys.map(async (key) => {
       const result = await peers
         .run(await runIdFor(key))
-        .cancel("the parent run ended")
+        .cancel(RUN_STATUS_REASONS.parentEnded)
         .catch((error: unknown) => ({ ok: false, error: ensureEngineError(error).toData() }) as const);
       if (result.ok || CANCEL_CONFIRMING_CODES.has(result.error.code)) {
         return key;

@@ -54,10 +54,19 @@ const COMMANDS: CommandHandlers = {
 /** Performs a decision's commands after its commit; `lastEntry` is the last journal entry it signed. */
 export function perform(commands: readonly Command[], deps: CommandDeps, lastEntry: JournalEntry | undefined): void {
   for (const command of commands) {
-    // TypeScript cannot pair a union value with its row of a mapped type; the table's type does that.
-    const handler = COMMANDS[command.kind] as (command: Command, deps: CommandDeps, lastEntry?: JournalEntry) => void;
-    handler(command, deps, lastEntry);
+    performOne(command.kind, command, deps, lastEntry);
   }
+}
+
+/** One command by its row: generic over the kind, so the row and the command are checked as a pair. */
+function performOne<K extends Command["kind"]>(
+  kind: K,
+  command: Extract<Command, { kind: K }>,
+  deps: CommandDeps,
+  lastEntry: JournalEntry | undefined,
+): void {
+  const handler: CommandHandlers[K] = COMMANDS[kind];
+  handler(command, deps, lastEntry);
 }
 
 /** Peers a run talks to about its children and its parent. */

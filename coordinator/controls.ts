@@ -1,5 +1,5 @@
 import { EngineError } from "../lib/errors.ts";
-import { RUN_STATUSES, type RunStatus } from "../schemas/index.ts";
+import { RUN_STATUS_REASONS, RUN_STATUSES, type RunStatus } from "../schemas/index.ts";
 import type { RunEvent } from "./events.ts";
 import { isTerminal } from "./lifecycle.ts";
 
@@ -28,7 +28,7 @@ export const CONTROLS = {
   /** No new dispatches, in-flight work abandoned, late results ignored. */
   cancel: {
     statuses: LIVE_STATUSES,
-    event: (reason) => ({ type: "cancel", reason: reason ?? "cancelled by request" }),
+    event: (reason) => ({ type: "cancel", reason: reason ?? RUN_STATUS_REASONS.cancelled }),
     refusal: "the run is already",
     wakes: false,
   },

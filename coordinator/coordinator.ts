@@ -155,8 +155,11 @@ export class Coordinator extends DurableObject<Env> {
    */
   async control(name: RunControl, reason?: string): Promise<Result<RunView>> {
     return toResult(async () => {
-      if (!isRunControl(name) || (reason !== undefined && typeof reason !== "string")) {
-        throw EngineError.terminal("run.invalid_control", `no run control "${String(name)}" with that reason`);
+      if (!isRunControl(name)) {
+        throw EngineError.terminal("run.invalid_control", `no run control "${String(name)}"`);
+      }
+      if (reason !== undefined && typeof reason !== "string") {
+        throw EngineError.terminal("run.invalid_reason", "a control's reason must be a string when given");
       }
       const { record } = this.requireRun();
       assertAllowed(name, record.status);

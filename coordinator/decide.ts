@@ -1,4 +1,11 @@
-import { attemptErrorOf, type InvocationRecord, type TaskResult } from "../schemas/index.ts";
+import {
+  attemptErrorOf,
+  redriveReason,
+  RUN_STATUS_REASONS,
+  type InvocationRecord,
+  type TaskResult,
+  type Json,
+} from "../schemas/index.ts";
 import { MAX_CLEANUP_CALLS_PER_EVENT, sendCleanup } from "./cleanup.ts";
 import { allows } from "./controls.ts";
 import { dispatchReady, startPendingChildren } from "./dispatch.ts";
@@ -8,7 +15,6 @@ import { isTerminal } from "./lifecycle.ts";
 import type { LiveWork } from "./live.ts";
 import { completeInvocation, failInvocation, itemOf, startReadyNodes } from "./nodes.ts";
 import { advance, nextWakeAt } from "./schedule.ts";
-import type { Json } from "../schemas/common.ts";
 import { MAX_EVENT_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
 import {
   answerGate,
@@ -55,7 +61,7 @@ const HANDLERS: Handlers = {
   // The event an approval applies, and an auto run on creation.
   start: (draft) => {
     if (allows("approve", draft.record.status)) {
-      draft.transition("queued", "started");
+      draft.transition("queued", RUN_STATUS_REASONS.started);
     }
   },
   wake: (draft, event) => onWake(draft, event.live),
@@ -72,12 +78,12 @@ const HANDLERS: Handlers = {
   },
   pause: (draft) => {
     if (allows("pause", draft.record.status)) {
-      draft.transition("paused", "paused by request");
+      draft.transition("paused", RUN_STATUS_REASONS.paused);
     }
   },
   resume: (draft) => {
     if (allows("resume", draft.record.status)) {
-      draft.transition("running", "resumed by request");
+      draft.transition("running", RUN_STATUS_REASONS.resumed);
     }
   },
   redrive: (draft) => {
@@ -154,13 +160,16 @@ function onWake(draft: Draft, live: LiveWork): void {
     }
     // An auto run is created and started in one transaction; one still in
     // drafting was stored before that (its start was lost with a restart).
-    draft.transition("queued", "started");
+    draft.transition("queued", RUN_STATUS_REASONS.started);
   }
   if (draft.record.status === "queued") {
-    draft.transition("running", "dispatching");
+    draft.transition("running", RUN_STATUS_REASONS.dispatching);
   }
   if (draft.record.deadline_at !== null && draft.now >= draft.record.deadline_at) {
-    draft.finish("failed", "run timed out", { code: "run.timeout", message: "the run exceeded its timeout_ms" });
+    draft.finish("failed", RUN_STATUS_REASONS.timedOut, {
+      code: "run.timeout",
+      message: "the run exceeded its timeout_ms",
+    });
     return;
   }
   expireGates(draft);
@@ -282,7 +291,7 @@ function redrive(draft: Draft): void {
   // must not stop them under it (the run releases them when it ends again). Children still
   // to cancel stay pending: they belong to the attempts that failed.
   draft.settleCleanup("pending_releases", draft.record.pending_releases ?? []);
-  draft.transition("queued", `redrive ${draft.record.redrives}`);
+  draft.transition("queued", redriveReason(draft.record.redrives));
   if (draft.workflow.timeout_ms !== undefined) {
     draft.record.deadline_at = draft.now + draft.workflow.timeout_ms;
   }

@@ -12,8 +12,8 @@ import {
   type ResourceHandle,
   type RunStatus,
   type TaskPayload,
+  type Json,
 } from "../schemas/index.ts";
-import type { Json } from "../schemas/common.ts";
 import { assertTransition } from "./lifecycle.ts";
 
 export interface RunState {

@@ -1,5 +1,4 @@
-import type { Json } from "../schemas/common.ts";
-import type { TaskResult } from "../schemas/index.ts";
+import type { TaskResult, Json } from "../schemas/index.ts";
 import type { LiveWork } from "./live.ts";
 import type { ChildOutcome } from "./waits.ts";
 

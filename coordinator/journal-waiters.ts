@@ -8,11 +8,13 @@ export class JournalWaiters {
   /** Resolves when entries are appended, or after `waitMs` (at most MAX_EVENTS_WAIT_MS). */
   wait(waitMs: number): Promise<void> {
     return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, Math.min(waitMs, MAX_EVENTS_WAIT_MS));
-      function done() {
+      const done = (): void => {
         clearTimeout(timer);
+        // A poll that timed out leaves the set too: a run that has ended appends nothing to clear it.
+        this.waiting.delete(done);
         resolve();
-      }
+      };
+      const timer = setTimeout(done, Math.min(waitMs, MAX_EVENTS_WAIT_MS));
       this.waiting.add(done);
     });
   }

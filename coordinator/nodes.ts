@@ -2,7 +2,6 @@ import { ensureEngineError, EngineError } from "../lib/errors.ts";
 import { evalCelBool } from "../lib/expr/cel.ts";
 import { selectJsonPath } from "../lib/expr/jsonpath.ts";
 import { applyOutputMapping, buildInput, type Writable } from "../lib/expr/mapping.ts";
-import type { Json, JsonObject } from "../schemas/common.ts";
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
 import {
   toErrorSummary,
@@ -12,6 +11,8 @@ import {
   type InvocationRecord,
   type Node as NodeDefinition,
   type NodeRecord,
+  type Json,
+  type JsonObject,
 } from "../schemas/index.ts";
 import { closeInvocation, isOpen, type Draft } from "./draft.ts";
 

@@ -1,5 +1,5 @@
 import { validateJson } from "../lib/json-schema.ts";
-import type { RunStatus } from "../schemas/index.ts";
+import { RUN_STATUS_REASONS, type RunStatus } from "../schemas/index.ts";
 import { hasPendingCleanup } from "./cleanup.ts";
 import { dispatchable, inFlightCount } from "./dispatch.ts";
 import type { Draft } from "./draft.ts";
@@ -59,9 +59,9 @@ export function advance(draft: Draft): void {
     const problems = validateJson(draft.workflow.output_schema, draft.record.context.output, "output");
     if (problems.length > 0) {
       const message = problems.map((problem) => `${problem.path}: ${problem.message}`).join("; ");
-      draft.finish("failed", "the run output does not match output_schema", { code: "run.invalid_output", message });
+      draft.finish("failed", RUN_STATUS_REASONS.invalidOutput, { code: "run.invalid_output", message });
     } else {
-      draft.finish("completed", "all nodes settled", null);
+      draft.finish("completed", RUN_STATUS_REASONS.allSettled, null);
     }
     return;
   }
@@ -87,7 +87,7 @@ function refreshActivity(draft: Draft, inFlight: number): void {
   }
   const next: RunStatus = inFlight > 0 || dispatchable(draft, 1).length > 0 ? "running" : "waiting";
   if (next !== status) {
-    draft.transition(next, next === "waiting" ? "waiting for timers, gates or child runs" : "work resumed");
+    draft.transition(next, next === "waiting" ? RUN_STATUS_REASONS.waiting : RUN_STATUS_REASONS.workResumed);
   }
 }
 

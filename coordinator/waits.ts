@@ -1,4 +1,3 @@
-import type { Json } from "../schemas/common.ts";
 import {
   toFailure,
   type ErrorSummary,
@@ -8,6 +7,7 @@ import {
   type Suspension,
   type TaskResume,
   type TaskSuspension,
+  type Json,
 } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
 import { completeInvocation, failNode, itemOf } from "./nodes.ts";

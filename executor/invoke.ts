@@ -1,10 +1,9 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
-import type { Json } from "../schemas/common.ts";
 import { canonicalProblem } from "../lib/journal/canonical.ts";
 import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
-import type { ActionKind, ResolvedAction } from "../schemas/index.ts";
+import type { ActionKind, ResolvedAction, Json } from "../schemas/index.ts";
 import { ACTION_HANDLERS, type ActionContext, type ResolvedActionOf } from "./actions/index.ts";
 
 /** An action call's bound when the action sets no `execution.timeout_ms`: 30 seconds. */

@@ -1,7 +1,6 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { evalCelBool } from "../lib/expr/cel.ts";
 import { buildInput } from "../lib/expr/mapping.ts";
-import type { Json } from "../schemas/common.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import {
   APPROVAL_SCHEMA,
@@ -9,6 +8,7 @@ import {
   type TaskContext,
   type TaskPayload,
   type TaskSuspension,
+  type Json,
 } from "../schemas/index.ts";
 import { suspensionFor, type ActionContext } from "./actions/index.ts";
 import { invokeAction, type Clock } from "./invoke.ts";

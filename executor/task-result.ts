@@ -1,7 +1,6 @@
 import { EngineError, toTaskError as engineErrorToTaskError } from "../lib/errors.ts";
-import type { Json } from "../schemas/common.ts";
 import { validateJson } from "../lib/json-schema.ts";
-import type { TaskContext, TaskPayload, TaskResult } from "../schemas/index.ts";
+import type { TaskContext, TaskPayload, TaskResult, Json } from "../schemas/index.ts";
 import type { LoopEnd, StepTally } from "./step-loop.ts";
 
 /**

@@ -267,10 +267,7 @@ type ActionMembers<E extends z.ZodRawShape, M extends ActionImplementations> = {
  * carries its prompt and model, not references to them). It has one member
  * per kind of `ACTION_IMPLEMENTATIONS`, in the table's order.
  */
-export function actionUnion<E extends z.ZodRawShape, M extends ActionImplementations = typeof ACTION_IMPLEMENTATIONS>(
-  extra: E,
-  implementations: M = ACTION_IMPLEMENTATIONS as unknown as M,
-) {
+export function actionUnion<E extends z.ZodRawShape, M extends ActionImplementations>(extra: E, implementations: M) {
   // The cast keeps each member's implementation type precise (`M["llm"]`, not the `ZodType` constraint):
   // `map` cannot say that the member built for each kind is that kind's.
   const members = ACTION_KINDS.map((kind) => actionOfKind(kind, extra, implementations[kind])) as unknown as [
@@ -280,10 +277,10 @@ export function actionUnion<E extends z.ZodRawShape, M extends ActionImplementat
   return z.discriminatedUnion("kind", members);
 }
 
-export const Action = actionUnion({ id: DefinitionId });
+export const Action = actionUnion({ id: DefinitionId }, ACTION_IMPLEMENTATIONS);
 export type Action = z.infer<typeof Action>;
 export type ActionOf<K extends ActionKind> = Extract<Action, { kind: K }>;
 
 /** An action written inline in a step: same shape, id optional. */
-export const InlineAction = actionUnion({ id: DefinitionId.optional() });
+export const InlineAction = actionUnion({ id: DefinitionId.optional() }, ACTION_IMPLEMENTATIONS);
 export type InlineAction = z.infer<typeof InlineAction>;

@@ -83,6 +83,36 @@ const GateOpenedBody = GateRef.extend({ item: Item, expires_at: IsoTime.nullable
 const ApprovalAnswer = GateRef.extend({ responder: z.string().nullable(), reason: z.string().optional() });
 
 /**
+ * The fixed reasons a `run.status` entry gives (docs/journal.md lists each;
+ * a test holds the two together). The others are free text: a failing node's
+ * error message, a cancel's reason, and `"redrive <n>"`.
+ */
+export const RUN_STATUS_REASONS = {
+  /** drafting → queued: at creation, on approve, or on a wake of an auto run left in drafting. */
+  started: "started",
+  /** queued → running. */
+  dispatching: "dispatching",
+  /** running → waiting: nothing is in flight and only timers, gates or child runs are pending. */
+  waiting: "waiting for timers, gates or child runs",
+  /** waiting → running. */
+  workResumed: "work resumed",
+  paused: "paused by request",
+  resumed: "resumed by request",
+  /** The default reason of a cancel by request. */
+  cancelled: "cancelled by request",
+  /** A child run cancelled because its parent ended. */
+  parentEnded: "the parent run ended",
+  allSettled: "all nodes settled",
+  timedOut: "run timed out",
+  invalidOutput: "the run output does not match output_schema",
+} as const;
+
+/** The reason of the `run.status` entry a redrive writes (failed → queued). */
+export function redriveReason(redrives: number): string {
+  return `redrive ${redrives}`;
+}
+
+/**
  * Every journal entry kind with its body's schema: the one table the engine
  * writes from (`Draft.journal` takes only a kind of it, with its body type)
  * and docs/journal.md's "Entry kinds" documents (a test holds them equal). A

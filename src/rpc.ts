@@ -11,6 +11,7 @@ import type {
   RunView,
   StartRunResponse,
 } from "../schemas/index.ts";
+import type { RunControl } from "../coordinator/controls.ts";
 import * as service from "./service.ts";
 
 /** The longest id (run, gate, workflow, kind) an RPC caller may pass; longer ones name nothing. */
@@ -26,7 +27,13 @@ const MAX_ID_LENGTH = 1024;
  * it: ids must be strings, bodies meet the same ingress limits as HTTP bodies
  * (`checkBodyLimits`), numbers must be what they say.
  */
-export class TrellisApi extends WorkerEntrypoint<Env> {
+/**
+ * One RPC method per row of the run-control table (coordinator/controls.ts),
+ * `<control>Run(runId)`: a new row fails to compile here until it has one.
+ */
+type ControlMethods = { [K in RunControl as `${K}Run`]: (runId: string) => Promise<Result<RunView>> };
+
+export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods {
   registerDefinitions(bundle: unknown): Promise<Result<RegisterResponse>> {
     return toResult(() => {
       checkBodyLimits(bundle);

@@ -1,7 +1,6 @@
 import { EngineError } from "../../lib/errors.ts";
-import type { Json } from "../../schemas/common.ts";
 import { renderJsonTemplate, renderTemplate } from "../../lib/expr/template.ts";
-import { isCredentialHeader } from "../../schemas/index.ts";
+import { isCredentialHeader, type Json } from "../../schemas/index.ts";
 import { resolveSecrets } from "../secrets.ts";
 import type { ActionHandler } from "./types.ts";
 

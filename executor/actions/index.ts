@@ -1,5 +1,4 @@
-import type { Json } from "../../schemas/common.ts";
-import type { ActionKind, ResolvedAction } from "../../schemas/index.ts";
+import type { ActionKind, ResolvedAction, Json } from "../../schemas/index.ts";
 import { contextAction } from "./context.ts";
 import { httpAction } from "./http.ts";
 import { humanAction } from "./human.ts";

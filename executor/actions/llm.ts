@@ -14,10 +14,9 @@ import {
 } from "ai";
 import { createWorkersAI } from "workers-ai-provider";
 import { EngineError } from "../../lib/errors.ts";
-import type { Json, JsonObject } from "../../schemas/common.ts";
 import { renderTemplate } from "../../lib/expr/template.ts";
 import { validateJson } from "../../lib/json-schema.ts";
-import type { ResolvedModel, ResolvedPrompt } from "../../schemas/index.ts";
+import type { ResolvedModel, ResolvedPrompt, Json, JsonObject } from "../../schemas/index.ts";
 import { cappedFetch } from "../capped-fetch.ts";
 import { redactSecrets, resolveSecretsTracked } from "../secrets.ts";
 import { retryAfterMs } from "./http.ts";

@@ -3,10 +3,9 @@ import { SSEClientTransport, SseError } from "@modelcontextprotocol/sdk/client/s
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { EngineError } from "../../lib/errors.ts";
-import type { Json } from "../../schemas/common.ts";
 import { canonicalBytes } from "../../lib/journal/canonical.ts";
 import { EngineJsonSchemaValidator } from "../../lib/json-schema.ts";
-import { isCredentialHeader, type ResolvedMcpServer } from "../../schemas/index.ts";
+import { isCredentialHeader, type ResolvedMcpServer, type Json } from "../../schemas/index.ts";
 import { cappedFetch } from "../capped-fetch.ts";
 import { redactSecrets, resolveSecretsTracked } from "../secrets.ts";
 import type { ActionContext, ActionHandler } from "./types.ts";

@@ -1,5 +1,4 @@
-import type { Json } from "../../schemas/common.ts";
-import type { ActionKind, ResolvedAction, TaskPayload, TaskSuspension } from "../../schemas/index.ts";
+import type { ActionKind, ResolvedAction, TaskPayload, TaskSuspension, Json } from "../../schemas/index.ts";
 
 /** What a handler may use besides its input: nothing global. */
 export interface ActionContext {

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, it } from "vitest";
 import { z } from "zod";
-import { JOURNAL_BODIES, JOURNAL_KINDS } from "../../schemas/journal.ts";
+import { JOURNAL_BODIES, JOURNAL_KINDS, redriveReason, RUN_STATUS_REASONS } from "../../schemas/journal.ts";
 
 /**
  * docs/journal.md's "Entry kinds" table and the schema table in
@@ -78,5 +78,17 @@ describe("docs/journal.md's entry kinds", () => {
 
   it.for(JOURNAL_KINDS)("documents the body fields of %s as its schema has them", (kind, { expect }) => {
     expect(documentedFields(rows.get(kind) ?? "")).toEqual(schemaFields(JOURNAL_BODIES[kind]));
+  });
+
+  it.for(Object.values(RUN_STATUS_REASONS))(
+    "names the run.status reason %j the engine writes",
+    (reason, { expect }) => {
+      expect(rows.get("run.status")).toContain(`\`"${reason}"\``);
+    },
+  );
+
+  it("names the redrive reason in the form the engine writes it", ({ expect }) => {
+    expect(redriveReason(3)).toBe("redrive 3");
+    expect(rows.get("run.status")).toContain('`"redrive <n>"`');
   });
 });

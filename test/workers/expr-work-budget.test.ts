@@ -7,7 +7,6 @@ import { EngineError } from "../../lib/errors.ts";
 import { evalCel, evalCelBool } from "../../lib/expr/cel.ts";
 import { MAX_JSONPATH_STEPS, selectJsonPath } from "../../lib/expr/jsonpath.ts";
 import { applyOutputMapping, buildInput } from "../../lib/expr/mapping.ts";
-import type { Json } from "../../schemas/common.ts";
 import { renderTemplate } from "../../lib/expr/template.ts";
 import {
   COMPILE_BASE_WORK_UNITS,
@@ -19,7 +18,7 @@ import {
   withWorkBudget,
 } from "../../lib/expr/work-budget.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
-import { RunSnapshot, type Node } from "../../schemas/index.ts";
+import { RunSnapshot, type Node, type Json } from "../../schemas/index.ts";
 import { api, uniqueId, waitForRun } from "./helpers.ts";
 
 /**
