@@ -128,6 +128,20 @@ export const TaskError = AttemptError.extend({
 });
 export type TaskError = z.infer<typeof TaskError>;
 
+/**
+ * A task error in the wire names before the one failure vocabulary (`type`,
+ * `step_ref`), renamed to today's. While a deploy rolls out, a coordinator may
+ * hear from an executor of the version before; its results must not all turn
+ * into `executor.unavailable`.
+ */
+function fromEarlierWireNames(value: unknown): unknown {
+  if (typeof value !== "object" || value === null || Array.isArray(value) || !("type" in value) || "code" in value) {
+    return value;
+  }
+  const { type, step_ref, ...rest } = value as { type: unknown; step_ref?: unknown };
+  return { ...rest, code: type, ...(step_ref === null || step_ref === undefined ? {} : { step: step_ref }) };
+}
+
 export const TaskMetrics = z.strictObject({
   duration_ms: z.number().min(0),
   steps_executed: z.number().int().min(0),
@@ -183,7 +197,7 @@ export const TaskResult = z.strictObject({
   token_id: z.string().min(1),
   success: z.boolean(),
   output: JsonValue.optional(),
-  error: TaskError.optional(),
+  error: z.preprocess(fromEarlierWireNames, TaskError).optional(),
   /** Set (with `success: false` and no error) when the task waits for a gate or a child. */
   suspended: TaskSuspension.optional(),
   metrics: TaskMetrics,

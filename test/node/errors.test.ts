@@ -1,6 +1,6 @@
 import { describe, it } from "vitest";
 import { EngineError, toTaskError } from "../../lib/errors.ts";
-import { attemptErrorOf, Failure, TaskError, toErrorSummary, toFailure, type TaskResult } from "../../schemas/index.ts";
+import { attemptErrorOf, Failure, TaskError, toErrorSummary, toFailure, TaskResult } from "../../schemas/index.ts";
 
 const METRICS = { duration_ms: 1, steps_executed: 1, llm_tokens: { input: 0, output: 0, cost_usd: 0 } };
 
@@ -80,5 +80,23 @@ describe("the one failure vocabulary", () => {
       TaskError.safeParse({ type: "x.y", step_ref: null, message: "m", retryable: false, context_snapshot: null })
         .success,
     ).toBe(false);
+  });
+
+  it("reads a task result in the wire names of the version before (a deploy rolling out)", ({ expect }) => {
+    const earlier = {
+      token_id: "t",
+      success: false,
+      error: { type: "http.status", step_ref: "call", message: "503", retryable: true, context_snapshot: null },
+      metrics: { duration_ms: 1, steps_executed: 1, llm_tokens: { input: 0, output: 0, cost_usd: 0 } },
+    };
+    expect(TaskResult.parse(earlier).error).toEqual({
+      code: "http.status",
+      step: "call",
+      message: "503",
+      retryable: true,
+      context_snapshot: null,
+    });
+    const noStep = { ...earlier, error: { ...earlier.error, step_ref: null } };
+    expect(TaskResult.parse(noStep).error).not.toHaveProperty("step");
   });
 });
