@@ -1,6 +1,6 @@
 /**
  * A workspace's file helper: the shell server starts it with the workspace's
- * own uid (workspace-users.mjs) and sends it the file operations of that
+ * own uid (file-agents.mjs) and sends it the file operations of that
  * workspace, so the kernel checks them with that uid's rights, never root's.
  *
  *   node file-agent.mjs <workspace dir>
