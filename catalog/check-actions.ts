@@ -10,6 +10,7 @@ import {
   type Prompt,
 } from "../schemas/index.ts";
 import {
+  CEL_SCOPES,
   checkCel,
   checkHeaders,
   checkJsonPath,
@@ -35,7 +36,9 @@ export type ImplementationChecks = { [K in ActionKind]: ImplementationCheck<K> }
 /** Per kind, the implementation fields that need more than their schema. */
 export const IMPLEMENTATION_CHECKS: ImplementationChecks = {
   context: (implementation, at, { report }) =>
-    implementation.updates.forEach((update, i) => checkCel(update.expr, `${at}.updates.${i}.expr`, report)),
+    implementation.updates.forEach((update, i) =>
+      checkCel(update.expr, `${at}.updates.${i}.expr`, report, CEL_SCOPES.actionInput),
+    ),
   http: (implementation, at, { report }) => {
     checkTemplate(implementation.url_template, `${at}.url_template`, report);
     checkTemplate(implementation.body_template, `${at}.body_template`, report);
@@ -60,9 +63,9 @@ export const IMPLEMENTATION_CHECKS: ImplementationChecks = {
   vector: (implementation, at, { report }) => checkVector(implementation, at, report),
   metric: (implementation, at, { report }) => {
     if (typeof implementation.value === "object") {
-      checkCel(implementation.value.expr, `${at}.value.expr`, report);
+      checkCel(implementation.value.expr, `${at}.value.expr`, report, CEL_SCOPES.actionInput);
     }
-    checkMappings(implementation.dimensions, `${at}.dimensions`, report);
+    checkMappings(implementation.dimensions, `${at}.dimensions`, report, CEL_SCOPES.actionInput);
   },
   tool: (implementation, at, { report }) => {
     if (!isToolName(implementation.tool)) {

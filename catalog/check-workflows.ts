@@ -1,6 +1,14 @@
 import type { InlineTask, Node, Step, Workflow } from "../schemas/index.ts";
 import { checkAction } from "./check-actions.ts";
-import { checkCel, checkJsonPath, checkMappings, checkReference, checkSchema, type CheckContext } from "./checks.ts";
+import {
+  CEL_SCOPES,
+  checkCel,
+  checkJsonPath,
+  checkMappings,
+  checkReference,
+  checkSchema,
+  type CheckContext,
+} from "./checks.ts";
 
 /** A workflow's schemas, its nodes (inline tasks, references, expressions, bindings) and its DAG. */
 export function checkWorkflow(workflow: Workflow, path: string, check: CheckContext): void {
@@ -36,13 +44,14 @@ function checkNode(workflow: Workflow, nodeId: string, node: Node, nodePath: str
       report(`${nodePath}.depends_on.${i}`, `no node "${dependency}" in this workflow`, "workflow.unknown_node");
     }
   });
-  checkCel(node.when, `${nodePath}.when`, report);
-  checkCel(node.repeat?.until, `${nodePath}.repeat.until`, report);
+  const itemScope = node.foreach ? CEL_SCOPES.foreachItem : CEL_SCOPES.run;
+  checkCel(node.when, `${nodePath}.when`, report, itemScope);
+  checkCel(node.repeat?.until, `${nodePath}.repeat.until`, report, CEL_SCOPES.run);
   if (node.foreach) {
     checkJsonPath(node.foreach.items, `${nodePath}.foreach.items`, report);
   }
-  checkMappings(node.input_mapping, `${nodePath}.input_mapping`, report);
-  checkMappings(node.output_mapping, `${nodePath}.output_mapping`, report);
+  checkMappings(node.input_mapping, `${nodePath}.input_mapping`, report, itemScope);
+  checkMappings(node.output_mapping, `${nodePath}.output_mapping`, report, CEL_SCOPES.calleeOutput);
   for (const [name, resource] of Object.entries(node.resource_bindings ?? {})) {
     if (!workflow.resources?.[resource]) {
       report(
@@ -105,8 +114,8 @@ export function checkTask(task: InlineTask, path: string, check: CheckContext): 
     } else {
       checkAction(step.action, `${stepPath}.action`, check);
     }
-    checkCel(step.condition?.if, `${stepPath}.condition.if`, report);
-    checkMappings(step.input_mapping, `${stepPath}.input_mapping`, report);
-    checkMappings(step.output_mapping, `${stepPath}.output_mapping`, report);
+    checkCel(step.condition?.if, `${stepPath}.condition.if`, report, CEL_SCOPES.task);
+    checkMappings(step.input_mapping, `${stepPath}.input_mapping`, report, CEL_SCOPES.task);
+    checkMappings(step.output_mapping, `${stepPath}.output_mapping`, report, CEL_SCOPES.calleeOutput);
   });
 }

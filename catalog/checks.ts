@@ -61,26 +61,61 @@ function singular(kind: DefinitionKind): string {
   return kind === "mcp_servers" ? "mcp server" : kind.slice(0, -1);
 }
 
-export function checkMappings(mapping: InputMapping | OutputMapping | undefined, path: string, report: Report): void {
+/**
+ * The variables a CEL expression sees, by where it runs (docs/definitions.md,
+ * "What each source sees"): an expression that reads any other is rejected
+ * at registration, since at run time it could only fail.
+ */
+export const CEL_SCOPES = {
+  /** A node's `when`, `repeat.until` and `input_mapping`: the run context. */
+  run: ["input", "state", "output"],
+  /** A foreach node's `when` and `input_mapping`: the run context and the item. */
+  foreachItem: ["input", "state", "output", "item", "index"],
+  /** A step's `condition.if` and `input_mapping`: the task context. */
+  task: ["input", "state", "output"],
+  /** An `output_mapping`: the callee's output. */
+  calleeOutput: ["output"],
+  /** A `context` or `metric` action's expressions: the action input. */
+  actionInput: ["input"],
+} as const satisfies Record<string, readonly string[]>;
+
+/** The variables one CEL context binds. */
+export type CelScope = (typeof CEL_SCOPES)[keyof typeof CEL_SCOPES];
+
+export function checkMappings(
+  mapping: InputMapping | OutputMapping | undefined,
+  path: string,
+  report: Report,
+  scope: CelScope,
+): void {
   for (const [key, source] of Object.entries(mapping ?? {})) {
     const at = `${path}.${key}`;
     if (typeof source === "string" && source.startsWith("$")) {
       checkJsonPath(source, at, report);
     } else if (isComputed(source, "expr")) {
-      checkCel(source.expr, `${at}.expr`, report);
+      checkCel(source.expr, `${at}.expr`, report, scope);
     } else if (isComputed(source, "template")) {
       checkTemplate(source.template, `${at}.template`, report);
     }
   }
 }
 
-export function checkCel(source: string | undefined, path: string, report: Report): void {
+export function checkCel(source: string | undefined, path: string, report: Report, scope: CelScope): void {
   if (source === undefined) {
     return;
   }
   const compiled = compileCel(source);
   if (!compiled.ok) {
     report(path, `CEL does not parse: ${compiled.message}`, "definition.invalid_cel");
+    return;
+  }
+  const bound: readonly string[] = scope;
+  for (const name of compiled.program.variables.filter((variable) => !bound.includes(variable))) {
+    report(
+      path,
+      `CEL reads the variable "${name}", which is not bound here; the variables here are ${bound.join(", ")}`,
+      "definition.invalid_cel",
+    );
   }
 }
 

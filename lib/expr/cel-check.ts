@@ -96,6 +96,85 @@ function qualifiedName(expr: Expr): string | undefined {
   return undefined;
 }
 
+/** Type names CEL binds as values (`type(x) == int`): identifiers that are not variables. */
+const TYPE_IDENTIFIERS: ReadonlySet<string> = new Set([
+  "bool",
+  "bytes",
+  "double",
+  "dyn",
+  "int",
+  "list",
+  "map",
+  "null_type",
+  "string",
+  "type",
+  "uint",
+]);
+
+/**
+ * The variables an expression reads, in order of first use: its identifiers,
+ * less those a comprehension binds (`x` in `items.all(x, x > 0)`), type names
+ * and the qualifier of a namespaced function (`strings` in `strings.quote(s)`).
+ * Registration compares them with the variables the expression's context binds.
+ */
+export function freeVariables(root: Expr): string[] {
+  const found = new Set<string>();
+  const stack: { expr: Expr; bound: ReadonlySet<string> }[] = [{ expr: root, bound: new Set() }];
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    const { expr, bound } = item;
+    const kind = expr.exprKind;
+    if (kind.case === "identExpr") {
+      if (!bound.has(kind.value.name) && !TYPE_IDENTIFIERS.has(kind.value.name)) {
+        found.add(kind.value.name);
+      }
+    } else if (kind.case === "comprehensionExpr") {
+      const c = kind.value;
+      const inLoop = new Set([...bound, c.iterVar, c.iterVar2, c.accuVar].filter((name) => name !== ""));
+      const parts = [
+        { part: c.iterRange, scope: bound },
+        { part: c.accuInit, scope: bound },
+        { part: c.loopCondition, scope: inLoop },
+        { part: c.loopStep, scope: inLoop },
+        { part: c.result, scope: new Set([...bound, c.accuVar]) },
+      ];
+      for (const { part, scope } of parts.reverse()) {
+        if (part !== undefined) {
+          stack.push({ expr: part, bound: scope });
+        }
+      }
+    } else {
+      stack.push(...childrenOf(expr).map((child) => ({ expr: child, bound })));
+    }
+  }
+  return [...found];
+}
+
+/** The sub-expressions of an expression that is neither an identifier nor a comprehension, in source order. */
+function childrenOf(expr: Expr): Expr[] {
+  const kind = expr.exprKind;
+  switch (kind.case) {
+    case "selectExpr":
+      return kind.value.operand === undefined ? [] : [kind.value.operand];
+    case "callExpr": {
+      const { target, args, function: name } = kind.value;
+      const qualifier = target === undefined ? undefined : qualifiedName(target);
+      const namespaced = qualifier !== undefined && env.funcs.find(`${qualifier}.${name}`) !== undefined;
+      return [...(target === undefined || namespaced ? [] : [target]), ...args].reverse();
+    }
+    case "listExpr":
+      return [...kind.value.elements].reverse();
+    case "structExpr":
+      return kind.value.entries
+        .flatMap((entry) => [
+          ...(entry.keyKind.case === "mapKey" ? [entry.keyKind.value] : []),
+          ...(entry.value === undefined ? [] : [entry.value]),
+        ])
+        .reverse();
+    default:
+      return [];
+  }
+}
+
 export function at(expr: Expr, sourceInfo: SourceInfo | undefined): string {
   const offset = sourceInfo?.positions[Number(expr.id)];
   return offset === undefined ? "" : ` at character ${offset + 1}`;

@@ -59,7 +59,7 @@ import { budgetError, CelMeter, MAX_CEL_COST_UNITS, withCelMeter } from "./cel-b
 import { instrumentComprehensions } from "./cel-instrument.ts";
 import { CompiledKind, compileInScope, evaluationAllowance } from "./work-budget.ts";
 import { env } from "./cel-env.ts";
-import { findStaticProblem } from "./cel-check.ts";
+import { findStaticProblem, freeVariables } from "./cel-check.ts";
 import { fromCelValue, toCelValue } from "./cel-values.ts";
 
 export { CEL_FUNCTIONS } from "./cel-env.ts";
@@ -67,6 +67,8 @@ export { CEL_FUNCTIONS } from "./cel-env.ts";
 /** A parsed and planned expression: the unit the cache keeps, reusable across evaluations. */
 export interface CelProgram {
   readonly source: string;
+  /** The variables it reads (`freeVariables`): registration checks them against its context's. */
+  readonly variables: readonly string[];
   /** Evaluates with JSON variables and returns JSON; throws `expr.eval_failed`. */
   evaluate(vars: Record<string, unknown>): unknown;
 }
@@ -145,6 +147,8 @@ function compileUncached(source: string): CelCompileResult {
   if (problem !== undefined) {
     return { ok: false, message: `invalid CEL ${quote(source)}: ${problem}` };
   }
+  // Read before instrumenting: the budget's rewrite adds calls, never variables, but reads the tree as written.
+  const variables = parsed.expr === undefined ? [] : freeVariables(parsed.expr);
   const nodes = parsed.expr === undefined ? 1 : instrumentComprehensions(parsed.expr);
   let run: ReturnType<typeof plan>;
   try {
@@ -155,6 +159,7 @@ function compileUncached(source: string): CelCompileResult {
   const sourceInfo = parsed.sourceInfo;
   const program: CelProgram = {
     source,
+    variables,
     evaluate(vars) {
       const bindings: Record<string, CelInput> = Object.create(null) as Record<string, CelInput>;
       for (const [name, value] of Object.entries(vars)) {
