@@ -21,7 +21,7 @@ export const MAX_HTTP_RESPONSE_BYTES = 4 * 1024 * 1024;
 export const httpAction: ActionHandler<"http"> = {
   async run(action, input, context) {
     const implementation = action.implementation;
-    const url = renderTemplate(implementation.url_template, input, { escape: "url" });
+    const url = renderTemplate(implementation.url_template, input, { escape: "url", strict: true });
     if (!/^https?:\/\//i.test(url)) {
       throw EngineError.terminal("http.bad_url", `url_template rendered "${url}", which is not an http(s) URL`);
     }
@@ -30,7 +30,9 @@ export const httpAction: ActionHandler<"http"> = {
       // Credential headers are `$env:` references only (checked at registration); never templates.
       headers.set(
         name,
-        isCredentialHeader(name) ? resolveSecrets(template, context.env) : renderTemplate(template, input),
+        isCredentialHeader(name)
+          ? resolveSecrets(template, context.env)
+          : renderTemplate(template, input, { strict: true }),
       );
     }
     const body = renderBody(implementation.body_template, input, headers);
@@ -71,7 +73,7 @@ function renderBody(template: string | undefined, input: Json, headers: Headers)
   if (template === undefined) {
     return undefined;
   }
-  const rendered = renderJsonTemplate(template, input);
+  const rendered = renderJsonTemplate(template, input, { strict: true });
   if (rendered.json) {
     if (!headers.has("content-type")) {
       headers.set("content-type", "application/json");

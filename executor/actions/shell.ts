@@ -29,7 +29,9 @@ export const shellAction: ActionHandler<"shell"> = {
     const implementation = action.implementation;
     const rendered = renderShellCommand(implementation.command_template, input, implementation.env);
     const cwd =
-      implementation.working_dir === undefined ? "" : renderTemplate(implementation.working_dir, input).trim();
+      implementation.working_dir === undefined
+        ? ""
+        : renderTemplate(implementation.working_dir, input, { strict: true }).trim();
     const sandbox = sandboxFor(context, implementation.resource_name);
     const result = await sandbox.exec({
       command: rendered.command,

@@ -175,6 +175,7 @@ function renderValues(source: string, data: unknown): { text: string; values: st
   const values: string[] = [];
   let totalBytes = 0;
   const text = renderTemplate(source, data, {
+    strict: true,
     substitute: (value) => {
       if (value.includes(MARK)) {
         throw EngineError.terminal(
@@ -212,6 +213,7 @@ function renderEnv(
   for (const [name, template] of Object.entries(templates)) {
     let fromValue = false;
     const value = renderTemplate(template, data, {
+      strict: true,
       substitute: (text) => {
         fromValue = true;
         return text;

@@ -116,6 +116,9 @@ const renderers: StatementHandlers<string, Scope> = {
   CommentStatement: () => "",
   MustacheStatement: (node, scope) => {
     const value = mustacheValue(node, scope);
+    if (value === undefined && scope.state.strict && calleeOf(node, scope) === undefined) {
+      throw unresolved(node.path, scope.state.root);
+    }
     const substitute = scope.state.substitute;
     return substitute === undefined ? emit(value, node.escaped, scope.state.escape) : substitute(renderValue(value));
   },
@@ -161,6 +164,19 @@ function withInlinePartials(program: AST.Program, scope: Scope): Scope {
     }
   }
   return partials.size === 0 ? scope : { ...scope, inline: { partials, parent: scope.inline } };
+}
+
+/** A strict template's `{{path}}` selected nothing: say which, and what the data has. */
+function unresolved(path: AST.Expression, root: unknown): EngineError {
+  const shown = path.type === "PathExpression" ? (path as AST.PathExpression).original : path.type;
+  const keys =
+    root !== null && typeof root === "object" && !Array.isArray(root)
+      ? `its top-level keys are ${Object.keys(root).slice(0, 20).join(", ") || "none"}`
+      : "it is not an object";
+  return EngineError.terminal(
+    "template.unresolved",
+    `{{${shown}}} selects nothing in the template's data (${keys}); mark a value that may be absent with {{default ${shown} ""}}`,
+  );
 }
 
 function mustacheValue(node: AST.MustacheStatement, scope: Scope): unknown {

@@ -68,6 +68,8 @@ export interface RenderState {
   readonly escape: TemplateEscape;
   readonly partials: Readonly<Record<string, string>> | undefined;
   readonly substitute: ((text: string) => string) | undefined;
+  /** A `{{path}}` that selects nothing fails (`RenderOptions.strict`). */
+  readonly strict: boolean;
   /** Compiles a partial's source (`template.ts`, cached and charged as every template): rendering does not import compiling. */
   readonly compilePartial: (source: string) => PartialProgram;
 }

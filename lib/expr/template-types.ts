@@ -15,6 +15,13 @@ export interface RenderOptions {
    * action uses it to keep values out of command text (see `lib/expr/shell-template.ts`).
    */
   substitute?: (text: string) => string;
+  /**
+   * A `{{path}}` that selects nothing fails with `template.unresolved` naming
+   * it, instead of rendering as nothing: for templates that build requests
+   * and commands, where a typo must not reach the peer. `{{default path "…"}}`
+   * (or an `{{#if}}` around it) marks a value that may be absent.
+   */
+  strict?: boolean;
 }
 
 /** A parsed and checked template; rendering it never re-parses. */

@@ -215,6 +215,7 @@ class CompiledTemplate implements Template {
       escape: options.escape ?? "none",
       partials: options.partials,
       substitute: options.substitute,
+      strict: options.strict ?? false,
       compilePartial,
     };
     const scope: Scope = {

@@ -1,11 +1,15 @@
 import { describe, it } from "vitest";
 import { compileCel } from "../../lib/expr/cel.ts";
-import { api, uniqueId } from "./helpers.ts";
+import { renderShellCommand } from "../../lib/expr/shell-template.ts";
+import { renderTemplate } from "../../lib/expr/template.ts";
+import { api, httpTarget, singleTaskWorkflow, uniqueId, waitForRun } from "./helpers.ts";
 
 /**
  * References that cannot fail silently: a CEL expression that reads a
  * variable its context does not bind (`inputs.flag` where `input` is meant)
- * is refused at registration, naming the variable and the ones that are bound.
+ * is refused at registration, naming the variable and the ones that are bound;
+ * a template that builds a request or a command fails its render when a
+ * `{{path}}` selects nothing, naming it.
  */
 
 interface Detail {
@@ -111,5 +115,59 @@ describe("registration refuses CEL that reads an unbound variable", () => {
       }),
     );
     expect(status).toBe(201);
+  });
+});
+
+describe("templates that build requests and commands are strict", () => {
+  const data = { user: { name: "ada" }, items: [{ id: 1 }, { id: 2 }] };
+
+  it("renders what is there, and what is marked optional, as before", ({ expect }) => {
+    const source =
+      '{{user.name}}/{{#each items}}{{id}},{{/each}}{{default user.mail "none"}}{{#if user.mail}}{{user.mail}}{{/if}}';
+    expect(renderTemplate(source, data, { strict: true })).toBe("ada/1,2,none");
+  });
+
+  it("fails on a path that selects nothing, naming it and the data's top-level keys", ({ expect }) => {
+    expect(() => renderTemplate("/users/{{usr.name}}", data, { strict: true })).toThrowError(
+      expect.objectContaining({
+        code: "template.unresolved",
+        retryable: false,
+        message: expect.stringMatching(/\{\{usr\.name\}\} selects nothing .*top-level keys are user, items/),
+      }),
+    );
+    // A prompt or a message is not strict: there an absent value renders as nothing, as before.
+    expect(renderTemplate("/users/{{usr.name}}", data)).toBe("/users/");
+  });
+
+  it("a shell command_template and its env are strict", ({ expect }) => {
+    expect(() => renderShellCommand("echo {{user.nmae}}", data)).toThrowError(
+      expect.objectContaining({ code: "template.unresolved" }),
+    );
+    expect(() => renderShellCommand("echo hi", data, { WHO: "{{who}}" })).toThrowError(
+      expect.objectContaining({ code: "template.unresolved" }),
+    );
+  });
+
+  it("an http step whose url_template names an absent value fails without a request, saying which", async ({
+    expect,
+  }) => {
+    const key = uniqueId("typo");
+    const id = uniqueId("wf");
+    const step = {
+      ref: "call",
+      action: {
+        kind: "http",
+        implementation: { method: "GET", url_template: `${httpTarget()}/echo/{{itme}}?key=${key}` },
+      },
+    };
+    expect((await api("POST", "/v1/definitions", { workflows: [singleTaskWorkflow(id, [step])] })).status).toBe(201);
+    const started = await api("POST", `/v1/workflows/${id}/runs`, { input: { item: "x" } });
+    const run = await waitForRun(started.json.run_id);
+    expect(run.status).toBe("failed");
+    expect(run.error).toMatchObject({ code: "template.unresolved", step: "call" });
+    expect(run.error.message).toContain("{{itme}}");
+    expect(run.error.message).toContain("top-level keys are item");
+    const hits = (await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number };
+    expect(hits.count).toBe(0);
   });
 });
