@@ -1,7 +1,7 @@
 import type { ErrorDetail } from "../lib/errors.ts";
 import { compileCel } from "../lib/expr/cel.ts";
 import { compileJsonPath } from "../lib/expr/jsonpath.ts";
-import { isComputed } from "../lib/expr/mapping.ts";
+import { isComputed, optionalPathOf } from "../lib/expr/mapping.ts";
 import { compileTemplate } from "../lib/expr/template.ts";
 import { checkJsonSchema } from "../lib/json-schema.ts";
 import {
@@ -90,8 +90,11 @@ export function checkMappings(
 ): void {
   for (const [key, source] of Object.entries(mapping ?? {})) {
     const at = `${path}.${key}`;
+    const optional = optionalPathOf(source);
     if (typeof source === "string" && source.startsWith("$")) {
       checkJsonPath(source, at, report);
+    } else if (optional !== undefined) {
+      checkJsonPath(optional.path, `${at}.path`, report);
     } else if (isComputed(source, "expr")) {
       checkCel(source.expr, `${at}.expr`, report, scope);
     } else if (isComputed(source, "template")) {

@@ -9,6 +9,9 @@ import type { Json, JsonObject } from "../../schemas/common.ts";
  * - a string starting with `$`: a JSONPath over the source document;
  * - `{ "expr": "<CEL>" }`: CEL over the document's top-level fields;
  * - `{ "template": "<Handlebars>" }`: a string rendered from the document;
+ * - `{ "path": "$…", "default": <JSON> }` or `{ "path": "$…", "optional": true }`:
+ *   a JSONPath that may select nothing (in an input mapping, a bare `$` path
+ *   that selects nothing fails with `mapping.unresolved`);
  * - any other JSON value: a literal.
  */
 
@@ -21,6 +24,28 @@ export function isComputed<K extends "expr" | "template">(source: unknown, key: 
     Object.keys(source).length === 1 &&
     typeof (source as Record<string, unknown>)[key] === "string"
   );
+}
+
+/** A JSONPath marked as allowed to select nothing, with what stands in for it then (nothing: the field is left out). */
+export interface OptionalPath {
+  path: string;
+  fallback: { found: true; value: Json } | { found: false };
+}
+
+/** `{ "path": "$…", "default": v }` or `{ "path": "$…", "optional": true }`, read as an {@link OptionalPath}. */
+export function optionalPathOf(source: unknown): OptionalPath | undefined {
+  if (typeof source !== "object" || source === null || Array.isArray(source)) {
+    return undefined;
+  }
+  const { path, ...rest } = source as Record<string, unknown>;
+  const keys = Object.keys(rest);
+  if (typeof path !== "string" || !path.startsWith("$") || keys.length !== 1) {
+    return undefined;
+  }
+  if (keys[0] === "default") {
+    return { path, fallback: { found: true, value: rest.default as Json } };
+  }
+  return keys[0] === "optional" && rest.optional === true ? { path, fallback: { found: false } } : undefined;
 }
 
 /** The value of one source against `doc`, or absent (a singular JSONPath that matched nothing). */
@@ -41,16 +66,64 @@ export function evaluateSource(
   return { found: true, value: source as Json };
 }
 
-/** Builds a callee's input from an input mapping; absent sources leave their field out. */
+/**
+ * Builds a callee's input from an input mapping. A `$` path that selects
+ * nothing fails with `mapping.unresolved` (a typo must not reach the callee as
+ * a missing field); one marked optional takes its default, or leaves its field
+ * out.
+ */
 export function buildInput(mapping: Record<string, unknown>, doc: Record<string, unknown>): JsonObject {
   const input: JsonObject = {};
   for (const [field, source] of Object.entries(mapping)) {
-    const result = withPath(`input_mapping.${field}`, () => evaluateSource(source, doc));
-    if (result.found) {
-      defineMember(input, field, result.value);
+    const optional = optionalPathOf(source);
+    const result = withPath(`input_mapping.${field}`, () => evaluateSource(optional?.path ?? source, doc));
+    const value = result.found ? result : optional?.fallback;
+    if (value === undefined) {
+      throw unresolvedPath(`input_mapping.${field}`, String(source), doc);
+    }
+    if (value.found) {
+      defineMember(input, field, value.value);
     }
   }
   return input;
+}
+
+/** A `$` path selected nothing: name it, what the document has, and how to mark it optional. */
+function unresolvedPath(at: string, path: string, doc: Record<string, unknown>): EngineError {
+  const nearest = nearestObject(path, doc);
+  const near = nearest === undefined ? "" : `; ${nearest.at} has ${describeKeys(nearest.value)}`;
+  return EngineError.terminal(
+    "mapping.unresolved",
+    `${at}: ${path} selects nothing (the document's top-level keys are ${describeKeys(doc)}${near}); ` +
+      `mark a value that may be absent with { "path": "${path}", "default": … } or { "path": "${path}", "optional": true }`,
+  );
+}
+
+/** For a plain dotted path (`$.a.b.c`), the deepest object along it that exists, other than the document itself. */
+function nearestObject(path: string, doc: Record<string, unknown>): { at: string; value: object } | undefined {
+  if (!/^\$(\.[A-Za-z_][A-Za-z0-9_-]*)+$/.test(path)) {
+    return undefined;
+  }
+  let found: { at: string; value: object } | undefined;
+  let current: unknown = doc;
+  let at = "$";
+  for (const name of path.slice(2).split(".")) {
+    if (current === null || typeof current !== "object" || Array.isArray(current) || !Object.hasOwn(current, name)) {
+      break;
+    }
+    current = (current as Record<string, unknown>)[name];
+    at = `${at}.${name}`;
+    if (current !== null && typeof current === "object" && !Array.isArray(current)) {
+      found = { at, value: current };
+    }
+  }
+  return found;
+}
+
+function describeKeys(value: object): string {
+  const keys = Object.keys(value);
+  const shown = keys.slice(0, 20).join(", ");
+  return keys.length === 0 ? "none" : keys.length > 20 ? `${shown}, … (${keys.length} in all)` : shown;
 }
 
 /** The parts of a context an output mapping may write. */

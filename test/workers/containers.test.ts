@@ -108,7 +108,7 @@ const errorCodes = {
     kind: "context",
     implementation: { updates: [{ path: "codes", expr: "input.errors.map(e, e.error.code)" }] },
   },
-  input_mapping: { errors: "$.state._errors" },
+  input_mapping: { errors: { path: "$.state._errors", default: [] } },
   output_mapping: { "output.codes": "$.codes" },
 };
 
@@ -368,7 +368,7 @@ describe("containers belong to their run (local mode)", () => {
         updates: [{ path: "errors", expr: "input.errors.map(e, e.step + ' ' + e.error.code + ' ' + e.error.message)" }],
       },
     },
-    input_mapping: { errors: "$.state._errors" },
+    input_mapping: { errors: { path: "$.state._errors", default: [] } },
     output_mapping: { "output.errors": "$.errors" },
   };
 
@@ -887,7 +887,7 @@ describe("artifacts belong to their run and its family", () => {
         updates: [{ path: "codes", expr: "has(input.errors) ? input.errors.map(e, e.step + ' ' + e.error.code) : []" }],
       },
     },
-    input_mapping: { errors: "$.state._errors" },
+    input_mapping: { errors: { path: "$.state._errors", default: [] } },
     output_mapping: { "output.codes": "$.codes" },
   };
 

@@ -1148,7 +1148,7 @@ describe("attempts and frozen inputs", () => {
     expect,
   }) => {
     const run = makeRun(
-      { a: { retry, input_mapping: { seen: "$.state.b", tag: "$.input.tag" } }, b: {} },
+      { a: { retry, input_mapping: { seen: { path: "$.state.b", optional: true }, tag: "$.input.tag" } }, b: {} },
       { input: { tag: "t" } },
     );
     const [first] = dispatchesOf(startRun(run));
@@ -1163,7 +1163,7 @@ describe("attempts and frozen inputs", () => {
   });
 
   it("a lost dispatch is re-sent with the input fixed at start", ({ expect }) => {
-    const run = makeRun({ a: { input_mapping: { seen: "$.state.b" } }, b: {} });
+    const run = makeRun({ a: { input_mapping: { seen: { path: "$.state.b", optional: true } } }, b: {} });
     startRun(run);
     run.succeed(run.token("b"), { late: "value" });
     const [payload] = dispatchesOf(run.wake(NOW + 10, {}));
@@ -1173,7 +1173,10 @@ describe("attempts and frozen inputs", () => {
   it("a node started but held back by max_parallel is dispatched later with the input fixed when it started", ({
     expect,
   }) => {
-    const run = makeRun({ a: {}, b: { input_mapping: { seen: "$.state.a" } } }, { workflow: { max_parallel: 1 } });
+    const run = makeRun(
+      { a: {}, b: { input_mapping: { seen: { path: "$.state.a", optional: true } } } },
+      { workflow: { max_parallel: 1 } },
+    );
     const first = startRun(run);
     expect(nodeIdsOf(first)).toEqual(["a"]);
     expect(first.state.nodes.b).toMatchObject({
@@ -1313,7 +1316,10 @@ describe("repeat", () => {
   /** A counter node: each iteration sends the previous iteration's `n` (absent at first). */
   function makeCounter(maxIterations: number, until = "state.count.n >= 3"): TestRun {
     return makeRun({
-      count: { repeat: { until, max_iterations: maxIterations }, input_mapping: { previous: "$.state.count.n" } },
+      count: {
+        repeat: { until, max_iterations: maxIterations },
+        input_mapping: { previous: { path: "$.state.count.n", optional: true } },
+      },
       after: { depends_on: ["count"] },
     });
   }

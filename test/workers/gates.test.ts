@@ -367,7 +367,8 @@ describe("sub-workflows", () => {
     const childStep = (workflow: string, onFailure: string) => ({
       ref: "call",
       action: { kind: "workflow", implementation: { workflow, on_failure: onFailure } },
-      input_mapping: { n: "$.input.n" },
+      // The failing children take no n, and their parents are started without one.
+      input_mapping: { n: { path: "$.input.n", optional: true } },
       output_mapping: { "output.result": "$" },
     });
     await register({

@@ -1,5 +1,6 @@
 import { describe, it } from "vitest";
 import { compileCel } from "../../lib/expr/cel.ts";
+import { buildInput } from "../../lib/expr/mapping.ts";
 import { renderShellCommand } from "../../lib/expr/shell-template.ts";
 import { renderTemplate } from "../../lib/expr/template.ts";
 import { api, httpTarget, singleTaskWorkflow, uniqueId, waitForRun } from "./helpers.ts";
@@ -169,5 +170,56 @@ describe("templates that build requests and commands are strict", () => {
     expect(run.error.message).toContain("top-level keys are item");
     const hits = (await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number };
     expect(hits.count).toBe(0);
+  });
+});
+
+describe("input mappings are strict about $ paths", () => {
+  const doc = { input: { item: "x", count: 2 }, state: {}, output: {} };
+
+  it("fails a path that selects nothing, naming the field, the path and what is there", ({ expect }) => {
+    expect(() => buildInput({ id: "$.input.itme" }, doc)).toThrowError(
+      expect.objectContaining({
+        code: "mapping.unresolved",
+        retryable: false,
+        message: expect.stringContaining(
+          "input_mapping.id: $.input.itme selects nothing (the document's top-level keys are input, state, output; $.input has item, count)",
+        ),
+      }),
+    );
+  });
+
+  it("takes a default, or leaves the field out, where the mapping says the value may be absent", ({ expect }) => {
+    const mapping = {
+      note: { path: "$.input.note", default: "" },
+      extra: { path: "$.input.extra", optional: true },
+      item: { path: "$.input.item", default: "unused" },
+      literal: { path: "$.input.item", default: 1, other: true },
+    };
+    expect(buildInput(mapping, doc)).toEqual({
+      note: "",
+      item: "x",
+      // Any other object is a literal, as before.
+      literal: { path: "$.input.item", default: 1, other: true },
+    });
+  });
+
+  it("a step whose mapping has a typo fails, and the run error names the step and the path", async ({ expect }) => {
+    const id = uniqueId("wf");
+    const step = { ...contextStep("input.v"), ref: "use", input_mapping: { v: "$.input.vlaue" } };
+    expect((await api("POST", "/v1/definitions", { workflows: [singleTaskWorkflow(id, [step])] })).status).toBe(201);
+    const started = await api("POST", `/v1/workflows/${id}/runs`, { input: { value: 1 } });
+    const run = await waitForRun(started.json.run_id);
+    expect(run.status).toBe("failed");
+    expect(run.error).toMatchObject({ code: "mapping.unresolved", step: "use" });
+    expect(run.error.message).toContain("$.input.vlaue selects nothing");
+    expect(run.error.message).toContain("$.input has value");
+  });
+
+  it("registration checks the JSONPath of an optional path", async ({ expect }) => {
+    const { status, details } = await register(workflow({ input_mapping: { x: { path: "$.input[", default: null } } }));
+    expect(status).toBe(400);
+    expect(details.map((detail) => [detail.path, detail.code])).toEqual([
+      ["workflows.0.nodes.a.input_mapping.x.path", "definition.invalid_jsonpath"],
+    ]);
   });
 });
