@@ -4,7 +4,6 @@ import {
   RUN_STATUS_REASONS,
   type InvocationRecord,
   type TaskResult,
-  type Json,
 } from "../schemas/index.ts";
 import { MAX_CLEANUP_CALLS_PER_EVENT, sendCleanup } from "./cleanup.ts";
 import { allows } from "./controls.ts";

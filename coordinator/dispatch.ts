@@ -1,4 +1,4 @@
-import type { InvocationRecord, ResourceHandle, Json } from "../schemas/index.ts";
+import type { InvocationRecord, ResourceHandle } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
 import type { LiveWork } from "./live.ts";
 import { failNode } from "./nodes.ts";

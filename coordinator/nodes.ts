@@ -12,7 +12,6 @@ import {
   type Node as NodeDefinition,
   type NodeRecord,
   type Json,
-  type JsonObject,
 } from "../schemas/index.ts";
 import { closeInvocation, isOpen, type Draft } from "./draft.ts";
 

@@ -1,7 +1,7 @@
 import { EngineError } from "../lib/errors.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import { APPROVAL_SCHEMA, GateAnswerBody, type GateRecord, type RunRecord, type Json } from "../schemas/index.ts";
+import { APPROVAL_SCHEMA, GateAnswerBody, type GateRecord, type RunRecord } from "../schemas/index.ts";
 import type { CreateRunRequest } from "./create.ts";
 import type { RunEvent } from "./events.ts";
 

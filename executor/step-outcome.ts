@@ -1,6 +1,6 @@
 import { EngineError } from "../lib/errors.ts";
 import { applyOutputMapping, setTargetPath } from "../lib/expr/mapping.ts";
-import type { ResolvedStep, TaskContext, TaskSuspension, Json, JsonObject } from "../schemas/index.ts";
+import type { ResolvedStep, TaskContext, TaskSuspension, Json } from "../schemas/index.ts";
 
 /**
  * Failures that the same task input always reproduces: a step's

@@ -1,6 +1,6 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { validateJson } from "../lib/json-schema.ts";
-import type { TaskContext, TaskPayload, TaskResume, Json } from "../schemas/index.ts";
+import type { TaskContext, TaskPayload, TaskResume } from "../schemas/index.ts";
 import { onStepFailure, writeStepOutput, type FailedStepOutcome } from "./step-outcome.ts";
 
 /**

@@ -1,6 +1,6 @@
 import { EngineError } from "../../lib/errors.ts";
 import { issuesToDetails } from "../../lib/validation.ts";
-import { isToolName, TOOL_SCHEMAS, type ToolName, type Json } from "../../schemas/index.ts";
+import { isToolName, TOOL_SCHEMAS, type ToolName } from "../../schemas/index.ts";
 import { sandboxFor, type SandboxClient } from "../sandbox-client.ts";
 import { STANDARD_TOOLS, type Tool, type ToolContext } from "../tools/index.ts";
 import { commandTimeoutMs } from "./shell.ts";
