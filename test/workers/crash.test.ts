@@ -1,12 +1,8 @@
 import { abortAllDurableObjects, evictDurableObject, runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { verifyJournal } from "../../lib/journal/index.ts";
-import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
-
-async function hits(key: string): Promise<number> {
-  return ((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count;
-}
+import { api, uniqueId, waitForRun, httpTarget, hits } from "./helpers.ts";
+import { stubOf } from "./durable-helpers.ts";
 
 /** A chain a → b → c whose nodes each call the http target (slowly), so a crash can land mid-node. */
 async function registerChain(key: string): Promise<string> {
@@ -49,10 +45,6 @@ async function registerChain(key: string): Promise<string> {
     throw new Error(JSON.stringify(response.json));
   }
   return id;
-}
-
-function stubOf(runId: string) {
-  return env.COORDINATOR.get(env.COORDINATOR.idFromName(runId));
 }
 
 describe("crash safety", () => {

@@ -1,10 +1,23 @@
-import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { abortAllDurableObjects, runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, it, onTestFinished, vi, type ExpectStatic } from "vitest";
+import { describe, it, vi, type ExpectStatic } from "vitest";
 import { LIVENESS_CHECK_MS } from "../../coordinator/decide.ts";
 import { runIdFor } from "../../lib/ids.ts";
-import { verifyJournal } from "../../lib/journal/index.ts";
-import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
+import {
+  api,
+  uniqueId,
+  waitForRun,
+  httpTarget,
+  llmServer,
+  hits,
+  type Entry,
+  register,
+  start,
+  journal,
+  verified,
+  httpStep,
+} from "./helpers.ts";
+import { stubOf, storedAlarm, hold } from "./durable-helpers.ts";
 
 /**
  * What docs/api.md, docs/definitions.md and docs/architecture.md say about
@@ -13,48 +26,10 @@ import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
  * docs name these tests where they state the behaviour.
  */
 
-interface Entry {
-  seq: number;
-  kind: string;
-  body: Record<string, unknown>;
-}
-
 interface Usage {
   input_tokens: number;
   output_tokens: number;
   cost_usd: number;
-}
-
-function stubOf(runId: string) {
-  return env.COORDINATOR.get(env.COORDINATOR.idFromName(runId));
-}
-
-async function register(bundle: Record<string, unknown>): Promise<void> {
-  const response = await api("POST", "/v1/definitions", bundle);
-  if (response.status !== 201) {
-    throw new Error(JSON.stringify(response.json));
-  }
-}
-
-async function start(workflowId: string, body: Record<string, unknown> = { input: {} }): Promise<string> {
-  const response = await api("POST", `/v1/workflows/${workflowId}/runs`, body);
-  if (response.status !== 201) {
-    throw new Error(JSON.stringify(response.json));
-  }
-  return String(response.json.run_id);
-}
-
-async function journal(runId: string): Promise<Entry[]> {
-  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries as Entry[];
-}
-
-async function verified(runId: string): Promise<boolean> {
-  const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
-  return (await verifyJournal(await journal(runId), jwks, { requireAttestation: true })).ok;
-}
-
-async function hits(key: string): Promise<number> {
-  return ((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count;
 }
 
 async function redrive(runId: string): Promise<number> {
@@ -64,31 +39,8 @@ async function redrive(runId: string): Promise<number> {
 const childRunIds = (entries: readonly Entry[]) =>
   entries.filter((entry) => entry.kind === "child.started").map((entry) => String(entry.body.child_run_id));
 
-/** When the object's stored alarm is due (read inside the live instance, before the crash). */
-function storedAlarm(runId: string): Promise<number | null> {
-  return runInDurableObject(stubOf(runId), (_instance, state) => state.storage.getAlarm());
-}
-
-/** Holds every event to a Durable Object until `release`: a call to it stays in flight, as when a process dies. */
-function hold(stub: DurableObjectStub): { release: () => void } {
-  let release = () => {};
-  const gate = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  runInDurableObject(stub, (_instance, state) => state.blockConcurrencyWhile(() => gate)).catch(() => {
-    // The abort that stages the crash ends this call too.
-  });
-  onTestFinished(() => release());
-  return { release: () => release() };
-}
-
 const catalogStub = () => env.CATALOG.get(env.CATALOG.idFromName("catalog"));
 
-const httpStep = (ref: string, url: string, extra: Record<string, unknown> = {}) => ({
-  ref,
-  action: { kind: "http", implementation: { method: "GET", url_template: url } },
-  ...extra,
-});
 const workflowStep = (ref: string, workflow: string) => ({
   ref,
   action: { kind: "workflow", implementation: { workflow } },
@@ -324,8 +276,6 @@ describe("child starts of a paused run", () => {
     expect((await waitForRun(runId)).status).toBe("completed");
   });
 });
-
-const llmServer = (): string => (env as unknown as { LLM_SERVER_URL: string }).LLM_SERVER_URL;
 
 /**
  * An llm step against the local server: input tokens are the words of the

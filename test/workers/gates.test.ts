@@ -1,40 +1,8 @@
 import { evictDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
-import { verifyJournal } from "../../lib/journal/index.ts";
-import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
 import { MAX_CHILD_STARTS_PER_EVENT } from "../../coordinator/waits.ts";
-
-type Entry = { seq: number; kind: string; at: string; hash: string; body: Record<string, any> };
-
-async function register(bundle: Record<string, unknown>): Promise<void> {
-  const response = await api("POST", "/v1/definitions", bundle);
-  if (response.status !== 201) {
-    throw new Error(JSON.stringify(response.json));
-  }
-}
-
-async function start(workflowId: string, body: Record<string, unknown> = { input: {} }): Promise<string> {
-  const response = await api("POST", `/v1/workflows/${workflowId}/runs`, body);
-  if (response.status !== 201) {
-    throw new Error(JSON.stringify(response.json));
-  }
-  return response.json.run_id;
-}
-
-async function journal(runId: string): Promise<Entry[]> {
-  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries;
-}
-
-async function verified(runId: string): Promise<boolean> {
-  const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
-  const report = await verifyJournal(await journal(runId), jwks, { requireAttestation: true });
-  return report.ok;
-}
-
-async function hits(key: string): Promise<number> {
-  return ((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count;
-}
+import { api, uniqueId, waitForRun, httpTarget, hits, register, start, journal, verified } from "./helpers.ts";
 
 const waitingForGate = (run: any) =>
   run.gates?.some((gate: any) => gate.status === "open") || ["completed", "failed", "cancelled"].includes(run.status);

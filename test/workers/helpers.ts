@@ -1,4 +1,5 @@
 import { env, exports } from "cloudflare:workers";
+import { verifyJournal, type VerifyReport } from "../../lib/journal/index.ts";
 
 export const TOKEN = "test-token";
 
@@ -57,3 +58,71 @@ export const httpTarget = (): string => (env as unknown as { HTTP_TARGET_URL: st
 export function singleTaskWorkflow(id: string, steps: unknown[], extra: Record<string, unknown> = {}) {
   return { id, nodes: { main: { task: { steps }, output_mapping: { "output.result": "$" } } }, ...extra };
 }
+
+export const llmServer = (): string => (env as unknown as { LLM_SERVER_URL: string }).LLM_SERVER_URL;
+export const mcpServer = (): string => (env as unknown as { MCP_SERVER_URL: string }).MCP_SERVER_URL;
+
+/** How many requests the HTTP target has counted under `key`. */
+export async function hits(key: string): Promise<number> {
+  return ((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count;
+}
+
+/** A journal entry as `GET /v1/runs/{id}/journal` returns it. */
+export interface Entry {
+  seq: number;
+  kind: string;
+  at: string;
+  hash: string;
+  body: Record<string, any>;
+}
+
+/** Registers a definition bundle; any answer but 201 fails the test's setup. */
+export async function register(bundle: unknown): Promise<void> {
+  const response = await api("POST", "/v1/definitions", bundle);
+  if (response.status !== 201) {
+    throw new Error(JSON.stringify(response.json));
+  }
+}
+
+/** Starts a run of a registered workflow and returns its id; any answer but 201 fails the setup. */
+export async function start(workflowId: string, body: Record<string, unknown> = { input: {} }): Promise<string> {
+  const response = await api("POST", `/v1/workflows/${workflowId}/runs`, body);
+  if (response.status !== 201) {
+    throw new Error(JSON.stringify(response.json));
+  }
+  return String(response.json.run_id);
+}
+
+/** Registers `workflow` (with the rest of `bundle`), runs it on `input` and waits until the run is terminal. */
+export async function runWorkflow(
+  workflow: Record<string, unknown>,
+  input: unknown = {},
+  bundle: Record<string, unknown> = {},
+  timeoutMs?: number,
+): Promise<any> {
+  await register({ ...bundle, workflows: [workflow] });
+  return waitForRun(await start(String(workflow.id), { input }), undefined, timeoutMs);
+}
+
+/** The run's journal, every entry. */
+export async function journal(runId: string): Promise<Entry[]> {
+  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries as Entry[];
+}
+
+/** Verifies the run's journal against the published keys, attestation required. */
+export async function verifyRun(runId: string): Promise<VerifyReport> {
+  const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
+  return verifyJournal(await journal(runId), jwks, { requireAttestation: true });
+}
+
+/** Whether the run's journal verifies, attestation required. */
+export async function verified(runId: string): Promise<boolean> {
+  return (await verifyRun(runId)).ok;
+}
+
+/** An HTTP step that GETs `url`. */
+export const httpStep = (ref: string, url: string, extra: Record<string, unknown> = {}) => ({
+  ref,
+  action: { kind: "http", implementation: { method: "GET", url_template: url } },
+  ...extra,
+});

@@ -1,12 +1,7 @@
 import { describe, it } from "vitest";
 import { MAX_HTTP_RESPONSE_BYTES } from "../../executor/actions/http.ts";
 import { cappedFetch, MAX_RESPONSE_BYTES } from "../../executor/capped-fetch.ts";
-import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
-
-async function hits(key: string): Promise<number> {
-  const response = await fetch(`${httpTarget()}/hits/${key}`);
-  return ((await response.json()) as { count: number }).count;
-}
+import { api, uniqueId, waitForRun, httpTarget, hits } from "./helpers.ts";
 
 function httpStep(url: string, extra: Record<string, unknown> = {}, step: Record<string, unknown> = {}) {
   return {

@@ -1,11 +1,8 @@
-import { env, exports } from "cloudflare:workers";
+import { exports } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { FAKE_BINDINGS } from "../fakes/bindings.ts";
 import { TEST_SECRETS } from "../secrets.ts";
-import { api, TOKEN, uniqueId, waitForRun } from "./helpers.ts";
-
-const llmServer = (): string => (env as unknown as { LLM_SERVER_URL: string }).LLM_SERVER_URL;
-const mcpServer = (): string => (env as unknown as { MCP_SERVER_URL: string }).MCP_SERVER_URL;
+import { TOKEN, api, uniqueId, waitForRun, llmServer, mcpServer, register, runWorkflow } from "./helpers.ts";
 
 async function seen(key: string): Promise<{ count: number; credentials: string[] }> {
   return (await (await fetch(`${llmServer()}/seen/${key}`)).json()) as { count: number; credentials: string[] };
@@ -53,23 +50,6 @@ function llmStep(
     output_mapping: { [`output.${ref}`]: "$" },
     ...step,
   };
-}
-
-async function register(bundle: Record<string, unknown>): Promise<void> {
-  const registered = await api("POST", "/v1/definitions", bundle);
-  if (registered.status !== 201) {
-    throw new Error(JSON.stringify(registered.json));
-  }
-}
-
-async function runWorkflow(
-  workflow: Record<string, unknown>,
-  input: unknown,
-  bundle: Record<string, unknown> = {},
-): Promise<any> {
-  await register({ ...bundle, workflows: [workflow] });
-  const start = await api("POST", `/v1/workflows/${String(workflow.id)}/runs`, { input });
-  return waitForRun(start.json.run_id);
 }
 
 function oneTask(id: string, steps: unknown[], extra: Record<string, unknown> = {}) {

@@ -4,9 +4,8 @@ import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validatio
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { toolPin } from "../../executor/actions/mcp.ts";
-import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
+import { api, uniqueId, waitForRun, httpTarget, mcpServer } from "./helpers.ts";
 
-const mcpServer = (): string => (env as unknown as { MCP_SERVER_URL: string }).MCP_SERVER_URL;
 const mcpSseServer = (): string => (env as unknown as { MCP_SSE_SERVER_URL: string }).MCP_SSE_SERVER_URL;
 
 interface PeerStats {

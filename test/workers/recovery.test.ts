@@ -1,10 +1,22 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, it, onTestFinished, vi } from "vitest";
+import { describe, it, vi } from "vitest";
 import { LIVENESS_CHECK_MS, PARENT_NOTIFY_RETRY_MS } from "../../coordinator/decide.ts";
 import { runIdFor, sha256Hex } from "../../lib/ids.ts";
-import { canonicalJson, verifyJournal } from "../../lib/journal/index.ts";
-import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
+import { canonicalJson } from "../../lib/journal/index.ts";
+import {
+  api,
+  uniqueId,
+  waitForRun,
+  httpTarget,
+  hits,
+  type Entry,
+  register,
+  journal,
+  verified,
+  httpStep,
+} from "./helpers.ts";
+import { stubOf, storedAlarm, hold } from "./durable-helpers.ts";
 
 /**
  * Recovery needs no reader. A restart (here: `abortAllDurableObjects`, which
@@ -17,62 +29,6 @@ import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
  * run), and only then reads the run and its journal once.
  */
 
-interface Entry {
-  seq: number;
-  kind: string;
-  body: Record<string, unknown>;
-}
-
-function stubOf(runId: string) {
-  return env.COORDINATOR.get(env.COORDINATOR.idFromName(runId));
-}
-
-async function hits(key: string): Promise<number> {
-  return ((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count;
-}
-
-async function register(bundle: Record<string, unknown>): Promise<void> {
-  const response = await api("POST", "/v1/definitions", bundle);
-  if (response.status !== 201) {
-    throw new Error(JSON.stringify(response.json));
-  }
-}
-
-async function journal(runId: string): Promise<Entry[]> {
-  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries as Entry[];
-}
-
-async function verified(runId: string): Promise<boolean> {
-  const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
-  return (await verifyJournal(await journal(runId), jwks, { requireAttestation: true })).ok;
-}
-
-/** When the object's stored alarm is due (read inside the live instance, before the crash). */
-function storedAlarm(runId: string): Promise<number | null> {
-  return runInDurableObject(stubOf(runId), (_instance, state) => state.storage.getAlarm());
-}
-
-/**
- * Holds every event to a Durable Object (input gate closed) until `release`:
- * a call to it stays in flight, as one does when the process dies mid-call.
- */
-function hold(stub: DurableObjectStub): { release: () => void } {
-  let release = () => {};
-  const gate = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  runInDurableObject(stub, (_instance, state) => state.blockConcurrencyWhile(() => gate)).catch(() => {
-    // The abort that stages the crash ends this call too.
-  });
-  // Released in any case, so a failing test leaves no object held for the next.
-  onTestFinished(() => release());
-  return { release: () => release() };
-}
-
-const httpStep = (ref: string, url: string) => ({
-  ref,
-  action: { kind: "http", implementation: { method: "GET", url_template: url } },
-});
 const humanStep = (ref: string) => ({
   ref,
   action: { kind: "human", implementation: { prompt_template: "go on?", input_schema: { type: "object" } } },
