@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, it, vi } from "vitest";
-import { api, uniqueId, waitForRun } from "./helpers.ts";
+import { api, uniqueId, waitForRun, start, runWorkflow, journal, registerWorkflow } from "./helpers.ts";
 
 /**
  * The container path end to end, in local mode: workflows run through the
@@ -77,29 +77,9 @@ function containerWorkflow(
   };
 }
 
-async function register(workflow: unknown): Promise<void> {
-  const registered = await api("POST", "/v1/definitions", { workflows: [workflow] });
-  if (registered.status !== 201) {
-    throw new Error(JSON.stringify(registered.json));
-  }
-}
-
-async function start(id: string, input: unknown = {}, extra: Record<string, unknown> = {}): Promise<string> {
-  const started = await api("POST", `/v1/workflows/${id}/runs`, { input, ...extra });
-  if (started.status !== 201) {
-    throw new Error(JSON.stringify(started.json));
-  }
-  return started.json.run_id as string;
-}
-
-async function run(workflow: { id: string } & Record<string, unknown>, input: unknown = {}): Promise<any> {
-  await register(workflow);
-  return waitForRun(await start(workflow.id, input), undefined, 30_000);
-}
-
-async function journalOf(runId: string): Promise<any[]> {
-  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries;
-}
+/** Runs `workflow` alone to its end; a container's first start may take a while. */
+const run = (workflow: Record<string, unknown>, input: unknown = {}): Promise<any> =>
+  runWorkflow(workflow, input, {}, 30_000);
 
 /** A last step that puts the codes of the errors recorded by `on_failure: "continue"` steps at `output.codes`. */
 const errorCodes = {
@@ -238,13 +218,13 @@ describe("a code-change workflow in a container", () => {
 
   it("refuses a second run in the first run's container, and journals the refused task", async ({ expect }) => {
     const id = uniqueId("owner");
-    await register(containerWorkflow(id, { work: { steps: [shell("touch", "echo mine > owned.txt")] } }));
+    await registerWorkflow(containerWorkflow(id, { work: { steps: [shell("touch", "echo mine > owned.txt")] } }));
     const first = await waitForRun(await start(id));
     expect(first.status).toBe("completed");
 
     // A second run, held in drafting; its container is claimed first by the first run
     // (as if a bug or a forged payload sent that run there), then the second run starts.
-    const second = await start(id, {}, { mode: "approval" });
+    const second = await start(id, { input: {}, mode: "approval" });
     const container = `${second}/dev_env`;
     const claimed = (await sandbox(container).exec({ container, run_id: first.run_id, command: "true" })) as {
       ok: boolean;
@@ -254,7 +234,8 @@ describe("a code-change workflow in a container", () => {
     const refused = await waitForRun(second);
     expect(refused.status).toBe("failed");
     expect(refused.error).toMatchObject({ code: "container.not_owner", node: "work" });
-    const failedTask = (await journalOf(second)).find((entry) => entry.kind === "task.failed");
+    const entries: any[] = await journal(second);
+    const failedTask = entries.find((entry) => entry.kind === "task.failed");
     expect(failedTask.body.error).toMatchObject({ code: "container.not_owner", retryable: false });
     expect(failedTask.body.error.message).toContain(`belongs to run ${first.run_id}`);
   });
@@ -298,7 +279,7 @@ describe("containers belong to their run (local mode)", () => {
   /** A run whose container holds a secret file and stays live, waiting at a gate; `finish()` answers the gate. */
   async function startVictim(): Promise<{ runId: string; workspace: string; finish: () => Promise<any> }> {
     const id = uniqueId("victim");
-    await register({
+    await registerWorkflow({
       id,
       tools: ALL_TOOLS,
       resources: { dev_env: { type: "container" } },
@@ -409,7 +390,7 @@ describe("containers belong to their run (local mode)", () => {
       expect(errors[i]).toMatch(new RegExp(`^${ref} http\\.status .* answered 401$`));
     }
     expect(JSON.stringify(intruder)).not.toContain("the victim secret");
-    expect(JSON.stringify(await journalOf(intruder.run_id))).not.toContain("the victim secret");
+    expect(JSON.stringify(await journal(intruder.run_id))).not.toContain("the victim secret");
 
     // The victim's workspace is as it left it: nothing was written or run there.
     const finished = await victim.finish();
@@ -970,7 +951,7 @@ describe("handing a container to a sub-workflow", () => {
     expect,
   }) => {
     const child = uniqueId("kid");
-    await register({
+    await registerWorkflow({
       id: child,
       tools: ALL_TOOLS,
       resources: { workspace: { type: "container" } },

@@ -93,6 +93,20 @@ export async function start(workflowId: string, body: Record<string, unknown> = 
   return String(response.json.run_id);
 }
 
+/** Registers a bundle of `workflow` alone. */
+export function registerWorkflow(workflow: Record<string, unknown>): Promise<void> {
+  return register({ workflows: [workflow] });
+}
+
+/** Registers `workflow` on its own and starts a run of it; returns the run id. */
+export async function startWorkflow(
+  workflow: Record<string, unknown>,
+  body: Record<string, unknown> = { input: {} },
+): Promise<string> {
+  await registerWorkflow(workflow);
+  return start(String(workflow.id), body);
+}
+
 /** Registers `workflow` (with the rest of `bundle`), runs it on `input` and waits until the run is terminal. */
 export async function runWorkflow(
   workflow: Record<string, unknown>,
