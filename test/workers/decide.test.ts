@@ -1698,21 +1698,23 @@ describe("workflow nodes", () => {
   });
 });
 
+/** A result that says the task stopped at a `workflow` step and waits for a child run of `input`. */
+function suspendOnChildOf(token: string, input: Json): TaskResult {
+  return {
+    token_id: token,
+    success: false,
+    suspended: {
+      step_ref: "sub",
+      step_index: 0,
+      context: { input: {}, state: {}, output: {} },
+      wait: { kind: "child", workflow: "child_flow@1", input, on_failure: "propagate" },
+    },
+    metrics: METRICS,
+  };
+}
+
 describe("workflow steps", () => {
-  /** A result that says the task stopped at a `workflow` step and waits for a child run. */
-  function suspendOnChild(token: string): TaskResult {
-    return {
-      token_id: token,
-      success: false,
-      suspended: {
-        step_ref: "sub",
-        step_index: 0,
-        context: { input: {}, state: {}, output: {} },
-        wait: { kind: "child", workflow: "child_flow@1", input: { from: token }, on_failure: "propagate" },
-      },
-      metrics: METRICS,
-    };
-  }
+  const suspendOnChild = (token: string): TaskResult => suspendOnChildOf(token, { from: token });
 
   /** Eight items that all reach a workflow step at once. */
   function eightSuspended(): TestRun {
@@ -1782,20 +1784,7 @@ describe("workflow steps", () => {
 });
 
 describe("cleanup: cancels and releases are committed with the decision and sent by wakes until answered", () => {
-  /** A result that says the task stopped at a `workflow` step and waits for a child run. */
-  function suspendOnChild(token: string): TaskResult {
-    return {
-      token_id: token,
-      success: false,
-      suspended: {
-        step_ref: "sub",
-        step_index: 0,
-        context: { input: {}, state: {}, output: {} },
-        wait: { kind: "child", workflow: "child_flow@1", input: {}, on_failure: "propagate" },
-      },
-      metrics: METRICS,
-    };
-  }
+  const suspendOnChild = (token: string): TaskResult => suspendOnChildOf(token, {});
 
   const commandsOf = <K extends Decision["commands"][number]["kind"]>(decision: Decision, kind: K) =>
     decision.commands.filter(

@@ -1,9 +1,9 @@
 import { abortAllDurableObjects, runDurableObjectAlarm } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, it, vi, type ExpectStatic } from "vitest";
 import { LIVENESS_CHECK_MS } from "../../coordinator/decide.ts";
 import { runIdFor } from "../../lib/ids.ts";
 import {
+  untilHits,
   api,
   uniqueId,
   waitForRun,
@@ -17,7 +17,7 @@ import {
   verified,
   httpStep,
 } from "./helpers.ts";
-import { stubOf, storedAlarm, hold } from "./durable-helpers.ts";
+import { catalogStub, stubOf, storedAlarm, hold } from "./durable-helpers.ts";
 
 /**
  * What docs/api.md, docs/definitions.md and docs/architecture.md say about
@@ -38,8 +38,6 @@ async function redrive(runId: string): Promise<number> {
 
 const childRunIds = (entries: readonly Entry[]) =>
   entries.filter((entry) => entry.kind === "child.started").map((entry) => String(entry.body.child_run_id));
-
-const catalogStub = () => env.CATALOG.get(env.CATALOG.idFromName("catalog"));
 
 const workflowStep = (ref: string, workflow: string) => ({
   ref,
@@ -194,7 +192,7 @@ describe("restarting lost child starts", () => {
     await abortAllDurableObjects();
     catalog.release();
     await runDurableObjectAlarm(stubOf(runId));
-    await vi.waitUntil(async () => (await hits(mark)) >= 1, { timeout: 10_000 });
+    await untilHits(mark, 1);
 
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
@@ -232,7 +230,7 @@ describe("restarting lost child starts", () => {
     expect((await api("POST", `/v1/runs/${runId}/resume`)).status).toBe(200);
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     expect(await hits(mark)).toBe(0);
-    await vi.waitUntil(async () => (await hits(mark)) >= 1, { timeout: 10_000, interval: 50 });
+    await untilHits(mark, 1, { interval: 50 });
     expect(Date.now() - resumedAt).toBeGreaterThanOrEqual(LIVENESS_CHECK_MS - 500);
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
@@ -263,7 +261,7 @@ describe("child starts of a paused run", () => {
       ],
     });
     const runId = await start(parent);
-    await vi.waitUntil(async () => (await hits(slow)) >= 1, { timeout: 10_000 });
+    await untilHits(slow, 1);
     expect((await api("POST", `/v1/runs/${runId}/pause`)).json.status).toBe("paused");
     // The task finishes its first step and stops at the workflow step; the paused run asks for no child.
     await waitForRun(runId, (run) => run.nodes.main.status === "waiting", 10_000);
@@ -271,7 +269,7 @@ describe("child starts of a paused run", () => {
     expect(await hits(mark)).toBe(0);
     const resumedAt = Date.now();
     expect((await api("POST", `/v1/runs/${runId}/resume`)).status).toBe(200);
-    await vi.waitUntil(async () => (await hits(mark)) >= 1, { timeout: 10_000, interval: 20 });
+    await untilHits(mark, 1, { interval: 20 });
     expect(Date.now() - resumedAt).toBeLessThan(LIVENESS_CHECK_MS);
     expect((await waitForRun(runId)).status).toBe("completed");
   });

@@ -7,6 +7,9 @@ export function stubOf(runId: string) {
   return env.COORDINATOR.get(env.COORDINATOR.idFromName(runId));
 }
 
+/** The one catalog Durable Object. */
+export const catalogStub = () => env.CATALOG.get(env.CATALOG.idFromName("catalog"));
+
 /** When the object's stored alarm is due (read inside the live instance, before the crash). */
 export function storedAlarm(runId: string): Promise<number | null> {
   return runInDurableObject(stubOf(runId), (_instance, state) => state.storage.getAlarm());

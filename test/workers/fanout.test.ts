@@ -3,7 +3,7 @@ import { describe, it } from "vitest";
 import { JOURNAL_PAGE } from "../../coordinator/index.ts";
 import { MAX_FOREACH_ITEMS } from "../../coordinator/nodes.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
-import { api, uniqueId, httpTarget, runWorkflow } from "./helpers.ts";
+import { api, uniqueId, httpTarget, runWorkflow, httpStep } from "./helpers.ts";
 
 interface Stats {
   maxDispatchesPerEvent: number;
@@ -140,15 +140,7 @@ describe("foreach", () => {
             foreach: { items: "$.input.items", max_parallel: 2 },
             input_mapping: { i: "$.item" },
             task: {
-              steps: [
-                {
-                  ref: "wait",
-                  action: {
-                    kind: "http",
-                    implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}?ms=100` },
-                  },
-                },
-              ],
+              steps: [httpStep("wait", `${httpTarget()}/slow/${key}?ms=100`)],
             },
           },
         },
@@ -240,14 +232,7 @@ describe("scale", () => {
     const items = Array.from({ length: 300 }, (_, i) => i);
     const task = {
       steps: [
-        {
-          ref: "call",
-          action: {
-            kind: "http",
-            implementation: { method: "GET", url_template: `${httpTarget()}/json?n={{n}}&key=${key}` },
-          },
-          output_mapping: { "output.n": "$.body.n" },
-        },
+        httpStep("call", `${httpTarget()}/json?n={{n}}&key=${key}`, { output_mapping: { "output.n": "$.body.n" } }),
       ],
     };
     const result = await run(

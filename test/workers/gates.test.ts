@@ -2,7 +2,18 @@ import { evictDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { MAX_CHILD_STARTS_PER_EVENT } from "../../coordinator/waits.ts";
-import { api, uniqueId, waitForRun, httpTarget, hits, register, start, journal, verified } from "./helpers.ts";
+import {
+  api,
+  uniqueId,
+  waitForRun,
+  httpTarget,
+  hits,
+  register,
+  start,
+  journal,
+  verified,
+  httpStep,
+} from "./helpers.ts";
 
 const waitingForGate = (run: any) =>
   run.gates?.some((gate: any) => gate.status === "open") || ["completed", "failed", "cancelled"].includes(run.status);
@@ -355,15 +366,7 @@ describe("sub-workflows", () => {
           nodes: {
             boom: {
               task: {
-                steps: [
-                  {
-                    ref: "call",
-                    action: {
-                      kind: "http",
-                      implementation: { method: "GET", url_template: `${httpTarget()}/status/422` },
-                    },
-                  },
-                ],
+                steps: [httpStep("call", `${httpTarget()}/status/422`)],
               },
             },
           },
@@ -373,15 +376,7 @@ describe("sub-workflows", () => {
           nodes: {
             wait: {
               task: {
-                steps: [
-                  {
-                    ref: "call",
-                    action: {
-                      kind: "http",
-                      implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=5000` },
-                    },
-                  },
-                ],
+                steps: [httpStep("call", `${httpTarget()}/slow?ms=5000`)],
               },
             },
           },
@@ -531,14 +526,9 @@ describe("sub-workflows", () => {
             wait: {
               task: {
                 steps: [
-                  {
-                    ref: "call",
-                    action: {
-                      kind: "http",
-                      implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=400` },
-                    },
+                  httpStep("call", `${httpTarget()}/slow?ms=400`, {
                     output_mapping: { "output.waited": "$.body.waited" },
-                  },
+                  }),
                 ],
               },
               output_mapping: { "output.waited": "$.waited" },
@@ -590,15 +580,7 @@ describe("children when the parent fails or is redriven", () => {
           nodes: {
             wait: {
               task: {
-                steps: [
-                  {
-                    ref: "call",
-                    action: {
-                      kind: "http",
-                      implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=4000` },
-                    },
-                  },
-                ],
+                steps: [httpStep("call", `${httpTarget()}/slow?ms=4000`)],
               },
             },
           },
@@ -615,20 +597,8 @@ describe("children when the parent fails or is redriven", () => {
               depends_on: [],
               task: {
                 steps: [
-                  {
-                    ref: "call",
-                    action: {
-                      kind: "http",
-                      implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=300` },
-                    },
-                  },
-                  {
-                    ref: "fail",
-                    action: {
-                      kind: "http",
-                      implementation: { method: "GET", url_template: `${httpTarget()}/status/400` },
-                    },
-                  },
+                  httpStep("call", `${httpTarget()}/slow?ms=300`),
+                  httpStep("fail", `${httpTarget()}/status/400`),
                 ],
               },
             },
@@ -656,15 +626,7 @@ describe("children when the parent fails or is redriven", () => {
           nodes: {
             call: {
               task: {
-                steps: [
-                  {
-                    ref: "call",
-                    action: {
-                      kind: "http",
-                      implementation: { method: "GET", url_template: `${httpTarget()}/flaky/${key}?fail=1&status=400` },
-                    },
-                  },
-                ],
+                steps: [httpStep("call", `${httpTarget()}/flaky/${key}?fail=1&status=400`)],
               },
             },
           },

@@ -1,4 +1,5 @@
 import { env, exports } from "cloudflare:workers";
+import { vi } from "vitest";
 import { verifyJournal, type VerifyReport } from "../../lib/journal/index.ts";
 
 export const TOKEN = "test-token";
@@ -65,6 +66,11 @@ export const mcpServer = (): string => (env as unknown as { MCP_SERVER_URL: stri
 /** How many requests the HTTP target has counted under `key`. */
 export async function hits(key: string): Promise<number> {
   return ((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count;
+}
+
+/** Waits (10 s at most) until the HTTP target has counted `count` requests under `key`. */
+export function untilHits(key: string, count: number, options: { interval?: number } = {}): Promise<boolean> {
+  return vi.waitUntil(async () => (await hits(key)) >= count, { timeout: 10_000, ...options });
 }
 
 /** A journal entry as `GET /v1/runs/{id}/journal` returns it. */
@@ -140,3 +146,13 @@ export const httpStep = (ref: string, url: string, extra: Record<string, unknown
   action: { kind: "http", implementation: { method: "GET", url_template: url } },
   ...extra,
 });
+
+/** What `fn` throws, or undefined when it returns. */
+export function thrown(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}

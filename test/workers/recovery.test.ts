@@ -5,6 +5,7 @@ import { LIVENESS_CHECK_MS, PARENT_NOTIFY_RETRY_MS } from "../../coordinator/dec
 import { runIdFor, sha256Hex } from "../../lib/ids.ts";
 import { canonicalJson } from "../../lib/journal/index.ts";
 import {
+  untilHits,
   api,
   uniqueId,
   waitForRun,
@@ -16,7 +17,7 @@ import {
   verified,
   httpStep,
 } from "./helpers.ts";
-import { stubOf, storedAlarm, hold } from "./durable-helpers.ts";
+import { catalogStub, stubOf, storedAlarm, hold } from "./durable-helpers.ts";
 
 /**
  * Recovery needs no reader. A restart (here: `abortAllDurableObjects`, which
@@ -85,7 +86,7 @@ describe("recovery needs no reader", () => {
       ],
     });
     const runId: string = (await api("POST", `/v1/workflows/${id}/runs`, { input: {} })).json.run_id;
-    await vi.waitUntil(async () => (await hits(key)) >= 1, { timeout: 10_000 });
+    await untilHits(key, 1);
 
     const alarm = await storedAlarm(runId);
     expect(alarm).not.toBeNull();
@@ -93,7 +94,7 @@ describe("recovery needs no reader", () => {
     await abortAllDurableObjects();
     await runDurableObjectAlarm(stubOf(runId));
     // Sent again, with nobody reading the run.
-    await vi.waitUntil(async () => (await hits(key)) >= 2, { timeout: 10_000 });
+    await untilHits(key, 2);
 
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
@@ -122,7 +123,7 @@ describe("recovery needs no reader", () => {
     const runId: string = (await api("POST", `/v1/workflows/${parent}/runs`, { input: {}, mode: "approval" })).json
       .run_id;
     // The catalog holds the child's resolution: the start is in flight when the process dies.
-    const catalog = hold(env.CATALOG.get(env.CATALOG.idFromName("catalog")));
+    const catalog = hold(catalogStub());
     const approved = await api("POST", `/v1/runs/${runId}/approve`);
     expect(approved.json.nodes.sub.status).toBe("waiting");
 
@@ -133,7 +134,7 @@ describe("recovery needs no reader", () => {
     catalog.release();
     await runDurableObjectAlarm(stubOf(runId));
     // The child ran its task, and its report completes the parent: nobody read either run.
-    await vi.waitUntil(async () => (await hits(key)) >= 1, { timeout: 10_000 });
+    await untilHits(key, 1);
 
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
@@ -188,7 +189,7 @@ describe("recovery needs no reader", () => {
     parentHeld.release();
     await runDurableObjectAlarm(stubOf(childRunId));
     // The parent got the report and dispatched the node after it: nobody read the parent.
-    await vi.waitUntil(async () => (await hits(`${key}-after`)) >= 1, { timeout: 10_000 });
+    await untilHits(`${key}-after`, 1);
 
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
@@ -285,7 +286,7 @@ describe("recovery needs no reader", () => {
     const runId: string = (await api("POST", `/v1/workflows/${id}/runs`, { input: {} })).json.run_id;
     const container = `${runId}/dev_env`;
     // The container is done with (its node completed) while the last node runs.
-    await vi.waitUntil(async () => (await hits(key)) >= 1, { timeout: 10_000 });
+    await untilHits(key, 1);
     const claimed = await sandboxRecord(container);
     expect(claimed.owner).toMatchObject({ run_id: runId });
     expect(claimed.owner?.released_at).toBeUndefined();
@@ -404,7 +405,7 @@ describe("recovery needs no reader", () => {
     const retried = await api("POST", `/v1/workflows/${id}/runs`, { input: {}, idempotency_key: idempotencyKey });
     expect(retried.status).toBe(200);
     expect(retried.json.status).not.toBe("drafting");
-    await vi.waitUntil(async () => (await hits(key)) >= 1, { timeout: 10_000 });
+    await untilHits(key, 1);
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
     expect(await verified(runId)).toBe(true);

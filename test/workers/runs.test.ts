@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import { principalOf } from "../../src/auth.ts";
-import { api, uniqueId, waitForRun, httpTarget, start, journal, registerWorkflow } from "./helpers.ts";
+import { registerWorkflow, api, uniqueId, waitForRun, httpTarget, start, journal, httpStep } from "./helpers.ts";
 
 const contextTask = (expr: string, path = "v") => ({
   steps: [
@@ -15,11 +15,7 @@ const contextTask = (expr: string, path = "v") => ({
 });
 const slowTask = (ms: number, key: string) => ({
   steps: [
-    {
-      ref: "wait",
-      action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}?ms=${ms}` } },
-      output_mapping: { "output.waited": "$.body.waited" },
-    },
+    httpStep("wait", `${httpTarget()}/slow/${key}?ms=${ms}`, { output_mapping: { "output.waited": "$.body.waited" } }),
   ],
 });
 
