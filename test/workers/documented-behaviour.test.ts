@@ -3,6 +3,7 @@ import { describe, it, vi, type ExpectStatic } from "vitest";
 import { LIVENESS_CHECK_MS } from "../../coordinator/decide.ts";
 import { runIdFor } from "../../lib/ids.ts";
 import {
+  oneStepWorkflow,
   untilHits,
   api,
   uniqueId,
@@ -44,7 +45,11 @@ const workflowStep = (ref: string, workflow: string) => ({
   action: { kind: "workflow", implementation: { workflow } },
 });
 /** A workflow whose one task calls `url` (a child that fails or leaves a mark). */
-const oneCall = (id: string, url: string) => ({ id, nodes: { call: { task: { steps: [httpStep("call", url)] } } } });
+const oneCall = (id: string, url: string) => oneStepWorkflow(id, "call", httpStep("call", url));
+
+/** Registers the child `child` that calls `childUrl` and the parent `parent` of `nodes`. */
+const registerFamily = (child: string, childUrl: string, parent: string, nodes: Record<string, unknown>) =>
+  register({ workflows: [oneCall(child, childUrl), { id: parent, nodes }] });
 
 describe("redriving a run whose nodes started child runs", () => {
   it("a redriven sub-workflow node whose child failed starts a new child, keyed by the redrive, and the run completes", async ({
@@ -53,12 +58,7 @@ describe("redriving a run whose nodes started child runs", () => {
     const key = uniqueId("once");
     const child = uniqueId("fails-once");
     const parent = uniqueId("node-parent");
-    await register({
-      workflows: [
-        oneCall(child, `${httpTarget()}/flaky/${key}?fail=1&status=400`),
-        { id: parent, nodes: { kid: { workflow: child } } },
-      ],
-    });
+    await registerFamily(child, `${httpTarget()}/flaky/${key}?fail=1&status=400`, parent, { kid: { workflow: child } });
     const parentId = await start(parent);
     const failed = await waitForRun(parentId);
     expect(failed.status).toBe("failed");
@@ -80,11 +80,8 @@ describe("redriving a run whose nodes started child runs", () => {
     const key = uniqueId("once");
     const child = uniqueId("fails-once");
     const parent = uniqueId("step-parent");
-    await register({
-      workflows: [
-        oneCall(child, `${httpTarget()}/flaky/${key}?fail=1&status=400`),
-        { id: parent, nodes: { main: { task: { steps: [workflowStep("call", child)] } } } },
-      ],
+    await registerFamily(child, `${httpTarget()}/flaky/${key}?fail=1&status=400`, parent, {
+      main: { task: { steps: [workflowStep("call", child)] } },
     });
     const parentId = await start(parent);
     expect((await waitForRun(parentId)).status).toBe("failed");
@@ -104,23 +101,12 @@ describe("redriving a run whose nodes started child runs", () => {
     const later = uniqueId("later");
     const child = uniqueId("marks");
     const parent = uniqueId("step-then-fail");
-    await register({
-      workflows: [
-        oneCall(child, `${httpTarget()}/mark/${mark}`),
-        {
-          id: parent,
-          nodes: {
-            main: {
-              task: {
-                steps: [
-                  workflowStep("call", child),
-                  httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`),
-                ],
-              },
-            },
-          },
+    await registerFamily(child, `${httpTarget()}/mark/${mark}`, parent, {
+      main: {
+        task: {
+          steps: [workflowStep("call", child), httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`)],
         },
-      ],
+      },
     });
     const parentId = await start(parent);
     expect((await waitForRun(parentId)).status).toBe("failed");
@@ -140,20 +126,12 @@ describe("redriving a run whose nodes started child runs", () => {
     const later = uniqueId("later");
     const child = uniqueId("marks");
     const parent = uniqueId("node-then-fail");
-    await register({
-      workflows: [
-        oneCall(child, `${httpTarget()}/mark/${mark}`),
-        {
-          id: parent,
-          nodes: {
-            kid: { workflow: child },
-            after: {
-              depends_on: ["kid"],
-              task: { steps: [httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`)] },
-            },
-          },
-        },
-      ],
+    await registerFamily(child, `${httpTarget()}/mark/${mark}`, parent, {
+      kid: { workflow: child },
+      after: {
+        depends_on: ["kid"],
+        task: { steps: [httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`)] },
+      },
     });
     const parentId = await start(parent);
     expect((await waitForRun(parentId)).status).toBe("failed");
@@ -173,11 +151,8 @@ describe("restarting lost child starts", () => {
     const mark = uniqueId("mark");
     const child = uniqueId("marks");
     const parent = uniqueId("step-parent");
-    await register({
-      workflows: [
-        oneCall(child, `${httpTarget()}/mark/${mark}`),
-        { id: parent, nodes: { main: { task: { steps: [workflowStep("call", child)] } } } },
-      ],
+    await registerFamily(child, `${httpTarget()}/mark/${mark}`, parent, {
+      main: { task: { steps: [workflowStep("call", child)] } },
     });
     // Approval mode: the parent is created (the catalog resolves it) before the catalog is held.
     const runId = await start(parent, { input: {}, mode: "approval" });
@@ -207,9 +182,7 @@ describe("restarting lost child starts", () => {
     const mark = uniqueId("mark");
     const child = uniqueId("marks");
     const parent = uniqueId("node-parent");
-    await register({
-      workflows: [oneCall(child, `${httpTarget()}/mark/${mark}`), { id: parent, nodes: { sub: { workflow: child } } }],
-    });
+    await registerFamily(child, `${httpTarget()}/mark/${mark}`, parent, { sub: { workflow: child } });
     const runId = await start(parent, { input: {}, mode: "approval" });
     const catalog = hold(catalogStub());
     expect((await api("POST", `/v1/runs/${runId}/approve`)).json.nodes.sub.status).toBe("waiting");
@@ -247,18 +220,10 @@ describe("child starts of a paused run", () => {
     const mark = uniqueId("mark");
     const child = uniqueId("marks");
     const parent = uniqueId("paused-step");
-    await register({
-      workflows: [
-        oneCall(child, `${httpTarget()}/mark/${mark}`),
-        {
-          id: parent,
-          nodes: {
-            main: {
-              task: { steps: [httpStep("wait", `${httpTarget()}/slow/${slow}?ms=600`), workflowStep("call", child)] },
-            },
-          },
-        },
-      ],
+    await registerFamily(child, `${httpTarget()}/mark/${mark}`, parent, {
+      main: {
+        task: { steps: [httpStep("wait", `${httpTarget()}/slow/${slow}?ms=600`), workflowStep("call", child)] },
+      },
     });
     const runId = await start(parent);
     await untilHits(slow, 1);

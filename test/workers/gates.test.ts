@@ -3,6 +3,8 @@ import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { MAX_CHILD_STARTS_PER_EVENT } from "../../coordinator/waits.ts";
 import {
+  oneStepWorkflow,
+  riskyStep,
   api,
   uniqueId,
   waitForRun,
@@ -215,17 +217,7 @@ describe("approvals for high-risk actions", () => {
     nodes: {
       only: {
         task: {
-          steps: [
-            {
-              ref: "deploy",
-              action: {
-                kind: "http",
-                risk: "high",
-                implementation: { method: "POST", url_template: `${httpTarget()}/mark/${key}` },
-              },
-              output_mapping: { "output.status": "$.status" },
-            },
-          ],
+          steps: [riskyStep(key)],
         },
         output_mapping: { "output.status": "$.status" },
       },
@@ -361,26 +353,8 @@ describe("sub-workflows", () => {
             },
           },
         },
-        {
-          id: failing,
-          nodes: {
-            boom: {
-              task: {
-                steps: [httpStep("call", `${httpTarget()}/status/422`)],
-              },
-            },
-          },
-        },
-        {
-          id: slowChild,
-          nodes: {
-            wait: {
-              task: {
-                steps: [httpStep("call", `${httpTarget()}/slow?ms=5000`)],
-              },
-            },
-          },
-        },
+        oneStepWorkflow(failing, "boom", httpStep("call", `${httpTarget()}/status/422`)),
+        oneStepWorkflow(slowChild, "wait", httpStep("call", `${httpTarget()}/slow?ms=5000`)),
       ],
     });
     await register({
@@ -574,18 +548,7 @@ describe("children when the parent fails or is redriven", () => {
     const slow = uniqueId("slowkid");
     const parent = uniqueId("failfast");
     await register({
-      workflows: [
-        {
-          id: slow,
-          nodes: {
-            wait: {
-              task: {
-                steps: [httpStep("call", `${httpTarget()}/slow?ms=4000`)],
-              },
-            },
-          },
-        },
-      ],
+      workflows: [oneStepWorkflow(slow, "wait", httpStep("call", `${httpTarget()}/slow?ms=4000`))],
     });
     await register({
       workflows: [
@@ -620,18 +583,7 @@ describe("children when the parent fails or is redriven", () => {
     const key = uniqueId("once");
     const parent = uniqueId("redrive-parent");
     await register({
-      workflows: [
-        {
-          id: flaky,
-          nodes: {
-            call: {
-              task: {
-                steps: [httpStep("call", `${httpTarget()}/flaky/${key}?fail=1&status=400`)],
-              },
-            },
-          },
-        },
-      ],
+      workflows: [oneStepWorkflow(flaky, "call", httpStep("call", `${httpTarget()}/flaky/${key}?fail=1&status=400`))],
     });
     await register({ workflows: [{ id: parent, nodes: { kid: { workflow: flaky } } }] });
     const parentId = await start(parent);

@@ -156,3 +156,20 @@ export function thrown(fn: () => unknown): unknown {
   }
   return undefined;
 }
+
+/** A workflow of one node `node` whose task is the one step `step`. */
+export const oneStepWorkflow = (id: string, node: string, step: unknown) => ({
+  id,
+  nodes: { [node]: { task: { steps: [step] } } },
+});
+
+/** A high-risk POST to the HTTP target's `/mark/{key}`: it waits for an approval before it runs. */
+export const riskyStep = (key: string) => ({
+  ref: "deploy",
+  action: {
+    kind: "http",
+    risk: "high",
+    implementation: { method: "POST", url_template: `${httpTarget()}/mark/${key}` },
+  },
+  output_mapping: { "output.status": "$.status" },
+});

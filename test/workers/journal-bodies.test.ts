@@ -11,7 +11,7 @@ import {
 } from "../../coordinator/decide.ts";
 import { RunSnapshot } from "../../schemas/index.ts";
 import { isJournalKind, JOURNAL_BODIES } from "../../schemas/journal.ts";
-import { api, uniqueId, waitForRun, httpTarget, register, start, journal } from "./helpers.ts";
+import { riskyStep, api, uniqueId, waitForRun, httpTarget, register, start, journal } from "./helpers.ts";
 
 /**
  * Real runs write only the journal the schema table describes: every entry's
@@ -50,15 +50,6 @@ const humanStep = (ref: string, extra: Record<string, unknown> = {}) => ({
     },
   },
   output_mapping: { "output.answer": "$.response" },
-});
-const riskyStep = (key: string) => ({
-  ref: "deploy",
-  action: {
-    kind: "http",
-    risk: "high",
-    implementation: { method: "POST", url_template: `${httpTarget()}/mark/${key}` },
-  },
-  output_mapping: { "output.status": "$.status" },
 });
 
 describe("the journal of real runs", () => {

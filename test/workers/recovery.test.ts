@@ -5,6 +5,7 @@ import { LIVENESS_CHECK_MS, PARENT_NOTIFY_RETRY_MS } from "../../coordinator/dec
 import { runIdFor, sha256Hex } from "../../lib/ids.ts";
 import { canonicalJson } from "../../lib/journal/index.ts";
 import {
+  oneStepWorkflow,
   untilHits,
   api,
   uniqueId,
@@ -115,7 +116,7 @@ describe("recovery needs no reader", () => {
     const parent = uniqueId("parent-flow");
     await register({
       workflows: [
-        { id: child, nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } } },
+        oneStepWorkflow(child, "mark", httpStep("mark", `${httpTarget()}/mark/${key}`)),
         { id: parent, nodes: { sub: { workflow: child } } },
       ],
     });
