@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, it, vi } from "vitest";
-import { api, uniqueId, waitForRun, start, runWorkflow, journal, registerWorkflow } from "./helpers.ts";
+import { registerWorkflow, api, uniqueId, waitForRun, start, runWorkflow, journal } from "./helpers.ts";
 
 /**
  * The container path end to end, in local mode: workflows run through the
@@ -75,6 +75,37 @@ function containerWorkflow(
     ),
     ...extra,
   };
+}
+
+/** Sends the executor, as run `runId`, a task whose one shell step runs `command` in `container`. */
+async function readAs(
+  runId: string,
+  container: string,
+  command: string,
+): Promise<{ success: boolean; error: { code: string; message: string } }> {
+  return (await env.EXECUTOR.runTask({
+    token_id: "t1",
+    workflow_run_id: runId,
+    node_id: "n",
+    item_index: null,
+    task_id: "t",
+    task_version: 0,
+    task: {
+      id: "t",
+      version: 0,
+      steps: [
+        {
+          ref: "read",
+          action: { id: "t/read", version: 0, kind: "shell", implementation: { command_template: command } },
+        },
+      ],
+    },
+    input: {},
+    resources: { container: { type: "container", id: container } },
+    timeout_ms: 10_000,
+    retry_attempt: 0,
+    tools: [],
+  })) as { success: boolean; error: { code: string; message: string } };
 }
 
 /** Runs `workflow` alone to its end; a container's first start may take a while. */
@@ -244,29 +275,7 @@ describe("a code-change workflow in a container", () => {
     const owner = `run-${crypto.randomUUID()}`;
     const container = `${owner}/dev_env`;
     await sandbox(container).exec({ container, run_id: owner, command: "echo secret > data.txt" });
-    const result = (await env.EXECUTOR.runTask({
-      token_id: "t1",
-      workflow_run_id: "intruder-run",
-      node_id: "n",
-      item_index: null,
-      task_id: "t",
-      task_version: 0,
-      task: {
-        id: "t",
-        version: 0,
-        steps: [
-          {
-            ref: "read",
-            action: { id: "t/read", version: 0, kind: "shell", implementation: { command_template: "cat data.txt" } },
-          },
-        ],
-      },
-      input: {},
-      resources: { container: { type: "container", id: container } },
-      timeout_ms: 10_000,
-      retry_attempt: 0,
-      tools: [],
-    })) as { success: boolean; error: { code: string; message: string } };
+    const result = await readAs("intruder-run", container, "cat data.txt");
     expect(result.success).toBe(false);
     expect(result.error.code).toBe("container.not_owner");
     expect(result.error.message).not.toContain("secret");
@@ -402,34 +411,7 @@ describe("containers belong to their run (local mode)", () => {
     const victim = await startVictim();
     const container = `${victim.runId}/dev_env`;
     // A task of another run whose payload names the victim's container (as a forged payload would).
-    const result = (await env.EXECUTOR.runTask({
-      token_id: "t1",
-      workflow_run_id: `intruder-${crypto.randomUUID()}`,
-      node_id: "n",
-      item_index: null,
-      task_id: "t",
-      task_version: 0,
-      task: {
-        id: "t",
-        version: 0,
-        steps: [
-          {
-            ref: "read",
-            action: {
-              id: "t/read",
-              version: 0,
-              kind: "shell",
-              implementation: { command_template: "cat secret.txt; touch pwned" },
-            },
-          },
-        ],
-      },
-      input: {},
-      resources: { container: { type: "container", id: container } },
-      timeout_ms: 10_000,
-      retry_attempt: 0,
-      tools: [],
-    })) as { success: boolean; error: { code: string; message: string } };
+    const result = await readAs(`intruder-${crypto.randomUUID()}`, container, "cat secret.txt; touch pwned");
     expect(result).toMatchObject({ success: false, error: { code: "container.not_owner" } });
     expect(JSON.stringify(result)).not.toContain("the victim secret");
     const finished = await victim.finish();

@@ -202,6 +202,13 @@ function journalOf(decision: Decision): JournalCommand[] {
   return decision.commands.flatMap((command) => (command.kind === "journal" ? [command] : []));
 }
 
+/** The bodies of the entries of `kind` that the decision journals. */
+function bodiesOf(decision: Decision, kind: string) {
+  return journalOf(decision)
+    .filter((entry) => entry.entryKind === kind)
+    .map((entry) => entry.body);
+}
+
 function kindsOf(decision: Decision): string[] {
   return journalOf(decision).map((entry) => entry.entryKind);
 }
@@ -320,11 +327,7 @@ describe("starting a run", () => {
       { input: { items: ["x", "skip", "y"] } },
     );
     const decision = startRun(run);
-    expect(
-      journalOf(decision)
-        .filter((entry) => entry.entryKind === "node.started")
-        .map((entry) => entry.body),
-    ).toEqual([
+    expect(bodiesOf(decision, "node.started")).toEqual([
       { node: "a", iteration: 1, invocations: 1, skipped: 0 },
       { node: "each", iteration: 1, invocations: 3, skipped: 1 },
     ]);
@@ -456,11 +459,7 @@ describe("conditions and skips", () => {
   it("a node whose dependencies were all skipped is skipped, and the skip cascades", ({ expect }) => {
     const run = makeRun({ a: { when: "false" }, b: { depends_on: ["a"] }, c: { depends_on: ["b"] } });
     const decision = startRun(run);
-    expect(
-      journalOf(decision)
-        .filter((entry) => entry.entryKind === "node.skipped")
-        .map((entry) => entry.body),
-    ).toEqual([
+    expect(bodiesOf(decision, "node.skipped")).toEqual([
       { node: "a", reason: "when is false: false" },
       { node: "b", reason: "all dependencies were skipped" },
       { node: "c", reason: "all dependencies were skipped" },
@@ -1284,11 +1283,7 @@ describe("foreach with when", () => {
     const decision = startRun(run);
     expect(dispatchesOf(decision)).toEqual([]);
     expect(kindsOf(decision)).not.toContain("node.started");
-    expect(
-      journalOf(decision)
-        .filter((entry) => entry.entryKind === "node.skipped")
-        .map((entry) => entry.body),
-    ).toEqual([
+    expect(bodiesOf(decision, "node.skipped")).toEqual([
       { node: "each", reason: "when is false: item > 10" },
       { node: "after", reason: "all dependencies were skipped" },
     ]);
