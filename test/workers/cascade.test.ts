@@ -1,7 +1,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { describe, it, vi } from "vitest";
 import { MAX_CLEANUP_CALLS_PER_EVENT } from "../../coordinator/cleanup.ts";
-import { api, uniqueId, waitForRun, journal, verified } from "./helpers.ts";
+import { oneStepWorkflow, api, uniqueId, waitForRun, journal, verified } from "./helpers.ts";
 import { stubOf } from "./durable-helpers.ts";
 
 /**
@@ -20,24 +20,13 @@ describe("the cancel cascade", () => {
     const items = Array.from({ length: 12 }, (_, index) => index);
     const registered = await api("POST", "/v1/definitions", {
       workflows: [
-        {
-          id: child,
-          nodes: {
-            ask: {
-              task: {
-                steps: [
-                  {
-                    ref: "ask",
-                    action: {
-                      kind: "human",
-                      implementation: { prompt_template: "go on?", input_schema: { type: "object" } },
-                    },
-                  },
-                ],
-              },
-            },
+        oneStepWorkflow(child, "ask", {
+          ref: "ask",
+          action: {
+            kind: "human",
+            implementation: { prompt_template: "go on?", input_schema: { type: "object" } },
           },
-        },
+        }),
         {
           id: parent,
           nodes: {

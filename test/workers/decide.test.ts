@@ -771,20 +771,16 @@ describe("timeouts", () => {
     expect(dispatchesOf(late)).toEqual([]);
   });
 
+  /** What a wake journals when a timed-out attempt fails the run under fail_fast and the other node is cancelled. */
+  const TIMEOUT_FAILS_FAST = ["task.timeout", "task.failed", "node.failed", "node.cancelled", "run.status", "attest"];
+
   it("when attempts of two nodes time out in one wake under fail_fast, the first fails the run and the other is cancelled", ({
     expect,
   }) => {
     const run = makeRun({ a: { timeout_ms: 5000 }, b: { timeout_ms: 5000 } });
     startRun(run);
     const decision = run.wake(DEADLINE);
-    expect(kindsOf(decision)).toEqual([
-      "task.timeout",
-      "task.failed",
-      "node.failed",
-      "node.cancelled",
-      "run.status",
-      "attest",
-    ]);
+    expect(kindsOf(decision)).toEqual(TIMEOUT_FAILS_FAST);
     expect(decision.state.nodes.a?.status).toBe("failed");
     expect(decision.state.nodes.b).toMatchObject({
       status: "cancelled",
@@ -797,14 +793,7 @@ describe("timeouts", () => {
     startRun(run);
     // a's call is still awaited (it overran); b's was lost with a restart.
     const decision = run.wake(DEADLINE, { tokens: [run.token("a")] });
-    expect(kindsOf(decision)).toEqual([
-      "task.timeout",
-      "task.failed",
-      "node.failed",
-      "node.cancelled",
-      "run.status",
-      "attest",
-    ]);
+    expect(kindsOf(decision)).toEqual(TIMEOUT_FAILS_FAST);
     expect(dispatchesOf(decision)).toEqual([]);
     expect(decision.state.nodes.b?.invocations[0]).toMatchObject({ status: "cancelled", attempts: 1 });
   });

@@ -527,14 +527,7 @@ describe("sub-workflows", () => {
     const id = uniqueId("recurse");
     await register({
       workflows: [
-        {
-          id,
-          nodes: {
-            again: {
-              task: { steps: [{ ref: "call", action: { kind: "workflow", implementation: { workflow: id } } }] },
-            },
-          },
-        },
+        oneStepWorkflow(id, "again", { ref: "call", action: { kind: "workflow", implementation: { workflow: id } } }),
       ],
     });
     const run = await waitForRun(await start(id), undefined, 30_000);
