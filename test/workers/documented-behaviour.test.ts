@@ -4,6 +4,7 @@ import { LIVENESS_CHECK_MS } from "../../coordinator/decide.ts";
 import { runIdFor } from "../../lib/ids.ts";
 import {
   oneStepWorkflow,
+  registerWorkflow,
   untilHits,
   api,
   uniqueId,
@@ -281,23 +282,19 @@ describe("LLM token counts on the run", () => {
   }) => {
     const later = uniqueId("later");
     const id = uniqueId("llm-retry");
-    await register({
-      workflows: [
-        {
-          id,
-          nodes: {
-            main: {
-              task: {
-                steps: [
-                  llmStep("ask"),
-                  httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`, { on_failure: "retry" }),
-                ],
-              },
-              retry: { max_attempts: 2, initial_delay_ms: 10 },
-            },
+    await registerWorkflow({
+      id,
+      nodes: {
+        main: {
+          task: {
+            steps: [
+              llmStep("ask"),
+              httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`, { on_failure: "retry" }),
+            ],
           },
+          retry: { max_attempts: 2, initial_delay_ms: 10 },
         },
-      ],
+      },
     });
     const run = await waitForRun(await start(id));
     expect(run.status).toBe("completed");
@@ -308,17 +305,13 @@ describe("LLM token counts on the run", () => {
   it("keeps the usage through a redrive and adds the redriven attempts to it", async ({ expect }) => {
     const later = uniqueId("later");
     const id = uniqueId("llm-redrive");
-    await register({
-      workflows: [
-        {
-          id,
-          nodes: {
-            main: {
-              task: { steps: [llmStep("ask"), httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`)] },
-            },
-          },
+    await registerWorkflow({
+      id,
+      nodes: {
+        main: {
+          task: { steps: [llmStep("ask"), httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`)] },
         },
-      ],
+      },
     });
     const runId = await start(id);
     const failed = await waitForRun(runId);
@@ -335,18 +328,14 @@ describe("LLM token counts on the run", () => {
   }) => {
     const key = uniqueId("paid");
     const id = uniqueId("llm-late");
-    await register({
-      workflows: [
-        {
-          id,
-          nodes: {
-            late: {
-              task: { steps: [llmStep("ask", key), httpStep("wait", `${httpTarget()}/slow?ms=1500`)] },
-            },
-            boom: { depends_on: [], task: { steps: [httpStep("fail", `${httpTarget()}/status/400`)] } },
-          },
+    await registerWorkflow({
+      id,
+      nodes: {
+        late: {
+          task: { steps: [llmStep("ask", key), httpStep("wait", `${httpTarget()}/slow?ms=1500`)] },
         },
-      ],
+        boom: { depends_on: [], task: { steps: [httpStep("fail", `${httpTarget()}/status/400`)] } },
+      },
     });
     const runId = await start(id);
     expect((await waitForRun(runId)).status).toBe("failed");

@@ -32,7 +32,7 @@ import {
   queryString,
   type BodyEncoding,
 } from "./fuzz-arbitraries.ts";
-import { TOKEN, api, TERMINAL, waitForRun, register, start } from "./helpers.ts";
+import { registerWorkflow, TOKEN, api, TERMINAL, waitForRun, register, start } from "./helpers.ts";
 
 /** `npm run fuzz` passes its settings as VITE_* variables, which vitest exposes to the Worker's tests. */
 const fuzzEnv = (import.meta as unknown as { env: Record<string, string | undefined> }).env;
@@ -672,39 +672,35 @@ async function setUp(): Promise<World> {
   );
 
   const openGateId = `fz-open-gate-${suffix}`;
-  await register({
-    workflows: [
-      {
-        id: openGateId,
-        timeout_ms: 20_000,
-        nodes: {
-          ask: {
-            task: {
-              steps: [
-                {
-                  ref: "ask",
-                  action: { kind: "human", implementation: { prompt_template: "anything", input_schema: {} } },
-                  output_mapping: { "state.answer": "$.response", "output.by": "$.responder" },
-                },
-                {
-                  ref: "use",
-                  action: {
-                    kind: "context",
-                    implementation: {
-                      updates: [{ path: "kind", expr: "type(input.answer) == string ? 'text' : 'other'" }],
-                    },
-                  },
-                  input_mapping: { answer: "$.state.answer" },
-                  output_mapping: { "output.kind": "$.kind", "output.answer": { template: "{{answer}}" } },
-                  on_failure: "continue",
-                },
-              ],
+  await registerWorkflow({
+    id: openGateId,
+    timeout_ms: 20_000,
+    nodes: {
+      ask: {
+        task: {
+          steps: [
+            {
+              ref: "ask",
+              action: { kind: "human", implementation: { prompt_template: "anything", input_schema: {} } },
+              output_mapping: { "state.answer": "$.response", "output.by": "$.responder" },
             },
-            output_mapping: { "output.answer": "$.answer", "output.kind": "$.kind" },
-          },
+            {
+              ref: "use",
+              action: {
+                kind: "context",
+                implementation: {
+                  updates: [{ path: "kind", expr: "type(input.answer) == string ? 'text' : 'other'" }],
+                },
+              },
+              input_mapping: { answer: "$.state.answer" },
+              output_mapping: { "output.kind": "$.kind", "output.answer": { template: "{{answer}}" } },
+              on_failure: "continue",
+            },
+          ],
         },
+        output_mapping: { "output.answer": "$.answer", "output.kind": "$.kind" },
       },
-    ],
+    },
   });
   const targetRun = await start(gatedId, { input: {} });
   const victimGated = await start(gatedId, { input: { victim: true } });

@@ -5,6 +5,7 @@ import { MAX_CHILD_STARTS_PER_EVENT } from "../../coordinator/waits.ts";
 import {
   oneStepWorkflow,
   riskyStep,
+  registerWorkflow,
   api,
   uniqueId,
   waitForRun,
@@ -42,51 +43,47 @@ describe("human gates", () => {
     expect,
   }) => {
     const id = uniqueId("review");
-    await register({
-      workflows: [
-        {
-          id,
-          nodes: {
-            draft: {
-              task: {
-                steps: [
-                  {
-                    ...contextStep("write", "title", "'Hello ' + input.name"),
-                    output_mapping: { "output.title": "$.title" },
-                  },
-                ],
+    await registerWorkflow({
+      id,
+      nodes: {
+        draft: {
+          task: {
+            steps: [
+              {
+                ...contextStep("write", "title", "'Hello ' + input.name"),
+                output_mapping: { "output.title": "$.title" },
               },
-            },
-            approve: {
-              depends_on: ["draft"],
-              input_mapping: { title: "$.state.draft.title" },
-              task: {
-                steps: [
-                  {
-                    ref: "ask",
-                    action: humanAction(),
-                    output_mapping: { "output.answer": "$.response", "output.by": "$.responder" },
-                  },
-                ],
-              },
-            },
-            publish: {
-              depends_on: ["approve"],
-              input_mapping: { ok: "$.state.approve.answer.ok" },
-              task: {
-                steps: [
-                  {
-                    ...contextStep("go", "published", "input.ok"),
-                    output_mapping: { "output.published": "$.published" },
-                  },
-                ],
-              },
-              output_mapping: { "output.published": "$.published" },
-            },
+            ],
           },
-          output_schema: { type: "object", required: ["published"] },
         },
-      ],
+        approve: {
+          depends_on: ["draft"],
+          input_mapping: { title: "$.state.draft.title" },
+          task: {
+            steps: [
+              {
+                ref: "ask",
+                action: humanAction(),
+                output_mapping: { "output.answer": "$.response", "output.by": "$.responder" },
+              },
+            ],
+          },
+        },
+        publish: {
+          depends_on: ["approve"],
+          input_mapping: { ok: "$.state.approve.answer.ok" },
+          task: {
+            steps: [
+              {
+                ...contextStep("go", "published", "input.ok"),
+                output_mapping: { "output.published": "$.published" },
+              },
+            ],
+          },
+          output_mapping: { "output.published": "$.published" },
+        },
+      },
+      output_schema: { type: "object", required: ["published"] },
     });
     const runId = await start(id, { input: { name: "world" } });
     const waiting = await waitForRun(runId, waitingForGate);
@@ -134,28 +131,24 @@ describe("human gates", () => {
 
   it("resumes a task at the step after its gate with the state the earlier steps set", async ({ expect }) => {
     const id = uniqueId("midgate");
-    await register({
-      workflows: [
-        {
-          id,
-          nodes: {
-            only: {
-              task: {
-                steps: [
-                  contextStep("before", "n", "input.n * 10"),
-                  { ref: "ask", action: humanAction(), input_mapping: { title: "$.state.before.n" } },
-                  {
-                    ...contextStep("after", "sum", "input.before + (input.ok ? 1 : 0)"),
-                    input_mapping: { before: "$.state.before.n", ok: "$.state.ask.response.ok" },
-                    output_mapping: { "output.sum": "$.sum" },
-                  },
-                ],
+    await registerWorkflow({
+      id,
+      nodes: {
+        only: {
+          task: {
+            steps: [
+              contextStep("before", "n", "input.n * 10"),
+              { ref: "ask", action: humanAction(), input_mapping: { title: "$.state.before.n" } },
+              {
+                ...contextStep("after", "sum", "input.before + (input.ok ? 1 : 0)"),
+                input_mapping: { before: "$.state.before.n", ok: "$.state.ask.response.ok" },
+                output_mapping: { "output.sum": "$.sum" },
               },
-              output_mapping: { "output.sum": "$.sum" },
-            },
+            ],
           },
+          output_mapping: { "output.sum": "$.sum" },
         },
-      ],
+      },
     });
     const runId = await start(id, { input: { n: 4 } });
     const waiting = await waitForRun(runId, waitingForGate);
@@ -227,7 +220,7 @@ describe("approvals for high-risk actions", () => {
   it("does not run a high-risk step until it is approved", async ({ expect }) => {
     const id = uniqueId("risky");
     const key = uniqueId("deploy");
-    await register({ workflows: [riskyWorkflow(id, key)] });
+    await registerWorkflow(riskyWorkflow(id, key));
     const runId = await start(id);
     const waiting = await waitForRun(runId, waitingForGate);
     expect(waiting.gates[0]).toMatchObject({ kind: "approval", step: "deploy", status: "open" });
@@ -252,13 +245,9 @@ describe("approvals for high-risk actions", () => {
   it("fails the step, not retryable, when the approval is rejected", async ({ expect }) => {
     const id = uniqueId("rejected");
     const key = uniqueId("deploy");
-    await register({
-      workflows: [
-        {
-          ...riskyWorkflow(id, key),
-          nodes: { only: { ...riskyWorkflow(id, key).nodes.only, retry: { max_attempts: 3, initial_delay_ms: 10 } } },
-        },
-      ],
+    await registerWorkflow({
+      ...riskyWorkflow(id, key),
+      nodes: { only: { ...riskyWorkflow(id, key).nodes.only, retry: { max_attempts: 3, initial_delay_ms: 10 } } },
     });
     const runId = await start(id);
     const waiting = await waitForRun(runId, waitingForGate);
@@ -290,18 +279,14 @@ describe("run modes", () => {
         },
       ],
     };
-    await register({
-      workflows: [
-        {
-          id,
-          nodes: {
-            a: { task: call },
-            b: { task: call, depends_on: ["a"] },
-            c: { task: { steps: [contextStep("s", "v", "1")] }, depends_on: ["a"] },
-            d: { task: call, depends_on: ["b", "c"] },
-          },
-        },
-      ],
+    await registerWorkflow({
+      id,
+      nodes: {
+        a: { task: call },
+        b: { task: call, depends_on: ["a"] },
+        c: { task: { steps: [contextStep("s", "v", "1")] }, depends_on: ["a"] },
+        d: { task: call, depends_on: ["b", "c"] },
+      },
     });
     const response = await api("POST", `/v1/workflows/${id}/runs`, { input: {}, mode: "preview" });
     expect(response.status).toBe(200);
@@ -422,20 +407,16 @@ describe("sub-workflows", () => {
       input_mapping: { n: "$.input.item" },
       output_mapping: { "output.n": "$.n" },
     };
-    await register({
-      workflows: [
-        {
-          id: wide,
-          nodes: {
-            each: {
-              foreach: { items: "$.input.items" },
-              input_mapping: { item: "$.item" },
-              task: { steps: [step] },
-              output_mapping: { "output.doubled": "$.n" },
-            },
-          },
+    await registerWorkflow({
+      id: wide,
+      nodes: {
+        each: {
+          foreach: { items: "$.input.items" },
+          input_mapping: { item: "$.item" },
+          task: { steps: [step] },
+          output_mapping: { "output.doubled": "$.n" },
         },
-      ],
+      },
     });
     const items = Array.from({ length: 12 }, (_, i) => i);
     const run = await waitForRun(await start(wide, { input: { items } }));
@@ -492,27 +473,24 @@ describe("sub-workflows", () => {
     const names = await registerFamily();
     const id = uniqueId("p-evict");
     const slow = uniqueId("slow3");
-    await register({
-      workflows: [
-        {
-          id: slow,
-          nodes: {
-            wait: {
-              task: {
-                steps: [
-                  httpStep("call", `${httpTarget()}/slow?ms=400`, {
-                    output_mapping: { "output.waited": "$.body.waited" },
-                  }),
-                ],
-              },
-              output_mapping: { "output.waited": "$.waited" },
-            },
+    await registerWorkflow({
+      id: slow,
+      nodes: {
+        wait: {
+          task: {
+            steps: [
+              httpStep("call", `${httpTarget()}/slow?ms=400`, {
+                output_mapping: { "output.waited": "$.body.waited" },
+              }),
+            ],
           },
+          output_mapping: { "output.waited": "$.waited" },
         },
-      ],
+      },
     });
-    await register({
-      workflows: [{ id, nodes: { main: { workflow: slow, output_mapping: { "output.waited": "$.waited" } } } }],
+    await registerWorkflow({
+      id,
+      nodes: { main: { workflow: slow, output_mapping: { "output.waited": "$.waited" } } },
     });
     const parentId = await start(id);
     await waitForRun(parentId, (run) => run.nodes.main.status === "waiting");
@@ -525,11 +503,9 @@ describe("sub-workflows", () => {
 
   it("stops runaway recursion at the depth limit", async ({ expect }) => {
     const id = uniqueId("recurse");
-    await register({
-      workflows: [
-        oneStepWorkflow(id, "again", { ref: "call", action: { kind: "workflow", implementation: { workflow: id } } }),
-      ],
-    });
+    await registerWorkflow(
+      oneStepWorkflow(id, "again", { ref: "call", action: { kind: "workflow", implementation: { workflow: id } } }),
+    );
     const run = await waitForRun(await start(id), undefined, 30_000);
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("workflow.depth_exceeded");
@@ -540,27 +516,18 @@ describe("children when the parent fails or is redriven", () => {
   it("cancels a waiting child when another node fails the parent under fail_fast", async ({ expect }) => {
     const slow = uniqueId("slowkid");
     const parent = uniqueId("failfast");
-    await register({
-      workflows: [oneStepWorkflow(slow, "wait", httpStep("call", `${httpTarget()}/slow?ms=4000`))],
-    });
-    await register({
-      workflows: [
-        {
-          id: parent,
-          nodes: {
-            kid: { workflow: slow },
-            boom: {
-              depends_on: [],
-              task: {
-                steps: [
-                  httpStep("call", `${httpTarget()}/slow?ms=300`),
-                  httpStep("fail", `${httpTarget()}/status/400`),
-                ],
-              },
-            },
+    await registerWorkflow(oneStepWorkflow(slow, "wait", httpStep("call", `${httpTarget()}/slow?ms=4000`)));
+    await registerWorkflow({
+      id: parent,
+      nodes: {
+        kid: { workflow: slow },
+        boom: {
+          depends_on: [],
+          task: {
+            steps: [httpStep("call", `${httpTarget()}/slow?ms=300`), httpStep("fail", `${httpTarget()}/status/400`)],
           },
         },
-      ],
+      },
     });
     const parentId = await start(parent);
     const run = await waitForRun(parentId);
@@ -575,10 +542,10 @@ describe("children when the parent fails or is redriven", () => {
     const flaky = uniqueId("flakykid");
     const key = uniqueId("once");
     const parent = uniqueId("redrive-parent");
-    await register({
-      workflows: [oneStepWorkflow(flaky, "call", httpStep("call", `${httpTarget()}/flaky/${key}?fail=1&status=400`))],
-    });
-    await register({ workflows: [{ id: parent, nodes: { kid: { workflow: flaky } } }] });
+    await registerWorkflow(
+      oneStepWorkflow(flaky, "call", httpStep("call", `${httpTarget()}/flaky/${key}?fail=1&status=400`)),
+    );
+    await registerWorkflow({ id: parent, nodes: { kid: { workflow: flaky } } });
     const parentId = await start(parent);
     expect((await waitForRun(parentId)).status).toBe("failed");
     expect((await api("POST", `/v1/runs/${parentId}/redrive`)).status).toBe(200);

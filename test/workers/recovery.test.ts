@@ -6,6 +6,7 @@ import { runIdFor, sha256Hex } from "../../lib/ids.ts";
 import { canonicalJson } from "../../lib/journal/index.ts";
 import {
   oneStepWorkflow,
+  registerWorkflow,
   untilHits,
   api,
   uniqueId,
@@ -76,15 +77,11 @@ describe("recovery needs no reader", () => {
     const key = uniqueId("lost");
     const id = uniqueId("one-call");
     // The attempt may take 20 s: its deadline (30 s with the grace) is far behind the liveness check.
-    await register({
-      workflows: [
-        {
-          id,
-          nodes: {
-            call: { timeout_ms: 20_000, task: { steps: [httpStep("wait", `${httpTarget()}/slow/${key}?ms=1500`)] } },
-          },
-        },
-      ],
+    await registerWorkflow({
+      id,
+      nodes: {
+        call: { timeout_ms: 20_000, task: { steps: [httpStep("wait", `${httpTarget()}/slow/${key}?ms=1500`)] } },
+      },
     });
     const runId: string = (await api("POST", `/v1/workflows/${id}/runs`, { input: {} })).json.run_id;
     await untilHits(key, 1);
@@ -262,27 +259,23 @@ describe("recovery needs no reader", () => {
   }) => {
     const key = uniqueId("last");
     const id = uniqueId("with-container");
-    await register({
-      workflows: [
-        {
-          id,
-          resources: { dev_env: { type: "container" } },
-          nodes: {
-            work: {
-              resource_bindings: { container: "dev_env" },
-              task: {
-                steps: [
-                  {
-                    ref: "write",
-                    action: { kind: "shell", implementation: { command_template: "echo kept > note.txt" } },
-                  },
-                ],
+    await registerWorkflow({
+      id,
+      resources: { dev_env: { type: "container" } },
+      nodes: {
+        work: {
+          resource_bindings: { container: "dev_env" },
+          task: {
+            steps: [
+              {
+                ref: "write",
+                action: { kind: "shell", implementation: { command_template: "echo kept > note.txt" } },
               },
-            },
-            last: { depends_on: ["work"], task: { steps: [httpStep("wait", `${httpTarget()}/slow/${key}?ms=300`)] } },
+            ],
           },
         },
-      ],
+        last: { depends_on: ["work"], task: { steps: [httpStep("wait", `${httpTarget()}/slow/${key}?ms=300`)] } },
+      },
     });
     const runId: string = (await api("POST", `/v1/workflows/${id}/runs`, { input: {} })).json.run_id;
     const container = `${runId}/dev_env`;
@@ -321,8 +314,9 @@ describe("recovery needs no reader", () => {
   }) => {
     const key = uniqueId("plain");
     const id = uniqueId("plain-flow");
-    await register({
-      workflows: [{ id, nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } } }],
+    await registerWorkflow({
+      id,
+      nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } },
     });
     const runId: string = (await api("POST", `/v1/workflows/${id}/runs`, { input: {} })).json.run_id;
     expect((await waitForRun(runId)).status).toBe("completed");
@@ -347,8 +341,9 @@ describe("recovery needs no reader", () => {
     const key = uniqueId("mark");
     const id = uniqueId("created");
     const idempotencyKey = uniqueId("key");
-    await register({
-      workflows: [{ id, nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } } }],
+    await registerWorkflow({
+      id,
+      nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } },
     });
     const runId = await runIdFor(`${id}\n${idempotencyKey}`);
     // Staged crash: any commit of a journal entry after `run.created` fails, as if the
@@ -382,8 +377,9 @@ describe("recovery needs no reader", () => {
     const key = uniqueId("mark");
     const id = uniqueId("stranded");
     const idempotencyKey = uniqueId("key");
-    await register({
-      workflows: [{ id, nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } } }],
+    await registerWorkflow({
+      id,
+      nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } },
     });
     // What the two-transaction creation left after a crash between them: `run.created`
     // committed, the run in drafting, in auto mode, with no alarm. Staged from an
