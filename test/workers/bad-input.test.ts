@@ -3,7 +3,7 @@ import { describe, it, type ExpectStatic } from "vitest";
 import { runIdFor } from "../../lib/ids.ts";
 import { MAX_BODY_DEPTH } from "../../lib/json-limits.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
-import { api, TERMINAL, TOKEN, uniqueId, waitForRun } from "./helpers.ts";
+import { oneStepWorkflow, TOKEN, api, uniqueId, TERMINAL, waitForRun } from "./helpers.ts";
 
 /** Bodies a client might send by mistake: wrong types, wrong shapes, hostile keys. */
 const MALFORMED: unknown[] = [
@@ -34,24 +34,13 @@ describe("bad input never gets a 500", () => {
     const id = uniqueId("target");
     await api("POST", "/v1/definitions", {
       workflows: [
-        {
-          id,
-          nodes: {
-            a: {
-              task: {
-                steps: [
-                  {
-                    ref: "ask",
-                    action: {
-                      kind: "human",
-                      implementation: { prompt_template: "?", input_schema: { type: "object", required: ["ok"] } },
-                    },
-                  },
-                ],
-              },
-            },
+        oneStepWorkflow(id, "a", {
+          ref: "ask",
+          action: {
+            kind: "human",
+            implementation: { prompt_template: "?", input_schema: { type: "object", required: ["ok"] } },
           },
-        },
+        }),
       ],
     });
     const started = await api("POST", `/v1/workflows/${id}/runs`, { input: {} });

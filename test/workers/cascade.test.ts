@@ -1,9 +1,8 @@
 import { runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, it, vi } from "vitest";
 import { MAX_CLEANUP_CALLS_PER_EVENT } from "../../coordinator/cleanup.ts";
-import { verifyJournal } from "../../lib/journal/index.ts";
-import { api, uniqueId, waitForRun } from "./helpers.ts";
+import { oneStepWorkflow, api, uniqueId, waitForRun, journal, verified } from "./helpers.ts";
+import { stubOf } from "./durable-helpers.ts";
 
 /**
  * The cancel cascade in real Durable Objects, without a restart: every child
@@ -11,23 +10,6 @@ import { api, uniqueId, waitForRun } from "./helpers.ts";
  * keeps no alarm once they all confirmed. (recovery.test.ts covers the same
  * cascade interrupted by a restart.)
  */
-
-interface Entry {
-  seq: number;
-  kind: string;
-  body: Record<string, unknown>;
-}
-
-const stubOf = (runId: string) => env.COORDINATOR.get(env.COORDINATOR.idFromName(runId));
-
-async function journal(runId: string): Promise<Entry[]> {
-  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries as Entry[];
-}
-
-async function verified(runId: string): Promise<boolean> {
-  const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
-  return (await verifyJournal(await journal(runId), jwks, { requireAttestation: true })).ok;
-}
 
 describe("the cancel cascade", () => {
   it("cancels all 12 children of a cancelled parent, at most MAX_CLEANUP_CALLS_PER_EVENT cancels per event, and leaves the parent no alarm", async ({
@@ -38,24 +20,13 @@ describe("the cancel cascade", () => {
     const items = Array.from({ length: 12 }, (_, index) => index);
     const registered = await api("POST", "/v1/definitions", {
       workflows: [
-        {
-          id: child,
-          nodes: {
-            ask: {
-              task: {
-                steps: [
-                  {
-                    ref: "ask",
-                    action: {
-                      kind: "human",
-                      implementation: { prompt_template: "go on?", input_schema: { type: "object" } },
-                    },
-                  },
-                ],
-              },
-            },
+        oneStepWorkflow(child, "ask", {
+          ref: "ask",
+          action: {
+            kind: "human",
+            implementation: { prompt_template: "go on?", input_schema: { type: "object" } },
           },
-        },
+        }),
         {
           id: parent,
           nodes: {

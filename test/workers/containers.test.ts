@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, it, vi } from "vitest";
-import { api, uniqueId, waitForRun } from "./helpers.ts";
+import { registerWorkflow, api, uniqueId, waitForRun, start, runWorkflow, journal } from "./helpers.ts";
 
 /**
  * The container path end to end, in local mode: workflows run through the
@@ -77,29 +77,40 @@ function containerWorkflow(
   };
 }
 
-async function register(workflow: unknown): Promise<void> {
-  const registered = await api("POST", "/v1/definitions", { workflows: [workflow] });
-  if (registered.status !== 201) {
-    throw new Error(JSON.stringify(registered.json));
-  }
+/** Sends the executor, as run `runId`, a task whose one shell step runs `command` in `container`. */
+async function readAs(
+  runId: string,
+  container: string,
+  command: string,
+): Promise<{ success: boolean; error: { code: string; message: string } }> {
+  return (await env.EXECUTOR.runTask({
+    token_id: "t1",
+    workflow_run_id: runId,
+    node_id: "n",
+    item_index: null,
+    task_id: "t",
+    task_version: 0,
+    task: {
+      id: "t",
+      version: 0,
+      steps: [
+        {
+          ref: "read",
+          action: { id: "t/read", version: 0, kind: "shell", implementation: { command_template: command } },
+        },
+      ],
+    },
+    input: {},
+    resources: { container: { type: "container", id: container } },
+    timeout_ms: 10_000,
+    retry_attempt: 0,
+    tools: [],
+  })) as { success: boolean; error: { code: string; message: string } };
 }
 
-async function start(id: string, input: unknown = {}, extra: Record<string, unknown> = {}): Promise<string> {
-  const started = await api("POST", `/v1/workflows/${id}/runs`, { input, ...extra });
-  if (started.status !== 201) {
-    throw new Error(JSON.stringify(started.json));
-  }
-  return started.json.run_id as string;
-}
-
-async function run(workflow: { id: string } & Record<string, unknown>, input: unknown = {}): Promise<any> {
-  await register(workflow);
-  return waitForRun(await start(workflow.id, input), undefined, 30_000);
-}
-
-async function journalOf(runId: string): Promise<any[]> {
-  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries;
-}
+/** Runs `workflow` alone to its end; a container's first start may take a while. */
+const run = (workflow: Record<string, unknown>, input: unknown = {}): Promise<any> =>
+  runWorkflow(workflow, input, {}, 30_000);
 
 /** A last step that puts the codes of the errors recorded by `on_failure: "continue"` steps at `output.codes`. */
 const errorCodes = {
@@ -238,13 +249,13 @@ describe("a code-change workflow in a container", () => {
 
   it("refuses a second run in the first run's container, and journals the refused task", async ({ expect }) => {
     const id = uniqueId("owner");
-    await register(containerWorkflow(id, { work: { steps: [shell("touch", "echo mine > owned.txt")] } }));
+    await registerWorkflow(containerWorkflow(id, { work: { steps: [shell("touch", "echo mine > owned.txt")] } }));
     const first = await waitForRun(await start(id));
     expect(first.status).toBe("completed");
 
     // A second run, held in drafting; its container is claimed first by the first run
     // (as if a bug or a forged payload sent that run there), then the second run starts.
-    const second = await start(id, {}, { mode: "approval" });
+    const second = await start(id, { input: {}, mode: "approval" });
     const container = `${second}/dev_env`;
     const claimed = (await sandbox(container).exec({ container, run_id: first.run_id, command: "true" })) as {
       ok: boolean;
@@ -254,7 +265,8 @@ describe("a code-change workflow in a container", () => {
     const refused = await waitForRun(second);
     expect(refused.status).toBe("failed");
     expect(refused.error).toMatchObject({ code: "container.not_owner", node: "work" });
-    const failedTask = (await journalOf(second)).find((entry) => entry.kind === "task.failed");
+    const entries: any[] = await journal(second);
+    const failedTask = entries.find((entry) => entry.kind === "task.failed");
     expect(failedTask.body.error).toMatchObject({ code: "container.not_owner", retryable: false });
     expect(failedTask.body.error.message).toContain(`belongs to run ${first.run_id}`);
   });
@@ -263,29 +275,7 @@ describe("a code-change workflow in a container", () => {
     const owner = `run-${crypto.randomUUID()}`;
     const container = `${owner}/dev_env`;
     await sandbox(container).exec({ container, run_id: owner, command: "echo secret > data.txt" });
-    const result = (await env.EXECUTOR.runTask({
-      token_id: "t1",
-      workflow_run_id: "intruder-run",
-      node_id: "n",
-      item_index: null,
-      task_id: "t",
-      task_version: 0,
-      task: {
-        id: "t",
-        version: 0,
-        steps: [
-          {
-            ref: "read",
-            action: { id: "t/read", version: 0, kind: "shell", implementation: { command_template: "cat data.txt" } },
-          },
-        ],
-      },
-      input: {},
-      resources: { container: { type: "container", id: container } },
-      timeout_ms: 10_000,
-      retry_attempt: 0,
-      tools: [],
-    })) as { success: boolean; error: { code: string; message: string } };
+    const result = await readAs("intruder-run", container, "cat data.txt");
     expect(result.success).toBe(false);
     expect(result.error.code).toBe("container.not_owner");
     expect(result.error.message).not.toContain("secret");
@@ -298,7 +288,7 @@ describe("containers belong to their run (local mode)", () => {
   /** A run whose container holds a secret file and stays live, waiting at a gate; `finish()` answers the gate. */
   async function startVictim(): Promise<{ runId: string; workspace: string; finish: () => Promise<any> }> {
     const id = uniqueId("victim");
-    await register({
+    await registerWorkflow({
       id,
       tools: ALL_TOOLS,
       resources: { dev_env: { type: "container" } },
@@ -409,7 +399,7 @@ describe("containers belong to their run (local mode)", () => {
       expect(errors[i]).toMatch(new RegExp(`^${ref} http\\.status .* answered 401$`));
     }
     expect(JSON.stringify(intruder)).not.toContain("the victim secret");
-    expect(JSON.stringify(await journalOf(intruder.run_id))).not.toContain("the victim secret");
+    expect(JSON.stringify(await journal(intruder.run_id))).not.toContain("the victim secret");
 
     // The victim's workspace is as it left it: nothing was written or run there.
     const finished = await victim.finish();
@@ -421,34 +411,7 @@ describe("containers belong to their run (local mode)", () => {
     const victim = await startVictim();
     const container = `${victim.runId}/dev_env`;
     // A task of another run whose payload names the victim's container (as a forged payload would).
-    const result = (await env.EXECUTOR.runTask({
-      token_id: "t1",
-      workflow_run_id: `intruder-${crypto.randomUUID()}`,
-      node_id: "n",
-      item_index: null,
-      task_id: "t",
-      task_version: 0,
-      task: {
-        id: "t",
-        version: 0,
-        steps: [
-          {
-            ref: "read",
-            action: {
-              id: "t/read",
-              version: 0,
-              kind: "shell",
-              implementation: { command_template: "cat secret.txt; touch pwned" },
-            },
-          },
-        ],
-      },
-      input: {},
-      resources: { container: { type: "container", id: container } },
-      timeout_ms: 10_000,
-      retry_attempt: 0,
-      tools: [],
-    })) as { success: boolean; error: { code: string; message: string } };
+    const result = await readAs(`intruder-${crypto.randomUUID()}`, container, "cat secret.txt; touch pwned");
     expect(result).toMatchObject({ success: false, error: { code: "container.not_owner" } });
     expect(JSON.stringify(result)).not.toContain("the victim secret");
     const finished = await victim.finish();
@@ -970,7 +933,7 @@ describe("handing a container to a sub-workflow", () => {
     expect,
   }) => {
     const child = uniqueId("kid");
-    await register({
+    await registerWorkflow({
       id: child,
       tools: ALL_TOOLS,
       resources: { workspace: { type: "container" } },

@@ -1,7 +1,6 @@
 import { exports } from "cloudflare:workers";
 import { describe, it } from "vitest";
-import { verifyJournal } from "../../lib/journal/index.ts";
-import { api, httpTarget, TOKEN, uniqueId, waitForRun } from "./helpers.ts";
+import { TOKEN, api, uniqueId, waitForRun, httpTarget, journal, verified, startWorkflow } from "./helpers.ts";
 
 const contextTask = (expr: string) => ({
   steps: [
@@ -23,36 +22,12 @@ const callTask = (url: string, onFailure = "abort") => ({
   ],
 });
 
-async function start(
-  workflow: Record<string, unknown>,
-  body: Record<string, unknown> = { input: {} },
-): Promise<string> {
-  const registered = await api("POST", "/v1/definitions", { workflows: [workflow] });
-  if (registered.status !== 201) {
-    throw new Error(JSON.stringify(registered.json));
-  }
-  const started = await api("POST", `/v1/workflows/${workflow.id}/runs`, body);
-  if (started.status !== 201) {
-    throw new Error(JSON.stringify(started.json));
-  }
-  return started.json.run_id;
-}
-
-async function journal(runId: string): Promise<{ seq: number; kind: string; body: Record<string, any> }[]> {
-  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries;
-}
-
-async function verifies(runId: string): Promise<boolean> {
-  const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
-  return (await verifyJournal(await journal(runId), jwks, { requireAttestation: true })).ok;
-}
-
 describe("task retries", () => {
   it("re-dispatches a task that fails twice with a retryable error and completes with 3 attempts on record", async ({
     expect,
   }) => {
     const key = uniqueId("flaky");
-    const runId = await start({
+    const runId = await startWorkflow({
       id: uniqueId("retry"),
       nodes: {
         main: {
@@ -69,12 +44,12 @@ describe("task retries", () => {
       1, 2, 3,
     ]);
     expect(entries.filter((entry) => entry.kind === "task.retry_scheduled")).toHaveLength(2);
-    expect(await verifies(runId)).toBe(true);
+    expect(await verified(runId)).toBe(true);
   });
 
   it("does not retry a non-retryable failure", async ({ expect }) => {
     const key = uniqueId("gone");
-    const runId = await start({
+    const runId = await startWorkflow({
       id: uniqueId("noretry"),
       nodes: {
         main: {
@@ -90,7 +65,7 @@ describe("task retries", () => {
 
   it("fails an attempt past its node timeout_ms as retryable and retries it", async ({ expect }) => {
     const key = uniqueId("slow");
-    const runId = await start({
+    const runId = await startWorkflow({
       id: uniqueId("timeout"),
       nodes: {
         main: {
@@ -107,7 +82,7 @@ describe("task retries", () => {
   });
 
   it("fails a run past its own timeout_ms", async ({ expect }) => {
-    const runId = await start({
+    const runId = await startWorkflow({
       id: uniqueId("runtimeout"),
       timeout_ms: 200,
       nodes: { main: { task: callTask(`${httpTarget()}/slow/${uniqueId("k")}?ms=3000`) } },
@@ -116,14 +91,14 @@ describe("task retries", () => {
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("run.timeout");
     expect(run.nodes.main.status).toBe("cancelled");
-    expect(await verifies(runId)).toBe(true);
+    expect(await verified(runId)).toBe(true);
   });
 });
 
 describe("pause, resume and redrive", () => {
   it("dispatches nothing while paused and continues on resume", async ({ expect }) => {
     const id = uniqueId("pause");
-    const runId = await start({
+    const runId = await startWorkflow({
       id,
       nodes: {
         first: { task: callTask(`${httpTarget()}/slow/${uniqueId("k")}?ms=300`) },
@@ -144,7 +119,7 @@ describe("pause, resume and redrive", () => {
     expect(resumed.json.status).toBe("running");
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
-    expect(await verifies(runId)).toBe(true);
+    expect(await verified(runId)).toBe(true);
   });
 
   it("redrives a failed run from its failed node, keeping completed results, in the same journal", async ({
@@ -152,7 +127,7 @@ describe("pause, resume and redrive", () => {
   }) => {
     const key = uniqueId("once");
     const firstKey = uniqueId("first");
-    const runId = await start({
+    const runId = await startWorkflow({
       id: uniqueId("redrive"),
       nodes: {
         first: { task: callTask(`${httpTarget()}/mark/${firstKey}`) },
@@ -177,12 +152,12 @@ describe("pause, resume and redrive", () => {
     const kinds = (await journal(runId)).map((entry) => entry.kind);
     expect(kinds.filter((kind) => kind === "attest")).toHaveLength(2);
     expect(kinds[kinds.indexOf("attest") + 1]).toBe("run.redriven");
-    expect(await verifies(runId)).toBe(true);
+    expect(await verified(runId)).toBe(true);
     expect((await api("POST", `/v1/runs/${runId}/redrive`)).json.error.code).toBe("run.terminal");
   });
 
   it("keeps a run created with mode approval in drafting until approved", async ({ expect }) => {
-    const runId = await start(
+    const runId = await startWorkflow(
       { id: uniqueId("approve"), nodes: { main: { task: contextTask("1") } } },
       { input: {}, mode: "approval" },
     );
@@ -197,7 +172,7 @@ describe("pause, resume and redrive", () => {
 
 describe("events", () => {
   it("streams every journal entry as Server-Sent Events and resumes after Last-Event-ID", async ({ expect }) => {
-    const runId = await start({
+    const runId = await startWorkflow({
       id: uniqueId("sse"),
       nodes: { a: { task: contextTask("1") }, b: { task: contextTask("2"), depends_on: ["a"] } },
     });

@@ -1,12 +1,8 @@
 import { abortAllDurableObjects, evictDurableObject, runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { verifyJournal } from "../../lib/journal/index.ts";
-import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
-
-async function hits(key: string): Promise<number> {
-  return ((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count;
-}
+import { api, uniqueId, waitForRun, httpTarget, hits, httpStep } from "./helpers.ts";
+import { stubOf } from "./durable-helpers.ts";
 
 /** A chain a → b → c whose nodes each call the http target (slowly), so a crash can land mid-node. */
 async function registerChain(key: string): Promise<string> {
@@ -17,14 +13,7 @@ async function registerChain(key: string): Promise<string> {
       : { input_mapping: { n: "$.input.n" } }),
     task: {
       steps: [
-        {
-          ref: "call",
-          action: {
-            kind: "http",
-            implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}-${name}?ms=150` },
-          },
-          output_mapping: {},
-        },
+        httpStep("call", `${httpTarget()}/slow/${key}-${name}?ms=150`, { output_mapping: {} }),
         {
           ref: "add",
           action: { kind: "context", implementation: { updates: [{ path: "n", expr: "input.n + 1" }] } },
@@ -49,10 +38,6 @@ async function registerChain(key: string): Promise<string> {
     throw new Error(JSON.stringify(response.json));
   }
   return id;
-}
-
-function stubOf(runId: string) {
-  return env.COORDINATOR.get(env.COORDINATOR.idFromName(runId));
 }
 
 describe("crash safety", () => {
@@ -105,15 +90,7 @@ describe("crash safety", () => {
     const key = uniqueId("unsigned");
     const id = uniqueId("wide");
     const task = {
-      steps: [
-        {
-          ref: "call",
-          action: {
-            kind: "http",
-            implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}?ms=1500` },
-          },
-        },
-      ],
+      steps: [httpStep("call", `${httpTarget()}/slow/${key}?ms=1500`)],
     };
     const registered = await api("POST", "/v1/definitions", {
       workflows: [{ id, nodes: { each: { foreach: { items: "$.input.items" }, task } } }],

@@ -202,6 +202,13 @@ function journalOf(decision: Decision): JournalCommand[] {
   return decision.commands.flatMap((command) => (command.kind === "journal" ? [command] : []));
 }
 
+/** The bodies of the entries of `kind` that the decision journals. */
+function bodiesOf(decision: Decision, kind: string) {
+  return journalOf(decision)
+    .filter((entry) => entry.entryKind === kind)
+    .map((entry) => entry.body);
+}
+
 function kindsOf(decision: Decision): string[] {
   return journalOf(decision).map((entry) => entry.entryKind);
 }
@@ -320,11 +327,7 @@ describe("starting a run", () => {
       { input: { items: ["x", "skip", "y"] } },
     );
     const decision = startRun(run);
-    expect(
-      journalOf(decision)
-        .filter((entry) => entry.entryKind === "node.started")
-        .map((entry) => entry.body),
-    ).toEqual([
+    expect(bodiesOf(decision, "node.started")).toEqual([
       { node: "a", iteration: 1, invocations: 1, skipped: 0 },
       { node: "each", iteration: 1, invocations: 3, skipped: 1 },
     ]);
@@ -456,11 +459,7 @@ describe("conditions and skips", () => {
   it("a node whose dependencies were all skipped is skipped, and the skip cascades", ({ expect }) => {
     const run = makeRun({ a: { when: "false" }, b: { depends_on: ["a"] }, c: { depends_on: ["b"] } });
     const decision = startRun(run);
-    expect(
-      journalOf(decision)
-        .filter((entry) => entry.entryKind === "node.skipped")
-        .map((entry) => entry.body),
-    ).toEqual([
+    expect(bodiesOf(decision, "node.skipped")).toEqual([
       { node: "a", reason: "when is false: false" },
       { node: "b", reason: "all dependencies were skipped" },
       { node: "c", reason: "all dependencies were skipped" },
@@ -772,20 +771,16 @@ describe("timeouts", () => {
     expect(dispatchesOf(late)).toEqual([]);
   });
 
+  /** What a wake journals when a timed-out attempt fails the run under fail_fast and the other node is cancelled. */
+  const TIMEOUT_FAILS_FAST = ["task.timeout", "task.failed", "node.failed", "node.cancelled", "run.status", "attest"];
+
   it("when attempts of two nodes time out in one wake under fail_fast, the first fails the run and the other is cancelled", ({
     expect,
   }) => {
     const run = makeRun({ a: { timeout_ms: 5000 }, b: { timeout_ms: 5000 } });
     startRun(run);
     const decision = run.wake(DEADLINE);
-    expect(kindsOf(decision)).toEqual([
-      "task.timeout",
-      "task.failed",
-      "node.failed",
-      "node.cancelled",
-      "run.status",
-      "attest",
-    ]);
+    expect(kindsOf(decision)).toEqual(TIMEOUT_FAILS_FAST);
     expect(decision.state.nodes.a?.status).toBe("failed");
     expect(decision.state.nodes.b).toMatchObject({
       status: "cancelled",
@@ -798,14 +793,7 @@ describe("timeouts", () => {
     startRun(run);
     // a's call is still awaited (it overran); b's was lost with a restart.
     const decision = run.wake(DEADLINE, { tokens: [run.token("a")] });
-    expect(kindsOf(decision)).toEqual([
-      "task.timeout",
-      "task.failed",
-      "node.failed",
-      "node.cancelled",
-      "run.status",
-      "attest",
-    ]);
+    expect(kindsOf(decision)).toEqual(TIMEOUT_FAILS_FAST);
     expect(dispatchesOf(decision)).toEqual([]);
     expect(decision.state.nodes.b?.invocations[0]).toMatchObject({ status: "cancelled", attempts: 1 });
   });
@@ -1287,11 +1275,7 @@ describe("foreach with when", () => {
     const decision = startRun(run);
     expect(dispatchesOf(decision)).toEqual([]);
     expect(kindsOf(decision)).not.toContain("node.started");
-    expect(
-      journalOf(decision)
-        .filter((entry) => entry.entryKind === "node.skipped")
-        .map((entry) => entry.body),
-    ).toEqual([
+    expect(bodiesOf(decision, "node.skipped")).toEqual([
       { node: "each", reason: "when is false: item > 10" },
       { node: "after", reason: "all dependencies were skipped" },
     ]);
@@ -1704,21 +1688,23 @@ describe("workflow nodes", () => {
   });
 });
 
+/** A result that says the task stopped at a `workflow` step and waits for a child run of `input`. */
+function suspendOnChildOf(token: string, input: Json): TaskResult {
+  return {
+    token_id: token,
+    success: false,
+    suspended: {
+      step_ref: "sub",
+      step_index: 0,
+      context: { input: {}, state: {}, output: {} },
+      wait: { kind: "child", workflow: "child_flow@1", input, on_failure: "propagate" },
+    },
+    metrics: METRICS,
+  };
+}
+
 describe("workflow steps", () => {
-  /** A result that says the task stopped at a `workflow` step and waits for a child run. */
-  function suspendOnChild(token: string): TaskResult {
-    return {
-      token_id: token,
-      success: false,
-      suspended: {
-        step_ref: "sub",
-        step_index: 0,
-        context: { input: {}, state: {}, output: {} },
-        wait: { kind: "child", workflow: "child_flow@1", input: { from: token }, on_failure: "propagate" },
-      },
-      metrics: METRICS,
-    };
-  }
+  const suspendOnChild = (token: string): TaskResult => suspendOnChildOf(token, { from: token });
 
   /** Eight items that all reach a workflow step at once. */
   function eightSuspended(): TestRun {
@@ -1788,20 +1774,7 @@ describe("workflow steps", () => {
 });
 
 describe("cleanup: cancels and releases are committed with the decision and sent by wakes until answered", () => {
-  /** A result that says the task stopped at a `workflow` step and waits for a child run. */
-  function suspendOnChild(token: string): TaskResult {
-    return {
-      token_id: token,
-      success: false,
-      suspended: {
-        step_ref: "sub",
-        step_index: 0,
-        context: { input: {}, state: {}, output: {} },
-        wait: { kind: "child", workflow: "child_flow@1", input: {}, on_failure: "propagate" },
-      },
-      metrics: METRICS,
-    };
-  }
+  const suspendOnChild = (token: string): TaskResult => suspendOnChildOf(token, {});
 
   const commandsOf = <K extends Decision["commands"][number]["kind"]>(decision: Decision, kind: K) =>
     decision.commands.filter(

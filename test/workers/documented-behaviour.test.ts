@@ -1,10 +1,25 @@
-import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
-import { describe, it, onTestFinished, vi, type ExpectStatic } from "vitest";
+import { abortAllDurableObjects, runDurableObjectAlarm } from "cloudflare:test";
+import { describe, it, vi, type ExpectStatic } from "vitest";
 import { LIVENESS_CHECK_MS } from "../../coordinator/decide.ts";
 import { runIdFor } from "../../lib/ids.ts";
-import { verifyJournal } from "../../lib/journal/index.ts";
-import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
+import {
+  oneStepWorkflow,
+  registerWorkflow,
+  untilHits,
+  api,
+  uniqueId,
+  waitForRun,
+  httpTarget,
+  llmServer,
+  hits,
+  type Entry,
+  register,
+  start,
+  journal,
+  verified,
+  httpStep,
+} from "./helpers.ts";
+import { catalogStub, stubOf, storedAlarm, hold } from "./durable-helpers.ts";
 
 /**
  * What docs/api.md, docs/definitions.md and docs/architecture.md say about
@@ -13,48 +28,10 @@ import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
  * docs name these tests where they state the behaviour.
  */
 
-interface Entry {
-  seq: number;
-  kind: string;
-  body: Record<string, unknown>;
-}
-
 interface Usage {
   input_tokens: number;
   output_tokens: number;
   cost_usd: number;
-}
-
-function stubOf(runId: string) {
-  return env.COORDINATOR.get(env.COORDINATOR.idFromName(runId));
-}
-
-async function register(bundle: Record<string, unknown>): Promise<void> {
-  const response = await api("POST", "/v1/definitions", bundle);
-  if (response.status !== 201) {
-    throw new Error(JSON.stringify(response.json));
-  }
-}
-
-async function start(workflowId: string, body: Record<string, unknown> = { input: {} }): Promise<string> {
-  const response = await api("POST", `/v1/workflows/${workflowId}/runs`, body);
-  if (response.status !== 201) {
-    throw new Error(JSON.stringify(response.json));
-  }
-  return String(response.json.run_id);
-}
-
-async function journal(runId: string): Promise<Entry[]> {
-  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries as Entry[];
-}
-
-async function verified(runId: string): Promise<boolean> {
-  const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
-  return (await verifyJournal(await journal(runId), jwks, { requireAttestation: true })).ok;
-}
-
-async function hits(key: string): Promise<number> {
-  return ((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count;
 }
 
 async function redrive(runId: string): Promise<number> {
@@ -64,37 +41,16 @@ async function redrive(runId: string): Promise<number> {
 const childRunIds = (entries: readonly Entry[]) =>
   entries.filter((entry) => entry.kind === "child.started").map((entry) => String(entry.body.child_run_id));
 
-/** When the object's stored alarm is due (read inside the live instance, before the crash). */
-function storedAlarm(runId: string): Promise<number | null> {
-  return runInDurableObject(stubOf(runId), (_instance, state) => state.storage.getAlarm());
-}
-
-/** Holds every event to a Durable Object until `release`: a call to it stays in flight, as when a process dies. */
-function hold(stub: DurableObjectStub): { release: () => void } {
-  let release = () => {};
-  const gate = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  runInDurableObject(stub, (_instance, state) => state.blockConcurrencyWhile(() => gate)).catch(() => {
-    // The abort that stages the crash ends this call too.
-  });
-  onTestFinished(() => release());
-  return { release: () => release() };
-}
-
-const catalogStub = () => env.CATALOG.get(env.CATALOG.idFromName("catalog"));
-
-const httpStep = (ref: string, url: string, extra: Record<string, unknown> = {}) => ({
-  ref,
-  action: { kind: "http", implementation: { method: "GET", url_template: url } },
-  ...extra,
-});
 const workflowStep = (ref: string, workflow: string) => ({
   ref,
   action: { kind: "workflow", implementation: { workflow } },
 });
 /** A workflow whose one task calls `url` (a child that fails or leaves a mark). */
-const oneCall = (id: string, url: string) => ({ id, nodes: { call: { task: { steps: [httpStep("call", url)] } } } });
+const oneCall = (id: string, url: string) => oneStepWorkflow(id, "call", httpStep("call", url));
+
+/** Registers the child `child` that calls `childUrl` and the parent `parent` of `nodes`. */
+const registerFamily = (child: string, childUrl: string, parent: string, nodes: Record<string, unknown>) =>
+  register({ workflows: [oneCall(child, childUrl), { id: parent, nodes }] });
 
 describe("redriving a run whose nodes started child runs", () => {
   it("a redriven sub-workflow node whose child failed starts a new child, keyed by the redrive, and the run completes", async ({
@@ -103,12 +59,7 @@ describe("redriving a run whose nodes started child runs", () => {
     const key = uniqueId("once");
     const child = uniqueId("fails-once");
     const parent = uniqueId("node-parent");
-    await register({
-      workflows: [
-        oneCall(child, `${httpTarget()}/flaky/${key}?fail=1&status=400`),
-        { id: parent, nodes: { kid: { workflow: child } } },
-      ],
-    });
+    await registerFamily(child, `${httpTarget()}/flaky/${key}?fail=1&status=400`, parent, { kid: { workflow: child } });
     const parentId = await start(parent);
     const failed = await waitForRun(parentId);
     expect(failed.status).toBe("failed");
@@ -130,11 +81,8 @@ describe("redriving a run whose nodes started child runs", () => {
     const key = uniqueId("once");
     const child = uniqueId("fails-once");
     const parent = uniqueId("step-parent");
-    await register({
-      workflows: [
-        oneCall(child, `${httpTarget()}/flaky/${key}?fail=1&status=400`),
-        { id: parent, nodes: { main: { task: { steps: [workflowStep("call", child)] } } } },
-      ],
+    await registerFamily(child, `${httpTarget()}/flaky/${key}?fail=1&status=400`, parent, {
+      main: { task: { steps: [workflowStep("call", child)] } },
     });
     const parentId = await start(parent);
     expect((await waitForRun(parentId)).status).toBe("failed");
@@ -154,23 +102,12 @@ describe("redriving a run whose nodes started child runs", () => {
     const later = uniqueId("later");
     const child = uniqueId("marks");
     const parent = uniqueId("step-then-fail");
-    await register({
-      workflows: [
-        oneCall(child, `${httpTarget()}/mark/${mark}`),
-        {
-          id: parent,
-          nodes: {
-            main: {
-              task: {
-                steps: [
-                  workflowStep("call", child),
-                  httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`),
-                ],
-              },
-            },
-          },
+    await registerFamily(child, `${httpTarget()}/mark/${mark}`, parent, {
+      main: {
+        task: {
+          steps: [workflowStep("call", child), httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`)],
         },
-      ],
+      },
     });
     const parentId = await start(parent);
     expect((await waitForRun(parentId)).status).toBe("failed");
@@ -190,20 +127,12 @@ describe("redriving a run whose nodes started child runs", () => {
     const later = uniqueId("later");
     const child = uniqueId("marks");
     const parent = uniqueId("node-then-fail");
-    await register({
-      workflows: [
-        oneCall(child, `${httpTarget()}/mark/${mark}`),
-        {
-          id: parent,
-          nodes: {
-            kid: { workflow: child },
-            after: {
-              depends_on: ["kid"],
-              task: { steps: [httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`)] },
-            },
-          },
-        },
-      ],
+    await registerFamily(child, `${httpTarget()}/mark/${mark}`, parent, {
+      kid: { workflow: child },
+      after: {
+        depends_on: ["kid"],
+        task: { steps: [httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`)] },
+      },
     });
     const parentId = await start(parent);
     expect((await waitForRun(parentId)).status).toBe("failed");
@@ -223,11 +152,8 @@ describe("restarting lost child starts", () => {
     const mark = uniqueId("mark");
     const child = uniqueId("marks");
     const parent = uniqueId("step-parent");
-    await register({
-      workflows: [
-        oneCall(child, `${httpTarget()}/mark/${mark}`),
-        { id: parent, nodes: { main: { task: { steps: [workflowStep("call", child)] } } } },
-      ],
+    await registerFamily(child, `${httpTarget()}/mark/${mark}`, parent, {
+      main: { task: { steps: [workflowStep("call", child)] } },
     });
     // Approval mode: the parent is created (the catalog resolves it) before the catalog is held.
     const runId = await start(parent, { input: {}, mode: "approval" });
@@ -242,7 +168,7 @@ describe("restarting lost child starts", () => {
     await abortAllDurableObjects();
     catalog.release();
     await runDurableObjectAlarm(stubOf(runId));
-    await vi.waitUntil(async () => (await hits(mark)) >= 1, { timeout: 10_000 });
+    await untilHits(mark, 1);
 
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
@@ -257,9 +183,7 @@ describe("restarting lost child starts", () => {
     const mark = uniqueId("mark");
     const child = uniqueId("marks");
     const parent = uniqueId("node-parent");
-    await register({
-      workflows: [oneCall(child, `${httpTarget()}/mark/${mark}`), { id: parent, nodes: { sub: { workflow: child } } }],
-    });
+    await registerFamily(child, `${httpTarget()}/mark/${mark}`, parent, { sub: { workflow: child } });
     const runId = await start(parent, { input: {}, mode: "approval" });
     const catalog = hold(catalogStub());
     expect((await api("POST", `/v1/runs/${runId}/approve`)).json.nodes.sub.status).toBe("waiting");
@@ -280,7 +204,7 @@ describe("restarting lost child starts", () => {
     expect((await api("POST", `/v1/runs/${runId}/resume`)).status).toBe(200);
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     expect(await hits(mark)).toBe(0);
-    await vi.waitUntil(async () => (await hits(mark)) >= 1, { timeout: 10_000, interval: 50 });
+    await untilHits(mark, 1, { interval: 50 });
     expect(Date.now() - resumedAt).toBeGreaterThanOrEqual(LIVENESS_CHECK_MS - 500);
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
@@ -297,21 +221,13 @@ describe("child starts of a paused run", () => {
     const mark = uniqueId("mark");
     const child = uniqueId("marks");
     const parent = uniqueId("paused-step");
-    await register({
-      workflows: [
-        oneCall(child, `${httpTarget()}/mark/${mark}`),
-        {
-          id: parent,
-          nodes: {
-            main: {
-              task: { steps: [httpStep("wait", `${httpTarget()}/slow/${slow}?ms=600`), workflowStep("call", child)] },
-            },
-          },
-        },
-      ],
+    await registerFamily(child, `${httpTarget()}/mark/${mark}`, parent, {
+      main: {
+        task: { steps: [httpStep("wait", `${httpTarget()}/slow/${slow}?ms=600`), workflowStep("call", child)] },
+      },
     });
     const runId = await start(parent);
-    await vi.waitUntil(async () => (await hits(slow)) >= 1, { timeout: 10_000 });
+    await untilHits(slow, 1);
     expect((await api("POST", `/v1/runs/${runId}/pause`)).json.status).toBe("paused");
     // The task finishes its first step and stops at the workflow step; the paused run asks for no child.
     await waitForRun(runId, (run) => run.nodes.main.status === "waiting", 10_000);
@@ -319,13 +235,11 @@ describe("child starts of a paused run", () => {
     expect(await hits(mark)).toBe(0);
     const resumedAt = Date.now();
     expect((await api("POST", `/v1/runs/${runId}/resume`)).status).toBe(200);
-    await vi.waitUntil(async () => (await hits(mark)) >= 1, { timeout: 10_000, interval: 20 });
+    await untilHits(mark, 1, { interval: 20 });
     expect(Date.now() - resumedAt).toBeLessThan(LIVENESS_CHECK_MS);
     expect((await waitForRun(runId)).status).toBe("completed");
   });
 });
-
-const llmServer = (): string => (env as unknown as { LLM_SERVER_URL: string }).LLM_SERVER_URL;
 
 /**
  * An llm step against the local server: input tokens are the words of the
@@ -368,23 +282,19 @@ describe("LLM token counts on the run", () => {
   }) => {
     const later = uniqueId("later");
     const id = uniqueId("llm-retry");
-    await register({
-      workflows: [
-        {
-          id,
-          nodes: {
-            main: {
-              task: {
-                steps: [
-                  llmStep("ask"),
-                  httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`, { on_failure: "retry" }),
-                ],
-              },
-              retry: { max_attempts: 2, initial_delay_ms: 10 },
-            },
+    await registerWorkflow({
+      id,
+      nodes: {
+        main: {
+          task: {
+            steps: [
+              llmStep("ask"),
+              httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`, { on_failure: "retry" }),
+            ],
           },
+          retry: { max_attempts: 2, initial_delay_ms: 10 },
         },
-      ],
+      },
     });
     const run = await waitForRun(await start(id));
     expect(run.status).toBe("completed");
@@ -395,17 +305,13 @@ describe("LLM token counts on the run", () => {
   it("keeps the usage through a redrive and adds the redriven attempts to it", async ({ expect }) => {
     const later = uniqueId("later");
     const id = uniqueId("llm-redrive");
-    await register({
-      workflows: [
-        {
-          id,
-          nodes: {
-            main: {
-              task: { steps: [llmStep("ask"), httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`)] },
-            },
-          },
+    await registerWorkflow({
+      id,
+      nodes: {
+        main: {
+          task: { steps: [llmStep("ask"), httpStep("after", `${httpTarget()}/flaky/${later}?fail=1&status=400`)] },
         },
-      ],
+      },
     });
     const runId = await start(id);
     const failed = await waitForRun(runId);
@@ -422,18 +328,14 @@ describe("LLM token counts on the run", () => {
   }) => {
     const key = uniqueId("paid");
     const id = uniqueId("llm-late");
-    await register({
-      workflows: [
-        {
-          id,
-          nodes: {
-            late: {
-              task: { steps: [llmStep("ask", key), httpStep("wait", `${httpTarget()}/slow?ms=1500`)] },
-            },
-            boom: { depends_on: [], task: { steps: [httpStep("fail", `${httpTarget()}/status/400`)] } },
-          },
+    await registerWorkflow({
+      id,
+      nodes: {
+        late: {
+          task: { steps: [llmStep("ask", key), httpStep("wait", `${httpTarget()}/slow?ms=1500`)] },
         },
-      ],
+        boom: { depends_on: [], task: { steps: [httpStep("fail", `${httpTarget()}/status/400`)] } },
+      },
     });
     const runId = await start(id);
     expect((await waitForRun(runId)).status).toBe("failed");

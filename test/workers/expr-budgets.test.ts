@@ -1,5 +1,5 @@
 import { describe, it } from "vitest";
-import { api, singleTaskWorkflow, uniqueId, waitForRun } from "./helpers.ts";
+import { api, uniqueId, singleTaskWorkflow, runWorkflow } from "./helpers.ts";
 
 /** A step of a `context` action that stores `expr` (CEL over the action input) at `v`. */
 const contextStep = (expr: string, input: Record<string, unknown> = {}) => ({
@@ -8,16 +8,6 @@ const contextStep = (expr: string, input: Record<string, unknown> = {}) => ({
   input_mapping: input,
   output_mapping: { "output.v": "$.v" },
 });
-
-// oxlint-disable-next-line typescript/no-explicit-any -- run views are checked field by field below
-async function run(workflow: Record<string, unknown>, input: Record<string, unknown>): Promise<any> {
-  const registered = await api("POST", "/v1/definitions", { workflows: [workflow] });
-  if (registered.status !== 201) {
-    throw new Error(JSON.stringify(registered.json));
-  }
-  const started = await api("POST", `/v1/workflows/${String(workflow.id)}/runs`, { input });
-  return waitForRun(started.json.run_id);
-}
 
 describe("expression budgets in runs and registration", () => {
   it("does not retry a spent budget even when the step says on_failure: retry and the node has a retry policy", async ({
@@ -29,7 +19,7 @@ describe("expression budgets in runs and registration", () => {
     ]);
     const main = (workflow.nodes as Record<string, Record<string, unknown>>).main as Record<string, unknown>;
     main.retry = { max_attempts: 3, initial_delay_ms: 10 };
-    const failed = await run(workflow, { items });
+    const failed = await runWorkflow(workflow, { items });
     expect(failed.status).toBe("failed");
     expect(failed.error).toMatchObject({ code: "expr.budget_exceeded" });
     expect(failed.nodes.main.attempts).toBe(1);
@@ -42,7 +32,7 @@ describe("expression budgets in runs and registration", () => {
     const workflow = singleTaskWorkflow(uniqueId("celbudget"), [
       contextStep("input.l.map(x, input.l.map(y, x * y))", { l: "$.input.items" }),
     ]);
-    const failed = await run(workflow, { items });
+    const failed = await runWorkflow(workflow, { items });
     expect(failed.status).toBe("failed");
     expect(failed.error).toMatchObject({ code: "expr.budget_exceeded", retryable: false });
   });
@@ -54,7 +44,10 @@ describe("expression budgets in runs and registration", () => {
     const workflow = singleTaskWorkflow(uniqueId("rebudget"), [
       contextStep("input.hits", { hits: "$.input.texts[?search(@, $.input.re)]" }),
     ]);
-    const failed = await run(workflow, { re: "[ab]*a[ab]{250}[cd]", texts: Array.from({ length: 5 }, () => text) });
+    const failed = await runWorkflow(workflow, {
+      re: "[ab]*a[ab]{250}[cd]",
+      texts: Array.from({ length: 5 }, () => text),
+    });
     expect(failed.status).toBe("failed");
     // The budget's code passes through the mapping layer, which adds where it happened.
     expect(failed.error).toMatchObject({ code: "expr.budget_exceeded", retryable: false });
@@ -66,7 +59,7 @@ describe("expression budgets in runs and registration", () => {
     const workflow = singleTaskWorkflow(uniqueId("emoji"), [
       contextStep("input.s.substring(0, 1) + '|' + string(input.s.indexOf('smile'))", { s: "$.input.s" }),
     ]);
-    const done = await run(workflow, { s: "😀 smile" });
+    const done = await runWorkflow(workflow, { s: "😀 smile" });
     expect(done.status, JSON.stringify(done.error)).toBe("completed");
     expect(done.output.result.v).toBe("😀|2");
   });

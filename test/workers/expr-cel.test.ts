@@ -30,15 +30,7 @@ import { describe, it } from "vitest";
 import { EngineError } from "../../lib/errors.ts";
 import { compileCel, evalCel, evalCelBool } from "../../lib/expr/cel.ts";
 import { CODE_POINT_STRING_FUNCTIONS, LIST_FUNCTIONS } from "../../lib/expr/cel-functions.ts";
-
-function thrown(fn: () => unknown): unknown {
-  try {
-    fn();
-  } catch (error) {
-    return error;
-  }
-  return undefined;
-}
+import { thrown } from "./helpers.ts";
 
 function codeOf(fn: () => unknown): string | undefined {
   const error = thrown(fn);

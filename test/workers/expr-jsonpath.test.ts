@@ -9,6 +9,7 @@ import {
   selectJsonPath,
 } from "../../lib/expr/jsonpath.ts";
 import cts from "../fixtures/jsonpath-cts.json";
+import { thrown } from "./helpers.ts";
 
 const doc = {
   "a": { b: 1, nothing: null },
@@ -20,15 +21,6 @@ const doc = {
     { id: "z", n: 3 },
   ],
 };
-
-function thrown(fn: () => unknown): unknown {
-  try {
-    fn();
-  } catch (error) {
-    return error;
-  }
-  return undefined;
-}
 
 describe("selectJsonPath", () => {
   it("yields the value of a singular path that exists", ({ expect }) => {

@@ -17,9 +17,8 @@ import {
   currentWorkBudget,
   withWorkBudget,
 } from "../../lib/expr/work-budget.ts";
-import { verifyJournal } from "../../lib/journal/index.ts";
 import { RunSnapshot, type Node, type Json } from "../../schemas/index.ts";
-import { api, uniqueId, waitForRun } from "./helpers.ts";
+import { uniqueId, runWorkflow, verifyRun } from "./helpers.ts";
 
 /**
  * One work budget per scope (a coordinator event, a task) shared by every CEL, JSONPath
@@ -331,21 +330,8 @@ describe("the coordinator's event budget", () => {
 
 // ─── End to end: real Durable Objects and the executor ──────────────────────
 
-// oxlint-disable-next-line typescript/no-explicit-any -- run views are checked field by field below
-async function run(workflow: Record<string, unknown>, input: unknown, timeoutMs: number): Promise<any> {
-  const registered = await api("POST", "/v1/definitions", { workflows: [workflow] });
-  if (registered.status !== 201) {
-    throw new Error(JSON.stringify(registered.json));
-  }
-  const started = await api("POST", `/v1/workflows/${String(workflow.id)}/runs`, { input });
-  return waitForRun(started.json.run_id, undefined, timeoutMs);
-}
-
-async function verifies(runId: string): Promise<unknown> {
-  const entries = (await api("GET", `/v1/runs/${runId}/journal`)).json.entries;
-  const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
-  return verifyJournal(entries, jwks, { requireAttestation: true });
-}
+const run = (workflow: Record<string, unknown>, input: unknown, timeoutMs: number): Promise<any> =>
+  runWorkflow(workflow, input, {}, timeoutMs);
 
 const square = {
   steps: [
@@ -377,7 +363,7 @@ describe("runs under the work budgets", () => {
     expect(result.status).toBe("failed");
     expect(result.error).toMatchObject({ code: "expr.budget_exceeded", node: "each" });
     expect(result.nodes.each.status).toBe("failed");
-    expect(await verifies(result.run_id)).toMatchObject({ ok: true });
+    expect(await verifyRun(result.run_id)).toMatchObject({ ok: true });
   }, 180_000);
 
   it(`completes a ${MAX_FOREACH_ITEMS}-item foreach with a simple when and mappings`, async ({ expect }) => {
@@ -429,6 +415,6 @@ describe("runs under the work budgets", () => {
     expect(result.status).toBe("failed");
     expect(result.error).toMatchObject({ code: "expr.budget_exceeded", node: "main" });
     expect(result.error.message).toContain(`exceeded the work budget of this task (${MAX_TASK_WORK_UNITS} units`);
-    expect(await verifies(result.run_id)).toMatchObject({ ok: true });
+    expect(await verifyRun(result.run_id)).toMatchObject({ ok: true });
   }, 180_000);
 });

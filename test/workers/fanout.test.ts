@@ -3,7 +3,7 @@ import { describe, it } from "vitest";
 import { JOURNAL_PAGE } from "../../coordinator/index.ts";
 import { MAX_FOREACH_ITEMS } from "../../coordinator/nodes.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
-import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
+import { api, uniqueId, httpTarget, runWorkflow, httpStep } from "./helpers.ts";
 
 interface Stats {
   maxDispatchesPerEvent: number;
@@ -16,14 +16,9 @@ async function statsOf(runId: string): Promise<Stats> {
   return stub.getStats();
 }
 
-async function run(workflow: Record<string, unknown>, input: unknown, timeoutMs = 60_000): Promise<any> {
-  const registered = await api("POST", "/v1/definitions", { workflows: [workflow] });
-  if (registered.status !== 201) {
-    throw new Error(JSON.stringify(registered.json));
-  }
-  const started = await api("POST", `/v1/workflows/${workflow.id}/runs`, { input });
-  return waitForRun(started.json.run_id, undefined, timeoutMs);
-}
+/** Runs `workflow` alone to its end; a wide fan-out may take a while. */
+const run = (workflow: Record<string, unknown>, input: unknown, timeoutMs = 60_000): Promise<any> =>
+  runWorkflow(workflow, input, {}, timeoutMs);
 
 const square = {
   steps: [
@@ -145,15 +140,7 @@ describe("foreach", () => {
             foreach: { items: "$.input.items", max_parallel: 2 },
             input_mapping: { i: "$.item" },
             task: {
-              steps: [
-                {
-                  ref: "wait",
-                  action: {
-                    kind: "http",
-                    implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}?ms=100` },
-                  },
-                },
-              ],
+              steps: [httpStep("wait", `${httpTarget()}/slow/${key}?ms=100`)],
             },
           },
         },
@@ -245,14 +232,7 @@ describe("scale", () => {
     const items = Array.from({ length: 300 }, (_, i) => i);
     const task = {
       steps: [
-        {
-          ref: "call",
-          action: {
-            kind: "http",
-            implementation: { method: "GET", url_template: `${httpTarget()}/json?n={{n}}&key=${key}` },
-          },
-          output_mapping: { "output.n": "$.body.n" },
-        },
+        httpStep("call", `${httpTarget()}/json?n={{n}}&key=${key}`, { output_mapping: { "output.n": "$.body.n" } }),
       ],
     };
     const result = await run(

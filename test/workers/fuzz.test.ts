@@ -32,7 +32,7 @@ import {
   queryString,
   type BodyEncoding,
 } from "./fuzz-arbitraries.ts";
-import { api, TERMINAL, TOKEN, waitForRun } from "./helpers.ts";
+import { registerWorkflow, TOKEN, api, TERMINAL, waitForRun, register, start } from "./helpers.ts";
 
 /** `npm run fuzz` passes its settings as VITE_* variables, which vitest exposes to the Worker's tests. */
 const fuzzEnv = (import.meta as unknown as { env: Record<string, string | undefined> }).env;
@@ -239,7 +239,7 @@ describe("fuzz: hostile input at every route never gets a 5xx", () => {
       );
       await check(
         fc.asyncProperty(answer, bodyEncoding, async (body, encoding) => {
-          const runId = await startRun(world.openGateId, { input: {} });
+          const runId = await start(world.openGateId, { input: {} });
           const waiting = await waitForRun(runId, (run) => run.gates?.length > 0 || TERMINAL.has(run.status));
           const answered = await send(
             "POST",
@@ -603,21 +603,6 @@ async function send(
   return { status: response.status, json: parsed.data };
 }
 
-async function register(bundle: unknown): Promise<void> {
-  const response = await api("POST", "/v1/definitions", bundle);
-  if (response.status !== 201) {
-    throw new Error(`fuzz setup: ${JSON.stringify(response.json)}`);
-  }
-}
-
-async function startRun(workflowId: string, body: Record<string, unknown>): Promise<string> {
-  const response = await api("POST", `/v1/workflows/${workflowId}/runs`, body);
-  if (response.status !== 201) {
-    throw new Error(`fuzz setup: ${JSON.stringify(response.json)}`);
-  }
-  return response.json.run_id;
-}
-
 /** The workflows, corpus and runs the properties aim at. */
 async function setUp(): Promise<World> {
   const suffix = crypto.randomUUID().slice(0, 8);
@@ -687,44 +672,40 @@ async function setUp(): Promise<World> {
   );
 
   const openGateId = `fz-open-gate-${suffix}`;
-  await register({
-    workflows: [
-      {
-        id: openGateId,
-        timeout_ms: 20_000,
-        nodes: {
-          ask: {
-            task: {
-              steps: [
-                {
-                  ref: "ask",
-                  action: { kind: "human", implementation: { prompt_template: "anything", input_schema: {} } },
-                  output_mapping: { "state.answer": "$.response", "output.by": "$.responder" },
-                },
-                {
-                  ref: "use",
-                  action: {
-                    kind: "context",
-                    implementation: {
-                      updates: [{ path: "kind", expr: "type(input.answer) == string ? 'text' : 'other'" }],
-                    },
-                  },
-                  input_mapping: { answer: "$.state.answer" },
-                  output_mapping: { "output.kind": "$.kind", "output.answer": { template: "{{answer}}" } },
-                  on_failure: "continue",
-                },
-              ],
+  await registerWorkflow({
+    id: openGateId,
+    timeout_ms: 20_000,
+    nodes: {
+      ask: {
+        task: {
+          steps: [
+            {
+              ref: "ask",
+              action: { kind: "human", implementation: { prompt_template: "anything", input_schema: {} } },
+              output_mapping: { "state.answer": "$.response", "output.by": "$.responder" },
             },
-            output_mapping: { "output.answer": "$.answer", "output.kind": "$.kind" },
-          },
+            {
+              ref: "use",
+              action: {
+                kind: "context",
+                implementation: {
+                  updates: [{ path: "kind", expr: "type(input.answer) == string ? 'text' : 'other'" }],
+                },
+              },
+              input_mapping: { answer: "$.state.answer" },
+              output_mapping: { "output.kind": "$.kind", "output.answer": { template: "{{answer}}" } },
+              on_failure: "continue",
+            },
+          ],
         },
+        output_mapping: { "output.answer": "$.answer", "output.kind": "$.kind" },
       },
-    ],
+    },
   });
-  const targetRun = await startRun(gatedId, { input: {} });
-  const victimGated = await startRun(gatedId, { input: { victim: true } });
-  const drafting = await startRun(safeId, { input: { n: 1 }, mode: "approval" });
-  const completed = await startRun(safeId, { input: { n: 1 } });
+  const targetRun = await start(gatedId, { input: {} });
+  const victimGated = await start(gatedId, { input: { victim: true } });
+  const drafting = await start(safeId, { input: { n: 1 }, mode: "approval" });
+  const completed = await start(safeId, { input: { n: 1 } });
   const [targetView, victimView] = await Promise.all([
     waitForRun(targetRun, (run) => run.gates?.length > 0),
     waitForRun(victimGated, (run) => run.gates?.length > 0),

@@ -1,40 +1,22 @@
 import { evictDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
-import { verifyJournal } from "../../lib/journal/index.ts";
-import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
 import { MAX_CHILD_STARTS_PER_EVENT } from "../../coordinator/waits.ts";
-
-type Entry = { seq: number; kind: string; at: string; hash: string; body: Record<string, any> };
-
-async function register(bundle: Record<string, unknown>): Promise<void> {
-  const response = await api("POST", "/v1/definitions", bundle);
-  if (response.status !== 201) {
-    throw new Error(JSON.stringify(response.json));
-  }
-}
-
-async function start(workflowId: string, body: Record<string, unknown> = { input: {} }): Promise<string> {
-  const response = await api("POST", `/v1/workflows/${workflowId}/runs`, body);
-  if (response.status !== 201) {
-    throw new Error(JSON.stringify(response.json));
-  }
-  return response.json.run_id;
-}
-
-async function journal(runId: string): Promise<Entry[]> {
-  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries;
-}
-
-async function verified(runId: string): Promise<boolean> {
-  const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
-  const report = await verifyJournal(await journal(runId), jwks, { requireAttestation: true });
-  return report.ok;
-}
-
-async function hits(key: string): Promise<number> {
-  return ((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count;
-}
+import {
+  oneStepWorkflow,
+  riskyStep,
+  registerWorkflow,
+  api,
+  uniqueId,
+  waitForRun,
+  httpTarget,
+  hits,
+  register,
+  start,
+  journal,
+  verified,
+  httpStep,
+} from "./helpers.ts";
 
 const waitingForGate = (run: any) =>
   run.gates?.some((gate: any) => gate.status === "open") || ["completed", "failed", "cancelled"].includes(run.status);
@@ -61,51 +43,47 @@ describe("human gates", () => {
     expect,
   }) => {
     const id = uniqueId("review");
-    await register({
-      workflows: [
-        {
-          id,
-          nodes: {
-            draft: {
-              task: {
-                steps: [
-                  {
-                    ...contextStep("write", "title", "'Hello ' + input.name"),
-                    output_mapping: { "output.title": "$.title" },
-                  },
-                ],
+    await registerWorkflow({
+      id,
+      nodes: {
+        draft: {
+          task: {
+            steps: [
+              {
+                ...contextStep("write", "title", "'Hello ' + input.name"),
+                output_mapping: { "output.title": "$.title" },
               },
-            },
-            approve: {
-              depends_on: ["draft"],
-              input_mapping: { title: "$.state.draft.title" },
-              task: {
-                steps: [
-                  {
-                    ref: "ask",
-                    action: humanAction(),
-                    output_mapping: { "output.answer": "$.response", "output.by": "$.responder" },
-                  },
-                ],
-              },
-            },
-            publish: {
-              depends_on: ["approve"],
-              input_mapping: { ok: "$.state.approve.answer.ok" },
-              task: {
-                steps: [
-                  {
-                    ...contextStep("go", "published", "input.ok"),
-                    output_mapping: { "output.published": "$.published" },
-                  },
-                ],
-              },
-              output_mapping: { "output.published": "$.published" },
-            },
+            ],
           },
-          output_schema: { type: "object", required: ["published"] },
         },
-      ],
+        approve: {
+          depends_on: ["draft"],
+          input_mapping: { title: "$.state.draft.title" },
+          task: {
+            steps: [
+              {
+                ref: "ask",
+                action: humanAction(),
+                output_mapping: { "output.answer": "$.response", "output.by": "$.responder" },
+              },
+            ],
+          },
+        },
+        publish: {
+          depends_on: ["approve"],
+          input_mapping: { ok: "$.state.approve.answer.ok" },
+          task: {
+            steps: [
+              {
+                ...contextStep("go", "published", "input.ok"),
+                output_mapping: { "output.published": "$.published" },
+              },
+            ],
+          },
+          output_mapping: { "output.published": "$.published" },
+        },
+      },
+      output_schema: { type: "object", required: ["published"] },
     });
     const runId = await start(id, { input: { name: "world" } });
     const waiting = await waitForRun(runId, waitingForGate);
@@ -153,28 +131,24 @@ describe("human gates", () => {
 
   it("resumes a task at the step after its gate with the state the earlier steps set", async ({ expect }) => {
     const id = uniqueId("midgate");
-    await register({
-      workflows: [
-        {
-          id,
-          nodes: {
-            only: {
-              task: {
-                steps: [
-                  contextStep("before", "n", "input.n * 10"),
-                  { ref: "ask", action: humanAction(), input_mapping: { title: "$.state.before.n" } },
-                  {
-                    ...contextStep("after", "sum", "input.before + (input.ok ? 1 : 0)"),
-                    input_mapping: { before: "$.state.before.n", ok: "$.state.ask.response.ok" },
-                    output_mapping: { "output.sum": "$.sum" },
-                  },
-                ],
+    await registerWorkflow({
+      id,
+      nodes: {
+        only: {
+          task: {
+            steps: [
+              contextStep("before", "n", "input.n * 10"),
+              { ref: "ask", action: humanAction(), input_mapping: { title: "$.state.before.n" } },
+              {
+                ...contextStep("after", "sum", "input.before + (input.ok ? 1 : 0)"),
+                input_mapping: { before: "$.state.before.n", ok: "$.state.ask.response.ok" },
+                output_mapping: { "output.sum": "$.sum" },
               },
-              output_mapping: { "output.sum": "$.sum" },
-            },
+            ],
           },
+          output_mapping: { "output.sum": "$.sum" },
         },
-      ],
+      },
     });
     const runId = await start(id, { input: { n: 4 } });
     const waiting = await waitForRun(runId, waitingForGate);
@@ -236,17 +210,7 @@ describe("approvals for high-risk actions", () => {
     nodes: {
       only: {
         task: {
-          steps: [
-            {
-              ref: "deploy",
-              action: {
-                kind: "http",
-                risk: "high",
-                implementation: { method: "POST", url_template: `${httpTarget()}/mark/${key}` },
-              },
-              output_mapping: { "output.status": "$.status" },
-            },
-          ],
+          steps: [riskyStep(key)],
         },
         output_mapping: { "output.status": "$.status" },
       },
@@ -256,7 +220,7 @@ describe("approvals for high-risk actions", () => {
   it("does not run a high-risk step until it is approved", async ({ expect }) => {
     const id = uniqueId("risky");
     const key = uniqueId("deploy");
-    await register({ workflows: [riskyWorkflow(id, key)] });
+    await registerWorkflow(riskyWorkflow(id, key));
     const runId = await start(id);
     const waiting = await waitForRun(runId, waitingForGate);
     expect(waiting.gates[0]).toMatchObject({ kind: "approval", step: "deploy", status: "open" });
@@ -281,13 +245,9 @@ describe("approvals for high-risk actions", () => {
   it("fails the step, not retryable, when the approval is rejected", async ({ expect }) => {
     const id = uniqueId("rejected");
     const key = uniqueId("deploy");
-    await register({
-      workflows: [
-        {
-          ...riskyWorkflow(id, key),
-          nodes: { only: { ...riskyWorkflow(id, key).nodes.only, retry: { max_attempts: 3, initial_delay_ms: 10 } } },
-        },
-      ],
+    await registerWorkflow({
+      ...riskyWorkflow(id, key),
+      nodes: { only: { ...riskyWorkflow(id, key).nodes.only, retry: { max_attempts: 3, initial_delay_ms: 10 } } },
     });
     const runId = await start(id);
     const waiting = await waitForRun(runId, waitingForGate);
@@ -319,18 +279,14 @@ describe("run modes", () => {
         },
       ],
     };
-    await register({
-      workflows: [
-        {
-          id,
-          nodes: {
-            a: { task: call },
-            b: { task: call, depends_on: ["a"] },
-            c: { task: { steps: [contextStep("s", "v", "1")] }, depends_on: ["a"] },
-            d: { task: call, depends_on: ["b", "c"] },
-          },
-        },
-      ],
+    await registerWorkflow({
+      id,
+      nodes: {
+        a: { task: call },
+        b: { task: call, depends_on: ["a"] },
+        c: { task: { steps: [contextStep("s", "v", "1")] }, depends_on: ["a"] },
+        d: { task: call, depends_on: ["b", "c"] },
+      },
     });
     const response = await api("POST", `/v1/workflows/${id}/runs`, { input: {}, mode: "preview" });
     expect(response.status).toBe(200);
@@ -383,42 +339,8 @@ describe("sub-workflows", () => {
             },
           },
         },
-        {
-          id: failing,
-          nodes: {
-            boom: {
-              task: {
-                steps: [
-                  {
-                    ref: "call",
-                    action: {
-                      kind: "http",
-                      implementation: { method: "GET", url_template: `${httpTarget()}/status/422` },
-                    },
-                  },
-                ],
-              },
-            },
-          },
-        },
-        {
-          id: slowChild,
-          nodes: {
-            wait: {
-              task: {
-                steps: [
-                  {
-                    ref: "call",
-                    action: {
-                      kind: "http",
-                      implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=5000` },
-                    },
-                  },
-                ],
-              },
-            },
-          },
-        },
+        oneStepWorkflow(failing, "boom", httpStep("call", `${httpTarget()}/status/422`)),
+        oneStepWorkflow(slowChild, "wait", httpStep("call", `${httpTarget()}/slow?ms=5000`)),
       ],
     });
     await register({
@@ -486,20 +408,16 @@ describe("sub-workflows", () => {
       input_mapping: { n: "$.input.item" },
       output_mapping: { "output.n": "$.n" },
     };
-    await register({
-      workflows: [
-        {
-          id: wide,
-          nodes: {
-            each: {
-              foreach: { items: "$.input.items" },
-              input_mapping: { item: "$.item" },
-              task: { steps: [step] },
-              output_mapping: { "output.doubled": "$.n" },
-            },
-          },
+    await registerWorkflow({
+      id: wide,
+      nodes: {
+        each: {
+          foreach: { items: "$.input.items" },
+          input_mapping: { item: "$.item" },
+          task: { steps: [step] },
+          output_mapping: { "output.doubled": "$.n" },
         },
-      ],
+      },
     });
     const items = Array.from({ length: 12 }, (_, i) => i);
     const run = await waitForRun(await start(wide, { input: { items } }));
@@ -556,32 +474,24 @@ describe("sub-workflows", () => {
     const names = await registerFamily();
     const id = uniqueId("p-evict");
     const slow = uniqueId("slow3");
-    await register({
-      workflows: [
-        {
-          id: slow,
-          nodes: {
-            wait: {
-              task: {
-                steps: [
-                  {
-                    ref: "call",
-                    action: {
-                      kind: "http",
-                      implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=400` },
-                    },
-                    output_mapping: { "output.waited": "$.body.waited" },
-                  },
-                ],
-              },
-              output_mapping: { "output.waited": "$.waited" },
-            },
+    await registerWorkflow({
+      id: slow,
+      nodes: {
+        wait: {
+          task: {
+            steps: [
+              httpStep("call", `${httpTarget()}/slow?ms=400`, {
+                output_mapping: { "output.waited": "$.body.waited" },
+              }),
+            ],
           },
+          output_mapping: { "output.waited": "$.waited" },
         },
-      ],
+      },
     });
-    await register({
-      workflows: [{ id, nodes: { main: { workflow: slow, output_mapping: { "output.waited": "$.waited" } } } }],
+    await registerWorkflow({
+      id,
+      nodes: { main: { workflow: slow, output_mapping: { "output.waited": "$.waited" } } },
     });
     const parentId = await start(id);
     await waitForRun(parentId, (run) => run.nodes.main.status === "waiting");
@@ -594,18 +504,9 @@ describe("sub-workflows", () => {
 
   it("stops runaway recursion at the depth limit", async ({ expect }) => {
     const id = uniqueId("recurse");
-    await register({
-      workflows: [
-        {
-          id,
-          nodes: {
-            again: {
-              task: { steps: [{ ref: "call", action: { kind: "workflow", implementation: { workflow: id } } }] },
-            },
-          },
-        },
-      ],
-    });
+    await registerWorkflow(
+      oneStepWorkflow(id, "again", { ref: "call", action: { kind: "workflow", implementation: { workflow: id } } }),
+    );
     const run = await waitForRun(await start(id), undefined, 30_000);
     expect(run.status).toBe("failed");
     expect(run.error.code).toBe("workflow.depth_exceeded");
@@ -616,58 +517,18 @@ describe("children when the parent fails or is redriven", () => {
   it("cancels a waiting child when another node fails the parent under fail_fast", async ({ expect }) => {
     const slow = uniqueId("slowkid");
     const parent = uniqueId("failfast");
-    await register({
-      workflows: [
-        {
-          id: slow,
-          nodes: {
-            wait: {
-              task: {
-                steps: [
-                  {
-                    ref: "call",
-                    action: {
-                      kind: "http",
-                      implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=4000` },
-                    },
-                  },
-                ],
-              },
-            },
+    await registerWorkflow(oneStepWorkflow(slow, "wait", httpStep("call", `${httpTarget()}/slow?ms=4000`)));
+    await registerWorkflow({
+      id: parent,
+      nodes: {
+        kid: { workflow: slow },
+        boom: {
+          depends_on: [],
+          task: {
+            steps: [httpStep("call", `${httpTarget()}/slow?ms=300`), httpStep("fail", `${httpTarget()}/status/400`)],
           },
         },
-      ],
-    });
-    await register({
-      workflows: [
-        {
-          id: parent,
-          nodes: {
-            kid: { workflow: slow },
-            boom: {
-              depends_on: [],
-              task: {
-                steps: [
-                  {
-                    ref: "call",
-                    action: {
-                      kind: "http",
-                      implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=300` },
-                    },
-                  },
-                  {
-                    ref: "fail",
-                    action: {
-                      kind: "http",
-                      implementation: { method: "GET", url_template: `${httpTarget()}/status/400` },
-                    },
-                  },
-                ],
-              },
-            },
-          },
-        },
-      ],
+      },
     });
     const parentId = await start(parent);
     const run = await waitForRun(parentId);
@@ -682,29 +543,10 @@ describe("children when the parent fails or is redriven", () => {
     const flaky = uniqueId("flakykid");
     const key = uniqueId("once");
     const parent = uniqueId("redrive-parent");
-    await register({
-      workflows: [
-        {
-          id: flaky,
-          nodes: {
-            call: {
-              task: {
-                steps: [
-                  {
-                    ref: "call",
-                    action: {
-                      kind: "http",
-                      implementation: { method: "GET", url_template: `${httpTarget()}/flaky/${key}?fail=1&status=400` },
-                    },
-                  },
-                ],
-              },
-            },
-          },
-        },
-      ],
-    });
-    await register({ workflows: [{ id: parent, nodes: { kid: { workflow: flaky } } }] });
+    await registerWorkflow(
+      oneStepWorkflow(flaky, "call", httpStep("call", `${httpTarget()}/flaky/${key}?fail=1&status=400`)),
+    );
+    await registerWorkflow({ id: parent, nodes: { kid: { workflow: flaky } } });
     const parentId = await start(parent);
     expect((await waitForRun(parentId)).status).toBe("failed");
     expect((await api("POST", `/v1/runs/${parentId}/redrive`)).status).toBe(200);

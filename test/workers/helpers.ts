@@ -1,4 +1,6 @@
 import { env, exports } from "cloudflare:workers";
+import { vi } from "vitest";
+import { verifyJournal, type VerifyReport } from "../../lib/journal/index.ts";
 
 export const TOKEN = "test-token";
 
@@ -57,3 +59,117 @@ export const httpTarget = (): string => (env as unknown as { HTTP_TARGET_URL: st
 export function singleTaskWorkflow(id: string, steps: unknown[], extra: Record<string, unknown> = {}) {
   return { id, nodes: { main: { task: { steps }, output_mapping: { "output.result": "$" } } }, ...extra };
 }
+
+export const llmServer = (): string => (env as unknown as { LLM_SERVER_URL: string }).LLM_SERVER_URL;
+export const mcpServer = (): string => (env as unknown as { MCP_SERVER_URL: string }).MCP_SERVER_URL;
+
+/** How many requests the HTTP target has counted under `key`. */
+export async function hits(key: string): Promise<number> {
+  return ((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count;
+}
+
+/** Waits (10 s at most) until the HTTP target has counted `count` requests under `key`. */
+export function untilHits(key: string, count: number, options: { interval?: number } = {}): Promise<boolean> {
+  return vi.waitUntil(async () => (await hits(key)) >= count, { timeout: 10_000, ...options });
+}
+
+/** A journal entry as `GET /v1/runs/{id}/journal` returns it. */
+export interface Entry {
+  seq: number;
+  kind: string;
+  at: string;
+  hash: string;
+  body: Record<string, any>;
+}
+
+/** Registers a definition bundle; any answer but 201 fails the test's setup. */
+export async function register(bundle: unknown): Promise<void> {
+  const response = await api("POST", "/v1/definitions", bundle);
+  if (response.status !== 201) {
+    throw new Error(JSON.stringify(response.json));
+  }
+}
+
+/** Starts a run of a registered workflow and returns its id; any answer but 201 fails the setup. */
+export async function start(workflowId: string, body: Record<string, unknown> = { input: {} }): Promise<string> {
+  const response = await api("POST", `/v1/workflows/${workflowId}/runs`, body);
+  if (response.status !== 201) {
+    throw new Error(JSON.stringify(response.json));
+  }
+  return String(response.json.run_id);
+}
+
+/** Registers a bundle of `workflow` alone. */
+export function registerWorkflow(workflow: Record<string, unknown>): Promise<void> {
+  return register({ workflows: [workflow] });
+}
+
+/** Registers `workflow` on its own and starts a run of it; returns the run id. */
+export async function startWorkflow(
+  workflow: Record<string, unknown>,
+  body: Record<string, unknown> = { input: {} },
+): Promise<string> {
+  await registerWorkflow(workflow);
+  return start(String(workflow.id), body);
+}
+
+/** Registers `workflow` (with the rest of `bundle`), runs it on `input` and waits until the run is terminal. */
+export async function runWorkflow(
+  workflow: Record<string, unknown>,
+  input: unknown = {},
+  bundle: Record<string, unknown> = {},
+  timeoutMs?: number,
+): Promise<any> {
+  await register({ ...bundle, workflows: [workflow] });
+  return waitForRun(await start(String(workflow.id), { input }), undefined, timeoutMs);
+}
+
+/** The run's journal, every entry. */
+export async function journal(runId: string): Promise<Entry[]> {
+  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries as Entry[];
+}
+
+/** Verifies the run's journal against the published keys, attestation required. */
+export async function verifyRun(runId: string): Promise<VerifyReport> {
+  const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
+  return verifyJournal(await journal(runId), jwks, { requireAttestation: true });
+}
+
+/** Whether the run's journal verifies, attestation required. */
+export async function verified(runId: string): Promise<boolean> {
+  return (await verifyRun(runId)).ok;
+}
+
+/** An HTTP step that GETs `url`. */
+export const httpStep = (ref: string, url: string, extra: Record<string, unknown> = {}) => ({
+  ref,
+  action: { kind: "http", implementation: { method: "GET", url_template: url } },
+  ...extra,
+});
+
+/** What `fn` throws, or undefined when it returns. */
+export function thrown(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}
+
+/** A workflow of one node `node` whose task is the one step `step`. */
+export const oneStepWorkflow = (id: string, node: string, step: unknown) => ({
+  id,
+  nodes: { [node]: { task: { steps: [step] } } },
+});
+
+/** A high-risk POST to the HTTP target's `/mark/{key}`: it waits for an approval before it runs. */
+export const riskyStep = (key: string) => ({
+  ref: "deploy",
+  action: {
+    kind: "http",
+    risk: "high",
+    implementation: { method: "POST", url_template: `${httpTarget()}/mark/${key}` },
+  },
+  output_mapping: { "output.status": "$.status" },
+});

@@ -1,12 +1,7 @@
 import { describe, it } from "vitest";
 import { MAX_HTTP_RESPONSE_BYTES } from "../../executor/actions/http.ts";
 import { cappedFetch, MAX_RESPONSE_BYTES } from "../../executor/capped-fetch.ts";
-import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
-
-async function hits(key: string): Promise<number> {
-  const response = await fetch(`${httpTarget()}/hits/${key}`);
-  return ((await response.json()) as { count: number }).count;
-}
+import { api, uniqueId, httpTarget, hits, runWorkflow } from "./helpers.ts";
 
 function httpStep(url: string, extra: Record<string, unknown> = {}, step: Record<string, unknown> = {}) {
   return {
@@ -17,16 +12,13 @@ function httpStep(url: string, extra: Record<string, unknown> = {}, step: Record
   };
 }
 
-async function runSteps(steps: unknown[], input: unknown = {}, node: Record<string, unknown> = {}): Promise<any> {
+/** Runs the steps as the one task of a fresh workflow, with `node`'s fields on its node. */
+function runSteps(steps: unknown[], input: unknown = {}, node: Record<string, unknown> = {}): Promise<any> {
   const id = uniqueId("http");
-  const registered = await api("POST", "/v1/definitions", {
-    workflows: [{ id, nodes: { main: { task: { steps }, output_mapping: { "output.result": "$" }, ...node } } }],
-  });
-  if (registered.status !== 201) {
-    throw new Error(JSON.stringify(registered.json));
-  }
-  const start = await api("POST", `/v1/workflows/${id}/runs`, { input });
-  return waitForRun(start.json.run_id);
+  return runWorkflow(
+    { id, nodes: { main: { task: { steps }, output_mapping: { "output.result": "$" }, ...node } } },
+    input,
+  );
 }
 
 const RETRY = { execution: { retry_policy: { max_attempts: 4, initial_delay_ms: 10, max_delay_ms: 50 } } };

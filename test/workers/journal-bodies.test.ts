@@ -11,7 +11,7 @@ import {
 } from "../../coordinator/decide.ts";
 import { RunSnapshot } from "../../schemas/index.ts";
 import { isJournalKind, JOURNAL_BODIES } from "../../schemas/journal.ts";
-import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
+import { riskyStep, api, uniqueId, waitForRun, httpTarget, register, start, journal } from "./helpers.ts";
 
 /**
  * Real runs write only the journal the schema table describes: every entry's
@@ -20,29 +20,8 @@ import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
  * repeat, start children, fail, are redriven and cancelled.
  */
 
-type Entry = { seq: number; kind: string; body: unknown };
-
-async function register(workflows: unknown[]): Promise<void> {
-  const response = await api("POST", "/v1/definitions", { workflows });
-  if (response.status !== 201) {
-    throw new Error(JSON.stringify(response.json));
-  }
-}
-
-async function start(workflowId: string, input: unknown = {}): Promise<string> {
-  const response = await api("POST", `/v1/workflows/${workflowId}/runs`, { input });
-  if (response.status !== 201) {
-    throw new Error(JSON.stringify(response.json));
-  }
-  return response.json.run_id;
-}
-
-async function journal(runId: string): Promise<Entry[]> {
-  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries;
-}
-
 /** Each entry that breaks the table: its kind is unknown, or its body does not parse. */
-function offTable(entries: readonly Entry[]): string[] {
+function offTable(entries: readonly { seq: number; kind: string; body: unknown }[]): string[] {
   return entries.flatMap((entry) => {
     if (!isJournalKind(entry.kind)) {
       return [`seq ${entry.seq}: unknown kind ${entry.kind}`];
@@ -72,15 +51,6 @@ const humanStep = (ref: string, extra: Record<string, unknown> = {}) => ({
   },
   output_mapping: { "output.answer": "$.response" },
 });
-const riskyStep = (key: string) => ({
-  ref: "deploy",
-  action: {
-    kind: "http",
-    risk: "high",
-    implementation: { method: "POST", url_template: `${httpTarget()}/mark/${key}` },
-  },
-  output_mapping: { "output.status": "$.status" },
-});
 
 describe("the journal of real runs", () => {
   it("holds only kinds of the schema table, each body parsing with its kind's schema", async ({ expect }) => {
@@ -91,72 +61,74 @@ describe("the journal of real runs", () => {
     const gated = uniqueId("gated");
     const waiter = uniqueId("waiter");
     const key = uniqueId("flaky");
-    await register([
-      { id: child, nodes: { double: { task: { steps: [contextStep("x2", "n", "input.n * 2")] } } } },
-      {
-        id: parent,
-        nodes: {
-          ask: { task: { steps: [humanStep("ask")] } },
-          each: {
-            depends_on: ["ask"],
-            foreach: { items: "$.input.items" },
-            when: "item != 2",
-            input_mapping: { n: "$.item" },
-            task: { steps: [contextStep("sq", "n", "input.n * input.n")] },
-          },
-          flaky: {
-            task: {
-              steps: [
-                {
-                  ref: "call",
-                  action: {
-                    kind: "http",
-                    implementation: { method: "GET", url_template: `${httpTarget()}/flaky/${key}?fail=1` },
+    await register({
+      workflows: [
+        { id: child, nodes: { double: { task: { steps: [contextStep("x2", "n", "input.n * 2")] } } } },
+        {
+          id: parent,
+          nodes: {
+            ask: { task: { steps: [humanStep("ask")] } },
+            each: {
+              depends_on: ["ask"],
+              foreach: { items: "$.input.items" },
+              when: "item != 2",
+              input_mapping: { n: "$.item" },
+              task: { steps: [contextStep("sq", "n", "input.n * input.n")] },
+            },
+            flaky: {
+              task: {
+                steps: [
+                  {
+                    ref: "call",
+                    action: {
+                      kind: "http",
+                      implementation: { method: "GET", url_template: `${httpTarget()}/flaky/${key}?fail=1` },
+                    },
+                    on_failure: "retry",
                   },
-                  on_failure: "retry",
-                },
-              ],
+                ],
+              },
+              retry: { max_attempts: 2, initial_delay_ms: 10 },
             },
-            retry: { max_attempts: 2, initial_delay_ms: 10 },
-          },
-          sub: { workflow: child, input_mapping: { n: "$.input.n" } },
-          step_child: {
-            task: {
-              steps: [
-                {
-                  ref: "call",
-                  action: { kind: "workflow", implementation: { workflow: child, on_failure: "propagate" } },
-                  input_mapping: { n: "$.input.n" },
-                },
-              ],
+            sub: { workflow: child, input_mapping: { n: "$.input.n" } },
+            step_child: {
+              task: {
+                steps: [
+                  {
+                    ref: "call",
+                    action: { kind: "workflow", implementation: { workflow: child, on_failure: "propagate" } },
+                    input_mapping: { n: "$.input.n" },
+                  },
+                ],
+              },
             },
-          },
-          never: { when: "false", task: { steps: [contextStep("x", "x", "1")] } },
-          after_never: { depends_on: ["never"], task: { steps: [contextStep("y", "y", "1")] } },
-          loop: {
-            task: { steps: [contextStep("z", "z", "1")] },
-            repeat: { until: "size(state) > 100", max_iterations: 2 },
-            on_failure: "continue",
+            never: { when: "false", task: { steps: [contextStep("x", "x", "1")] } },
+            after_never: { depends_on: ["never"], task: { steps: [contextStep("y", "y", "1")] } },
+            loop: {
+              task: { steps: [contextStep("z", "z", "1")] },
+              repeat: { until: "size(state) > 100", max_iterations: 2 },
+              on_failure: "continue",
+            },
           },
         },
-      },
-      {
-        id: expiring,
-        nodes: {
-          defaulted: {
-            task: { steps: [humanStep("ask", { timeout_ms: 100, on_timeout: { default: { ok: true } } })] },
+        {
+          id: expiring,
+          nodes: {
+            defaulted: {
+              task: { steps: [humanStep("ask", { timeout_ms: 100, on_timeout: { default: { ok: true } } })] },
+            },
+            failing: { task: { steps: [humanStep("ask", { timeout_ms: 100, on_timeout: "fail" })] } },
           },
-          failing: { task: { steps: [humanStep("ask", { timeout_ms: 100, on_timeout: "fail" })] } },
         },
-      },
-      { id: risky, nodes: { only: { task: { steps: [riskyStep(uniqueId("deploy"))] } } } },
-      { id: gated, nodes: { ask: { task: { steps: [humanStep("ask")] } } } },
-      { id: waiter, nodes: { sub: { workflow: gated } } },
-    ]);
+        { id: risky, nodes: { only: { task: { steps: [riskyStep(uniqueId("deploy"))] } } } },
+        { id: gated, nodes: { ask: { task: { steps: [humanStep("ask")] } } } },
+        { id: waiter, nodes: { sub: { workflow: gated } } },
+      ],
+    });
 
     const runs: string[] = [];
     // A gate answered, a foreach with a skipped item, a retry, two children, skips, a repeat that gives up.
-    const parentRun = await start(parent, { items: [1, 2, 3], n: 4 });
+    const parentRun = await start(parent, { input: { items: [1, 2, 3], n: 4 } });
     runs.push(parentRun);
     const waiting = await waitForRun(parentRun, openGate);
     await api("POST", `/v1/runs/${parentRun}/gates/${waiting.gates[0].gate_id}`, { response: { ok: true } });

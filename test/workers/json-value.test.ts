@@ -2,7 +2,7 @@ import { exports } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { JsonValue, TaskResult } from "../../schemas/index.ts";
 import type { TrellisApi } from "../../src/rpc.ts";
-import { uniqueId } from "./helpers.ts";
+import { oneStepWorkflow, uniqueId } from "./helpers.ts";
 
 /**
  * `JsonValue` is the schema of every free-form JSON field (inputs, outputs,
@@ -53,18 +53,10 @@ describe("JsonValue", () => {
     const id = uniqueId("json-rpc");
     await rpc.registerDefinitions({
       workflows: [
-        {
-          id,
-          nodes: {
-            a: {
-              task: {
-                steps: [
-                  { ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } },
-                ],
-              },
-            },
-          },
-        },
+        oneStepWorkflow(id, "a", {
+          ref: "s",
+          action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } },
+        }),
       ],
     });
     const started = await rpc.startRun(id, { input: { when: new Date(0) } } as unknown as Parameters<

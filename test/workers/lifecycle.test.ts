@@ -2,20 +2,12 @@ import { describe, it } from "vitest";
 import { assertTransition, canTransition, isTerminal, TRANSITIONS } from "../../coordinator/lifecycle.ts";
 import { EngineError } from "../../lib/errors.ts";
 import { RUN_STATUSES, type RunStatus } from "../../schemas/index.ts";
+import { thrown } from "./helpers.ts";
 
 /** Every (from, to) pair of the 8 run statuses, with whether TRANSITIONS lists it. */
 const PAIRS = RUN_STATUSES.flatMap((from) =>
   RUN_STATUSES.map((to) => ({ from, to, legal: (TRANSITIONS[from] as readonly RunStatus[]).includes(to) })),
 );
-
-function thrownBy(fn: () => void): unknown {
-  try {
-    fn();
-  } catch (thrown) {
-    return thrown;
-  }
-  return undefined;
-}
 
 describe("run transitions", () => {
   it("the table covers all 64 pairs of the 8 statuses", ({ expect }) => {
@@ -25,12 +17,12 @@ describe("run transitions", () => {
 
   it.for(PAIRS)("$from → $to is legal: $legal", ({ from, to, legal }, { expect }) => {
     expect(canTransition(from, to)).toBe(legal);
-    const thrown = thrownBy(() => assertTransition(from, to));
+    const error = thrown(() => assertTransition(from, to));
     if (legal) {
-      expect(thrown).toBeUndefined();
+      expect(error).toBeUndefined();
     } else {
-      expect(thrown).toBeInstanceOf(EngineError);
-      expect(thrown).toMatchObject({
+      expect(error).toBeInstanceOf(EngineError);
+      expect(error).toMatchObject({
         code: "run.illegal_transition",
         retryable: false,
         message: `a run cannot go from ${from} to ${to}`,

@@ -1,11 +1,18 @@
-import { env, exports } from "cloudflare:workers";
+import { exports } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { FAKE_BINDINGS } from "../fakes/bindings.ts";
 import { TEST_SECRETS } from "../secrets.ts";
-import { api, TOKEN, uniqueId, waitForRun } from "./helpers.ts";
-
-const llmServer = (): string => (env as unknown as { LLM_SERVER_URL: string }).LLM_SERVER_URL;
-const mcpServer = (): string => (env as unknown as { MCP_SERVER_URL: string }).MCP_SERVER_URL;
+import {
+  TOKEN,
+  api,
+  uniqueId,
+  waitForRun,
+  singleTaskWorkflow,
+  llmServer,
+  mcpServer,
+  register,
+  runWorkflow,
+} from "./helpers.ts";
 
 async function seen(key: string): Promise<{ count: number; credentials: string[] }> {
   return (await (await fetch(`${llmServer()}/seen/${key}`)).json()) as { count: number; credentials: string[] };
@@ -26,6 +33,14 @@ const SUMMARY_PROMPT = {
 };
 
 const PRICING = { input_per_mtok: 3, output_per_mtok: 15 };
+
+/** SUMMARY_PROMPT's answer on "the tides" (5 words in, 3 out), priced with PRICING. */
+const TIDES_ANSWER = {
+  summary: "Summarise the tides",
+  words: 3,
+  mood: "calm",
+  _meta: { tokens: { input: 5, output: 3 }, cost_usd: 0.00006 },
+};
 
 function compatibleModel(id: string, extra: Record<string, unknown> = {}) {
   return {
@@ -55,27 +70,6 @@ function llmStep(
   };
 }
 
-async function register(bundle: Record<string, unknown>): Promise<void> {
-  const registered = await api("POST", "/v1/definitions", bundle);
-  if (registered.status !== 201) {
-    throw new Error(JSON.stringify(registered.json));
-  }
-}
-
-async function runWorkflow(
-  workflow: Record<string, unknown>,
-  input: unknown,
-  bundle: Record<string, unknown> = {},
-): Promise<any> {
-  await register({ ...bundle, workflows: [workflow] });
-  const start = await api("POST", `/v1/workflows/${String(workflow.id)}/runs`, { input });
-  return waitForRun(start.json.run_id);
-}
-
-function oneTask(id: string, steps: unknown[], extra: Record<string, unknown> = {}) {
-  return { id, nodes: { main: { task: { steps }, output_mapping: { "output.result": "$" } } }, ...extra };
-}
-
 describe("the llm action", () => {
   it("returns the object an OpenAI-compatible server answers, validated against produces, and the run shows its tokens and cost", async ({
     expect,
@@ -83,7 +77,7 @@ describe("the llm action", () => {
     const key = uniqueId("llm");
     const ids = { prompt: uniqueId("summary"), model: uniqueId("local"), workflow: uniqueId("wf") };
     const run = await runWorkflow(
-      oneTask(ids.workflow, [
+      singleTaskWorkflow(ids.workflow, [
         llmStep(
           "answer",
           ids.prompt,
@@ -97,19 +91,14 @@ describe("the llm action", () => {
     );
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
     // Input: "You summarise." (2 words) + "Summarise the tides" (3); output: the JSON text, 3 whitespace-separated words.
-    expect(run.output.result.answer).toEqual({
-      summary: "Summarise the tides",
-      words: 3,
-      mood: "calm",
-      _meta: { tokens: { input: 5, output: 3 }, cost_usd: 0.00006 },
-    });
+    expect(run.output.result.answer).toEqual(TIDES_ANSWER);
     expect(run.usage).toEqual({ input_tokens: 5, output_tokens: 3, cost_usd: 0.00006 });
     expect((await seen(key)).credentials).toEqual([`Bearer ${TEST_SECRETS.LLM_API_KEY}`]);
   });
 
   it("returns { content } with token usage when the prompt has no produces", async ({ expect }) => {
     const run = await runWorkflow(
-      oneTask(uniqueId("wf"), [
+      singleTaskWorkflow(uniqueId("wf"), [
         llmStep(
           "chat",
           { messages: [{ role: "user", template: "Hello {{name}}" }] },
@@ -133,7 +122,7 @@ describe("the llm action", () => {
     const key = uniqueId("bad");
     const retry = { execution: { retry_policy: { max_attempts: 3, initial_delay_ms: 10 } } };
     const run = await runWorkflow(
-      oneTask(uniqueId("wf"), [
+      singleTaskWorkflow(uniqueId("wf"), [
         llmStep("ask", SUMMARY_PROMPT, compatibleModel("inline"), retry, {
           input_mapping: { topic: "tides", marker: `[[key:${key}]] [[invalid-json]]` },
         }),
@@ -154,7 +143,7 @@ describe("the llm action", () => {
     expect,
   }) => {
     const run = await runWorkflow(
-      oneTask(uniqueId("wf"), [
+      singleTaskWorkflow(uniqueId("wf"), [
         llmStep(
           "ask",
           SUMMARY_PROMPT,
@@ -187,7 +176,7 @@ describe("the llm action", () => {
     const key = uniqueId("claude");
     const mapping = { topic: "$.input.topic", marker: `[[key:${key}]]` };
     const run = await runWorkflow(
-      oneTask(uniqueId("wf"), [
+      singleTaskWorkflow(uniqueId("wf"), [
         llmStep("native", SUMMARY_PROMPT, anthropic("claude-sonnet-4-5"), {}, { input_mapping: mapping }),
         llmStep("tool", SUMMARY_PROMPT, anthropic("claude-3-haiku-20240307"), {}, { input_mapping: mapping }),
       ]),
@@ -214,7 +203,7 @@ describe("the llm action", () => {
       api_key: "$env:LLM_API_KEY",
     };
     const run = await runWorkflow(
-      oneTask(uniqueId("wf"), [
+      singleTaskWorkflow(uniqueId("wf"), [
         llmStep("ask", SUMMARY_PROMPT, model, {}, { input_mapping: { topic: "the tides", marker: "" } }),
       ]),
       {},
@@ -227,18 +216,13 @@ describe("the llm action", () => {
     const model = { provider: "workers-ai", model_id: "@cf/meta/llama-3.3-70b-instruct-fp8-fast", pricing: PRICING };
     const before = FAKE_BINDINGS.AI.calls.length;
     const run = await runWorkflow(
-      oneTask(uniqueId("wf"), [
+      singleTaskWorkflow(uniqueId("wf"), [
         llmStep("ask", SUMMARY_PROMPT, model, {}, { input_mapping: { topic: "the tides", marker: "" } }),
       ]),
       {},
     );
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
-    expect(run.output.result.ask).toEqual({
-      summary: "Summarise the tides",
-      words: 3,
-      mood: "calm",
-      _meta: { tokens: { input: 5, output: 3 }, cost_usd: 0.00006 },
-    });
+    expect(run.output.result.ask).toEqual(TIDES_ANSWER);
     expect(FAKE_BINDINGS.AI.calls.slice(before).map((call) => call.model)).toContain(
       "@cf/meta/llama-3.3-70b-instruct-fp8-fast",
     );
@@ -249,7 +233,7 @@ describe("the llm action", () => {
     const keys = { unavailable: uniqueId("u"), limited: uniqueId("l") };
     const started = Date.now();
     const run = await runWorkflow(
-      oneTask(uniqueId("wf"), [
+      singleTaskWorkflow(uniqueId("wf"), [
         llmStep("unavailable", SUMMARY_PROMPT, compatibleModel("inline"), retry, {
           input_mapping: { topic: "tides", marker: `[[key:${keys.unavailable}]] [[fail:503]] [[times:1]]` },
         }),
@@ -272,7 +256,7 @@ describe("the llm action", () => {
     // Port 9 (discard) on loopback: nothing listens there.
     const model = { provider: "openai-compatible", model_id: "m", base_url: "http://127.0.0.1:9/v1" };
     const run = await runWorkflow(
-      oneTask(uniqueId("wf"), [
+      singleTaskWorkflow(uniqueId("wf"), [
         llmStep("ask", SUMMARY_PROMPT, model, {}, { input_mapping: { topic: "tides", marker: "" } }),
       ]),
       {},
@@ -285,7 +269,7 @@ describe("the llm action", () => {
     const key = uniqueId("4xx");
     const retry = { execution: { retry_policy: { max_attempts: 3, initial_delay_ms: 10 } } };
     const run = await runWorkflow(
-      oneTask(uniqueId("wf"), [
+      singleTaskWorkflow(uniqueId("wf"), [
         llmStep("ask", SUMMARY_PROMPT, compatibleModel("inline"), retry, {
           input_mapping: { topic: "tides", marker: `[[key:${key}]] [[fail:400]]` },
         }),
@@ -302,7 +286,7 @@ describe("the llm action", () => {
 describe("llm definitions", () => {
   it("rejects a model with a literal API key at registration, registered or inline", async ({ expect }) => {
     const model = { id: uniqueId("leaky"), provider: "openai", model_id: "gpt-4o", api_key: "sk-live-0123456789" };
-    const inline = oneTask(uniqueId("wf"), [
+    const inline = singleTaskWorkflow(uniqueId("wf"), [
       llmStep("ask", SUMMARY_PROMPT, {
         provider: "anthropic",
         model_id: "claude-sonnet-4-5",
@@ -339,7 +323,9 @@ describe("llm definitions", () => {
       prompts: [{ id: ids.prompt, messages: [{ role: "user", template: "first {{x}}" }] }],
       models: [compatibleModel(ids.model)],
       workflows: [
-        oneTask(ids.workflow, [llmStep("ask", ids.prompt, ids.model, {}, { input_mapping: { x: "$.input.x" } })]),
+        singleTaskWorkflow(ids.workflow, [
+          llmStep("ask", ids.prompt, ids.model, {}, { input_mapping: { x: "$.input.x" } }),
+        ]),
       ],
     });
     const start = await api("POST", `/v1/workflows/${ids.workflow}/runs`, { input: { x: "one" } });

@@ -1,7 +1,7 @@
-import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { buildInput, setTargetPath } from "../../lib/expr/mapping.ts";
 import { api, uniqueId } from "./helpers.ts";
+import { catalogStub } from "./durable-helpers.ts";
 
 /** A one-node workflow whose node maps `mapping` into its task's input, written as JSON text so `__proto__` stays a plain key. */
 function workflowWith(id: string, mappingJson: string, outputMappingJson = "{}"): unknown {
@@ -35,7 +35,7 @@ describe("reserved keys in mappings", () => {
 
   it("refuses a __proto__ mapping field that reaches the catalog without passing the HTTP API", async ({ expect }) => {
     const body = workflowWith(uniqueId("rpc"), '{ "__proto__": "$.input" }', '{ "state.__proto__.x": "$.x" }');
-    const result = await env.CATALOG.get(env.CATALOG.idFromName("catalog")).register(body);
+    const result = await catalogStub().register(body);
     expect(result.ok).toBe(false);
     const details = (result as { ok: false; error: { details?: { path: string }[] } }).error.details ?? [];
     expect(details.map((detail) => detail.path).sort()).toEqual([

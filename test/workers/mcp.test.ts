@@ -4,9 +4,8 @@ import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validatio
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { toolPin } from "../../executor/actions/mcp.ts";
-import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
+import { api, uniqueId, httpTarget, singleTaskWorkflow, mcpServer, runWorkflow } from "./helpers.ts";
 
-const mcpServer = (): string => (env as unknown as { MCP_SERVER_URL: string }).MCP_SERVER_URL;
 const mcpSseServer = (): string => (env as unknown as { MCP_SSE_SERVER_URL: string }).MCP_SSE_SERVER_URL;
 
 interface PeerStats {
@@ -43,21 +42,14 @@ async function runWithServer(options: {
 }): Promise<{ run: any; key: string; server: string }> {
   const server = uniqueId("srv");
   const key = uniqueId("key");
-  const workflow = {
-    id: uniqueId("wf"),
-    ...(options.tools ? { tools: options.tools(server) } : {}),
-    nodes: { main: { task: { steps: options.steps(server) }, output_mapping: { "output.result": "$" } } },
-  };
+  const workflow = singleTaskWorkflow(
+    uniqueId("wf"),
+    options.steps(server),
+    options.tools ? { tools: options.tools(server) } : {},
+  );
   const url = options.url ? options.url(key) : `${mcpServer()}/k/${key}/mcp`;
-  const registered = await api("POST", "/v1/definitions", {
-    mcp_servers: [{ id: server, url, ...options.server }],
-    workflows: [workflow],
-  });
-  if (registered.status !== 201) {
-    throw new Error(JSON.stringify(registered.json));
-  }
-  const start = await api("POST", `/v1/workflows/${workflow.id}/runs`, { input: options.input ?? {} });
-  return { run: await waitForRun(start.json.run_id), key, server };
+  const bundle = { mcp_servers: [{ id: server, url, ...options.server }] };
+  return { run: await runWorkflow(workflow, options.input ?? {}, bundle), key, server };
 }
 
 describe("the mcp action", () => {

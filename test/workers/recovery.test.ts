@@ -1,10 +1,25 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, it, onTestFinished, vi } from "vitest";
+import { describe, it, vi } from "vitest";
 import { LIVENESS_CHECK_MS, PARENT_NOTIFY_RETRY_MS } from "../../coordinator/decide.ts";
 import { runIdFor, sha256Hex } from "../../lib/ids.ts";
-import { canonicalJson, verifyJournal } from "../../lib/journal/index.ts";
-import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
+import { canonicalJson } from "../../lib/journal/index.ts";
+import {
+  oneStepWorkflow,
+  registerWorkflow,
+  untilHits,
+  api,
+  uniqueId,
+  waitForRun,
+  httpTarget,
+  hits,
+  type Entry,
+  register,
+  journal,
+  verified,
+  httpStep,
+} from "./helpers.ts";
+import { catalogStub, stubOf, storedAlarm, hold } from "./durable-helpers.ts";
 
 /**
  * Recovery needs no reader. A restart (here: `abortAllDurableObjects`, which
@@ -17,62 +32,6 @@ import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
  * run), and only then reads the run and its journal once.
  */
 
-interface Entry {
-  seq: number;
-  kind: string;
-  body: Record<string, unknown>;
-}
-
-function stubOf(runId: string) {
-  return env.COORDINATOR.get(env.COORDINATOR.idFromName(runId));
-}
-
-async function hits(key: string): Promise<number> {
-  return ((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count;
-}
-
-async function register(bundle: Record<string, unknown>): Promise<void> {
-  const response = await api("POST", "/v1/definitions", bundle);
-  if (response.status !== 201) {
-    throw new Error(JSON.stringify(response.json));
-  }
-}
-
-async function journal(runId: string): Promise<Entry[]> {
-  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries as Entry[];
-}
-
-async function verified(runId: string): Promise<boolean> {
-  const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
-  return (await verifyJournal(await journal(runId), jwks, { requireAttestation: true })).ok;
-}
-
-/** When the object's stored alarm is due (read inside the live instance, before the crash). */
-function storedAlarm(runId: string): Promise<number | null> {
-  return runInDurableObject(stubOf(runId), (_instance, state) => state.storage.getAlarm());
-}
-
-/**
- * Holds every event to a Durable Object (input gate closed) until `release`:
- * a call to it stays in flight, as one does when the process dies mid-call.
- */
-function hold(stub: DurableObjectStub): { release: () => void } {
-  let release = () => {};
-  const gate = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  runInDurableObject(stub, (_instance, state) => state.blockConcurrencyWhile(() => gate)).catch(() => {
-    // The abort that stages the crash ends this call too.
-  });
-  // Released in any case, so a failing test leaves no object held for the next.
-  onTestFinished(() => release());
-  return { release: () => release() };
-}
-
-const httpStep = (ref: string, url: string) => ({
-  ref,
-  action: { kind: "http", implementation: { method: "GET", url_template: url } },
-});
 const humanStep = (ref: string) => ({
   ref,
   action: { kind: "human", implementation: { prompt_template: "go on?", input_schema: { type: "object" } } },
@@ -118,18 +77,14 @@ describe("recovery needs no reader", () => {
     const key = uniqueId("lost");
     const id = uniqueId("one-call");
     // The attempt may take 20 s: its deadline (30 s with the grace) is far behind the liveness check.
-    await register({
-      workflows: [
-        {
-          id,
-          nodes: {
-            call: { timeout_ms: 20_000, task: { steps: [httpStep("wait", `${httpTarget()}/slow/${key}?ms=1500`)] } },
-          },
-        },
-      ],
+    await registerWorkflow({
+      id,
+      nodes: {
+        call: { timeout_ms: 20_000, task: { steps: [httpStep("wait", `${httpTarget()}/slow/${key}?ms=1500`)] } },
+      },
     });
     const runId: string = (await api("POST", `/v1/workflows/${id}/runs`, { input: {} })).json.run_id;
-    await vi.waitUntil(async () => (await hits(key)) >= 1, { timeout: 10_000 });
+    await untilHits(key, 1);
 
     const alarm = await storedAlarm(runId);
     expect(alarm).not.toBeNull();
@@ -137,7 +92,7 @@ describe("recovery needs no reader", () => {
     await abortAllDurableObjects();
     await runDurableObjectAlarm(stubOf(runId));
     // Sent again, with nobody reading the run.
-    await vi.waitUntil(async () => (await hits(key)) >= 2, { timeout: 10_000 });
+    await untilHits(key, 2);
 
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
@@ -158,7 +113,7 @@ describe("recovery needs no reader", () => {
     const parent = uniqueId("parent-flow");
     await register({
       workflows: [
-        { id: child, nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } } },
+        oneStepWorkflow(child, "mark", httpStep("mark", `${httpTarget()}/mark/${key}`)),
         { id: parent, nodes: { sub: { workflow: child } } },
       ],
     });
@@ -166,7 +121,7 @@ describe("recovery needs no reader", () => {
     const runId: string = (await api("POST", `/v1/workflows/${parent}/runs`, { input: {}, mode: "approval" })).json
       .run_id;
     // The catalog holds the child's resolution: the start is in flight when the process dies.
-    const catalog = hold(env.CATALOG.get(env.CATALOG.idFromName("catalog")));
+    const catalog = hold(catalogStub());
     const approved = await api("POST", `/v1/runs/${runId}/approve`);
     expect(approved.json.nodes.sub.status).toBe("waiting");
 
@@ -177,7 +132,7 @@ describe("recovery needs no reader", () => {
     catalog.release();
     await runDurableObjectAlarm(stubOf(runId));
     // The child ran its task, and its report completes the parent: nobody read either run.
-    await vi.waitUntil(async () => (await hits(key)) >= 1, { timeout: 10_000 });
+    await untilHits(key, 1);
 
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
@@ -232,7 +187,7 @@ describe("recovery needs no reader", () => {
     parentHeld.release();
     await runDurableObjectAlarm(stubOf(childRunId));
     // The parent got the report and dispatched the node after it: nobody read the parent.
-    await vi.waitUntil(async () => (await hits(`${key}-after`)) >= 1, { timeout: 10_000 });
+    await untilHits(`${key}-after`, 1);
 
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
@@ -304,32 +259,28 @@ describe("recovery needs no reader", () => {
   }) => {
     const key = uniqueId("last");
     const id = uniqueId("with-container");
-    await register({
-      workflows: [
-        {
-          id,
-          resources: { dev_env: { type: "container" } },
-          nodes: {
-            work: {
-              resource_bindings: { container: "dev_env" },
-              task: {
-                steps: [
-                  {
-                    ref: "write",
-                    action: { kind: "shell", implementation: { command_template: "echo kept > note.txt" } },
-                  },
-                ],
+    await registerWorkflow({
+      id,
+      resources: { dev_env: { type: "container" } },
+      nodes: {
+        work: {
+          resource_bindings: { container: "dev_env" },
+          task: {
+            steps: [
+              {
+                ref: "write",
+                action: { kind: "shell", implementation: { command_template: "echo kept > note.txt" } },
               },
-            },
-            last: { depends_on: ["work"], task: { steps: [httpStep("wait", `${httpTarget()}/slow/${key}?ms=300`)] } },
+            ],
           },
         },
-      ],
+        last: { depends_on: ["work"], task: { steps: [httpStep("wait", `${httpTarget()}/slow/${key}?ms=300`)] } },
+      },
     });
     const runId: string = (await api("POST", `/v1/workflows/${id}/runs`, { input: {} })).json.run_id;
     const container = `${runId}/dev_env`;
     // The container is done with (its node completed) while the last node runs.
-    await vi.waitUntil(async () => (await hits(key)) >= 1, { timeout: 10_000 });
+    await untilHits(key, 1);
     const claimed = await sandboxRecord(container);
     expect(claimed.owner).toMatchObject({ run_id: runId });
     expect(claimed.owner?.released_at).toBeUndefined();
@@ -363,8 +314,9 @@ describe("recovery needs no reader", () => {
   }) => {
     const key = uniqueId("plain");
     const id = uniqueId("plain-flow");
-    await register({
-      workflows: [{ id, nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } } }],
+    await registerWorkflow({
+      id,
+      nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } },
     });
     const runId: string = (await api("POST", `/v1/workflows/${id}/runs`, { input: {} })).json.run_id;
     expect((await waitForRun(runId)).status).toBe("completed");
@@ -389,8 +341,9 @@ describe("recovery needs no reader", () => {
     const key = uniqueId("mark");
     const id = uniqueId("created");
     const idempotencyKey = uniqueId("key");
-    await register({
-      workflows: [{ id, nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } } }],
+    await registerWorkflow({
+      id,
+      nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } },
     });
     const runId = await runIdFor(`${id}\n${idempotencyKey}`);
     // Staged crash: any commit of a journal entry after `run.created` fails, as if the
@@ -424,8 +377,9 @@ describe("recovery needs no reader", () => {
     const key = uniqueId("mark");
     const id = uniqueId("stranded");
     const idempotencyKey = uniqueId("key");
-    await register({
-      workflows: [{ id, nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } } }],
+    await registerWorkflow({
+      id,
+      nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } },
     });
     // What the two-transaction creation left after a crash between them: `run.created`
     // committed, the run in drafting, in auto mode, with no alarm. Staged from an
@@ -448,7 +402,7 @@ describe("recovery needs no reader", () => {
     const retried = await api("POST", `/v1/workflows/${id}/runs`, { input: {}, idempotency_key: idempotencyKey });
     expect(retried.status).toBe(200);
     expect(retried.json.status).not.toBe("drafting");
-    await vi.waitUntil(async () => (await hits(key)) >= 1, { timeout: 10_000 });
+    await untilHits(key, 1);
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
     expect(await verified(runId)).toBe(true);

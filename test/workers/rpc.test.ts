@@ -1,7 +1,7 @@
 import { exports } from "cloudflare:workers";
 import { it } from "vitest";
 import type { TrellisApi } from "../../src/rpc.ts";
-import { uniqueId, waitForRun } from "./helpers.ts";
+import { oneStepWorkflow, uniqueId, waitForRun } from "./helpers.ts";
 
 it("offers the same operations over Workers RPC, with errors as data", async ({ expect }) => {
   // The generated RPC stub type is too deep for tsc over recursive JSON types; the methods return plain data.
@@ -65,7 +65,7 @@ it("holds RPC arguments to the HTTP body limits: lone surrogates, depth, size, s
   expect(
     (
       await rpc.registerDefinitions({
-        workflows: [{ id, nodes: { a: { task: { steps: [{ ref: "ask", action: human }] } } } }],
+        workflows: [oneStepWorkflow(id, "a", { ref: "ask", action: human })],
       })
     ).ok,
   ).toBe(true);

@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import { principalOf } from "../../src/auth.ts";
-import { api, httpTarget, uniqueId, waitForRun } from "./helpers.ts";
+import { registerWorkflow, api, uniqueId, waitForRun, httpTarget, start, journal, httpStep } from "./helpers.ts";
 
 const contextTask = (expr: string, path = "v") => ({
   steps: [
@@ -15,38 +15,15 @@ const contextTask = (expr: string, path = "v") => ({
 });
 const slowTask = (ms: number, key: string) => ({
   steps: [
-    {
-      ref: "wait",
-      action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow/${key}?ms=${ms}` } },
-      output_mapping: { "output.waited": "$.body.waited" },
-    },
+    httpStep("wait", `${httpTarget()}/slow/${key}?ms=${ms}`, { output_mapping: { "output.waited": "$.body.waited" } }),
   ],
 });
-
-async function register(workflow: Record<string, unknown>): Promise<void> {
-  const response = await api("POST", "/v1/definitions", { workflows: [workflow] });
-  if (response.status !== 201) {
-    throw new Error(`registration failed: ${JSON.stringify(response.json)}`);
-  }
-}
-
-async function runToEnd(workflowId: string, input: unknown = {}): Promise<any> {
-  const start = await api("POST", `/v1/workflows/${workflowId}/runs`, { input });
-  if (start.status !== 201) {
-    throw new Error(`start failed: ${JSON.stringify(start.json)}`);
-  }
-  return waitForRun(start.json.run_id);
-}
-
-async function journalOf(runId: string): Promise<any[]> {
-  return (await api("GET", `/v1/runs/${runId}/journal`)).json.entries;
-}
 
 describe("scheduling", () => {
   it("runs the two middle nodes of a diamond at the same time", async ({ expect }) => {
     const id = uniqueId("diamond");
     const key = uniqueId("k");
-    await register({
+    await registerWorkflow({
       id,
       nodes: {
         a: { task: contextTask("1") },
@@ -59,10 +36,10 @@ describe("scheduling", () => {
         },
       },
     });
-    const run = await runToEnd(id);
+    const run = await waitForRun(await start(id));
     expect(run.status).toBe("completed");
     expect(run.nodes.d.status).toBe("completed");
-    const entries = await journalOf(run.run_id);
+    const entries: any[] = await journal(run.run_id);
     const interval = (node: string) => {
       const dispatched = entries.find((entry) => entry.kind === "task.dispatched" && entry.body.node === node);
       const completed = entries.find((entry) => entry.kind === "task.completed" && entry.body.node === node);
@@ -81,7 +58,7 @@ describe("scheduling", () => {
     expect,
   }) => {
     const id = uniqueId("when");
-    await register({
+    await registerWorkflow({
       id,
       nodes: {
         gate: { task: contextTask("input.go", "go") },
@@ -90,12 +67,12 @@ describe("scheduling", () => {
         joined: { task: contextTask("3"), depends_on: ["never", "gate"] },
       },
     });
-    const run = await runToEnd(id, { go: false });
+    const run = await waitForRun(await start(id, { input: { go: false } }));
     expect(run.status).toBe("completed");
     expect(run.nodes.never.status).toBe("skipped");
     expect(run.nodes.after_never.status).toBe("skipped");
     expect(run.nodes.joined.status).toBe("completed");
-    const skipped = (await journalOf(run.run_id))
+    const skipped = (await journal(run.run_id))
       .filter((entry) => entry.kind === "node.skipped")
       .map((entry) => entry.body.node);
     expect(skipped).toEqual(["never", "after_never"]);
@@ -104,8 +81,8 @@ describe("scheduling", () => {
   it("sends tasks in executor calls of at most 6, at most 20 calls in one event", async ({ expect }) => {
     const id = uniqueId("wide");
     const nodes = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`n${i}`, { task: contextTask(`${i}`) }]));
-    await register({ id, max_parallel: 100, nodes });
-    const run = await runToEnd(id);
+    await registerWorkflow({ id, max_parallel: 100, nodes });
+    const run = await waitForRun(await start(id));
     expect(run.status).toBe("completed");
     const stub = env.COORDINATOR.get(env.COORDINATOR.idFromName(run.run_id)) as unknown as {
       getStats(): Promise<{ maxDispatchesPerEvent: number; maxTasksPerCall: number; dispatches: number }>;
@@ -122,7 +99,7 @@ describe("scheduling", () => {
   }) => {
     const id = uniqueId("snap");
     const key = uniqueId("k");
-    await register({
+    await registerWorkflow({
       id,
       nodes: {
         slow: { task: slowTask(300, key) },
@@ -130,7 +107,7 @@ describe("scheduling", () => {
       },
     });
     const start = await api("POST", `/v1/workflows/${id}/runs`, { input: {} });
-    await register({
+    await registerWorkflow({
       id,
       nodes: {
         slow: { task: slowTask(300, key) },
@@ -146,7 +123,7 @@ describe("scheduling", () => {
 describe("starting runs", () => {
   it("rejects input that breaks input_schema with 400 details and creates no run", async ({ expect }) => {
     const id = uniqueId("typed");
-    await register({
+    await registerWorkflow({
       id,
       input_schema: { type: "object", required: ["name"], properties: { name: { type: "string" } } },
       nodes: { a: { task: contextTask("1") } },
@@ -165,7 +142,7 @@ describe("starting runs", () => {
     expect(unknown.status).toBe(404);
     expect(unknown.json.error.code).toBe("workflow.not_found");
     const id = uniqueId("v");
-    await register({ id, nodes: { a: { task: contextTask("1") } } });
+    await registerWorkflow({ id, nodes: { a: { task: contextTask("1") } } });
     expect((await api("POST", `/v1/workflows/${id}/runs`, { version: 5 })).status).toBe(404);
     for (const runId of ["run_00000000000000000000000000000000", "not-a-run"]) {
       const response = await api("GET", `/v1/runs/${runId}`);
@@ -176,7 +153,7 @@ describe("starting runs", () => {
 
   it("rejects a malformed run request with the path of each problem", async ({ expect }) => {
     const id = uniqueId("v");
-    await register({ id, nodes: { a: { task: contextTask("1") } } });
+    await registerWorkflow({ id, nodes: { a: { task: contextTask("1") } } });
     const response = await api("POST", `/v1/workflows/${id}/runs`, { input: {}, version: "two", mode: "turbo" });
     expect(response.status).toBe(400);
     expect(response.json.error.details.map((detail: { path: string }) => detail.path).sort()).toEqual([
@@ -187,7 +164,7 @@ describe("starting runs", () => {
 
   it("returns the same run for the same idempotency_key, and 409 for that key with other input", async ({ expect }) => {
     const id = uniqueId("idem");
-    await register({ id, nodes: { a: { task: contextTask("input.n", "n") } } });
+    await registerWorkflow({ id, nodes: { a: { task: contextTask("input.n", "n") } } });
     const first = await api("POST", `/v1/workflows/${id}/runs`, { input: { n: 1 }, idempotency_key: "order-7" });
     const second = await api("POST", `/v1/workflows/${id}/runs`, { input: { n: 1 }, idempotency_key: "order-7" });
     expect(first.status).toBe(201);
@@ -204,7 +181,7 @@ describe("starting runs", () => {
 describe("cancel", () => {
   it("cancels a running run, ignores the late result, and refuses a second cancel with 409", async ({ expect }) => {
     const id = uniqueId("cancel");
-    await register({
+    await registerWorkflow({
       id,
       nodes: { slow: { task: slowTask(500, uniqueId("k")) }, after: { task: contextTask("1"), depends_on: ["slow"] } },
     });
@@ -219,9 +196,9 @@ describe("cancel", () => {
     expect(run.nodes.slow.status).toBe("cancelled");
     expect(run.nodes.after.status).toBe("cancelled");
     expect(
-      (await journalOf(run.run_id)).some((entry) => entry.kind === "task.dispatched" && entry.body.node === "after"),
+      (await journal(run.run_id)).some((entry) => entry.kind === "task.dispatched" && entry.body.node === "after"),
     ).toBe(false);
-    const entries = await journalOf(run.run_id);
+    const entries: any[] = await journal(run.run_id);
     expect(entries.at(-1).kind).toBe("attest");
     expect(entries.at(-1).body.outcome).toBe("cancelled");
     const again = await api("POST", `/v1/runs/${start.json.run_id}/cancel`, {});
@@ -235,15 +212,15 @@ describe("the journal", () => {
     expect,
   }) => {
     const id = uniqueId("journal");
-    await register({
+    await registerWorkflow({
       id,
       nodes: {
         a: { task: contextTask("'x'", "v"), output_mapping: { "output.v": "$.v" } },
         b: { task: contextTask("2"), depends_on: ["a"] },
       },
     });
-    const run = await runToEnd(id);
-    const entries = await journalOf(run.run_id);
+    const run = await waitForRun(await start(id));
+    const entries: any[] = await journal(run.run_id);
     const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
     expect(jwks.keys[0]).toMatchObject({ kty: "OKP", crv: "Ed25519", alg: "EdDSA" });
     const report = await verifyJournal(entries, jwks, { requireAttestation: true });

@@ -4,10 +4,8 @@ import { EngineError } from "../../lib/errors.ts";
 import { declaredSecretNames, scrubbedSecretValues, scrubSecrets } from "../../lib/secrets.ts";
 import { resolveSecrets } from "../../executor/secrets.ts";
 import { TEST_SECRETS } from "../secrets.ts";
-import { api, httpTarget, singleTaskWorkflow, TOKEN, uniqueId, waitForRun } from "./helpers.ts";
+import { TOKEN, api, uniqueId, httpTarget, singleTaskWorkflow, llmServer, mcpServer, runWorkflow } from "./helpers.ts";
 
-const llmServer = (): string => (env as unknown as { LLM_SERVER_URL: string }).LLM_SERVER_URL;
-const mcpServer = (): string => (env as unknown as { MCP_SERVER_URL: string }).MCP_SERVER_URL;
 const bindings = env as unknown as Record<string, string>;
 
 /** An http step that sends `headers` to `url`, its whole output landing at `output.call`. */
@@ -18,15 +16,6 @@ function httpStep(url: string, headers: Record<string, string>, step: Record<str
     output_mapping: { "output.call": "$" },
     ...step,
   };
-}
-
-async function start(workflow: Record<string, unknown>, bundle: Record<string, unknown> = {}): Promise<any> {
-  const registered = await api("POST", "/v1/definitions", { ...bundle, workflows: [workflow] });
-  if (registered.status !== 201) {
-    throw new Error(JSON.stringify(registered.json));
-  }
-  const run = await api("POST", `/v1/workflows/${String(workflow.id)}/runs`, { input: {} });
-  return waitForRun(run.json.run_id);
 }
 
 /** The journal, the run view and the whole event stream of a finished run, as text. */
@@ -121,7 +110,7 @@ describe("which secrets a definition may name", () => {
   });
 
   it("fails the step with secret.missing when a declared secret has no value", async ({ expect }) => {
-    const run = await start(
+    const run = await runWorkflow(
       singleTaskWorkflow(uniqueId("unset"), [
         httpStep(`${httpTarget()}/echo`, { authorization: "Bearer $env:UNSET_SECRET" }),
       ]),
@@ -135,7 +124,7 @@ describe("scrubbing secrets from what a task reports", () => {
   it("scrubs a credential that a peer echoes in a successful answer from the output, the journal and the events", async ({
     expect,
   }) => {
-    const run = await start(
+    const run = await runWorkflow(
       singleTaskWorkflow(uniqueId("echo"), [httpStep(`${httpTarget()}/echo`, { "x-api-key": "$env:LLM_API_KEY" })]),
     );
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
@@ -150,7 +139,7 @@ describe("scrubbing secrets from what a task reports", () => {
   it("scrubs a credential quoted by http.invalid_json from the error, the journal and the events", async ({
     expect,
   }) => {
-    const run = await start(
+    const run = await runWorkflow(
       singleTaskWorkflow(uniqueId("broken"), [
         httpStep(`${httpTarget()}/broken-json`, { "x-api-key": "$env:LLM_API_KEY" }),
       ]),
@@ -174,7 +163,7 @@ describe("scrubbing secrets from what a task reports", () => {
       messages: [{ role: "user", template: "Tell me [[echo-credential:answer]]" }],
       ...(produces ? { produces: { type: "object", required: ["a"], properties: { a: { type: "string" } } } } : {}),
     });
-    const failed = await start(
+    const failed = await runWorkflow(
       singleTaskWorkflow(uniqueId("llmbad"), [
         { ref: "ask", action: { kind: "llm", implementation: { prompt: prompt(true), model } } },
       ]),
@@ -182,7 +171,7 @@ describe("scrubbing secrets from what a task reports", () => {
     expect(failed.status).toBe("failed");
     expect(failed.error.code).toBe("llm.invalid_output");
     expect(failed.error.message).toContain("(credential: Bearer [redacted])");
-    const answered = await start(
+    const answered = await runWorkflow(
       singleTaskWorkflow(uniqueId("llmok"), [
         {
           ref: "ask",

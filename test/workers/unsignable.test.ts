@@ -4,11 +4,7 @@ import { finalizeResult } from "../../executor/run-task.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../../lib/journal/canonical.ts";
 import type { TaskPayload, TaskResult } from "../../schemas/index.ts";
-import { api, httpTarget, singleTaskWorkflow, uniqueId, waitForRun } from "./helpers.ts";
-
-async function hits(key: string): Promise<number> {
-  return ((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count;
-}
+import { api, uniqueId, waitForRun, httpTarget, singleTaskWorkflow, hits } from "./helpers.ts";
 
 /** Runs one http GET of `url` in a node that retries retryable failures three times. */
 async function runGet(url: string): Promise<any> {

@@ -1,6 +1,6 @@
 import { describe, it } from "vitest";
 import { FAKE_BINDINGS, fakeEmbedding } from "../fakes/bindings.ts";
-import { api, uniqueId, waitForRun } from "./helpers.ts";
+import { api, uniqueId, runWorkflow } from "./helpers.ts";
 
 /** Documents tagged with a batch of their own, so each test filters to what it wrote. */
 function docs(batch: string) {
@@ -31,15 +31,6 @@ const upsertAction = {
   implementation: { index: "default", operation: "upsert", text_template: "{{title}}: {{body}}" },
 };
 
-async function run(workflow: Record<string, unknown>, input: unknown): Promise<any> {
-  const registered = await api("POST", "/v1/definitions", { workflows: [workflow] });
-  if (registered.status !== 201) {
-    throw new Error(JSON.stringify(registered.json));
-  }
-  const start = await api("POST", `/v1/workflows/${String(workflow.id)}/runs`, { input });
-  return waitForRun(start.json.run_id);
-}
-
 /** A node running an inline task, whose output lands at `output.<as>` of the run. */
 function task(steps: unknown[], as = "result") {
   return { task: { steps }, output_mapping: { [`output.${as}`]: "$" } };
@@ -49,7 +40,7 @@ describe("the vector action", () => {
   it("upserts documents, embedding their rendered text, then finds the closest to a question", async ({ expect }) => {
     const batch = uniqueId("batch");
     const before = FAKE_BINDINGS.AI.calls.length;
-    const result = await run(
+    const result = await runWorkflow(
       {
         id: uniqueId("wf"),
         nodes: {
@@ -113,7 +104,7 @@ describe("the vector action", () => {
     const batch = uniqueId("vals");
     const vectors = docs(batch).map((doc) => ({ id: doc.id, values: fakeEmbedding(doc.body), metadata: doc.metadata }));
     const before = FAKE_BINDINGS.AI.calls.length;
-    const result = await run(
+    const result = await runWorkflow(
       {
         id: uniqueId("wf"),
         nodes: {
@@ -144,7 +135,7 @@ describe("the vector action", () => {
   });
 
   it("fails with vector.no_binding for an index the Worker has no binding for", async ({ expect }) => {
-    const result = await run(
+    const result = await runWorkflow(
       {
         id: uniqueId("wf"),
         nodes: {
@@ -186,7 +177,7 @@ describe("the metric action", () => {
   }) => {
     const batch = uniqueId("metric");
     const name = uniqueId("search_hits");
-    const result = await run(
+    const result = await runWorkflow(
       {
         id: uniqueId("wf"),
         nodes: {
@@ -238,7 +229,7 @@ describe("the metric action", () => {
     expect,
   }) => {
     const name = uniqueId("literal");
-    const ok = await run(
+    const ok = await runWorkflow(
       {
         id: uniqueId("wf"),
         nodes: {
@@ -252,7 +243,7 @@ describe("the metric action", () => {
       { indexes: [name], doubles: [1.5], blobs: [name, ok.run_id] },
     ]);
 
-    const bad = await run(
+    const bad = await runWorkflow(
       {
         id: uniqueId("wf"),
         nodes: {
