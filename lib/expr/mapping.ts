@@ -57,6 +57,11 @@ export function evaluateSource(
     const selected = selectJsonPath(source, doc);
     return selected.found ? { found: true, value: selected.value as Json } : selected;
   }
+  const optional = optionalPathOf(source);
+  if (optional !== undefined) {
+    const selected = selectJsonPath(optional.path, doc);
+    return selected.found ? { found: true, value: selected.value as Json } : optional.fallback;
+  }
   if (isComputed(source, "expr")) {
     return { found: true, value: evalCel(source.expr, doc) as Json };
   }
@@ -75,14 +80,12 @@ export function evaluateSource(
 export function buildInput(mapping: Record<string, unknown>, doc: Record<string, unknown>): JsonObject {
   const input: JsonObject = {};
   for (const [field, source] of Object.entries(mapping)) {
-    const optional = optionalPathOf(source);
-    const result = withPath(`input_mapping.${field}`, () => evaluateSource(optional?.path ?? source, doc));
-    const value = result.found ? result : optional?.fallback;
-    if (value === undefined) {
-      throw unresolvedPath(`input_mapping.${field}`, String(source), doc);
-    }
-    if (value.found) {
-      defineMember(input, field, value.value);
+    const result = withPath(`input_mapping.${field}`, () => evaluateSource(source, doc));
+    if (result.found) {
+      defineMember(input, field, result.value);
+    } else if (typeof source === "string") {
+      // A bare `$` path selected nothing; one marked optional (`{ path, … }`) has said what then.
+      throw unresolvedPath(`input_mapping.${field}`, source, doc);
     }
   }
   return input;
@@ -153,6 +156,11 @@ function evaluateOutputSource(source: unknown, calleeOutput: Json): { found: tru
   if (typeof source === "string" && source.startsWith("$")) {
     const selected = selectJsonPath(source, calleeOutput);
     return selected.found ? { found: true, value: selected.value as Json } : selected;
+  }
+  const optional = optionalPathOf(source);
+  if (optional !== undefined) {
+    const selected = selectJsonPath(optional.path, calleeOutput);
+    return selected.found ? { found: true, value: selected.value as Json } : optional.fallback;
   }
   if (isComputed(source, "expr")) {
     return { found: true, value: evalCel(source.expr, { output: calleeOutput }) as Json };
