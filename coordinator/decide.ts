@@ -246,14 +246,17 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
     cost_usd: usage.cost_usd + tokens.cost_usd,
   };
   if (result.suspended) {
-    suspendInvocation(draft, nodeId, invocation, result.suspended);
+    suspendInvocation(draft, nodeId, invocation, result.suspended, {
+      token: result.token_id,
+      steps: result.steps ?? [],
+    });
     return;
   }
   if (result.success) {
-    completeInvocation(draft, nodeId, invocation, result.output ?? null, result.metrics.duration_ms);
+    completeInvocation(draft, nodeId, invocation, result.output ?? null, result.metrics.duration_ms, result.steps);
     return;
   }
-  failInvocation(draft, nodeId, invocation, attemptErrorOf(result));
+  failInvocation(draft, nodeId, invocation, attemptErrorOf(result), result.steps);
 }
 
 /** Failed and cancelled nodes start over; completed and skipped ones keep their results. */

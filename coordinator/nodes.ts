@@ -12,6 +12,7 @@ import {
   type Node as NodeDefinition,
   type NodeRecord,
   type Json,
+  type StepRecord,
 } from "../schemas/index.ts";
 import { closeInvocation, isOpen, type Draft } from "./draft.ts";
 
@@ -167,6 +168,7 @@ export function completeInvocation(
   invocation: InvocationRecord,
   output: Json,
   durationMs: number,
+  steps?: StepRecord[],
 ): void {
   draft.journal("task.completed", {
     node: nodeId,
@@ -175,6 +177,7 @@ export function completeInvocation(
     attempt: invocation.attempts,
     duration_ms: durationMs,
     output,
+    ...(steps === undefined ? {} : { steps }),
   });
   draft.setInvocation(nodeId, invocation.index, {
     status: "completed",
@@ -209,6 +212,7 @@ export function failInvocation(
   nodeId: string,
   invocation: InvocationRecord,
   failure: AttemptError,
+  steps?: StepRecord[],
 ): void {
   const policy = resolveRetryPolicy(draft.nodeDefinition(nodeId).retry);
   const error = toFailure(failure, nodeId);
@@ -219,6 +223,7 @@ export function failInvocation(
     token: invocation.token,
     attempt: invocation.attempts,
     error: { ...error },
+    ...(steps === undefined ? {} : { steps }),
   });
   if (failure.retryable && invocation.attempts < policy.maxAttempts) {
     const retryAt = draft.now + retryDelayMs(policy, invocation.attempts, draft.random(), failure.retry_after_ms);

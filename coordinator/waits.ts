@@ -8,6 +8,7 @@ import {
   type TaskResume,
   type TaskSuspension,
   type Json,
+  type StepRecord,
 } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
 import { completeInvocation, failNode, itemOf } from "./nodes.ts";
@@ -44,8 +45,18 @@ export function suspendInvocation(
   nodeId: string,
   invocation: InvocationRecord,
   suspended: TaskSuspension,
+  result: { token: string; steps: StepRecord[] },
 ): void {
   const wait = suspended.wait;
+  // The steps that ran before the wait are on record now: the continuation starts at the waiting step.
+  draft.journal("task.suspended", {
+    node: nodeId,
+    item: itemOf(draft, nodeId, invocation),
+    token: result.token,
+    attempt: invocation.attempts,
+    step: suspended.step_ref,
+    steps: result.steps,
+  });
   const base = { step_ref: suspended.step_ref, step_index: suspended.step_index, context: suspended.context };
   if (wait.kind === "gate") {
     const gate = openGate(draft, nodeId, invocation, suspended.step_ref, wait);

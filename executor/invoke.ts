@@ -3,7 +3,7 @@ import { canonicalProblem } from "../lib/journal/canonical.ts";
 import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
-import type { ActionKind, ResolvedAction, Json } from "../schemas/index.ts";
+import type { ActionKind, CallAttempt, ResolvedAction, Json } from "../schemas/index.ts";
 import { ACTION_HANDLERS, type ActionContext, type ResolvedActionOf } from "./actions/index.ts";
 
 /** An action call's bound when the action sets no `execution.timeout_ms`: 30 seconds. */
@@ -44,6 +44,8 @@ export interface InvokeOptions {
   /** The task's own signal: aborted when the task attempt runs out of time. */
   taskSignal: AbortSignal;
   clock: Clock;
+  /** Each call's record is appended here as it ends (the step's journal record). */
+  attempts?: CallAttempt[];
 }
 
 /** What one action call did: its output, and how many attempts it took. */
@@ -85,6 +87,7 @@ async function invokeChecked(
   }
   const policy = resolveRetryPolicy(action.execution?.retry_policy);
   for (let attempt = 1; ; attempt += 1) {
+    const started = options.clock.now();
     try {
       const output = scrubSecrets(signable(action, await callOnce(action, input, options)), secrets);
       const outputProblems = validateJson(action.produces, output, "output");
@@ -95,18 +98,31 @@ async function invokeChecked(
           outputProblems,
         );
       }
+      options.attempts?.push({ attempt, duration_ms: options.clock.now() - started });
       return { output, attempts: attempt };
     } catch (thrown) {
-      const error = ensureEngineError(thrown, "action.failed");
+      const error = scrubError(ensureEngineError(thrown, "action.failed"), secrets);
+      const record: CallAttempt = { attempt, duration_ms: options.clock.now() - started, error: attemptErrorOf(error) };
+      options.attempts?.push(record);
       if (!error.retryable || attempt >= policy.maxAttempts || options.taskSignal.aborted) {
         throw error;
       }
-      await options.clock.sleep(
-        retryDelayMs(policy, attempt, options.clock.random(), error.retryAfterMs),
-        options.taskSignal,
-      );
+      const delay = retryDelayMs(policy, attempt, options.clock.random(), error.retryAfterMs);
+      record.retry_in_ms = delay;
+      record.retry_reason = error.retryAfterMs !== undefined && delay <= error.retryAfterMs ? "retry_after" : "backoff";
+      await options.clock.sleep(delay, options.taskSignal);
     }
   }
+}
+
+/** A failed call as its attempt record says it: code, message, whether a retry may help. */
+function attemptErrorOf(error: EngineError): NonNullable<CallAttempt["error"]> {
+  return {
+    code: error.code,
+    message: error.message,
+    retryable: error.retryable,
+    ...(error.retryAfterMs === undefined ? {} : { retry_after_ms: error.retryAfterMs }),
+  };
 }
 
 /**

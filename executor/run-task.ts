@@ -33,12 +33,17 @@ export async function runTask(payload: TaskPayload, deps: RunTaskDeps): Promise<
   return finalizeResult(result, scrubbedSecretValues(deps.context.env));
 }
 
-/** The task in three parts: where it starts, its step loop, and its result. */
+/** The task in three parts: where it starts, its step loop, and its result, which carries its step records. */
 async function runToResult(payload: TaskPayload, deps: RunTaskDeps): Promise<TaskResult> {
+  const tally: StepTally = { stepsExecuted: 0, usage: { input: 0, output: 0, cost_usd: 0 }, steps: [] };
+  const result = await runWithTally(payload, deps, tally);
+  return tally.steps.length === 0 ? result : { ...result, steps: tally.steps };
+}
+
+async function runWithTally(payload: TaskPayload, deps: RunTaskDeps, tally: StepTally): Promise<TaskResult> {
   const clock = deps.clock ?? SYSTEM_CLOCK;
   const started = clock.now();
   const signal = clock.timeout(payload.timeout_ms);
-  const tally: StepTally = { stepsExecuted: 0, usage: { input: 0, output: 0, cost_usd: 0 } };
   const metrics = () => metricsOf(tally, started, clock.now());
   const start = startOf(payload, signal);
   if (!start.ok) {

@@ -4,7 +4,9 @@ import { buildInput } from "../lib/expr/mapping.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import {
   APPROVAL_SCHEMA,
+  type CallAttempt,
   type ResolvedStep,
+  type StepRecord,
   type TaskContext,
   type TaskPayload,
   type TaskSuspension,
@@ -29,10 +31,11 @@ export type LoopEnd =
   | { end: "fail"; error: EngineError; stepRef: string; context: TaskContext }
   | { end: "suspend"; stepRef: string; stepIndex: number; context: TaskContext; wait: TaskSuspension["wait"] };
 
-/** What the loop counts as it goes, for the result's metrics. */
+/** What the loop counts as it goes, for the result's metrics and its step records. */
 export interface StepTally {
   stepsExecuted: number;
   usage: { input: number; output: number; cost_usd: number };
+  steps: StepRecord[];
 }
 
 /**
@@ -49,7 +52,10 @@ export async function runSteps(
   let context = start.context;
   for (let index = start.first; index < payload.task.steps.length; index += 1) {
     const step = payload.task.steps[index] as ResolvedStep;
-    const outcome = await runStep(step, context, payload, deps, start.approvedIndex === index);
+    const started = deps.clock.now();
+    const attempts: CallAttempt[] = [];
+    const outcome = await runStep(step, context, payload, { ...deps, attempts }, start.approvedIndex === index);
+    tally.steps.push(stepRecord(step, outcome, attempts, deps.clock.now() - started));
     tally.stepsExecuted += outcome.ran ? 1 : 0;
     addUsage(tally.usage, outcome.usage);
     if (outcome.next === "fail") {
@@ -66,12 +72,42 @@ export async function runSteps(
   return { end: "done", context };
 }
 
+/** How a step went, for the journal: its status, its calls, and its error when it failed. */
+function stepRecord(step: ResolvedStep, outcome: StepOutcome, attempts: CallAttempt[], durationMs: number): StepRecord {
+  const { kind, id, version } = step.action;
+  const base = { step: step.ref, action: `${kind} ${id}@${version}`, duration_ms: durationMs, attempts };
+  switch (outcome.next) {
+    case "suspend":
+      return { ...base, status: "suspended" };
+    case "fail":
+      return { ...base, status: "failed", error: recordedError(outcome.error) };
+    case "succeed":
+      return { ...base, status: "skipped", else: "succeed" };
+    case "continue":
+      if (!outcome.ran) {
+        return { ...base, status: "skipped", else: "skip" };
+      }
+      return outcome.failure === undefined
+        ? { ...base, status: "completed" }
+        : { ...base, status: "continued", error: recordedError(outcome.failure) };
+  }
+}
+
+function recordedError(error: EngineError): NonNullable<StepRecord["error"]> {
+  return {
+    code: error.code,
+    message: error.message,
+    retryable: error.retryable,
+    ...(error.retryAfterMs === undefined ? {} : { retry_after_ms: error.retryAfterMs }),
+  };
+}
+
 /** One step: its condition, then its action (or its wait), then its output or its `on_failure`. */
 async function runStep(
   step: ResolvedStep,
   context: TaskContext,
   payload: TaskPayload,
-  deps: StepLoopDeps,
+  deps: StepLoopDeps & { attempts: CallAttempt[] },
   approved: boolean,
 ): Promise<StepOutcome> {
   const doc = { input: context.input, state: context.state, output: context.output };
@@ -90,6 +126,7 @@ async function runStep(
       context: { ...deps.context, payload },
       taskSignal: deps.signal,
       clock: deps.clock,
+      attempts: deps.attempts,
     });
     return { next: "continue", context: writeStepOutput(step, output, context), ran: true, usage: metaOf(output) };
   } catch (thrown) {

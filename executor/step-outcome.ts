@@ -16,7 +16,8 @@ const DETERMINISTIC_FAILURES: ReadonlySet<string> = new Set([
 
 /** How a failed step ends: the task goes on (`on_failure: "continue"`) or fails. */
 export type FailedStepOutcome = (
-  { next: "continue"; context: TaskContext; ran: boolean } | { next: "fail"; error: EngineError; ran: boolean }
+  | { next: "continue"; context: TaskContext; ran: boolean; failure?: EngineError }
+  | { next: "fail"; error: EngineError; ran: boolean }
 ) & { usage?: Json };
 
 /** How a step ended, and what the task does next. */
@@ -62,6 +63,7 @@ export function onStepFailure(
         next: "continue",
         context: { ...context, state: { ...context.state, _errors: [...errors, entry] } },
         ran: true,
+        failure: error,
       };
     }
     case "retry":

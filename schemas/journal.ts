@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { JsonValue } from "./common.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
+import { StepRecord } from "./payload.ts";
 import { RunMode, RunStatus } from "./run.ts";
 
 /**
@@ -148,8 +149,16 @@ export const JOURNAL_BODIES = {
     token: z.string().nullable(),
     duration_ms: z.number().min(0),
     output: JsonValue,
+    /** The dispatch's steps (absent for a sub-workflow node). */
+    steps: z.array(StepRecord).optional(),
   }),
-  "task.failed": TaskAttempt.extend({ token: z.string().nullable(), error: Failure }),
+  "task.failed": TaskAttempt.extend({
+    token: z.string().nullable(),
+    error: Failure,
+    /** The dispatch's steps (absent when no result came: a timeout, a lost executor call). */
+    steps: z.array(StepRecord).optional(),
+  }),
+  "task.suspended": TaskAttempt.extend({ step: z.string(), steps: z.array(StepRecord) }),
   "task.timeout": TaskAttempt,
   "task.lost": TaskAttempt,
   "task.retry_scheduled": z.strictObject({ node: Node, item: Item, attempt: Attempt, at: IsoTime }),

@@ -192,6 +192,41 @@ export const APPROVAL_SCHEMA: JsonObject = {
   additionalProperties: false,
 };
 
+/**
+ * One call of an action within a step: how long it took and, when it failed,
+ * why and how long the step waited before the next attempt (by the action's
+ * backoff, or the peer's `Retry-After`).
+ */
+export const CallAttempt = z.strictObject({
+  attempt: z.number().int().min(1),
+  duration_ms: z.number().min(0),
+  error: AttemptError.omit({ step: true }).optional(),
+  retry_in_ms: z.number().min(0).optional(),
+  retry_reason: z.enum(["backoff", "retry_after"]).optional(),
+});
+export type CallAttempt = z.infer<typeof CallAttempt>;
+
+/**
+ * One step of a dispatch as it went: `completed` (its action's output was
+ * written), `skipped` (its condition was false), `failed` (the task fails
+ * here), `continued` (it failed and `on_failure: "continue"` went on), or
+ * `suspended` (it waits for a gate, an approval or a child run). Journaled in
+ * the `task.completed`, `task.failed` and `task.suspended` entries.
+ */
+export const StepRecord = z.strictObject({
+  step: z.string(),
+  /** The action it calls, `<kind> <id>@<version>`. */
+  action: z.string(),
+  status: z.enum(["completed", "skipped", "failed", "continued", "suspended"]),
+  duration_ms: z.number().min(0),
+  /** Each call of the action, in order (none when the step called nothing). */
+  attempts: z.array(CallAttempt),
+  error: AttemptError.omit({ step: true }).optional(),
+  /** For a skipped step: the condition's `else` (`skip`, or `succeed`, which ended the task). */
+  else: z.enum(["skip", "succeed"]).optional(),
+});
+export type StepRecord = z.infer<typeof StepRecord>;
+
 /** Executor → coordinator. Errors travel as data, never as thrown objects. */
 export const TaskResult = z.strictObject({
   token_id: z.string().min(1),
@@ -201,6 +236,8 @@ export const TaskResult = z.strictObject({
   /** Set (with `success: false` and no error) when the task waits for a gate or a child. */
   suspended: TaskSuspension.optional(),
   metrics: TaskMetrics,
+  /** The steps this dispatch ran or passed, in order (absent from an executor before step records). */
+  steps: z.array(StepRecord).optional(),
 });
 export type TaskResult = z.infer<typeof TaskResult>;
 

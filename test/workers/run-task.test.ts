@@ -418,3 +418,73 @@ describe("where a task starts", () => {
     expect(failed.result.metrics.steps_executed).toBe(1);
   });
 });
+
+describe("step records", () => {
+  it("records each call of a fail-fail-succeed step, with its error, its wait and why", async ({ expect }) => {
+    const action = { execution: { retry_policy: RETRY_3 } };
+    const { result } = await run(payload([httpStep("call", action)]), [
+      { status: 503 },
+      { status: 503, headers: { "retry-after": "3" } },
+      { status: 200 },
+    ]);
+    expect(result.success).toBe(true);
+    expect(result.steps).toEqual([
+      {
+        step: "call",
+        action: "http t/call@0",
+        status: "completed",
+        duration_ms: expect.any(Number),
+        attempts: [
+          {
+            attempt: 1,
+            duration_ms: expect.any(Number),
+            error: expect.objectContaining({ code: "http.status", retryable: true }),
+            retry_in_ms: 500,
+            retry_reason: "backoff",
+          },
+          {
+            attempt: 2,
+            duration_ms: expect.any(Number),
+            error: expect.objectContaining({ code: "http.status", retryable: true, retry_after_ms: 3000 }),
+            retry_in_ms: 3000,
+            retry_reason: "retry_after",
+          },
+          { attempt: 3, duration_ms: expect.any(Number) },
+        ],
+      },
+    ]);
+  });
+
+  it("records skipped steps, a continued failure and the failing step, in order", async ({ expect }) => {
+    const { result } = await run(
+      payload([
+        contextStep("skip", "1", { condition: { if: "false" } }),
+        httpStep("soft", {}, { on_failure: "continue" }),
+        contextStep("ok", "2"),
+        httpStep("hard"),
+      ]),
+      [{ status: 404 }, { status: 500 }],
+    );
+    expect(result.success).toBe(false);
+    expect(
+      result.steps?.map((step) => [step.step, step.status, step.error?.code ?? null, step.attempts.length]),
+    ).toEqual([
+      ["skip", "skipped", null, 0],
+      ["soft", "continued", "http.status", 1],
+      ["ok", "completed", null, 1],
+      ["hard", "failed", "http.status", 1],
+    ]);
+    expect(result.steps?.[0]?.else).toBe("skip");
+  });
+
+  it("records the step that waits as suspended, after the steps before it", async ({ expect }) => {
+    const human = { prompt_template: "ok?", input_schema: { type: "object" } };
+    const wait = { ref: "ask", action: { id: "t/ask", version: 0, kind: "human", implementation: human } };
+    const { result } = await run(payload([contextStep("a", "1"), wait as ResolvedStep]));
+    expect(result.suspended).toBeDefined();
+    expect(result.steps?.map((step) => [step.step, step.status])).toEqual([
+      ["a", "completed"],
+      ["ask", "suspended"],
+    ]);
+  });
+});

@@ -1,0 +1,85 @@
+import { describe, it } from "vitest";
+import { StepRecord } from "../../schemas/index.ts";
+import { TEST_SECRETS } from "../secrets.ts";
+import { api, httpStep, httpTarget, journal, runWorkflow, uniqueId, verifyRun } from "./helpers.ts";
+
+/**
+ * The journal sees inside every task: `task.completed`, `task.failed` and
+ * `task.suspended` carry the dispatch's step records, each call of each step
+ * with its outcome and its wait (docs/journal.md, "Step records").
+ */
+
+const RETRY = { execution: { retry_policy: { max_attempts: 4, initial_delay_ms: 10, max_delay_ms: 50 } } };
+
+const stepsOf = (body: Record<string, unknown>): StepRecord[] => StepRecord.array().parse(body.steps);
+
+describe("step records in the journal", () => {
+  it("an endpoint that answers 503, 503, 200 shows three attempts, two failed with their waits", async ({ expect }) => {
+    const key = uniqueId("flaky");
+    const step = httpStep("call", `${httpTarget()}/flaky/${key}?fail=2`);
+    const run = await runWorkflow({
+      id: uniqueId("records"),
+      nodes: { main: { task: { steps: [{ ...step, action: { ...step.action, ...RETRY } }] } } },
+    });
+    expect(run.status).toBe("completed");
+    const completed = (await journal(run.run_id)).find((entry) => entry.kind === "task.completed");
+    const [record] = stepsOf(completed?.body ?? {});
+    expect(record).toMatchObject({ step: "call", status: "completed" });
+    expect(record?.action).toMatch(/^http .+@\d+$/);
+    expect(record?.attempts.map((attempt) => attempt.error?.code ?? "ok")).toEqual([
+      "http.status",
+      "http.status",
+      "ok",
+    ]);
+    expect(record?.attempts.slice(0, 2).map((attempt) => attempt.retry_reason)).toEqual(["backoff", "backoff"]);
+    expect(record?.attempts.slice(0, 2).every((attempt) => (attempt.retry_in_ms ?? -1) >= 0)).toBe(true);
+    expect((await verifyRun(run.run_id)).ok).toBe(true);
+  });
+
+  it("a skipped step and a continued failure are on record in the failed task's entry", async ({ expect }) => {
+    const run = await runWorkflow({
+      id: uniqueId("records"),
+      nodes: {
+        main: {
+          task: {
+            steps: [
+              { ...httpStep("never", `${httpTarget()}/json`), condition: { if: "false" } },
+              { ...httpStep("soft", `${httpTarget()}/status/404`), on_failure: "continue" },
+              httpStep("hard", `${httpTarget()}/status/400`),
+            ],
+          },
+        },
+      },
+    });
+    expect(run.status).toBe("failed");
+    const failed = (await journal(run.run_id)).find((entry) => entry.kind === "task.failed");
+    expect(stepsOf(failed?.body ?? {}).map((step) => [step.step, step.status, step.error?.code ?? null])).toEqual([
+      ["never", "skipped", null],
+      ["soft", "continued", "http.status"],
+      ["hard", "failed", "http.status"],
+    ]);
+  });
+
+  it("no secret value appears in any entry of a run whose steps send and echo one", async ({ expect }) => {
+    const step = {
+      ref: "echo",
+      action: {
+        kind: "http",
+        implementation: {
+          method: "GET",
+          url_template: `${httpTarget()}/echo`,
+          headers: { authorization: "$env:LLM_API_KEY" },
+        },
+      },
+    };
+    const run = await runWorkflow({ id: uniqueId("records"), nodes: { main: { task: { steps: [step] } } } });
+    expect(run.status).toBe("completed");
+    const text = JSON.stringify(await journal(run.run_id));
+    expect(text).toContain('"steps"');
+    for (const secret of Object.values(TEST_SECRETS)) {
+      expect(text).not.toContain(secret);
+    }
+    // The run view too (the event stream serves these same entries).
+    expect(JSON.stringify((await api("GET", `/v1/runs/${run.run_id}`)).json)).not.toContain(TEST_SECRETS.LLM_API_KEY);
+  });
+});
