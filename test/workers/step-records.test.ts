@@ -1,6 +1,7 @@
 import { describe, it } from "vitest";
 import { StepRecord } from "../../schemas/index.ts";
 import { TEST_SECRETS } from "../secrets.ts";
+import { verifyJournal } from "../../lib/journal/index.ts";
 import { api, httpStep, httpTarget, journal, runWorkflow, uniqueId, verifyRun } from "./helpers.ts";
 
 /**
@@ -34,6 +35,22 @@ describe("step records in the journal", () => {
     expect(record?.attempts.slice(0, 2).map((attempt) => attempt.retry_reason)).toEqual(["backoff", "backoff"]);
     expect(record?.attempts.slice(0, 2).every((attempt) => (attempt.retry_in_ms ?? -1) >= 0)).toBe(true);
     expect((await verifyRun(run.run_id)).ok).toBe(true);
+
+    // A changed byte inside a step record is caught, and the entry named.
+    const entries = structuredClone(await journal(run.run_id));
+    const index = entries.findIndex((entry) => entry.kind === "task.completed");
+    const tampered = entries[index];
+    if (tampered === undefined) {
+      throw new Error("no task.completed entry");
+    }
+    tampered.body.steps[0].attempts[2].duration_ms += 1;
+    const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
+    expect(await verifyJournal(entries, jwks)).toMatchObject({
+      ok: false,
+      reason: "bad_hash",
+      seq: tampered.seq,
+      index,
+    });
   });
 
   it("a skipped step and a continued failure are on record in the failed task's entry", async ({ expect }) => {
