@@ -46,6 +46,9 @@ async function runWithTally(payload: TaskPayload, deps: RunTaskDeps, tally: Step
   const signal = clock.timeout(payload.timeout_ms);
   const metrics = () => metricsOf(tally, started, clock.now());
   const start = startOf(payload, signal);
+  if (start.resumed !== undefined) {
+    tally.steps.push(start.resumed);
+  }
   if (!start.ok) {
     return failureResult(payload, start.error, start.stepRef, start.context, metrics());
   }

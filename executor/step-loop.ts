@@ -14,7 +14,7 @@ import {
 } from "../schemas/index.ts";
 import { suspensionFor, type ActionContext } from "./actions/index.ts";
 import { invokeAction, type Clock } from "./invoke.ts";
-import { onStepFailure, writeStepOutput, type StepOutcome } from "./step-outcome.ts";
+import { onStepFailure, stepRecord, writeStepOutput, type StepOutcome } from "./step-outcome.ts";
 import type { TaskStart } from "./task-start.ts";
 
 /** What the step loop needs from outside: the action context and the clock. */
@@ -70,36 +70,6 @@ export async function runSteps(
     }
   }
   return { end: "done", context };
-}
-
-/** How a step went, for the journal: its status, its calls, and its error when it failed. */
-function stepRecord(step: ResolvedStep, outcome: StepOutcome, attempts: CallAttempt[], durationMs: number): StepRecord {
-  const { kind, id, version } = step.action;
-  const base = { step: step.ref, action: `${kind} ${id}@${version}`, duration_ms: durationMs, attempts };
-  switch (outcome.next) {
-    case "suspend":
-      return { ...base, status: "suspended" };
-    case "fail":
-      return { ...base, status: "failed", error: recordedError(outcome.error) };
-    case "succeed":
-      return { ...base, status: "skipped", else: "succeed" };
-    case "continue":
-      if (!outcome.ran) {
-        return { ...base, status: "skipped", else: "skip" };
-      }
-      return outcome.failure === undefined
-        ? { ...base, status: "completed" }
-        : { ...base, status: "continued", error: recordedError(outcome.failure) };
-  }
-}
-
-function recordedError(error: EngineError): NonNullable<StepRecord["error"]> {
-  return {
-    code: error.code,
-    message: error.message,
-    retryable: error.retryable,
-    ...(error.retryAfterMs === undefined ? {} : { retry_after_ms: error.retryAfterMs }),
-  };
 }
 
 /** One step: its condition, then its action (or its wait), then its output or its `on_failure`. */

@@ -1,6 +1,6 @@
 import { EngineError } from "../lib/errors.ts";
 import { applyOutputMapping, setTargetPath } from "../lib/expr/mapping.ts";
-import type { ResolvedStep, TaskContext, TaskSuspension, Json } from "../schemas/index.ts";
+import type { CallAttempt, ResolvedStep, StepRecord, TaskContext, TaskSuspension, Json } from "../schemas/index.ts";
 
 /**
  * Failures that the same task input always reproduces: a step's
@@ -84,4 +84,39 @@ export function onStepFailure(
         ran: true,
       };
   }
+}
+
+/** How a step went, for the journal: its status, its calls, and its error when it failed. */
+export function stepRecord(
+  step: ResolvedStep,
+  outcome: StepOutcome,
+  attempts: CallAttempt[],
+  durationMs: number,
+): StepRecord {
+  const { kind, id, version } = step.action;
+  const base = { step: step.ref, action: `${kind} ${id}@${version}`, duration_ms: durationMs, attempts };
+  switch (outcome.next) {
+    case "suspend":
+      return { ...base, status: "suspended" };
+    case "fail":
+      return { ...base, status: "failed", error: recordedError(outcome.error) };
+    case "succeed":
+      return { ...base, status: "skipped", else: "succeed" };
+    case "continue":
+      if (!outcome.ran) {
+        return { ...base, status: "skipped", else: "skip" };
+      }
+      return outcome.failure === undefined
+        ? { ...base, status: "completed" }
+        : { ...base, status: "continued", error: recordedError(outcome.failure) };
+  }
+}
+
+function recordedError(error: EngineError): NonNullable<StepRecord["error"]> {
+  return {
+    code: error.code,
+    message: error.message,
+    retryable: error.retryable,
+    ...(error.retryAfterMs === undefined ? {} : { retry_after_ms: error.retryAfterMs }),
+  };
 }

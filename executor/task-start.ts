@@ -1,16 +1,20 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { validateJson } from "../lib/json-schema.ts";
-import type { TaskContext, TaskPayload, TaskResume } from "../schemas/index.ts";
-import { onStepFailure, writeStepOutput, type FailedStepOutcome } from "./step-outcome.ts";
+import type { StepRecord, TaskContext, TaskPayload, TaskResume } from "../schemas/index.ts";
+import { onStepFailure, stepRecord, writeStepOutput, type FailedStepOutcome } from "./step-outcome.ts";
 
 /**
  * Where a task's step loop starts: a fresh task at its first step, or a task
  * that continues after a gate, an approval or a child run at its resume
  * point. `approvedIndex` is the step whose approval this dispatch carries.
  */
-export type TaskStart =
+export type TaskStart = (
   | { ok: true; first: number; context: TaskContext; approvedIndex: number | null }
-  | { ok: false; error: EngineError; stepRef: string | null; context: TaskContext };
+  | { ok: false; error: EngineError; stepRef: string | null; context: TaskContext }
+) & {
+  /** A continuation's waiting step, finished here (its gate answered, its child ended): its record. */
+  resumed?: StepRecord;
+};
 
 /** The task's start, or the failure that ends it before any step runs. */
 export function startOf(payload: TaskPayload, signal: AbortSignal): TaskStart {
@@ -40,15 +44,17 @@ function startFresh(payload: TaskPayload): TaskStart {
  */
 function resumeAt(payload: TaskPayload, resume: TaskResume, signal: AbortSignal): TaskStart {
   const resumed = resumeStep(payload, resume, resume.context, signal);
+  const step = payload.task.steps[resume.step_index];
+  // The call behind a gate or a child happened elsewhere (gate.answered, child.finished): no attempts here.
+  const record = step === undefined ? {} : { resumed: stepRecord(step, resumed, [], 0) };
   if (resumed.next === "fail") {
-    const stepRef = payload.task.steps[resume.step_index]?.ref ?? null;
-    return { ok: false, error: resumed.error, stepRef, context: resume.context };
+    return { ok: false, error: resumed.error, stepRef: step?.ref ?? null, context: resume.context, ...record };
   }
   if (resume.mode === "approved") {
-    // The approved step itself runs now.
+    // The approved step itself runs now, and the step loop records it.
     return { ok: true, first: resume.step_index, context: resume.context, approvedIndex: resume.step_index };
   }
-  return { ok: true, first: resume.step_index + 1, context: resumed.context, approvedIndex: null };
+  return { ok: true, first: resume.step_index + 1, context: resumed.context, approvedIndex: null, ...record };
 }
 
 /**

@@ -416,6 +416,18 @@ describe("where a task starts", () => {
     );
     expect(failed.result).toMatchObject({ success: true, output: { after: 1 } });
     expect(failed.result.metrics.steps_executed).toBe(1);
+    // The waiting step is on record first: finished here, with no call of its own in this dispatch.
+    const statuses = (result: TaskResult) =>
+      result.steps?.map((step) => [step.step, step.status, step.attempts.length]);
+    expect(statuses(answered.result)).toEqual([
+      ["wait", "completed", 0],
+      ["after", "completed", 1],
+    ]);
+    expect(statuses(failed.result)).toEqual([
+      ["wait", "continued", 0],
+      ["after", "completed", 1],
+    ]);
+    expect(failed.result.steps?.[0]?.error?.code).toBe("child.failed");
   });
 });
 
