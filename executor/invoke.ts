@@ -3,7 +3,7 @@ import { canonicalProblem } from "../lib/journal/canonical.ts";
 import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
-import type { ActionKind, CallAttempt, ResolvedAction, Json } from "../schemas/index.ts";
+import type { ActionKind, CallAttempt, ResolvedAction, Json, JsonObject } from "../schemas/index.ts";
 import { ACTION_HANDLERS, type ActionContext, type ResolvedActionOf } from "./actions/index.ts";
 
 /** An action call's bound when the action sets no `execution.timeout_ms`: 30 seconds. */
@@ -88,8 +88,13 @@ async function invokeChecked(
   const policy = resolveRetryPolicy(action.execution?.retry_policy);
   for (let attempt = 1; ; attempt += 1) {
     const started = options.clock.now();
+    let call: JsonObject | undefined;
+    const note = (detail: JsonObject): void => {
+      call = { ...call, ...detail };
+    };
+    const noted = (): { call?: JsonObject } => (call === undefined ? {} : { call: scrubSecrets(call, secrets) });
     try {
-      const output = scrubSecrets(signable(action, await callOnce(action, input, options)), secrets);
+      const output = scrubSecrets(signable(action, await callOnce(action, input, { ...options, note })), secrets);
       const outputProblems = validateJson(action.produces, output, "output");
       if (outputProblems.length > 0) {
         throw EngineError.terminal(
@@ -98,11 +103,16 @@ async function invokeChecked(
           outputProblems,
         );
       }
-      options.attempts?.push({ attempt, duration_ms: options.clock.now() - started });
+      options.attempts?.push({ attempt, duration_ms: options.clock.now() - started, ...noted() });
       return { output, attempts: attempt };
     } catch (thrown) {
       const error = scrubError(ensureEngineError(thrown, "action.failed"), secrets);
-      const record: CallAttempt = { attempt, duration_ms: options.clock.now() - started, error: attemptErrorOf(error) };
+      const record: CallAttempt = {
+        attempt,
+        duration_ms: options.clock.now() - started,
+        error: attemptErrorOf(error),
+        ...noted(),
+      };
       options.attempts?.push(record);
       if (!error.retryable || attempt >= policy.maxAttempts || options.taskSignal.aborted) {
         throw error;
@@ -161,11 +171,16 @@ function scrubError(error: EngineError, secrets: readonly string[]): EngineError
   });
 }
 
-async function callOnce(action: ResolvedAction, input: Json, options: InvokeOptions): Promise<Json> {
+async function callOnce(
+  action: ResolvedAction,
+  input: Json,
+  options: InvokeOptions & { note: (detail: JsonObject) => void },
+): Promise<Json> {
   const timeoutMs = action.execution?.timeout_ms ?? DEFAULT_ACTION_TIMEOUT_MS;
   const signal = AbortSignal.any([options.taskSignal, options.clock.timeout(timeoutMs)]);
+  const context = { ...options.context, signal, note: options.note };
   try {
-    return await raceAbort(runHandler(action.kind, action, input, { ...options.context, signal }), signal);
+    return await raceAbort(runHandler(action.kind, action, input, context), signal);
   } catch (thrown) {
     if (signal.aborted && !(thrown instanceof EngineError)) {
       throw EngineError.retryable("action.timeout", `action ${action.id} did not finish within ${timeoutMs} ms`);

@@ -203,6 +203,8 @@ export const CallAttempt = z.strictObject({
   error: AttemptError.omit({ step: true }).optional(),
   retry_in_ms: z.number().min(0).optional(),
   retry_reason: z.enum(["backoff", "retry_after"]).optional(),
+  /** What the call did, as its action kind reports it (docs/journal.md, "Step records"). */
+  call: z.record(z.string(), JsonValue).optional(),
 });
 export type CallAttempt = z.infer<typeof CallAttempt>;
 

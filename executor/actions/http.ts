@@ -36,6 +36,7 @@ export const httpAction: ActionHandler<"http"> = {
       );
     }
     const body = renderBody(implementation.body_template, input, headers);
+    context.note?.({ method: implementation.method, url: redact(url) });
     let response: Response;
     try {
       response = await context.fetch(url, {
@@ -54,6 +55,7 @@ export const httpAction: ActionHandler<"http"> = {
         `${implementation.method} ${redact(url)} failed: ${error instanceof Error ? error.message : String(error)}`,
       );
     }
+    context.note?.({ status: response.status });
     const responseBody = await readBody(response, implementation.response);
     if (response.status === 429 || response.status >= 500) {
       throw EngineError.retryable(

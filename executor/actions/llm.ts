@@ -46,6 +46,7 @@ export const llmAction: ActionHandler<"llm"> = {
     const languageModel = createLanguageModel(model, credentials?.value, context);
     const settings = toCallSettings(model);
     const produces = prompt.produces;
+    context.note?.({ provider: model.provider, model: model.model_id });
     try {
       const result = await generateText({
         model: languageModel,
@@ -64,6 +65,7 @@ export const llmAction: ActionHandler<"llm"> = {
             }),
       });
       const meta = toMeta(result.totalUsage, model);
+      context.note?.({ ...meta, finish_reason: result.finishReason });
       try {
         const answer: JsonObject =
           produces === undefined ? { content: result.text } : checkAnswer(result.output, result.text, produces, model);

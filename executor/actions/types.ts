@@ -1,4 +1,4 @@
-import type { ActionKind, ResolvedAction, TaskPayload, TaskSuspension, Json } from "../../schemas/index.ts";
+import type { ActionKind, ResolvedAction, TaskPayload, TaskSuspension, Json, JsonObject } from "../../schemas/index.ts";
 
 /** What a handler may use besides its input: nothing global. */
 export interface ActionContext {
@@ -8,6 +8,13 @@ export interface ActionContext {
   env: Env;
   payload: TaskPayload;
   fetch: typeof fetch;
+  /**
+   * Says what this call did, for its attempt's record in the journal
+   * (`call`: e.g. an http call's method, URL and status, a model's tokens).
+   * Fields add up over the call; values are scrubbed of secrets before they
+   * are recorded. Never a credential.
+   */
+  note?: (detail: JsonObject) => void;
 }
 
 /** A resolved action of kind `K`. */

@@ -12,6 +12,7 @@ import {
   mcpServer,
   register,
   runWorkflow,
+  journal,
 } from "./helpers.ts";
 
 async function seen(key: string): Promise<{ count: number; credentials: string[] }> {
@@ -94,6 +95,15 @@ describe("the llm action", () => {
     expect(run.output.result.answer).toEqual(TIDES_ANSWER);
     expect(run.usage).toEqual({ input_tokens: 5, output_tokens: 3, cost_usd: 0.00006 });
     expect((await seen(key)).credentials).toEqual([`Bearer ${TEST_SECRETS.LLM_API_KEY}`]);
+    // The journal's step record says what the call did: provider, model, tokens, cost, finish reason.
+    const completed = (await journal(run.run_id)).find((entry) => entry.kind === "task.completed");
+    expect(completed?.body.steps[0].attempts[0].call).toEqual({
+      provider: "openai-compatible",
+      model: "local-echo",
+      tokens: { input: 5, output: 3 },
+      cost_usd: 0.00006,
+      finish_reason: expect.any(String),
+    });
   });
 
   it("returns { content } with token usage when the prompt has no produces", async ({ expect }) => {

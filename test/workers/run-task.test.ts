@@ -450,6 +450,7 @@ describe("step records", () => {
           {
             attempt: 1,
             duration_ms: expect.any(Number),
+            call: { method: "GET", url: "https://api.test/thing", status: 503 },
             error: expect.objectContaining({ code: "http.status", retryable: true }),
             retry_in_ms: 500,
             retry_reason: "backoff",
@@ -457,11 +458,16 @@ describe("step records", () => {
           {
             attempt: 2,
             duration_ms: expect.any(Number),
+            call: { method: "GET", url: "https://api.test/thing", status: 503 },
             error: expect.objectContaining({ code: "http.status", retryable: true, retry_after_ms: 3000 }),
             retry_in_ms: 3000,
             retry_reason: "retry_after",
           },
-          { attempt: 3, duration_ms: expect.any(Number) },
+          {
+            attempt: 3,
+            duration_ms: expect.any(Number),
+            call: { method: "GET", url: "https://api.test/thing", status: 200 },
+          },
         ],
       },
     ]);

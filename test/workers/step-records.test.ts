@@ -34,6 +34,13 @@ describe("step records in the journal", () => {
     ]);
     expect(record?.attempts.slice(0, 2).map((attempt) => attempt.retry_reason)).toEqual(["backoff", "backoff"]);
     expect(record?.attempts.slice(0, 2).every((attempt) => (attempt.retry_in_ms ?? -1) >= 0)).toBe(true);
+    // What each call did: method, URL (no query, no credentials), status.
+    const url = `${httpTarget()}/flaky/${key}`;
+    expect(record?.attempts.map((attempt) => attempt.call)).toEqual([
+      { method: "GET", url, status: 503 },
+      { method: "GET", url, status: 503 },
+      { method: "GET", url, status: 200 },
+    ]);
     expect((await verifyRun(run.run_id)).ok).toBe(true);
 
     // A changed byte inside a step record is caught, and the entry named.
