@@ -4,6 +4,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontex
 import { ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { EngineError } from "../../lib/errors.ts";
 import { canonicalBytes } from "../../lib/journal/canonical.ts";
+import { recordable } from "../../lib/recordable.ts";
 import { EngineJsonSchemaValidator } from "../../lib/json-schema.ts";
 import { isCredentialHeader, type ResolvedMcpServer, type Json } from "../../schemas/index.ts";
 import { cappedFetch } from "../capped-fetch.ts";
@@ -40,7 +41,14 @@ export const mcpAction: ActionHandler<"mcp"> = {
       if (pin !== undefined) {
         await checkPin(session.client, server, tool, pin, context.signal);
       }
-      const result = await session.client.callTool({ name: tool, arguments: toArguments(input) }, undefined, {
+      const args = toArguments(input);
+      context.note?.({
+        server: server.id,
+        tool,
+        ...(pin === undefined ? {} : { pin }),
+        arguments: await recordable(input),
+      });
+      const result = await session.client.callTool({ name: tool, arguments: args }, undefined, {
         signal: context.signal,
       });
       if (result.isError === true) {
@@ -49,10 +57,11 @@ export const mcpAction: ActionHandler<"mcp"> = {
           scrub(`tool ${tool} of MCP server ${server.id} returned an error: ${textOf(result.content)}`),
         );
       }
-      if (isJsonObject(result.structuredContent)) {
-        return result.structuredContent;
-      }
-      return { content: (result.content ?? []) as Json };
+      const output = isJsonObject(result.structuredContent)
+        ? result.structuredContent
+        : { content: (result.content ?? []) as Json };
+      context.note?.({ result: await recordable(output) });
+      return output;
     } catch (thrown) {
       throw toMcpError(thrown, server, context.signal, scrub);
     } finally {

@@ -1,6 +1,7 @@
 import { EngineError } from "../../lib/errors.ts";
 import { issuesToDetails } from "../../lib/validation.ts";
-import { isToolName, TOOL_SCHEMAS, type ToolName } from "../../schemas/index.ts";
+import { recordable } from "../../lib/recordable.ts";
+import { isToolName, TOOL_SCHEMAS, type Json, type ToolName } from "../../schemas/index.ts";
 import { sandboxFor, type SandboxClient } from "../sandbox-client.ts";
 import { STANDARD_TOOLS, type Tool, type ToolContext } from "../tools/index.ts";
 import { commandTimeoutMs } from "./shell.ts";
@@ -57,6 +58,7 @@ export const toolAction: ActionHandler<"tool"> = {
       defaultTimeoutMs: commandTimeoutMs(action.execution?.timeout_ms),
     };
     const tool = STANDARD_TOOLS[name] as Tool<ToolName>;
+    context.note?.({ tool: name, arguments: await recordable(input) });
     const output = await tool.run(parsed.data as never, toolContext);
     const checked = schemas.output.safeParse(output);
     if (!checked.success) {
@@ -66,6 +68,7 @@ export const toolAction: ActionHandler<"tool"> = {
         issuesToDetails(checked.error.issues, "output"),
       );
     }
+    context.note?.({ result: await recordable(checked.data as Json) });
     return checked.data;
   },
 };

@@ -4,7 +4,10 @@ import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validatio
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { toolPin } from "../../executor/actions/mcp.ts";
-import { api, uniqueId, httpTarget, singleTaskWorkflow, mcpServer, runWorkflow } from "./helpers.ts";
+import { sha256Hex } from "../../lib/ids.ts";
+import { canonicalJson } from "../../lib/journal/index.ts";
+import { RECORDED_PREVIEW_CHARS } from "../../lib/recordable.ts";
+import { api, uniqueId, httpTarget, singleTaskWorkflow, mcpServer, runWorkflow, journal } from "./helpers.ts";
 
 const mcpSseServer = (): string => (env as unknown as { MCP_SSE_SERVER_URL: string }).MCP_SSE_SERVER_URL;
 
@@ -174,6 +177,36 @@ describe("the mcp action", () => {
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
     expect(run.output.result.text).toBe("Echo: pinned");
     expect((await stats(key)).calls).toHaveLength(1);
+    // The step record says which tool was called, under which pin, with what, and what came back.
+    const completed = (await journal(run.run_id)).find((entry) => entry.kind === "task.completed");
+    expect(completed?.body.steps[0].attempts[0].call).toMatchObject({
+      tool: "echo",
+      pin,
+      arguments: { message: "pinned" },
+      result: { content: [{ type: "text", text: "Echo: pinned" }] },
+    });
+  });
+
+  it("records a big result as the SHA-256 of its canonical JSON, its length and a preview", async ({ expect }) => {
+    const message = "tide ".repeat(2_000);
+    const { run } = await runWithServer({
+      tools: (server) => [`mcp:${server}/echo`],
+      steps: (server) => [
+        { ...mcpStep("echo", server, "echo", { message: "$.input.message" }), output_mapping: { "output.all": "$" } },
+      ],
+      input: { message },
+    });
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    const completed = (await journal(run.run_id)).find((entry) => entry.kind === "task.completed");
+    const call = completed?.body.steps[0].attempts[0].call;
+    const canonical = canonicalJson(run.output.result.all);
+    expect(call.result).toEqual({
+      sha256: await sha256Hex(canonical),
+      chars: canonical.length,
+      preview: canonical.slice(0, RECORDED_PREVIEW_CHARS),
+    });
+    expect(call.arguments.sha256).toBe(await sha256Hex(canonicalJson({ message })));
+    expect(JSON.stringify(completed?.body).length).toBeLessThan(canonical.length + 2_000);
   });
 
   it("fails the step, not retryable, when the tool result has isError", async ({ expect }) => {
