@@ -57,6 +57,7 @@ export const metricAction: ActionHandler<"metric"> = {
       );
     }
     dataset.writeDataPoint({ indexes: [name], doubles: [value], blobs });
+    context.note?.({ dataset: "METRICS", metric_name: name, data_points: 1, dimensions: names.length });
     return { metric_name: name, value, dimensions };
   },
 };

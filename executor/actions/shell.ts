@@ -33,6 +33,8 @@ export const shellAction: ActionHandler<"shell"> = {
         ? ""
         : renderTemplate(implementation.working_dir, input, { strict: true }).trim();
     const sandbox = sandboxFor(context, implementation.resource_name);
+    // The template, not the rendered command: values stay out of the record as they stay out of the command text.
+    context.note?.({ command_template: implementation.command_template });
     const result = await sandbox.exec({
       command: rendered.command,
       env: rendered.env,
@@ -41,6 +43,13 @@ export const shellAction: ActionHandler<"shell"> = {
       ...(implementation.max_output_bytes === undefined ? {} : { max_output_bytes: implementation.max_output_bytes }),
     });
     const output = toOutput(result);
+    context.note?.({
+      exit_code: result.exit_code,
+      duration_ms: result.duration_ms,
+      stdout_bytes: result.stdout_bytes,
+      stderr_bytes: result.stderr_bytes,
+      ...(result.timed_out ? { timed_out: true } : {}),
+    });
     if (result.timed_out) {
       throw EngineError.retryable(
         "shell.timeout",

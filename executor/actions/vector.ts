@@ -41,12 +41,26 @@ export const vectorAction: ActionHandler<"vector"> = {
   async run(action, input, context) {
     const implementation = action.implementation;
     const index = indexBinding(implementation.index, context.env);
-    if ((implementation.operation ?? "query") === "upsert") {
-      return upsert(implementation, index, input, context.env, context.signal);
-    }
-    return query(implementation, index, input, context.env, context.signal);
+    const operation = implementation.operation ?? "query";
+    const output =
+      operation === "upsert"
+        ? await upsert(implementation, index, input, context.env, context.signal)
+        : await query(implementation, index, input, context.env, context.signal);
+    context.note?.({ index: implementation.index, operation, count: countOf(output) });
+    return output;
   },
 };
+
+/** How many vectors an operation wrote (upsert) or found (query). */
+function countOf(output: Json): number {
+  if (output === null || typeof output !== "object" || Array.isArray(output)) {
+    return 0;
+  }
+  if (typeof output.count === "number") {
+    return output.count;
+  }
+  return Array.isArray(output.results) ? output.results.length : 0;
+}
 
 /** The binding that serves an index name: `VECTORIZE_<NAME>` (upper case, `-` → `_`), or `VECTORIZE` for `default`. */
 export function indexBindingName(index: string): string {

@@ -463,6 +463,16 @@ describe("the shell action", () => {
     expect(finished.status).toBe("completed");
     expect(finished.output.main.printed).toBe(`${value}|${value}|${value}|`);
     expect(finished.output.main.files).toBe("");
+    // The step record keeps the template, not the values, with the exit code and output sizes.
+    const completed = (await journal(finished.run_id)).find((entry) => entry.kind === "task.completed");
+    const call = completed?.body.steps[0].attempts[0].call;
+    expect(call).toMatchObject({
+      command_template: "printf '%s|' {{name}} \"{{name}}\" '{{name}}'",
+      exit_code: 0,
+      stdout_bytes: new TextEncoder().encode(`${value}|`.repeat(3)).length,
+      stderr_bytes: 0,
+    });
+    expect(JSON.stringify(completed?.body.steps)).not.toContain("pwned");
   });
 
   it("kills a command past its timeout and fails the step with shell.timeout", async ({ expect }) => {
