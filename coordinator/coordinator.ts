@@ -2,7 +2,15 @@ import { DurableObject } from "cloudflare:workers";
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import type { GateView, JournalEntry, RunSnapshot, RunView, TaskPayload, TaskResult } from "../schemas/index.ts";
+import type {
+  GateView,
+  JournalEntry,
+  RunSnapshot,
+  RunView,
+  TaskPayload,
+  TaskResult,
+  NodeDetail,
+} from "../schemas/index.ts";
 import { ChildNotification, toGateView } from "./children.ts";
 import { perform, type CommandDeps } from "./commands.ts";
 import { assertAllowed, CONTROLS, isRunControl, type RunControl } from "./controls.ts";
@@ -16,7 +24,7 @@ import { assertSameRequest, assertValidInput, toGateAnswer } from "./requests.ts
 import { JournalSigner, journalOf } from "./signer.ts";
 import { countEvent, newStats, type CoordinatorStats } from "./stats.ts";
 import { RunStore, type UnsignedEntry } from "./storage.ts";
-import { toRunView } from "./view.ts";
+import { toNodeDetail, toRunView } from "./view.ts";
 import { WAKE_BACKSTOP_MS, WakeScheduler } from "./wakes.ts";
 
 export type { CoordinatorStats } from "./stats.ts";
@@ -118,6 +126,24 @@ export class Coordinator extends DurableObject<Env> {
 
   async get(): Promise<Result<RunView>> {
     return toResult(() => this.view());
+  }
+
+  /** One node in full: its invocations, each with its dispatches' step records read from the journal. */
+  async node(nodeId: string): Promise<Result<NodeDetail>> {
+    return toResult(() => {
+      const state = this.requireRun();
+      const node = Object.hasOwn(state.nodes, nodeId) ? state.nodes[nodeId] : undefined;
+      if (node === undefined) {
+        throw EngineError.terminal("node.not_found", `no node "${nodeId}" in this run`);
+      }
+      const entries: JournalEntry[] = [];
+      for (let page = this.store.journal(0, JOURNAL_PAGE); page.length > 0;) {
+        entries.push(...page);
+        page = page.length < JOURNAL_PAGE ? [] : this.store.journal(page.at(-1)?.seq ?? 0, JOURNAL_PAGE);
+      }
+      const foreach = this.snapshot?.workflow.definition.nodes[nodeId]?.foreach !== undefined;
+      return toNodeDetail(nodeId, node, foreach, entries);
+    });
   }
 
   /** Journal entries after `afterSeq`, at most `limit` (≤ JOURNAL_PAGE) of them: a page. */

@@ -1,4 +1,13 @@
-import { toFailureView, type NodeRecord, type NodeView, type RunView } from "../schemas/index.ts";
+import {
+  toFailureView,
+  StepRecord,
+  type DispatchView,
+  type JournalEntry,
+  type NodeDetail,
+  type NodeRecord,
+  type NodeView,
+  type RunView,
+} from "../schemas/index.ts";
 import { toGateView } from "./children.ts";
 import type { RunState } from "./decide.ts";
 
@@ -46,5 +55,45 @@ function toNodeView(node: NodeRecord, foreach: boolean): NodeView {
           },
         }
       : {}),
+  };
+}
+
+const DISPATCH_KINDS: ReadonlySet<string> = new Set(["task.completed", "task.failed", "task.suspended"]);
+
+/**
+ * `GET /v1/runs/{id}/nodes/{node}`: the node in full. Each invocation lists
+ * its dispatches in journal order, from the entries that closed them
+ * (`task.completed`, `task.failed`, `task.suspended`) with their step records.
+ */
+export function toNodeDetail(nodeId: string, node: NodeRecord, foreach: boolean, entries: JournalEntry[]): NodeDetail {
+  const dispatches = new Map<number, DispatchView[]>();
+  for (const entry of entries) {
+    if (!DISPATCH_KINDS.has(entry.kind) || entry.body.node !== nodeId) {
+      continue;
+    }
+    const index = typeof entry.body.item === "number" ? entry.body.item : 0;
+    const steps = StepRecord.array().safeParse(entry.body.steps ?? []);
+    const list = dispatches.get(index) ?? [];
+    list.push({
+      seq: entry.seq,
+      kind: entry.kind as DispatchView["kind"],
+      attempt: typeof entry.body.attempt === "number" ? entry.body.attempt : 0,
+      steps: steps.success ? steps.data : [],
+    });
+    dispatches.set(index, list);
+  }
+  return {
+    node: nodeId,
+    ...toNodeView(node, foreach),
+    iterations: node.iterations,
+    invocations: node.invocations.map((invocation) => ({
+      index: invocation.index,
+      status: invocation.status,
+      attempts: invocation.attempts,
+      input: invocation.input ?? null,
+      output: invocation.output ?? null,
+      error: invocation.error && toFailureView(invocation.error),
+      dispatches: dispatches.get(invocation.index) ?? [],
+    })),
   };
 }

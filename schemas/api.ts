@@ -2,6 +2,7 @@ import { z } from "zod";
 import { JsonValue } from "./common.ts";
 import { DefinitionKind } from "./definitions.ts";
 import { ErrorInfo, Failure } from "./errors.ts";
+import { StepRecord } from "./payload.ts";
 import { NodeStatus, RunMode, RunStatus, Usage } from "./run.ts";
 
 /** `POST /v1/workflows/{id}/runs` body. */
@@ -55,6 +56,33 @@ export const NodeView = z.strictObject({
     .optional(),
 });
 export type NodeView = z.infer<typeof NodeView>;
+
+/** One dispatch of an invocation as the journal has it: the entry that closed it, and its step records. */
+export const DispatchView = z.strictObject({
+  seq: z.number().int(),
+  kind: z.enum(["task.completed", "task.failed", "task.suspended"]),
+  attempt: z.number().int(),
+  steps: z.array(StepRecord),
+});
+export type DispatchView = z.infer<typeof DispatchView>;
+
+/** `GET /v1/runs/{run_id}/nodes/{node}`: one node in full, each invocation with its dispatches' steps. */
+export const NodeDetail = NodeView.extend({
+  node: z.string(),
+  iterations: z.number().int(),
+  invocations: z.array(
+    z.strictObject({
+      index: z.number().int(),
+      status: z.string(),
+      attempts: z.number().int(),
+      input: JsonValue.nullable(),
+      output: JsonValue.nullable(),
+      error: Failure.nullable(),
+      dispatches: z.array(DispatchView),
+    }),
+  ),
+});
+export type NodeDetail = z.infer<typeof NodeDetail>;
 
 /** `GET /v1/runs/{run_id}` (brief §5). */
 export const RunView = z.strictObject({

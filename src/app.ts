@@ -34,6 +34,9 @@ export function createApp(): Hono<App> {
     return c.json(run, created ? 201 : 200);
   });
   app.get("/v1/runs/:runId", async (c) => c.json(await service.getRun(c.env, c.req.param("runId"))));
+  app.get("/v1/runs/:runId/nodes/:node", async (c) =>
+    c.json(await service.getNode(c.env, c.req.param("runId"), c.req.param("node"))),
+  );
   app.get("/v1/runs/:runId/journal", async (c) => c.json(await service.getJournal(c.env, c.req.param("runId"))));
   // One route per row of the run-control table; a body is optional, and only a cancel reads its `reason`.
   for (const control of RUN_CONTROLS) {

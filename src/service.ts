@@ -14,6 +14,7 @@ import {
   type DefinitionRecord,
   type GateView,
   type JsonObject,
+  type NodeDetail,
   type PublicJwk,
   type RegisterResponse,
   type RunView,
@@ -31,7 +32,10 @@ const CATALOG_NAME = "catalog";
 // The stubs' generated RPC types are too deep for tsc over recursive JSON
 // types; the methods return plain-data Results, so their own signatures are exact.
 type CatalogApi = Pick<Catalog, "register" | "get" | "resolveRun">;
-type CoordinatorApi = Pick<Coordinator, "create" | "get" | "journal" | "events" | "control" | "gates" | "answerGate">;
+type CoordinatorApi = Pick<
+  Coordinator,
+  "create" | "get" | "journal" | "events" | "control" | "gates" | "answerGate" | "node"
+>;
 
 function catalog(env: Env): CatalogApi {
   return env.CATALOG.get(env.CATALOG.idFromName(CATALOG_NAME)) as unknown as CatalogApi;
@@ -109,6 +113,11 @@ export async function startRun(
 
 export async function getRun(env: Env, runId: string): Promise<RunView> {
   return unwrap(await coordinator(env, runId).get());
+}
+
+/** One node of a run in full, its dispatches' step records included. */
+export async function getNode(env: Env, runId: string, nodeId: string): Promise<NodeDetail> {
+  return unwrap(await coordinator(env, runId).node(nodeId));
 }
 
 /** The whole journal, read from the run's coordinator a page at a time. */

@@ -43,6 +43,17 @@ describe("step records in the journal", () => {
     ]);
     expect((await verifyRun(run.run_id)).ok).toBe(true);
 
+    // GET /v1/runs/{id}/nodes/{node}: the node in full, its invocation's dispatch with the same records.
+    const detail = await api("GET", `/v1/runs/${run.run_id}/nodes/main`);
+    expect(detail.status).toBe(200);
+    expect(detail.json).toMatchObject({ node: "main", status: "completed", iterations: 1 });
+    expect(detail.json.invocations).toHaveLength(1);
+    expect(detail.json.invocations[0].dispatches).toEqual([
+      { seq: completed?.seq, kind: "task.completed", attempt: 1, steps: [record] },
+    ]);
+    const missing = await api("GET", `/v1/runs/${run.run_id}/nodes/nope`);
+    expect([missing.status, missing.json.error.code]).toEqual([404, "node.not_found"]);
+
     // A changed byte inside a step record is caught, and the entry named.
     const entries = structuredClone(await journal(run.run_id));
     const index = entries.findIndex((entry) => entry.kind === "task.completed");
