@@ -31,7 +31,18 @@ export function toRunView(state: RunState, foreachNodes: ReadonlySet<string>): R
     ),
     gates: record.gates.map(toGateView),
     usage: record.usage,
+    parent: record.parent && parentOf(record.parent.run_id, record.parent.key),
   };
+}
+
+/**
+ * Where a child run was started, read from its start key
+ * (`<parent>/<redrives>/<node>/<index>/<attempt>/<step or ->[/<iteration>]`,
+ * coordinator/waits.ts childKey): node ids and step refs never hold a `/`.
+ */
+function parentOf(runId: string, key: string): RunView["parent"] {
+  const [, node, , , step] = key.startsWith(`${runId}/`) ? key.slice(runId.length + 1).split("/") : [];
+  return { run_id: runId, node: node ?? "", step: step === undefined || step === "-" ? null : step };
 }
 
 function toNodeView(node: NodeRecord, foreach: boolean): NodeView {
@@ -83,6 +94,7 @@ export function toNodeDetail(nodeId: string, node: NodeRecord, foreach: boolean,
     dispatches.set(index, list);
   }
   return {
+    children: childrenOf(nodeId, entries),
     node: nodeId,
     ...toNodeView(node, foreach),
     iterations: node.iterations,
@@ -96,4 +108,30 @@ export function toNodeDetail(nodeId: string, node: NodeRecord, foreach: boolean,
       dispatches: dispatches.get(invocation.index) ?? [],
     })),
   };
+}
+
+/** The child runs a node started (`child.started`), with how each ended (`child.finished`) once it has. */
+function childrenOf(nodeId: string, entries: JournalEntry[]): NodeDetail["children"] {
+  const ended = new Map<string, NodeDetail["children"][number]["status"]>();
+  for (const entry of entries) {
+    if (entry.kind === "child.finished" && entry.body.node === nodeId && typeof entry.body.child_run_id === "string") {
+      const status = entry.body.status;
+      ended.set(
+        entry.body.child_run_id,
+        status === "completed" || status === "failed" || status === "cancelled" ? status : null,
+      );
+    }
+  }
+  return entries
+    .filter((entry) => entry.kind === "child.started" && entry.body.node === nodeId)
+    .map((entry) => {
+      const runId = String(entry.body.child_run_id);
+      return {
+        run_id: runId,
+        item: typeof entry.body.item === "number" ? entry.body.item : null,
+        step: typeof entry.body.step === "string" ? entry.body.step : null,
+        workflow: String(entry.body.workflow),
+        status: ended.get(runId) ?? null,
+      };
+    });
 }

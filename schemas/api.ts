@@ -81,6 +81,16 @@ export const NodeDetail = NodeView.extend({
       dispatches: z.array(DispatchView),
     }),
   ),
+  /** The child runs the node started (a sub-workflow node, or its tasks' `workflow` steps), from the journal. */
+  children: z.array(
+    z.strictObject({
+      run_id: z.string(),
+      item: z.number().int().nullable(),
+      step: z.string().nullable(),
+      workflow: z.string(),
+      status: z.enum(["completed", "failed", "cancelled"]).nullable(),
+    }),
+  ),
 });
 export type NodeDetail = z.infer<typeof NodeDetail>;
 
@@ -99,6 +109,8 @@ export const RunView = z.strictObject({
   gates: z.array(z.lazy(() => GateView)),
   /** LLM tokens and cost so far. */
   usage: Usage,
+  /** For a child run: the run, node and step (null for a sub-workflow node) that started it. */
+  parent: z.strictObject({ run_id: z.string(), node: z.string(), step: z.string().nullable() }).nullable(),
 });
 export type RunView = z.infer<typeof RunView>;
 

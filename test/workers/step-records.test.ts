@@ -2,7 +2,7 @@ import { describe, it } from "vitest";
 import { StepRecord } from "../../schemas/index.ts";
 import { TEST_SECRETS } from "../secrets.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
-import { api, httpStep, httpTarget, journal, runWorkflow, uniqueId, verifyRun } from "./helpers.ts";
+import { api, httpStep, httpTarget, journal, registerWorkflow, runWorkflow, uniqueId, verifyRun } from "./helpers.ts";
 
 /**
  * The journal sees inside every task: `task.completed`, `task.failed` and
@@ -116,5 +116,37 @@ describe("step records in the journal", () => {
     }
     // The run view too (the event stream serves these same entries).
     expect(JSON.stringify((await api("GET", `/v1/runs/${run.run_id}`)).json)).not.toContain(TEST_SECRETS.LLM_API_KEY);
+  });
+});
+
+describe("runs linked to their children and parents", () => {
+  it("a child run's view names its parent run, node and step; the parent's node lists its children", async ({
+    expect,
+  }) => {
+    const child = uniqueId("child");
+    const parent = uniqueId("parent");
+    const setStep = {
+      ref: "set",
+      action: { kind: "context", implementation: { updates: [{ path: "x", expr: "1" }] } },
+    };
+    const callStep = { ref: "call", action: { kind: "workflow", implementation: { workflow: child } } };
+    await registerWorkflow({ id: child, nodes: { only: { task: { steps: [setStep] } } } });
+    const run = await runWorkflow({
+      id: parent,
+      nodes: { sub: { workflow: child }, steps: { task: { steps: [callStep] } } },
+    });
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(run.parent).toBeNull();
+    for (const [node, step] of [
+      ["sub", null],
+      ["steps", "call"],
+    ] as const) {
+      const detail = (await api("GET", `/v1/runs/${run.run_id}/nodes/${node}`)).json;
+      expect(detail.children).toEqual([
+        { run_id: expect.stringMatching(/^run_/), item: null, step, workflow: `${child}@1`, status: "completed" },
+      ]);
+      const childView = (await api("GET", `/v1/runs/${detail.children[0].run_id}`)).json;
+      expect(childView.parent).toEqual({ run_id: run.run_id, node, step });
+    }
   });
 });
