@@ -1,4 +1,5 @@
 import type { Expr, SourceInfo } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
+import { childExprs } from "./cel-ast.ts";
 import { CEL_ITERATION_FUNCTION } from "./cel-budget.ts";
 import { env, PLANNER_CALLS } from "./cel-env.ts";
 
@@ -26,48 +27,18 @@ export function findStaticProblem(root: Expr, sourceInfo: SourceInfo | undefined
         }
         break;
       }
-      case "selectExpr":
-        if (kind.value.operand !== undefined) {
-          stack.push(kind.value.operand);
-        }
-        break;
       case "callExpr": {
         const call = kind.value;
         if (!isKnownFunction(call.function, call.target)) {
           const shown = call.target === undefined ? `${call.function}()` : `.${call.function}()`;
           return `unknown function ${shown} or wrong use of a macro${at(expr, sourceInfo)}`;
         }
-        if (call.target !== undefined) {
-          stack.push(call.target);
-        }
-        stack.push(...call.args);
-        break;
-      }
-      case "listExpr":
-        stack.push(...kind.value.elements);
-        break;
-      case "structExpr":
-        for (const entry of kind.value.entries) {
-          if (entry.keyKind.case === "mapKey") {
-            stack.push(entry.keyKind.value);
-          }
-          if (entry.value !== undefined) {
-            stack.push(entry.value);
-          }
-        }
-        break;
-      case "comprehensionExpr": {
-        const c = kind.value;
-        for (const part of [c.iterRange, c.accuInit, c.loopCondition, c.loopStep, c.result]) {
-          if (part !== undefined) {
-            stack.push(part);
-          }
-        }
         break;
       }
       default:
         break;
     }
+    stack.push(...childExprs(expr));
   }
   return undefined;
 }
@@ -149,30 +120,16 @@ export function freeVariables(root: Expr): string[] {
   return [...found];
 }
 
-/** The sub-expressions of an expression that is neither an identifier nor a comprehension, in source order. */
+/** The subexpressions the variable scan walks: all, but the namespace of a namespaced function (`strings` in `strings.quote(s)`). */
 function childrenOf(expr: Expr): Expr[] {
   const kind = expr.exprKind;
-  switch (kind.case) {
-    case "selectExpr":
-      return kind.value.operand === undefined ? [] : [kind.value.operand];
-    case "callExpr": {
-      const { target, args, function: name } = kind.value;
-      const qualifier = target === undefined ? undefined : qualifiedName(target);
-      const namespaced = qualifier !== undefined && env.funcs.find(`${qualifier}.${name}`) !== undefined;
-      return [...(target === undefined || namespaced ? [] : [target]), ...args].reverse();
+  if (kind.case === "callExpr" && kind.value.target !== undefined) {
+    const qualifier = qualifiedName(kind.value.target);
+    if (qualifier !== undefined && env.funcs.find(`${qualifier}.${kind.value.function}`) !== undefined) {
+      return [...kind.value.args].reverse();
     }
-    case "listExpr":
-      return [...kind.value.elements].reverse();
-    case "structExpr":
-      return kind.value.entries
-        .flatMap((entry) => [
-          ...(entry.keyKind.case === "mapKey" ? [entry.keyKind.value] : []),
-          ...(entry.value === undefined ? [] : [entry.value]),
-        ])
-        .reverse();
-    default:
-      return [];
   }
+  return childExprs(expr).reverse();
 }
 
 export function at(expr: Expr, sourceInfo: SourceInfo | undefined): string {

@@ -1,4 +1,5 @@
 import type { Expr } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
+import { childExprs } from "./cel-ast.ts";
 import { CEL_ITERATION_BASE_COST_UNITS, CEL_ITERATION_FUNCTION } from "./cel-budget.ts";
 
 // ───────────────────────────── AST instrumentation ─────────────────────────────
@@ -71,42 +72,7 @@ function subexpressions(root: Expr): Expr[] {
   const stack: Expr[] = [root];
   for (let expr = stack.pop(); expr !== undefined; expr = stack.pop()) {
     out.push(expr);
-    const kind = expr.exprKind;
-    switch (kind.case) {
-      case "selectExpr":
-        pushDefined(stack, kind.value.operand);
-        break;
-      case "callExpr":
-        pushDefined(stack, kind.value.target);
-        stack.push(...kind.value.args);
-        break;
-      case "listExpr":
-        stack.push(...kind.value.elements);
-        break;
-      case "structExpr":
-        for (const entry of kind.value.entries) {
-          if (entry.keyKind.case === "mapKey") {
-            stack.push(entry.keyKind.value);
-          }
-          pushDefined(stack, entry.value);
-        }
-        break;
-      case "comprehensionExpr": {
-        const c = kind.value;
-        for (const part of [c.iterRange, c.accuInit, c.loopCondition, c.loopStep, c.result]) {
-          pushDefined(stack, part);
-        }
-        break;
-      }
-      default:
-        break;
-    }
+    stack.push(...childExprs(expr));
   }
   return out;
-}
-
-function pushDefined(stack: Expr[], expr: Expr | undefined): void {
-  if (expr !== undefined) {
-    stack.push(expr);
-  }
 }
