@@ -1,6 +1,16 @@
 import { env } from "cloudflare:workers";
 import { describe, it, vi } from "vitest";
-import { registerWorkflow, api, uniqueId, waitForRun, start, runWorkflow, journal } from "./helpers.ts";
+import {
+  registerWorkflow,
+  api,
+  uniqueId,
+  waitForRun,
+  start,
+  runWorkflow,
+  journal,
+  callOf,
+  stepsOf,
+} from "./helpers.ts";
 
 /**
  * The container path end to end, in local mode: workflows run through the
@@ -465,14 +475,13 @@ describe("the shell action", () => {
     expect(finished.output.main.files).toBe("");
     // The step record keeps the template, not the values, with the exit code and output sizes.
     const completed = (await journal(finished.run_id)).find((entry) => entry.kind === "task.completed");
-    const call = completed?.body.steps[0].attempts[0].call;
-    expect(call).toMatchObject({
+    expect(callOf(completed)).toMatchObject({
       command_template: "printf '%s|' {{name}} \"{{name}}\" '{{name}}'",
       exit_code: 0,
       stdout_bytes: new TextEncoder().encode(`${value}|`.repeat(3)).length,
       stderr_bytes: 0,
     });
-    expect(JSON.stringify(completed?.body.steps)).not.toContain("pwned");
+    expect(JSON.stringify(stepsOf(completed))).not.toContain("pwned");
   });
 
   it("kills a command past its timeout and fails the step with shell.timeout", async ({ expect }) => {

@@ -16,10 +16,8 @@ import {
   journal,
   verified,
   httpStep,
+  gateOpenOrSettled,
 } from "./helpers.ts";
-
-const waitingForGate = (run: any) =>
-  run.gates?.some((gate: any) => gate.status === "open") || ["completed", "failed", "cancelled"].includes(run.status);
 
 const contextStep = (ref: string, path: string, expr: string) => ({
   ref,
@@ -86,7 +84,7 @@ describe("human gates", () => {
       output_schema: { type: "object", required: ["published"] },
     });
     const runId = await start(id, { input: { name: "world" } });
-    const waiting = await waitForRun(runId, waitingForGate);
+    const waiting = await waitForRun(runId, gateOpenOrSettled);
     expect(waiting.status).toBe("waiting");
     expect(waiting.nodes.approve.status).toBe("waiting");
     const gates = (await api("GET", `/v1/runs/${runId}/gates`)).json.gates;
@@ -151,7 +149,7 @@ describe("human gates", () => {
       },
     });
     const runId = await start(id, { input: { n: 4 } });
-    const waiting = await waitForRun(runId, waitingForGate);
+    const waiting = await waitForRun(runId, gateOpenOrSettled);
     expect(waiting.gates[0].prompt).toBe("Publish 40?");
     const answeredAt = Date.now();
     await api("POST", `/v1/runs/${runId}/gates/${waiting.gates[0].gate_id}`, { response: { ok: true } });
@@ -222,7 +220,7 @@ describe("approvals for high-risk actions", () => {
     const key = uniqueId("deploy");
     await registerWorkflow(riskyWorkflow(id, key));
     const runId = await start(id);
-    const waiting = await waitForRun(runId, waitingForGate);
+    const waiting = await waitForRun(runId, gateOpenOrSettled);
     expect(waiting.gates[0]).toMatchObject({ kind: "approval", step: "deploy", status: "open" });
     expect(waiting.gates[0].input_schema.required).toEqual(["approved"]);
     expect(await hits(key)).toBe(0);
@@ -250,7 +248,7 @@ describe("approvals for high-risk actions", () => {
       nodes: { only: { ...riskyWorkflow(id, key).nodes.only, retry: { max_attempts: 3, initial_delay_ms: 10 } } },
     });
     const runId = await start(id);
-    const waiting = await waitForRun(runId, waitingForGate);
+    const waiting = await waitForRun(runId, gateOpenOrSettled);
     await api("POST", `/v1/runs/${runId}/gates/${waiting.gates[0].gate_id}`, {
       response: { approved: false, reason: "not today" },
     });

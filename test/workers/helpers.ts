@@ -1,6 +1,7 @@
 import { env, exports } from "cloudflare:workers";
 import { vi } from "vitest";
 import { verifyJournal, type VerifyReport } from "../../lib/journal/index.ts";
+import { StepRecord } from "../../schemas/index.ts";
 
 export const TOKEN = "test-token";
 
@@ -80,6 +81,21 @@ export interface Entry {
   at: string;
   hash: string;
   body: Record<string, any>;
+}
+
+/** The step records an entry carries (`task.completed`, `task.failed`, `task.suspended`), checked against their schema. */
+export function stepsOf(entry: Entry | undefined): StepRecord[] {
+  return StepRecord.array().parse(entry?.body.steps);
+}
+
+/** What one step's `attempt`-th call (1-based) did, as its attempt record says. */
+export function callOf(entry: Entry | undefined, step = 0, attempt = 1): Record<string, unknown> | undefined {
+  return stepsOf(entry)[step]?.attempts[attempt - 1]?.call;
+}
+
+/** A run waiting at an open gate, or settled: what tests wait for before answering a gate. */
+export function gateOpenOrSettled(run: { status: string; gates?: { status: string }[] }): boolean {
+  return run.gates?.some((gate) => gate.status === "open") === true || TERMINAL.has(run.status);
 }
 
 /** Registers a definition bundle; any answer but 201 fails the test's setup. */

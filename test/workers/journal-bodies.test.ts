@@ -11,7 +11,17 @@ import {
 } from "../../coordinator/decide.ts";
 import { RunSnapshot } from "../../schemas/index.ts";
 import { isJournalKind, JOURNAL_BODIES } from "../../schemas/journal.ts";
-import { riskyStep, api, uniqueId, waitForRun, httpTarget, register, start, journal } from "./helpers.ts";
+import {
+  riskyStep,
+  api,
+  uniqueId,
+  waitForRun,
+  httpTarget,
+  register,
+  start,
+  journal,
+  gateOpenOrSettled,
+} from "./helpers.ts";
 
 /**
  * Real runs write only the journal the schema table describes: every entry's
@@ -30,9 +40,6 @@ function offTable(entries: readonly { seq: number; kind: string; body: unknown }
     return parsed.success ? [] : [`seq ${entry.seq} ${entry.kind}: ${parsed.error.message}`];
   });
 }
-
-const openGate = (run: any) =>
-  run.gates?.some((gate: any) => gate.status === "open") || ["completed", "failed", "cancelled"].includes(run.status);
 
 const contextStep = (ref: string, path: string, expr: string) => ({
   ref,
@@ -130,7 +137,7 @@ describe("the journal of real runs", () => {
     // A gate answered, a foreach with a skipped item, a retry, two children, skips, a repeat that gives up.
     const parentRun = await start(parent, { input: { items: [1, 2, 3], n: 4 } });
     runs.push(parentRun);
-    const waiting = await waitForRun(parentRun, openGate);
+    const waiting = await waitForRun(parentRun, gateOpenOrSettled);
     await api("POST", `/v1/runs/${parentRun}/gates/${waiting.gates[0].gate_id}`, { response: { ok: true } });
     expect((await waitForRun(parentRun)).status).toBe("completed");
 
@@ -142,7 +149,7 @@ describe("the journal of real runs", () => {
     // An approval rejected, the failed run redriven, approved, then one more run cancelled at its gate.
     const riskyRun = await start(risky);
     runs.push(riskyRun);
-    const approval = await waitForRun(riskyRun, openGate);
+    const approval = await waitForRun(riskyRun, gateOpenOrSettled);
     await api("POST", `/v1/runs/${riskyRun}/gates/${approval.gates[0].gate_id}`, {
       response: { approved: false, reason: "not now" },
     });
@@ -157,7 +164,7 @@ describe("the journal of real runs", () => {
     expect((await waitForRun(riskyRun)).status).toBe("completed");
     const cancelledRun = await start(risky);
     runs.push(cancelledRun);
-    await waitForRun(cancelledRun, openGate);
+    await waitForRun(cancelledRun, gateOpenOrSettled);
     expect((await api("POST", `/v1/runs/${cancelledRun}/cancel`, { reason: "changed my mind" })).status).toBe(200);
 
     // A run cancelled while its child waits at a gate: the child is cancelled too.

@@ -13,6 +13,7 @@ import {
   register,
   runWorkflow,
   journal,
+  callOf,
 } from "./helpers.ts";
 
 async function seen(key: string): Promise<{ count: number; credentials: string[] }> {
@@ -97,7 +98,7 @@ describe("the llm action", () => {
     expect((await seen(key)).credentials).toEqual([`Bearer ${TEST_SECRETS.LLM_API_KEY}`]);
     // The journal's step record says what the call did: provider, model, tokens, cost, finish reason.
     const completed = (await journal(run.run_id)).find((entry) => entry.kind === "task.completed");
-    expect(completed?.body.steps[0].attempts[0].call).toEqual({
+    expect(callOf(completed)).toEqual({
       provider: "openai-compatible",
       model: "local-echo",
       tokens: { input: 5, output: 3 },

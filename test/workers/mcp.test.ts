@@ -7,7 +7,7 @@ import { toolPin } from "../../executor/actions/mcp.ts";
 import { sha256Hex } from "../../lib/ids.ts";
 import { canonicalJson } from "../../lib/journal/index.ts";
 import { RECORDED_PREVIEW_CHARS } from "../../lib/recordable.ts";
-import { api, uniqueId, httpTarget, singleTaskWorkflow, mcpServer, runWorkflow, journal } from "./helpers.ts";
+import { api, uniqueId, httpTarget, singleTaskWorkflow, mcpServer, runWorkflow, journal, callOf } from "./helpers.ts";
 
 const mcpSseServer = (): string => (env as unknown as { MCP_SSE_SERVER_URL: string }).MCP_SSE_SERVER_URL;
 
@@ -179,7 +179,7 @@ describe("the mcp action", () => {
     expect((await stats(key)).calls).toHaveLength(1);
     // The step record says which tool was called, under which pin, with what, and what came back.
     const completed = (await journal(run.run_id)).find((entry) => entry.kind === "task.completed");
-    expect(completed?.body.steps[0].attempts[0].call).toMatchObject({
+    expect(callOf(completed)).toMatchObject({
       tool: "echo",
       pin,
       arguments: { message: "pinned" },
@@ -198,14 +198,15 @@ describe("the mcp action", () => {
     });
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
     const completed = (await journal(run.run_id)).find((entry) => entry.kind === "task.completed");
-    const call = completed?.body.steps[0].attempts[0].call;
     const canonical = canonicalJson(run.output.result.all);
-    expect(call.result).toEqual({
-      sha256: await sha256Hex(canonical),
-      chars: canonical.length,
-      preview: canonical.slice(0, RECORDED_PREVIEW_CHARS),
+    expect(callOf(completed)).toMatchObject({
+      result: {
+        sha256: await sha256Hex(canonical),
+        chars: canonical.length,
+        preview: canonical.slice(0, RECORDED_PREVIEW_CHARS),
+      },
+      arguments: { sha256: await sha256Hex(canonicalJson({ message })) },
     });
-    expect(call.arguments.sha256).toBe(await sha256Hex(canonicalJson({ message })));
     expect(JSON.stringify(completed?.body).length).toBeLessThan(canonical.length + 2_000);
   });
 

@@ -1,6 +1,6 @@
 import { describe, it } from "vitest";
 import { FAKE_BINDINGS, fakeEmbedding } from "../fakes/bindings.ts";
-import { api, uniqueId, runWorkflow, journal } from "./helpers.ts";
+import { api, uniqueId, runWorkflow, journal, stepsOf } from "./helpers.ts";
 
 /** Documents tagged with a batch of their own, so each test filters to what it wrote. */
 function docs(batch: string) {
@@ -225,7 +225,7 @@ describe("the metric action", () => {
     ]);
     // The step records name the index or dataset and count what each call did.
     const completed = (await journal(result.run_id)).find((entry) => entry.kind === "task.completed");
-    const calls = completed?.body.steps.map((step: any) => step.attempts[0].call);
+    const calls = stepsOf(completed).map((step) => step.attempts[0]?.call);
     expect(calls).toEqual([
       { index: "default", operation: "upsert", count: docs(batch).length },
       { index: "default", operation: "query", count: 3 },
