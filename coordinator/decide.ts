@@ -14,6 +14,7 @@ import { isTerminal } from "./lifecycle.ts";
 import type { LiveWork } from "./live.ts";
 import { completeInvocation, failInvocation, itemOf, startReadyNodes } from "./nodes.ts";
 import { advance, nextWakeAt } from "./schedule.ts";
+import { mergeStepSummaries } from "./summaries.ts";
 import { MAX_EVENT_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
 import {
   answerGate,
@@ -237,7 +238,8 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
     });
     return;
   }
-  const { nodeId, invocation } = found;
+  const { nodeId } = found;
+  const invocation = withStepSummaries(draft, nodeId, found.invocation, result);
   const tokens = result.metrics.llm_tokens;
   const usage = draft.record.usage;
   draft.record.usage = {
@@ -257,6 +259,15 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
     return;
   }
   failInvocation(draft, nodeId, invocation, attemptErrorOf(result), result.steps);
+}
+
+/** The invocation with its step summaries brought up to date by the result's step records (written with it). */
+function withStepSummaries(draft: Draft, nodeId: string, invocation: InvocationRecord, result: TaskResult) {
+  if (result.steps === undefined) {
+    return invocation;
+  }
+  draft.setInvocation(nodeId, invocation.index, { steps: mergeStepSummaries(invocation.steps, result.steps) });
+  return draft.invocation(nodeId, invocation.index) ?? invocation;
 }
 
 /** Failed and cancelled nodes start over; completed and skipped ones keep their results. */

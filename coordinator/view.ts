@@ -32,8 +32,22 @@ export function toRunView(state: RunState, foreachNodes: ReadonlySet<string>): R
     gates: record.gates.map(toGateView),
     usage: record.usage,
     parent: record.parent && parentOf(record.parent.run_id, record.parent.key),
+    children: Object.entries(state.nodes)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .flatMap(([id, node]) =>
+        node.invocations.flatMap((invocation) =>
+          (invocation.children ?? []).map((child) => ({
+            ...child,
+            node: id,
+            item: foreachNodes.has(id) ? invocation.index : null,
+          })),
+        ),
+      ),
   };
 }
+
+/** How many invocations of a foreach node the run view lists (the node view lists them all). */
+const VIEW_INVOCATIONS = 100;
 
 /**
  * Where a child run was started, read from its start key
@@ -66,6 +80,12 @@ function toNodeView(node: NodeRecord, foreach: boolean): NodeView {
           },
         }
       : {}),
+    invocations: node.invocations.slice(0, VIEW_INVOCATIONS).map((invocation) => ({
+      index: invocation.index,
+      status: invocation.status,
+      attempts: invocation.attempts,
+      steps: invocation.steps ?? [],
+    })),
   };
 }
 

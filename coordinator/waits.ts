@@ -12,6 +12,7 @@ import {
 } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
 import { completeInvocation, failNode, itemOf } from "./nodes.ts";
+import { withChild, withChildStatus } from "./summaries.ts";
 
 /**
  * What suspended tasks wait for: human gates (inputs and approvals) and child
@@ -293,7 +294,15 @@ export function childStarted(draft: Draft, key: string, runId: string): void {
   }
   const suspension = found.invocation.suspension;
   const waiting = { ...found.invocation.suspension.waiting_for, run_id: runId };
-  draft.setInvocation(found.nodeId, found.invocation.index, { suspension: { ...suspension, waiting_for: waiting } });
+  draft.setInvocation(found.nodeId, found.invocation.index, {
+    suspension: { ...suspension, waiting_for: waiting },
+    children: withChild(found.invocation.children, {
+      run_id: runId,
+      step: suspension.step_ref,
+      workflow: waiting.workflow,
+      status: null,
+    }),
+  });
   draft.journal("child.started", {
     node: found.nodeId,
     item: itemOf(draft, found.nodeId, found.invocation),
@@ -327,7 +336,8 @@ export function childFinished(draft: Draft, outcome: ChildOutcome): void {
   if (!found || !suspension || suspension.waiting_for.kind !== "child") {
     return;
   }
-  const { nodeId, invocation } = found;
+  const { nodeId } = found;
+  const invocation = withChildStatus(draft, nodeId, found.invocation, outcome);
   draft.journal("child.finished", {
     node: nodeId,
     item: itemOf(draft, nodeId, invocation),

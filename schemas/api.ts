@@ -3,7 +3,7 @@ import { JsonValue } from "./common.ts";
 import { DefinitionKind } from "./definitions.ts";
 import { ErrorInfo, Failure } from "./errors.ts";
 import { StepRecord } from "./payload.ts";
-import { NodeStatus, RunMode, RunStatus, Usage } from "./run.ts";
+import { ChildLink, INVOCATION_STATUSES, NodeStatus, RunMode, RunStatus, StepSummary, Usage } from "./run.ts";
 
 /** `POST /v1/workflows/{id}/runs` body. */
 export const StartRunBody = z.strictObject({
@@ -54,6 +54,19 @@ export const NodeView = z.strictObject({
       cancelled: z.number().int(),
     })
     .optional(),
+  /**
+   * Each invocation at a glance: its steps as its latest dispatches left them.
+   * A foreach node lists its first 100 here (`items.total` counts them all);
+   * `GET /v1/runs/{id}/nodes/{node}` has every one in full.
+   */
+  invocations: z.array(
+    z.strictObject({
+      index: z.number().int(),
+      status: z.enum(INVOCATION_STATUSES),
+      attempts: z.number().int(),
+      steps: z.array(StepSummary),
+    }),
+  ),
 });
 export type NodeView = z.infer<typeof NodeView>;
 
@@ -73,7 +86,7 @@ export const NodeDetail = NodeView.extend({
   invocations: z.array(
     z.strictObject({
       index: z.number().int(),
-      status: z.string(),
+      status: z.enum(INVOCATION_STATUSES),
       attempts: z.number().int(),
       input: JsonValue.nullable(),
       output: JsonValue.nullable(),
@@ -111,6 +124,8 @@ export const RunView = z.strictObject({
   usage: Usage,
   /** For a child run: the run, node and step (null for a sub-workflow node) that started it. */
   parent: z.strictObject({ run_id: z.string(), node: z.string(), step: z.string().nullable() }).nullable(),
+  /** The child runs this run started, in node order, with how each ended (null while it runs). */
+  children: z.array(ChildLink.extend({ node: z.string(), item: z.number().int().nullable() })),
 });
 export type RunView = z.infer<typeof RunView>;
 

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { JsonObject, JsonValue } from "./common.ts";
 import { Failure } from "./errors.ts";
-import { ResourceHandle, TaskContext, TaskResume } from "./payload.ts";
+import { ResourceHandle, StepRecord, TaskContext, TaskResume } from "./payload.ts";
 
 /** The 8 run states (brief §3). */
 export const RUN_STATUSES = [
@@ -65,6 +65,33 @@ export const Suspension = z.strictObject({
 export type Suspension = z.infer<typeof Suspension>;
 
 /**
+ * A step of an invocation at a glance, for the run view: how its latest
+ * dispatch went (`StepRecord` in full is in the journal and the node view).
+ */
+export const StepSummary = z.strictObject({
+  step: z.string(),
+  status: StepRecord.shape.status,
+  /** Calls of the action (1 unless the action retried). */
+  attempts: z.number().int().min(0),
+  duration_ms: z.number().min(0),
+  /** The code of the error that failed or continued the step. */
+  error: z.string().optional(),
+  /** An llm step's tokens and cost, summed over its attempts. */
+  tokens: z.strictObject({ input: z.number().int().min(0), output: z.number().int().min(0) }).optional(),
+  cost_usd: z.number().min(0).optional(),
+});
+export type StepSummary = z.infer<typeof StepSummary>;
+
+/** A child run an invocation started, and how it ended once it has. */
+export const ChildLink = z.strictObject({
+  run_id: z.string(),
+  step: z.string().nullable(),
+  workflow: z.string(),
+  status: z.enum(["completed", "failed", "cancelled"]).nullable(),
+});
+export type ChildLink = z.infer<typeof ChildLink>;
+
+/**
  * One task invocation of a node: a plain node has one, a foreach node one per
  * item. `token` names the dispatch in flight; a result is accepted only for it.
  * `input` is fixed when the node starts, so every attempt gets the same input.
@@ -83,6 +110,10 @@ export const InvocationRecord = z.strictObject({
   suspension: Suspension.optional(),
   /** How the next dispatch continues a suspended task. */
   resume: TaskResume.optional(),
+  /** Its steps as the latest dispatches left them (a continuation replaces the steps from its resumed one on). */
+  steps: z.array(StepSummary).optional(),
+  /** The child runs it started, in order. */
+  children: z.array(ChildLink).optional(),
 });
 export type InvocationRecord = z.infer<typeof InvocationRecord>;
 

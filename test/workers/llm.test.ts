@@ -105,6 +105,17 @@ describe("the llm action", () => {
       cost_usd: 0.00006,
       finish_reason: expect.any(String),
     });
+    // The run view shows the step's tokens and cost beside its status.
+    expect(run.nodes.main.invocations[0].steps).toEqual([
+      {
+        step: "answer",
+        status: "completed",
+        attempts: 1,
+        duration_ms: expect.any(Number),
+        tokens: { input: 5, output: 3 },
+        cost_usd: 0.00006,
+      },
+    ]);
   });
 
   it("returns { content } with token usage when the prompt has no produces", async ({ expect }) => {

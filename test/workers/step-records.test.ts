@@ -3,15 +3,19 @@ import { TEST_SECRETS } from "../secrets.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import {
   api,
+  gateOpenOrSettled,
   httpStep,
   httpTarget,
   journal,
   registerWorkflow,
   runWorkflow,
+  start,
   stepsOf,
   uniqueId,
   verifyRun,
+  waitForRun,
 } from "./helpers.ts";
+import type { NodeView } from "../../schemas/index.ts";
 
 /**
  * The journal sees inside every task: `task.completed`, `task.failed` and
@@ -57,6 +61,16 @@ describe("step records in the journal", () => {
     expect(detail.json.invocations).toHaveLength(1);
     expect(detail.json.invocations[0].dispatches).toEqual([
       { seq: completed?.seq, kind: "task.completed", attempt: 1, steps: [record] },
+    ]);
+
+    // The run view has the same step at a glance: three calls, how long it took.
+    expect(run.nodes.main.invocations).toEqual([
+      {
+        index: 0,
+        status: "completed",
+        attempts: 1,
+        steps: [{ step: "call", status: "completed", attempts: 3, duration_ms: record?.duration_ms }],
+      },
     ]);
     const missing = await api("GET", `/v1/runs/${run.run_id}/nodes/nope`);
     expect([missing.status, missing.json.error.code]).toEqual([404, "node.not_found"]);
@@ -124,6 +138,43 @@ describe("step records in the journal", () => {
     // The run view too (the event stream serves these same entries).
     expect(JSON.stringify((await api("GET", `/v1/runs/${run.run_id}`)).json)).not.toContain(TEST_SECRETS.LLM_API_KEY);
   });
+
+  it("the run view shows each step of a task that waited at a gate, before and after the answer", async ({
+    expect,
+  }) => {
+    const set = { ref: "set", action: { kind: "context", implementation: { updates: [{ path: "x", expr: "1" }] } } };
+    const ask = {
+      ref: "ask",
+      action: {
+        kind: "human",
+        implementation: {
+          prompt_template: "Go on?",
+          input_schema: { type: "object", required: ["ok"], properties: { ok: { type: "boolean" } } },
+        },
+      },
+    };
+    const skipped = { ...set, ref: "never", condition: { if: "false" } };
+    const id = uniqueId("gated");
+    await registerWorkflow({ id, nodes: { main: { task: { steps: [set, ask, skipped, { ...set, ref: "after" }] } } } });
+    const runId = await start(id);
+    const waiting = await waitForRun(runId, gateOpenOrSettled);
+    const statuses = (view: { nodes: Record<string, NodeView> }) =>
+      view.nodes.main?.invocations[0]?.steps.map((step) => [step.step, step.status]);
+    expect(statuses(waiting)).toEqual([
+      ["set", "completed"],
+      ["ask", "suspended"],
+    ]);
+    await api("POST", `/v1/runs/${runId}/gates/${waiting.gates[0].gate_id}`, { response: { ok: true } });
+    const done = await waitForRun(runId);
+    expect(done.status).toBe("completed");
+    // The continuation replaced the waiting step with how it ended, and kept the step before it.
+    expect(statuses(done)).toEqual([
+      ["set", "completed"],
+      ["ask", "completed"],
+      ["never", "skipped"],
+      ["after", "completed"],
+    ]);
+  });
 });
 
 describe("runs linked to their children and parents", () => {
@@ -155,5 +206,11 @@ describe("runs linked to their children and parents", () => {
       const childView = (await api("GET", `/v1/runs/${detail.children[0].run_id}`)).json;
       expect(childView.parent).toEqual({ run_id: run.run_id, node, step });
     }
+    // The parent's run view lists both children, where each was started and how it ended.
+    const link = { run_id: expect.stringMatching(/^run_/), item: null, workflow: `${child}@1`, status: "completed" };
+    expect(run.children).toEqual([
+      { ...link, node: "steps", step: "call" },
+      { ...link, node: "sub", step: null },
+    ]);
   });
 });
