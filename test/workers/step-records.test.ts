@@ -1,3 +1,4 @@
+import { exports } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { TEST_SECRETS } from "../secrets.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
@@ -11,6 +12,7 @@ import {
   runWorkflow,
   start,
   stepsOf,
+  TOKEN,
   uniqueId,
   verifyRun,
   waitForRun,
@@ -62,6 +64,19 @@ describe("step records in the journal", () => {
     expect(detail.json.invocations[0].dispatches).toEqual([
       { seq: completed?.seq, kind: "task.completed", attempt: 1, steps: [record] },
     ]);
+
+    // The event stream carries the same entry, step records and all.
+    const events = await (
+      await exports.default.fetch(`http://trellis.test/v1/runs/${run.run_id}/events`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      })
+    ).text();
+    const streamed = events
+      .split("\n\n")
+      .find((block) => /^event: task\.completed$/m.test(block))
+      ?.split("\n")
+      .find((line) => line.startsWith("data: "));
+    expect(stepsOf(JSON.parse(streamed?.slice("data: ".length) ?? "null"))).toEqual([record]);
 
     // The run view has the same step at a glance: three calls, how long it took.
     expect(run.nodes.main.invocations).toEqual([
