@@ -6,6 +6,7 @@ import { parseYamlBody } from "../lib/yaml-body.ts";
 import { bearerAuth } from "./auth.ts";
 import { onError } from "./errors.ts";
 import { streamRunEvents } from "./events.ts";
+import { mcpServerTools } from "./mcp-tools.ts";
 import * as service from "./service.ts";
 
 type App = { Bindings: Env; Variables: { principal: string } };
@@ -54,6 +55,7 @@ export function createApp(): Hono<App> {
   app.post("/v1/runs/:runId/gates/:gateId", async (c) =>
     c.json(await service.answerGate(c.env, c.req.param("runId"), c.req.param("gateId"), await readJson(c))),
   );
+  app.get("/v1/mcp_servers/:id/tools", async (c) => c.json(await mcpServerTools(c.env, c.req.param("id"))));
   app.get("/v1/:kind/:id", async (c) =>
     c.json(await service.getDefinition(c.env, c.req.param("kind"), c.req.param("id"))),
   );

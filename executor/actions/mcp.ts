@@ -85,6 +85,50 @@ export async function toolPin(tool: Pick<Tool, "name" | "inputSchema">): Promise
   return `sha256:${[...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, "0")).join("")}`;
 }
 
+/** A tool as `GET /v1/mcp_servers/{id}/tools` lists it: the pin an `mcp` action would check. */
+export interface ListedTool {
+  name: string;
+  description: string | null;
+  pin: string;
+  /** Whether the server's `allowed_tools` lets actions call it. */
+  allowed: boolean;
+}
+
+/**
+ * Every tool the server lists, each with its pin, so an author can pin a tool
+ * without first provoking a mismatch. Connects as an action would, with the
+ * server's headers (`$env:` resolved, and scrubbed from any error).
+ */
+export async function listTools(server: ResolvedMcpServer, env: Env, signal: AbortSignal): Promise<ListedTool[]> {
+  const headers = resolveHeaders(server, env);
+  const scrub = (text: string) => redactSecrets(text, headers.secrets);
+  const session = await connect(server, headers.values, { signal, fetch }, scrub);
+  try {
+    const tools: ListedTool[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await session.client.listTools(cursor === undefined ? {} : { cursor }, { signal });
+      for (const tool of page.tools) {
+        tools.push({
+          name: tool.name,
+          description: tool.description ?? null,
+          pin: await toolPin(tool),
+          allowed: server.allowed_tools?.includes(tool.name) ?? true,
+        });
+      }
+      cursor = page.nextCursor;
+    } while (cursor !== undefined && tools.length < MAX_LISTED_TOOLS);
+    return tools;
+  } catch (thrown) {
+    throw toMcpError(thrown, server, signal, scrub);
+  } finally {
+    await session.close();
+  }
+}
+
+/** A listing stops here: a server that pages forever cannot hold the request. */
+const MAX_LISTED_TOOLS = 1_000;
+
 /** Both allowlists, checked before any connection: an empty run allowlist allows nothing. */
 function checkAllowed(server: ResolvedMcpServer, tool: string, grants: readonly string[]): void {
   if (server.allowed_tools !== undefined && !server.allowed_tools.includes(tool)) {
@@ -116,6 +160,9 @@ function resolveHeaders(server: ResolvedMcpServer, env: Env): { values: Record<s
   return { values, secrets };
 }
 
+/** What a connection needs of its caller: when to give up, and how to fetch. */
+type Connection = Pick<ActionContext, "signal" | "fetch">;
+
 interface Session {
   client: Client;
   close(): Promise<void>;
@@ -125,7 +172,7 @@ interface Session {
 async function connect(
   server: ResolvedMcpServer,
   headers: Record<string, string>,
-  context: ActionContext,
+  context: Connection,
   scrub: (text: string) => string,
 ): Promise<Session> {
   const url = new URL(server.url);
@@ -158,7 +205,7 @@ function newClient(): Client {
 }
 
 /** The SDK's own requests also end when the action's signal does, and read at most MAX_RESPONSE_BYTES of a body. */
-function boundFetch(context: ActionContext): typeof fetch {
+function boundFetch(context: Connection): typeof fetch {
   const capped = cappedFetch(context.fetch);
   return (input, init) =>
     capped(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, context.signal]) : context.signal });

@@ -7,7 +7,18 @@ import { toolPin } from "../../executor/actions/mcp.ts";
 import { sha256Hex } from "../../lib/ids.ts";
 import { canonicalJson } from "../../lib/journal/index.ts";
 import { RECORDED_PREVIEW_CHARS } from "../../lib/recordable.ts";
-import { api, uniqueId, httpTarget, singleTaskWorkflow, mcpServer, runWorkflow, journal, callOf } from "./helpers.ts";
+import {
+  api,
+  uniqueId,
+  httpTarget,
+  singleTaskWorkflow,
+  mcpServer,
+  register,
+  runWorkflow,
+  journal,
+  callOf,
+} from "./helpers.ts";
+import { TEST_SECRETS } from "../secrets.ts";
 
 const mcpSseServer = (): string => (env as unknown as { MCP_SSE_SERVER_URL: string }).MCP_SSE_SERVER_URL;
 
@@ -293,6 +304,52 @@ describe("mcp definitions", () => {
     expect(response.json.error.details).toEqual([
       expect.objectContaining({ path: "mcp_servers.0.headers.authorization", code: "definition.literal_secret" }),
     ]);
+  });
+});
+
+describe("GET /v1/mcp_servers/{id}/tools", () => {
+  it("lists each tool with the pin a pinned mcp step then accepts, and which tools allowed_tools lets through", async ({
+    expect,
+  }) => {
+    const server = uniqueId("srv");
+    const key = uniqueId("key");
+    await register({
+      mcp_servers: [
+        {
+          id: server,
+          url: `${mcpServer()}/k/${key}/mcp`,
+          headers: { authorization: "$env:MCP_TOKEN" },
+          allowed_tools: ["echo"],
+        },
+      ],
+    });
+    const listed = await api("GET", `/v1/mcp_servers/${server}/tools`);
+    expect(listed.status).toBe(200);
+    expect(listed.json.server).toEqual({ id: server, version: 1 });
+    const echo = listed.json.tools.find((tool: { name: string }) => tool.name === "echo");
+    expect(echo).toMatchObject({ name: "echo", pin: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), allowed: true });
+    expect(listed.json.tools.find((tool: { name: string }) => tool.name === "get-sum")).toMatchObject({
+      allowed: false,
+    });
+    expect(JSON.stringify(listed.json)).not.toContain(TEST_SECRETS.MCP_TOKEN);
+
+    const run = await runWorkflow(
+      singleTaskWorkflow(uniqueId("wf"), [mcpStep("echo", server, "echo", { message: "pinned" }, { pin: echo.pin })], {
+        tools: [`mcp:${server}/echo`],
+      }),
+    );
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+  });
+
+  it("answers 404 for an unknown server and the connection error for one that is down", async ({ expect }) => {
+    expect((await api("GET", `/v1/mcp_servers/${uniqueId("nope")}/tools`)).json.error.code).toBe(
+      "definition.not_found",
+    );
+    const server = uniqueId("srv");
+    await register({ mcp_servers: [{ id: server, url: "http://127.0.0.1:1/mcp" }] });
+    const down = await api("GET", `/v1/mcp_servers/${server}/tools`);
+    expect(down.status).toBeGreaterThanOrEqual(400);
+    expect(down.json.error.code).toBe("mcp.connection");
   });
 });
 

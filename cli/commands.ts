@@ -1,0 +1,217 @@
+import { existsSync, readFileSync } from "node:fs";
+import { formatReport } from "../lib/journal/index.ts";
+import type { GateView, RunView } from "../schemas/index.ts";
+import { CliError, type Api } from "./api.ts";
+import { bundleFiles, define } from "./define.ts";
+import { runEntries } from "./events.ts";
+import { follow } from "./follow.ts";
+import { entryLine, runText } from "./format.ts";
+import { verify } from "./verify.ts";
+
+/** What every command gets: the API, how to print, and whether to print raw JSON. */
+export interface Io {
+  api: Api;
+  json: boolean;
+  out: NodeJS.WriteStream;
+}
+
+/** A command's exit status: 0 done, 1 the thing it did or watched failed. */
+export type Exit = 0 | 1;
+
+const print = (io: Io, value: unknown, text: () => string): void => {
+  io.out.write(`${io.json ? JSON.stringify(value, null, 2) : text()}\n`);
+};
+const runPath = (runId: string) => `/v1/runs/${encodeURIComponent(runId)}`;
+
+export async function defineCommand(io: Io, paths: string[]): Promise<Exit> {
+  const created = await define(io.api, bundleFiles(paths));
+  print(io, { created }, () =>
+    created
+      .map((item) => `${item.existing ? "reused " : "created"}  ${item.kind.padEnd(11)} ${item.id}@${item.version}`)
+      .join("\n"),
+  );
+  return 0;
+}
+
+export interface RunOptions {
+  input?: string;
+  version?: string;
+  mode?: string;
+  idempotencyKey?: string;
+  wait?: boolean;
+  follow?: boolean;
+}
+
+export async function runCommand(io: Io, workflow: string, options: RunOptions): Promise<Exit> {
+  const body = {
+    input: options.input === undefined ? {} : readInput(options.input),
+    ...(options.version === undefined ? {} : { version: toVersion(options.version) }),
+    ...(options.mode === undefined ? {} : { mode: options.mode }),
+    ...(options.idempotencyKey === undefined ? {} : { idempotency_key: options.idempotencyKey }),
+  };
+  const started = await io.api.json<{ run_id: string | null; status: string }>(
+    "POST",
+    `/v1/workflows/${encodeURIComponent(workflow)}/runs`,
+    { body },
+  );
+  if (started.run_id === null || !(options.wait || options.follow)) {
+    print(io, started, () => `${started.run_id ?? "preview"}  ${started.status}`);
+    return 0;
+  }
+  if (!io.json) {
+    io.out.write(`${started.run_id}  started\n`);
+  }
+  const live = Boolean(options.follow) && io.out.isTTY === true && !io.json;
+  const lines = Boolean(options.follow) && !live && !io.json;
+  const view = await follow(io.api, started.run_id, { live, lines, out: io.out });
+  print(io, view, () => runText(view));
+  return view.status === "completed" ? 0 : 1;
+}
+
+/** `--input` is a JSON value, or the name of a file that holds one. */
+function readInput(input: string): unknown {
+  const text = existsSync(input) ? readFileSync(input, "utf8") : input;
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new CliError("cli.invalid_input", `--input is neither a JSON value nor a file: ${input.slice(0, 80)}`);
+  }
+}
+
+function toVersion(version: string): number {
+  const number = Number(version);
+  if (!Number.isInteger(number) || number < 1) {
+    throw new CliError("cli.invalid_version", `--version must be a version number, not ${version}`);
+  }
+  return number;
+}
+
+export interface RunsOptions {
+  workflow?: string;
+  status?: string;
+  parent?: string;
+  limit?: string;
+  cursor?: string;
+}
+
+interface RunListing {
+  runs: {
+    run_id: string;
+    workflow: { id: string; version: number };
+    status: string;
+    created_at: string;
+    error: { code: string } | null;
+  }[];
+  next_cursor: string | null;
+}
+
+export async function runsCommand(io: Io, options: RunsOptions): Promise<Exit> {
+  const filters = ["workflow", "status", "parent", "limit", "cursor"] as const;
+  const query = new URLSearchParams(
+    filters.flatMap((name) => (options[name] === undefined ? [] : [[name, options[name]]])),
+  );
+  const listing = await io.api.json<RunListing>("GET", `/v1/runs${query.size > 0 ? `?${query}` : ""}`);
+  print(
+    io,
+    listing,
+    () =>
+      [
+        ...listing.runs.map((run) =>
+          [
+            run.run_id,
+            `${run.workflow.id}@${run.workflow.version}`.padEnd(24),
+            run.status.padEnd(9),
+            run.created_at,
+            run.error?.code ?? "",
+          ]
+            .join("  ")
+            .trimEnd(),
+        ),
+        ...(listing.next_cursor ? [`more: --cursor ${listing.next_cursor}`] : []),
+      ].join("\n") || "no runs",
+  );
+  return 0;
+}
+
+export async function showCommand(io: Io, runId: string, node: string | undefined): Promise<Exit> {
+  if (node !== undefined) {
+    const detail = await io.api.json("GET", `${runPath(runId)}/nodes/${encodeURIComponent(node)}`);
+    io.out.write(`${JSON.stringify(detail, null, 2)}\n`);
+    return 0;
+  }
+  const view = await io.api.json<RunView>("GET", runPath(runId));
+  print(io, view, () => runText(view));
+  return 0;
+}
+
+export async function tailCommand(io: Io, runId: string): Promise<Exit> {
+  let outcome = "";
+  for await (const entry of runEntries(io.api, runId)) {
+    io.out.write(`${io.json ? JSON.stringify(entry) : entryLine(entry)}\n`);
+    outcome = entry.kind === "attest" ? String(entry.body.outcome) : outcome;
+  }
+  return outcome === "completed" ? 0 : 1;
+}
+
+export async function gatesCommand(io: Io, runId: string): Promise<Exit> {
+  const gates = await io.api.json<{ gates: GateView[] }>("GET", `${runPath(runId)}/gates`);
+  print(
+    io,
+    gates,
+    () =>
+      gates.gates
+        .map(
+          (gate) =>
+            `${gate.gate_id}  ${gate.kind.padEnd(8)} ${gate.status.padEnd(8)} ${gate.node}/${gate.step}  ${gate.prompt}`,
+        )
+        .join("\n") || "no gates",
+  );
+  return 0;
+}
+
+export async function answerCommand(
+  io: Io,
+  runId: string,
+  gateId: string,
+  options: { json: string; responder?: string },
+): Promise<Exit> {
+  const body = { response: readInput(options.json), ...(options.responder ? { responder: options.responder } : {}) };
+  const answered = await io.api.json("POST", `${runPath(runId)}/gates/${encodeURIComponent(gateId)}`, { body });
+  print(io, answered, () => `${gateId}  answered`);
+  return 0;
+}
+
+export async function controlCommand(
+  io: Io,
+  control: string,
+  runId: string,
+  reason: string | undefined,
+): Promise<Exit> {
+  const answer = await io.api.json<{ status: string }>("POST", `${runPath(runId)}/${control}`, {
+    body: reason === undefined ? {} : { reason },
+  });
+  print(io, answer, () => `${runId}  ${answer.status}`);
+  return 0;
+}
+
+export async function verifyCommand(io: Io, target: string, jwks: string | undefined): Promise<Exit> {
+  const report = await verify(io.api, target, jwks);
+  print(io, report, () => formatReport(report));
+  return report.ok ? 0 : 1;
+}
+
+export async function mcpToolsCommand(io: Io, server: string): Promise<Exit> {
+  const listing = await io.api.json<{ tools: { name: string; pin: string; description?: string }[] }>(
+    "GET",
+    `/v1/mcp_servers/${encodeURIComponent(server)}/tools`,
+  );
+  print(io, listing, () =>
+    listing.tools
+      .map(
+        (tool) =>
+          `${tool.name.padEnd(28)} ${tool.pin}${tool.description ? `  ${tool.description.split("\n")[0]}` : ""}`,
+      )
+      .join("\n"),
+  );
+  return 0;
+}

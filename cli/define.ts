@@ -1,0 +1,100 @@
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { extname, join, relative } from "node:path";
+import { parse } from "yaml";
+import { DEFINITION_KINDS, type DefinitionKind } from "../schemas/definitions.ts";
+import { CliError, type Api } from "./api.ts";
+
+const EXTENSIONS = new Set([".yaml", ".yml", ".json"]);
+
+/** Where each definition of the merged bundle came from: its file and its index there. */
+interface Origin {
+  file: string;
+  index: number;
+}
+
+export interface Created {
+  kind: DefinitionKind;
+  id: string;
+  version: number;
+  existing: boolean;
+}
+
+/** The YAML and JSON files named, folders searched recursively, in a stable order. */
+export function bundleFiles(paths: readonly string[]): string[] {
+  return paths.flatMap((path) => {
+    if (!statSync(path, { throwIfNoEntry: false })) {
+      throw new CliError("cli.not_found", `${path}: no such file or folder`);
+    }
+    if (!statSync(path).isDirectory()) {
+      return [path];
+    }
+    return readdirSync(path, { recursive: true, encoding: "utf8" })
+      .filter((name) => EXTENSIONS.has(extname(name)))
+      .sort()
+      .map((name) => join(path, name));
+  });
+}
+
+/**
+ * Registers the files as one bundle, so a workflow may name a task defined in
+ * another file, and the catalog stores them all or none. A problem's path is
+ * told in terms of its own file (`flows/a.yaml: workflows.0.nodes.x`).
+ */
+export async function define(api: Api, files: readonly string[]): Promise<Created[]> {
+  const bundle: Partial<Record<DefinitionKind, unknown[]>> = {};
+  const origins = new Map<string, Origin>();
+  for (const file of files) {
+    const document = readBundle(file);
+    for (const kind of DEFINITION_KINDS) {
+      const list = document[kind];
+      if (list === undefined) {
+        continue;
+      }
+      if (!Array.isArray(list)) {
+        throw new CliError("cli.invalid_bundle", `${file}: ${kind} must be a list`);
+      }
+      const merged = (bundle[kind] ??= []);
+      list.forEach((definition, index) => {
+        origins.set(`${kind}.${merged.length}`, { file, index });
+        merged.push(definition);
+      });
+    }
+  }
+  try {
+    const answer = await api.json<{ created: Created[] }>("POST", "/v1/definitions", { body: bundle });
+    return answer.created;
+  } catch (thrown) {
+    throw thrown instanceof CliError ? inFileTerms(thrown, origins) : thrown;
+  }
+}
+
+function readBundle(file: string): Record<string, unknown> {
+  const text = readFileSync(file, "utf8");
+  let document: unknown;
+  try {
+    document = extname(file) === ".json" ? JSON.parse(text) : parse(text, { maxAliasCount: 100 });
+  } catch (thrown) {
+    throw new CliError("cli.invalid_bundle", `${file}: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
+  }
+  if (typeof document !== "object" || document === null || Array.isArray(document)) {
+    throw new CliError("cli.invalid_bundle", `${file}: a bundle is an object of lists (workflows, tasks, actions, …)`);
+  }
+  const unknown = Object.keys(document).filter((key) => !(DEFINITION_KINDS as readonly string[]).includes(key));
+  if (unknown.length > 0) {
+    throw new CliError(
+      "cli.invalid_bundle",
+      `${file}: unknown key ${unknown.join(", ")} (expected ${DEFINITION_KINDS.join(", ")})`,
+    );
+  }
+  return document as Record<string, unknown>;
+}
+
+function inFileTerms(error: CliError, origins: ReadonlyMap<string, Origin>): CliError {
+  const details = error.details.map((detail) => {
+    const [kind, index, ...rest] = detail.path.split(".");
+    const origin = origins.get(`${kind}.${index}`);
+    const path = origin ? `${relative(".", origin.file)}: ${[kind, origin.index, ...rest].join(".")}` : detail.path;
+    return { ...detail, path };
+  });
+  return new CliError(error.code, error.message, error.status, details);
+}

@@ -1,0 +1,97 @@
+import type { RunView } from "../schemas/index.ts";
+import type { Entry } from "./events.ts";
+
+export const TERMINAL = new Set(["completed", "failed", "cancelled"]);
+const SETTLED = new Set(["completed", "failed", "skipped", "cancelled"]);
+
+/** `3/5 nodes`, and each foreach node that is under way as `name 40/100`. */
+export function progressOf(view: RunView): string {
+  const nodes = Object.entries(view.nodes);
+  const settled = nodes.filter(([, node]) => SETTLED.has(node.status)).length;
+  const items = nodes
+    .filter(([, node]) => node.items && node.status !== "pending")
+    .map(([id, node]) => {
+      const done = (node.items?.completed ?? 0) + (node.items?.failed ?? 0) + (node.items?.skipped ?? 0);
+      return `${id} ${done}/${node.items?.total ?? 0}`;
+    });
+  return [`${settled}/${nodes.length} nodes`, ...items].join("  ");
+}
+
+/** One line per journal entry: time, seq, kind, where, and what happened. */
+export function entryLine(entry: Entry): string {
+  const time = entry.at.slice(11, 23);
+  const body = entry.body;
+  const node = typeof body.node === "string" ? body.node : "";
+  const item = typeof body.item === "number" ? `[${body.item}]` : "";
+  const where = `${node}${item}${typeof body.step === "string" ? ` ${body.step}` : ""}`;
+  return [time, `#${entry.seq}`.padStart(5), entry.kind.padEnd(20), where.padEnd(16), summaryOf(entry)]
+    .join("  ")
+    .trimEnd();
+}
+
+function summaryOf(entry: Entry): string {
+  const body = entry.body;
+  const error = body.error as { code?: string; message?: string } | undefined;
+  switch (entry.kind) {
+    case "run.created":
+      return `${JSON.stringify(body.workflow)} (${String(body.mode)})`;
+    case "run.status":
+      return `${String(body.from)} → ${String(body.to)}${typeof body.reason === "string" ? `: ${body.reason}` : ""}`;
+    case "task.completed":
+      return `${String(body.duration_ms)} ms, ${Array.isArray(body.steps) ? body.steps.length : 0} steps`;
+    case "task.failed":
+    case "node.failed":
+      return error ? `${error.code}: ${error.message}` : "";
+    case "task.retry_scheduled":
+      return `attempt ${String(body.attempt)} at ${String(body.at)}`;
+    case "gate.opened":
+    case "gate.answered":
+    case "gate.expired":
+      return String(body.gate_id ?? "");
+    case "child.started":
+    case "child.finished":
+      return `${String(body.child_run_id)}${typeof body.status === "string" ? ` ${body.status}` : ""}`;
+    case "attest":
+      return String(body.outcome);
+    default:
+      return "";
+  }
+}
+
+/** A run view as a person reads it. */
+export function runText(view: RunView): string {
+  const lines = [
+    `${view.run_id}  ${view.workflow.id}@${view.workflow.version}  ${view.status}  (${view.mode}, created ${view.created_at})`,
+  ];
+  if (view.parent) {
+    lines.push(
+      `parent: ${view.parent.run_id} (node ${view.parent.node}${view.parent.step ? `, step ${view.parent.step}` : ""})`,
+    );
+  }
+  for (const [id, node] of Object.entries(view.nodes)) {
+    const items = node.items ? `  items ${node.items.completed}/${node.items.total}` : "";
+    lines.push(`  ${node.status.padEnd(10)} ${id}  attempts ${node.attempts}${items}`);
+    const only = node.items ? undefined : node.invocations[0];
+    for (const step of only?.steps ?? []) {
+      lines.push(
+        `      ${step.status.padEnd(10)} ${step.step}${step.attempts > 1 ? `  (${step.attempts} calls)` : ""}`,
+      );
+    }
+  }
+  for (const gate of view.gates.filter((gate) => gate.status === "open")) {
+    lines.push(`  gate ${gate.gate_id} (${gate.kind}) open at ${gate.node}/${gate.step}: ${gate.prompt}`);
+  }
+  for (const child of view.children) {
+    lines.push(`  child ${child.run_id} (node ${child.node}) ${child.status ?? "running"}`);
+  }
+  if (view.usage.input_tokens + view.usage.output_tokens > 0) {
+    lines.push(`  tokens ${view.usage.input_tokens} in, ${view.usage.output_tokens} out, $${view.usage.cost_usd}`);
+  }
+  if (view.error) {
+    lines.push(`error: ${view.error.code}: ${view.error.message}`);
+  }
+  if (view.status === "completed") {
+    lines.push(`output: ${JSON.stringify(view.output)}`);
+  }
+  return lines.join("\n");
+}

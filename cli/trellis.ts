@@ -1,0 +1,173 @@
+#!/usr/bin/env node
+/**
+ * `trellis`: the command line of the Trellis HTTP API (docs/cli.md).
+ *
+ *   npx trellis define examples/            register YAML/JSON bundles
+ *   npx trellis run fan-out --follow        start a run and watch it
+ *   npx trellis runs | show | tail | gates | answer | approve | cancel | pause | resume | redrive | verify | mcp tools
+ *
+ * Talks to TRELLIS_URL (default http://127.0.0.1:8787) with TRELLIS_TOKEN
+ * (default: the first of API_TOKENS in ./.dev.vars), or --url/--token.
+ * Errors print the API's code and message and exit 1; --json prints raw JSON.
+ * Runs on Node ≥ 22.18 (type stripping), importing the same modules as the Worker.
+ */
+import { readFileSync } from "node:fs";
+import { Command, Option } from "commander";
+import { Api, CliError } from "./api.ts";
+import {
+  answerCommand,
+  controlCommand,
+  defineCommand,
+  gatesCommand,
+  mcpToolsCommand,
+  runCommand,
+  runsCommand,
+  showCommand,
+  tailCommand,
+  verifyCommand,
+  type Exit,
+  type Io,
+  type RunOptions,
+  type RunsOptions,
+} from "./commands.ts";
+import { resolveTarget } from "./config.ts";
+
+const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
+  .version;
+const CONTROLS = ["approve", "cancel", "pause", "resume", "redrive"] as const;
+
+export function program(exit: (code: Exit) => void): Command {
+  const cli = new Command("trellis")
+    .description("Define workflows, start and watch runs, answer gates and verify journals on a Trellis server.")
+    .version(VERSION)
+    .showHelpAfterError();
+  let current: Command = cli;
+  cli.hook("preAction", (_program, command) => {
+    current = command;
+  });
+  const io = (): Io => {
+    const flags = current.opts<{ url?: string; token?: string; json?: boolean | string }>();
+    return { api: new Api(resolveTarget(flags)), json: flags.json === true, out: process.stdout };
+  };
+  const act =
+    <A extends unknown[]>(action: (io: Io, ...args: A) => Promise<Exit>) =>
+    async (...args: A) =>
+      exit(await action(io(), ...args));
+  /** A subcommand with the options every one takes (`answer` uses `--json` for its answer). */
+  const command = (parent: Command, name: string, json = true) => {
+    const sub = parent
+      .command(name)
+      .option("--url <url>", "the Trellis server (TRELLIS_URL; default http://127.0.0.1:8787)")
+      .option("--token <token>", "bearer token (TRELLIS_TOKEN; default the first of API_TOKENS in ./.dev.vars)");
+    return json ? sub.option("--json", "print the API's JSON instead of text") : sub;
+  };
+  const builder: Builder = { cli, command, act };
+  authoring(builder);
+  watching(builder);
+  controlling(builder);
+  return cli;
+}
+
+/** What the command groups below build with: a subcommand with the common options, and an action that exits. */
+interface Builder {
+  cli: Command;
+  command: (parent: Command, name: string, json?: boolean) => Command;
+  act: <A extends unknown[]>(action: (io: Io, ...args: A) => Promise<Exit>) => (...args: A) => Promise<void>;
+}
+
+/** Registering definitions and starting runs. */
+function authoring({ cli, command, act }: Builder): void {
+  command(cli, "define")
+    .argument("<paths...>", "YAML/JSON bundle files or folders")
+    .description("register definitions, as one bundle")
+    .action(act((io, paths: string[]) => defineCommand(io, paths)));
+  command(cli, "run")
+    .argument("<workflow>", "workflow id")
+    .description("start a run")
+    .option("--input <json|file>", "the run's input: JSON, or a file holding it")
+    .option("--version <n>", "a version of the workflow (default: the latest)")
+    .addOption(new Option("--mode <mode>", "how it starts").choices(["auto", "approval", "preview"]))
+    .option("--idempotency-key <key>", "start at most one run for this key")
+    .option("--wait", "wait until the run ends; exit 1 unless it completed")
+    .option("--follow", "show live progress until the run ends; exit 1 unless it completed")
+    .action(act((io, workflow: string, options: RunOptions) => runCommand(io, workflow, options)));
+  command(cli.command("mcp").description("MCP servers"), "tools")
+    .argument("<server>", "an mcp_servers id")
+    .description("the server's tools, each with the pin an mcp action would check")
+    .action(act((io, server: string) => mcpToolsCommand(io, server)));
+}
+
+/** Finding runs and watching them. */
+function watching({ cli, command, act }: Builder): void {
+  command(cli, "runs")
+    .description("list runs, newest first")
+    .option("--workflow <id>")
+    .option("--status <status>")
+    .option("--parent <run_id>")
+    .option("--limit <n>")
+    .option("--cursor <cursor>")
+    .action(act((io, options: RunsOptions & { json?: boolean }) => runsCommand(io, options)));
+  command(cli, "show")
+    .argument("<run_id>")
+    .description("a run: status, nodes, steps, gates, output")
+    .option("--node <node>", "one node in full, with its step records")
+    .action(act((io, runId: string, options: { node?: string }) => showCommand(io, runId, options.node)));
+  command(cli, "tail")
+    .argument("<run_id>")
+    .description("the run's journal as it is written, until the run ends")
+    .action(act((io, runId: string) => tailCommand(io, runId)));
+  command(cli, "gates")
+    .argument("<run_id>")
+    .description("the run's gates and approvals")
+    .action(act((io, runId: string) => gatesCommand(io, runId)));
+  command(cli, "verify")
+    .argument("<run_id|journal.json>")
+    .argument("[jwks.json]", "saved keys (default: the server's)")
+    .description("verify a journal's hash chain and signatures, offline")
+    .action(act((io, target: string, jwks: string | undefined) => verifyCommand(io, target, jwks)));
+}
+
+/** Answering gates and the run controls. */
+function controlling({ cli, command, act }: Builder): void {
+  command(cli, "answer", false)
+    .argument("<run_id>")
+    .argument("<gate_id>")
+    .description("answer a gate")
+    .requiredOption("--json <json|file>", "the answer, matching the gate's input_schema")
+    .option("--responder <name>", "who answers")
+    .action(
+      act((io, runId: string, gateId: string, options: { json: string; responder?: string }) =>
+        answerCommand(io, runId, gateId, options),
+      ),
+    );
+  for (const control of CONTROLS) {
+    command(cli, control)
+      .argument("<run_id>")
+      .description(`${control} a run`)
+      .option("--reason <text>", "why (a cancel records it)")
+      .action(
+        act((io, runId: string, options: { reason?: string }) => controlCommand(io, control, runId, options.reason)),
+      );
+  }
+}
+
+/** Prints an error as the API gave it (code, message, each problem's path) and exits 1. */
+function fail(thrown: unknown): never {
+  if (thrown instanceof CliError) {
+    process.stderr.write(`error: ${thrown.code}: ${thrown.message}\n`);
+    for (const detail of thrown.details) {
+      process.stderr.write(`  ${detail.path}: ${detail.message}\n`);
+    }
+  } else {
+    process.stderr.write(`error: ${thrown instanceof Error ? thrown.message : String(thrown)}\n`);
+  }
+  process.exit(1);
+}
+
+if (import.meta.main) {
+  program((code) => {
+    process.exitCode = code;
+  })
+    .parseAsync()
+    .catch(fail);
+}

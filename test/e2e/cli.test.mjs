@@ -1,0 +1,177 @@
+// The `trellis` CLI against real workerd: define bundles from files, run with
+// --follow, answer a gate, tail, show and verify — every step through the CLI
+// as a user types it (TRELLIS_URL and TRELLIS_TOKEN come from the suite).
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { api, env, uid } from "./helpers.mjs";
+
+const CLI = fileURLToPath(new URL("../../cli/trellis.ts", import.meta.url));
+
+/** @type {Record<string, string>} */
+let cliEnv;
+const dir = mkdtempSync(join(tmpdir(), "trellis-cli-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+before(async () => {
+  const { url, token } = await env();
+  cliEnv = { ...process.env, TRELLIS_URL: url, TRELLIS_TOKEN: token };
+});
+
+/**
+ * Runs the CLI to its end. `onLine` sees stdout line by line while it runs.
+ * @returns {Promise<{ code: number | null, stdout: string, stderr: string }>}
+ */
+function trellis(/** @type {string[]} */ args, /** @type {(line: string) => void} */ onLine = () => {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: cliEnv, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    let pending = "";
+    child.stdout.on("data", (chunk) => {
+      stdout += chunk;
+      pending += chunk;
+      const lines = pending.split("\n");
+      pending = lines.pop() ?? "";
+      lines.forEach(onLine);
+    });
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const task = (id) => `# A task in a file of its own: the workflow in another file names it.
+tasks:
+  - id: ${id}
+    steps:
+      - ref: check
+        action: { kind: context, implementation: { updates: [{ path: checked, expr: "input.n > 0" }] } }
+      - ref: ask
+        action:
+          kind: human
+          implementation:
+            prompt_template: "Go on with {{n}}?"
+            input_schema: { type: object, required: [ok], properties: { ok: { type: boolean } } }
+        input_mapping: { n: "$.input.n" }
+        output_mapping: { "output.answer": "$.response.ok" }
+`;
+const workflow = (id, taskId) => `workflows:
+  - id: ${id}
+    input_schema: { type: object, required: [n], properties: { n: { type: integer } } }
+    nodes:
+      main: { task: ${taskId} }
+`;
+
+describe("the trellis CLI", () => {
+  test("defines files from a folder as one bundle, runs with --follow, answers the gate, tails, shows and verifies", async () => {
+    const ids = { task: uid("cli-task"), workflow: uid("cli-flow") };
+    const folder = join(dir, ids.workflow);
+    mkdirSync(join(folder, "tasks"), { recursive: true });
+    writeFileSync(join(folder, "tasks", "ask.yaml"), task(ids.task));
+    writeFileSync(join(folder, "flow.yml"), workflow(ids.workflow, ids.task));
+
+    const defined = await trellis(["define", folder]);
+    assert.equal(defined.code, 0, defined.stderr);
+    assert.match(defined.stdout, new RegExp(`created\\s+workflows\\s+${ids.workflow}@1`));
+    assert.match(defined.stdout, new RegExp(`created\\s+tasks\\s+${ids.task}@1`));
+    assert.match((await trellis(["define", folder])).stdout, new RegExp(`reused\\s+workflows\\s+${ids.workflow}@1`));
+
+    // --follow without a TTY prints one line per journal entry until the run ends.
+    let runId = "";
+    const followed = trellis(["run", ids.workflow, "--input", '{"n": 41}', "--follow"], (line) => {
+      runId ||= /^(run_[0-9a-f]{32})\s+started$/.exec(line)?.[1] ?? "";
+    });
+    const gate = await waitFor(async () => {
+      if (runId === "") {
+        return undefined;
+      }
+      const gates = await trellis(["gates", runId, "--json"]);
+      return JSON.parse(gates.stdout).gates.find((candidate) => candidate.status === "open");
+    });
+    assert.equal(gate.prompt, "Go on with 41?");
+    const answered = await trellis(["answer", runId, gate.gate_id, "--json", '{"ok": true}']);
+    assert.equal(answered.code, 0, answered.stderr);
+    const run = await followed;
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /gate\.opened/);
+    assert.match(run.stdout, /attest\s+completed/);
+
+    const tail = await trellis(["tail", runId]);
+    assert.equal(tail.code, 0);
+    assert.match(tail.stdout.trim().split("\n").at(-1) ?? "", /attest\s+completed$/);
+    const shown = await trellis(["show", runId, "--json"]);
+    assert.equal(JSON.parse(shown.stdout).status, "completed");
+    const verified = await trellis(["verify", runId]);
+    assert.equal(verified.code, 0, verified.stdout);
+    assert.match(verified.stdout, /^OK: /);
+  });
+
+  test("verifies saved files and names the entry a changed byte breaks", async () => {
+    const id = uid("cli-saved");
+    await api("POST", "/v1/definitions", {
+      body: {
+        workflows: [
+          {
+            id,
+            nodes: {
+              a: {
+                task: {
+                  steps: [
+                    { ref: "s", action: { kind: "context", implementation: { updates: [{ path: "x", expr: "1" }] } } },
+                  ],
+                },
+              },
+            },
+          },
+        ],
+      },
+    });
+    const started = await trellis(["run", id, "--wait", "--json"]);
+    assert.equal(started.code, 0, started.stderr);
+    const runId = JSON.parse(started.stdout).run_id;
+    const journal = (await api("GET", `/v1/runs/${runId}/journal`)).json;
+    const keys = (await api("GET", "/v1/journal-keys")).json;
+    writeFileSync(join(dir, "journal.json"), JSON.stringify(journal));
+    writeFileSync(join(dir, "keys.json"), JSON.stringify(keys));
+    assert.equal((await trellis(["verify", join(dir, "journal.json"), join(dir, "keys.json")])).code, 0);
+    journal.entries[1].body.mode = journal.entries[1].body.mode === "auto" ? "auto " : "auto";
+    writeFileSync(join(dir, "journal.json"), JSON.stringify(journal));
+    const tampered = await trellis(["verify", join(dir, "journal.json")]);
+    assert.equal(tampered.code, 1);
+    assert.match(tampered.stdout, new RegExp(`^FAIL: .*seq ${journal.entries[1].seq}`));
+  });
+
+  test("prints the API's code, message and each problem's path in terms of its file, and exits 1", async () => {
+    const folder = join(dir, uid("cli-bad"));
+    mkdirSync(folder);
+    writeFileSync(join(folder, "a.yaml"), "workflows:\n  - id: ok-one\n    nodes: { a: { task: { steps: [] } } }\n");
+    writeFileSync(join(folder, "b.yaml"), "workflows:\n  - id: bad-one\n    nodez: {}\n");
+    const bad = await trellis(["define", folder]);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /^error: definition\.invalid: /);
+    assert.match(bad.stderr, /b\.yaml: workflows\.0/);
+    const missing = await trellis(["cancel", "run_0123456789abcdef0123456789abcdef"]);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /^error: run\.not_found: /);
+  });
+});
+
+/** Polls `probe` until it returns something, for up to 30 s. */
+async function waitFor(probe) {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) {
+      return value;
+    }
+    if (Date.now() > deadline) {
+      throw new Error("timed out");
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
