@@ -17,6 +17,8 @@ interface Env {
   SANDBOX_SLEEP_AFTER?: string;
   /** Comma-separated names definitions may use as `$env:NAME` (lib/secrets.ts, docs/security.md). */
   WORKFLOW_SECRETS?: string;
+  /** Comma-separated plain configuration names definitions may use as `$env:NAME`, not scrubbed (lib/secrets.ts). */
+  WORKFLOW_VARS?: string;
   /** Comma-separated bearer tokens accepted by the HTTP API. */
   API_TOKENS: string;
   /** Base64 PKCS#8 Ed25519 private key that signs journals. */

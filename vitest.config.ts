@@ -36,6 +36,8 @@ export default defineConfig({
                 MCP_TOKEN: TEST_SECRETS.MCP_TOKEN,
                 // The names definitions may use as `$env:NAME` (lib/secrets.ts); everything else is refused.
                 WORKFLOW_SECRETS: "LLM_API_KEY, MCP_TOKEN, UNSET_SECRET",
+                // Plain configuration definitions may name as `$env:NAME` (peers' base URLs); not scrubbed.
+                WORKFLOW_VARS: "HTTP_TARGET_URL, LLM_SERVER_URL, MCP_SERVER_URL",
                 CONTAINER_MODE: "local",
                 SHELL_SERVER_URL: inject<string>("shellServerUrl"),
                 SHELL_SERVER_TOKEN: inject<string>("shellServerToken"),

@@ -2,7 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import { EngineError } from "../lib/errors.ts";
 import { canonicalJson } from "../lib/journal/canonical.ts";
 import { toResult, type Result } from "../lib/result.ts";
-import { declaredSecretNames } from "../lib/secrets.ts";
+import { declaredEnvNames } from "../lib/secrets.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import {
   DEFINITION_KINDS,
@@ -51,7 +51,7 @@ export class Catalog extends DurableObject<Env> {
         );
       }
       const bundle = parseOrThrow(DefinitionBundle, body, "definition.invalid", "the definition bundle");
-      const problems = checkBundle(bundle, this.lookup(), declaredSecretNames(this.env));
+      const problems = checkBundle(bundle, this.lookup(), declaredEnvNames(this.env));
       if (problems.length > 0) {
         throw EngineError.terminal(
           "definition.invalid",

@@ -1,5 +1,5 @@
 import { EngineError } from "../lib/errors.ts";
-import { declaredSecretNames, redactText, undeclaredSecretReason } from "../lib/secrets.ts";
+import { declaredEnvNames, declaredSecretNames, redactText, undeclaredSecretReason } from "../lib/secrets.ts";
 
 const SECRET_REFERENCE = /\$env:([A-Z_][A-Z0-9_]*)/g;
 
@@ -13,7 +13,7 @@ const SECRET_REFERENCE = /\$env:([A-Z_][A-Z0-9_]*)/g;
  *   declare, `secret.missing` for a declared name that has no value.
  */
 export function resolveSecrets(value: string, env: Env): string {
-  const declared = declaredSecretNames(env);
+  const declared = declaredEnvNames(env);
   return value.replace(SECRET_REFERENCE, (_match, name: string) => {
     const reason = undeclaredSecretReason(name, declared);
     if (reason !== undefined) {
@@ -37,9 +37,13 @@ export interface ResolvedSecret {
 /** {@link resolveSecrets}, also returning the secret values it put in, for {@link redactSecrets}. */
 export function resolveSecretsTracked(value: string, env: Env): ResolvedSecret {
   const secrets: string[] = [];
-  const resolved = value.replace(SECRET_REFERENCE, (match) => {
+  const declaredSecrets = declaredSecretNames(env);
+  const resolved = value.replace(SECRET_REFERENCE, (match, name: string) => {
     const secret = resolveSecrets(match, env);
-    secrets.push(secret);
+    // A var (WORKFLOW_VARS) is configuration, not a secret: it stays readable in what is reported.
+    if (declaredSecrets.has(name)) {
+      secrets.push(secret);
+    }
     return secret;
   });
   return { value: resolved, secrets };

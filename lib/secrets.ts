@@ -7,14 +7,22 @@
  * forge journals, the API tokens would let them act as anyone, the shell
  * server's token would open every run's workspace. `$env:NAME` therefore
  * resolves only names the deployment lists in `WORKFLOW_SECRETS`
- * (comma-separated), and never a name of {@link ENGINE_SECRET_NAMES}, even
- * when listed. Registration refuses any other name (`definition.undeclared_secret`),
+ * (comma-separated) or, for plain configuration, `WORKFLOW_VARS`, and never a
+ * name of {@link ENGINE_SECRET_NAMES}, even when listed. Registration refuses any other name (`definition.undeclared_secret`),
  * and the executor checks again at call time (`secret.not_declared`), since a
  * deployment may drop a name after a definition was registered.
  */
 
-/** The variable that lists the names definitions may use as `$env:NAME`. */
+/** The variable that lists the secrets definitions may use as `$env:NAME`. */
 export const WORKFLOW_SECRETS_VAR = "WORKFLOW_SECRETS";
+
+/**
+ * The variable that lists plain configuration definitions may use as
+ * `$env:NAME` (a peer's base URL that differs per deployment): resolved like
+ * a secret, but not scrubbed from what a task reports, so a URL built from it
+ * stays readable in the journal.
+ */
+export const WORKFLOW_VARS_VAR = "WORKFLOW_VARS";
 
 /**
  * The engine's own configuration: never resolvable by a definition, even if
@@ -29,6 +37,7 @@ export const ENGINE_SECRET_NAMES: ReadonlySet<string> = new Set([
   "CONTAINER_MODE",
   "SANDBOX_SLEEP_AFTER",
   WORKFLOW_SECRETS_VAR,
+  WORKFLOW_VARS_VAR,
 ]);
 
 /** The engine's own values that are secret (the rest of {@link ENGINE_SECRET_NAMES} is configuration). */
@@ -52,9 +61,18 @@ export function secretNamesIn(value: string): string[] {
   return [...value.matchAll(SECRET_REFERENCE)].map((match) => match[1] ?? "");
 }
 
-/** The names this deployment lets definitions use: `WORKFLOW_SECRETS` minus the engine's own. */
+/** The secrets this deployment lets definitions use: `WORKFLOW_SECRETS` minus the engine's own. */
 export function declaredSecretNames(env: object): ReadonlySet<string> {
-  const listed = (env as Record<string, unknown>)[WORKFLOW_SECRETS_VAR];
+  return listedNames(env, WORKFLOW_SECRETS_VAR);
+}
+
+/** Every name a definition may use as `$env:NAME`: the declared secrets and the declared vars (`WORKFLOW_VARS`). */
+export function declaredEnvNames(env: object): ReadonlySet<string> {
+  return new Set([...listedNames(env, WORKFLOW_SECRETS_VAR), ...listedNames(env, WORKFLOW_VARS_VAR)]);
+}
+
+function listedNames(env: object, variable: string): ReadonlySet<string> {
+  const listed = (env as Record<string, unknown>)[variable];
   if (typeof listed !== "string") {
     return new Set();
   }
@@ -71,7 +89,7 @@ export function undeclaredSecretReason(name: string, declared: ReadonlySet<strin
     return `$env:${name} is the engine's own configuration and is never available to definitions`;
   }
   if (!declared.has(name)) {
-    return `$env:${name} is not a declared workflow secret: the deployment must list it in ${WORKFLOW_SECRETS_VAR} (docs/security.md)`;
+    return `$env:${name} is not a declared workflow secret or var: the deployment must list it in ${WORKFLOW_SECRETS_VAR} (a secret) or ${WORKFLOW_VARS_VAR} (plain configuration, such as a base URL) (docs/security.md)`;
   }
   return undefined;
 }

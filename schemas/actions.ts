@@ -12,6 +12,16 @@ import {
 
 // ─── Prompts, models, MCP servers ────────────────────────────────────────────
 
+/**
+ * A URL, or one that starts with a declared `$env:NAME` (a var or secret the
+ * deployment lists: lib/secrets.ts), such as `$env:LLM_SERVER_URL/v1`,
+ * resolved at call time; so one definition serves every deployment.
+ */
+export const EnvUrl = z.union([
+  z.url(),
+  z.string().regex(/^\$env:[A-Z_][A-Z0-9_]*(\/\S*)?$/, "expected a URL, or $env:NAME followed by an optional /path"),
+]);
+
 export const PromptMessage = z.strictObject({
   role: z.enum(["system", "user", "assistant"]),
   template: z.string(),
@@ -32,7 +42,7 @@ export const Model = z.strictObject({
   description: Description,
   provider: z.enum(MODEL_PROVIDERS),
   model_id: z.string().min(1),
-  base_url: z.url().optional(),
+  base_url: EnvUrl.optional(),
   api_key: z.string().optional(),
   parameters: z.record(z.string(), JsonValue).optional(),
   pricing: z.strictObject({ input_per_mtok: z.number().min(0), output_per_mtok: z.number().min(0) }).optional(),
@@ -42,7 +52,7 @@ export type Model = z.infer<typeof Model>;
 export const McpServer = z.strictObject({
   id: DefinitionId,
   description: Description,
-  url: z.url(),
+  url: EnvUrl,
   headers: z.record(z.string(), z.string()).optional(),
   allowed_tools: z.array(z.string().min(1)).optional(),
 });

@@ -21,7 +21,7 @@ export const MAX_HTTP_RESPONSE_BYTES = 4 * 1024 * 1024;
 export const httpAction: ActionHandler<"http"> = {
   async run(action, input, context) {
     const implementation = action.implementation;
-    const url = renderTemplate(implementation.url_template, input, { escape: "url", strict: true });
+    const url = renderUrl(implementation.url_template, input, context.env);
     if (!/^https?:\/\//i.test(url)) {
       throw EngineError.terminal("http.bad_url", `url_template rendered "${url}", which is not an http(s) URL`);
     }
@@ -70,6 +70,21 @@ export const httpAction: ActionHandler<"http"> = {
     return { status: response.status, headers: Object.fromEntries(response.headers), body: responseBody };
   },
 };
+
+/** A leading `$env:NAME` in a url_template: the deployment's base URL (a declared var or secret). */
+const ENV_PREFIX = /^\$env:[A-Z_][A-Z0-9_]*/;
+
+/**
+ * The request URL: the template rendered over the input (values URL-escaped,
+ * absent ones an error). A leading `$env:NAME` is resolved apart from the
+ * rendering, so run data can never name a variable: only the definition's
+ * own text can.
+ */
+function renderUrl(template: string, input: Json, env: Env): string {
+  const prefix = ENV_PREFIX.exec(template)?.[0] ?? "";
+  const base = prefix === "" ? "" : resolveSecrets(prefix, env);
+  return base + renderTemplate(template.slice(prefix.length), input, { escape: "url", strict: true });
+}
 
 function renderBody(template: string | undefined, input: Json, headers: Headers): string | undefined {
   if (template === undefined) {

@@ -18,7 +18,7 @@ import { renderTemplate } from "../../lib/expr/template.ts";
 import { validateJson } from "../../lib/json-schema.ts";
 import type { ResolvedModel, ResolvedPrompt, Json, JsonObject } from "../../schemas/index.ts";
 import { cappedFetch } from "../capped-fetch.ts";
-import { redactSecrets, resolveSecretsTracked } from "../secrets.ts";
+import { redactSecrets, resolveSecrets, resolveSecretsTracked } from "../secrets.ts";
 import { retryAfterMs } from "./http.ts";
 import { isRemoteOnlyBindingError } from "./remote-only.ts";
 import type { ActionContext, ActionHandler } from "./types.ts";
@@ -91,9 +91,17 @@ export function renderMessages(prompt: Pick<ResolvedPrompt, "messages">, input: 
  * same wire format at any `base_url`, with JSON-Schema structured output;
  * `anthropic` the Messages API; `workers-ai` the Worker's `AI` binding.
  */
-function createLanguageModel(model: ResolvedModel, apiKey: string | undefined, context: ActionContext): LanguageModel {
+function createLanguageModel(
+  declared: ResolvedModel,
+  apiKey: string | undefined,
+  context: ActionContext,
+): LanguageModel {
   // The SDK reads whole bodies itself: cap what it may read (the http action caps its own, more cheaply).
   const fetch = cappedFetch(context.fetch);
+  const model =
+    declared.base_url === undefined
+      ? declared
+      : { ...declared, base_url: resolveSecrets(declared.base_url, context.env) };
   switch (model.provider) {
     case "openai":
       return createOpenAI({ apiKey: requireKey(model, apiKey), baseURL: model.base_url, fetch }).chat(model.model_id);

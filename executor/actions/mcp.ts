@@ -8,7 +8,7 @@ import { recordable } from "../../lib/recordable.ts";
 import { EngineJsonSchemaValidator } from "../../lib/json-schema.ts";
 import { isCredentialHeader, type ResolvedMcpServer, type Json } from "../../schemas/index.ts";
 import { cappedFetch } from "../capped-fetch.ts";
-import { redactSecrets, resolveSecretsTracked } from "../secrets.ts";
+import { redactSecrets, resolveSecrets, resolveSecretsTracked } from "../secrets.ts";
 import type { ActionContext, ActionHandler } from "./types.ts";
 
 /** How Trellis introduces itself to MCP servers. */
@@ -102,7 +102,7 @@ export interface ListedTool {
 export async function listTools(server: ResolvedMcpServer, env: Env, signal: AbortSignal): Promise<ListedTool[]> {
   const headers = resolveHeaders(server, env);
   const scrub = (text: string) => redactSecrets(text, headers.secrets);
-  const session = await connect(server, headers.values, { signal, fetch }, scrub);
+  const session = await connect(server, headers.values, { signal, fetch, env }, scrub);
   try {
     const tools: ListedTool[] = [];
     let cursor: string | undefined;
@@ -161,11 +161,20 @@ function resolveHeaders(server: ResolvedMcpServer, env: Env): { values: Record<s
 }
 
 /** What a connection needs of its caller: when to give up, and how to fetch. */
-type Connection = Pick<ActionContext, "signal" | "fetch">;
+type Connection = Pick<ActionContext, "signal" | "fetch" | "env">;
 
 interface Session {
   client: Client;
   close(): Promise<void>;
+}
+
+/** The server's URL, its `$env:` prefix resolved (a declared var or secret: lib/secrets.ts). */
+function parseServerUrl(server: ResolvedMcpServer, env: Env): URL {
+  const url = resolveSecrets(server.url, env);
+  if (!URL.canParse(url)) {
+    throw EngineError.terminal("mcp.bad_url", `MCP server ${server.id}: ${server.url} is not a URL once resolved`);
+  }
+  return new URL(url);
 }
 
 /** Streamable HTTP first; HTTP+SSE when the server answers that with a 4xx other than 401/403. */
@@ -175,7 +184,7 @@ async function connect(
   context: Connection,
   scrub: (text: string) => string,
 ): Promise<Session> {
-  const url = new URL(server.url);
+  const url = parseServerUrl(server, context.env);
   const fetch = boundFetch(context);
   const streamable = new StreamableHTTPClientTransport(url, { requestInit: { headers }, fetch });
   const first = newClient();

@@ -65,7 +65,7 @@ describe("which secrets a definition may name", () => {
         {
           id: uniqueId("s"),
           url: mcpServer(),
-          headers: { "x-token": "$env:HTTP_TARGET_URL", "authorization": "Bearer $env:MCP_TOKEN" },
+          headers: { "x-token": "$env:NOT_DECLARED", "authorization": "Bearer $env:MCP_TOKEN" },
         },
       ],
     });
@@ -84,18 +84,102 @@ describe("which secrets a definition may name", () => {
     );
     const messages = problems.map((detail: { message: string }) => detail.message).join("\n");
     expect(messages).toContain("$env:JOURNAL_SIGNING_KEY is the engine's own configuration");
-    expect(messages).toContain("$env:HTTP_TARGET_URL is not a declared workflow secret");
+    expect(messages).toContain("$env:NOT_DECLARED is not a declared workflow secret or var");
     // The declared MCP_TOKEN in the same bundle is not a problem.
     expect(messages).not.toContain("MCP_TOKEN");
   });
 
-  it("never resolves the engine's own secrets at call time, even when WORKFLOW_SECRETS lists them", ({ expect }) => {
+  it("resolves a declared var in a url_template, a model's base_url and an MCP server's url, and keeps it readable", async ({
+    expect,
+  }) => {
+    const server = uniqueId("srv");
+    const model = uniqueId("model");
+    const run = await runWorkflow(
+      singleTaskWorkflow(
+        uniqueId("vars"),
+        [
+          httpStep("$env:HTTP_TARGET_URL/echo/{{who}}", {}, { input_mapping: { who: "$.input.who" } }),
+          {
+            ref: "ask",
+            action: {
+              kind: "llm",
+              implementation: { prompt: { messages: [{ role: "user", template: "Hi" }] }, model },
+            },
+            output_mapping: { "output.ask": "$.content" },
+          },
+          {
+            ref: "echo",
+            action: { kind: "mcp", implementation: { server, tool: "echo" } },
+            input_mapping: { message: "$.input.who" },
+            output_mapping: { "output.echo": "$.content[0].text" },
+          },
+        ],
+        { tools: [`mcp:${server}/echo`] },
+      ),
+      { who: "ada" },
+      {
+        models: [
+          { id: model, provider: "openai-compatible", model_id: "local-echo", base_url: "$env:LLM_SERVER_URL/v1" },
+        ],
+        mcp_servers: [{ id: server, url: "$env:MCP_SERVER_URL/mcp" }],
+      },
+    );
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(run.output.result.call.body.path).toBe("/echo/ada");
+    expect(run.output.result.ask).toBe("Echo: Hi");
+    expect(run.output.result.echo).toBe("Echo: ada");
+    // A var is configuration, not a secret: the URL is on record as it was called.
+    const [journal] = await everythingSeen(run.run_id);
+    expect(journal).toContain(`${httpTarget()}/echo/ada`);
+  });
+
+  it("never lets run data name a var: a value that reads $env:NAME is sent as text", async ({ expect }) => {
+    const run = await runWorkflow(
+      singleTaskWorkflow(uniqueId("inject"), [
+        httpStep("{{base}}/echo", {}, { input_mapping: { base: "$.input.base" } }),
+      ]),
+      { base: "$env:HTTP_TARGET_URL" },
+    );
+    expect(run.status).toBe("failed");
+    expect(run.error.code).toBe("http.bad_url");
+  });
+
+  it("refuses a var the deployment does not declare, and an engine name, in a url", async ({ expect }) => {
+    const problems = async (urls: string[]) => {
+      const response = await api("POST", "/v1/definitions", {
+        mcp_servers: urls.map((url) => ({ id: uniqueId("s"), url })),
+      });
+      expect(response.status).toBe(400);
+      return response.json.error.details.map(
+        (detail: { path: string; code: string }) => `${detail.path} ${detail.code}`,
+      );
+    };
+    expect((await problems(["$env:NOT_DECLARED/mcp", "$env:SHELL_SERVER_URL"])).sort()).toEqual([
+      "mcp_servers.0.url definition.undeclared_secret",
+      "mcp_servers.1.url definition.undeclared_secret",
+    ]);
+    expect(await problems(["not a url", "$env:lower/x"])).toEqual([
+      "mcp_servers.0.url schema.invalid_format",
+      "mcp_servers.1.url schema.invalid_format",
+    ]);
+  });
+
+  it("never resolves the engine's own secrets at call time, even when WORKFLOW_SECRETS or WORKFLOW_VARS lists them", ({
+    expect,
+  }) => {
     const hostile = {
       ...bindings,
       WORKFLOW_SECRETS: "JOURNAL_SIGNING_KEY, API_TOKENS, SHELL_SERVER_TOKEN, LLM_API_KEY",
+      WORKFLOW_VARS: "SHELL_SERVER_URL, CONTAINER_MODE",
     } as unknown as Env;
     expect([...declaredSecretNames(hostile)]).toEqual(["LLM_API_KEY"]);
-    for (const name of ["JOURNAL_SIGNING_KEY", "API_TOKENS", "SHELL_SERVER_TOKEN", "HTTP_TARGET_URL"]) {
+    for (const name of [
+      "JOURNAL_SIGNING_KEY",
+      "API_TOKENS",
+      "SHELL_SERVER_TOKEN",
+      "SHELL_SERVER_URL",
+      "NOT_DECLARED",
+    ]) {
       let thrown: unknown;
       try {
         resolveSecrets(`Bearer $env:${name}`, hostile);
