@@ -201,15 +201,20 @@ export async function verifyCommand(io: Io, target: string, jwks: string | undef
 }
 
 export async function mcpToolsCommand(io: Io, server: string): Promise<Exit> {
-  const listing = await io.api.json<{ tools: { name: string; pin: string; description?: string }[] }>(
-    "GET",
-    `/v1/mcp_servers/${encodeURIComponent(server)}/tools`,
-  );
+  const listing = await io.api.json<{
+    tools: { name: string; pin: string; description: string | null; allowed: boolean }[];
+  }>("GET", `/v1/mcp_servers/${encodeURIComponent(server)}/tools`);
   print(io, listing, () =>
     listing.tools
-      .map(
-        (tool) =>
-          `${tool.name.padEnd(28)} ${tool.pin}${tool.description ? `  ${tool.description.split("\n")[0]}` : ""}`,
+      .map((tool) =>
+        [
+          tool.name.padEnd(28),
+          tool.pin,
+          tool.allowed ? "" : "(not in allowed_tools)",
+          tool.description?.split("\n")[0] ?? "",
+        ]
+          .filter((part) => part !== "")
+          .join("  "),
       )
       .join("\n"),
   );

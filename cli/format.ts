@@ -73,9 +73,9 @@ export function runText(view: RunView): string {
     lines.push(`  ${node.status.padEnd(10)} ${id}  attempts ${node.attempts}${items}`);
     const only = node.items ? undefined : node.invocations[0];
     for (const step of only?.steps ?? []) {
-      lines.push(
-        `      ${step.status.padEnd(10)} ${step.step}${step.attempts > 1 ? `  (${step.attempts} calls)` : ""}`,
-      );
+      const calls = step.attempts > 1 ? `  ${step.attempts} calls` : "";
+      const tokens = step.tokens ? `  ${step.tokens.input} in / ${step.tokens.output} out tokens` : "";
+      lines.push(`      ${step.status.padEnd(10)} ${step.step}${calls}${tokens}${step.error ? `  ${step.error}` : ""}`);
     }
   }
   for (const gate of view.gates.filter((gate) => gate.status === "open")) {

@@ -6,10 +6,13 @@
  *    missing and keeping every existing line:
  *      API_TOKENS=dev-token                  (use `Authorization: Bearer dev-token`)
  *      JOURNAL_SIGNING_KEY=<base64 PKCS#8>   (a fresh Ed25519 key; never printed)
- * 2. Starts the local peers listed in `peers` below, which may hand vars to the
- *    Worker (passed as `--var KEY:VALUE`, on top of `.dev.vars`) and secrets
- *    (written to a temporary env file, mode 0600, loaded after `.dev.vars` with
- *    `--env-file`, so they never show on a command line). The shell server
+ * 2. Starts the local peers (scripts/lib/peers.mjs: the shell server, the HTTP
+ *    target, the LLM server, the MCP reference server), which may hand vars
+ *    to the Worker (passed as `--var KEY:VALUE`, on top of `.dev.vars`) and
+ *    secrets (written to a temporary env file, mode 0600, loaded after
+ *    `.dev.vars` with `--env-file`, so they never show on a command line).
+ *    Their URLs are declared in WORKFLOW_VARS and printed, so definitions and
+ *    the examples reach them as `$env:LLM_SERVER_URL` etc. The shell server
  *    runs there: the Sandbox uses it in local mode (docs/containers.md) unless
  *    `--enable-containers` is passed, for a machine with Docker.
  * 3. Runs `wrangler dev --local --ip 127.0.0.1 --port $PORT` offline, remote
@@ -28,67 +31,13 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, wr
 import { constants, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startShellServer } from "../containers/shell-server/server.mjs";
-import { startLlmServer } from "./lib/llm-server.mjs";
-import { startMcpPeer } from "./lib/mcp-peer.mjs";
+import { startPeers } from "./lib/peers.mjs";
 import { offlineEnv, repoRoot, resolveNode, resolveWrangler, startWatchdog } from "./lib/wrangler-dev.mjs";
-
-/**
- * @typedef {object} RunningPeer
- * @property {Record<string, string>} [vars]  bindings to give the Worker (non-secret: they go on wrangler's command line)
- * @property {Record<string, string>} [secrets]  bindings to give the Worker through a temporary env file
- * @property {() => Promise<void>} stop
- */
-/**
- * @typedef {object} Peer
- * @property {string} name
- * @property {() => Promise<RunningPeer>} start  must bind 127.0.0.1 only
- */
 
 /** Whether wrangler's arguments ask for real containers (Docker) instead of local mode. */
 function wantsRealContainers(/** @type {string[]} */ args) {
   return args.some((arg) => arg === "--enable-containers" || arg === "--enable-containers=true");
 }
-
-/**
- * Local peers started before wrangler and stopped after it, in order (stopped in
- * reverse): the shell server (the container path in local mode), the local LLM
- * server and the MCP reference server.
- *
- * @type {Peer[]}
- */
-export const peers = [
-  {
-    name: "shell server (containers in local mode)",
-    start: async () => {
-      if (wantsRealContainers(process.argv.slice(2))) return { stop: async () => {} };
-      const shell = await startShellServer({ port: 0 });
-      if (shell.isolation === "uid") keepStatePrivate();
-      return {
-        vars: { CONTAINER_MODE: "local", SHELL_SERVER_URL: shell.url },
-        secrets: { SHELL_SERVER_TOKEN: shell.token },
-        stop: shell.close,
-      };
-    },
-  },
-  {
-    // The llm action's peer: `openai-compatible`, `openai` or `anthropic` models whose
-    // base_url is LLM_SERVER_URL + "/v1" get deterministic answers (scripts/lib/llm-server.mjs).
-    name: "local LLM server",
-    start: async () => {
-      const llm = await startLlmServer({ port: 0 });
-      return { vars: { LLM_SERVER_URL: llm.url }, stop: llm.close };
-    },
-  },
-  {
-    // The mcp action's peer: the reference MCP server, endpoint MCP_SERVER_URL + "/mcp".
-    name: "MCP reference server (server-everything)",
-    start: async () => {
-      const mcp = await startMcpPeer();
-      return { vars: { MCP_SERVER_URL: mcp.url }, stop: mcp.close };
-    },
-  },
-];
 
 const DEV_VARS = join(repoRoot, ".dev.vars");
 
@@ -155,7 +104,17 @@ async function main() {
   if (did.length) for (const d of did) log(d);
   else log("using the secrets in .dev.vars");
 
-  const { vars, secrets, stopPeers } = await startPeers();
+  let started;
+  try {
+    started = await startPeers({ realContainers: wantsRealContainers(process.argv.slice(2)), log });
+  } catch (err) {
+    log(/** @type {Error} */ (err).message);
+    process.exit(1);
+  }
+  const { vars, secrets, urls, shellIsolation, stop: stopPeers } = started;
+  if (shellIsolation === "uid") keepStatePrivate();
+  // What definitions (and the examples) may name as `$env:NAME` to reach the peers.
+  for (const [name, url] of Object.entries(urls)) log(`$env:${name} = ${url}`);
   const { envFiles, removeSecrets } = writePeerSecrets(secrets);
   process.on("exit", removeSecrets);
   const args = [
@@ -180,40 +139,6 @@ async function main() {
 /** @param {string} msg */
 function log(msg) {
   process.stderr.write(`[dev] ${msg}\n`);
-}
-
-/**
- * Starts every peer, in order, and gathers the vars and secrets they give the
- * Worker; when one cannot start, stops those that did and exits.
- * @returns {Promise<{ vars: Record<string, string>, secrets: Record<string, string>, stopPeers: () => Promise<void> }>}
- */
-async function startPeers() {
-  /** @type {Array<{ name: string, running: RunningPeer }>} */
-  const running = [];
-  const stopPeers = async () => {
-    while (running.length) {
-      const { name, running: peer } = /** @type {{ name: string, running: RunningPeer }} */ (running.pop());
-      await peer.stop().catch((err) => log(`stopping ${name}: ${err?.message ?? err}`));
-    }
-  };
-  /** @type {Record<string, string>} */
-  const vars = {};
-  /** @type {Record<string, string>} */
-  const secrets = {};
-  for (const peer of peers) {
-    try {
-      const r = await peer.start();
-      running.push({ name: peer.name, running: r });
-      Object.assign(vars, r.vars ?? {});
-      Object.assign(secrets, r.secrets ?? {});
-      log(`started ${peer.name}`);
-    } catch (err) {
-      log(`could not start ${peer.name}: ${/** @type {any} */ (err)?.message ?? err}`);
-      await stopPeers();
-      process.exit(1);
-    }
-  }
-  return { vars, secrets, stopPeers };
 }
 
 /**

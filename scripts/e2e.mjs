@@ -20,8 +20,7 @@ import { spawn } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
-import { startShellServer } from "../containers/shell-server/server.mjs";
-import { startHttpTarget } from "./lib/http-target.mjs";
+import { startPeers } from "./lib/peers.mjs";
 import { repoRoot, resolveNode, startWranglerDev } from "./lib/wrangler-dev.mjs";
 
 const SUITE_TIMEOUT_MS = 20 * 60_000;
@@ -41,9 +40,10 @@ async function main() {
     return 1;
   }
 
-  const target = await startHttpTarget({ port: 0 });
-  // Containers run in local mode against this shell server (docs/containers.md).
-  const shell = await startShellServer({ port: 0 });
+  // The same peers as `npm run dev` (scripts/lib/peers.mjs): containers in local mode against the
+  // shell server, the HTTP target, the LLM server and the MCP server, their URLs in WORKFLOW_VARS.
+  const peers = await startPeers({ log });
+  const target = { url: peers.vars.HTTP_TARGET_URL ?? "" };
   const token = `e2e-${randomBytes(12).toString("hex")}`;
   const signingKey = freshSigningKey();
 
@@ -53,17 +53,14 @@ async function main() {
       vars: {
         API_TOKENS: `${token},e2e-second-token`,
         JOURNAL_SIGNING_KEY: signingKey,
-        HTTP_TARGET_URL: target.url,
-        CONTAINER_MODE: "local",
-        SHELL_SERVER_URL: shell.url,
-        SHELL_SERVER_TOKEN: shell.token,
+        ...peers.vars,
+        ...peers.secrets,
       },
     });
   } catch (err) {
     writeFileSync(wranglerLog, String(/** @type {any} */ (err)?.output ?? ""));
     log(`wrangler dev did not start: ${/** @type {any} */ (err)?.message ?? err}`);
-    await target.close();
-    await shell.close();
+    await peers.stop();
     return 1;
   }
   log(`wrangler dev ready at ${dev.url} in ${dev.startupMs} ms; http target at ${target.url}`);
@@ -84,8 +81,7 @@ async function main() {
       log(`wrangler output (last 60 lines; all of it in ${relative(repoRoot, wranglerLog)}):\n${tail}`);
     }
     await dev.stop();
-    await target.close();
-    await shell.close();
+    await peers.stop();
   }
   for (const m of measurements) process.stdout.write(`${m}\n`);
   return code;

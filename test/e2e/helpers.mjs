@@ -14,8 +14,8 @@
  */
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { after } from "node:test";
-import { startShellServer } from "../../containers/shell-server/server.mjs";
 import { startHttpTarget } from "../../scripts/lib/http-target.mjs";
+import { startPeers } from "../../scripts/lib/peers.mjs";
 import { startWranglerDev } from "../../scripts/lib/wrangler-dev.mjs";
 
 export const TERMINAL = new Set(["completed", "failed", "cancelled"]);
@@ -48,23 +48,20 @@ export function env() {
         target: process.env.TRELLIS_HTTP_TARGET_URL ?? (await ownTarget()),
       };
     }
-    const target = await ownTarget();
     const token = "e2e-token";
-    // Containers in local mode, as scripts/e2e.mjs sets them up (docs/containers.md).
-    const shell = await startShellServer({ port: 0 });
-    ownStops.push(shell.close);
+    // The peers scripts/e2e.mjs and `npm run dev` start (scripts/lib/peers.mjs), containers in local mode.
+    const peers = await startPeers();
+    ownStops.push(peers.stop);
     const dev = await startWranglerDev({
       vars: {
         API_TOKENS: `${token},e2e-second-token`,
         JOURNAL_SIGNING_KEY: freshSigningKey(),
-        HTTP_TARGET_URL: target,
-        CONTAINER_MODE: "local",
-        SHELL_SERVER_URL: shell.url,
-        SHELL_SERVER_TOKEN: shell.token,
+        ...peers.vars,
+        ...peers.secrets,
       },
     });
     ownStops.push(dev.stop);
-    return { url: dev.url, token, target };
+    return { url: dev.url, token, target: peers.vars.HTTP_TARGET_URL ?? "" };
   })();
   return envPromise;
 }
