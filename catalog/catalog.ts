@@ -3,10 +3,9 @@ import { EngineError } from "../lib/errors.ts";
 import { canonicalJson } from "../lib/journal/canonical.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import { declaredEnvNames } from "../lib/secrets.ts";
-import { parseOrThrow } from "../lib/validation.ts";
 import {
   DEFINITION_KINDS,
-  DefinitionBundle,
+  type DefinitionBundle,
   type DefinitionKind,
   type DefinitionRecord,
   type RegisterResponse,
@@ -14,6 +13,7 @@ import {
 } from "../schemas/index.ts";
 import { resolveRunSnapshot, type DefinitionReader, type StoredDefinition } from "./resolve.ts";
 import type { DefinitionLookup } from "./checks.ts";
+import { mappingWarnings, parseBundle } from "./teach.ts";
 import { checkBundle, checkReservedMappingKeys } from "./validate.ts";
 
 interface DefinitionRow extends Record<string, SqlStorageValue> {
@@ -50,8 +50,9 @@ export class Catalog extends DurableObject<Env> {
           reserved,
         );
       }
-      const bundle = parseOrThrow(DefinitionBundle, body, "definition.invalid", "the definition bundle");
-      const problems = checkBundle(bundle, this.lookup(), declaredEnvNames(this.env));
+      const check = (parsed: DefinitionBundle) => checkBundle(parsed, this.lookup(), declaredEnvNames(this.env));
+      const bundle = parseBundle(body, check);
+      const problems = check(bundle);
       if (problems.length > 0) {
         throw EngineError.terminal(
           "definition.invalid",
@@ -60,6 +61,7 @@ export class Catalog extends DurableObject<Env> {
         );
       }
       const now = new Date().toISOString();
+      const warnings = mappingWarnings(bundle);
       return this.ctx.storage.transactionSync(() => ({
         created: DEFINITION_KINDS.flatMap((kind) =>
           (bundle[kind] ?? []).map((definition) => ({
@@ -68,6 +70,7 @@ export class Catalog extends DurableObject<Env> {
             ...this.store(kind, definition.id, definition, now),
           })),
         ),
+        ...(warnings.length > 0 ? { warnings } : {}),
       }));
     });
   }

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { JsonValue } from "./common.ts";
 import { DefinitionKind } from "./definitions.ts";
-import { ErrorInfo, Failure } from "./errors.ts";
+import { ErrorDetail, ErrorInfo, Failure } from "./errors.ts";
 import { StepRecord } from "./payload.ts";
 import { ChildLink, INVOCATION_STATUSES, NodeStatus, RunMode, RunStatus, StepSummary, Usage } from "./run.ts";
 
@@ -24,6 +24,8 @@ export type CreatedDefinition = z.infer<typeof CreatedDefinition>;
 /** `POST /v1/definitions` → 201. `existing` is true when identical content already had that version. */
 export const RegisterResponse = z.strictObject({
   created: z.array(CreatedDefinition.extend({ existing: z.boolean() })),
+  /** What was registered but looks like a mistake (a mapping source that reads like a JSONPath without its `$`). */
+  warnings: z.array(ErrorDetail).optional(),
 });
 export type RegisterResponse = z.infer<typeof RegisterResponse>;
 
