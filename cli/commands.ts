@@ -24,12 +24,15 @@ const print = (io: Io, value: unknown, text: () => string): void => {
 const runPath = (runId: string) => `/v1/runs/${encodeURIComponent(runId)}`;
 
 export async function defineCommand(io: Io, paths: string[]): Promise<Exit> {
-  const created = await define(io.api, bundleFiles(paths));
-  print(io, { created }, () =>
-    created
+  const answer = await define(io.api, bundleFiles(paths));
+  print(io, answer, () =>
+    answer.created
       .map((item) => `${item.existing ? "reused " : "created"}  ${item.kind.padEnd(11)} ${item.id}@${item.version}`)
       .join("\n"),
   );
+  for (const warning of io.json ? [] : (answer.warnings ?? [])) {
+    process.stderr.write(`warning: ${warning.path}: ${warning.message}\n`);
+  }
   return 0;
 }
 

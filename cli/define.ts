@@ -19,6 +19,17 @@ export interface Created {
   existing: boolean;
 }
 
+/** The registration's answer: what was created or reused, and what looks wrong (paths in file terms). */
+export interface Registered {
+  created: Created[];
+  warnings?: Detail[];
+}
+
+interface Detail {
+  path: string;
+  message: string;
+}
+
 /** The YAML and JSON files named, folders searched recursively, in a stable order. */
 export function bundleFiles(paths: readonly string[]): string[] {
   return paths.flatMap((path) => {
@@ -40,7 +51,7 @@ export function bundleFiles(paths: readonly string[]): string[] {
  * another file, and the catalog stores them all or none. A problem's path is
  * told in terms of its own file (`flows/a.yaml: workflows.0.nodes.x`).
  */
-export async function define(api: Api, files: readonly string[]): Promise<Created[]> {
+export async function define(api: Api, files: readonly string[]): Promise<Registered> {
   const bundle: Partial<Record<DefinitionKind, unknown[]>> = {};
   const origins = new Map<string, Origin>();
   for (const file of files) {
@@ -61,10 +72,13 @@ export async function define(api: Api, files: readonly string[]): Promise<Create
     }
   }
   try {
-    const answer = await api.json<{ created: Created[] }>("POST", "/v1/definitions", { body: bundle });
-    return answer.created;
+    const answer = await api.json<Registered>("POST", "/v1/definitions", { body: bundle });
+    return { ...answer, warnings: inFileTerms(answer.warnings ?? [], origins) };
   } catch (thrown) {
-    throw thrown instanceof CliError ? inFileTerms(thrown, origins) : thrown;
+    if (thrown instanceof CliError) {
+      throw new CliError(thrown.code, thrown.message, thrown.status, inFileTerms(thrown.details, origins));
+    }
+    throw thrown;
   }
 }
 
@@ -89,12 +103,12 @@ function readBundle(file: string): Record<string, unknown> {
   return document as Record<string, unknown>;
 }
 
-function inFileTerms(error: CliError, origins: ReadonlyMap<string, Origin>): CliError {
-  const details = error.details.map((detail) => {
+/** Details whose paths point into the merged bundle, pointing into their own files instead. */
+function inFileTerms<D extends Detail>(details: readonly D[], origins: ReadonlyMap<string, Origin>): D[] {
+  return details.map((detail) => {
     const [kind, index, ...rest] = detail.path.split(".");
     const origin = origins.get(`${kind}.${index}`);
     const path = origin ? `${relative(".", origin.file)}: ${[kind, origin.index, ...rest].join(".")}` : detail.path;
     return { ...detail, path };
   });
-  return new CliError(error.code, error.message, error.status, details);
 }
