@@ -19,7 +19,7 @@ export const DEFAULT_RUNS_PAGE = 20;
  * it comes back. Pages are keyset pages, so a run created meanwhile never
  * shifts a page: no duplicates and no gaps across pages.
  */
-export async function listRuns(db: D1Database, rawQuery: Record<string, string>): Promise<RunList> {
+export async function listRuns(db: D1Database, rawQuery: unknown): Promise<RunList> {
   const query = parseOrThrow(ListRunsQuery, rawQuery, "request.invalid_query", "the query");
   const limit = query.limit ?? DEFAULT_RUNS_PAGE;
   const { where, params } = toWhere(query);

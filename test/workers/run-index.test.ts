@@ -1,9 +1,10 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import { describe, it, vi } from "vitest";
 import { INDEX_BACKSTOP_MS, toIndexRow, upsertIndexRow } from "../../coordinator/run-index.ts";
 import type { RunRecord } from "../../schemas/index.ts";
 import { encodeCursor } from "../../src/run-list.ts";
+import type { TrellisApi } from "../../src/rpc.ts";
 import { stubOf, storedAlarm } from "./durable-helpers.ts";
 import {
   api,
@@ -196,6 +197,21 @@ describe("GET /v1/runs lists runs from the run index", () => {
     expect(children[0]).toMatchObject({ workflow: { id: child, version: 1 }, parent: parentRun });
     expect(children[0]?.created_by).toBe(`run:${parentRun}`);
     expect((await list(`workflow=${parent}`)).runs[0]?.parent).toBeNull();
+  });
+});
+
+describe("listRuns over Workers RPC", () => {
+  it("lists what GET /v1/runs lists, and answers a bad query with its error as data", async ({ expect }) => {
+    const rpc = exports.TrellisApi as unknown as TrellisApi;
+    const id = uniqueId("rpc-listed");
+    await registerWorkflow(callWorkflow(id, `/mark/${id}`));
+    const runId = await start(id, { input: {}, mode: "approval" });
+    await untilListed(`workflow=${id}`, runId, "drafting");
+    const listed = await rpc.listRuns({ workflow: id });
+    expect(listed).toEqual({ ok: true, value: await list(`workflow=${id}`) });
+    const refused = await rpc.listRuns({ limit: 7 });
+    expect(refused).toMatchObject({ ok: false, error: { code: "request.invalid_query" } });
+    expect(!refused.ok && refused.error.details?.map((detail) => detail.path)).toEqual(["limit"]);
   });
 });
 
