@@ -15,7 +15,10 @@
  *    the examples reach them as `$env:LLM_SERVER_URL` etc. The shell server
  *    runs there: the Sandbox uses it in local mode (docs/containers.md) unless
  *    `--enable-containers` is passed, for a machine with Docker.
- * 3. Runs `wrangler dev --local --ip 127.0.0.1 --port $PORT` offline, remote
+ * 3. Applies the run index's D1 migrations to the local database
+ *    (`wrangler d1 migrations apply trellis-runs --local`; with
+ *    `-- --persist-to <dir>`, to that directory's).
+ * 4. Runs `wrangler dev --local --ip 127.0.0.1 --port $PORT` offline, remote
  *    bindings off (Workers AI and Vectorize are absent; see wrangler.toml)
  *    (CLOUDFLARE_CF_FETCH_ENABLED=false, WRANGLER_SEND_METRICS=false), with the
  *    terminal's stdio, forwarding SIGINT/SIGTERM/SIGHUP, and exits with its code
@@ -32,6 +35,7 @@ import { constants, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startPeers } from "./lib/peers.mjs";
+import { applyLocalMigrations } from "./lib/d1-migrations.mjs";
 import { offlineEnv, repoRoot, resolveNode, resolveWrangler, startWatchdog } from "./lib/wrangler-dev.mjs";
 
 /** Whether wrangler's arguments ask for real containers (Docker) instead of local mode. */
@@ -104,6 +108,15 @@ async function main() {
   if (did.length) for (const d of did) log(d);
   else log("using the secrets in .dev.vars");
 
+  const persistTo = persistToOf(process.argv.slice(2));
+  try {
+    await applyLocalMigrations({ persistTo });
+    log("applied the run index's migrations (migrations/) to the local D1 database");
+  } catch (err) {
+    log(`could not apply the run index's migrations:\n${/** @type {any} */ (err)?.output ?? err}`);
+    process.exit(1);
+  }
+
   let started;
   try {
     started = await startPeers({ realContainers: wantsRealContainers(process.argv.slice(2)), log });
@@ -134,6 +147,17 @@ async function main() {
   await stopPeers();
   removeSecrets();
   process.exit(code ?? (signal ? 128 + (constants.signals[signal] ?? 1) : 1));
+}
+
+/**
+ * The state directory wrangler's arguments name (`--persist-to <dir>` or `--persist-to=<dir>`), if any.
+ * @param {string[]} args
+ */
+function persistToOf(args) {
+  const index = args.findIndex((arg) => arg === "--persist-to" || arg.startsWith("--persist-to="));
+  if (index < 0) return undefined;
+  const arg = args[index] ?? "";
+  return arg.includes("=") ? arg.slice(arg.indexOf("=") + 1) : args[index + 1];
 }
 
 /** @param {string} msg */
