@@ -109,6 +109,19 @@ describe("the trellis CLI", () => {
     const verified = await trellis(["verify", runId]);
     assert.equal(verified.code, 0, verified.stdout);
     assert.match(verified.stdout, /^OK: /);
+    // The run index catches up moments after the run ends (docs/architecture.md, "The run index").
+    const listed = await waitFor(async () => {
+      const runs = JSON.parse((await trellis(["runs", "--workflow", ids.workflow, "--json"])).stdout).runs;
+      return runs[0]?.status === "completed" ? runs : undefined;
+    });
+    assert.deepEqual(
+      listed.map((run) => run.run_id),
+      [runId],
+    );
+    assert.match(
+      (await trellis(["runs", "--workflow", ids.workflow])).stdout,
+      new RegExp(`^${runId}\\s+${ids.workflow}@1\\s+completed`),
+    );
   });
 
   test("verifies saved files and names the entry a changed byte breaks", async () => {
