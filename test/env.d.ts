@@ -5,3 +5,10 @@ declare namespace Cloudflare {
     mainModule: typeof import("../src/index.ts");
   }
 }
+
+declare namespace Cloudflare {
+  interface Env {
+    /** The example caller Worker (examples/caller), bound in vitest.config.ts (optional: the Worker's own Env lacks it). */
+    CALLER?: Fetcher;
+  }
+}

@@ -1,0 +1,829 @@
+/**
+ * Plain types of the Trellis API's bodies: generated from the zod schemas in
+ * schemas/ by `npm run schemas` (src/contracts/generate.ts); do not edit.
+ * Import them from client/index.ts.
+ */
+
+/** Any JSON value. */
+export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+
+export type Action = {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "llm";
+  implementation: LlmImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "mcp";
+  implementation: McpImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "http";
+  implementation: HttpImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "tool";
+  implementation: ToolImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "shell";
+  implementation: ShellImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "workflow";
+  implementation: WorkflowImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "human";
+  implementation: HumanImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "vector";
+  implementation: VectorImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "metric";
+  implementation: MetricImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "context";
+  implementation: ContextImplementation;
+};
+
+export type CancelBody = {
+  reason?: string;
+};
+
+export type ContextImplementation = {
+  updates: ({
+    path: string;
+    expr: string;
+  })[];
+};
+
+export type DefinitionBundle = {
+  workflows?: Workflow[];
+  tasks?: Task[];
+  actions?: Action[];
+  prompts?: Prompt[];
+  models?: Model[];
+  mcp_servers?: McpServer[];
+};
+
+export type DefinitionRecord = {
+  kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
+  id: string;
+  version: number;
+  created_at: string;
+  definition: {
+    [key: string]: JsonValue;
+  };
+};
+
+export type ErrorBody = {
+  error: {
+    code: string;
+    message: string;
+    details?: ({
+      path: string;
+      message: string;
+      code?: string;
+    })[];
+  };
+};
+
+export type GateAnswerBody = {
+  response: JsonValue;
+  responder?: string;
+};
+
+export type GateList = {
+  gates: GateView[];
+};
+
+export type GateView = {
+  gate_id: string;
+  kind: "input" | "approval";
+  node: string;
+  item: number | null;
+  step: string;
+  prompt: string;
+  input_schema: boolean | {
+    [key: string]: JsonValue;
+  };
+  status: "open" | "answered" | "expired";
+  opened_at: string;
+  expires_at: string | null;
+  response?: JsonValue;
+  responder?: string | null;
+  responded_at?: string | null;
+  reason?: string;
+};
+
+export type Health = {
+  ok: true;
+};
+
+export type HttpImplementation = {
+  method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS";
+  url_template: string;
+  headers?: {
+    [key: string]: string;
+  };
+  body_template?: string;
+  response?: "json" | "text";
+};
+
+export type HumanImplementation = {
+  prompt_template: string;
+  input_schema: JsonSchema;
+  timeout_ms?: number;
+  on_timeout?: "fail" | {
+    default: JsonValue;
+  };
+};
+
+export type InlineAction = {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "llm";
+  implementation: LlmImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "mcp";
+  implementation: McpImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "http";
+  implementation: HttpImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "tool";
+  implementation: ToolImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "shell";
+  implementation: ShellImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "workflow";
+  implementation: WorkflowImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "human";
+  implementation: HumanImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "vector";
+  implementation: VectorImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "metric";
+  implementation: MetricImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "context";
+  implementation: ContextImplementation;
+};
+
+export type InlineTask = {
+  id?: string;
+  description?: string;
+  input_schema?: JsonSchema;
+  output_schema?: JsonSchema;
+  steps: Step[];
+};
+
+export type InputMapping = {
+  [key: string]: JsonValue;
+};
+
+export type JournalEntry = {
+  seq: number;
+  run_id: string;
+  kind: string;
+  at: string;
+  body: {
+    [key: string]: JsonValue;
+  };
+  prev: string | null;
+  hash: string;
+  sig: string;
+  kid: string;
+};
+
+export type JournalResponse = {
+  entries: JournalEntry[];
+};
+
+export type JsonDocument = {
+  [key: string]: unknown;
+};
+
+export type JsonSchema = boolean | {
+  [key: string]: JsonValue;
+};
+
+/** any JSON value */
+export type JsonValue = Json;
+
+export type Jwks = {
+  keys: ({
+    kty: "OKP";
+    crv: "Ed25519";
+    x: string;
+    kid: string;
+    alg: "EdDSA";
+    use: "sig";
+    [key: string]: unknown;
+  })[];
+};
+
+export type LlmImplementation = {
+  prompt: Reference | {
+    id?: string;
+    description?: string;
+    messages: ({
+      role: "system" | "user" | "assistant";
+      template: string;
+    })[];
+    produces?: JsonSchema;
+  };
+  model: Reference | {
+    id?: string;
+    description?: string;
+    provider: "openai" | "anthropic" | "workers-ai" | "openai-compatible";
+    model_id: string;
+    base_url?: string;
+    api_key?: string;
+    parameters?: {
+      [key: string]: JsonValue;
+    };
+    pricing?: {
+      input_per_mtok: number;
+      output_per_mtok: number;
+    };
+  };
+};
+
+export type McpImplementation = {
+  server: Reference;
+  tool: string;
+  pin?: string;
+};
+
+export type McpServer = {
+  id: string;
+  description?: string;
+  url: string;
+  headers?: {
+    [key: string]: string;
+  };
+  allowed_tools?: string[];
+};
+
+export type MetricImplementation = {
+  metric_name: string;
+  value: number | {
+    expr: string;
+  };
+  dimensions?: {
+    [key: string]: JsonValue;
+  };
+};
+
+export type Model = {
+  id: string;
+  description?: string;
+  provider: "openai" | "anthropic" | "workers-ai" | "openai-compatible";
+  model_id: string;
+  base_url?: string;
+  api_key?: string;
+  parameters?: {
+    [key: string]: JsonValue;
+  };
+  pricing?: {
+    input_per_mtok: number;
+    output_per_mtok: number;
+  };
+};
+
+export type Node = {
+  description?: string;
+  task?: Reference | InlineTask;
+  workflow?: Reference;
+  depends_on?: string[];
+  when?: string;
+  foreach?: {
+    items: string;
+    max_parallel?: number;
+  };
+  repeat?: {
+    until: string;
+    max_iterations: number;
+  };
+  input_mapping?: InputMapping;
+  output_mapping?: OutputMapping;
+  resource_bindings?: {
+    [key: string]: string;
+  };
+  retry?: RetryPolicy;
+  timeout_ms?: number;
+  on_failure?: "fail" | "continue";
+};
+
+export type NodeDetail = {
+  status: "pending" | "running" | "waiting" | "completed" | "failed" | "skipped" | "cancelled";
+  attempts: number;
+  started_at: string | null;
+  finished_at: string | null;
+  error?: {
+    code: string;
+    message: string;
+    node?: string;
+    step?: string;
+    retryable?: boolean;
+  };
+  items?: {
+    total: number;
+    pending: number;
+    running: number;
+    completed: number;
+    failed: number;
+    skipped: number;
+    cancelled: number;
+  };
+  invocations: ({
+    index: number;
+    status: "pending" | "running" | "retrying" | "suspended" | "completed" | "failed" | "cancelled" | "skipped";
+    attempts: number;
+    input: JsonValue | null;
+    output: JsonValue | null;
+    error: {
+      code: string;
+      message: string;
+      node?: string;
+      step?: string;
+      retryable?: boolean;
+    } | null;
+    dispatches: ({
+      seq: number;
+      kind: "task.completed" | "task.failed" | "task.suspended";
+      attempt: number;
+      steps: ({
+        step: string;
+        action: string;
+        status: "completed" | "skipped" | "failed" | "continued" | "suspended";
+        duration_ms: number;
+        attempts: ({
+          attempt: number;
+          duration_ms: number;
+          error?: {
+            code: string;
+            message: string;
+            retryable: boolean;
+            retry_after_ms?: number;
+          };
+          retry_in_ms?: number;
+          retry_reason?: "backoff" | "retry_after";
+          call?: {
+            [key: string]: JsonValue;
+          };
+        })[];
+        error?: {
+          code: string;
+          message: string;
+          retryable: boolean;
+          retry_after_ms?: number;
+        };
+        else?: "skip" | "succeed";
+      })[];
+    })[];
+  })[];
+  node: string;
+  iterations: number;
+  children: ({
+    run_id: string;
+    item: number | null;
+    step: string | null;
+    workflow: string;
+    status: "completed" | "failed" | "cancelled" | null;
+  })[];
+};
+
+export type OutputMapping = {
+  [key: string]: JsonValue;
+};
+
+export type Prompt = {
+  id: string;
+  description?: string;
+  messages: ({
+    role: "system" | "user" | "assistant";
+    template: string;
+  })[];
+  produces?: JsonSchema;
+};
+
+export type Reference = string;
+
+export type RegisterResponse = {
+  created: ({
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
+    id: string;
+    version: number;
+    existing: boolean;
+  })[];
+};
+
+export type RetryPolicy = {
+  max_attempts?: number;
+  initial_delay_ms?: number;
+  backoff_coefficient?: number;
+  max_delay_ms?: number;
+  jitter?: boolean;
+};
+
+export type RunView = {
+  run_id: string;
+  workflow: {
+    id: string;
+    version: number;
+  };
+  status: "drafting" | "queued" | "running" | "waiting" | "paused" | "completed" | "failed" | "cancelled";
+  mode: "auto" | "approval" | "preview";
+  input: JsonValue;
+  output: JsonValue | null;
+  error: {
+    code: string;
+    message: string;
+    node?: string;
+    step?: string;
+    retryable?: boolean;
+  } | null;
+  created_at: string;
+  updated_at: string;
+  nodes: {
+    [key: string]: {
+      status: "pending" | "running" | "waiting" | "completed" | "failed" | "skipped" | "cancelled";
+      attempts: number;
+      started_at: string | null;
+      finished_at: string | null;
+      error?: {
+        code: string;
+        message: string;
+        node?: string;
+        step?: string;
+        retryable?: boolean;
+      };
+      items?: {
+        total: number;
+        pending: number;
+        running: number;
+        completed: number;
+        failed: number;
+        skipped: number;
+        cancelled: number;
+      };
+      invocations: ({
+        index: number;
+        status: "pending" | "running" | "retrying" | "suspended" | "completed" | "failed" | "cancelled" | "skipped";
+        attempts: number;
+        steps: ({
+          step: string;
+          status: "completed" | "skipped" | "failed" | "continued" | "suspended";
+          attempts: number;
+          duration_ms: number;
+          error?: string;
+          tokens?: {
+            input: number;
+            output: number;
+          };
+          cost_usd?: number;
+        })[];
+      })[];
+    };
+  };
+  gates: GateView[];
+  usage: {
+    input_tokens: number;
+    output_tokens: number;
+    cost_usd: number;
+  };
+  parent: {
+    run_id: string;
+    node: string;
+    step: string | null;
+  } | null;
+  children: ({
+    run_id: string;
+    step: string | null;
+    workflow: string;
+    status: "completed" | "failed" | "cancelled" | null;
+    node: string;
+    item: number | null;
+  })[];
+};
+
+export type ShellImplementation = {
+  command_template: string;
+  working_dir?: string;
+  resource_name?: string;
+  env?: {
+    [key: string]: string;
+  };
+  allow_nonzero_exit?: boolean;
+  ok_exit_codes?: number[];
+  timeout_ms?: number;
+  max_output_bytes?: number;
+};
+
+export type StartRunBody = {
+  input?: JsonValue;
+  version?: number;
+  idempotency_key?: string;
+  mode?: "auto" | "approval" | "preview";
+};
+
+export type StartRunResponse = {
+  run_id: string | null;
+  status: "drafting" | "queued" | "running" | "waiting" | "paused" | "completed" | "failed" | "cancelled" | "preview";
+  workflow: {
+    id: string;
+    version: number;
+  };
+  plan?: {
+    [key: string]: JsonValue;
+  };
+};
+
+export type Step = {
+  ref: string;
+  description?: string;
+  action: Reference | InlineAction;
+  input_mapping?: InputMapping;
+  output_mapping?: OutputMapping;
+  condition?: {
+    if: string;
+    else?: "skip" | "succeed" | "fail";
+  };
+  on_failure?: "abort" | "retry" | "continue";
+};
+
+export type Task = {
+  id: string;
+  description?: string;
+  input_schema?: JsonSchema;
+  output_schema?: JsonSchema;
+  steps: Step[];
+};
+
+export type ToolImplementation = {
+  tool: string;
+  version?: string;
+  resource_name?: string;
+};
+
+export type VectorImplementation = {
+  index: string;
+  operation?: "query" | "upsert";
+  query_template?: string;
+  vector?: string;
+  top_k?: number;
+  filter?: {
+    [key: string]: JsonValue;
+  };
+  embedding_model?: string;
+  namespace?: string;
+  return_metadata?: "none" | "indexed" | "all";
+  text_template?: string;
+};
+
+export type Workflow = {
+  id: string;
+  description?: string;
+  input_schema?: JsonSchema;
+  output_schema?: JsonSchema;
+  max_parallel?: number;
+  fail_fast?: boolean;
+  timeout_ms?: number;
+  tools?: string[];
+  resources?: {
+    [key: string]: {
+      type: "container";
+    };
+  };
+  nodes: {
+    [key: string]: Node;
+  };
+};
+
+export type WorkflowImplementation = {
+  workflow: Reference;
+  on_failure?: "propagate" | "return";
+};
+
+/** Every type above by its name. */
+export interface Components {
+  Action: Action;
+  CancelBody: CancelBody;
+  ContextImplementation: ContextImplementation;
+  DefinitionBundle: DefinitionBundle;
+  DefinitionRecord: DefinitionRecord;
+  ErrorBody: ErrorBody;
+  GateAnswerBody: GateAnswerBody;
+  GateList: GateList;
+  GateView: GateView;
+  Health: Health;
+  HttpImplementation: HttpImplementation;
+  HumanImplementation: HumanImplementation;
+  InlineAction: InlineAction;
+  InlineTask: InlineTask;
+  InputMapping: InputMapping;
+  JournalEntry: JournalEntry;
+  JournalResponse: JournalResponse;
+  JsonDocument: JsonDocument;
+  JsonSchema: JsonSchema;
+  JsonValue: JsonValue;
+  Jwks: Jwks;
+  LlmImplementation: LlmImplementation;
+  McpImplementation: McpImplementation;
+  McpServer: McpServer;
+  MetricImplementation: MetricImplementation;
+  Model: Model;
+  Node: Node;
+  NodeDetail: NodeDetail;
+  OutputMapping: OutputMapping;
+  Prompt: Prompt;
+  Reference: Reference;
+  RegisterResponse: RegisterResponse;
+  RetryPolicy: RetryPolicy;
+  RunView: RunView;
+  ShellImplementation: ShellImplementation;
+  StartRunBody: StartRunBody;
+  StartRunResponse: StartRunResponse;
+  Step: Step;
+  Task: Task;
+  ToolImplementation: ToolImplementation;
+  VectorImplementation: VectorImplementation;
+  Workflow: Workflow;
+  WorkflowImplementation: WorkflowImplementation;
+}
