@@ -11,8 +11,10 @@
  *
  * Every type here is plain TypeScript (client/types.ts is generated from the
  * zod schemas and checked against them), so a caller's `tsc` needs neither zod
- * nor Trellis's sources, and never meets the deep inference that `Service<…>`
- * over the implementation class leads to (TS2589).
+ * nor Trellis's sources. Use the interface as the binding's type, not inside
+ * `Service<…>`: workers-types' RPC mapping recurses through the recursive
+ * `Json` type and fails with TS2589 ("excessively deep"), over the
+ * implementation class and over these plain types alike.
  */
 import type {
   DefinitionBundle,

@@ -89,6 +89,10 @@ describe("the JSON Schema of a definition bundle", () => {
   it("accepts every bundle the docs and examples show, as the server does", ({ expect }) => {
     const bundles = [...docBundles(), ...exampleBundles()];
     expect(bundles.length).toBeGreaterThanOrEqual(3);
+    // The header docs/definitions.md shows for yaml-language-server, on a bundle that must validate.
+    expect(bundles.map(([where]) => where)).toContainEqual(
+      expect.stringMatching(/^docs\/definitions\.md: # yaml-language-server: \$schema=/),
+    );
     for (const [where, bundle] of bundles) {
       expect(DefinitionBundle.safeParse(bundle).success, `zod rejects ${where}`).toBe(true);
       expect(check(bundle).errors, where).toEqual([]);
