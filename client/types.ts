@@ -7,6 +7,7 @@
 /** Any JSON value. */
 export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
 
+/** An action; its kind selects the implementation fields (docs/definitions.md#action). */
 export type Action = {
   description?: string;
   requires?: JsonSchema;
@@ -129,10 +130,12 @@ export type Action = {
   implementation: ContextImplementation;
 };
 
+/** An optional reason for a cancel, recorded on the run. */
 export type CancelBody = {
   reason?: string;
 };
 
+/** The implementation of an action of kind "context" (docs/definitions.md#implementation-per-kind). */
 export type ContextImplementation = {
   updates: ({
     path: string;
@@ -140,6 +143,7 @@ export type ContextImplementation = {
   })[];
 };
 
+/** Definitions to register, by kind (docs/definitions.md). */
 export type DefinitionBundle = {
   workflows?: Workflow[];
   tasks?: Task[];
@@ -149,6 +153,7 @@ export type DefinitionBundle = {
   mcp_servers?: McpServer[];
 };
 
+/** A stored definition: its kind, id, version, and content (keys sorted). */
 export type DefinitionRecord = {
   kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
   id: string;
@@ -159,6 +164,7 @@ export type DefinitionRecord = {
   };
 };
 
+/** The body of every error: a dotted code, a message, and the problems with their paths. */
 export type ErrorBody = {
   error: {
     code: string;
@@ -171,15 +177,18 @@ export type ErrorBody = {
   };
 };
 
+/** The answer to a gate: a response matching its input_schema, and who responded. */
 export type GateAnswerBody = {
   response: JsonValue;
   responder?: string;
 };
 
+/** Every gate of a run. */
 export type GateList = {
   gates: GateView[];
 };
 
+/** A human gate: an input or an approval, with its status and answer. */
 export type GateView = {
   gate_id: string;
   kind: "input" | "approval";
@@ -199,10 +208,12 @@ export type GateView = {
   reason?: string;
 };
 
+/** The Worker is up. */
 export type Health = {
   ok: true;
 };
 
+/** The implementation of an action of kind "http" (docs/definitions.md#implementation-per-kind). */
 export type HttpImplementation = {
   method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS";
   url_template: string;
@@ -213,6 +224,7 @@ export type HttpImplementation = {
   response?: "json" | "text";
 };
 
+/** The implementation of an action of kind "human" (docs/definitions.md#implementation-per-kind). */
 export type HumanImplementation = {
   prompt_template: string;
   input_schema: JsonSchema;
@@ -222,6 +234,7 @@ export type HumanImplementation = {
   };
 };
 
+/** An action written inline in a step; its id is optional. */
 export type InlineAction = {
   description?: string;
   requires?: JsonSchema;
@@ -344,6 +357,7 @@ export type InlineAction = {
   implementation: ContextImplementation;
 };
 
+/** A task written inline in a node; its id is optional. */
 export type InlineTask = {
   id?: string;
   description?: string;
@@ -352,10 +366,12 @@ export type InlineTask = {
   steps: Step[];
 };
 
+/** { "<field>": <source> }: a "$…" JSONPath, { "expr" }, { "template" } or a literal. */
 export type InputMapping = {
   [key: string]: JsonValue;
 };
 
+/** One signed journal entry (docs/journal.md). */
 export type JournalEntry = {
   seq: number;
   run_id: string;
@@ -370,14 +386,17 @@ export type JournalEntry = {
   kid: string;
 };
 
+/** A run's signed journal, in seq order. */
 export type JournalResponse = {
   entries: JournalEntry[];
 };
 
+/** A JSON document: the generated JSON Schema or OpenAPI document. */
 export type JsonDocument = {
   [key: string]: unknown;
 };
 
+/** A JSON Schema (draft 2020-12), checked at registration. */
 export type JsonSchema = boolean | {
   [key: string]: JsonValue;
 };
@@ -385,6 +404,7 @@ export type JsonSchema = boolean | {
 /** any JSON value */
 export type JsonValue = Json;
 
+/** The journal's public keys as a JWKS (current and retired). */
 export type Jwks = {
   keys: ({
     kty: "OKP";
@@ -397,6 +417,7 @@ export type Jwks = {
   })[];
 };
 
+/** The implementation of an action of kind "llm" (docs/definitions.md#implementation-per-kind). */
 export type LlmImplementation = {
   prompt: Reference | {
     id?: string;
@@ -424,12 +445,14 @@ export type LlmImplementation = {
   };
 };
 
+/** The implementation of an action of kind "mcp" (docs/definitions.md#implementation-per-kind). */
 export type McpImplementation = {
   server: Reference;
   tool: string;
   pin?: string;
 };
 
+/** An MCP server: url, headers (credentials written $env:NAME), allowed_tools. */
 export type McpServer = {
   id: string;
   description?: string;
@@ -440,6 +463,7 @@ export type McpServer = {
   allowed_tools?: string[];
 };
 
+/** The implementation of an action of kind "metric" (docs/definitions.md#implementation-per-kind). */
 export type MetricImplementation = {
   metric_name: string;
   value: number | {
@@ -450,6 +474,7 @@ export type MetricImplementation = {
   };
 };
 
+/** A model: provider, model_id, and credentials written $env:NAME. */
 export type Model = {
   id: string;
   description?: string;
@@ -466,6 +491,7 @@ export type Model = {
   };
 };
 
+/** A node: runs exactly one of "task" or "workflow" (docs/definitions.md#node). */
 export type Node = {
   description?: string;
   task?: Reference | InlineTask;
@@ -490,6 +516,7 @@ export type Node = {
   on_failure?: "fail" | "continue";
 };
 
+/** One node of a run in full: each invocation with its dispatches' step records. */
 export type NodeDetail = {
   status: "pending" | "running" | "waiting" | "completed" | "failed" | "skipped" | "cancelled";
   attempts: number;
@@ -569,10 +596,12 @@ export type NodeDetail = {
   })[];
 };
 
+/** { "state.…" | "output.…": <source> }: writes the callee's output. */
 export type OutputMapping = {
   [key: string]: JsonValue;
 };
 
+/** A prompt: messages rendered with Handlebars over the action input. */
 export type Prompt = {
   id: string;
   description?: string;
@@ -583,8 +612,10 @@ export type Prompt = {
   produces?: JsonSchema;
 };
 
+/** A reference: "id" (latest at run start) or "id@3" (pinned). */
 export type Reference = string;
 
+/** What a registration created or reused (existing: true), with versions. */
 export type RegisterResponse = {
   created: ({
     kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
@@ -594,6 +625,7 @@ export type RegisterResponse = {
   })[];
 };
 
+/** Exponential backoff; max_delay_ms must not be less than initial_delay_ms. */
 export type RetryPolicy = {
   max_attempts?: number;
   initial_delay_ms?: number;
@@ -602,6 +634,7 @@ export type RetryPolicy = {
   jitter?: boolean;
 };
 
+/** A run: status, input, output, error, nodes, gates, usage, parent and children. */
 export type RunView = {
   run_id: string;
   workflow: {
@@ -683,6 +716,7 @@ export type RunView = {
   })[];
 };
 
+/** The implementation of an action of kind "shell" (docs/definitions.md#implementation-per-kind). */
 export type ShellImplementation = {
   command_template: string;
   working_dir?: string;
@@ -696,6 +730,7 @@ export type ShellImplementation = {
   max_output_bytes?: number;
 };
 
+/** How to start a run: its input, a pinned version, an idempotency key, a mode. */
 export type StartRunBody = {
   input?: JsonValue;
   version?: number;
@@ -703,6 +738,7 @@ export type StartRunBody = {
   mode?: "auto" | "approval" | "preview";
 };
 
+/** A started run (or, for a preview, run_id null, status "preview" and the plan). */
 export type StartRunResponse = {
   run_id: string | null;
   status: "drafting" | "queued" | "running" | "waiting" | "paused" | "completed" | "failed" | "cancelled" | "preview";
@@ -715,6 +751,7 @@ export type StartRunResponse = {
   };
 };
 
+/** A step: calls one action (docs/definitions.md#step). */
 export type Step = {
   ref: string;
   description?: string;
@@ -728,6 +765,7 @@ export type Step = {
   on_failure?: "abort" | "retry" | "continue";
 };
 
+/** A task: steps run in array order (docs/definitions.md#task). */
 export type Task = {
   id: string;
   description?: string;
@@ -736,12 +774,14 @@ export type Task = {
   steps: Step[];
 };
 
+/** The implementation of an action of kind "tool" (docs/definitions.md#implementation-per-kind). */
 export type ToolImplementation = {
   tool: string;
   version?: string;
   resource_name?: string;
 };
 
+/** The implementation of an action of kind "vector" (docs/definitions.md#implementation-per-kind). */
 export type VectorImplementation = {
   index: string;
   operation?: "query" | "upsert";
@@ -757,6 +797,7 @@ export type VectorImplementation = {
   text_template?: string;
 };
 
+/** A workflow: nodes forming a DAG through depends_on (docs/definitions.md#workflow). */
 export type Workflow = {
   id: string;
   description?: string;
@@ -776,6 +817,7 @@ export type Workflow = {
   };
 };
 
+/** The implementation of an action of kind "workflow" (docs/definitions.md#implementation-per-kind). */
 export type WorkflowImplementation = {
   workflow: Reference;
   on_failure?: "propagate" | "return";

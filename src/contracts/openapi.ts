@@ -8,7 +8,16 @@ import {
   withoutKeys,
   type JsonSchemaObject,
 } from "./json-schema.ts";
-import { API_ROUTES, PATH_PARAMS, REQUEST_SCHEMAS, RESPONSE_SCHEMAS, type RouteSpec } from "./routes.ts";
+import {
+  API_ROUTES,
+  PATH_PARAMS,
+  REQUEST_SCHEMAS,
+  RESPONSE_SCHEMAS,
+  SCHEMA_DESCRIPTIONS,
+  type RequestSchemaName,
+  type ResponseSchemaName,
+  type RouteSpec,
+} from "./routes.ts";
 
 /** A JSON object of the OpenAPI document. */
 type Doc = Record<string, unknown>;
@@ -61,25 +70,20 @@ export function openApiDocument(): Doc {
 
 /** Request bodies (as input) and responses (as output), each a component, with what they refer to. */
 export function componentSchemas(): Record<string, JsonSchemaObject> {
-  const inputs = namedRegistry([
-    ...DEFINITION_PARTS,
-    ...Object.entries(REQUEST_SCHEMAS).map(([name, schema]): [z.ZodType, string, string] => [schema, name, ""]),
-  ]);
-  const outputs = namedRegistry([
-    [JsonValue, "JsonValue", "any JSON value"],
-    ...Object.entries(RESPONSE_SCHEMAS).map(([name, schema]): [z.ZodType, string, string] => [schema, name, ""]),
-  ]);
+  const inputs = namedRegistry([...DEFINITION_PARTS, ...described(REQUEST_SCHEMAS)]);
+  const outputs = namedRegistry([[JsonValue, "JsonValue", "any JSON value"], ...described(RESPONSE_SCHEMAS)]);
   const components: Record<string, JsonSchemaObject> = {};
   for (const [registry, io] of [
     [inputs, "input"],
     [outputs, "output"],
   ] as const) {
-    const { schemas } = z.toJSONSchema(registry, { ...conversionOptions(io), uri: (id) => `${COMPONENT_REF}${id}` });
+    const { schemas } = z.toJSONSchema(registry, {
+      ...conversionOptions(io),
+      metadata: registry,
+      uri: (id) => `${COMPONENT_REF}${id}`,
+    });
     for (const [name, schema] of Object.entries(schemas)) {
       const component = withoutKeys(schema, ["$schema", "$id"]);
-      if (component.description === "") {
-        delete component.description;
-      }
       const existing = components[name];
       if (existing && JSON.stringify(existing) !== JSON.stringify(component)) {
         throw new Error(`the component ${name} differs between requests and responses: name them apart`);
@@ -88,6 +92,15 @@ export function componentSchemas(): Record<string, JsonSchemaObject> {
     }
   }
   return Object.fromEntries(Object.entries(components).sort(([a], [b]) => a.localeCompare(b)));
+}
+
+/** A table of bodies as registry entries, each with its description. */
+function described(schemas: Record<string, z.ZodType>): [z.ZodType, string, string][] {
+  return Object.entries(schemas).map(([name, schema]) => [
+    schema,
+    name,
+    SCHEMA_DESCRIPTIONS[name as RequestSchemaName | ResponseSchemaName],
+  ]);
 }
 
 function operationOf(route: RouteSpec): Doc {

@@ -53,6 +53,27 @@ export const RESPONSE_SCHEMAS = {
 export type RequestSchemaName = keyof typeof REQUEST_SCHEMAS;
 export type ResponseSchemaName = keyof typeof RESPONSE_SCHEMAS;
 
+/** What each body is, one line each (the OpenAPI components' and the client types' descriptions). */
+export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName, string> = {
+  DefinitionBundle: "Definitions to register, by kind (docs/definitions.md).",
+  StartRunBody: "How to start a run: its input, a pinned version, an idempotency key, a mode.",
+  GateAnswerBody: "The answer to a gate: a response matching its input_schema, and who responded.",
+  CancelBody: "An optional reason for a cancel, recorded on the run.",
+  Health: "The Worker is up.",
+  ErrorBody: "The body of every error: a dotted code, a message, and the problems with their paths.",
+  RegisterResponse: "What a registration created or reused (existing: true), with versions.",
+  DefinitionRecord: "A stored definition: its kind, id, version, and content (keys sorted).",
+  StartRunResponse: 'A started run (or, for a preview, run_id null, status "preview" and the plan).',
+  RunView: "A run: status, input, output, error, nodes, gates, usage, parent and children.",
+  NodeDetail: "One node of a run in full: each invocation with its dispatches' step records.",
+  GateView: "A human gate: an input or an approval, with its status and answer.",
+  GateList: "Every gate of a run.",
+  JournalEntry: "One signed journal entry (docs/journal.md).",
+  JournalResponse: "A run's signed journal, in seq order.",
+  Jwks: "The journal's public keys as a JWKS (current and retired).",
+  JsonDocument: "A JSON document: the generated JSON Schema or OpenAPI document.",
+};
+
 /** A query parameter: its JSON Schema type and what it does. */
 export interface QueryParam {
   type: "string" | "integer";
