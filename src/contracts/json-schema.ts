@@ -36,9 +36,6 @@ import {
 /** A JSON Schema object, as zod emits it. */
 export type JsonSchemaObject = z.core.JSONSchema.BaseSchema;
 
-/** Where a JSON Schema points at a named schema (`$defs` in a file, `components` in OpenAPI). */
-export type RefBase = "#/$defs/" | "#/components/schemas/";
-
 /**
  * The bounds zod adds to every `.int()` (±2^53−1): true of every JSON number a
  * Worker can hold, so they say nothing to a reader and are left out.
@@ -47,7 +44,8 @@ const SAFE_INTEGER_BOUNDS = { minimum: Number.MIN_SAFE_INTEGER, maximum: Number.
 
 /**
  * The options every conversion shares: `JsonValue` (a custom schema, one walk
- * over any JSON) becomes "any JSON value", and the safe-integer bounds go.
+ * over any JSON) becomes `{}`, named `JsonValue` wherever the conversion's
+ * registry has it, and the safe-integer bounds go.
  */
 export function conversionOptions(io: "input" | "output"): z.core.ToJSONSchemaParams {
   return {
@@ -55,9 +53,6 @@ export function conversionOptions(io: "input" | "output"): z.core.ToJSONSchemaPa
     target: "draft-2020-12",
     unrepresentable: representJsonValue,
     override(ctx) {
-      if (ctx.zodSchema === JsonValue) {
-        ctx.jsonSchema.description = "any JSON value";
-      }
       if (ctx.jsonSchema.minimum === SAFE_INTEGER_BOUNDS.minimum) {
         delete ctx.jsonSchema.minimum;
       }
@@ -74,7 +69,7 @@ export function conversionOptions(io: "input" | "output"): z.core.ToJSONSchemaPa
  * `z.custom()`, which zod meets first, hence the parent. Any other custom
  * schema still throws, so a new one cannot slip into the contracts as "any".
  */
-export function representJsonValue(ctx: { zodSchema: z.core.$ZodTypes }): z.core.JSONSchema.BaseSchema | "throw" {
+function representJsonValue(ctx: { zodSchema: z.core.$ZodTypes }): z.core.JSONSchema.BaseSchema | "throw" {
   return ctx.zodSchema === JsonValue || ctx.zodSchema === JsonValue._zod.parent ? {} : "throw";
 }
 
