@@ -63,7 +63,16 @@ function parseBlock(lang: string, body: string): unknown {
   }
 }
 
-/** Every YAML or JSON file under examples/ (when there is one), but a caller's configs: each is a bundle. */
+/** Whether a parsed file means to be a bundle: an object with at least one kind (a typo'd other key included). */
+function namesAKind(value: unknown): boolean {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    Object.keys(value).some((key) => (DEFINITION_KINDS as readonly string[]).includes(key))
+  );
+}
+
+/** Every YAML or JSON file under examples/ (when there is one) that names a kind (not run inputs, not configs). */
 function exampleBundles(dir = "examples"): [string, unknown][] {
   if (!existsSync(`${root}${dir}`)) {
     return [];
@@ -73,12 +82,12 @@ function exampleBundles(dir = "examples"): [string, unknown][] {
     if (statSync(`${root}${path}`).isDirectory()) {
       return exampleBundles(path);
     }
-    if (/\.ya?ml$/.test(name)) {
-      return [[path, parseYaml(read(path)) as unknown]];
-    }
-    return name.endsWith(".json") && !["tsconfig.json", "package.json"].includes(name)
-      ? [[path, JSON.parse(read(path)) as unknown]]
-      : [];
+    const parsed: unknown = /\.ya?ml$/.test(name)
+      ? parseYaml(read(path))
+      : name.endsWith(".json")
+        ? JSON.parse(read(path))
+        : undefined;
+    return namesAKind(parsed) ? [[path, parsed]] : [];
   });
 }
 
