@@ -46,6 +46,19 @@ export default defineConfig({
                 SHELL_SERVER_TOKEN: inject<string>("shellServerToken"),
                 TEST_MIGRATIONS: await readD1Migrations(fileURLToPath(new URL("./migrations", import.meta.url))),
               },
+              // The example caller Worker (examples/caller), beside the Worker under test: tests reach it through
+              // CALLER, and it reaches Trellis through its own service binding to the TrellisApi entrypoint.
+              serviceBindings: { CALLER: "trellis-caller" },
+              workers: [
+                {
+                  name: "trellis-caller",
+                  modules: true,
+                  script: inject<string>("callerScript"),
+                  compatibilityDate: "2026-11-01",
+                  // The Worker under test runs as the plugin's runner, named after this project (`workers`).
+                  serviceBindings: { TRELLIS: { name: "vitest-plugin-runner-workers", entrypoint: "TrellisApi" } },
+                },
+              ],
             },
           })),
         ],

@@ -194,3 +194,18 @@ export const GateAnswerBody = z.strictObject({
   responder: z.string().min(1).max(256).optional(),
 });
 export type GateAnswerBody = z.infer<typeof GateAnswerBody>;
+
+/** `GET /v1/mcp_servers/{id}/tools`: the server's tools now, each with the pin an `mcp` action checks. */
+export const McpToolList = z.strictObject({
+  server: z.strictObject({ id: z.string(), version: z.number().int() }),
+  tools: z.array(
+    z.strictObject({
+      name: z.string(),
+      description: z.string().nullable(),
+      pin: z.string(),
+      /** Whether the server's `allowed_tools` lets actions call it. */
+      allowed: z.boolean(),
+    }),
+  ),
+});
+export type McpToolList = z.infer<typeof McpToolList>;

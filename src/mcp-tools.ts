@@ -1,6 +1,6 @@
-import { listTools, type ListedTool } from "../executor/actions/mcp.ts";
+import { listTools } from "../executor/actions/mcp.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import { ResolvedMcpServer } from "../schemas/index.ts";
+import { ResolvedMcpServer, type McpToolList } from "../schemas/index.ts";
 import { getDefinition } from "./service.ts";
 
 /** How long listing a server's tools may take, connection included. */
@@ -11,10 +11,7 @@ const LIST_TIMEOUT_MS = 15_000;
  * the pin an `mcp` action would check (executor/actions/mcp.ts `toolPin`),
  * read through the latest registered version of the server.
  */
-export async function mcpServerTools(
-  env: Env,
-  id: string,
-): Promise<{ server: { id: string; version: number }; tools: ListedTool[] }> {
+export async function mcpServerTools(env: Env, id: string): Promise<McpToolList> {
   const record = await getDefinition(env, "mcp_servers", id);
   const server = parseOrThrow(
     ResolvedMcpServer,

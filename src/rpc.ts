@@ -13,6 +13,7 @@ import type {
   StartRunResponse,
 } from "../schemas/index.ts";
 import type { RunControl } from "../coordinator/controls.ts";
+import type { TrellisApi as TrellisApiClient } from "../client/index.ts";
 import { listRuns } from "./run-list.ts";
 import * as service from "./service.ts";
 
@@ -35,7 +36,8 @@ const MAX_ID_LENGTH = 1024;
  */
 type ControlMethods = { [K in RunControl as `${K}Run`]: (runId: string) => Promise<Result<RunView>> };
 
-export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods {
+/** Implements the client's plain interface (client/index.ts), so the types callers import cannot drift from it. */
+export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods, TrellisApiClient {
   registerDefinitions(bundle: unknown): Promise<Result<RegisterResponse>> {
     return toResult(() => {
       checkBodyLimits(bundle);

@@ -11,5 +11,7 @@ declare namespace Cloudflare {
   interface Env {
     /** The run index's migrations (migrations/), applied by test/workers/setup.ts. */
     TEST_MIGRATIONS?: import("cloudflare:test").D1Migration[];
+    /** The example caller Worker (examples/caller), bound in vitest.config.ts (optional: the Worker's own Env lacks it). */
+    CALLER?: Fetcher;
   }
 }

@@ -1,4 +1,7 @@
 import { generateKeyPairSync } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import type TypeScript from "typescript";
 import type { TestProject } from "vitest/node";
 import { startShellServer } from "../containers/shell-server/server.mjs";
 import { startHttpTarget } from "../scripts/lib/http-target.mjs";
@@ -14,6 +17,7 @@ declare module "vitest" {
     mcpSseServerUrl: string;
     shellServerUrl: string;
     shellServerToken: string;
+    callerScript: string;
   }
 }
 
@@ -33,10 +37,26 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const shell = await startShellServer({ port: 0 });
   project.provide("shellServerUrl", shell.url);
   project.provide("shellServerToken", shell.token);
+  // The example caller Worker (examples/caller), run beside the Worker under test (vitest.config.ts).
+  project.provide("callerScript", callerScript());
   return async () => {
     await target.close();
     await llm.close();
     await mcp.close();
     await shell.close();
   };
+}
+
+/**
+ * examples/caller/src/index.ts as JavaScript: an auxiliary Worker is not
+ * bundled by the test runner, and the caller imports only types, so removing
+ * them is the whole build.
+ */
+function callerScript(): string {
+  // Loaded by Node, not through Vite's module runner (which looks for typescript.js's missing source map, noisily).
+  const ts = createRequire(import.meta.url)("typescript") as typeof TypeScript;
+  const source = readFileSync(new URL("../examples/caller/src/index.ts", import.meta.url), "utf8");
+  return ts.transpileModule(source, {
+    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2024, verbatimModuleSyntax: true },
+  }).outputText;
 }

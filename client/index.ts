@@ -1,0 +1,93 @@
+/**
+ * The typed client of Trellis over Workers RPC, for other Workers.
+ *
+ * Bind the `TrellisApi` entrypoint with a service binding and give the
+ * binding this module's {@link TrellisApi} type (docs/api.md, "Workers RPC"):
+ *
+ * ```ts
+ * import type { TrellisApi } from "trellis/client";
+ * interface Env { TRELLIS: TrellisApi }
+ * ```
+ *
+ * Every type here is plain TypeScript (client/types.ts is generated from the
+ * zod schemas and checked against them), so a caller's `tsc` needs neither zod
+ * nor Trellis's sources. Use the interface as the binding's type, not inside
+ * `Service<…>`: workers-types' RPC mapping recurses through the recursive
+ * `Json` type and fails with TS2589 ("excessively deep"), over the
+ * implementation class and over these plain types alike.
+ */
+import type {
+  DefinitionBundle,
+  DefinitionRecord,
+  GateAnswerBody,
+  GateList,
+  GateView,
+  JournalEntry,
+  JournalResponse,
+  Jwks,
+  RegisterResponse,
+  RunList,
+  RunView,
+  StartRunBody,
+  StartRunResponse,
+} from "./types.ts";
+
+export type * from "./types.ts";
+
+/** An error as data: what every method returns instead of throwing (thrown errors lose their code across RPC). */
+export interface ErrorData {
+  /** A dotted code to branch on, as in the HTTP API: `run.not_found`, `definition.invalid`, … */
+  code: string;
+  message: string;
+  /** Whether trying again may help. */
+  retryable: boolean;
+  /** The least delay before a retry that the failing service asked for. */
+  retry_after_ms?: number;
+  /** The problems of a rejected input, one per place (`path` dotted from the argument's root). */
+  details?: { path: string; message: string; code?: string }[];
+}
+
+/** What every method resolves to: a value, or an error as data. */
+export type Result<T> = { ok: true; value: T } | { ok: false; error: ErrorData };
+
+/** A definition kind as `getDefinition` takes it (`_` may be written `-`). */
+export type DefinitionKindName =
+  "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "mcp-servers";
+
+/**
+ * The `TrellisApi` entrypoint (src/rpc.ts) as a caller sees it: each method is
+ * the HTTP route of the same name (docs/api.md), with no bearer token: holding
+ * the binding is the authorization.
+ */
+export interface TrellisApi {
+  /** `POST /v1/definitions`. */
+  registerDefinitions(bundle: DefinitionBundle): Promise<Result<RegisterResponse>>;
+  /** `GET /v1/{kind}/{id}`, or one version. */
+  getDefinition(kind: DefinitionKindName, id: string, version?: number): Promise<Result<DefinitionRecord>>;
+  /** `POST /v1/workflows/{id}/runs`; `created` is false when an idempotency key found an existing run, and for a preview. */
+  startRun(workflowId: string, request: StartRunBody): Promise<Result<StartRunResponse & { created: boolean }>>;
+  /** `GET /v1/runs/{run_id}`. */
+  getRun(runId: string): Promise<Result<RunView>>;
+  /** `GET /v1/runs`: the query's parameters as strings, e.g. `{ status: "failed", limit: "10" }`. */
+  listRuns(query?: Record<string, string>): Promise<Result<RunList>>;
+  /** `GET /v1/runs/{run_id}/journal`. */
+  getJournal(runId: string): Promise<Result<JournalResponse>>;
+  /** `POST /v1/runs/{run_id}/cancel`. */
+  cancelRun(runId: string, reason?: string): Promise<Result<RunView>>;
+  /** `POST /v1/runs/{run_id}/pause`. */
+  pauseRun(runId: string): Promise<Result<RunView>>;
+  /** `POST /v1/runs/{run_id}/resume`. */
+  resumeRun(runId: string): Promise<Result<RunView>>;
+  /** `POST /v1/runs/{run_id}/redrive`. */
+  redriveRun(runId: string): Promise<Result<RunView>>;
+  /** `POST /v1/runs/{run_id}/approve`. */
+  approveRun(runId: string): Promise<Result<RunView>>;
+  /** Up to 500 journal entries after `afterSeq`; with none yet, waits up to `waitMs` (≤ 30 s) for the next. */
+  runEvents(runId: string, afterSeq?: number, waitMs?: number): Promise<Result<JournalEntry[]>>;
+  /** `GET /v1/runs/{run_id}/gates`. */
+  listGates(runId: string): Promise<Result<GateList>>;
+  /** `POST /v1/runs/{run_id}/gates/{gate_id}`. */
+  answerGate(runId: string, gateId: string, answer: GateAnswerBody): Promise<Result<GateView>>;
+  /** `GET /v1/journal-keys`. */
+  journalKeys(): Promise<Result<Jwks>>;
+}

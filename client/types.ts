@@ -1,0 +1,915 @@
+/**
+ * Plain types of the Trellis API's bodies: generated from the zod schemas in
+ * schemas/ by `npm run schemas` (src/contracts/generate.ts); do not edit.
+ * Import them from client/index.ts.
+ */
+
+/** Any JSON value. */
+export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+
+/** An action; its kind selects the implementation fields (docs/definitions.md#action). */
+export type Action = {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "llm";
+  implementation: LlmImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "mcp";
+  implementation: McpImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "http";
+  implementation: HttpImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "tool";
+  implementation: ToolImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "shell";
+  implementation: ShellImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "workflow";
+  implementation: WorkflowImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "human";
+  implementation: HumanImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "vector";
+  implementation: VectorImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "metric";
+  implementation: MetricImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  kind: "context";
+  implementation: ContextImplementation;
+};
+
+/** An optional reason for a cancel, recorded on the run. */
+export type CancelBody = {
+  reason?: string;
+};
+
+/** The implementation of an action of kind "context" (docs/definitions.md#implementation-per-kind). */
+export type ContextImplementation = {
+  updates: ({
+    path: string;
+    expr: string;
+  })[];
+};
+
+/** Definitions to register, by kind (docs/definitions.md). */
+export type DefinitionBundle = {
+  workflows?: Workflow[];
+  tasks?: Task[];
+  actions?: Action[];
+  prompts?: Prompt[];
+  models?: Model[];
+  mcp_servers?: McpServer[];
+};
+
+/** A stored definition: its kind, id, version, and content (keys sorted). */
+export type DefinitionRecord = {
+  kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
+  id: string;
+  version: number;
+  created_at: string;
+  definition: {
+    [key: string]: JsonValue;
+  };
+};
+
+/** The body of every error: a dotted code, a message, and the problems with their paths. */
+export type ErrorBody = {
+  error: {
+    code: string;
+    message: string;
+    details?: ({
+      path: string;
+      message: string;
+      code?: string;
+    })[];
+  };
+};
+
+/** The answer to a gate: a response matching its input_schema, and who responded. */
+export type GateAnswerBody = {
+  response: JsonValue;
+  responder?: string;
+};
+
+/** Every gate of a run. */
+export type GateList = {
+  gates: GateView[];
+};
+
+/** A human gate: an input or an approval, with its status and answer. */
+export type GateView = {
+  gate_id: string;
+  kind: "input" | "approval";
+  node: string;
+  item: number | null;
+  step: string;
+  prompt: string;
+  input_schema: boolean | {
+    [key: string]: JsonValue;
+  };
+  status: "open" | "answered" | "expired";
+  opened_at: string;
+  expires_at: string | null;
+  response?: JsonValue;
+  responder?: string | null;
+  responded_at?: string | null;
+  reason?: string;
+};
+
+/** The Worker is up. */
+export type Health = {
+  ok: true;
+};
+
+/** The implementation of an action of kind "http" (docs/definitions.md#implementation-per-kind). */
+export type HttpImplementation = {
+  method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS";
+  url_template: string;
+  headers?: {
+    [key: string]: string;
+  };
+  body_template?: string;
+  response?: "json" | "text";
+};
+
+/** The implementation of an action of kind "human" (docs/definitions.md#implementation-per-kind). */
+export type HumanImplementation = {
+  prompt_template: string;
+  input_schema: JsonSchema;
+  timeout_ms?: number;
+  on_timeout?: "fail" | {
+    default: JsonValue;
+  };
+};
+
+/** An action written inline in a step; its id is optional. */
+export type InlineAction = {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "llm";
+  implementation: LlmImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "mcp";
+  implementation: McpImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "http";
+  implementation: HttpImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "tool";
+  implementation: ToolImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "shell";
+  implementation: ShellImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "workflow";
+  implementation: WorkflowImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "human";
+  implementation: HumanImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "vector";
+  implementation: VectorImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "metric";
+  implementation: MetricImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "context";
+  implementation: ContextImplementation;
+};
+
+/** A task written inline in a node; its id is optional. */
+export type InlineTask = {
+  id?: string;
+  description?: string;
+  input_schema?: JsonSchema;
+  output_schema?: JsonSchema;
+  steps: Step[];
+};
+
+/** { "<field>": <source> }: a "$…" JSONPath, { "expr" }, { "template" } or a literal. */
+export type InputMapping = {
+  [key: string]: JsonValue;
+};
+
+/** One signed journal entry (docs/journal.md). */
+export type JournalEntry = {
+  seq: number;
+  run_id: string;
+  kind: string;
+  at: string;
+  body: {
+    [key: string]: JsonValue;
+  };
+  prev: string | null;
+  hash: string;
+  sig: string;
+  kid: string;
+};
+
+/** A run's signed journal, in seq order. */
+export type JournalResponse = {
+  entries: JournalEntry[];
+};
+
+/** A JSON document: the generated JSON Schema or OpenAPI document. */
+export type JsonDocument = {
+  [key: string]: unknown;
+};
+
+/** A JSON Schema (draft 2020-12), checked at registration. */
+export type JsonSchema = boolean | {
+  [key: string]: JsonValue;
+};
+
+/** any JSON value */
+export type JsonValue = Json;
+
+/** The journal's public keys as a JWKS (current and retired). */
+export type Jwks = {
+  keys: ({
+    kty: "OKP";
+    crv: "Ed25519";
+    x: string;
+    kid: string;
+    alg: "EdDSA";
+    use: "sig";
+    [key: string]: unknown;
+  })[];
+};
+
+/** The implementation of an action of kind "llm" (docs/definitions.md#implementation-per-kind). */
+export type LlmImplementation = {
+  prompt: Reference | {
+    id?: string;
+    description?: string;
+    messages: ({
+      role: "system" | "user" | "assistant";
+      template: string;
+    })[];
+    produces?: JsonSchema;
+  };
+  model: Reference | {
+    id?: string;
+    description?: string;
+    provider: "openai" | "anthropic" | "workers-ai" | "openai-compatible";
+    model_id: string;
+    base_url?: string;
+    api_key?: string;
+    parameters?: {
+      [key: string]: JsonValue;
+    };
+    pricing?: {
+      input_per_mtok: number;
+      output_per_mtok: number;
+    };
+  };
+};
+
+/** The implementation of an action of kind "mcp" (docs/definitions.md#implementation-per-kind). */
+export type McpImplementation = {
+  server: Reference;
+  tool: string;
+  pin?: string;
+};
+
+/** An MCP server: url, headers (credentials written $env:NAME), allowed_tools. */
+export type McpServer = {
+  id: string;
+  description?: string;
+  url: string;
+  headers?: {
+    [key: string]: string;
+  };
+  allowed_tools?: string[];
+};
+
+/** An MCP server's tools now, each with the pin an mcp action checks and whether allowed_tools lets it through. */
+export type McpToolList = {
+  server: {
+    id: string;
+    version: number;
+  };
+  tools: ({
+    name: string;
+    description: string | null;
+    pin: string;
+    allowed: boolean;
+  })[];
+};
+
+/** The implementation of an action of kind "metric" (docs/definitions.md#implementation-per-kind). */
+export type MetricImplementation = {
+  metric_name: string;
+  value: number | {
+    expr: string;
+  };
+  dimensions?: {
+    [key: string]: JsonValue;
+  };
+};
+
+/** A model: provider, model_id, and credentials written $env:NAME. */
+export type Model = {
+  id: string;
+  description?: string;
+  provider: "openai" | "anthropic" | "workers-ai" | "openai-compatible";
+  model_id: string;
+  base_url?: string;
+  api_key?: string;
+  parameters?: {
+    [key: string]: JsonValue;
+  };
+  pricing?: {
+    input_per_mtok: number;
+    output_per_mtok: number;
+  };
+};
+
+/** A node: runs exactly one of "task" or "workflow" (docs/definitions.md#node). */
+export type Node = {
+  description?: string;
+  task?: Reference | InlineTask;
+  workflow?: Reference;
+  depends_on?: string[];
+  when?: string;
+  foreach?: {
+    items: string;
+    max_parallel?: number;
+  };
+  repeat?: {
+    until: string;
+    max_iterations: number;
+  };
+  input_mapping?: InputMapping;
+  output_mapping?: OutputMapping;
+  resource_bindings?: {
+    [key: string]: string;
+  };
+  retry?: RetryPolicy;
+  timeout_ms?: number;
+  on_failure?: "fail" | "continue";
+};
+
+/** One node of a run in full: each invocation with its dispatches' step records. */
+export type NodeDetail = {
+  status: "pending" | "running" | "waiting" | "completed" | "failed" | "skipped" | "cancelled";
+  attempts: number;
+  started_at: string | null;
+  finished_at: string | null;
+  error?: {
+    code: string;
+    message: string;
+    node?: string;
+    step?: string;
+    retryable?: boolean;
+  };
+  items?: {
+    total: number;
+    pending: number;
+    running: number;
+    completed: number;
+    failed: number;
+    skipped: number;
+    cancelled: number;
+  };
+  invocations: ({
+    index: number;
+    status: "pending" | "running" | "retrying" | "suspended" | "completed" | "failed" | "cancelled" | "skipped";
+    attempts: number;
+    input: JsonValue | null;
+    output: JsonValue | null;
+    error: {
+      code: string;
+      message: string;
+      node?: string;
+      step?: string;
+      retryable?: boolean;
+    } | null;
+    dispatches: ({
+      seq: number;
+      kind: "task.completed" | "task.failed" | "task.suspended";
+      attempt: number;
+      steps: ({
+        step: string;
+        action: string;
+        status: "completed" | "skipped" | "failed" | "continued" | "suspended";
+        duration_ms: number;
+        attempts: ({
+          attempt: number;
+          duration_ms: number;
+          error?: {
+            code: string;
+            message: string;
+            retryable: boolean;
+            retry_after_ms?: number;
+          };
+          retry_in_ms?: number;
+          retry_reason?: "backoff" | "retry_after";
+          call?: {
+            [key: string]: JsonValue;
+          };
+        })[];
+        error?: {
+          code: string;
+          message: string;
+          retryable: boolean;
+          retry_after_ms?: number;
+        };
+        else?: "skip" | "succeed";
+      })[];
+    })[];
+  })[];
+  node: string;
+  iterations: number;
+  children: ({
+    run_id: string;
+    item: number | null;
+    step: string | null;
+    workflow: string;
+    status: "completed" | "failed" | "cancelled" | null;
+  })[];
+};
+
+/** { "state.…" | "output.…": <source> }: writes the callee's output. */
+export type OutputMapping = {
+  [key: string]: JsonValue;
+};
+
+/** A prompt: messages rendered with Handlebars over the action input. */
+export type Prompt = {
+  id: string;
+  description?: string;
+  messages: ({
+    role: "system" | "user" | "assistant";
+    template: string;
+  })[];
+  produces?: JsonSchema;
+};
+
+/** A reference: "id" (latest at run start) or "id@3" (pinned). */
+export type Reference = string;
+
+/** What a registration created or reused (existing: true), with versions. */
+export type RegisterResponse = {
+  created: ({
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
+    id: string;
+    version: number;
+    existing: boolean;
+  })[];
+  warnings?: ({
+    path: string;
+    message: string;
+    code?: string;
+  })[];
+};
+
+/** Exponential backoff; max_delay_ms must not be less than initial_delay_ms. */
+export type RetryPolicy = {
+  max_attempts?: number;
+  initial_delay_ms?: number;
+  backoff_coefficient?: number;
+  max_delay_ms?: number;
+  jitter?: boolean;
+};
+
+/** A page of runs from the run index, newest first, and the cursor of the next page (null at the end). */
+export type RunList = {
+  runs: ({
+    run_id: string;
+    workflow: {
+      id: string;
+      version: number;
+    };
+    status: "drafting" | "queued" | "running" | "waiting" | "paused" | "completed" | "failed" | "cancelled";
+    mode: "auto" | "approval" | "preview";
+    parent: string | null;
+    created_by: string;
+    created_at: string;
+    updated_at: string;
+    finished_at: string | null;
+    error: {
+      code: string;
+      message: string;
+    } | null;
+  })[];
+  next_cursor: string | null;
+};
+
+/** A run: status, input, output, error, nodes, gates, usage, parent and children. */
+export type RunView = {
+  run_id: string;
+  workflow: {
+    id: string;
+    version: number;
+  };
+  status: "drafting" | "queued" | "running" | "waiting" | "paused" | "completed" | "failed" | "cancelled";
+  mode: "auto" | "approval" | "preview";
+  input: JsonValue;
+  output: JsonValue | null;
+  error: {
+    code: string;
+    message: string;
+    node?: string;
+    step?: string;
+    retryable?: boolean;
+  } | null;
+  created_at: string;
+  updated_at: string;
+  nodes: {
+    [key: string]: {
+      status: "pending" | "running" | "waiting" | "completed" | "failed" | "skipped" | "cancelled";
+      attempts: number;
+      started_at: string | null;
+      finished_at: string | null;
+      error?: {
+        code: string;
+        message: string;
+        node?: string;
+        step?: string;
+        retryable?: boolean;
+      };
+      items?: {
+        total: number;
+        pending: number;
+        running: number;
+        completed: number;
+        failed: number;
+        skipped: number;
+        cancelled: number;
+      };
+      invocations: ({
+        index: number;
+        status: "pending" | "running" | "retrying" | "suspended" | "completed" | "failed" | "cancelled" | "skipped";
+        attempts: number;
+        steps: ({
+          step: string;
+          status: "completed" | "skipped" | "failed" | "continued" | "suspended";
+          attempts: number;
+          duration_ms: number;
+          error?: string;
+          tokens?: {
+            input: number;
+            output: number;
+          };
+          cost_usd?: number;
+        })[];
+      })[];
+    };
+  };
+  gates: GateView[];
+  usage: {
+    input_tokens: number;
+    output_tokens: number;
+    cost_usd: number;
+  };
+  parent: {
+    run_id: string;
+    node: string;
+    step: string | null;
+  } | null;
+  children: ({
+    run_id: string;
+    step: string | null;
+    workflow: string;
+    status: "completed" | "failed" | "cancelled" | null;
+    node: string;
+    item: number | null;
+  })[];
+};
+
+/** The implementation of an action of kind "shell" (docs/definitions.md#implementation-per-kind). */
+export type ShellImplementation = {
+  command_template: string;
+  working_dir?: string;
+  resource_name?: string;
+  env?: {
+    [key: string]: string;
+  };
+  allow_nonzero_exit?: boolean;
+  ok_exit_codes?: number[];
+  timeout_ms?: number;
+  max_output_bytes?: number;
+};
+
+/** How to start a run: its input, a pinned version, an idempotency key, a mode. */
+export type StartRunBody = {
+  input?: JsonValue;
+  version?: number;
+  idempotency_key?: string;
+  mode?: "auto" | "approval" | "preview";
+};
+
+/** A started run (or, for a preview, run_id null, status "preview" and the plan). */
+export type StartRunResponse = {
+  run_id: string | null;
+  status: "drafting" | "queued" | "running" | "waiting" | "paused" | "completed" | "failed" | "cancelled" | "preview";
+  workflow: {
+    id: string;
+    version: number;
+  };
+  plan?: {
+    [key: string]: JsonValue;
+  };
+};
+
+/** A step: calls one action (docs/definitions.md#step). */
+export type Step = {
+  ref: string;
+  description?: string;
+  action: Reference | InlineAction;
+  input_mapping?: InputMapping;
+  output_mapping?: OutputMapping;
+  condition?: {
+    if: string;
+    else?: "skip" | "succeed" | "fail";
+  };
+  on_failure?: "abort" | "retry" | "continue";
+};
+
+/** A task: steps run in array order (docs/definitions.md#task). */
+export type Task = {
+  id: string;
+  description?: string;
+  input_schema?: JsonSchema;
+  output_schema?: JsonSchema;
+  steps: Step[];
+};
+
+/** The implementation of an action of kind "tool" (docs/definitions.md#implementation-per-kind). */
+export type ToolImplementation = {
+  tool: string;
+  version?: string;
+  resource_name?: string;
+};
+
+/** The implementation of an action of kind "vector" (docs/definitions.md#implementation-per-kind). */
+export type VectorImplementation = {
+  index: string;
+  operation?: "query" | "upsert";
+  query_template?: string;
+  vector?: string;
+  top_k?: number;
+  filter?: {
+    [key: string]: JsonValue;
+  };
+  embedding_model?: string;
+  namespace?: string;
+  return_metadata?: "none" | "indexed" | "all";
+  text_template?: string;
+};
+
+/** A workflow: nodes forming a DAG through depends_on (docs/definitions.md#workflow). */
+export type Workflow = {
+  id: string;
+  description?: string;
+  input_schema?: JsonSchema;
+  output_schema?: JsonSchema;
+  max_parallel?: number;
+  fail_fast?: boolean;
+  timeout_ms?: number;
+  tools?: string[];
+  resources?: {
+    [key: string]: {
+      type: "container";
+    };
+  };
+  nodes: {
+    [key: string]: Node;
+  };
+};
+
+/** The implementation of an action of kind "workflow" (docs/definitions.md#implementation-per-kind). */
+export type WorkflowImplementation = {
+  workflow: Reference;
+  on_failure?: "propagate" | "return";
+};
+
+/** Every type above by its name. */
+export interface Components {
+  Action: Action;
+  CancelBody: CancelBody;
+  ContextImplementation: ContextImplementation;
+  DefinitionBundle: DefinitionBundle;
+  DefinitionRecord: DefinitionRecord;
+  ErrorBody: ErrorBody;
+  GateAnswerBody: GateAnswerBody;
+  GateList: GateList;
+  GateView: GateView;
+  Health: Health;
+  HttpImplementation: HttpImplementation;
+  HumanImplementation: HumanImplementation;
+  InlineAction: InlineAction;
+  InlineTask: InlineTask;
+  InputMapping: InputMapping;
+  JournalEntry: JournalEntry;
+  JournalResponse: JournalResponse;
+  JsonDocument: JsonDocument;
+  JsonSchema: JsonSchema;
+  JsonValue: JsonValue;
+  Jwks: Jwks;
+  LlmImplementation: LlmImplementation;
+  McpImplementation: McpImplementation;
+  McpServer: McpServer;
+  McpToolList: McpToolList;
+  MetricImplementation: MetricImplementation;
+  Model: Model;
+  Node: Node;
+  NodeDetail: NodeDetail;
+  OutputMapping: OutputMapping;
+  Prompt: Prompt;
+  Reference: Reference;
+  RegisterResponse: RegisterResponse;
+  RetryPolicy: RetryPolicy;
+  RunList: RunList;
+  RunView: RunView;
+  ShellImplementation: ShellImplementation;
+  StartRunBody: StartRunBody;
+  StartRunResponse: StartRunResponse;
+  Step: Step;
+  Task: Task;
+  ToolImplementation: ToolImplementation;
+  VectorImplementation: VectorImplementation;
+  Workflow: Workflow;
+  WorkflowImplementation: WorkflowImplementation;
+}

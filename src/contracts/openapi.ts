@@ -1,0 +1,195 @@
+import { z } from "zod";
+import { JsonValue } from "../../schemas/index.ts";
+import pkg from "../../package.json" with { type: "json" };
+import {
+  conversionOptions,
+  DEFINITION_PARTS,
+  namedRegistry,
+  withoutKeys,
+  type JsonSchemaObject,
+} from "./json-schema.ts";
+import {
+  API_ROUTES,
+  PATH_PARAMS,
+  REQUEST_SCHEMAS,
+  RESPONSE_SCHEMAS,
+  SCHEMA_DESCRIPTIONS,
+  type RequestSchemaName,
+  type ResponseSchemaName,
+  type RouteSpec,
+} from "./routes.ts";
+
+/** A JSON object of the OpenAPI document. */
+type Doc = Record<string, unknown>;
+
+const COMPONENT_REF = "#/components/schemas/";
+
+/** Each status an error can have, and when. */
+const ERROR_STATUSES: Record<number, string> = {
+  400: "Invalid request: `details` lists each problem with its path.",
+  401: "No bearer token, or an unknown one.",
+  404: "No such definition, run, node or gate.",
+  409: "Conflict: a terminal run, an answered or expired gate, another body under the same idempotency key.",
+  413: "The body is larger than the input limits allow.",
+};
+
+/**
+ * The OpenAPI 3.1 document of the HTTP API, built from {@link API_ROUTES} and
+ * the zod schemas: request bodies converted as input, responses as output,
+ * each named schema a component (the definition language's parts too).
+ */
+export function openApiDocument(): Doc {
+  const paths: Record<string, Doc> = {};
+  for (const route of API_ROUTES) {
+    const item = (paths[route.path] ??= {});
+    if (item[route.method]) {
+      throw new Error(`two routes are ${route.method.toUpperCase()} ${route.path}`);
+    }
+    item[route.method] = operationOf(route);
+  }
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Trellis API",
+      version: pkg.version,
+      description:
+        "A durable workflow engine on Cloudflare Workers (docs/api.md). Generated from the zod " +
+        "schemas in schemas/ and the route table in src/contracts/routes.ts by `npm run schemas`; do not edit.",
+    },
+    tags: ["meta", "definitions", "runs", "gates", "journal"].map((name) => ({ name })),
+    security: [{ bearer: [] }],
+    paths,
+    components: {
+      securitySchemes: {
+        bearer: { type: "http", scheme: "bearer", description: "One of the tokens of the secret API_TOKENS." },
+      },
+      schemas: componentSchemas(),
+    },
+  };
+}
+
+/** Request bodies (as input) and responses (as output), each a component, with what they refer to. */
+export function componentSchemas(): Record<string, JsonSchemaObject> {
+  const inputs = namedRegistry([...DEFINITION_PARTS, ...described(REQUEST_SCHEMAS)]);
+  const outputs = namedRegistry([[JsonValue, "JsonValue", "any JSON value"], ...described(RESPONSE_SCHEMAS)]);
+  const components: Record<string, JsonSchemaObject> = {};
+  for (const [registry, io] of [
+    [inputs, "input"],
+    [outputs, "output"],
+  ] as const) {
+    const { schemas } = z.toJSONSchema(registry, {
+      ...conversionOptions(io),
+      metadata: registry,
+      uri: (id) => `${COMPONENT_REF}${id}`,
+    });
+    for (const [name, schema] of Object.entries(schemas)) {
+      const component = withoutKeys(schema, ["$schema", "$id"]);
+      const existing = components[name];
+      if (existing && JSON.stringify(existing) !== JSON.stringify(component)) {
+        throw new Error(`the component ${name} differs between requests and responses: name them apart`);
+      }
+      components[name] = component;
+    }
+  }
+  return Object.fromEntries(Object.entries(components).sort(([a], [b]) => a.localeCompare(b)));
+}
+
+/** A table of bodies as registry entries, each with its description. */
+function described(schemas: Record<string, z.ZodType>): [z.ZodType, string, string][] {
+  return Object.entries(schemas).map(([name, schema]) => [
+    schema,
+    name,
+    SCHEMA_DESCRIPTIONS[name as RequestSchemaName | ResponseSchemaName],
+  ]);
+}
+
+function operationOf(route: RouteSpec): Doc {
+  const parameters = [
+    ...[...route.path.matchAll(/\{([a-z_]+)\}/g)].map(([, name = ""]) => pathParameter(name, route.path)),
+    ...Object.entries(route.query ?? {}).map(([name, param]) => ({
+      name,
+      in: "query",
+      required: false,
+      description: param.description,
+      schema: { type: param.type },
+    })),
+    ...Object.entries(route.headers ?? {}).map(([name, param]) => ({
+      name,
+      in: "header",
+      required: false,
+      description: param.description,
+      schema: { type: param.type },
+    })),
+  ];
+  return {
+    operationId: route.operationId,
+    summary: route.summary,
+    description: `docs/api.md, "${route.docs}".`,
+    tags: [route.tag],
+    ...(route.auth === "public" ? { security: [] } : {}),
+    ...(parameters.length > 0 ? { parameters } : {}),
+    ...(route.body ? { requestBody: requestBodyOf(route.body) } : {}),
+    responses: { ...successResponses(route), ...errorResponses(route) },
+  };
+}
+
+function pathParameter(name: string, path: string): Doc {
+  const description = PATH_PARAMS[name];
+  if (description === undefined) {
+    throw new Error(`the path parameter {${name}} of ${path} is not described in PATH_PARAMS`);
+  }
+  return { name, in: "path", required: true, description, schema: { type: name === "version" ? "integer" : "string" } };
+}
+
+function requestBodyOf(body: NonNullable<RouteSpec["body"]>): Doc {
+  const media = { schema: { $ref: `${COMPONENT_REF}${body.schema}` } };
+  return {
+    required: body.required,
+    ...(body.required ? {} : { description: "Optional: an empty body is {}." }),
+    content: { "application/json": media, ...(body.yaml ? { "application/yaml": media } : {}) },
+  };
+}
+
+function successResponses(route: RouteSpec): Record<string, Doc> {
+  return Object.fromEntries(
+    Object.entries(route.responses).map(([status, response]) => [
+      status,
+      {
+        description: response.description,
+        content:
+          response.schema === "events"
+            ? {
+                "text/event-stream": {
+                  schema: {
+                    type: "string",
+                    description: "Server-Sent Events; each data is a JournalEntry (a component).",
+                  },
+                },
+              }
+            : { "application/json": { schema: { $ref: `${COMPONENT_REF}${response.schema}` } } },
+      },
+    ]),
+  );
+}
+
+/** 401 on every bearer route, 400 and 413 on every route with a body, and the route's own. */
+function errorResponses(route: RouteSpec): Record<string, Doc> {
+  const statuses = new Set<number>(route.errors ?? []);
+  if (route.auth === "bearer") {
+    statuses.add(401);
+  }
+  if (route.body) {
+    statuses.add(400).add(413);
+  }
+  return Object.fromEntries(
+    [...statuses]
+      .sort((a, b) => a - b)
+      .map((status) => [
+        String(status),
+        {
+          description: ERROR_STATUSES[status] ?? "An error.",
+          content: { "application/json": { schema: { $ref: `${COMPONENT_REF}ErrorBody` } } },
+        },
+      ]),
+  );
+}

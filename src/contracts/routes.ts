@@ -1,0 +1,345 @@
+import { z } from "zod";
+import {
+  DefinitionBundle,
+  DefinitionRecord,
+  ErrorBody,
+  GateAnswerBody,
+  GateView,
+  JournalEntry,
+  JournalResponse,
+  Jwks,
+  McpToolList,
+  NodeDetail,
+  RegisterResponse,
+  RunList,
+  RunView,
+  StartRunBody,
+  StartRunResponse,
+} from "../../schemas/index.ts";
+
+/**
+ * The HTTP API as data: one entry per route of src/app.ts, from which the
+ * OpenAPI document is built (src/contracts/openapi.ts, `npm run schemas`).
+ * A route added to the app is one entry here (and its schemas below when they
+ * are new); test/workers/openapi-routes.test.ts names any route of the app
+ * that has no entry, and any entry that has no route.
+ */
+
+/** Request bodies, by their OpenAPI component name (converted as input: what a client sends). */
+export const REQUEST_SCHEMAS = {
+  DefinitionBundle,
+  StartRunBody,
+  GateAnswerBody,
+  /** Only `cancel` reads a body: an optional reason, recorded on the run. */
+  CancelBody: z.object({ reason: z.string().optional() }),
+} as const satisfies Record<string, z.ZodType>;
+
+/** Response bodies, by their OpenAPI component name (converted as output: what the server sends). */
+export const RESPONSE_SCHEMAS = {
+  Health: z.strictObject({ ok: z.literal(true) }),
+  ErrorBody,
+  RegisterResponse,
+  DefinitionRecord,
+  StartRunResponse,
+  RunView,
+  RunList,
+  NodeDetail,
+  McpToolList,
+  GateView,
+  GateList: z.strictObject({ gates: z.array(GateView) }),
+  JournalEntry,
+  JournalResponse,
+  Jwks,
+  /** The generated contracts themselves: a JSON Schema and an OpenAPI document. */
+  JsonDocument: z.record(z.string(), z.unknown()),
+} as const satisfies Record<string, z.ZodType>;
+
+export type RequestSchemaName = keyof typeof REQUEST_SCHEMAS;
+export type ResponseSchemaName = keyof typeof RESPONSE_SCHEMAS;
+
+/** What each body is, one line each (the OpenAPI components' and the client types' descriptions). */
+export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName, string> = {
+  DefinitionBundle: "Definitions to register, by kind (docs/definitions.md).",
+  StartRunBody: "How to start a run: its input, a pinned version, an idempotency key, a mode.",
+  GateAnswerBody: "The answer to a gate: a response matching its input_schema, and who responded.",
+  CancelBody: "An optional reason for a cancel, recorded on the run.",
+  Health: "The Worker is up.",
+  ErrorBody: "The body of every error: a dotted code, a message, and the problems with their paths.",
+  RegisterResponse: "What a registration created or reused (existing: true), with versions.",
+  DefinitionRecord: "A stored definition: its kind, id, version, and content (keys sorted).",
+  StartRunResponse: 'A started run (or, for a preview, run_id null, status "preview" and the plan).',
+  RunView: "A run: status, input, output, error, nodes, gates, usage, parent and children.",
+  RunList: "A page of runs from the run index, newest first, and the cursor of the next page (null at the end).",
+  McpToolList:
+    "An MCP server's tools now, each with the pin an mcp action checks and whether allowed_tools lets it through.",
+  NodeDetail: "One node of a run in full: each invocation with its dispatches' step records.",
+  GateView: "A human gate: an input or an approval, with its status and answer.",
+  GateList: "Every gate of a run.",
+  JournalEntry: "One signed journal entry (docs/journal.md).",
+  JournalResponse: "A run's signed journal, in seq order.",
+  Jwks: "The journal's public keys as a JWKS (current and retired).",
+  JsonDocument: "A JSON document: the generated JSON Schema or OpenAPI document.",
+};
+
+/** A query parameter: its JSON Schema type and what it does. */
+export interface QueryParam {
+  type: "string" | "integer";
+  description: string;
+}
+
+export interface RouteSpec {
+  method: "get" | "post";
+  /** OpenAPI form: `/v1/runs/{run_id}` (each `{param}` described in {@link PATH_PARAMS}). */
+  path: string;
+  /** Named as the Workers RPC method where there is one. */
+  operationId: string;
+  summary: string;
+  /** `public` routes need no bearer token (docs/api.md "Authentication"). */
+  auth: "bearer" | "public";
+  /** The heading of docs/api.md that documents the route. */
+  docs: string;
+  tag: "meta" | "definitions" | "runs" | "gates" | "journal";
+  query?: Record<string, QueryParam>;
+  /** Request headers the route reads. */
+  headers?: Record<string, QueryParam>;
+  /** `required: false`: an empty body is `{}`. `yaml`: also accepted as application/yaml. */
+  body?: { schema: RequestSchemaName; required: boolean; yaml?: boolean };
+  /** Success statuses; `events` is a Server-Sent Events stream of journal entries. */
+  responses: Partial<Record<200 | 201, { description: string; schema: ResponseSchemaName | "events" }>>;
+  /** Error statuses beyond those every route of its kind has (401 with a token, 400/413 with a body). */
+  errors?: (400 | 404 | 409)[];
+}
+
+/**
+ * Routes of the app that are not API and so not in the OpenAPI document: the
+ * web console's pages (brief §5: `GET /`, `/runs/{run_id}`, `/workflows/{id}`),
+ * as `METHOD /path` (parameters in either `:name` or `{name}` form).
+ */
+export const NOT_API_ROUTES: string[] = ["GET /", "GET /runs/{run_id}", "GET /workflows/{id}"];
+
+/** Every path parameter of the API, described once. */
+export const PATH_PARAMS: Record<string, string> = {
+  kind: "A definition kind as in the bundle, `_` written `-`: workflows, tasks, actions, prompts, models, mcp-servers.",
+  id: "A definition id (`^[a-z][a-z0-9_-]{0,62}$`).",
+  version: "A version number, 1 or more.",
+  run_id: "A run id, as returned when the run started.",
+  node: "A node id of the run's workflow.",
+  gate_id: "A gate id, as listed by GET /v1/runs/{run_id}/gates.",
+};
+
+/** The run controls (coordinator/controls.ts): `POST /v1/runs/{run_id}/<control>`, each answering the run view. */
+const CONTROL_ROUTES: RouteSpec[] = [
+  ["cancel", "Cancel the run: cascades to its child runs and closes its gates."],
+  ["pause", "Stop dispatching; what is in flight finishes."],
+  ["resume", "Resume dispatching a paused run."],
+  ["redrive", "Re-run a failed run from its failed nodes, keeping what completed."],
+  ["approve", 'Start a run created with mode "approval".'],
+].map(([control = "", summary = ""]) => ({
+  method: "post",
+  path: `/v1/runs/{run_id}/${control}`,
+  operationId: `${control}Run`,
+  summary,
+  auth: "bearer",
+  docs:
+    control === "pause" || control === "resume"
+      ? "POST /v1/runs/{run_id}/pause · /resume"
+      : `POST /v1/runs/{run_id}/${control}`,
+  tag: "runs",
+  ...(control === "cancel" ? { body: { schema: "CancelBody", required: false } } : {}),
+  responses: { 200: { description: "The run after the control.", schema: "RunView" } },
+  errors: [404, 409],
+}));
+
+export const API_ROUTES: RouteSpec[] = [
+  {
+    method: "get",
+    path: "/healthz",
+    operationId: "health",
+    summary: "Liveness.",
+    auth: "public",
+    docs: "GET /healthz",
+    tag: "meta",
+    responses: { 200: { description: "The Worker is up.", schema: "Health" } },
+  },
+  {
+    method: "get",
+    path: "/v1/journal-keys",
+    operationId: "journalKeys",
+    summary: "The JWKS of the journal's public keys (current and retired).",
+    auth: "public",
+    docs: "GET /v1/journal-keys",
+    tag: "journal",
+    responses: { 200: { description: "The JWKS.", schema: "Jwks" } },
+  },
+  {
+    method: "get",
+    path: "/v1/schemas/definitions.json",
+    operationId: "definitionsSchema",
+    summary: "The JSON Schema (draft 2020-12) of a definition bundle, for editors.",
+    auth: "public",
+    docs: "Machine-readable contracts",
+    tag: "meta",
+    responses: { 200: { description: "schemas/json/definitions.schema.json.", schema: "JsonDocument" } },
+  },
+  {
+    method: "get",
+    path: "/v1/openapi.json",
+    operationId: "openApi",
+    summary: "This document: the OpenAPI 3.1 description of the HTTP API.",
+    auth: "public",
+    docs: "Machine-readable contracts",
+    tag: "meta",
+    responses: { 200: { description: "schemas/json/openapi.json.", schema: "JsonDocument" } },
+  },
+  {
+    method: "post",
+    path: "/v1/definitions",
+    operationId: "registerDefinitions",
+    summary: "Register a bundle of definitions; identical content reuses its version.",
+    auth: "bearer",
+    docs: "POST /v1/definitions",
+    tag: "definitions",
+    body: { schema: "DefinitionBundle", required: true, yaml: true },
+    responses: { 201: { description: "What was created or reused, with versions.", schema: "RegisterResponse" } },
+  },
+  {
+    method: "get",
+    path: "/v1/{kind}/{id}",
+    operationId: "getDefinition",
+    summary: "The latest version of a definition.",
+    auth: "bearer",
+    docs: "GET /v1/{kind}/{id}",
+    tag: "definitions",
+    responses: { 200: { description: "The stored definition.", schema: "DefinitionRecord" } },
+    errors: [404],
+  },
+  {
+    method: "get",
+    path: "/v1/{kind}/{id}/versions/{version}",
+    operationId: "getDefinitionVersion",
+    summary: "One version of a definition.",
+    auth: "bearer",
+    docs: "GET /v1/{kind}/{id}",
+    tag: "definitions",
+    responses: { 200: { description: "The stored definition.", schema: "DefinitionRecord" } },
+    errors: [404],
+  },
+  {
+    method: "post",
+    path: "/v1/workflows/{id}/runs",
+    operationId: "startRun",
+    summary: "Start a run (or preview one); the same idempotency key returns the same run.",
+    auth: "bearer",
+    docs: "POST /v1/workflows/{id}/runs",
+    tag: "runs",
+    body: { schema: "StartRunBody", required: false },
+    responses: {
+      201: { description: "A new run.", schema: "StartRunResponse" },
+      200: { description: "The run this idempotency key started, or a preview's plan.", schema: "StartRunResponse" },
+    },
+    errors: [404, 409],
+  },
+  {
+    method: "get",
+    path: "/v1/mcp_servers/{id}/tools",
+    operationId: "mcpServerTools",
+    summary: "An MCP server's tools, each with the pin an mcp action would check.",
+    auth: "bearer",
+    docs: "GET /v1/mcp_servers/{id}/tools",
+    tag: "definitions",
+    responses: { 200: { description: "The tools the server lists now.", schema: "McpToolList" } },
+    errors: [404],
+  },
+  {
+    method: "get",
+    path: "/v1/runs",
+    operationId: "listRuns",
+    summary: "Runs from the run index, newest first, filtered and paginated with an opaque cursor.",
+    auth: "bearer",
+    docs: "GET /v1/runs",
+    tag: "runs",
+    query: {
+      workflow: { type: "string", description: "A workflow id, or id@version." },
+      status: { type: "string", description: "One or more run statuses, comma-separated." },
+      parent: { type: "string", description: "Only the child runs of this run." },
+      created_after: { type: "string", description: "ISO time: runs created after it." },
+      created_before: { type: "string", description: "ISO time: runs created before it." },
+      limit: { type: "integer", description: "Runs per page, 1 to 100 (default 50)." },
+      cursor: { type: "string", description: "The next_cursor of the previous page." },
+    },
+    responses: { 200: { description: "A page of runs.", schema: "RunList" } },
+    errors: [400],
+  },
+  {
+    method: "get",
+    path: "/v1/runs/{run_id}",
+    operationId: "getRun",
+    summary: "A run: status, input, output, error, nodes, gates, usage.",
+    auth: "bearer",
+    docs: "GET /v1/runs/{run_id}",
+    tag: "runs",
+    responses: { 200: { description: "The run view.", schema: "RunView" } },
+    errors: [404],
+  },
+  {
+    method: "get",
+    path: "/v1/runs/{run_id}/nodes/{node}",
+    operationId: "getNode",
+    summary: "One node in full: its invocations and their steps.",
+    auth: "bearer",
+    docs: "GET /v1/runs/{run_id}/nodes/{node}",
+    tag: "runs",
+    responses: { 200: { description: "The node.", schema: "NodeDetail" } },
+    errors: [404],
+  },
+  {
+    method: "get",
+    path: "/v1/runs/{run_id}/journal",
+    operationId: "getJournal",
+    summary: "The run's signed journal.",
+    auth: "bearer",
+    docs: "GET /v1/runs/{run_id}/journal",
+    tag: "journal",
+    responses: { 200: { description: "Every entry, in seq order.", schema: "JournalResponse" } },
+    errors: [404],
+  },
+  {
+    method: "get",
+    path: "/v1/runs/{run_id}/events",
+    operationId: "runEvents",
+    summary: "The run's journal as Server-Sent Events, resumable; closes after the attestation.",
+    auth: "bearer",
+    docs: "GET /v1/runs/{run_id}/events",
+    tag: "journal",
+    query: { after: { type: "integer", description: "The last seq seen (as Last-Event-ID)." } },
+    headers: { "Last-Event-ID": { type: "integer", description: "The last seq seen; the stream resumes after it." } },
+    responses: {
+      200: { description: "One event per entry: id = seq, event = kind, data = the entry.", schema: "events" },
+    },
+    errors: [400, 404],
+  },
+  ...CONTROL_ROUTES,
+  {
+    method: "get",
+    path: "/v1/runs/{run_id}/gates",
+    operationId: "listGates",
+    summary: "The run's human gates (inputs and approvals), with their status.",
+    auth: "bearer",
+    docs: "GET /v1/runs/{run_id}/gates",
+    tag: "gates",
+    responses: { 200: { description: "Every gate of the run.", schema: "GateList" } },
+    errors: [404],
+  },
+  {
+    method: "post",
+    path: "/v1/runs/{run_id}/gates/{gate_id}",
+    operationId: "answerGate",
+    summary: "Answer an open gate.",
+    auth: "bearer",
+    docs: "POST /v1/runs/{run_id}/gates/{gate_id}",
+    tag: "gates",
+    body: { schema: "GateAnswerBody", required: true },
+    responses: { 200: { description: "The answered gate.", schema: "GateView" } },
+    errors: [404, 409],
+  },
+];
