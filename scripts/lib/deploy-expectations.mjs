@@ -1,0 +1,110 @@
+/**
+ * What the code expects of `wrangler.toml`, binding by binding: every member
+ * of `Env` in env.d.ts has a row here (test/node/deploy-check.test.ts holds
+ * them equal), so a binding the code starts to use cannot be forgotten by the
+ * check that `npm run deploy:check` runs before a deploy.
+ */
+import { existsSync } from "node:fs";
+import { isAbsolute, join } from "node:path";
+
+/**
+ * @typedef {{ kind: "durable_object", className: string }
+ *   | { kind: "service", entrypoint: string }
+ *   | { kind: "d1" } | { kind: "r2" } | { kind: "ai" } | { kind: "vectorize" } | { kind: "analytics_engine" }
+ *   | { kind: "var" } | { kind: "secret" } | { kind: "local" } | { kind: "assets" }} Expectation
+ */
+
+/** @type {Record<string, Expectation>} */
+export const EXPECTED = {
+  COORDINATOR: { kind: "durable_object", className: "Coordinator" },
+  CATALOG: { kind: "durable_object", className: "Catalog" },
+  SANDBOX: { kind: "durable_object", className: "Sandbox" },
+  EXECUTOR: { kind: "service", entrypoint: "Executor" },
+  RUN_INDEX: { kind: "d1" },
+  ARTIFACTS: { kind: "r2" },
+  AI: { kind: "ai" },
+  VECTORIZE: { kind: "vectorize" },
+  METRICS: { kind: "analytics_engine" },
+  WORKFLOW_SECRETS: { kind: "var" },
+  WORKFLOW_VARS: { kind: "var" },
+  API_TOKENS: { kind: "secret" },
+  JOURNAL_SIGNING_KEY: { kind: "secret" },
+  JOURNAL_RETIRED_KEYS: { kind: "var" },
+  // Local development only (docs/containers.md): a deploy must not set them.
+  CONTAINER_MODE: { kind: "local" },
+  SHELL_SERVER_URL: { kind: "local" },
+  SHELL_SERVER_TOKEN: { kind: "local" },
+  SANDBOX_SLEEP_AFTER: { kind: "var" },
+};
+
+/**
+ * Checks a wrangler config (as wrangler's `unstable_readConfig` returns it)
+ * against {@link EXPECTED}: one `{ ok, what }` line per expectation.
+ * @param {any} config
+ * @returns {{ ok: boolean, what: string }[]}
+ */
+export function checkConfig(config) {
+  /** @type {{ ok: boolean, what: string }[]} */
+  const lines = [];
+  const line = (/** @type {boolean} */ ok, /** @type {string} */ what) => lines.push({ ok, what });
+  const vars = config.vars ?? {};
+  for (const [name, expected] of Object.entries(EXPECTED)) {
+    lines.push(...checkBinding(config, name, expected, vars));
+  }
+  const sqliteClasses = new Set((config.migrations ?? []).flatMap((m) => m.new_sqlite_classes ?? []));
+  for (const binding of config.durable_objects?.bindings ?? []) {
+    line(sqliteClasses.has(binding.class_name), `${binding.class_name} is created by a migration as a SQLite class`);
+  }
+  for (const container of config.containers ?? []) {
+    const image = isAbsolute(container.image) ? container.image : join(process.cwd(), container.image);
+    line(existsSync(image), `container ${container.class_name}: its image ${container.image} exists`);
+  }
+  return lines;
+}
+
+/** @returns {{ ok: boolean, what: string }[]} */
+function checkBinding(
+  /** @type {any} */ config,
+  /** @type {string} */ name,
+  /** @type {Expectation} */ expected,
+  /** @type {Record<string, unknown>} */ vars,
+) {
+  const one = (/** @type {boolean} */ ok, /** @type {string} */ what) => [{ ok, what: `${name}: ${what}` }];
+  switch (expected.kind) {
+    case "durable_object": {
+      const binding = config.durable_objects?.bindings?.find((b) => b.name === name);
+      return one(binding?.class_name === expected.className, `Durable Object binding of class ${expected.className}`);
+    }
+    case "service": {
+      const binding = config.services?.find((s) => s.binding === name);
+      return one(
+        binding?.service === config.name && binding?.entrypoint === expected.entrypoint,
+        `service binding to this Worker (${config.name}), entrypoint ${expected.entrypoint}`,
+      );
+    }
+    case "d1": {
+      const binding = config.d1_databases?.find((d) => d.binding === name);
+      const dir = binding?.migrations_dir;
+      return one(Boolean(binding && dir && existsSync(dir)), `D1 database with its migrations_dir (${dir ?? "none"})`);
+    }
+    case "r2":
+      return one(Boolean(config.r2_buckets?.some((b) => b.binding === name)), "R2 bucket");
+    case "ai":
+      return one(config.ai?.binding === name, "Workers AI binding");
+    case "vectorize":
+      return one(Boolean(config.vectorize?.some((v) => v.binding === name)), "Vectorize index");
+    case "analytics_engine":
+      return one(
+        Boolean(config.analytics_engine_datasets?.some((a) => a.binding === name)),
+        "Analytics Engine dataset",
+      );
+    case "var":
+      return one(typeof vars[name] === "string" || !(name in vars), "a plain var (or unset)");
+    case "secret":
+      return one(!(name in vars), "a secret, never in [vars] (set it with `wrangler secret put`)");
+    case "local":
+      return one(!(name in vars), "local development only, not in [vars] of a deploy");
+    default:
+      return one(true, expected.kind);
+  }
+}
