@@ -1,5 +1,6 @@
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { fileURLToPath } from "node:url";
+import type { Plugin } from "vite";
 import { defineConfig, defineProject } from "vitest/config";
 import { TEST_SECRETS } from "./test/secrets.ts";
 
@@ -15,11 +16,30 @@ import { TEST_SECRETS } from "./test/secrets.ts";
  * index's D1 migrations (migrations/) are read here, in Node, and applied by
  * `test/workers/setup.ts` inside workerd.
  */
+/**
+ * Vite's logger, less one warning: published packages (the MCP SDK, @cloudflare/containers)
+ * ship source maps that name sources they do not ship. Nothing here can fix that, and a
+ * screenful of it per run hides what matters. (Vitest installs its own logger, so the
+ * filter wraps whichever logger the config resolved to.)
+ */
+const MISSING_SOURCES = /^Sourcemap for ".*node_modules.*" points to missing source files/;
+const quietMissingSources: Plugin = {
+  name: "trellis:quiet-missing-sources",
+  configResolved(config) {
+    const { logger } = config;
+    const [warn, warnOnce] = [logger.warn.bind(logger), logger.warnOnce.bind(logger)];
+    logger.warn = (message, options) => (MISSING_SOURCES.test(message) ? undefined : warn(message, options));
+    logger.warnOnce = (message, options) => (MISSING_SOURCES.test(message) ? undefined : warnOnce(message, options));
+  },
+};
+
 export default defineConfig({
+  plugins: [quietMissingSources],
   test: {
     projects: [
       defineProject({
         plugins: [
+          quietMissingSources,
           cloudflareTest(async ({ inject }) => ({
             wrangler: { configPath: "./wrangler.toml" },
             // The real Worker plus test doubles for the remote-only bindings (AI, Vectorize,
@@ -71,6 +91,7 @@ export default defineConfig({
         },
       }),
       defineProject({
+        plugins: [quietMissingSources],
         test: {
           name: "node",
           include: ["test/node/**/*.test.ts"],
