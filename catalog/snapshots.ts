@@ -50,6 +50,8 @@ function catalog(env: Env): CatalogApi {
 /**
  * The snapshot a run starting now keeps: `workflowId` at `version` (the
  * latest when undefined), served from cache when it is certainly current.
+ * A cached snapshot is shared: callers read it and send it over RPC (which
+ * copies it), never change it.
  */
 export async function resolveSnapshot(env: Env, workflowId: string, version?: number): Promise<RunSnapshot> {
   const key = cacheKey(env, workflowId, version);
