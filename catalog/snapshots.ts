@@ -1,5 +1,6 @@
 import { setBounded } from "../lib/bounded-cache.ts";
-import { unwrap } from "../lib/result.ts";
+import { EngineError } from "../lib/errors.ts";
+import { unwrap, type Result } from "../lib/result.ts";
 import { ResolvedRun, type RunSnapshot } from "../schemas/index.ts";
 import type { Catalog } from "./catalog.ts";
 
@@ -69,6 +70,26 @@ export async function resolveSnapshot(env: Env, workflowId: string, version?: nu
     await remember(key, { snapshot, floating: [own, ...resolved.floating] });
   }
   return snapshot;
+}
+
+/**
+ * {@link resolveSnapshot} with the catalog's answers as a Result, as a run
+ * starting a child expects them; a platform failure (the catalog object
+ * unreachable) still throws, so the caller tells the two apart as before.
+ */
+export async function resolveSnapshotResult(
+  env: Env,
+  workflowId: string,
+  version?: number,
+): Promise<Result<RunSnapshot>> {
+  try {
+    return { ok: true, value: await resolveSnapshot(env, workflowId, version) };
+  } catch (thrown) {
+    if (thrown instanceof EngineError) {
+      return { ok: false, error: thrown.toData() };
+    }
+    throw thrown;
+  }
 }
 
 /** True when every floating reference still names the version the resolution found (no call when there are none). */
