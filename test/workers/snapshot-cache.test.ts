@@ -116,6 +116,22 @@ describe("run starts through the snapshot caches", () => {
     expect(await run(id)).toEqual({ version: 1, output: { v: 3 } });
   });
 
+  it("takes a shared entry that does not parse for a miss, and resolves through the catalog", async ({ expect }) => {
+    const id = uniqueId("garbled");
+    await register({ workflows: [workflow(id, { steps: [step("5")] })] });
+    const deployment = env.CF_VERSION_METADATA?.id ?? "";
+    const key = `https://snapshots.trellis.internal/${env.CATALOG.idFromName("catalog").toString()}/${deployment}/${id}/1`;
+    const shared = await caches.open("trellis:snapshots");
+    for (const text of ["{ not json", JSON.stringify({ snapshot: { workflow: "nope" }, floating: [] })]) {
+      await shared.put(key, new Response(text, { headers: { "cache-control": "max-age=60" } }));
+      ISOLATE_SNAPSHOTS.clear();
+      expect(await run(id, { version: 1 })).toEqual({ version: 1, output: { v: 5 } });
+    }
+    // The resolution that replaced it is what the next start finds there.
+    const stored = await (await shared.match(key))?.json();
+    expect(stored).toEqual(unwrap(await catalogApi().resolveRun(id, 1)));
+  });
+
   it("a pinned child workflow starts from the cache while the catalog object cannot answer", async ({ expect }) => {
     const child = uniqueId("child");
     const parent = uniqueId("parent");
