@@ -6,7 +6,9 @@
  * measurements printed in a table, never assertions.
  *
  * Two one-node workflows: `closed` (an inline task: every reference pinned or
- * inline) and `floating` (its task referenced as `"id"`, the latest). For each
+ * inline) and `floating` (its task referenced as `"id"`, the latest); and two
+ * of 50 nodes, each running its own registered task: `wide` (`id@1`, closed)
+ * and `wide-floating` (`"id"`). For each
  * start the client times the HTTP call, from request to answer:
  * - `preview` starts (`mode: "preview"`): resolution, input check and plan,
  *   nothing created: the catalog's share of a start, nearly alone;
@@ -50,18 +52,36 @@ const SCENARIOS = [
   ["start closed pinned", "closed", { version: 1, mode: "approval" }],
   ["start closed latest", "closed", { mode: "approval" }],
   ["start floating pinned", "floating", { version: 1, mode: "approval" }],
+  ["preview wide pinned", "wide", { version: 1, mode: "preview" }],
+  ["preview wide-floating pinned", "wide-floating", { version: 1, mode: "preview" }],
+  ["start wide pinned", "wide", { version: 1, mode: "approval" }],
 ];
 
+/** Nodes of the wide workflows: enough registered tasks that resolving reads and checks a real amount. */
+const WIDE_NODES = 50;
+
 /** The catalog calls a start makes with the snapshot caches warm (catalog/snapshots.ts). */
-const CATALOG_CALLS = { closed: { pinned: "0", latest: "1 (versions)" }, floating: { pinned: "1 (versions)" } };
+const CATALOG_CALLS = {
+  "closed": { pinned: "0", latest: "1 (versions)" },
+  "floating": { pinned: "1 (versions)" },
+  "wide": { pinned: "0" },
+  "wide-floating": { pinned: "1 (versions)" },
+};
 
 /** @param {ReturnType<typeof benchClient>["api"]} api @param {string} prefix */
 async function register(api, prefix) {
+  const tasks = Array.from({ length: WIDE_NODES }, (_, i) => ({ id: `${prefix}-task-${i}`, ...noopTask }));
+  const wide = (/** @type {string} */ suffix) =>
+    Object.fromEntries(tasks.map((task, i) => [`n${i}`, { task: `${task.id}${suffix}` }]));
+  await api("POST", "/v1/definitions", { tasks: [{ id: `${prefix}-task`, ...noopTask }, ...tasks] });
   await api("POST", "/v1/definitions", {
-    tasks: [{ id: `${prefix}-task`, ...noopTask }],
     workflows: [
       { id: `${prefix}-closed`, nodes: { only: { task: noopTask } } },
       { id: `${prefix}-floating`, nodes: { only: { task: `${prefix}-task` } } },
+      // Every task pinned (`id@1`): a closed snapshot, 50 tasks to read and check on a resolve.
+      { id: `${prefix}-wide`, nodes: wide("@1") },
+      // The same tasks as `"id"`: the cached snapshot is checked with one versions call naming 50 ids.
+      { id: `${prefix}-wide-floating`, nodes: wide("") },
     ],
   });
 }
