@@ -20,7 +20,8 @@
  *
  * With a git ref (e.g. the commit before the snapshot caches), that tree is
  * exported (`git archive`, nothing in the repository changes) and measured
- * too, alternating with the working tree round by round so drift hits both.
+ * too: the sequential starts alternate between the trees one by one, and the
+ * concurrent bursts take turns, so drift hits both alike.
  *
  * Options: BENCH_STARTS=N sequential starts per scenario and round (default
  * 100), BENCH_ROUNDS=N (default 3), BENCH_CONCURRENCY=N (default 16).
@@ -93,11 +94,16 @@ async function timeStart(api, workflowId, body) {
   return performance.now() - started;
 }
 
-/** `STARTS` starts in a row; their latencies. */
-async function sequential(api, workflowId, body) {
-  const samples = [];
+/**
+ * `STARTS` starts in a row on each tree, interleaved (a start on one, then on
+ * the next), so the machine's drift hits every tree alike; each tree's latencies.
+ */
+async function sequential(trees, workflowId, body) {
+  const samples = trees.map(() => []);
   for (let i = 0; i < STARTS; i += 1) {
-    samples.push(await timeStart(api, workflowId, body));
+    for (const [index, tree] of trees.entries()) {
+      samples[index].push(await timeStart(tree.api, workflowId, body));
+    }
   }
   return samples;
 }
@@ -150,10 +156,12 @@ async function main() {
       }
     }
     for (let round = 0; round < ROUNDS; round += 1) {
-      for (const tree of trees) {
-        for (const [name, workflow, body] of SCENARIOS) {
-          const samples = await sequential(tree.api, `bench-${workflow}`, body);
-          tree.samples.set(name, [...(tree.samples.get(name) ?? []), ...samples]);
+      for (const [name, workflow, body] of SCENARIOS) {
+        const samples = await sequential(trees, `bench-${workflow}`, body);
+        // Throughput a tree at a time (16 in flight would not interleave), in turns from round to round.
+        const order = round % 2 === 0 ? trees : [...trees].reverse();
+        for (const tree of order) {
+          tree.samples.set(name, [...(tree.samples.get(name) ?? []), ...samples[trees.indexOf(tree)]]);
           const rate = await concurrent(tree.api, `bench-${workflow}`, body);
           tree.rates.set(name, [...(tree.rates.get(name) ?? []), rate]);
         }
@@ -179,6 +187,20 @@ function report(trees) {
       const rates = (tree.rates.get(name) ?? []).map((rate) => rate.toFixed(0)).join(" / ");
       const median = quantile(samples, 0.5).toFixed(2);
       console.log(`${tree.label} | ${name} | ${calls} | ${median} | ${quantile(samples, 0.9).toFixed(2)} | ${rates}`);
+    }
+  }
+  const [before, after] = trees;
+  if (after) {
+    // Start i on one tree and start i on the other ran back to back: their difference cancels the drift.
+    console.log(
+      `\nscenario | median of paired differences, ${before.label} − working tree (ms) | working tree faster in`,
+    );
+    for (const [name] of SCENARIOS) {
+      const a = before.samples.get(name) ?? [];
+      const b = after.samples.get(name) ?? [];
+      const differences = a.map((value, i) => value - (b[i] ?? value));
+      const faster = differences.filter((difference) => difference > 0).length;
+      console.log(`${name} | ${quantile(differences, 0.5).toFixed(2)} | ${faster} of ${differences.length}`);
     }
   }
 }
