@@ -20,6 +20,9 @@ import { resolveRunSnapshot, type DefinitionReader, type StoredDefinition } from
 import type { DefinitionLookup } from "./checks.ts";
 import { checkBundle, checkReservedMappingKeys } from "./validate.ts";
 
+/** What `resolveRun` answers: a resolution, or that the cached one it was shown is still current. */
+export type Resolution = ResolvedRun | { current: true };
+
 interface DefinitionRow extends Record<string, SqlStorageValue> {
   version: number;
   body: string;
@@ -109,31 +112,37 @@ export class Catalog extends DurableObject<Env> {
    * with the `"id"` references it read (catalog/snapshots.ts caches it). An
    * unpinned start is resolved as the version that is latest now, so the
    * workflow's own pointer is not among them: the caller knows it was latest.
+   *
+   * `known`: the `"id"` references of a cached resolution. When each still
+   * names the version it found, the answer is `{ current: true }` (one indexed
+   * read per id, no definition parsed); else the resolution, as without it.
+   * Either way one call, so a start costs at most one catalog request.
    */
-  async resolveRun(workflowId: string, version?: number): Promise<Result<ResolvedRun>> {
+  async resolveRun(workflowId: string, version?: number, known?: DefinitionPointer[]): Promise<Result<Resolution>> {
     return toResult(() => {
+      if (
+        known !== undefined &&
+        known.every((pointer) => this.latestVersion(pointer.kind, pointer.id) === pointer.version)
+      ) {
+        return { current: true as const };
+      }
       // Undefined only when nothing is registered: then the resolution fails with workflow.not_found.
-      const pinned = version ?? this.read("workflows", workflowId, undefined)?.version;
+      const pinned = version ?? this.latestVersion("workflows", workflowId);
       const floating: DefinitionPointer[] = [];
       const snapshot = resolveRunSnapshot(this.reader(floating), workflowId, pinned);
       return { snapshot, floating };
     });
   }
 
-  /** The latest version of each definition named (null for one not registered): is a cached snapshot current? */
-  async latestVersions(pointers: { kind: DefinitionKind; id: string }[]): Promise<Result<(number | null)[]>> {
-    return toResult(() =>
-      pointers.map(({ kind, id }) => {
-        const row = this.sql
-          .exec<{ version: number }>(
-            "SELECT MAX(version) AS version FROM definitions WHERE kind = ? AND id = ?",
-            kind,
-            id,
-          )
-          .toArray()[0];
-        return row?.version ?? null;
-      }),
-    );
+  private latestVersion(kind: DefinitionKind, id: string): number | undefined {
+    const row = this.sql
+      .exec<{ version: number | null }>(
+        "SELECT MAX(version) AS version FROM definitions WHERE kind = ? AND id = ?",
+        kind,
+        id,
+      )
+      .toArray()[0];
+    return row?.version ?? undefined;
   }
 
   private store(

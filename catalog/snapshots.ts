@@ -14,9 +14,11 @@ import type { Catalog } from "./catalog.ts";
  * keeps the `"id"` references it read (`floating`) with the versions found:
  * - none (every reference pinned or inline, and the start names a version):
  *   the snapshot is served from cache and the catalog is not called at all;
- * - some (or a start that names no version): the catalog is asked only for
- *   the latest version numbers of those ids, one indexed read each, and the
- *   cached snapshot is served when they are unchanged; else it resolves anew.
+ * - some (or a start that names no version): the catalog is shown them and
+ *   checks them, one indexed read each, no definition parsed; the cached
+ *   snapshot is served when none moved, else the same call resolves anew.
+ * Never more than one catalog request per start (a child start's budget of
+ * calls per event counts on it: docs/architecture.md).
  * So a registration is seen by the next start (read-your-writes), and a
  * catalog outage stops only starts that depend on "latest".
  *
@@ -42,7 +44,7 @@ const SHARED_TTL_S = 86_400;
  */
 export const ISOLATE_SNAPSHOTS = new Map<string, ResolvedRun>();
 
-type CatalogApi = Pick<Catalog, "resolveRun" | "latestVersions">;
+type CatalogApi = Pick<Catalog, "resolveRun">;
 
 function catalog(env: Env): CatalogApi {
   return env.CATALOG.get(env.CATALOG.idFromName("catalog")) as unknown as CatalogApi;
@@ -57,17 +59,24 @@ function catalog(env: Env): CatalogApi {
 export async function resolveSnapshot(env: Env, workflowId: string, version?: number): Promise<RunSnapshot> {
   const key = cacheKey(env, workflowId, version);
   const cached = await readCached(key);
-  if (cached && (await isCurrent(env, cached))) {
+  if (cached && cached.floating.length === 0) {
     return cached.snapshot;
   }
-  const resolved = unwrap(await catalog(env).resolveRun(workflowId, version));
-  const { snapshot } = resolved;
+  // One request in every other case: the catalog checks the cached resolution's `"id"` references, or resolves.
+  const answer = unwrap(await catalog(env).resolveRun(workflowId, version, cached?.floating));
+  if ("current" in answer) {
+    if (!cached) {
+      throw new EngineError("internal.error", "the catalog called a resolution current that it was not shown");
+    }
+    return cached.snapshot;
+  }
+  const { snapshot } = answer;
   // The resolution of the version found, valid for starts that pin it...
-  await remember(cacheKey(env, workflowId, snapshot.workflow.version), resolved);
+  await remember(cacheKey(env, workflowId, snapshot.workflow.version), answer);
   if (version === undefined) {
     // ...and for starts that name no version, while it stays the latest.
     const own = { kind: "workflows" as const, id: workflowId, version: snapshot.workflow.version };
-    await remember(key, { snapshot, floating: [own, ...resolved.floating] });
+    await remember(key, { snapshot, floating: [own, ...answer.floating] });
   }
   return snapshot;
 }
@@ -90,15 +99,6 @@ export async function resolveSnapshotResult(
     }
     throw thrown;
   }
-}
-
-/** True when every floating reference still names the version the resolution found (no call when there are none). */
-async function isCurrent(env: Env, cached: ResolvedRun): Promise<boolean> {
-  if (cached.floating.length === 0) {
-    return true;
-  }
-  const latest = unwrap(await catalog(env).latestVersions(cached.floating.map(({ kind, id }) => ({ kind, id }))));
-  return cached.floating.every((pointer, index) => latest[index] === pointer.version);
 }
 
 /**

@@ -63,10 +63,10 @@ const WIDE_NODES = 50;
 
 /** The catalog calls a start makes with the snapshot caches warm (catalog/snapshots.ts). */
 const CATALOG_CALLS = {
-  "closed": { pinned: "0", latest: "1 (versions)" },
-  "floating": { pinned: "1 (versions)" },
+  "closed": { pinned: "0", latest: "1 (check)" },
+  "floating": { pinned: "1 (check)" },
   "wide": { pinned: "0" },
-  "wide-floating": { pinned: "1 (versions)" },
+  "wide-floating": { pinned: "1 (check)" },
 };
 
 /** @param {ReturnType<typeof benchClient>["api"]} api @param {string} prefix */

@@ -3,11 +3,21 @@ import { describe, it } from "vitest";
 import type { Catalog } from "../../catalog/index.ts";
 import { ISOLATE_SNAPSHOTS, resolveSnapshot } from "../../catalog/snapshots.ts";
 import { unwrap } from "../../lib/result.ts";
+import type { ResolvedRun } from "../../schemas/index.ts";
 import { catalogStub, hold } from "./durable-helpers.ts";
 import { api, uniqueId, waitForRun } from "./helpers.ts";
 
 // The stub's generated RPC types are too deep for tsc over the snapshot's JSON types (as in src/service.ts).
 const catalogApi = () => catalogStub() as unknown as Pick<Catalog, "resolveRun">;
+
+/** The catalog's own resolution, asked directly (no cache). */
+async function resolvedByCatalog(id: string, version: number): Promise<ResolvedRun> {
+  const answer = unwrap(await catalogApi().resolveRun(id, version));
+  if ("current" in answer) {
+    throw new Error("asked without a cached resolution, the catalog must resolve");
+  }
+  return answer;
+}
 
 /** A step that writes `value` (a CEL expression) to `v`; its task's output is `{ v }`. */
 const step = (value: string) => ({
@@ -62,7 +72,7 @@ describe("run starts through the snapshot caches", () => {
     // A pinned reference must name a stored version: the task first.
     await register({ tasks: [{ id: task, steps: [step("'t1'")] }] });
     await register({ workflows: [workflow(id, `${task}@1`)] });
-    const direct = unwrap(await catalogApi().resolveRun(id, 1));
+    const direct = await resolvedByCatalog(id, 1);
     expect(direct.floating).toEqual([]);
     const resolved = await resolveSnapshot(env, id, 1);
     const fromIsolate = await resolveSnapshot(env, id, 1);
@@ -84,12 +94,26 @@ describe("run starts through the snapshot caches", () => {
     const id = uniqueId("floating");
     const task = uniqueId("task");
     await register({ tasks: [{ id: task, steps: [step("'t1'")] }], workflows: [workflow(id, task)] });
-    expect(unwrap(await catalogApi().resolveRun(id, 1)).floating).toEqual([{ kind: "tasks", id: task, version: 1 }]);
+    expect((await resolvedByCatalog(id, 1)).floating).toEqual([{ kind: "tasks", id: task, version: 1 }]);
     expect(await run(id, { version: 1 })).toEqual({ version: 1, output: { v: "t1" } });
     expect(await run(id, { version: 1 })).toEqual({ version: 1, output: { v: "t1" } });
 
     await register({ tasks: [{ id: task, steps: [step("'t2'")] }] });
     expect(await run(id, { version: 1 })).toEqual({ version: 1, output: { v: "t2" } });
+  });
+
+  it("asks the catalog once: shown a cached resolution's references, it answers current or resolves anew", async ({
+    expect,
+  }) => {
+    const id = uniqueId("check");
+    const task = uniqueId("task");
+    await register({ tasks: [{ id: task, steps: [step("'t1'")] }], workflows: [workflow(id, task)] });
+    const first = await resolvedByCatalog(id, 1);
+    expect(unwrap(await catalogApi().resolveRun(id, 1, first.floating))).toEqual({ current: true });
+    await register({ tasks: [{ id: task, steps: [step("'t2'")] }] });
+    const again = unwrap(await catalogApi().resolveRun(id, 1, first.floating));
+    expect(again).toEqual(await resolvedByCatalog(id, 1));
+    expect("floating" in again && again.floating).toEqual([{ kind: "tasks", id: task, version: 2 }]);
   });
 
   it("a start that names no version runs the version registered just before it", async ({ expect }) => {
@@ -129,7 +153,7 @@ describe("run starts through the snapshot caches", () => {
     }
     // The resolution that replaced it is what the next start finds there.
     const stored = await (await shared.match(key))?.json();
-    expect(stored).toEqual(unwrap(await catalogApi().resolveRun(id, 1)));
+    expect(stored).toEqual(await resolvedByCatalog(id, 1));
   });
 
   it("a pinned child workflow starts from the cache while the catalog object cannot answer", async ({ expect }) => {
