@@ -7,14 +7,21 @@ import {
   DEFINITION_KINDS,
   type DefinitionBundle,
   type DefinitionKind,
+  type DefinitionList,
+  type DefinitionPointer,
   type DefinitionRecord,
+  type DefinitionVersions,
   type RegisterResponse,
-  type RunSnapshot,
+  type ResolvedRun,
 } from "../schemas/index.ts";
+import { listLatest, listVersions, type ListPage } from "./listing.ts";
 import { resolveRunSnapshot, type DefinitionReader, type StoredDefinition } from "./resolve.ts";
 import type { DefinitionLookup } from "./checks.ts";
 import { mappingWarnings, parseBundle } from "./teach.ts";
 import { checkBundle, checkReservedMappingKeys } from "./validate.ts";
+
+/** What `resolveRun` answers: a resolution, or that the cached one it was shown is still current. */
+export type Resolution = ResolvedRun | { current: true };
 
 interface DefinitionRow extends Record<string, SqlStorageValue> {
   version: number;
@@ -93,9 +100,52 @@ export class Catalog extends DurableObject<Env> {
     });
   }
 
-  /** The snapshot a new run keeps to its end: every reference resolved now. */
-  async resolveRun(workflowId: string, version?: number): Promise<Result<RunSnapshot>> {
-    return toResult(() => resolveRunSnapshot(this.reader(), workflowId, version));
+  /** The latest version of each definition of a kind, a page at a time (catalog/listing.ts). */
+  async list(page: ListPage): Promise<Result<DefinitionList>> {
+    return toResult(() => listLatest(this.sql, page));
+  }
+
+  /** Every version of one definition, a page at a time. */
+  async versions(page: ListPage & { id: string }): Promise<Result<DefinitionVersions>> {
+    return toResult(() => listVersions(this.sql, page));
+  }
+
+  /**
+   * The snapshot a new run keeps to its end, every reference resolved now,
+   * with the `"id"` references it read (catalog/snapshots.ts caches it). An
+   * unpinned start is resolved as the version that is latest now, so the
+   * workflow's own pointer is not among them: the caller knows it was latest.
+   *
+   * `known`: the `"id"` references of a cached resolution. When each still
+   * names the version it found, the answer is `{ current: true }` (one indexed
+   * read per id, no definition parsed); else the resolution, as without it.
+   * Either way one call, so a start costs at most one catalog request.
+   */
+  async resolveRun(workflowId: string, version?: number, known?: DefinitionPointer[]): Promise<Result<Resolution>> {
+    return toResult(() => {
+      if (
+        known !== undefined &&
+        known.every((pointer) => this.latestVersion(pointer.kind, pointer.id) === pointer.version)
+      ) {
+        return { current: true as const };
+      }
+      // Undefined only when nothing is registered: then the resolution fails with workflow.not_found.
+      const pinned = version ?? this.latestVersion("workflows", workflowId);
+      const floating: DefinitionPointer[] = [];
+      const snapshot = resolveRunSnapshot(this.reader(floating), workflowId, pinned);
+      return { snapshot, floating };
+    });
+  }
+
+  private latestVersion(kind: DefinitionKind, id: string): number | undefined {
+    const row = this.sql
+      .exec<{ version: number | null }>(
+        "SELECT MAX(version) AS version FROM definitions WHERE kind = ? AND id = ?",
+        kind,
+        id,
+      )
+      .toArray()[0];
+    return row?.version ?? undefined;
   }
 
   private store(
@@ -142,10 +192,14 @@ export class Catalog extends DurableObject<Env> {
     return { exists: (kind, id, version) => this.read(kind, id, version) !== undefined };
   }
 
-  private reader(): DefinitionReader {
+  /** Reads for a resolution; each `"id"` (latest) read that finds a definition is noted in `floating`. */
+  private reader(floating: DefinitionPointer[]): DefinitionReader {
     return {
       read: (kind, id, version): StoredDefinition | undefined => {
         const row = this.read(kind, id, version);
+        if (row && version === undefined && !floating.some((seen) => seen.kind === kind && seen.id === id)) {
+          floating.push({ kind, id, version: row.version });
+        }
         return row ? { version: row.version, definition: JSON.parse(row.body) as unknown } : undefined;
       },
     };

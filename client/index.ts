@@ -18,7 +18,9 @@
  */
 import type {
   DefinitionBundle,
+  DefinitionList,
   DefinitionRecord,
+  DefinitionVersions,
   GateAnswerBody,
   GateList,
   GateView,
@@ -64,6 +66,17 @@ export interface TrellisApi {
   registerDefinitions(bundle: DefinitionBundle): Promise<Result<RegisterResponse>>;
   /** `GET /v1/{kind}/{id}`, or one version. */
   getDefinition(kind: DefinitionKindName, id: string, version?: number): Promise<Result<DefinitionRecord>>;
+  /** `GET /v1/{kind}`: the latest version of each definition, newest first. */
+  listDefinitions(
+    kind: DefinitionKindName,
+    page?: { limit?: number; cursor?: string },
+  ): Promise<Result<DefinitionList>>;
+  /** `GET /v1/{kind}/{id}/versions`: every version, highest first. */
+  listVersions(
+    kind: DefinitionKindName,
+    id: string,
+    page?: { limit?: number; cursor?: string },
+  ): Promise<Result<DefinitionVersions>>;
   /** `POST /v1/workflows/{id}/runs`; `created` is false when an idempotency key found an existing run, and for a preview. */
   startRun(workflowId: string, request: StartRunBody): Promise<Result<StartRunResponse & { created: boolean }>>;
   /** `GET /v1/runs/{run_id}`. */

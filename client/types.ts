@@ -153,6 +153,18 @@ export type DefinitionBundle = {
   mcp_servers?: McpServer[];
 };
 
+/** The latest version of each definition of a kind, newest first, and the next page's cursor. */
+export type DefinitionList = {
+  definitions: ({
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
+    id: string;
+    version: number;
+    created_at: string;
+    description?: string;
+  })[];
+  next_cursor: string | null;
+};
+
 /** A stored definition: its kind, id, version, and content (keys sorted). */
 export type DefinitionRecord = {
   kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
@@ -162,6 +174,18 @@ export type DefinitionRecord = {
   definition: {
     [key: string]: JsonValue;
   };
+};
+
+/** Every version of one definition, highest first, and the next page's cursor. */
+export type DefinitionVersions = {
+  versions: ({
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
+    id: string;
+    version: number;
+    created_at: string;
+    description?: string;
+  })[];
+  next_cursor: string | null;
 };
 
 /** The body of every error: a dotted code, a message, and the problems with their paths. */
@@ -871,7 +895,9 @@ export interface Components {
   CancelBody: CancelBody;
   ContextImplementation: ContextImplementation;
   DefinitionBundle: DefinitionBundle;
+  DefinitionList: DefinitionList;
   DefinitionRecord: DefinitionRecord;
+  DefinitionVersions: DefinitionVersions;
   ErrorBody: ErrorBody;
   GateAnswerBody: GateAnswerBody;
   GateList: GateList;

@@ -5,6 +5,7 @@ import { checkBodyLimits, MAX_BODY_BYTES } from "../lib/json-limits.ts";
 import { parseYamlBody } from "../lib/yaml-body.ts";
 import DEFINITIONS_SCHEMA from "../schemas/json/definitions.schema.json";
 import OPENAPI from "../schemas/json/openapi.json";
+import { DEFINITION_KINDS } from "../schemas/index.ts";
 import { bearerAuth } from "./auth.ts";
 import { onError } from "./errors.ts";
 import { streamRunEvents } from "./events.ts";
@@ -15,6 +16,12 @@ import * as service from "./service.ts";
 type App = { Bindings: Env; Variables: { principal: string } };
 
 const PUBLIC_DOCUMENT = { "access-control-allow-origin": "*" };
+/**
+ * The kinds `GET /v1/{kind}` lists, as a route pattern (`mcp_servers` also as
+ * `mcp-servers`). A group: Hono splices the pattern into the route's regex as
+ * it is, where a bare `a|b` would split the whole path.
+ */
+const LISTED_KINDS = `(?:${[...DEFINITION_KINDS, "mcp-servers"].join("|")})`;
 
 /** The HTTP API (docs/api.md). Routes parse their input, call a service operation, and answer. */
 export function createApp(): Hono<App> {
@@ -81,6 +88,13 @@ function runRoutes(app: Hono<App>): void {
 function definitionRoutes(app: Hono<App>): void {
   app.post("/v1/definitions", async (c) => c.json(await service.registerDefinitions(c.env, await readJson(c)), 201));
   app.get("/v1/mcp_servers/:id/tools", async (c) => c.json(await mcpServerTools(c.env, c.req.param("id"))));
+  // Kinds spelled out, so these never shadow another `/v1/<name>` route (`/v1/runs`) whatever the order.
+  app.get(`/v1/:kind{${LISTED_KINDS}}`, async (c) =>
+    c.json(await service.listDefinitions(c.env, c.req.param("kind"), c.req.query())),
+  );
+  app.get(`/v1/:kind{${LISTED_KINDS}}/:id/versions`, async (c) =>
+    c.json(await service.listVersions(c.env, c.req.param("kind"), c.req.param("id"), c.req.query())),
+  );
   app.get("/v1/:kind/:id", async (c) =>
     c.json(await service.getDefinition(c.env, c.req.param("kind"), c.req.param("id"))),
   );

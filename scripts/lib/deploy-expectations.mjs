@@ -11,7 +11,7 @@ import { isAbsolute, join } from "node:path";
  * @typedef {{ kind: "durable_object", className: string }
  *   | { kind: "service", entrypoint: string }
  *   | { kind: "d1" } | { kind: "r2" } | { kind: "ai" } | { kind: "vectorize" } | { kind: "analytics_engine" }
- *   | { kind: "var" } | { kind: "secret" } | { kind: "local" } | { kind: "assets" }} Expectation
+ *   | { kind: "var" } | { kind: "secret" } | { kind: "local" } | { kind: "assets" } | { kind: "version_metadata" }} Expectation
  */
 
 /** @type {Record<string, Expectation>} */
@@ -25,6 +25,8 @@ export const EXPECTED = {
   AI: { kind: "ai" },
   VECTORIZE: { kind: "vectorize" },
   METRICS: { kind: "analytics_engine" },
+  // Keys the shared snapshot cache by deployment (catalog/snapshots.ts).
+  CF_VERSION_METADATA: { kind: "version_metadata" },
   WORKFLOW_SECRETS: { kind: "var" },
   WORKFLOW_VARS: { kind: "var" },
   API_TOKENS: { kind: "secret" },
@@ -98,6 +100,8 @@ function checkBinding(
         Boolean(config.analytics_engine_datasets?.some((a) => a.binding === name)),
         "Analytics Engine dataset",
       );
+    case "version_metadata":
+      return one(config.version_metadata?.binding === name, "version metadata binding");
     case "var":
       return one(typeof vars[name] === "string" || !(name in vars), "a plain var (or unset)");
     case "secret":

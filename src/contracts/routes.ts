@@ -1,7 +1,9 @@
 import { z } from "zod";
 import {
   DefinitionBundle,
+  DefinitionList,
   DefinitionRecord,
+  DefinitionVersions,
   ErrorBody,
   GateAnswerBody,
   GateView,
@@ -40,6 +42,8 @@ export const RESPONSE_SCHEMAS = {
   ErrorBody,
   RegisterResponse,
   DefinitionRecord,
+  DefinitionList,
+  DefinitionVersions,
   StartRunResponse,
   RunView,
   RunList,
@@ -67,6 +71,8 @@ export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName,
   ErrorBody: "The body of every error: a dotted code, a message, and the problems with their paths.",
   RegisterResponse: "What a registration created or reused (existing: true), with versions.",
   DefinitionRecord: "A stored definition: its kind, id, version, and content (keys sorted).",
+  DefinitionList: "The latest version of each definition of a kind, newest first, and the next page's cursor.",
+  DefinitionVersions: "Every version of one definition, highest first, and the next page's cursor.",
   StartRunResponse: 'A started run (or, for a preview, run_id null, status "preview" and the plan).',
   RunView: "A run: status, input, output, error, nodes, gates, usage, parent and children.",
   RunList: "A page of runs from the run index, newest first, and the cursor of the next page (null at the end).",
@@ -150,6 +156,12 @@ const CONTROL_ROUTES: RouteSpec[] = [
   errors: [404, 409],
 }));
 
+/** The query of the definition listings. */
+const LISTING_QUERY: Record<string, QueryParam> = {
+  limit: { type: "integer", description: "Items per page, 1 to 100 (default 50)." },
+  cursor: { type: "string", description: "The next_cursor of the previous page." },
+};
+
 export const API_ROUTES: RouteSpec[] = [
   {
     method: "get",
@@ -201,6 +213,30 @@ export const API_ROUTES: RouteSpec[] = [
     tag: "definitions",
     body: { schema: "DefinitionBundle", required: true, yaml: true },
     responses: { 201: { description: "What was created or reused, with versions.", schema: "RegisterResponse" } },
+  },
+  {
+    method: "get",
+    path: "/v1/{kind}",
+    operationId: "listDefinitions",
+    summary: "The latest version of each definition of a kind, newest first, paginated.",
+    auth: "bearer",
+    docs: "GET /v1/{kind} · GET /v1/{kind}/{id}/versions",
+    tag: "definitions",
+    query: LISTING_QUERY,
+    responses: { 200: { description: "A page of definitions.", schema: "DefinitionList" } },
+    errors: [400, 404],
+  },
+  {
+    method: "get",
+    path: "/v1/{kind}/{id}/versions",
+    operationId: "listVersions",
+    summary: "Every version of one definition, highest first, paginated.",
+    auth: "bearer",
+    docs: "GET /v1/{kind} · GET /v1/{kind}/{id}/versions",
+    tag: "definitions",
+    query: LISTING_QUERY,
+    responses: { 200: { description: "A page of versions.", schema: "DefinitionVersions" } },
+    errors: [400, 404],
   },
   {
     method: "get",

@@ -7,7 +7,8 @@ import { api } from "./helpers.ts";
 
 /** `GET /v1/runs/{}`: a route with its parameters unnamed, as Hono (`:run_id`) and OpenAPI (`{run_id}`) both write it. */
 function routeKey(method: string, path: string): string {
-  return `${method.toUpperCase()} ${path.replace(/:[A-Za-z_]+|\{[A-Za-z_]+\}/g, "{}")}`;
+  // A Hono parameter may carry its pattern (`:kind{(?:workflows|tasks)}`): the route is the same.
+  return `${method.toUpperCase()} ${path.replace(/:[A-Za-z_]+(?:\{[^}]*\})?|\{[A-Za-z_]+\}/g, "{}")}`;
 }
 
 /** Every route the Hono app registers, by key, as the app writes it (middleware, `app.use`, is method ALL). */
