@@ -11,7 +11,7 @@ import ts from "typescript";
 
 const MAX_FILE_LINES = 400;
 const MAX_FUNCTION_LINES = 60;
-const SOURCE = /\.(ts|mjs|js)$/;
+const SOURCE = /\.(ts|tsx|mjs|js)$/;
 const EXEMPT = [/^test\//, /\/vendor\//, /\.d\.ts$/, /^node_modules\//, /^\.wrangler\//];
 
 const files = execFileSync("git", ["ls-files", "--cached", "--others", "--exclude-standard"], { encoding: "utf8" })
