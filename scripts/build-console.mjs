@@ -38,8 +38,8 @@ if (process.argv.includes("--watch")) {
 } else {
   const started = Date.now();
   const result = await esbuild.build({ ...options, metafile: true });
-  const bytes = Object.values(result.metafile.outputs).reduce((sum, out) => sum + out.bytes, 0);
+  const [, app] = Object.entries(result.metafile.outputs).find(([path]) => path.endsWith("app.js")) ?? [];
   process.stderr.write(
-    `[build-console] console/public/build: ${Math.round(bytes / 1024)} KiB in ${Date.now() - started} ms\n`,
+    `[build-console] console/public/build/app.js: ${Math.round((app?.bytes ?? 0) / 1024)} KiB in ${Date.now() - started} ms\n`,
   );
 }
