@@ -6,6 +6,8 @@ interface Env {
   EXECUTOR: ExecutorBinding;
   /** One container Durable Object per (run, declared resource), named `<run_id>/<resource>`. */
   SANDBOX?: SandboxNamespace;
+  /** The run index (D1, migrations/): one row per run, written by its coordinator, read by `GET /v1/runs`. */
+  RUN_INDEX: D1Database;
   /** Artifacts of the `write_artifact` tool (R2), keyed `runs/<run_id>/artifacts/<name>`. */
   ARTIFACTS?: R2Bucket;
   /** `local`: the Sandbox forwards to the shell server at SHELL_SERVER_URL instead of a container (docs/containers.md). */

@@ -1,4 +1,5 @@
-import { cloudflareTest } from "@cloudflare/vitest-plugin";
+import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
+import { fileURLToPath } from "node:url";
 import { defineConfig, defineProject } from "vitest/config";
 import { TEST_SECRETS } from "./test/secrets.ts";
 
@@ -10,14 +11,16 @@ import { TEST_SECRETS } from "./test/secrets.ts";
  *   CLI, the local test peers), tested as ordinary Node modules.
  *
  * `test/global-setup.ts` starts the local peers (on 127.0.0.1) and provides
- * their addresses and a fresh journal key to the Worker's bindings.
+ * their addresses and a fresh journal key to the Worker's bindings. The run
+ * index's D1 migrations (migrations/) are read here, in Node, and applied by
+ * `test/workers/setup.ts` inside workerd.
  */
 export default defineConfig({
   test: {
     projects: [
       defineProject({
         plugins: [
-          cloudflareTest(({ inject }) => ({
+          cloudflareTest(async ({ inject }) => ({
             wrangler: { configPath: "./wrangler.toml" },
             // The real Worker plus test doubles for the remote-only bindings (AI, Vectorize,
             // Analytics Engine): see test/worker.ts. Nothing here may reach Cloudflare.
@@ -39,6 +42,7 @@ export default defineConfig({
                 CONTAINER_MODE: "local",
                 SHELL_SERVER_URL: inject<string>("shellServerUrl"),
                 SHELL_SERVER_TOKEN: inject<string>("shellServerToken"),
+                TEST_MIGRATIONS: await readD1Migrations(fileURLToPath(new URL("./migrations", import.meta.url))),
               },
             },
           })),

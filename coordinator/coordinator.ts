@@ -21,6 +21,7 @@ import { coalesceResults, EventInbox } from "./inbox.ts";
 import { JournalWaiters } from "./journal-waiters.ts";
 import { LiveSet } from "./live.ts";
 import { assertSameRequest, assertValidInput, toGateAnswer } from "./requests.ts";
+import { RunIndexSync } from "./run-index.ts";
 import { JournalSigner, journalOf } from "./signer.ts";
 import { countEvent, newStats, type CoordinatorStats } from "./stats.ts";
 import { RunStore, type UnsignedEntry } from "./storage.ts";
@@ -54,6 +55,7 @@ export class Coordinator extends DurableObject<Env> {
   private readonly signer: JournalSigner;
   private readonly wakes: WakeScheduler;
   private readonly inbox: EventInbox;
+  private readonly index: RunIndexSync;
   /** What this instance has in flight (any other running dispatch or child start was lost). */
   private readonly live = new LiveSet();
   private readonly commandDeps: CommandDeps;
@@ -75,7 +77,9 @@ export class Coordinator extends DurableObject<Env> {
       storage: ctx.storage,
       waitUntil,
       selfWake: () => (env.COORDINATOR.get(ctx.id) as unknown as { wake(self: boolean): Promise<void> }).wake(true),
+      heldUntil: (now) => this.index.heldUntil(now),
     });
+    this.index = new RunIndexSync({ outbox: this.store, db: env.RUN_INDEX, waitUntil, wakes: this.wakes });
     this.inbox = new EventInbox(
       (events) => this.applyNow(events),
       () => this.live.isBusy(),
@@ -98,6 +102,7 @@ export class Coordinator extends DurableObject<Env> {
       this.snapshot = loaded.snapshot;
       await this.signer.restore(loaded.state.record.run_id, loaded.lastHash);
       await this.wakes.restore(loaded.state);
+      this.index.flush();
     }
   }
 
@@ -234,6 +239,7 @@ export class Coordinator extends DurableObject<Env> {
 
   override async alarm(): Promise<void> {
     this.wakes.alarmFired();
+    this.index.flush(); // the retry of a failed index write, or its backstop
     await this.wake();
   }
 
@@ -250,9 +256,8 @@ export class Coordinator extends DurableObject<Env> {
   }
 
   /**
-   * Applies `events`, then a wake, in the caller's event: only entry points
-   * that are events of their own (an alarm, an RPC call into this object)
-   * call this, so their dispatches count against their own budget.
+   * Applies `events`, then a wake, in the caller's event: only entry points that are events of their own (an
+   * alarm, an RPC call into this object) call this, so their dispatches count against their own budget.
    */
   private async applyAndWake(events: readonly RunEvent[]): Promise<void> {
     await this.inbox.applyAll(() => {
@@ -291,6 +296,8 @@ export class Coordinator extends DurableObject<Env> {
     }
     this.state = state;
     this.snapshot = request.snapshot;
+    this.index.flush();
+    await (request.mode === "auto" ? null : this.wakes.scheduleWake(null, now)); // the index write's backstop
   }
 
   /** Applies a batch of events: decides, commits, sends, performs and schedules the next wake. */
@@ -330,6 +337,7 @@ export class Coordinator extends DurableObject<Env> {
       await armed;
     }
     perform(commands, this.commandDeps, entries.at(-1));
+    this.index.flush();
     await this.wakes.scheduleWake(wakeAt, now);
   }
 

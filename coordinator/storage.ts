@@ -5,9 +5,11 @@ import {
   JournalSignedFields,
   NodeRecord,
   RunRecord,
+  RunIndexRow,
   RunSnapshot,
 } from "../schemas/index.ts";
 import type { RunState } from "./decide.ts";
+import { isIndexChange, toIndexRow, type IndexOutbox, type StagedIndexRow } from "./run-index.ts";
 
 /**
  * SQLite rows hold at most 2 MB; JSON values are split into chunks of this
@@ -28,9 +30,11 @@ export type UnsignedEntry = z.infer<typeof UnsignedEntry>;
  * separate rows, so an event rewrites only what it changed (a foreach item's
  * result writes one invocation row, not the whole node). Values larger than a
  * SQLite row are stored in chunks. Rows are parsed with their schemas when
- * read back.
+ * read back. It is also the run's outbox of run index rows (run-index.ts):
+ * a commit that changes the run's status stages the new row in the same
+ * transaction, and the row stays staged until D1 has it.
  */
-export class RunStore {
+export class RunStore implements IndexOutbox {
   private readonly sql: SqlStorage;
   /** Whether the context blob exists (a run stored by an older version keeps the context in its record). */
   private contextStored = false;
@@ -41,7 +45,9 @@ export class RunStore {
       CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, data TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS invocations (node TEXT NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (node, idx));
       CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, entry TEXT NOT NULL);
-      CREATE TABLE IF NOT EXISTS journal_unsigned (seq INTEGER PRIMARY KEY, fields TEXT NOT NULL);`);
+      CREATE TABLE IF NOT EXISTS journal_unsigned (seq INTEGER PRIMARY KEY, fields TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS index_outbox (k INTEGER PRIMARY KEY CHECK (k = 0), seq INTEGER NOT NULL,
+        row TEXT NOT NULL, written INTEGER NOT NULL, attempts INTEGER NOT NULL, retry_at INTEGER);`);
   }
 
   /** The run, or null when this object holds none yet. */
@@ -71,8 +77,12 @@ export class RunStore {
       });
     }
     const last = this.sql.exec<{ entry: string }>("SELECT entry FROM journal ORDER BY seq DESC LIMIT 1").toArray()[0];
+    const parsed = RunRecord.parse(record);
+    if (this.sql.exec("SELECT k FROM index_outbox").toArray().length === 0) {
+      this.stageIndexRow(toIndexRow(parsed)); // A run created before the index existed: indexed now.
+    }
     return {
-      state: { record: RunRecord.parse(record), nodes },
+      state: { record: parsed, nodes },
       snapshot: RunSnapshot.parse(snapshot),
       lastHash: last ? JournalEntry.parse(JSON.parse(last.entry)).hash : null,
     };
@@ -95,6 +105,9 @@ export class RunStore {
       if (before?.record.context !== context || !this.contextStored) {
         this.putJson("context", context);
         this.contextStored = true;
+      }
+      if (isIndexChange(before?.record ?? null, after.record)) {
+        this.stageIndexRow(toIndexRow(after.record));
       }
     }
     const changed: [string, number, string][] = [];
@@ -183,6 +196,39 @@ export class RunStore {
     if (last) {
       this.sql.exec("DELETE FROM journal_unsigned WHERE seq <= ?", last.seq);
     }
+  }
+
+  /** Stages the run's index row, replacing any older one, written or not. Call inside the commit's transaction. */
+  stageIndexRow(row: RunIndexRow): void {
+    this.sql.exec(
+      "INSERT OR REPLACE INTO index_outbox (k, seq, row, written, attempts, retry_at) VALUES (0, ?, ?, 0, 0, NULL)",
+      row.seq,
+      JSON.stringify(row),
+    );
+  }
+
+  stagedIndexRow(): StagedIndexRow | null {
+    const staged = this.sql
+      .exec<{ row: string; attempts: number; retry_at: number | null }>(
+        "SELECT row, attempts, retry_at FROM index_outbox WHERE written = 0",
+      )
+      .toArray()[0];
+    return staged
+      ? { row: RunIndexRow.parse(JSON.parse(staged.row)), attempts: staged.attempts, retry_at: staged.retry_at }
+      : null;
+  }
+
+  indexRowWritten(seq: number): void {
+    this.sql.exec("UPDATE index_outbox SET written = 1, attempts = 0, retry_at = NULL WHERE seq = ?", seq);
+  }
+
+  indexRowFailed(seq: number, attempts: number, retryAt: number): void {
+    this.sql.exec(
+      "UPDATE index_outbox SET attempts = ?, retry_at = ? WHERE seq = ? AND written = 0",
+      attempts,
+      retryAt,
+      seq,
+    );
   }
 
   journal(afterSeq = 0, limit = 10_000): JournalEntry[] {

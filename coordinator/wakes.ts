@@ -18,6 +18,11 @@ export interface WakeDeps {
   waitUntil: (promise: Promise<unknown>) => void;
   /** Calls this object's own `wake(true)`: a fresh event with a budget of its own. */
   selfWake: () => Promise<void>;
+  /**
+   * An alarm the run must keep even when its decisions want none, or null:
+   * the run index's retry or backstop (run-index.ts `heldUntil`).
+   */
+  heldUntil: (now: number) => number | null;
 }
 
 /**
@@ -30,6 +35,8 @@ export class WakeScheduler {
   private selfWakePending = false;
   /** Self-wakes since the last alarm: each nests one subrequest deeper. */
   private selfWakeStreak = 0;
+  /** The last decision wanted no alarm: only a hold ({@link WakeDeps.heldUntil}) keeps one. */
+  private idle = false;
 
   constructor(private readonly deps: WakeDeps) {}
 
@@ -41,6 +48,7 @@ export class WakeScheduler {
   async restore(state: RunState): Promise<void> {
     this.alarmAt = await this.deps.storage.getAlarm();
     if (hasWorkToResume(state)) {
+      this.idle = false;
       await this.setAlarm(Date.now());
     }
   }
@@ -68,6 +76,7 @@ export class WakeScheduler {
    * writes land in order, so awaiting it after the commit is enough.
    */
   arm(wakeAt: number | null, now: number): Promise<void> | null {
+    this.idle &&= wakeAt === null;
     return wakeAt === null ? null : this.setAlarm(wakeAt <= now ? now + WAKE_BACKSTOP_MS : wakeAt);
   }
 
@@ -98,7 +107,15 @@ export class WakeScheduler {
       return;
     }
     if (wakeAt === null) {
-      await this.setAlarm(null); // set before the commit otherwise
+      this.idle = true;
+      await this.setAlarm(this.deps.heldUntil(now)); // set before the commit otherwise
+    }
+  }
+
+  /** A hold ended (the run index has the run's latest row): a run that wants no alarm keeps none. */
+  async holdReleased(): Promise<void> {
+    if (this.idle && this.deps.heldUntil(Date.now()) === null) {
+      await this.setAlarm(null);
     }
   }
 

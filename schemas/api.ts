@@ -127,6 +127,25 @@ export const StartRunResponse = z.strictObject({
 });
 export type StartRunResponse = z.infer<typeof StartRunResponse>;
 
+/** One run as `GET /v1/runs` lists it, from the run index (docs/api.md). `parent` is the parent run's id. */
+export const RunSummary = z.strictObject({
+  run_id: z.string(),
+  workflow: z.strictObject({ id: z.string(), version: z.number().int() }),
+  status: RunStatus,
+  mode: RunMode,
+  parent: z.string().nullable(),
+  created_by: z.string(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  finished_at: z.string().nullable(),
+  error: z.strictObject({ code: z.string(), message: z.string() }).nullable(),
+});
+export type RunSummary = z.infer<typeof RunSummary>;
+
+/** `GET /v1/runs`: newest first; `next_cursor` (opaque) is null on the last page. */
+export const RunList = z.strictObject({ runs: z.array(RunSummary), next_cursor: z.string().nullable() });
+export type RunList = z.infer<typeof RunList>;
+
 /** The error body of every 4xx/5xx. */
 export const ErrorBody = z.strictObject({
   error: ErrorInfo.pick({ code: true, message: true, details: true }),

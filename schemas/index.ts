@@ -11,5 +11,6 @@ export * from "./journal.ts";
 export * from "./payload.ts";
 export * from "./resolved.ts";
 export * from "./run.ts";
+export * from "./run-index.ts";
 export * from "./sandbox.ts";
 export * from "./tools.ts";

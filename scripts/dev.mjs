@@ -12,7 +12,10 @@
  *    `--env-file`, so they never show on a command line). The shell server
  *    runs there: the Sandbox uses it in local mode (docs/containers.md) unless
  *    `--enable-containers` is passed, for a machine with Docker.
- * 3. Runs `wrangler dev --local --ip 127.0.0.1 --port $PORT` offline, remote
+ * 3. Applies the run index's D1 migrations to the local database
+ *    (`wrangler d1 migrations apply trellis-runs --local`; with
+ *    `-- --persist-to <dir>`, to that directory's).
+ * 4. Runs `wrangler dev --local --ip 127.0.0.1 --port $PORT` offline, remote
  *    bindings off (Workers AI and Vectorize are absent; see wrangler.toml)
  *    (CLOUDFLARE_CF_FETCH_ENABLED=false, WRANGLER_SEND_METRICS=false), with the
  *    terminal's stdio, forwarding SIGINT/SIGTERM/SIGHUP, and exits with its code
@@ -31,6 +34,7 @@ import { fileURLToPath } from "node:url";
 import { startShellServer } from "../containers/shell-server/server.mjs";
 import { startLlmServer } from "./lib/llm-server.mjs";
 import { startMcpPeer } from "./lib/mcp-peer.mjs";
+import { applyLocalMigrations } from "./lib/d1-migrations.mjs";
 import { offlineEnv, repoRoot, resolveNode, resolveWrangler, startWatchdog } from "./lib/wrangler-dev.mjs";
 
 /**
@@ -155,6 +159,15 @@ async function main() {
   if (did.length) for (const d of did) log(d);
   else log("using the secrets in .dev.vars");
 
+  const persistTo = persistToOf(process.argv.slice(2));
+  try {
+    await applyLocalMigrations({ persistTo });
+    log("applied the run index's migrations (migrations/) to the local D1 database");
+  } catch (err) {
+    log(`could not apply the run index's migrations:\n${/** @type {any} */ (err)?.output ?? err}`);
+    process.exit(1);
+  }
+
   const { vars, secrets, stopPeers } = await startPeers();
   const { envFiles, removeSecrets } = writePeerSecrets(secrets);
   process.on("exit", removeSecrets);
@@ -175,6 +188,17 @@ async function main() {
   await stopPeers();
   removeSecrets();
   process.exit(code ?? (signal ? 128 + (constants.signals[signal] ?? 1) : 1));
+}
+
+/**
+ * The state directory wrangler's arguments name (`--persist-to <dir>` or `--persist-to=<dir>`), if any.
+ * @param {string[]} args
+ */
+function persistToOf(args) {
+  const index = args.findIndex((arg) => arg === "--persist-to" || arg.startsWith("--persist-to="));
+  if (index < 0) return undefined;
+  const arg = args[index] ?? "";
+  return arg.includes("=") ? arg.slice(arg.indexOf("=") + 1) : args[index + 1];
 }
 
 /** @param {string} msg */

@@ -6,6 +6,7 @@ import { parseYamlBody } from "../lib/yaml-body.ts";
 import { bearerAuth } from "./auth.ts";
 import { onError } from "./errors.ts";
 import { streamRunEvents } from "./events.ts";
+import { listRuns } from "./run-list.ts";
 import * as service from "./service.ts";
 
 type App = { Bindings: Env; Variables: { principal: string } };
@@ -33,6 +34,7 @@ export function createApp(): Hono<App> {
     );
     return c.json(run, created ? 201 : 200);
   });
+  app.get("/v1/runs", async (c) => c.json(await listRuns(c.env.RUN_INDEX, c.req.query())));
   app.get("/v1/runs/:runId", async (c) => c.json(await service.getRun(c.env, c.req.param("runId"))));
   app.get("/v1/runs/:runId/nodes/:node", async (c) =>
     c.json(await service.getNode(c.env, c.req.param("runId"), c.req.param("node"))),

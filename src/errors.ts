@@ -23,6 +23,8 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   "journal.bad_key": 500,
   "gate.expired": 409,
   "request.invalid_cursor": 400,
+  // The run index (D1) cannot be read right now; the runs themselves are unaffected.
+  "index.unavailable": 503,
   "action.not_implemented": 501,
 };
 

@@ -8,10 +8,12 @@ import type {
   GateView,
   Jwks,
   RegisterResponse,
+  RunList,
   RunView,
   StartRunResponse,
 } from "../schemas/index.ts";
 import type { RunControl } from "../coordinator/controls.ts";
+import { listRuns } from "./run-list.ts";
 import * as service from "./service.ts";
 
 /** The longest id (run, gate, workflow, kind) an RPC caller may pass; longer ones name nothing. */
@@ -63,6 +65,14 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods 
 
   getJournal(runId: string): Promise<Result<{ entries: JournalEntry[] }>> {
     return toResult(() => service.getJournal(this.env, idArgument(runId, "runId")));
+  }
+
+  /** `GET /v1/runs`: the query's parameters as an object of strings, e.g. `{ status: "failed", limit: "10" }`. */
+  listRuns(query: unknown = {}): Promise<Result<RunList>> {
+    return toResult(() => {
+      checkBodyLimits(query, "query");
+      return listRuns(this.env.RUN_INDEX, query);
+    });
   }
 
   cancelRun(runId: string, reason?: string): Promise<Result<RunView>> {

@@ -5,3 +5,11 @@ declare namespace Cloudflare {
     mainModule: typeof import("../src/index.ts");
   }
 }
+
+/** Test-only bindings (vitest.config.ts). */
+declare namespace Cloudflare {
+  interface Env {
+    /** The run index's migrations (migrations/), applied by test/workers/setup.ts. */
+    TEST_MIGRATIONS?: import("cloudflare:test").D1Migration[];
+  }
+}

@@ -15,6 +15,8 @@
  *   file and skips `.dev.vars`/`.env` (see getVarsForDev in wrangler), so the
  *   user's `.dev.vars` is neither read nor touched, and secrets never appear on a
  *   command line (unlike `--var KEY:VALUE`, which also works but is visible in `ps`).
+ * - The run index's D1 migrations (migrations/) are applied to that state first
+ *   (scripts/lib/d1-migrations.mjs), as `npm run dev` does.
  * - Offline: CLOUDFLARE_CF_FETCH_ENABLED=false, WRANGLER_SEND_METRICS=false.
  * - wrangler runs in its own process group; stop() ends the whole tree (wrangler
  *   and its workerd processes). So do the exit of this process, SIGINT/SIGTERM/
@@ -30,6 +32,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { applyLocalMigrations } from "./d1-migrations.mjs";
 import { DEFAULT_MAX_LIFETIME_MS, killTree, startWatchdog } from "./process-tree.mjs";
 import { freePort, offlineEnv, repoRoot, resolveNode, resolveWrangler } from "./toolchain.mjs";
 
@@ -127,14 +130,14 @@ async function startOnce({
       .join("\n") + "\n",
     { mode: 0o600 },
   );
-  const args = wranglerArgs({
-    cwd,
-    config,
-    listenPort,
-    inspectorPort,
-    state: persistTo ?? join(tmp, "state"),
-    envFile,
-  });
+  const state = persistTo ?? join(tmp, "state");
+  try {
+    await applyLocalMigrations({ cwd, config, persistTo: state, env: { WRANGLER_LOG_PATH: join(tmp, "logs") } });
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw startupError(/** @type {Error} */ (err).message, String(/** @type {any} */ (err)?.output ?? ""));
+  }
+  const args = wranglerArgs({ cwd, config, listenPort, inspectorPort, state, envFile });
   const started = Date.now();
   const child = spawnWrangler(cwd, [...args, ...extraArgs], tmp, localTraces);
   const pid = /** @type {number} */ (child.pid);

@@ -109,6 +109,31 @@ describe("greet: a one-node run", () => {
     assert.equal(run.nodes.greet.attempts, 1);
   });
 
+  test("it is listed by GET /v1/runs from the run index (D1, migrated by the suite's start), and a bad filter is a 400", async (t) => {
+    if (!run) {
+      return t.skip("no completed run");
+    }
+    // The index is written after the run's commit: wait for it to show the final status.
+    const deadline = Date.now() + 30_000;
+    let listed;
+    while (Date.now() < deadline) {
+      const res = await api("GET", `/v1/runs?workflow=${run.workflow.id}`);
+      assert.equal(res.status, 200, show(res));
+      listed = res.json.runs.find((/** @type {any} */ r) => r.run_id === run.run_id);
+      if (listed?.status === "completed") {
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(listed?.status, "completed", `never listed as completed: ${JSON.stringify(listed)}`);
+    assert.deepEqual(listed.workflow, run.workflow);
+    assert.equal(listed.created_at, run.created_at);
+    const bad = await api("GET", "/v1/runs?status=finished&limit=500");
+    assert.equal(bad.status, 400, show(bad));
+    assert.deepEqual(bad.json.error.details.map((/** @type {any} */ d) => d.path).sort(), ["limit", "status.0"]);
+    assert.equal((await api("GET", "/v1/runs", { token: null })).status, 401);
+  });
+
   test("its journal verifies offline, and a one-byte change does not", async (t) => {
     if (!run) {
       return t.skip("no completed run");

@@ -320,6 +320,8 @@ describe("recovery needs no reader", () => {
     });
     const runId: string = (await api("POST", `/v1/workflows/${id}/runs`, { input: {} })).json.run_id;
     expect((await waitForRun(runId)).status).toBe("completed");
+    // The run index's backstop alarm is held only until its last row is written.
+    await vi.waitUntil(async () => (await storedAlarm(runId)) === null, { timeout: 10_000 });
     const stored = await runInDurableObject(stubOf(runId), async (_instance, state) => ({
       alarm: await state.storage.getAlarm(),
       record: JSON.parse(

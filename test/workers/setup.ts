@@ -1,3 +1,13 @@
+import { applyD1Migrations } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+
+// The run index's schema (migrations/, read by vitest.config.ts), applied as
+// `wrangler d1 migrations apply` does on `npm run dev` and on deploy.
+if (!env.TEST_MIGRATIONS) {
+  throw new Error("vitest.config.ts did not bind TEST_MIGRATIONS");
+}
+await applyD1Migrations(env.RUN_INDEX, env.TEST_MIGRATIONS);
+
 // Production workerd refuses code generation (`eval`, `new Function`), but the
 // vitest plugin patches `Function` so that its own module loader works. This
 // guard puts production's rule back for our code: anything that generates code
