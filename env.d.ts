@@ -2,6 +2,8 @@
 interface Env {
   COORDINATOR: DurableObjectNamespace<import("./coordinator/coordinator.ts").Coordinator>;
   CATALOG: DurableObjectNamespace<import("./catalog/catalog.ts").Catalog>;
+  /** This deployment's version (wrangler.toml `[version_metadata]`): keys the shared snapshot cache (catalog/snapshots.ts). */
+  CF_VERSION_METADATA?: WorkerVersionMetadata;
   /** This Worker's own `Executor` entrypoint. Typed narrowly: results are parsed at the call site. */
   EXECUTOR: ExecutorBinding;
   /** One container Durable Object per (run, declared resource), named `<run_id>/<resource>`. */

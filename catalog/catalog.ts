@@ -8,10 +8,14 @@ import {
   DEFINITION_KINDS,
   DefinitionBundle,
   type DefinitionKind,
+  type DefinitionList,
+  type DefinitionPointer,
   type DefinitionRecord,
+  type DefinitionVersions,
   type RegisterResponse,
-  type RunSnapshot,
+  type ResolvedRun,
 } from "../schemas/index.ts";
+import { listLatest, listVersions, type ListPage } from "./listing.ts";
 import { resolveRunSnapshot, type DefinitionReader, type StoredDefinition } from "./resolve.ts";
 import type { DefinitionLookup } from "./checks.ts";
 import { checkBundle, checkReservedMappingKeys } from "./validate.ts";
@@ -90,9 +94,46 @@ export class Catalog extends DurableObject<Env> {
     });
   }
 
-  /** The snapshot a new run keeps to its end: every reference resolved now. */
-  async resolveRun(workflowId: string, version?: number): Promise<Result<RunSnapshot>> {
-    return toResult(() => resolveRunSnapshot(this.reader(), workflowId, version));
+  /** The latest version of each definition of a kind, a page at a time (catalog/listing.ts). */
+  async list(page: ListPage): Promise<Result<DefinitionList>> {
+    return toResult(() => listLatest(this.sql, page));
+  }
+
+  /** Every version of one definition, a page at a time. */
+  async versions(page: ListPage & { id: string }): Promise<Result<DefinitionVersions>> {
+    return toResult(() => listVersions(this.sql, page));
+  }
+
+  /**
+   * The snapshot a new run keeps to its end, every reference resolved now,
+   * with the `"id"` references it read (catalog/snapshots.ts caches it). An
+   * unpinned start is resolved as the version that is latest now, so the
+   * workflow's own pointer is not among them: the caller knows it was latest.
+   */
+  async resolveRun(workflowId: string, version?: number): Promise<Result<ResolvedRun>> {
+    return toResult(() => {
+      // Undefined only when nothing is registered: then the resolution fails with workflow.not_found.
+      const pinned = version ?? this.read("workflows", workflowId, undefined)?.version;
+      const floating: DefinitionPointer[] = [];
+      const snapshot = resolveRunSnapshot(this.reader(floating), workflowId, pinned);
+      return { snapshot, floating };
+    });
+  }
+
+  /** The latest version of each definition named (null for one not registered): is a cached snapshot current? */
+  async latestVersions(pointers: { kind: DefinitionKind; id: string }[]): Promise<Result<(number | null)[]>> {
+    return toResult(() =>
+      pointers.map(({ kind, id }) => {
+        const row = this.sql
+          .exec<{ version: number }>(
+            "SELECT MAX(version) AS version FROM definitions WHERE kind = ? AND id = ?",
+            kind,
+            id,
+          )
+          .toArray()[0];
+        return row?.version ?? null;
+      }),
+    );
   }
 
   private store(
@@ -139,10 +180,14 @@ export class Catalog extends DurableObject<Env> {
     return { exists: (kind, id, version) => this.read(kind, id, version) !== undefined };
   }
 
-  private reader(): DefinitionReader {
+  /** Reads for a resolution; each `"id"` (latest) read that finds a definition is noted in `floating`. */
+  private reader(floating: DefinitionPointer[]): DefinitionReader {
     return {
       read: (kind, id, version): StoredDefinition | undefined => {
         const row = this.read(kind, id, version);
+        if (row && version === undefined && !floating.some((seen) => seen.kind === kind && seen.id === id)) {
+          floating.push({ kind, id, version: row.version });
+        }
         return row ? { version: row.version, definition: JSON.parse(row.body) as unknown } : undefined;
       },
     };

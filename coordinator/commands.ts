@@ -1,5 +1,6 @@
 import { ensureEngineError } from "../lib/errors.ts";
-import type { Catalog } from "../catalog/catalog.ts";
+import { resolveSnapshot } from "../catalog/index.ts";
+import { toResult } from "../lib/result.ts";
 import type { JournalEntry } from "../schemas/index.ts";
 import { cancelChildRuns, notifyParentRun, startChildRun, type RunPeer, type RunPeers } from "./children.ts";
 import type { Command } from "./draft.ts";
@@ -72,7 +73,8 @@ function performOne<K extends Command["kind"]>(
 /** Peers a run talks to about its children and its parent. */
 function peersOf(env: Env): RunPeers {
   return {
-    catalog: () => env.CATALOG.get(env.CATALOG.idFromName("catalog")) as unknown as Pick<Catalog, "resolveRun">,
+    // Through the snapshot caches, like a start over the API: a pinned child may not need the catalog at all.
+    catalog: () => ({ resolveRun: (workflowId, version) => toResult(() => resolveSnapshot(env, workflowId, version)) }),
     run: (runId) => env.COORDINATOR.get(env.COORDINATOR.idFromName(runId)) as unknown as RunPeer,
   };
 }

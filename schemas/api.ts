@@ -177,3 +177,52 @@ export const GateAnswerBody = z.strictObject({
   responder: z.string().min(1).max(256).optional(),
 });
 export type GateAnswerBody = z.infer<typeof GateAnswerBody>;
+
+// ─── Definition listings: GET /v1/{kind}, GET /v1/{kind}/{id}/versions ────────
+
+/** Their query: `limit` 1..100 (default 50) and the opaque `cursor` of the previous page. Nothing else. */
+export const DefinitionListQuery = z.strictObject({
+  limit: z
+    .string()
+    .regex(/^[0-9]{1,3}$/, "must be a whole number from 1 to 100")
+    .transform(Number)
+    .pipe(z.number().int().min(1, "must be at least 1").max(100, "must be at most 100"))
+    .optional(),
+  cursor: z.string().min(1).max(1024).optional(),
+});
+export type DefinitionListQuery = z.infer<typeof DefinitionListQuery>;
+
+/** One version of a definition in a listing; the definition itself is at `GET /v1/{kind}/{id}/versions/{n}`. */
+export const DefinitionSummary = z.strictObject({
+  kind: DefinitionKind,
+  id: z.string(),
+  version: z.number().int().min(1),
+  created_at: z.string(),
+  description: z.string().optional(),
+});
+export type DefinitionSummary = z.infer<typeof DefinitionSummary>;
+
+/** `GET /v1/{kind}`: the latest version of each definition, newest first; `next_cursor` null on the last page. */
+export const DefinitionList = z.strictObject({
+  definitions: z.array(DefinitionSummary),
+  next_cursor: z.string().nullable(),
+});
+export type DefinitionList = z.infer<typeof DefinitionList>;
+
+/** `GET /v1/{kind}/{id}/versions`: every version, highest first. */
+export const DefinitionVersions = z.strictObject({
+  versions: z.array(DefinitionSummary),
+  next_cursor: z.string().nullable(),
+});
+export type DefinitionVersions = z.infer<typeof DefinitionVersions>;
+
+/**
+ * What a listing's cursor carries (base64url JSON; opaque to clients): the
+ * last item of the page, and the listing it belongs to, so a cursor of another
+ * listing is refused instead of silently paging the wrong thing.
+ */
+export const DefinitionListCursor = z.union([
+  z.strictObject({ kind: DefinitionKind, created_at: z.string(), id: z.string() }),
+  z.strictObject({ kind: DefinitionKind, id: z.string(), version: z.number().int().min(1) }),
+]);
+export type DefinitionListCursor = z.infer<typeof DefinitionListCursor>;

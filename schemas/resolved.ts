@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { JsonSchema } from "./common.ts";
 import { ACTION_IMPLEMENTATIONS, actionUnion, McpServer, Model, Prompt } from "./actions.ts";
-import { Step, Workflow } from "./definitions.ts";
+import { DefinitionKind, Step, Workflow } from "./definitions.ts";
 
 /**
  * The resolved stage of definitions: what a run snapshots when it starts.
@@ -58,3 +58,20 @@ export const RunSnapshot = z.strictObject({
   workflows: z.record(z.string(), PinnedWorkflow),
 });
 export type RunSnapshot = z.infer<typeof RunSnapshot>;
+
+/** A definition a resolution read as `"id"` (the latest), with the version it found. */
+export const DefinitionPointer = z.strictObject({
+  kind: DefinitionKind,
+  id: z.string(),
+  version: z.number().int().min(1),
+});
+export type DefinitionPointer = z.infer<typeof DefinitionPointer>;
+
+/**
+ * A resolved workflow version, as the catalog returns it and the snapshot
+ * caches keep it: the snapshot, and every `"id"` reference it read with the
+ * version found. The snapshot is still current while each of those is still
+ * the latest (catalog/snapshots.ts).
+ */
+export const ResolvedRun = z.strictObject({ snapshot: RunSnapshot, floating: z.array(DefinitionPointer) });
+export type ResolvedRun = z.infer<typeof ResolvedRun>;

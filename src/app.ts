@@ -56,6 +56,10 @@ export function createApp(): Hono<App> {
   app.post("/v1/runs/:runId/gates/:gateId", async (c) =>
     c.json(await service.answerGate(c.env, c.req.param("runId"), c.req.param("gateId"), await readJson(c))),
   );
+  app.get("/v1/:kind", async (c) => c.json(await service.listDefinitions(c.env, c.req.param("kind"), c.req.query())));
+  app.get("/v1/:kind/:id/versions", async (c) =>
+    c.json(await service.listVersions(c.env, c.req.param("kind"), c.req.param("id"), c.req.query())),
+  );
   app.get("/v1/:kind/:id", async (c) =>
     c.json(await service.getDefinition(c.env, c.req.param("kind"), c.req.param("id"))),
   );

@@ -1,4 +1,4 @@
-import type { Catalog } from "../catalog/index.ts";
+import { decodeCursor, resolveSnapshot, type Catalog, type ListPage } from "../catalog/index.ts";
 import { JOURNAL_PAGE, type Coordinator, type CreateRunOutcome, type RunControl } from "../coordinator/index.ts";
 import { EngineError } from "../lib/errors.ts";
 import { newRunId, RUN_ID_PATTERN, runIdFor, sha256Hex } from "../lib/ids.ts";
@@ -9,9 +9,13 @@ import { validateJson } from "../lib/json-schema.ts";
 import { planRun } from "../coordinator/plan.ts";
 import {
   DefinitionKind,
+  DefinitionListCursor,
+  DefinitionListQuery,
   Jwks,
   StartRunBody,
+  type DefinitionList,
   type DefinitionRecord,
+  type DefinitionVersions,
   type GateView,
   type JsonObject,
   type NodeDetail,
@@ -28,10 +32,12 @@ import {
  */
 
 const CATALOG_NAME = "catalog";
+/** Items per page of a listing when the query names no `limit`. */
+const DEFAULT_LIST_LIMIT = 50;
 
 // The stubs' generated RPC types are too deep for tsc over recursive JSON
 // types; the methods return plain-data Results, so their own signatures are exact.
-type CatalogApi = Pick<Catalog, "register" | "get" | "resolveRun">;
+type CatalogApi = Pick<Catalog, "register" | "get" | "list" | "versions">;
 type CoordinatorApi = Pick<
   Coordinator,
   "create" | "get" | "journal" | "events" | "control" | "gates" | "answerGate" | "node"
@@ -53,11 +59,48 @@ export async function registerDefinitions(env: Env, body: unknown): Promise<Regi
 }
 
 export async function getDefinition(env: Env, kind: string, id: string, version?: number): Promise<DefinitionRecord> {
-  const parsedKind = DefinitionKind.safeParse(kind.replaceAll("-", "_"));
-  if (!parsedKind.success) {
+  return unwrap(await catalog(env).get(toKind(kind), id, version));
+}
+
+/** `GET /v1/{kind}`: the latest version of each definition of a kind, a page at a time. */
+export async function listDefinitions(env: Env, kind: string, query: unknown): Promise<DefinitionList> {
+  return unwrap(await catalog(env).list(toPage(toKind(kind), query)));
+}
+
+/** `GET /v1/{kind}/{id}/versions`: every version of one definition, highest first. */
+export async function listVersions(env: Env, kind: string, id: string, query: unknown): Promise<DefinitionVersions> {
+  return unwrap(await catalog(env).versions({ ...toPage(toKind(kind), query, id), id }));
+}
+
+/** A kind as the API spells it (`mcp-servers` or `mcp_servers`); an unknown one names nothing. */
+function toKind(kind: string): DefinitionKind {
+  const parsed = DefinitionKind.safeParse(kind.replaceAll("-", "_"));
+  if (!parsed.success) {
     throw EngineError.terminal("definition.not_found", `no definition kind "${kind}"`);
   }
-  return unwrap(await catalog(env).get(parsedKind.data, id, version));
+  return parsed.data;
+}
+
+/**
+ * A listing's query, checked: `limit` 1..100 (default 50), and a cursor that
+ * this listing issued (the kind's, or the versions of `id`).
+ */
+function toPage(kind: DefinitionKind, query: unknown, id?: string): ListPage {
+  const { limit, cursor } = parseOrThrow(DefinitionListQuery, query, "request.invalid_query", "the query");
+  if (cursor === undefined) {
+    return { kind, after: undefined, limit: limit ?? DEFAULT_LIST_LIMIT };
+  }
+  const after = DefinitionListCursor.safeParse(decodeCursor(cursor));
+  const ours =
+    after.success &&
+    after.data.kind === kind &&
+    (id === undefined ? "created_at" in after.data : "version" in after.data && after.data.id === id);
+  if (!after.success || !ours) {
+    throw EngineError.terminal("request.invalid_cursor", "the cursor is not one this listing returned", [
+      { path: "cursor", message: "not a cursor of this listing", code: "request.invalid_cursor" },
+    ]);
+  }
+  return { kind, after: after.data, limit: limit ?? DEFAULT_LIST_LIMIT };
 }
 
 /** Starts a run: 201 with a new run, or 200 with the run an idempotency key already started. */
@@ -69,7 +112,8 @@ export async function startRun(
 ): Promise<{ created: boolean; run: StartRunResponse }> {
   const request = parseOrThrow(StartRunBody, body ?? {}, "run.invalid_request", "the run request");
   const mode = request.mode ?? "auto";
-  const snapshot = unwrap(await catalog(env).resolveRun(workflowId, request.version));
+  // Through the snapshot caches (catalog/snapshots.ts): a pinned start may not call the catalog at all.
+  const snapshot = await resolveSnapshot(env, workflowId, request.version);
   const input = request.input ?? {};
   if (mode === "preview") {
     const problems = validateJson(snapshot.workflow.definition.input_schema, input, "input");
