@@ -5,11 +5,11 @@
  * fetched again every few seconds, so statuses move while runs progress.
  */
 import { useState } from "preact/hooks";
+import { RunList, type RunSummary } from "../../schemas/api.ts";
 import { RUN_STATUSES } from "../../schemas/run.ts";
 import { apiJson } from "./api.ts";
 import { useLoad } from "./hooks.ts";
 import { Link, navigate } from "./router.tsx";
-import { parentRunId, RunList, type RunSummary } from "./schemas.ts";
 import { ErrorNote, Section, StatusBadge, Time } from "./ui.tsx";
 
 /** How often the list is fetched again while the tab is visible. */
@@ -90,7 +90,7 @@ function RunTable(props: { runs: RunSummary[] }) {
       </thead>
       <tbody>
         {props.runs.map((run) => {
-          const parent = parentRunId(run);
+          const parent = run.parent;
           return (
             <tr key={run.run_id} data-run-id={run.run_id}>
               <td>
@@ -114,23 +114,15 @@ function RunTable(props: { runs: RunSummary[] }) {
               <td>
                 <Time at={run.updated_at} />
               </td>
-              <td class="error-cell">{errorCode(run.error)}</td>
+              <td class="error-cell" title={run.error?.message}>
+                {run.error?.code ?? ""}
+              </td>
             </tr>
           );
         })}
       </tbody>
     </table>
   );
-}
-
-function errorCode(error: unknown): string {
-  if (error === null || error === undefined) {
-    return "";
-  }
-  if (typeof error === "object" && "code" in error && typeof error.code === "string") {
-    return error.code;
-  }
-  return typeof error === "string" ? error : JSON.stringify(error);
 }
 
 /** The filter form; applying it changes the address, which reloads the list. */

@@ -5,12 +5,11 @@
  */
 import { useState } from "preact/hooks";
 import { stringify } from "yaml";
-import { DefinitionRecord, StartRunResponse } from "../../schemas/api.ts";
+import { DefinitionList, DefinitionRecord, DefinitionVersions, StartRunResponse } from "../../schemas/api.ts";
 import { apiJson, postJson, seg } from "./api.ts";
 import { useLoad } from "./hooks.ts";
 import { Link, navigate } from "./router.tsx";
 import { SchemaForm } from "./schema-form.tsx";
-import { DefinitionList, DefinitionVersions } from "./schemas.ts";
 import { ErrorNote, Section, Time } from "./ui.tsx";
 
 export function WorkflowsPage() {
