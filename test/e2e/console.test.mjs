@@ -159,6 +159,70 @@ describe("web console in headless Chromium", () => {
     process.stdout.write(`browser: sign_in_to_verified=${(signInToVerifiedMs / 1000).toFixed(1)}s\n`);
   });
 
+  test("a workflow's page shows its versions and YAML and starts a run from its input form; the list filters by workflow", async () => {
+    const id = uid("console-start");
+    const workflow = (greeting) => ({
+      id,
+      input_schema: {
+        type: "object",
+        required: ["name"],
+        properties: { name: { type: "string" }, times: { type: "integer" } },
+      },
+      nodes: {
+        hello: {
+          task: {
+            steps: [
+              {
+                ref: "make",
+                action: {
+                  kind: "context",
+                  implementation: { updates: [{ path: "greeting", expr: `'${greeting}, ' + input.name` }] },
+                },
+                output_mapping: { "output.greeting": "$.greeting" },
+              },
+            ],
+          },
+          input_mapping: { name: "$.input.name" },
+          output_mapping: { "output.greeting": "$.greeting" },
+        },
+      },
+    });
+    await register({ workflows: [workflow("Hello")] });
+    await register({ workflows: [workflow("Hi")] });
+
+    const context = await browser.newContext();
+    await context.addInitScript((value) => sessionStorage.setItem("trellis.api_token", value), token);
+    const page = await context.newPage();
+    await page.goto(`${url}/workflows/${id}`);
+    await page.getByRole("button", { name: "v1" }).waitFor({ timeout: UI_TIMEOUT_MS });
+    await page.locator("pre.yaml").getByText("'Hi, ' + input.name").waitFor();
+    await page.getByRole("button", { name: "v1" }).click();
+    await page.locator("pre.yaml").getByText("'Hello, ' + input.name").waitFor();
+    await page.screenshot({ path: join(SCREENSHOTS, "workflow-page.png"), fullPage: true });
+
+    await page.getByLabel("name").fill("Ada");
+    await page.getByLabel("times").fill("2");
+    await page.getByRole("button", { name: "Start run" }).click();
+    await page.waitForURL(/\/runs\/run_[0-9a-f]{32}$/);
+    const runId = new URL(page.url()).pathname.split("/").at(-1);
+    await page
+      .locator('.verify[data-state="verified"]')
+      .getByText("attested completed")
+      .waitFor({ timeout: UI_TIMEOUT_MS });
+    const run = await api("GET", `/v1/runs/${runId}`);
+    assert.deepEqual(run.json.workflow, { id, version: 1 });
+    assert.deepEqual(run.json.input, { name: "Ada", times: 2 });
+    assert.deepEqual(run.json.output, { greeting: "Hello, Ada" });
+
+    await page.getByRole("link", { name: "Runs", exact: true }).click();
+    await page.getByLabel("Workflow").fill(id);
+    await page.getByRole("button", { name: "Filter" }).click();
+    await page.waitForURL(`${url}/?workflow=${id}`);
+    await page.locator(`tr[data-run-id="${runId}"]`).getByText("completed").waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.equal(await page.locator("tbody tr").count(), 1);
+    await context.close();
+  });
+
   test("a journal altered on its way to the browser fails verification at the altered entry", async () => {
     const id = uid("console-tamper");
     await register({
