@@ -223,6 +223,53 @@ describe("web console in headless Chromium", () => {
     await context.close();
   });
 
+  test("approve a drafted run with its button; its sub-workflow node links to the child run, which links back", async () => {
+    const childId = uid("console-child");
+    const parentId = uid("console-parent");
+    const step = {
+      ref: "s",
+      action: { kind: "context", implementation: { updates: [{ path: "v", expr: "2 * 21" }] } },
+    };
+    await register({
+      workflows: [
+        { id: childId, nodes: { work: { task: { steps: [step] } } } },
+        { id: parentId, nodes: { sub: { workflow: childId } } },
+      ],
+    });
+    const started = await startRun(parentId, { input: {}, mode: "approval" });
+    assert.equal(started.status, 201, show(started));
+    const runId = started.json.run_id;
+
+    const context = await browser.newContext();
+    await context.addInitScript((value) => sessionStorage.setItem("trellis.api_token", value), token);
+    const page = await context.newPage();
+    await page.goto(`${url}/runs/${runId}`);
+    const controls = page.locator(".controls");
+    await controls.getByRole("button", { name: "approve" }).waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.deepEqual(await controls.getByRole("button").allInnerTexts(), ["cancel", "approve"]);
+    await controls.getByRole("button", { name: "approve" }).click();
+    await page
+      .locator('.verify[data-state="verified"]')
+      .getByText("attested completed")
+      .waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.equal(await controls.getByRole("button").count(), 0);
+
+    const sub = page.locator('[data-node="sub"][data-status="completed"]');
+    await sub.getByText("sub-workflow").waitFor({ timeout: UI_TIMEOUT_MS });
+    await sub.getByText("child 1").click();
+    await page.waitForURL(/\/runs\/run_[0-9a-f]{32}$/);
+    const childRunId = new URL(page.url()).pathname.split("/").at(-1);
+    assert.notEqual(childRunId, runId);
+    await page.getByText("child of").waitFor({ timeout: UI_TIMEOUT_MS });
+    await page
+      .locator('.verify[data-state="verified"]')
+      .getByText("attested completed")
+      .waitFor({ timeout: UI_TIMEOUT_MS });
+    await page.getByRole("link", { name: runId }).click();
+    await page.waitForURL(`${url}/runs/${runId}`);
+    await context.close();
+  });
+
   test("a journal altered on its way to the browser fails verification at the altered entry", async () => {
     const id = uid("console-tamper");
     await register({
