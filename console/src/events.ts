@@ -5,7 +5,7 @@
  * the stream ends before the run's attestation (the server closes a stream
  * after 5 minutes) or the connection drops.
  */
-import { apiFetch, seg } from "./api.ts";
+import { ApiError, apiFetch, seg } from "./api.ts";
 import { RawEntry } from "./schemas.ts";
 import { SseParser } from "./sse.ts";
 
@@ -42,6 +42,10 @@ export async function followJournal(runId: string, options: FollowOptions): Prom
         return;
       }
       options.onError(error);
+      // A refusal (no such run, a bad token) stays a refusal: only network failures and 5xx are retried.
+      if (error instanceof ApiError && error.status < 500) {
+        return;
+      }
     }
     await new Promise((resolve) => setTimeout(resolve, RECONNECT_DELAY_MS));
   }
