@@ -8,34 +8,11 @@
  */
 import type { ComponentChildren } from "preact";
 import { useEffect, useState } from "preact/hooks";
+import { parseRoute, type Route } from "./routes.ts";
 
-export type Route =
-  | { page: "runs"; query: URLSearchParams }
-  | { page: "run"; runId: string }
-  | { page: "workflows" }
-  | { page: "workflow"; id: string }
-  | { page: "not_found"; path: string };
+export type { Route } from "./routes.ts";
 
 const NAVIGATED_EVENT = "trellis:navigated";
-
-/** The route of a path and query string. */
-export function parseRoute(pathname: string, search: string): Route {
-  const parts = pathname.split("/").filter((part) => part !== "");
-  const [first, second, ...rest] = parts.map((part) => decodeURIComponent(part));
-  if (first === undefined) {
-    return { page: "runs", query: new URLSearchParams(search) };
-  }
-  if (first === "runs" && second !== undefined && rest.length === 0) {
-    return { page: "run", runId: second };
-  }
-  if (first === "workflows" && second === undefined) {
-    return { page: "workflows" };
-  }
-  if (first === "workflows" && second !== undefined && rest.length === 0) {
-    return { page: "workflow", id: second };
-  }
-  return { page: "not_found", path: pathname };
-}
 
 /** Goes to `href` without reloading the page. */
 export function navigate(href: string): void {

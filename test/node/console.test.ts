@@ -5,6 +5,7 @@
 import { describe, expect, test } from "vitest";
 import { layersOf, layoutDag, NODE_WIDTH_PX } from "../../console/src/dag-layout.ts";
 import { childrenByNode, summarizeEntry } from "../../console/src/journal-summary.ts";
+import { parseRoute } from "../../console/src/routes.ts";
 import { fieldsOf, valueOf } from "../../console/src/schema-fields.ts";
 import { SseParser } from "../../console/src/sse.ts";
 
@@ -146,5 +147,21 @@ describe("journal timeline lines", () => {
       { kind: "child.started", body: { node: "sub", child_run_id: "run_b" } },
     ];
     expect([...childrenByNode(entries)]).toEqual([["sub", ["run_a", "run_b"]]]);
+  });
+});
+
+describe("routes", () => {
+  test("every page has an address that can be loaded directly", () => {
+    const runs = parseRoute("/", "?status=waiting&workflow=greet");
+    expect(runs.page === "runs" && runs.query.get("status")).toBe("waiting");
+    expect(parseRoute("/runs/run_abc", "")).toEqual({ page: "run", runId: "run_abc" });
+    expect(parseRoute("/workflows", "")).toEqual({ page: "workflows" });
+    expect(parseRoute("/workflows/my%20flow/", "")).toEqual({ page: "workflow", id: "my flow" });
+  });
+
+  test("anything else is not found, a malformed escape included", () => {
+    for (const path of ["/runs", "/runs/a/b", "/workflows/a/b", "/nope", "/runs/%E0%A4%A"]) {
+      expect(parseRoute(path, "")).toEqual({ page: "not_found", path });
+    }
   });
 });
