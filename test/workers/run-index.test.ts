@@ -316,6 +316,24 @@ describe("the index never blocks a run and catches up after failed writes", () =
     await vi.waitUntil(async () => (await storedAlarm(runId)) === null, { timeout: 10_000 });
   });
 
+  it("a run stored before the index existed is indexed when its object next loads", async ({ expect }) => {
+    const id = uniqueId("backfill");
+    await registerWorkflow(callWorkflow(id, `/mark/${id}`));
+    const runId = await start(id);
+    expect((await waitForRun(runId)).status).toBe("completed");
+    await untilListed(`workflow=${id}`, runId, "completed");
+    // As if stored by a version without the index: no outbox in the run's storage, no row in D1.
+    await runInDurableObject(stubOf(runId), (_instance, state) => {
+      state.storage.sql.exec("DELETE FROM index_outbox");
+    });
+    await env.RUN_INDEX.prepare("DELETE FROM runs WHERE run_id = ?").bind(runId).run();
+    await abortAllDurableObjects();
+    expect((await list(`workflow=${id}`)).runs).toEqual([]);
+    // Any call loads the object; loading stages the row and writes it.
+    expect((await api("GET", `/v1/runs/${runId}`)).json.status).toBe("completed");
+    await untilListed(`workflow=${id}`, runId, "completed");
+  });
+
   it("upserts are idempotent and ordered: an older row never replaces a newer one", async ({ expect }) => {
     const runId = `run_${crypto.randomUUID().replaceAll("-", "")}`;
     const record = {
