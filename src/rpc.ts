@@ -4,7 +4,9 @@ import { checkBodyLimits } from "../lib/json-limits.ts";
 import type { JournalEntry } from "../lib/journal/index.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import type {
+  DefinitionList,
   DefinitionRecord,
+  DefinitionVersions,
   GateView,
   Jwks,
   RegisterResponse,
@@ -48,6 +50,18 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods 
       const pinned = optionalInteger(version, "version", 1);
       return service.getDefinition(this.env, idArgument(kind, "kind"), idArgument(id, "id"), pinned);
     });
+  }
+
+  /** `GET /v1/{kind}`; `page` is `{ limit?, cursor? }` as in the HTTP query, `limit` a number. */
+  listDefinitions(kind: string, page?: ListPageArgument): Promise<Result<DefinitionList>> {
+    return toResult(() => service.listDefinitions(this.env, idArgument(kind, "kind"), pageQuery(page)));
+  }
+
+  /** `GET /v1/{kind}/{id}/versions`. */
+  listVersions(kind: string, id: string, page?: ListPageArgument): Promise<Result<DefinitionVersions>> {
+    return toResult(() =>
+      service.listVersions(this.env, idArgument(kind, "kind"), idArgument(id, "id"), pageQuery(page)),
+    );
   }
 
   startRun(workflowId: string, request: unknown): Promise<Result<StartRunResponse & { created: boolean }>> {
@@ -154,6 +168,28 @@ function optionalInteger(value: unknown, name: string, min: number): number | un
     throw invalidArgument(name, `must be an integer ≥ ${min}`);
   }
   return value;
+}
+
+type ListPageArgument = { limit?: number; cursor?: string };
+
+/** A listing's page argument as the HTTP query the service parses (which reports anything else it holds). */
+function pageQuery(page: unknown): Record<string, string> {
+  if (page === undefined) {
+    return {};
+  }
+  if (typeof page !== "object" || page === null || Array.isArray(page)) {
+    throw invalidArgument("page", "must be an object { limit?, cursor? } when given");
+  }
+  const { limit, cursor, ...rest } = page as Record<string, unknown>;
+  const extra = Object.keys(rest)[0];
+  if (extra !== undefined) {
+    throw invalidArgument(`page.${extra}`, "is not a listing parameter");
+  }
+  const count = optionalInteger(limit, "page.limit", 1);
+  return {
+    ...(count === undefined ? {} : { limit: String(count) }),
+    ...(cursor === undefined ? {} : { cursor: idArgument(cursor, "page.cursor") }),
+  };
 }
 
 function invalidArgument(name: string, message: string): EngineError {

@@ -1,5 +1,7 @@
+import { exports } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { encodeCursor } from "../../catalog/listing.ts";
+import type { TrellisApi } from "../../src/rpc.ts";
 import { DefinitionList, DefinitionVersions, ErrorBody } from "../../schemas/index.ts";
 import { api, uniqueId } from "./helpers.ts";
 
@@ -164,6 +166,33 @@ describe("listing queries", () => {
     for (const path of ["/v1/workflows", "/v1/workflows/x/versions"]) {
       const response = await api("GET", path, undefined, null);
       expect(response.status, path).toBe(401);
+    }
+  });
+});
+
+describe("the listings over Workers RPC", () => {
+  it("answer like the HTTP routes, and refuse bad page arguments as data", async ({ expect }) => {
+    const rpc = exports.TrellisApi as unknown as TrellisApi;
+    const id = uniqueId("rpc-list");
+    await register({ tasks: [task(id, "1")] });
+    await register({ tasks: [task(id, "2")] });
+    const first = await rpc.listVersions("tasks", id, { limit: 1 });
+    if (!first.ok) {
+      throw new Error(first.error.message);
+    }
+    expect(first.value.versions.map((item) => item.version)).toEqual([2]);
+    const rest = await rpc.listVersions("tasks", id, { cursor: first.value.next_cursor ?? "" });
+    expect(rest.ok && rest.value.versions.map((item) => item.version)).toEqual([1]);
+    const listed = await rpc.listDefinitions("tasks", { limit: 100 });
+    expect(listed.ok).toBe(true);
+    for (const [page, path] of [
+      [{ limit: 0 }, "page.limit"],
+      [{ limit: "5" }, "page.limit"],
+      [{ colour: "red" }, "page.colour"],
+      ["all", "page"],
+    ] as const) {
+      const refused = await rpc.listDefinitions("tasks", page as never);
+      expect(refused.ok ? null : refused.error.details?.[0]?.path, JSON.stringify(page)).toBe(path);
     }
   });
 });
