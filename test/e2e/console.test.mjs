@@ -105,6 +105,9 @@ describe("web console in headless Chromium", () => {
     const page = await context.newPage();
     const requests = [];
     page.on("request", (request) => requests.push({ url: request.url(), type: request.resourceType() }));
+    const problems = [];
+    page.on("pageerror", (error) => problems.push(error.message));
+    page.on("console", (message) => message.type() === "error" && problems.push(message.text()));
     const t0 = Date.now();
 
     await page.goto(`${url}/`);
@@ -149,6 +152,9 @@ describe("web console in headless Chromium", () => {
       requests.filter((r) => r.url.includes(token)),
       [],
     );
+
+    // Nothing failed in the page, the content security policy included.
+    assert.deepEqual(problems, []);
 
     // A deep link survives a reload; the session keeps the token.
     await page.reload();
@@ -318,6 +324,8 @@ describe("web console in headless Chromium", () => {
       const res = await fetch(`${url}${path}`, { headers: navigate });
       assert.equal(res.status, 200, path);
       assert.match(await res.text(), /<title>Trellis console<\/title>/, path);
+      assert.match(res.headers.get("content-security-policy") ?? "", /script-src 'self'/, path);
+      assert.match(res.headers.get("content-security-policy") ?? "", /frame-ancestors 'none'/, path);
     }
     const script = await fetch(`${url}/build/app.js`);
     assert.equal(script.status, 200);
