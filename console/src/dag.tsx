@@ -47,6 +47,8 @@ export function DagGraph(props: {
   view: RunView;
   definition: DefinitionRecord | null | undefined;
   children: Map<string, string[]>;
+  /** Called with a node's id when its box is clicked. */
+  onSelect: (node: string) => void;
 }) {
   const nodes = graphNodes(props.view, props.definition);
   const layout = layoutDag(nodes);
@@ -77,6 +79,7 @@ export function DagGraph(props: {
           node={props.view.nodes[placed.id]}
           subWorkflow={byId.get(placed.id)?.subWorkflow ?? false}
           children={props.children.get(placed.id) ?? []}
+          onSelect={props.onSelect}
         />
       ))}
     </svg>
@@ -90,6 +93,7 @@ function DagBox(props: {
   node: NodeView | undefined;
   subWorkflow: boolean;
   children: string[];
+  onSelect: (node: string) => void;
 }) {
   const status = props.node?.status ?? "pending";
   const progress = foreachProgress(props.node);
@@ -97,7 +101,13 @@ function DagBox(props: {
     .filter((part) => part !== null)
     .join(" · ");
   return (
-    <g class={`dag-node status-${status}`} data-node={props.id} data-status={status}>
+    <g
+      class={`dag-node status-${status}`}
+      data-node={props.id}
+      data-status={status}
+      onClick={() => props.onSelect(props.id)}
+    >
+      <title>{`${props.id}: click for its invocations and steps`}</title>
       <rect x={props.x} y={props.y} width={NODE_WIDTH_PX} height={NODE_HEIGHT_PX} rx="8" />
       <text x={props.x + 10} y={props.y + 20} class="dag-title">
         {props.id}
@@ -111,6 +121,7 @@ function DagBox(props: {
           href={`/runs/${child}`}
           onClick={(event: MouseEvent) => {
             event.preventDefault();
+            event.stopPropagation(); // the link, not the box: no node panel
             navigate(`/runs/${child}`);
           }}
         >

@@ -3,11 +3,13 @@
  * error), controls, open gates with their forms, the DAG, the verification of
  * the journal in this browser, and the journal as a timeline.
  */
+import { useState } from "preact/hooks";
 import { isTerminal } from "../../coordinator/lifecycle.ts";
 import type { RunView } from "../../schemas/api.ts";
 import { DagGraph } from "./dag.tsx";
 import { childrenByNode } from "./journal-summary.ts";
 import { JournalTimeline } from "./journal-timeline.tsx";
+import { NodePanel } from "./node-panel.tsx";
 import { Gates, RunControls } from "./run-actions.tsx";
 import { useRunState } from "./run-state.ts";
 import { Link } from "./router.tsx";
@@ -16,6 +18,7 @@ import { verificationText, type Verification } from "./verify.ts";
 
 export function RunPage(props: { runId: string }) {
   const state = useRunState(props.runId);
+  const [selected, setSelected] = useState<string | null>(null);
   const { view } = state;
   if (view === undefined) {
     return (
@@ -37,10 +40,18 @@ export function RunPage(props: { runId: string }) {
       </Section>
       <Section title="Graph">
         <div class="dag-scroll">
-          <DagGraph view={view} definition={state.definition} children={children} />
+          <DagGraph view={view} definition={state.definition} children={children} onSelect={setSelected} />
         </div>
         <ChildList children={children} />
       </Section>
+      {selected === null ? null : (
+        <NodePanel
+          runId={view.run_id}
+          node={selected}
+          version={`${view.updated_at}/${state.entries.length}`}
+          onClose={() => setSelected(null)}
+        />
+      )}
       <Section title={`Journal (${state.entries.length})`}>
         <JournalTimeline entries={state.entries} />
       </Section>

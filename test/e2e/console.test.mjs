@@ -137,6 +137,15 @@ describe("web console in headless Chromium", () => {
     assert.match(await verified.innerText(), new RegExp(`^verified · ${journal.json.entries.length} entries`));
     await page.locator('[data-node="finish"][data-status="completed"]').waitFor({ timeout: UI_TIMEOUT_MS });
     const signInToVerifiedMs = Date.now() - t0;
+    // A node's box opens its invocations and step records.
+    await page.locator('[data-node="fan"]').click();
+    await page.locator('[data-node-panel="fan"]').getByText("invocation 2").waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.equal(await page.locator('[data-node-panel="fan"] details').count(), 3);
+    await page.locator('[data-node="ask"]').click();
+    const askSteps = page.locator('[data-node-panel="ask"] table.steps');
+    await askSteps.first().waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.match(await askSteps.first().innerText(), /approve\s+human .*\s+suspended/);
+    assert.match(await askSteps.last().innerText(), /approve\s+human .*\s+completed/);
     await page.screenshot({ path: join(SCREENSHOTS, "run-page.png"), fullPage: true });
 
     const run = await api("GET", `/v1/runs/${runId}`);
