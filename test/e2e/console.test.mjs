@@ -174,6 +174,26 @@ describe("web console in headless Chromium", () => {
     process.stdout.write(`browser: sign_in_to_verified=${(signInToVerifiedMs / 1000).toFixed(1)}s\n`);
   });
 
+  test("the runs list updates by itself while a run progresses", async () => {
+    const id = uid("console-live");
+    await register({ workflows: [gatedWorkflow(id)] });
+    const started = await startRun(id, { input: { items: [1] } });
+    assert.equal(started.status, 201, show(started));
+    const runId = started.json.run_id;
+
+    const context = await browser.newContext();
+    await context.addInitScript((value) => sessionStorage.setItem("trellis.api_token", value), token);
+    const page = await context.newPage();
+    await page.goto(`${url}/?workflow=${id}`);
+    const row = page.locator(`tr[data-run-id="${runId}"]`);
+    await row.getByText("waiting").waitFor({ timeout: UI_TIMEOUT_MS });
+    const answered = await api("POST", `/v1/runs/${runId}/gates/gate_1`, { body: { response: { ok: false } } });
+    assert.equal(answered.status, 200, show(answered));
+    // No navigation, no reload: the list's own refresh shows the new status.
+    await row.getByText("completed").waitFor({ timeout: UI_TIMEOUT_MS });
+    await context.close();
+  });
+
   test("a workflow's page shows its versions and YAML and starts a run from its input form; the list filters by workflow", async () => {
     const id = uid("console-start");
     const workflow = (greeting) => ({
