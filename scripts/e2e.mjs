@@ -21,7 +21,6 @@ import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { startShellServer } from "../containers/shell-server/server.mjs";
-import { ensureChromium } from "./lib/chromium.mjs";
 import { startHttpTarget } from "./lib/http-target.mjs";
 import { repoRoot, resolveNode, startWranglerDev } from "./lib/wrangler-dev.mjs";
 
@@ -41,7 +40,7 @@ async function main() {
     log("no test/e2e/*.test.mjs files");
     return 1;
   }
-  await ensureBrowserFor(files);
+
   const target = await startHttpTarget({ port: 0 });
   // Containers run in local mode against this shell server (docs/containers.md).
   const shell = await startShellServer({ port: 0 });
@@ -99,17 +98,6 @@ function listTestFiles() {
     .filter((f) => f.endsWith(".test.mjs"))
     .sort()
     .map((f) => relative(repoRoot, join(e2eDir, f)));
-}
-
-/**
- * The browser suite (test/e2e/console.test.mjs) drives Chromium: installed now when missing
- * (scripts/lib/chromium.mjs), so that apt-get's minute is not counted in the suite's own time.
- * @param {string[]} files
- */
-async function ensureBrowserFor(files) {
-  if (files.some((file) => file.endsWith("console.test.mjs"))) {
-    await ensureChromium(log);
-  }
 }
 
 /** A new Ed25519 journal signing key: PKCS#8 DER, base64. */

@@ -14,7 +14,7 @@ import { api, env, register, show, startRun, uid } from "./helpers.mjs";
 const SCREENSHOTS = join(repoRoot, ".test-results", "screenshots");
 /** Long enough for the run index to catch up and the list to poll it again. */
 const UI_TIMEOUT_MS = 30_000;
-/** Set once `wrangler dev` is up: the suite's time is the browser's (launch and tests), not wrangler's start. */
+/** Set once `wrangler dev` is up and Chromium installed: the suite's time is the browser's (launch and tests). */
 let suiteStarted = 0;
 
 /** A workflow whose middle node waits at a human gate, with a foreach fan-out beside it. */
@@ -84,10 +84,12 @@ describe("web console in headless Chromium", () => {
 
   before(async () => {
     ({ url, token } = await env());
+    // On a fresh machine this installs Debian's chromium first (a minute or two, not counted below).
+    const executablePath = await ensureChromium();
     suiteStarted = Date.now();
     mkdirSync(SCREENSHOTS, { recursive: true });
     // Root in CI and containers: Chromium's sandbox needs user namespaces it may not have there.
-    browser = await chromium.launch({ executablePath: await ensureChromium(), args: ["--no-sandbox"] });
+    browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });
   });
   after(async () => {
     await browser?.close();
