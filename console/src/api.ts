@@ -93,7 +93,7 @@ export function postJson<T>(schema: z.ZodType<T>, path: string, body: unknown): 
 }
 
 /** A path segment, percent-encoded. */
-export function seg(value: string): string {
+export function encodeSegment(value: string): string {
   return encodeURIComponent(value);
 }
 

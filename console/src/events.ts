@@ -5,7 +5,7 @@
  * the stream ends before the run's attestation (the server closes a stream
  * after 5 minutes) or the connection drops.
  */
-import { ApiError, apiFetch, seg } from "./api.ts";
+import { ApiError, apiFetch, encodeSegment } from "./api.ts";
 import { RawEntry } from "./schemas.ts";
 import { SseParser } from "./sse.ts";
 
@@ -58,7 +58,7 @@ async function readOnce(
   options: FollowOptions,
   advance: (seq: number) => void,
 ): Promise<boolean> {
-  const res = await apiFetch(`/v1/runs/${seg(runId)}/events`, {
+  const res = await apiFetch(`/v1/runs/${encodeSegment(runId)}/events`, {
     headers: { "last-event-id": String(after), "accept": "text/event-stream" },
     signal: options.signal,
   });

@@ -5,14 +5,14 @@
  * whenever the run changes.
  */
 import { NodeDetail, type DispatchView } from "../../schemas/api.ts";
-import { apiJson, seg } from "./api.ts";
+import { apiJson, encodeSegment } from "./api.ts";
 import { useLoad } from "./hooks.ts";
 import { Link } from "./router.tsx";
 import { ErrorNote, JsonBlock, Section, StatusBadge } from "./ui.tsx";
 
 export function NodePanel(props: { runId: string; node: string; version: string; onClose: () => void }) {
   const detail = useLoad(
-    () => apiJson(NodeDetail, `/v1/runs/${seg(props.runId)}/nodes/${seg(props.node)}`),
+    () => apiJson(NodeDetail, `/v1/runs/${encodeSegment(props.runId)}/nodes/${encodeSegment(props.node)}`),
     [props.runId, props.node, props.version],
   );
   const close = (

@@ -7,7 +7,7 @@
 import { useState } from "preact/hooks";
 import { allows, RUN_CONTROLS, type RunControl } from "../../coordinator/controls.ts";
 import { GateView, RunView } from "../../schemas/api.ts";
-import { postJson, seg } from "./api.ts";
+import { postJson, encodeSegment } from "./api.ts";
 import { SchemaForm } from "./schema-form.tsx";
 import { ErrorNote, JsonBlock, StatusBadge, Time } from "./ui.tsx";
 
@@ -20,7 +20,7 @@ export function RunControls(props: { view: RunView; onDone: () => void }) {
     }
     setBusy(control);
     try {
-      await postJson(RunView, `/v1/runs/${seg(props.view.run_id)}/${control}`, {});
+      await postJson(RunView, `/v1/runs/${encodeSegment(props.view.run_id)}/${control}`, {});
       setError(null);
     } catch (failure) {
       setError(failure);
@@ -94,7 +94,11 @@ function GateForm(props: { runId: string; gate: GateView; onDone: () => void }) 
   const answer = async (response: unknown): Promise<void> => {
     try {
       const body = responder.trim() === "" ? { response } : { response, responder: responder.trim() };
-      await postJson(GateView, `/v1/runs/${seg(props.runId)}/gates/${seg(props.gate.gate_id)}`, body);
+      await postJson(
+        GateView,
+        `/v1/runs/${encodeSegment(props.runId)}/gates/${encodeSegment(props.gate.gate_id)}`,
+        body,
+      );
       setError(null);
       props.onDone();
     } catch (failure) {

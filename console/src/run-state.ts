@@ -6,7 +6,7 @@
  */
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { DefinitionRecord, RunView } from "../../schemas/api.ts";
-import { apiFetch, apiJson, seg } from "./api.ts";
+import { apiFetch, apiJson, encodeSegment } from "./api.ts";
 import { followJournal, type ReceivedEntry } from "./events.ts";
 import { verifyInBrowser, type Verification } from "./verify.ts";
 
@@ -34,7 +34,7 @@ export function useRunState(runId: string): RunState {
   const jwks = useRef<Promise<unknown> | null>(null);
 
   const loadView = useCallback(() => {
-    apiJson(RunView, `/v1/runs/${seg(runId)}`).then(setView, setError);
+    apiJson(RunView, `/v1/runs/${encodeSegment(runId)}`).then(setView, setError);
   }, [runId]);
   const viewSoon = useDebounced(loadView, VIEW_REFRESH_DELAY_MS);
   const verifySoon = useDebounced(
@@ -88,7 +88,7 @@ function useDefinition(view: RunView | undefined): DefinitionRecord | null | und
     if (workflow === undefined) {
       return;
     }
-    const path = `/v1/workflows/${seg(workflow.id)}/versions/${workflow.version}`;
+    const path = `/v1/workflows/${encodeSegment(workflow.id)}/versions/${workflow.version}`;
     apiJson(DefinitionRecord, path).then(setDefinition, () => setDefinition(null));
   }, [key]);
   return definition;

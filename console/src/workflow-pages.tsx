@@ -6,7 +6,7 @@
 import { useState } from "preact/hooks";
 import { stringify } from "yaml";
 import { DefinitionList, DefinitionRecord, DefinitionVersions, StartRunResponse } from "../../schemas/api.ts";
-import { apiJson, postJson, seg } from "./api.ts";
+import { apiJson, postJson, encodeSegment } from "./api.ts";
 import { useLoad } from "./hooks.ts";
 import { Link, navigate } from "./router.tsx";
 import { SchemaForm } from "./schema-form.tsx";
@@ -40,7 +40,7 @@ export function WorkflowsPage() {
 
 export function WorkflowPage(props: { id: string }) {
   const versions = useLoad(
-    () => apiJson(DefinitionVersions, `/v1/workflows/${seg(props.id)}/versions?limit=100`),
+    () => apiJson(DefinitionVersions, `/v1/workflows/${encodeSegment(props.id)}/versions?limit=100`),
     [props.id],
   );
   const [picked, setPicked] = useState<number | null>(null);
@@ -74,14 +74,14 @@ export function WorkflowPage(props: { id: string }) {
 
 function VersionView(props: { id: string; version: number }) {
   const record = useLoad(
-    () => apiJson(DefinitionRecord, `/v1/workflows/${seg(props.id)}/versions/${props.version}`),
+    () => apiJson(DefinitionRecord, `/v1/workflows/${encodeSegment(props.id)}/versions/${props.version}`),
     [props.id, props.version],
   );
   const [error, setError] = useState<unknown>(null);
   const definition = record.data?.definition;
   const start = async (input: unknown): Promise<void> => {
     try {
-      const started = await postJson(StartRunResponse, `/v1/workflows/${seg(props.id)}/runs`, {
+      const started = await postJson(StartRunResponse, `/v1/workflows/${encodeSegment(props.id)}/runs`, {
         input,
         version: props.version,
       });
