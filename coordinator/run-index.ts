@@ -130,7 +130,7 @@ export class RunIndexSync {
    * commit, on load and when the alarm fires; never awaited by the run.
    */
   flush(): void {
-    if (this.writing || this.deps.outbox.stagedIndexRow() === null) {
+    if (this.writing || this.staged() === null) {
       return;
     }
     this.writing = true;
@@ -148,7 +148,7 @@ export class RunIndexSync {
    * retry time, or each wake meanwhile would fire the alarm again at once.
    */
   heldUntil(now: number): number | null {
-    const staged = this.deps.outbox.stagedIndexRow();
+    const staged = this.staged();
     if (staged === null) {
       return null;
     }
@@ -158,7 +158,7 @@ export class RunIndexSync {
   /** Writes staged rows until none is left, or stops at a failure with the retry scheduled. */
   private async writeStaged(): Promise<void> {
     const now = this.deps.now ?? Date.now;
-    for (let staged = this.deps.outbox.stagedIndexRow(); staged !== null;) {
+    for (let staged = this.staged(); staged !== null;) {
       try {
         await upsertIndexRow(this.deps.db, staged.row);
       } catch (error) {
@@ -177,8 +177,24 @@ export class RunIndexSync {
         return;
       }
       this.deps.outbox.indexRowWritten(staged.row.seq);
-      staged = this.deps.outbox.stagedIndexRow();
+      staged = this.staged();
     }
     await this.deps.wakes.holdReleased();
+  }
+
+  /**
+   * The staged row; a row that cannot be read (it never should) is logged
+   * and left alone rather than thrown into the run's event: the index must
+   * never fail the run. The next status change stages a fresh one.
+   */
+  private staged(): StagedIndexRow | null {
+    try {
+      return this.deps.outbox.stagedIndexRow();
+    } catch (error) {
+      console.error(
+        JSON.stringify({ msg: "reading the staged run index row failed", error: ensureEngineError(error).message }),
+      );
+      return null;
+    }
   }
 }

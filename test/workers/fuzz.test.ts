@@ -430,6 +430,7 @@ describe("fuzz: hostile input at every route never gets a 5xx", () => {
         ),
       ),
       fc.tuple(fc.constant("journalKeys"), fc.constant([])),
+      fc.tuple(fc.constant("listRuns"), fc.tuple(cloneable)),
     );
     await check(
       fc.asyncProperty(call, async ([method, args]) => {
