@@ -1,5 +1,6 @@
 import { setBounded } from "../lib/bounded-cache.ts";
-import { unwrap } from "../lib/result.ts";
+import { EngineError } from "../lib/errors.ts";
+import { unwrap, type Result } from "../lib/result.ts";
 import { ResolvedRun, type RunSnapshot } from "../schemas/index.ts";
 import type { Catalog } from "./catalog.ts";
 
@@ -50,6 +51,8 @@ function catalog(env: Env): CatalogApi {
 /**
  * The snapshot a run starting now keeps: `workflowId` at `version` (the
  * latest when undefined), served from cache when it is certainly current.
+ * A cached snapshot is shared: callers read it and send it over RPC (which
+ * copies it), never change it.
  */
 export async function resolveSnapshot(env: Env, workflowId: string, version?: number): Promise<RunSnapshot> {
   const key = cacheKey(env, workflowId, version);
@@ -67,6 +70,26 @@ export async function resolveSnapshot(env: Env, workflowId: string, version?: nu
     await remember(key, { snapshot, floating: [own, ...resolved.floating] });
   }
   return snapshot;
+}
+
+/**
+ * {@link resolveSnapshot} with the catalog's answers as a Result, as a run
+ * starting a child expects them; a platform failure (the catalog object
+ * unreachable) still throws, so the caller tells the two apart as before.
+ */
+export async function resolveSnapshotResult(
+  env: Env,
+  workflowId: string,
+  version?: number,
+): Promise<Result<RunSnapshot>> {
+  try {
+    return { ok: true, value: await resolveSnapshot(env, workflowId, version) };
+  } catch (thrown) {
+    if (thrown instanceof EngineError) {
+      return { ok: false, error: thrown.toData() };
+    }
+    throw thrown;
+  }
 }
 
 /** True when every floating reference still names the version the resolution found (no call when there are none). */

@@ -1,6 +1,5 @@
 import { ensureEngineError } from "../lib/errors.ts";
-import { resolveSnapshot } from "../catalog/index.ts";
-import { toResult } from "../lib/result.ts";
+import { resolveSnapshotResult } from "../catalog/index.ts";
 import type { JournalEntry } from "../schemas/index.ts";
 import { cancelChildRuns, notifyParentRun, startChildRun, type RunPeer, type RunPeers } from "./children.ts";
 import type { Command } from "./draft.ts";
@@ -74,7 +73,7 @@ function performOne<K extends Command["kind"]>(
 function peersOf(env: Env): RunPeers {
   return {
     // Through the snapshot caches, like a start over the API: a pinned child may not need the catalog at all.
-    catalog: () => ({ resolveRun: (workflowId, version) => toResult(() => resolveSnapshot(env, workflowId, version)) }),
+    catalog: () => ({ resolveRun: (workflowId, version) => resolveSnapshotResult(env, workflowId, version) }),
     run: (runId) => env.COORDINATOR.get(env.COORDINATOR.idFromName(runId)) as unknown as RunPeer,
   };
 }

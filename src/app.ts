@@ -3,6 +3,7 @@ import { RUN_CONTROLS } from "../coordinator/controls.ts";
 import { EngineError } from "../lib/errors.ts";
 import { checkBodyLimits, MAX_BODY_BYTES } from "../lib/json-limits.ts";
 import { parseYamlBody } from "../lib/yaml-body.ts";
+import { DEFINITION_KINDS } from "../schemas/index.ts";
 import { bearerAuth } from "./auth.ts";
 import { onError } from "./errors.ts";
 import { streamRunEvents } from "./events.ts";
@@ -10,6 +11,13 @@ import { listRuns } from "./run-list.ts";
 import * as service from "./service.ts";
 
 type App = { Bindings: Env; Variables: { principal: string } };
+
+/**
+ * The kinds `GET /v1/{kind}` lists, as a route pattern (`mcp_servers` also as
+ * `mcp-servers`). A group: Hono splices the pattern into the route's regex as
+ * it is, where a bare `a|b` would split the whole path.
+ */
+const LISTED_KINDS = `(?:${[...DEFINITION_KINDS, "mcp-servers"].join("|")})`;
 
 /** The HTTP API (docs/api.md). Routes parse their input, call a service operation, and answer. */
 export function createApp(): Hono<App> {
@@ -56,8 +64,17 @@ export function createApp(): Hono<App> {
   app.post("/v1/runs/:runId/gates/:gateId", async (c) =>
     c.json(await service.answerGate(c.env, c.req.param("runId"), c.req.param("gateId"), await readJson(c))),
   );
-  app.get("/v1/:kind", async (c) => c.json(await service.listDefinitions(c.env, c.req.param("kind"), c.req.query())));
-  app.get("/v1/:kind/:id/versions", async (c) =>
+  definitionRoutes(app);
+  return app;
+}
+
+/** Definitions: the listings (`GET /v1/{kind}`, `…/{id}/versions`) and one definition, latest or pinned. */
+function definitionRoutes(app: Hono<App>): void {
+  // Kinds spelled out, so these never shadow another `/v1/<name>` route (`/v1/runs`) whatever the order.
+  app.get(`/v1/:kind{${LISTED_KINDS}}`, async (c) =>
+    c.json(await service.listDefinitions(c.env, c.req.param("kind"), c.req.query())),
+  );
+  app.get(`/v1/:kind{${LISTED_KINDS}}/:id/versions`, async (c) =>
     c.json(await service.listVersions(c.env, c.req.param("kind"), c.req.param("id"), c.req.query())),
   );
   app.get("/v1/:kind/:id", async (c) =>
@@ -70,7 +87,6 @@ export function createApp(): Hono<App> {
     }
     return c.json(await service.getDefinition(c.env, c.req.param("kind"), c.req.param("id"), version));
   });
-  return app;
 }
 
 /**

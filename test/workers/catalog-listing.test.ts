@@ -124,7 +124,9 @@ describe("GET /v1/{kind}/{id}/versions", () => {
       code: "definition.not_found",
       paths: [],
     });
-    expect((await problem(`/v1/gadgets/x/versions`)).status).toBe(404);
+    for (const path of ["/v1/gadgets", "/v1/gadgets/x/versions"]) {
+      expect(await problem(path), path).toMatchObject({ status: 404, code: "route.not_found" });
+    }
   });
 });
 
