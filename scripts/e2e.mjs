@@ -139,7 +139,7 @@ function runNodeTest(files, env, measurements) {
       pending = lines.pop() ?? "";
       for (const line of lines) {
         const m =
-          /\b(chain\d+: total=\S+ per_node=\S+|fanout\d+: makespan=.*|gate_answer_to_resume: .*|containers: shell_true_run .*|restart: every run reached .*)$/.exec(
+          /\b(chain\d+: total=\S+ per_node=\S+|fanout\d+: makespan=.*|gate_answer_to_resume: .*|containers: shell_true_run .*|restart: every run reached .*|browser: .*)$/.exec(
             line,
           );
         if (m?.[1]) measurements.push(m[1]);

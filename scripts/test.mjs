@@ -90,7 +90,7 @@ async function staticChecks() {
   const bin = (/** @type {string} */ name) => join(repoRoot, "node_modules", ".bin", name);
   /** @type {[string, string, string[]][]} */
   const checks = [
-    ...["tsconfig.json", "test/tsconfig.json", "test/tsconfig.node.json"].map(
+    ...["tsconfig.json", "test/tsconfig.json", "test/tsconfig.node.json", "console/tsconfig.json"].map(
       (config) =>
         /** @type {[string, string, string[]]} */ ([`typecheck (${config})`, bin("tsc"), ["-p", config, "--noEmit"]]),
     ),

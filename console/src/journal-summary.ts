@@ -1,0 +1,106 @@
+/**
+ * One line per journal entry for the run page's timeline: the node and step
+ * it concerns (from its body, when it has them) and a short summary, written
+ * per kind (docs/journal.md#entry-kinds). A kind without a row here is
+ * summarized from its body's first fields.
+ */
+
+export interface EntryLine {
+  node: string | null;
+  step: string | null;
+  summary: string;
+}
+
+type Body = Record<string, unknown>;
+
+function text(value: unknown): string {
+  if (value === null || value === undefined) {
+    return "–";
+  }
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+function errorText(value: unknown): string {
+  if (typeof value === "object" && value !== null && "code" in value && "message" in value) {
+    return `${text(value.code)}: ${text(value.message)}`;
+  }
+  return text(value);
+}
+
+function itemText(body: Body): string {
+  return typeof body["item"] === "number" ? ` item ${body["item"]}` : "";
+}
+
+const SUMMARIES: Record<string, (body: Body) => string> = {
+  "run.created": (b) => `${text(b["mode"])} run of ${workflowText(b["workflow"])}`,
+  "run.status": (b) => `${text(b["from"])} → ${text(b["to"])}: ${text(b["reason"])}`,
+  "run.redriven": (b) => `redrive ${text(b["redrive"])}: ${text(b["nodes"])}`,
+  "node.started": (b) =>
+    `iteration ${text(b["iteration"])}, ${text(b["invocations"])} invocation(s)` +
+    (Array.isArray(b["skipped"]) && b["skipped"].length > 0 ? `, ${b["skipped"].length} skipped` : ""),
+  "node.completed": (b) => `${text(b["invocations"])} invocation(s), ${text(b["iterations"])} iteration(s)`,
+  "node.failed": (b) => `${errorText(b["error"])} (on_failure ${text(b["on_failure"])})`,
+  "node.skipped": (b) => text(b["reason"]),
+  "node.cancelled": (b) => text(b["reason"]),
+  "node.repeat": (b) => `iteration ${text(b["iteration"])} done; until ${text(b["until"])} is false`,
+  "task.dispatched": (b) =>
+    `attempt ${text(b["attempt"])}${itemText(b)}` + (b["resume"] === undefined ? "" : `, resumed ${text(b["resume"])}`),
+  "task.completed": (b) => `attempt ${text(b["attempt"])}${itemText(b)} in ${text(b["duration_ms"])} ms`,
+  "task.failed": (b) => `attempt ${text(b["attempt"])}${itemText(b)}: ${errorText(b["error"])}`,
+  "task.suspended": (b) => `attempt ${text(b["attempt"])}${itemText(b)} waits at ${text(b["step"])}`,
+  "task.timeout": (b) => `attempt ${text(b["attempt"])}${itemText(b)} timed out`,
+  "task.lost": (b) => `attempt ${text(b["attempt"])}${itemText(b)} lost; dispatched again`,
+  "task.retry_scheduled": (b) => `attempt ${text(b["attempt"])}${itemText(b)} due at ${text(b["at"])}`,
+  "task.result_ignored": (b) => `${b["success"] === true ? "success" : "failure"} ignored: ${text(b["reason"])}`,
+  "gate.opened": (b) => `${text(b["gate_id"])} opened` + (b["expires_at"] ? `, expires ${text(b["expires_at"])}` : ""),
+  "gate.answered": (b) => `${text(b["gate_id"])} answered by ${text(b["responder"])}: ${text(b["response"])}`,
+  "gate.expired": (b) => `${text(b["gate_id"])} expired: ${text(b["reason"] ?? b["on_timeout"])}`,
+  "approval.requested": (b) => `${text(b["gate_id"])}: approve ${actionText(b["action"])}?`,
+  "approval.granted": (b) => `${text(b["gate_id"])} granted by ${text(b["responder"])}`,
+  "approval.rejected": (b) => `${text(b["gate_id"])} rejected by ${text(b["responder"])}`,
+  "child.started": (b) => `child ${text(b["child_run_id"])} (${text(b["workflow"])})`,
+  "child.finished": (b) =>
+    `child ${text(b["child_run_id"])} ${text(b["status"])}` + (b["error"] ? `: ${errorText(b["error"])}` : ""),
+  "child.cancel_requested": (b) => `cancel child ${text(b["child_run_id"] ?? b["key"])}`,
+  "attest": (b) => `${text(b["outcome"])}: ${text(b["reason"])} (cites ${text(b["cited"])})`,
+};
+
+function workflowText(value: unknown): string {
+  if (typeof value === "object" && value !== null && "id" in value && "version" in value) {
+    return `${text(value.id)}@${text(value.version)}`;
+  }
+  return text(value);
+}
+
+function actionText(value: unknown): string {
+  if (typeof value === "object" && value !== null && "id" in value && "kind" in value) {
+    return `${text(value.kind)} ${workflowText(value)}`;
+  }
+  return text(value);
+}
+
+const MAX_SUMMARY_CHARS = 160;
+
+/** The timeline line of an entry of `kind` with `body`. */
+export function summarizeEntry(kind: string, body: Body): EntryLine {
+  const summarize = SUMMARIES[kind];
+  const summary = summarize === undefined ? JSON.stringify(body) : summarize(body);
+  return {
+    node: typeof body["node"] === "string" ? body["node"] : null,
+    step: typeof body["step"] === "string" ? body["step"] : null,
+    summary: summary.length > MAX_SUMMARY_CHARS ? `${summary.slice(0, MAX_SUMMARY_CHARS - 1)}…` : summary,
+  };
+}
+
+/** The child runs each node started, from its `child.started` entries, in journal order. */
+export function childrenByNode(entries: readonly { kind: string; body: Body }[]): Map<string, string[]> {
+  const children = new Map<string, string[]>();
+  for (const entry of entries) {
+    const node = entry.body["node"];
+    const child = entry.body["child_run_id"];
+    if (entry.kind === "child.started" && typeof node === "string" && typeof child === "string") {
+      children.set(node, [...(children.get(node) ?? []), child]);
+    }
+  }
+  return children;
+}

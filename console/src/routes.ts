@@ -1,0 +1,38 @@
+/**
+ * The console's pages by address: `/` (runs, filters in the query string),
+ * `/runs/{run_id}`, `/workflows` and `/workflows/{id}`; anything else is not
+ * found. Pure, so it is unit-tested (test/node/console.test.ts).
+ */
+export type Route =
+  | { page: "runs"; query: URLSearchParams }
+  | { page: "run"; runId: string }
+  | { page: "workflows" }
+  | { page: "workflow"; id: string }
+  | { page: "not_found"; path: string };
+
+/** The route of a path and query string. */
+export function parseRoute(pathname: string, search: string): Route {
+  let parts: string[];
+  try {
+    parts = pathname
+      .split("/")
+      .filter((part) => part !== "")
+      .map((part) => decodeURIComponent(part));
+  } catch {
+    return { page: "not_found", path: pathname }; // a malformed %-escape
+  }
+  const [first, second, ...rest] = parts;
+  if (first === undefined) {
+    return { page: "runs", query: new URLSearchParams(search) };
+  }
+  if (first === "runs" && second !== undefined && rest.length === 0) {
+    return { page: "run", runId: second };
+  }
+  if (first === "workflows" && second === undefined) {
+    return { page: "workflows" };
+  }
+  if (first === "workflows" && second !== undefined && rest.length === 0) {
+    return { page: "workflow", id: second };
+  }
+  return { page: "not_found", path: pathname };
+}

@@ -1,0 +1,382 @@
+// The web console in a real browser: headless Chromium (Debian's package,
+// scripts/lib/chromium.mjs) driven by playwright-core against `wrangler dev`,
+// which serves the console as Workers static assets next to the API.
+// Screenshots go to .test-results/screenshots/ (git-ignored).
+import assert from "node:assert/strict";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { chromium } from "playwright-core";
+import { ensureChromium } from "../../scripts/lib/chromium.mjs";
+import { repoRoot } from "../../scripts/lib/toolchain.mjs";
+import { api, env, register, show, startRun, uid } from "./helpers.mjs";
+
+const SCREENSHOTS = join(repoRoot, ".test-results", "screenshots");
+/** Long enough for the run index to catch up and the list to poll it again. */
+const UI_TIMEOUT_MS = 30_000;
+/** Set once `wrangler dev` is up and Chromium installed: the suite's time is the browser's (launch and tests). */
+let suiteStarted = 0;
+
+/** A workflow whose middle node waits at a human gate, with a foreach fan-out beside it. */
+function gatedWorkflow(id) {
+  const context = (path, expr) => ({ kind: "context", implementation: { updates: [{ path, expr }] } });
+  return {
+    id,
+    input_schema: { type: "object", properties: { items: { type: "array" } } },
+    nodes: {
+      prepare: {
+        input_mapping: { items: "$.input.items" },
+        task: {
+          steps: [{ ref: "count", action: context("n", "size(input.items)"), output_mapping: { "output.n": "$.n" } }],
+        },
+      },
+      fan: {
+        depends_on: ["prepare"],
+        foreach: { items: "$.input.items" },
+        input_mapping: { x: "$.item" },
+        task: { steps: [{ ref: "double", action: context("y", "input.x * 2") }] },
+      },
+      ask: {
+        depends_on: ["prepare"],
+        input_mapping: { n: "$.state.prepare.n" },
+        task: {
+          steps: [
+            {
+              ref: "approve",
+              action: {
+                kind: "human",
+                implementation: {
+                  prompt_template: "Ship {{n}} items?",
+                  input_schema: {
+                    type: "object",
+                    required: ["ok"],
+                    properties: { ok: { type: "boolean" }, note: { type: "string" } },
+                  },
+                },
+              },
+              input_mapping: { n: "$.input.n" },
+              output_mapping: { "output.ok": "$.response.ok" },
+            },
+          ],
+        },
+      },
+      finish: {
+        depends_on: ["ask", "fan"],
+        input_mapping: { ok: "$.state.ask.ok" },
+        task: {
+          steps: [
+            { ref: "done", action: context("shipped", "input.ok"), output_mapping: { "output.shipped": "$.shipped" } },
+          ],
+        },
+        output_mapping: { "output.shipped": "$.shipped" },
+      },
+    },
+  };
+}
+
+describe("web console in headless Chromium", () => {
+  /** @type {import("playwright-core").Browser} */
+  let browser;
+  /** @type {string} */
+  let url;
+  /** @type {string} */
+  let token;
+
+  before(async () => {
+    ({ url, token } = await env());
+    // On a fresh machine this installs Debian's chromium first (a minute or two, not counted below).
+    const executablePath = await ensureChromium();
+    suiteStarted = Date.now();
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    // Root in CI and containers: Chromium's sandbox needs user namespaces it may not have there.
+    browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });
+  });
+  after(async () => {
+    await browser?.close();
+    process.stdout.write(`browser: suite=${((Date.now() - suiteStarted) / 1000).toFixed(1)}s\n`);
+  });
+
+  test("sign in, find the run in the list, watch it reach its gate, answer it, see it complete and verified", async () => {
+    const id = uid("console");
+    await register({ workflows: [gatedWorkflow(id)] });
+    const started = await startRun(id, { input: { items: [1, 2, 3] } });
+    assert.equal(started.status, 201, show(started));
+    const runId = started.json.run_id;
+
+    const context = await browser.newContext({ viewport: { width: 1360, height: 900 } });
+    const page = await context.newPage();
+    const requests = [];
+    page.on("request", (request) => requests.push({ url: request.url(), type: request.resourceType() }));
+    const problems = [];
+    page.on("pageerror", (error) => problems.push(error.message));
+    page.on("console", (message) => message.type() === "error" && problems.push(message.text()));
+    const t0 = Date.now();
+
+    await page.goto(`${url}/`);
+    await page.getByLabel("API token").fill(token);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    const row = page.locator(`tr[data-run-id="${runId}"]`);
+    await row.waitFor({ timeout: UI_TIMEOUT_MS });
+    await page.screenshot({ path: join(SCREENSHOTS, "runs-list.png"), fullPage: true });
+
+    await row.getByRole("link", { name: runId }).click();
+    await page.waitForURL(`${url}/runs/${runId}`);
+    // The graph shows the gate's node waiting and the foreach's items settled.
+    await page.locator('[data-node="ask"][data-status="waiting"]').waitFor({ timeout: UI_TIMEOUT_MS });
+    await page.locator('[data-node="fan"]').getByText("3/3 items").waitFor({ timeout: UI_TIMEOUT_MS });
+    const gate = page.locator('[data-gate="gate_1"]');
+    await gate.getByText("Ship 3 items?").waitFor({ timeout: UI_TIMEOUT_MS });
+    await page.screenshot({ path: join(SCREENSHOTS, "run-page-gate.png"), fullPage: true });
+
+    await gate.getByLabel("ok").check();
+    await gate.getByLabel("note").fill("ship it");
+    await gate.getByLabel("Responder").fill("e2e-browser");
+    await gate.getByRole("button", { name: "Answer" }).click();
+
+    const verified = page.locator('.verify[data-state="verified"]');
+    await verified.getByText("attested completed").waitFor({ timeout: UI_TIMEOUT_MS });
+    const journal = await api("GET", `/v1/runs/${runId}/journal`);
+    assert.match(await verified.innerText(), new RegExp(`^verified · ${journal.json.entries.length} entries`));
+    await page.locator('[data-node="finish"][data-status="completed"]').waitFor({ timeout: UI_TIMEOUT_MS });
+    const signInToVerifiedMs = Date.now() - t0;
+    // A node's box opens its invocations and step records.
+    await page.locator('[data-node="fan"]').click();
+    await page.locator('[data-node-panel="fan"]').getByText("invocation 2").waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.equal(await page.locator('[data-node-panel="fan"] details').count(), 3);
+    await page.locator('[data-node="ask"]').click();
+    const askSteps = page.locator('[data-node-panel="ask"] table.steps');
+    await askSteps.first().waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.match(await askSteps.first().innerText(), /approve\s+human .*\s+suspended/);
+    assert.match(await askSteps.last().innerText(), /approve\s+human .*\s+completed/);
+    await page.screenshot({ path: join(SCREENSHOTS, "run-page.png"), fullPage: true });
+
+    const run = await api("GET", `/v1/runs/${runId}`);
+    assert.equal(run.json.status, "completed", show(run));
+    assert.deepEqual(run.json.output, { shipped: true });
+    assert.equal(run.json.gates[0].responder, "e2e-browser");
+    assert.deepEqual(run.json.gates[0].response, { ok: true, note: "ship it" });
+
+    // The event stream was read with fetch, and the token never went into a URL.
+    assert.ok(requests.some((r) => r.url.includes(`/v1/runs/${runId}/events`) && r.type === "fetch"));
+    assert.ok(!requests.some((r) => r.type === "eventsource"));
+    assert.deepEqual(
+      requests.filter((r) => r.url.includes(token)),
+      [],
+    );
+
+    // Nothing failed in the page, the content security policy included.
+    assert.deepEqual(problems, []);
+
+    // A deep link survives a reload; the session keeps the token.
+    await page.reload();
+    await verified.getByText("attested completed").waitFor({ timeout: UI_TIMEOUT_MS });
+    await page.locator("li.entry").first().locator("button").click();
+    await page.getByText('"kind": "run.created"').waitFor();
+    await context.close();
+    process.stdout.write(`browser: sign_in_to_verified=${(signInToVerifiedMs / 1000).toFixed(1)}s\n`);
+  });
+
+  test("the runs list updates by itself while a run progresses", async () => {
+    const id = uid("console-live");
+    await register({ workflows: [gatedWorkflow(id)] });
+    const started = await startRun(id, { input: { items: [1] } });
+    assert.equal(started.status, 201, show(started));
+    const runId = started.json.run_id;
+
+    const context = await browser.newContext();
+    await context.addInitScript((value) => sessionStorage.setItem("trellis.api_token", value), token);
+    const page = await context.newPage();
+    await page.goto(`${url}/?workflow=${id}`);
+    const row = page.locator(`tr[data-run-id="${runId}"]`);
+    await row.getByText("waiting").waitFor({ timeout: UI_TIMEOUT_MS });
+    const answered = await api("POST", `/v1/runs/${runId}/gates/gate_1`, { body: { response: { ok: false } } });
+    assert.equal(answered.status, 200, show(answered));
+    // No navigation, no reload: the list's own refresh shows the new status.
+    await row.getByText("completed").waitFor({ timeout: UI_TIMEOUT_MS });
+    await context.close();
+  });
+
+  test("a workflow's page shows its versions and YAML and starts a run from its input form; the list filters by workflow", async () => {
+    const id = uid("console-start");
+    const workflow = (greeting) => ({
+      id,
+      input_schema: {
+        type: "object",
+        required: ["name"],
+        properties: { name: { type: "string" }, times: { type: "integer" } },
+      },
+      nodes: {
+        hello: {
+          task: {
+            steps: [
+              {
+                ref: "make",
+                action: {
+                  kind: "context",
+                  implementation: { updates: [{ path: "greeting", expr: `'${greeting}, ' + input.name` }] },
+                },
+                output_mapping: { "output.greeting": "$.greeting" },
+              },
+            ],
+          },
+          input_mapping: { name: "$.input.name" },
+          output_mapping: { "output.greeting": "$.greeting" },
+        },
+      },
+    });
+    await register({ workflows: [workflow("Hello")] });
+    await register({ workflows: [workflow("Hi")] });
+
+    const context = await browser.newContext();
+    await context.addInitScript((value) => sessionStorage.setItem("trellis.api_token", value), token);
+    const page = await context.newPage();
+    await page.goto(`${url}/workflows/${id}`);
+    await page.getByRole("button", { name: "v1" }).waitFor({ timeout: UI_TIMEOUT_MS });
+    await page.locator("pre.yaml").getByText("'Hi, ' + input.name").waitFor();
+    await page.getByRole("button", { name: "v1" }).click();
+    await page.locator("pre.yaml").getByText("'Hello, ' + input.name").waitFor();
+    await page.screenshot({ path: join(SCREENSHOTS, "workflow-page.png"), fullPage: true });
+
+    await page.getByLabel("name").fill("Ada");
+    await page.getByLabel("times").fill("2");
+    await page.getByRole("button", { name: "Start run" }).click();
+    await page.waitForURL(/\/runs\/run_[0-9a-f]{32}$/);
+    const runId = new URL(page.url()).pathname.split("/").at(-1);
+    await page
+      .locator('.verify[data-state="verified"]')
+      .getByText("attested completed")
+      .waitFor({ timeout: UI_TIMEOUT_MS });
+    const run = await api("GET", `/v1/runs/${runId}`);
+    assert.deepEqual(run.json.workflow, { id, version: 1 });
+    assert.deepEqual(run.json.input, { name: "Ada", times: 2 });
+    assert.deepEqual(run.json.output, { greeting: "Hello, Ada" });
+
+    await page.getByRole("link", { name: "Runs", exact: true }).click();
+    await page.getByLabel("Workflow").fill(id);
+    await page.getByRole("button", { name: "Filter" }).click();
+    await page.waitForURL(`${url}/?workflow=${id}`);
+    await page.locator(`tr[data-run-id="${runId}"]`).getByText("completed").waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.equal(await page.locator("tbody tr").count(), 1);
+    await context.close();
+  });
+
+  test("approve a drafted run with its button; its sub-workflow node links to the child run, which links back", async () => {
+    const childId = uid("console-child");
+    const parentId = uid("console-parent");
+    const step = {
+      ref: "s",
+      action: { kind: "context", implementation: { updates: [{ path: "v", expr: "2 * 21" }] } },
+    };
+    await register({
+      workflows: [
+        { id: childId, nodes: { work: { task: { steps: [step] } } } },
+        { id: parentId, nodes: { sub: { workflow: childId } } },
+      ],
+    });
+    const started = await startRun(parentId, { input: {}, mode: "approval" });
+    assert.equal(started.status, 201, show(started));
+    const runId = started.json.run_id;
+
+    const context = await browser.newContext();
+    await context.addInitScript((value) => sessionStorage.setItem("trellis.api_token", value), token);
+    const page = await context.newPage();
+    await page.goto(`${url}/runs/${runId}`);
+    const controls = page.locator(".controls");
+    await controls.getByRole("button", { name: "approve" }).waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.deepEqual(await controls.getByRole("button").allInnerTexts(), ["cancel", "approve"]);
+    await controls.getByRole("button", { name: "approve" }).click();
+    await page
+      .locator('.verify[data-state="verified"]')
+      .getByText("attested completed")
+      .waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.equal(await controls.getByRole("button").count(), 0);
+
+    const sub = page.locator('[data-node="sub"][data-status="completed"]');
+    await sub.getByText("sub-workflow").waitFor({ timeout: UI_TIMEOUT_MS });
+    await sub.getByText("child 1").click();
+    await page.waitForURL(/\/runs\/run_[0-9a-f]{32}$/);
+    const childRunId = new URL(page.url()).pathname.split("/").at(-1);
+    assert.notEqual(childRunId, runId);
+    await page.getByText("child of").waitFor({ timeout: UI_TIMEOUT_MS });
+    await page
+      .locator('.verify[data-state="verified"]')
+      .getByText("attested completed")
+      .waitFor({ timeout: UI_TIMEOUT_MS });
+    await page.getByRole("link", { name: runId }).click();
+    await page.waitForURL(`${url}/runs/${runId}`);
+    await context.close();
+  });
+
+  test("a journal altered on its way to the browser fails verification at the altered entry", async () => {
+    const id = uid("console-tamper");
+    await register({
+      workflows: [
+        {
+          id,
+          nodes: {
+            only: {
+              task: {
+                steps: [
+                  {
+                    ref: "s",
+                    action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1 + 1" }] } },
+                  },
+                ],
+              },
+            },
+          },
+        },
+      ],
+    });
+    const started = await startRun(id, { input: { who: "ada" } });
+    assert.equal(started.status, 201, show(started));
+    const runId = started.json.run_id;
+
+    const context = await browser.newContext();
+    await context.addInitScript((value) => sessionStorage.setItem("trellis.api_token", value), token);
+    const page = await context.newPage();
+    // The stream of a finished run ends after its attestation: alter the first entry's input.
+    await page.route(`**/v1/runs/${runId}/events`, async (route) => {
+      const response = await route.fetch();
+      const body = (await response.text()).replace('"who":"ada"', '"who":"eve"');
+      await route.fulfill({ response, body });
+    });
+    await waitTerminal(runId);
+    await page.goto(`${url}/runs/${runId}`);
+    const failed = page.locator('.verify[data-state="failed"]');
+    await failed.waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.match(await failed.innerText(), /^not verified: entry seq 1 \(index 0\): .*hash/);
+    await context.close();
+  });
+
+  test("deep links load the console; the API and /healthz still answer JSON to a browser navigation", async () => {
+    const navigate = { "accept": "text/html", "sec-fetch-mode": "navigate", "sec-fetch-dest": "document" };
+    for (const path of ["/", "/runs/run_00000000000000000000000000000000", "/workflows/anything"]) {
+      const res = await fetch(`${url}${path}`, { headers: navigate });
+      assert.equal(res.status, 200, path);
+      assert.match(await res.text(), /<title>Trellis console<\/title>/, path);
+      assert.match(res.headers.get("content-security-policy") ?? "", /script-src 'self'/, path);
+      assert.match(res.headers.get("content-security-policy") ?? "", /frame-ancestors 'none'/, path);
+    }
+    const script = await fetch(`${url}/build/app.js`);
+    assert.equal(script.status, 200);
+    assert.match(script.headers.get("content-type") ?? "", /javascript/);
+    const apiRes = await fetch(`${url}/v1/runs/run_00000000000000000000000000000000`, { headers: navigate });
+    assert.equal(apiRes.status, 401);
+    assert.equal((await apiRes.json()).error.code, "auth.missing_token");
+    const health = await fetch(`${url}/healthz`, { headers: navigate });
+    assert.deepEqual(await health.json(), { ok: true });
+  });
+});
+
+async function waitTerminal(runId) {
+  const deadline = Date.now() + UI_TIMEOUT_MS;
+  for (;;) {
+    const res = await api("GET", `/v1/runs/${runId}`);
+    if (["completed", "failed", "cancelled"].includes(res.json?.status)) {
+      return res.json;
+    }
+    assert.ok(Date.now() < deadline, `run ${runId} did not finish: ${show(res)}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

@@ -1,0 +1,167 @@
+// The web console's pure parts (console/src): the SSE parser that reads the
+// event stream, the DAG layout, the form built from a JSON Schema and the
+// journal timeline's summaries. The console as a whole is driven in a real
+// browser by test/e2e/console.test.mjs.
+import { describe, expect, test } from "vitest";
+import { layersOf, layoutDag, NODE_WIDTH_PX } from "../../console/src/dag-layout.ts";
+import { childrenByNode, summarizeEntry } from "../../console/src/journal-summary.ts";
+import { parseRoute } from "../../console/src/routes.ts";
+import { fieldsOf, valueOf } from "../../console/src/schema-fields.ts";
+import { SseParser } from "../../console/src/sse.ts";
+
+describe("SseParser", () => {
+  test("splits events across arbitrary chunk boundaries and keeps the last id", () => {
+    const stream =
+      'id: 1\nevent: run.created\ndata: {"seq":1}\n\n: keep-alive\n\nid: 2\r\nevent: attest\r\ndata: {"seq":2}\r\n\r\n';
+    for (let cut = 1; cut < stream.length; cut++) {
+      const parser = new SseParser();
+      const events = [...parser.push(stream.slice(0, cut)), ...parser.push(stream.slice(cut))];
+      expect(events, `cut at ${cut}`).toEqual([
+        { id: "1", event: "run.created", data: '{"seq":1}' },
+        { id: "2", event: "attest", data: '{"seq":2}' },
+      ]);
+    }
+  });
+
+  test("joins multi-line data and ignores comments and unknown fields", () => {
+    const parser = new SseParser();
+    expect(parser.push("data: a\ndata:b\nretry: 5\n: note\n\n")).toEqual([
+      { id: null, event: "message", data: "a\nb" },
+    ]);
+  });
+});
+
+describe("layoutDag", () => {
+  const nodes = [
+    { id: "prepare", dependsOn: [] },
+    { id: "fan", dependsOn: ["prepare"] },
+    { id: "ask", dependsOn: ["prepare"] },
+    { id: "finish", dependsOn: ["ask", "fan"] },
+  ];
+
+  test("puts each node one column right of its deepest dependency", () => {
+    expect(Object.fromEntries(layersOf(nodes))).toEqual({ prepare: 0, fan: 1, ask: 1, finish: 2 });
+    expect(
+      layersOf([
+        { id: "late", dependsOn: ["a"] },
+        { id: "a", dependsOn: ["b"] },
+        { id: "b", dependsOn: [] },
+      ]).get("late"),
+    ).toBe(2);
+  });
+
+  test("places nodes in columns and rows and draws one edge per dependency", () => {
+    const layout = layoutDag(nodes);
+    const at = Object.fromEntries(layout.nodes.map((node) => [node.id, node]));
+    expect(at["fan"]?.x).toBe(at["ask"]?.x);
+    expect(at["fan"]?.y).toBeLessThan(at["ask"]?.y ?? 0);
+    expect(at["finish"]?.x).toBeGreaterThan((at["ask"]?.x ?? 0) + NODE_WIDTH_PX);
+    expect(layout.edges.map((edge) => `${edge.from}->${edge.to}`)).toEqual([
+      "prepare->fan",
+      "prepare->ask",
+      "ask->finish",
+      "fan->finish",
+    ]);
+    expect(layout.width).toBeGreaterThan((at["finish"]?.x ?? 0) + NODE_WIDTH_PX - 1);
+  });
+
+  test("ignores unknown dependencies and survives a cycle", () => {
+    expect(layoutDag([{ id: "a", dependsOn: ["ghost"] }]).edges).toEqual([]);
+    const cyclic = layersOf([
+      { id: "a", dependsOn: ["b"] },
+      { id: "b", dependsOn: ["a"] },
+    ]);
+    expect(cyclic.size).toBe(2);
+  });
+});
+
+describe("a form from a JSON Schema", () => {
+  const schema = {
+    type: "object",
+    required: ["ok", "count"],
+    properties: {
+      ok: { type: "boolean" },
+      note: { type: "string", title: "Note", description: "why" },
+      count: { type: "integer" },
+      level: { enum: ["low", "high"] },
+      extra: { type: "object" },
+    },
+  };
+
+  test("has one typed field per property", () => {
+    expect(fieldsOf(schema).map((f) => [f.name, f.label, f.kind, f.required])).toEqual([
+      ["ok", "ok", "boolean", true],
+      ["note", "Note", "text", false],
+      ["count", "count", "integer", true],
+      ["level", "level", "choice", false],
+      ["extra", "extra", "json", false],
+    ]);
+    expect(fieldsOf(schema)[3]?.choices).toEqual(['"low"', '"high"']);
+  });
+
+  test("builds the value, leaving out empty optional fields", () => {
+    const fields = fieldsOf(schema);
+    expect(valueOf(fields, { ok: true, count: "3", level: '"high"', extra: '{"a":1}', note: "" })).toEqual({
+      ok: true,
+      value: { ok: true, count: 3, level: "high", extra: { a: 1 } },
+    });
+    expect(valueOf(fields, {})).toEqual({ ok: false, errors: [{ field: "count", message: "required" }] });
+    expect(valueOf(fields, { count: "1.5", extra: "{" })).toEqual({
+      ok: false,
+      errors: [
+        { field: "count", message: "not a whole number" },
+        { field: "extra", message: "not valid JSON" },
+      ],
+    });
+  });
+
+  test("a schema that is not an object of properties is one JSON field, optional when it accepts anything", () => {
+    const list = fieldsOf({ type: "array" });
+    expect(list.map((f) => [f.name, f.kind, f.required])).toEqual([["", "json", true]]);
+    expect(valueOf(list, { "": "[1, 2]" })).toEqual({ ok: true, value: [1, 2] });
+    expect(valueOf(list, { "": "" })).toEqual({ ok: false, errors: [{ field: "Value (JSON)", message: "required" }] });
+    expect(valueOf(fieldsOf({}), { "": "" })).toEqual({ ok: true, value: {} });
+  });
+});
+
+describe("journal timeline lines", () => {
+  test("summarize entries per kind with their node and step", () => {
+    expect(summarizeEntry("run.status", { from: "running", to: "waiting", reason: "r" })).toEqual({
+      node: null,
+      step: null,
+      summary: "running → waiting: r",
+    });
+    expect(
+      summarizeEntry("gate.opened", { gate_id: "gate_1", node: "ask", step: "approve", expires_at: null }),
+    ).toEqual({ node: "ask", step: "approve", summary: "gate_1 opened" });
+    expect(
+      summarizeEntry("task.failed", { node: "n", attempt: 2, item: 0, error: { code: "x.y", message: "m" } }).summary,
+    ).toBe("attempt 2 item 0: x.y: m");
+    expect(summarizeEntry("some.new_kind", { a: "x".repeat(400) }).summary).toHaveLength(160);
+  });
+
+  test("list the child runs each node started", () => {
+    const entries = [
+      { kind: "child.started", body: { node: "sub", child_run_id: "run_a" } },
+      { kind: "child.finished", body: { node: "sub", child_run_id: "run_a" } },
+      { kind: "child.started", body: { node: "sub", child_run_id: "run_b" } },
+    ];
+    expect([...childrenByNode(entries)]).toEqual([["sub", ["run_a", "run_b"]]]);
+  });
+});
+
+describe("routes", () => {
+  test("every page has an address that can be loaded directly", () => {
+    const runs = parseRoute("/", "?status=waiting&workflow=greet");
+    expect(runs.page === "runs" && runs.query.get("status")).toBe("waiting");
+    expect(parseRoute("/runs/run_abc", "")).toEqual({ page: "run", runId: "run_abc" });
+    expect(parseRoute("/workflows", "")).toEqual({ page: "workflows" });
+    expect(parseRoute("/workflows/my%20flow/", "")).toEqual({ page: "workflow", id: "my flow" });
+  });
+
+  test("anything else is not found, a malformed escape included", () => {
+    for (const path of ["/runs", "/runs/a/b", "/workflows/a/b", "/nope", "/runs/%E0%A4%A"]) {
+      expect(parseRoute(path, "")).toEqual({ page: "not_found", path });
+    }
+  });
+});
