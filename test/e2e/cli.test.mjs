@@ -124,6 +124,42 @@ describe("the trellis CLI", () => {
     );
   });
 
+  test("--follow on a terminal redraws one progress line: spinner, status, nodes done/total, foreach items", async () => {
+    const id = uid("cli-tty");
+    const step = { ref: "s", action: { kind: "context", implementation: { updates: [{ path: "x", expr: "1" }] } } };
+    await api("POST", "/v1/definitions", {
+      body: {
+        workflows: [
+          {
+            id,
+            nodes: {
+              fan: { foreach: { items: "$.input.items" }, task: { steps: [step] } },
+              after: { depends_on: ["fan"], task: { steps: [step] } },
+            },
+          },
+        ],
+      },
+    });
+    // `script` gives the CLI a pseudo-terminal, as a person's shell would.
+    const command = [CLI, "run", id, "--input", JSON.stringify({ items: [1, 2, 3] }), "--follow"]
+      .map((word) => `'${word.replaceAll("'", "'\\''")}'`)
+      .join(" ");
+    const tty = await new Promise((resolve, reject) => {
+      const child = spawn("script", ["-qec", `${JSON.stringify(process.execPath)} ${command}`, "/dev/null"], {
+        env: cliEnv,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      child.stdout.on("data", (chunk) => (out += chunk));
+      child.on("error", reject);
+      child.on("close", (code) => resolve({ code, out }));
+    });
+    assert.equal(tty.code, 0, tty.out);
+    assert.match(tty.out, /\r\x1b\[2K/, "redraws the line in place");
+    assert.match(tty.out, /completed\s+2\/2 nodes {2}fan 3\/3/);
+    assert.doesNotMatch(tty.out, /task\.dispatched/, "no per-entry lines on a terminal");
+  });
+
   test("verifies saved files and names the entry a changed byte breaks", async () => {
     const id = uid("cli-saved");
     await api("POST", "/v1/definitions", {
