@@ -18,6 +18,131 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "llm";
   implementation: LlmImplementation;
 } | {
@@ -30,6 +155,131 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "mcp";
   implementation: McpImplementation;
 } | {
@@ -42,6 +292,131 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "http";
   implementation: HttpImplementation;
 } | {
@@ -54,6 +429,131 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "tool";
   implementation: ToolImplementation;
 } | {
@@ -66,6 +566,131 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "shell";
   implementation: ShellImplementation;
 } | {
@@ -78,6 +703,131 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "workflow";
   implementation: WorkflowImplementation;
 } | {
@@ -90,6 +840,131 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "human";
   implementation: HumanImplementation;
 } | {
@@ -102,6 +977,131 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "vector";
   implementation: VectorImplementation;
 } | {
@@ -114,6 +1114,131 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "metric";
   implementation: MetricImplementation;
 } | {
@@ -126,6 +1251,131 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "context";
   implementation: ContextImplementation;
 };
@@ -245,6 +1495,131 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "llm";
   implementation: LlmImplementation;
 } | {
@@ -257,6 +1632,131 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "mcp";
   implementation: McpImplementation;
 } | {
@@ -269,6 +1769,131 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "http";
   implementation: HttpImplementation;
 } | {
@@ -281,6 +1906,131 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "tool";
   implementation: ToolImplementation;
 } | {
@@ -293,6 +2043,131 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "shell";
   implementation: ShellImplementation;
 } | {
@@ -305,6 +2180,131 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "workflow";
   implementation: WorkflowImplementation;
 } | {
@@ -317,6 +2317,131 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "human";
   implementation: HumanImplementation;
 } | {
@@ -329,6 +2454,131 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "vector";
   implementation: VectorImplementation;
 } | {
@@ -341,6 +2591,131 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "metric";
   implementation: MetricImplementation;
 } | {
@@ -353,6 +2728,131 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
+  undo?: {
+    action: Reference | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "llm";
+      implementation: LlmImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      kind: "context";
+      implementation: ContextImplementation;
+    };
+    input_mapping?: InputMapping;
+    retry?: RetryPolicy;
+  };
   kind: "context";
   implementation: ContextImplementation;
 };
@@ -596,6 +3096,16 @@ export type NodeDetail = {
           retry_after_ms?: number;
         };
         else?: "skip" | "succeed";
+        undo?: {
+          action: string;
+          input: JsonValue;
+        } | {
+          action: string;
+          error: {
+            code: string;
+            message: string;
+          };
+        };
       })[];
     })[];
   })[];
@@ -756,6 +3266,27 @@ export type RunView = {
     node: string;
     item: number | null;
   })[];
+  compensation?: {
+    status: "none" | "running" | "completed" | "failed";
+    trigger: "on_failure" | "on_cancel" | "manual" | "redrive" | null;
+    started_at: string | null;
+    finished_at: string | null;
+    undos: ({
+      node: string;
+      item: number | null;
+      step: string;
+      action: string;
+      status: "enqueued" | "running" | "retrying" | "completed" | "failed";
+      attempts: number;
+      error: {
+        code: string;
+        message: string;
+        node?: string;
+        step?: string;
+        retryable?: boolean;
+      } | null;
+    })[];
+  };
 };
 
 /** The implementation of an action of kind "shell" (docs/definitions.md#implementation-per-kind). */
@@ -849,6 +3380,7 @@ export type Workflow = {
   fail_fast?: boolean;
   timeout_ms?: number;
   tools?: string[];
+  compensate?: "on_failure" | "on_cancel" | "always" | "never";
   resources?: {
     [key: string]: {
       type: "container";

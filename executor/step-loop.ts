@@ -7,6 +7,7 @@ import {
   type CallAttempt,
   type ResolvedStep,
   type StepRecord,
+  type StepUndo,
   type TaskContext,
   type TaskPayload,
   type TaskSuspension,
@@ -98,12 +99,40 @@ async function runStep(
       clock: deps.clock,
       attempts: deps.attempts,
     });
-    return { next: "continue", context: writeStepOutput(step, output, context), ran: true, usage: metaOf(output) };
+    const undo = undoOf(step, input, output);
+    return {
+      next: "continue",
+      context: writeStepOutput(step, output, context),
+      ran: true,
+      usage: metaOf(output),
+      ...(undo === undefined ? {} : { undo }),
+    };
   } catch (thrown) {
     const error = ensureEngineError(thrown, "step.failed");
     const outcome = onStepFailure(step, error, context, deps.signal);
     // A failed call may still have been paid for (an llm answer that did not match).
     return error.meta === undefined ? outcome : { ...outcome, usage: error.meta as Json };
+  }
+}
+
+/**
+ * The undo a completed call enqueues, when its action declares one: the undo's
+ * input is built now, from the call's own `{ input, output }`, because that is
+ * all it may read (the task context moves on). A mapping that fails leaves the
+ * undo on record with its error: the call happened, and compensation will say
+ * that it could not be undone.
+ */
+function undoOf(step: ResolvedStep, input: Json, output: Json): StepUndo | undefined {
+  const undo = step.action.undo;
+  if (undo === undefined) {
+    return undefined;
+  }
+  const action = `${undo.action.kind} ${undo.action.id}@${undo.action.version}`;
+  try {
+    return { action, input: undo.input_mapping ? buildInput(undo.input_mapping, { input, output }) : input };
+  } catch (thrown) {
+    const error = ensureEngineError(thrown, "undo.invalid_mapping");
+    return { action, error: { code: error.code, message: error.message } };
   }
 }
 

@@ -4,6 +4,7 @@ import {
   DefinitionId,
   Description,
   JsonSchema,
+  InputMapping,
   JsonValue,
   Reference,
   RetryPolicy,
@@ -287,10 +288,28 @@ export function actionUnion<E extends z.ZodRawShape, M extends ActionImplementat
   return z.discriminatedUnion("kind", members);
 }
 
-export const Action = actionUnion({ id: DefinitionId }, ACTION_IMPLEMENTATIONS);
+/** An action written inline as an undo: an action of its own, which declares no undo itself. */
+export const InlineUndoAction = actionUnion({ id: DefinitionId.optional() }, ACTION_IMPLEMENTATIONS);
+export type InlineUndoAction = z.infer<typeof InlineUndoAction>;
+
+/**
+ * What undoes a completed call of an action (docs/definitions.md, "Undo"):
+ * an action (a reference or inline) and the mapping that builds its input
+ * from the document `{ input, output }` of the original call. Without a
+ * mapping the undo gets the original call's input. `retry` re-dispatches
+ * the undo when it fails retryably (default: 3 attempts, 1 s backoff).
+ */
+export const Undo = z.strictObject({
+  action: z.union([Reference, InlineUndoAction]),
+  input_mapping: InputMapping.optional(),
+  retry: RetryPolicy.optional(),
+});
+export type Undo = z.infer<typeof Undo>;
+
+export const Action = actionUnion({ id: DefinitionId, undo: Undo.optional() }, ACTION_IMPLEMENTATIONS);
 export type Action = z.infer<typeof Action>;
 export type ActionOf<K extends ActionKind> = Extract<Action, { kind: K }>;
 
 /** An action written inline in a step: same shape, id optional. */
-export const InlineAction = actionUnion({ id: DefinitionId.optional() }, ACTION_IMPLEMENTATIONS);
+export const InlineAction = actionUnion({ id: DefinitionId.optional(), undo: Undo.optional() }, ACTION_IMPLEMENTATIONS);
 export type InlineAction = z.infer<typeof InlineAction>;

@@ -88,6 +88,17 @@ export const Node = z
   });
 export type Node = z.infer<typeof Node>;
 
+/**
+ * When a run's enqueued undos run (docs/definitions.md, "Undo and
+ * compensation"): after it fails, after it is cancelled, either, or never
+ * on its own (`POST /v1/runs/{id}/compensate` still runs them by hand).
+ */
+export const COMPENSATE_POLICIES = ["on_failure", "on_cancel", "always", "never"] as const;
+export const CompensatePolicy = z.enum(COMPENSATE_POLICIES);
+export type CompensatePolicy = z.infer<typeof CompensatePolicy>;
+/** A workflow that says nothing compensates whenever it does not complete. */
+export const DEFAULT_COMPENSATE_POLICY: CompensatePolicy = "always";
+
 export const Workflow = z.strictObject({
   id: DefinitionId,
   description: Description,
@@ -97,6 +108,8 @@ export const Workflow = z.strictObject({
   fail_fast: z.boolean().optional(),
   timeout_ms: z.number().int().min(1).max(31_536_000_000).optional(),
   tools: z.array(ToolGrant).optional(),
+  /** @default "always" */
+  compensate: CompensatePolicy.optional(),
   resources: z.record(z.string().min(1), z.strictObject({ type: z.literal("container") })).optional(),
   nodes: z
     .record(z.string().regex(NODE_ID_PATTERN, "node ids must match ^[a-z][a-z0-9_-]{0,62}$"), Node)
