@@ -295,5 +295,25 @@ describe("undo and compensation", () => {
     expect(response.status).toBe(400);
     const paths = response.json.error.details.map((detail: { path: string }) => detail.path);
     expect(paths).toEqual(expect.arrayContaining(["actions.0.undo.action", "actions.0.undo.input_mapping.id"]));
+
+    // A registered undo is resolved (and refused) when a run that uses it starts.
+    const ask = uniqueId("ask");
+    const make = uniqueId("make");
+    const workflow = { id: uniqueId("saga"), nodes: { a: { task: { steps: [{ ref: "make", action: make }] } } } };
+    await register({
+      actions: [
+        { id: ask, kind: "human", implementation: { prompt_template: "undo?", input_schema: {} } },
+        {
+          id: make,
+          kind: "http",
+          implementation: { method: "GET", url_template: `${httpTarget()}/json` },
+          undo: { action: ask },
+        },
+      ],
+      workflows: [workflow],
+    });
+    const refused = await api("POST", `/v1/workflows/${workflow.id}/runs`, { input: {} });
+    expect(refused.status).toBe(400);
+    expect(refused.json.error.code).toBe("definition.invalid_undo");
   });
 });
