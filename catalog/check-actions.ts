@@ -57,8 +57,17 @@ export const IMPLEMENTATION_CHECKS: ImplementationChecks = {
       checkTemplate(template, `${at}.env.${name}`, report);
     }
   },
-  workflow: (implementation, at, { lookup, report }) =>
-    checkReference("workflows", implementation.workflow, `${at}.workflow`, lookup, report),
+  workflow: (implementation, at, { lookup, report }) => {
+    const workflow = implementation.workflow;
+    if (typeof workflow === "string") {
+      checkReference("workflows", workflow, `${at}.workflow`, lookup, report);
+      return;
+    }
+    checkJsonPath(workflow.from, `${at}.workflow.from`, report);
+    workflow.allowed.forEach((ref, i) =>
+      checkReference("workflows", ref, `${at}.workflow.allowed.${i}`, lookup, report),
+    );
+  },
   human: checkHuman,
   vector: (implementation, at, { report }) => checkVector(implementation, at, report),
   metric: (implementation, at, { report }) => {

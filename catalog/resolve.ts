@@ -54,8 +54,12 @@ export function resolveRunSnapshot(
   for (const [nodeId, node] of Object.entries(workflow.nodes)) {
     if (node.task !== undefined) {
       snapshot.tasks[nodeId] = resolveTask(reader, node.task, `${workflow.id}/${nodeId}`);
-    } else if (node.workflow !== undefined) {
+    } else if (typeof node.workflow === "string") {
       snapshot.workflows[nodeId] = pin(reader, "workflows", node.workflow);
+    } else if (node.workflow !== undefined) {
+      // Every workflow the node may choose is pinned now; the choice is made when the node starts.
+      const allowed = node.workflow.allowed.map((ref) => pin(reader, "workflows", ref));
+      snapshot.choices = { ...snapshot.choices, [nodeId]: allowed };
     }
   }
   return snapshot;
@@ -125,13 +129,22 @@ function resolveKind(
 ): ResolvedAction {
   switch (definition.kind) {
     case "workflow": {
-      // The child runs the version that is current now, whatever is registered later.
-      const child = pin(reader, "workflows", definition.implementation.workflow);
+      // The child runs the version that is current now, whatever is registered later
+      // (every allowed one, for a child chosen when the step starts).
+      const pinned = (ref: string) => {
+        const child = pin(reader, "workflows", ref);
+        return `${child.id}@${child.version}`;
+      };
+      const workflow = definition.implementation.workflow;
       return {
         ...definition,
         id,
         version,
-        implementation: { ...definition.implementation, workflow: `${child.id}@${child.version}` },
+        implementation: {
+          ...definition.implementation,
+          workflow:
+            typeof workflow === "string" ? pinned(workflow) : { ...workflow, allowed: workflow.allowed.map(pinned) },
+        },
       };
     }
     case "llm": {

@@ -3009,7 +3009,10 @@ export type Model = {
 export type Node = {
   description?: string;
   task?: Reference | InlineTask;
-  workflow?: Reference;
+  workflow?: Reference | {
+    from: string;
+    allowed: Reference[];
+  };
   depends_on?: string[];
   when?: string;
   foreach?: {
@@ -3393,7 +3396,10 @@ export type Workflow = {
 
 /** The implementation of an action of kind "workflow" (docs/definitions.md#implementation-per-kind). */
 export type WorkflowImplementation = {
-  workflow: Reference;
+  workflow: Reference | {
+    from: string;
+    allowed: Reference[];
+  };
   on_failure?: "propagate" | "return";
 };
 

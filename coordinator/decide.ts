@@ -20,6 +20,7 @@ import { Draft, type Command, type DecideContext, type RunState } from "./draft.
 import type { RunEvent } from "./events.ts";
 import { isTerminal } from "./lifecycle.ts";
 import type { LiveWork } from "./live.ts";
+import { journalStepChoice } from "./choices.ts";
 import { completeInvocation, failInvocation, itemOf, startReadyNodes } from "./nodes.ts";
 import { advance, nextWakeAt } from "./schedule.ts";
 import { mergeStepSummaries } from "./summaries.ts";
@@ -280,6 +281,7 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
       token: result.token_id,
       steps: result.steps ?? [],
     });
+    journalStepChoice(draft, nodeId, invocation, result.suspended);
   } else if (result.success) {
     completeInvocation(draft, nodeId, invocation, result.output ?? null, result.metrics.duration_ms, result.steps);
   } else {

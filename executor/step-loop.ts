@@ -88,7 +88,7 @@ async function runStep(
   }
   try {
     const input: Json = step.input_mapping ? buildInput(step.input_mapping, doc) : context.input;
-    const wait = waitFor(step, input, approved);
+    const wait = waitFor(step, input, approved, context);
     if (wait) {
       checkWaitInput(step, input);
       return { next: "suspend", wait, ran: false };
@@ -179,7 +179,12 @@ function checkWaitInput(step: ResolvedStep, input: Json): void {
  * waits for its gate, a workflow step for its child run, and a high-risk
  * action for an approval (unless this dispatch carries that approval).
  */
-function waitFor(step: ResolvedStep, input: Json, approved: boolean): TaskSuspension["wait"] | undefined {
+function waitFor(
+  step: ResolvedStep,
+  input: Json,
+  approved: boolean,
+  context: TaskContext,
+): TaskSuspension["wait"] | undefined {
   const action = step.action;
   if (action.risk === "high" && !approved) {
     return {
@@ -190,7 +195,7 @@ function waitFor(step: ResolvedStep, input: Json, approved: boolean): TaskSuspen
       action: { id: action.id, version: action.version, kind: action.kind },
     };
   }
-  return suspensionFor(action, input);
+  return suspensionFor(action, input, context);
 }
 
 function preview(input: Json): string {

@@ -9,6 +9,7 @@ import {
   Reference,
   RetryPolicy,
   TimeoutMs,
+  WorkflowChoice,
 } from "./common.ts";
 
 // ─── Prompts, models, MCP servers ────────────────────────────────────────────
@@ -143,7 +144,8 @@ const ShellImplementation = z.strictObject({
 });
 
 const WorkflowImplementation = z.strictObject({
-  workflow: Reference,
+  /** The child: a reference, or `{ from, allowed }` to choose it from the task context when the step starts. */
+  workflow: z.union([Reference, WorkflowChoice]),
   on_failure: z.enum(["propagate", "return"]).optional(),
 });
 

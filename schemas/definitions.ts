@@ -10,6 +10,7 @@ import {
   Reference,
   RetryPolicy,
   TimeoutMs,
+  WorkflowChoice,
 } from "./common.ts";
 
 // ─── Tasks ───────────────────────────────────────────────────────────────────
@@ -57,7 +58,7 @@ export const Node = z
   .strictObject({
     description: Description,
     task: z.union([Reference, InlineTask]).optional(),
-    workflow: Reference.optional(),
+    workflow: z.union([Reference, WorkflowChoice]).optional(),
     depends_on: z.array(z.string().regex(NODE_ID_PATTERN, "must be a node id")).optional(),
     when: CelSource.optional(),
     foreach: z

@@ -200,6 +200,16 @@ export const JOURNAL_BODIES = {
   }),
   "approval.granted": ApprovalAnswer,
   "approval.rejected": ApprovalAnswer,
+  "workflow.chosen": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    from: z.string(),
+    /** What `from` selected. */
+    value: JsonValue,
+    /** The allowed workflow it names, pinned: `id@version`. */
+    workflow: z.string(),
+  }),
   "child.started": z.strictObject({
     node: Node,
     item: Item,

@@ -179,6 +179,8 @@ export const TaskSuspension = z.strictObject({
       workflow: z.string(),
       input: JsonValue,
       on_failure: z.enum(["propagate", "return"]),
+      /** When the step chose its child at run time: its `from` and what that selected (journaled as `workflow.chosen`). */
+      chosen: z.strictObject({ from: z.string(), value: JsonValue }).optional(),
     }),
   ]),
 });

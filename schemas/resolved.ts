@@ -71,5 +71,7 @@ export const RunSnapshot = z.strictObject({
   tasks: z.record(z.string(), ResolvedTask),
   /** The child workflow each workflow node runs, by node id. */
   workflows: z.record(z.string(), PinnedWorkflow),
+  /** For a workflow node that chooses its child at run time (`{ from, allowed }`): each allowed workflow, pinned. */
+  choices: z.record(z.string(), z.array(PinnedWorkflow)).optional(),
 });
 export type RunSnapshot = z.infer<typeof RunSnapshot>;

@@ -114,6 +114,8 @@ export const InvocationRecord = z.strictObject({
   steps: z.array(StepSummary).optional(),
   /** The child runs it started, in order. */
   children: z.array(ChildLink).optional(),
+  /** For a node that chooses its child workflow at run time: the choice, `id@version`, pinned when the node started. */
+  workflow: z.string().optional(),
 });
 export type InvocationRecord = z.infer<typeof InvocationRecord>;
 

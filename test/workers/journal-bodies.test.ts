@@ -98,6 +98,7 @@ describe("the journal of real runs", () => {
               retry: { max_attempts: 2, initial_delay_ms: 10 },
             },
             sub: { workflow: child, input_mapping: { n: "$.input.n" } },
+            chosen: { workflow: { from: "$.input.flow", allowed: [child] }, input_mapping: { n: "$.input.n" } },
             step_child: {
               task: {
                 steps: [
@@ -157,7 +158,7 @@ describe("the journal of real runs", () => {
 
     const runs: string[] = [];
     // A gate answered, a foreach with a skipped item, a retry, two children, skips, a repeat that gives up.
-    const parentRun = await start(parent, { input: { items: [1, 2, 3], n: 4 } });
+    const parentRun = await start(parent, { input: { items: [1, 2, 3], n: 4, flow: child } });
     runs.push(parentRun);
     const waiting = await waitForRun(parentRun, gateOpenOrSettled);
     await api("POST", `/v1/runs/${parentRun}/gates/${waiting.gates[0].gate_id}`, { response: { ok: true } });
