@@ -229,6 +229,26 @@ describe("undo and compensation", () => {
     expect((await api("POST", `/v1/runs/${runId}/redrive`)).json.error.code).toBe("run.terminal");
   });
 
+  it("a child run compensates itself, and its parent still holds its attestation", async ({ expect }) => {
+    const key = uniqueId("child");
+    const { make, actions } = itemActions("k");
+    const child = chainWorkflow(uniqueId("saga"), make, key, { boom: failingNode(make, key) });
+    const parent = { id: uniqueId("parent"), nodes: { sub: { workflow: child.id } } };
+    await register({ actions, workflows: [child, parent] });
+    const parentId = await start(parent.id);
+    const parentRun = await waitForRun(parentId);
+    expect(parentRun.status).toBe("failed");
+    const childId = String(parentRun.children[0]?.run_id);
+    const childRun = await waitForRun(childId, compensated);
+    expect(childRun.compensation.status).toBe("completed");
+    const finished = (await journal(parentId)).find((entry) => entry.kind === "child.finished");
+    const attests = (await journal(childId)).filter((entry) => entry.kind === "attest");
+    expect(finished?.body.attestation).not.toBeNull();
+    expect(attests.map((entry) => ({ seq: entry.seq, hash: entry.hash }))).toContainEqual(finished?.body.attestation);
+    await expectVerified(parentId, expect);
+    await expectVerified(childId, expect);
+  });
+
   it("compensates by hand a run whose policy is never, once", async ({ expect }) => {
     const key = uniqueId("manual");
     const { make, actions } = itemActions("m");
