@@ -184,7 +184,8 @@ function dispatchUndo(draft: Draft, index: number, undo: UndoRecord): void {
   draft.record.dispatch_count += 1;
   const token = `${draft.record.run_id}.${draft.record.dispatch_count}`;
   const attempt = undo.attempts + 1;
-  const timeoutMs = found.undo.action.execution?.timeout_ms ?? DEFAULT_TASK_TIMEOUT_MS;
+  // Each call is bounded by the undo action's own `execution.timeout_ms`; the dispatch, calls and retries together, by this.
+  const timeoutMs = DEFAULT_TASK_TIMEOUT_MS;
   setUndo(draft, index, {
     status: "running",
     attempts: attempt,
