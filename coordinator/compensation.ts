@@ -111,7 +111,6 @@ export function startCompensation(draft: Draft, trigger: CompensationTrigger): v
   );
   draft.record.undos = undos;
   draft.record.compensation = { status: "running", trigger, started_at: draft.now, finished_at: null };
-  draft.record.updated_at = draft.now;
   const pending = undos.flatMap((undo, index) => (undo.status === "completed" ? [] : [index])).reverse();
   draft.journal("compensation.started", { trigger, pending });
 }
@@ -330,7 +329,6 @@ function finishCompensation(draft: Draft, error: Failure | null): void {
     undos: undos.length,
   };
   draft.record.compensation = { ...compensation, status: result.status, finished_at: draft.now };
-  draft.record.updated_at = draft.now;
   const finished = draft.journal("compensation.finished", { ...result, ...(error ? { error: { ...error } } : {}) });
   const reason =
     error === null
