@@ -1,4 +1,6 @@
+import { abortAllDurableObjects, runDurableObjectAlarm } from "cloudflare:test";
 import { describe, it } from "vitest";
+import { LIVENESS_CHECK_MS } from "../../coordinator/decide.ts";
 import { isJournalKind, JOURNAL_BODIES } from "../../schemas/journal.ts";
 import {
   api,
@@ -12,8 +14,10 @@ import {
   uniqueId,
   verifyRun,
   waitForRun,
+  untilHits,
   type Entry,
 } from "./helpers.ts";
+import { storedAlarm, stubOf } from "./durable-helpers.ts";
 
 /**
  * Undo and compensation (docs/definitions.md, "Undo and compensation") end
@@ -335,5 +339,40 @@ describe("undo and compensation", () => {
     const refused = await api("POST", `/v1/workflows/${workflow.id}/runs`, { input: {} });
     expect(refused.status).toBe(400);
     expect(refused.json.error.code).toBe("definition.invalid_undo");
+  });
+});
+
+describe("compensation needs no reader", () => {
+  it("an undo dispatch lost in a restart fails its attempt as task.lost and is sent again by the alarm alone", async ({
+    expect,
+  }) => {
+    const key = uniqueId("lost");
+    // Each undo takes 1.5 s: the restart comes while the first one (c's) is in flight.
+    const { make, actions } = itemActions("l", `${httpTarget()}/slow/{{key}}-{{id}}?ms=1500`);
+    // boom only fails (it makes nothing): c's undo runs first.
+    const boom = failingNode(make, key);
+    boom.task.steps.shift();
+    const workflow = chainWorkflow(uniqueId("saga"), make, key, { boom });
+    await register({ actions, workflows: [workflow] });
+    const runId = await start(workflow.id);
+    await untilHits(`${key}-c`, 1);
+
+    const alarm = await storedAlarm(runId);
+    expect(alarm).not.toBeNull();
+    expect(alarm ?? Number.POSITIVE_INFINITY).toBeLessThanOrEqual(Date.now() + LIVENESS_CHECK_MS);
+    await abortAllDurableObjects();
+    await runDurableObjectAlarm(stubOf(runId));
+    // Sent again, and the rest of the compensation goes on, with nobody reading the run.
+    await untilHits(`${key}-c`, 2);
+    await untilHits(`${key}-a`, 1);
+
+    const run = await waitForRun(runId, compensated);
+    expect(run.compensation.status).toBe("completed");
+    const entries = await journal(runId);
+    expect(entries.filter((entry) => entry.kind === "undo.failed").map((entry) => entry.body.error.code)).toEqual([
+      "task.lost",
+    ]);
+    expect(undoneNodes(entries)).toEqual(["c", "b", "a"]);
+    await expectVerified(runId, expect);
   });
 });
