@@ -18,131 +18,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "llm";
   implementation: LlmImplementation;
 } | {
@@ -155,131 +31,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "mcp";
   implementation: McpImplementation;
 } | {
@@ -292,131 +44,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "http";
   implementation: HttpImplementation;
 } | {
@@ -429,131 +57,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "tool";
   implementation: ToolImplementation;
 } | {
@@ -566,131 +70,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "shell";
   implementation: ShellImplementation;
 } | {
@@ -703,131 +83,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "workflow";
   implementation: WorkflowImplementation;
 } | {
@@ -840,131 +96,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "human";
   implementation: HumanImplementation;
 } | {
@@ -977,131 +109,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "vector";
   implementation: VectorImplementation;
 } | {
@@ -1114,131 +122,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "metric";
   implementation: MetricImplementation;
 } | {
@@ -1251,131 +135,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "context";
   implementation: ContextImplementation;
 };
@@ -1495,131 +255,7 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "llm";
   implementation: LlmImplementation;
 } | {
@@ -1632,131 +268,7 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "mcp";
   implementation: McpImplementation;
 } | {
@@ -1769,131 +281,7 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "http";
   implementation: HttpImplementation;
 } | {
@@ -1906,131 +294,7 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "tool";
   implementation: ToolImplementation;
 } | {
@@ -2043,131 +307,7 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "shell";
   implementation: ShellImplementation;
 } | {
@@ -2180,131 +320,7 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "workflow";
   implementation: WorkflowImplementation;
 } | {
@@ -2317,131 +333,7 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "human";
   implementation: HumanImplementation;
 } | {
@@ -2454,131 +346,7 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "vector";
   implementation: VectorImplementation;
 } | {
@@ -2591,131 +359,7 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "metric";
   implementation: MetricImplementation;
 } | {
@@ -2728,131 +372,7 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
-  undo?: {
-    action: Reference | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "llm";
-      implementation: LlmImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "mcp";
-      implementation: McpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "http";
-      implementation: HttpImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "tool";
-      implementation: ToolImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "shell";
-      implementation: ShellImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "workflow";
-      implementation: WorkflowImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "human";
-      implementation: HumanImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "vector";
-      implementation: VectorImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "metric";
-      implementation: MetricImplementation;
-    } | {
-      description?: string;
-      requires?: JsonSchema;
-      produces?: JsonSchema;
-      execution?: {
-        timeout_ms?: number;
-        retry_policy?: RetryPolicy;
-      };
-      risk?: "low" | "medium" | "high";
-      id?: string;
-      kind: "context";
-      implementation: ContextImplementation;
-    };
-    input_mapping?: InputMapping;
-    retry?: RetryPolicy;
-  };
+  undo?: Undo;
   kind: "context";
   implementation: ContextImplementation;
 };
@@ -2864,6 +384,129 @@ export type InlineTask = {
   input_schema?: JsonSchema;
   output_schema?: JsonSchema;
   steps: Step[];
+};
+
+/** An undo's action written inline: an action without an undo of its own. */
+export type InlineUndoAction = {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "llm";
+  implementation: LlmImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "mcp";
+  implementation: McpImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "http";
+  implementation: HttpImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "tool";
+  implementation: ToolImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "shell";
+  implementation: ShellImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "workflow";
+  implementation: WorkflowImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "human";
+  implementation: HumanImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "vector";
+  implementation: VectorImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "metric";
+  implementation: MetricImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "context";
+  implementation: ContextImplementation;
 };
 
 /** { "<field>": <source> }: a "$…" JSONPath, { "expr" }, { "template" } or a literal. */
@@ -3009,10 +652,7 @@ export type Model = {
 export type Node = {
   description?: string;
   task?: Reference | InlineTask;
-  workflow?: Reference | {
-    from: string;
-    allowed: Reference[];
-  };
+  workflow?: Reference | WorkflowChoice;
   depends_on?: string[];
   when?: string;
   foreach?: {
@@ -3357,6 +997,13 @@ export type ToolImplementation = {
   resource_name?: string;
 };
 
+/** What undoes a completed call of the action (docs/definitions.md#undo-and-compensation). */
+export type Undo = {
+  action: Reference | InlineUndoAction;
+  input_mapping?: InputMapping;
+  retry?: RetryPolicy;
+};
+
 /** The implementation of an action of kind "vector" (docs/definitions.md#implementation-per-kind). */
 export type VectorImplementation = {
   index: string;
@@ -3394,12 +1041,15 @@ export type Workflow = {
   };
 };
 
+/** A child workflow chosen at run time (docs/definitions.md#choosing-work-at-run-time). */
+export type WorkflowChoice = {
+  from: string;
+  allowed: Reference[];
+};
+
 /** The implementation of an action of kind "workflow" (docs/definitions.md#implementation-per-kind). */
 export type WorkflowImplementation = {
-  workflow: Reference | {
-    from: string;
-    allowed: Reference[];
-  };
+  workflow: Reference | WorkflowChoice;
   on_failure?: "propagate" | "return";
 };
 
@@ -3419,6 +1069,7 @@ export interface Components {
   HumanImplementation: HumanImplementation;
   InlineAction: InlineAction;
   InlineTask: InlineTask;
+  InlineUndoAction: InlineUndoAction;
   InputMapping: InputMapping;
   JournalEntry: JournalEntry;
   JournalResponse: JournalResponse;
@@ -3447,7 +1098,9 @@ export interface Components {
   Step: Step;
   Task: Task;
   ToolImplementation: ToolImplementation;
+  Undo: Undo;
   VectorImplementation: VectorImplementation;
   Workflow: Workflow;
+  WorkflowChoice: WorkflowChoice;
   WorkflowImplementation: WorkflowImplementation;
 }
