@@ -217,6 +217,35 @@ describe("compensation, decided", () => {
     expect(dispatched(run.wake(retryAt))).toMatchObject([{ node_id: "b", retry_attempt: 0 }]);
   });
 
+  it("stops at an undo whose input could not be built, without calling anything", ({ expect }) => {
+    const run = makeRun(["a", "boom"]);
+    run.send({ type: "start" });
+    run.wake();
+    const unbuilt: StepRecord = {
+      ...madeStep(null),
+      undo: {
+        action: "context make/undo@0",
+        error: { code: "mapping.unresolved", message: "$.output.id selected nothing" },
+      },
+    };
+    run.result({
+      token_id: run.state.nodes.a?.invocations[0]?.token ?? "",
+      success: true,
+      output: {},
+      metrics: METRICS,
+      steps: [unbuilt],
+    });
+    run.wake();
+    run.result(failure(run.state.nodes.boom?.invocations[0]?.token ?? "", false));
+    const stopped = run.wake();
+    expect(dispatched(stopped)).toEqual([]);
+    expect(journaled(stopped).map((entry) => [entry.entryKind, entry.body])).toMatchObject([
+      ["undo.failed", { token: null, attempt: 1, error: { code: "mapping.unresolved", retryable: false } }],
+      ["compensation.finished", { status: "failed", undone: 0, undos: 1 }],
+      ["attest", { outcome: "failed", compensation: { status: "failed" } }],
+    ]);
+  });
+
   it("counts a lost undo dispatch as a retryable failure", ({ expect }) => {
     const { run } = failedRun();
     const [first] = dispatched(run.wake());

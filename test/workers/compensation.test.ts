@@ -253,6 +253,34 @@ describe("undo and compensation", () => {
     await expectVerified(childId, expect);
   });
 
+  it("records an undo whose mapping selects nothing with its error, and the compensation stops there", async ({
+    expect,
+  }) => {
+    const key = uniqueId("unbuilt");
+    const { make, actions } = itemActions("u");
+    const broken = actions.map((action) =>
+      "undo" in action && action.undo
+        ? { ...action, undo: { ...action.undo, input_mapping: { id: "$.output.body.nothing", key: "$.input.key" } } }
+        : action,
+    );
+    const workflow = { id: uniqueId("saga"), nodes: { a: makeNode(make, "a", key), boom: failingNode(make, key) } };
+    workflow.nodes.boom.depends_on = ["a"];
+    workflow.nodes.boom.task.steps.shift();
+    await register({ actions: broken, workflows: [workflow] });
+    const runId = await start(workflow.id);
+    const run = await waitForRun(runId, compensated);
+    expect(run.compensation.status).toBe("failed");
+    const entries = await journal(runId);
+    const made = entries.find((entry) => entry.kind === "task.completed" && entry.body.node === "a");
+    expect(stepsOf(made)[0]?.undo).toMatchObject({ error: { code: "mapping.unresolved" } });
+    expect(entries.find((entry) => entry.kind === "undo.failed")?.body).toMatchObject({
+      token: null,
+      error: { code: "mapping.unresolved", retryable: false },
+    });
+    expect(await hits(`${key}-a`)).toBe(0);
+    await expectVerified(runId, expect);
+  });
+
   it("compensates by hand a run whose policy is never, once", async ({ expect }) => {
     const key = uniqueId("manual");
     const { make, actions } = itemActions("m");
