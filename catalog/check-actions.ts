@@ -57,8 +57,17 @@ export const IMPLEMENTATION_CHECKS: ImplementationChecks = {
       checkTemplate(template, `${at}.env.${name}`, report);
     }
   },
-  workflow: (implementation, at, { lookup, report }) =>
-    checkReference("workflows", implementation.workflow, `${at}.workflow`, lookup, report),
+  workflow: (implementation, at, { lookup, report }) => {
+    const workflow = implementation.workflow;
+    if (typeof workflow === "string") {
+      checkReference("workflows", workflow, `${at}.workflow`, lookup, report);
+      return;
+    }
+    checkJsonPath(workflow.from, `${at}.workflow.from`, report);
+    workflow.allowed.forEach((ref, i) =>
+      checkReference("workflows", ref, `${at}.workflow.allowed.${i}`, lookup, report),
+    );
+  },
   human: checkHuman,
   vector: (implementation, at, { report }) => checkVector(implementation, at, report),
   metric: (implementation, at, { report }) => {
@@ -83,6 +92,29 @@ export function checkAction(action: InlineAction, path: string, check: CheckCont
   checkSchema(action.requires, `${path}.requires`, check.problems);
   checkSchema(action.produces, `${path}.produces`, check.problems);
   checkImplementation(action.kind, action.implementation, `${path}.implementation`, check);
+  if (action.undo !== undefined) {
+    checkUndo(action.undo, `${path}.undo`, check);
+  }
+}
+
+/** Kinds an undo cannot be: a compensation runs each undo as one call, with nothing to wait for. */
+const UNDO_REFUSED_KINDS: ReadonlySet<ActionKind> = new Set(["human", "workflow"]);
+
+/** An undo's action (a registered one, or inline and checked as any action) and its mapping over `{ input, output }`. */
+function checkUndo(undo: NonNullable<InlineAction["undo"]>, path: string, check: CheckContext): void {
+  checkMappings(undo.input_mapping, `${path}.input_mapping`, check.report, CEL_SCOPES.undo);
+  if (typeof undo.action === "string") {
+    checkReference("actions", undo.action, `${path}.action`, check.lookup, check.report);
+    return;
+  }
+  if (UNDO_REFUSED_KINDS.has(undo.action.kind) || undo.action.risk === "high") {
+    check.report(
+      `${path}.action`,
+      "an undo cannot be a human, workflow or high-risk action: a compensation runs it as one call, with nothing to wait for",
+      "definition.invalid_undo",
+    );
+  }
+  checkAction(undo.action, `${path}.action`, check);
 }
 
 function checkImplementation<K extends ActionKind>(

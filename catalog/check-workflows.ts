@@ -34,8 +34,13 @@ function checkNode(workflow: Workflow, nodeId: string, node: Node, nodePath: str
   } else if (node.task) {
     checkTask(node.task, `${nodePath}.task`, check);
   }
-  if (node.workflow !== undefined) {
+  if (typeof node.workflow === "string") {
     checkReference("workflows", node.workflow, `${nodePath}.workflow`, lookup, report);
+  } else if (node.workflow !== undefined) {
+    checkJsonPath(node.workflow.from, `${nodePath}.workflow.from`, report);
+    node.workflow.allowed.forEach((ref, i) =>
+      checkReference("workflows", ref, `${nodePath}.workflow.allowed.${i}`, lookup, report),
+    );
   }
   node.depends_on?.forEach((dependency, i) => {
     if (dependency === nodeId) {

@@ -77,6 +77,8 @@ export const CEL_SCOPES = {
   calleeOutput: ["output"],
   /** A `context` or `metric` action's expressions: the action input. */
   actionInput: ["input"],
+  /** An undo's `input_mapping`: the original call's input and output. */
+  undo: ["input", "output"],
 } as const satisfies Record<string, readonly string[]>;
 
 /** The variables one CEL context binds. */

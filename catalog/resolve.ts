@@ -10,7 +10,10 @@ import {
   type DefinitionKind,
   type InlineAction,
   type InlineTask,
+  type InlineUndoAction,
   type ResolvedAction,
+  type ResolvedUndo,
+  type Undo,
   type ResolvedTask,
   type RunSnapshot,
 } from "../schemas/index.ts";
@@ -51,8 +54,12 @@ export function resolveRunSnapshot(
   for (const [nodeId, node] of Object.entries(workflow.nodes)) {
     if (node.task !== undefined) {
       snapshot.tasks[nodeId] = resolveTask(reader, node.task, `${workflow.id}/${nodeId}`);
-    } else if (node.workflow !== undefined) {
+    } else if (typeof node.workflow === "string") {
       snapshot.workflows[nodeId] = pin(reader, "workflows", node.workflow);
+    } else if (node.workflow !== undefined) {
+      // Every workflow the node may choose is pinned now; the choice is made when the node starts.
+      const allowed = node.workflow.allowed.map((ref) => pin(reader, "workflows", ref));
+      snapshot.choices = { ...snapshot.choices, [nodeId]: allowed };
     }
   }
   return snapshot;
@@ -84,15 +91,60 @@ function resolveAction(reader: DefinitionReader, action: string | InlineAction, 
     typeof action === "string"
       ? load(reader, "actions", action, Action)
       : { id: action.id ?? inlineId, version: 0, definition: action };
+  const { undo, ...rest } = definition;
+  const resolved = resolveKind(reader, { id, version, definition: rest });
+  return undo === undefined ? resolved : { ...resolved, undo: resolveUndo(reader, undo, `${id}/undo`) };
+}
+
+/**
+ * Undo kinds that cannot run in a compensation: a compensation runs each undo
+ * as one call through the executor, after the run ended, so nothing in it may
+ * wait for a person, an approval or a child run.
+ */
+const UNDO_REFUSED_KINDS: ReadonlySet<string> = new Set(["human", "workflow"]);
+
+/** An action's `undo` with its action resolved (a referenced action's own `undo` is not followed). */
+function resolveUndo(reader: DefinitionReader, undo: Undo, inlineId: string): ResolvedUndo {
+  const { id, version, definition } =
+    typeof undo.action === "string"
+      ? load(reader, "actions", undo.action, Action)
+      : { id: undo.action.id ?? inlineId, version: 0, definition: undo.action };
+  const { undo: _ignored, ...action } = definition as InlineUndoAction & { undo?: unknown };
+  if (UNDO_REFUSED_KINDS.has(action.kind) || action.risk === "high") {
+    throw EngineError.terminal(
+      "definition.invalid_undo",
+      `the undo action ${id}@${version} is a ${action.risk === "high" ? "high-risk" : action.kind} action: an undo runs as one call, with nothing to wait for`,
+    );
+  }
+  return {
+    ...undo,
+    action: resolveKind(reader, { id, version, definition: action }) as ResolvedUndo["action"],
+  };
+}
+
+/** The kinds that refer to other definitions get them pinned or frozen in; the rest are as written. */
+function resolveKind(
+  reader: DefinitionReader,
+  { id, version, definition }: { id: string; version: number; definition: InlineUndoAction },
+): ResolvedAction {
   switch (definition.kind) {
     case "workflow": {
-      // The child runs the version that is current now, whatever is registered later.
-      const child = pin(reader, "workflows", definition.implementation.workflow);
+      // The child runs the version that is current now, whatever is registered later
+      // (every allowed one, for a child chosen when the step starts).
+      const pinned = (ref: string) => {
+        const child = pin(reader, "workflows", ref);
+        return `${child.id}@${child.version}`;
+      };
+      const workflow = definition.implementation.workflow;
       return {
         ...definition,
         id,
         version,
-        implementation: { ...definition.implementation, workflow: `${child.id}@${child.version}` },
+        implementation: {
+          ...definition.implementation,
+          workflow:
+            typeof workflow === "string" ? pinned(workflow) : { ...workflow, allowed: workflow.allowed.map(pinned) },
+        },
       };
     }
     case "llm": {

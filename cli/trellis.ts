@@ -4,7 +4,7 @@
  *
  *   npx trellis define examples/            register YAML/JSON bundles
  *   npx trellis run fan-out --follow        start a run and watch it
- *   npx trellis runs | show | tail | gates | answer | approve | cancel | pause | resume | redrive | verify | mcp tools
+ *   npx trellis runs | show | tail | gates | answer | approve | cancel | pause | resume | redrive | compensate | verify | mcp tools
  *
  * Talks to TRELLIS_URL (default http://127.0.0.1:8787) with TRELLIS_TOKEN
  * (default: the first of API_TOKENS in ./.dev.vars), or --url/--token.
@@ -34,7 +34,7 @@ import { resolveTarget } from "./config.ts";
 
 const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
   .version;
-const CONTROLS = ["approve", "cancel", "pause", "resume", "redrive"] as const;
+const CONTROLS = ["approve", "cancel", "pause", "resume", "redrive", "compensate"] as const;
 
 export function program(exit: (code: Exit) => void): Command {
   const cli = new Command("trellis")

@@ -93,6 +93,8 @@ export interface TrellisApi {
   resumeRun(runId: string): Promise<Result<RunView>>;
   /** `POST /v1/runs/{run_id}/redrive`. */
   redriveRun(runId: string): Promise<Result<RunView>>;
+  /** `POST /v1/runs/{run_id}/compensate`. */
+  compensateRun(runId: string): Promise<Result<RunView>>;
   /** `POST /v1/runs/{run_id}/approve`. */
   approveRun(runId: string): Promise<Result<RunView>>;
   /** Up to 500 journal entries after `afterSeq`; with none yet, waits up to `waitMs` (≤ 30 s) for the next. */

@@ -18,6 +18,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: Undo;
   kind: "llm";
   implementation: LlmImplementation;
 } | {
@@ -30,6 +31,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: Undo;
   kind: "mcp";
   implementation: McpImplementation;
 } | {
@@ -42,6 +44,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: Undo;
   kind: "http";
   implementation: HttpImplementation;
 } | {
@@ -54,6 +57,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: Undo;
   kind: "tool";
   implementation: ToolImplementation;
 } | {
@@ -66,6 +70,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: Undo;
   kind: "shell";
   implementation: ShellImplementation;
 } | {
@@ -78,6 +83,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: Undo;
   kind: "workflow";
   implementation: WorkflowImplementation;
 } | {
@@ -90,6 +96,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: Undo;
   kind: "human";
   implementation: HumanImplementation;
 } | {
@@ -102,6 +109,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: Undo;
   kind: "vector";
   implementation: VectorImplementation;
 } | {
@@ -114,6 +122,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: Undo;
   kind: "metric";
   implementation: MetricImplementation;
 } | {
@@ -126,6 +135,7 @@ export type Action = {
   };
   risk?: "low" | "medium" | "high";
   id: string;
+  undo?: Undo;
   kind: "context";
   implementation: ContextImplementation;
 };
@@ -269,6 +279,148 @@ export type InlineAction = {
   };
   risk?: "low" | "medium" | "high";
   id?: string;
+  undo?: Undo;
+  kind: "llm";
+  implementation: LlmImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  undo?: Undo;
+  kind: "mcp";
+  implementation: McpImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  undo?: Undo;
+  kind: "http";
+  implementation: HttpImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  undo?: Undo;
+  kind: "tool";
+  implementation: ToolImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  undo?: Undo;
+  kind: "shell";
+  implementation: ShellImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  undo?: Undo;
+  kind: "workflow";
+  implementation: WorkflowImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  undo?: Undo;
+  kind: "human";
+  implementation: HumanImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  undo?: Undo;
+  kind: "vector";
+  implementation: VectorImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  undo?: Undo;
+  kind: "metric";
+  implementation: MetricImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  undo?: Undo;
+  kind: "context";
+  implementation: ContextImplementation;
+};
+
+/** A task written inline in a node; its id is optional. */
+export type InlineTask = {
+  id?: string;
+  description?: string;
+  input_schema?: JsonSchema;
+  output_schema?: JsonSchema;
+  steps: Step[];
+};
+
+/** An undo's action written inline: an action without an undo of its own. */
+export type InlineUndoAction = {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
   kind: "llm";
   implementation: LlmImplementation;
 } | {
@@ -379,15 +531,6 @@ export type InlineAction = {
   id?: string;
   kind: "context";
   implementation: ContextImplementation;
-};
-
-/** A task written inline in a node; its id is optional. */
-export type InlineTask = {
-  id?: string;
-  description?: string;
-  input_schema?: JsonSchema;
-  output_schema?: JsonSchema;
-  steps: Step[];
 };
 
 /** { "<field>": <source> }: a "$…" JSONPath, { "expr" }, { "template" } or a literal. */
@@ -533,7 +676,7 @@ export type Model = {
 export type Node = {
   description?: string;
   task?: Reference | InlineTask;
-  workflow?: Reference;
+  workflow?: Reference | WorkflowChoice;
   depends_on?: string[];
   when?: string;
   foreach?: {
@@ -620,6 +763,16 @@ export type NodeDetail = {
           retry_after_ms?: number;
         };
         else?: "skip" | "succeed";
+        undo?: {
+          action: string;
+          input: JsonValue;
+        } | {
+          action: string;
+          error: {
+            code: string;
+            message: string;
+          };
+        };
       })[];
     })[];
   })[];
@@ -780,6 +933,27 @@ export type RunView = {
     node: string;
     item: number | null;
   })[];
+  compensation?: {
+    status: "none" | "running" | "completed" | "failed";
+    trigger: "on_failure" | "on_cancel" | "manual" | "redrive" | null;
+    started_at: string | null;
+    finished_at: string | null;
+    undos: ({
+      node: string;
+      item: number | null;
+      step: string;
+      action: string;
+      status: "enqueued" | "running" | "retrying" | "completed" | "failed";
+      attempts: number;
+      error: {
+        code: string;
+        message: string;
+        node?: string;
+        step?: string;
+        retryable?: boolean;
+      } | null;
+    })[];
+  };
 };
 
 /** The implementation of an action of kind "shell" (docs/definitions.md#implementation-per-kind). */
@@ -847,6 +1021,13 @@ export type ToolImplementation = {
   resource_name?: string;
 };
 
+/** What undoes a completed call of the action (docs/definitions.md#undo-and-compensation). */
+export type Undo = {
+  action: Reference | InlineUndoAction;
+  input_mapping?: InputMapping;
+  retry?: RetryPolicy;
+};
+
 /** The implementation of an action of kind "vector" (docs/definitions.md#implementation-per-kind). */
 export type VectorImplementation = {
   index: string;
@@ -873,6 +1054,7 @@ export type Workflow = {
   fail_fast?: boolean;
   timeout_ms?: number;
   tools?: string[];
+  compensate?: "on_failure" | "on_cancel" | "always" | "never";
   resources?: {
     [key: string]: {
       type: "container";
@@ -883,9 +1065,15 @@ export type Workflow = {
   };
 };
 
+/** A child workflow chosen at run time (docs/definitions.md#choosing-work-at-run-time). */
+export type WorkflowChoice = {
+  from: string;
+  allowed: Reference[];
+};
+
 /** The implementation of an action of kind "workflow" (docs/definitions.md#implementation-per-kind). */
 export type WorkflowImplementation = {
-  workflow: Reference;
+  workflow: Reference | WorkflowChoice;
   on_failure?: "propagate" | "return";
 };
 
@@ -907,6 +1095,7 @@ export interface Components {
   HumanImplementation: HumanImplementation;
   InlineAction: InlineAction;
   InlineTask: InlineTask;
+  InlineUndoAction: InlineUndoAction;
   InputMapping: InputMapping;
   JournalEntry: JournalEntry;
   JournalResponse: JournalResponse;
@@ -935,7 +1124,9 @@ export interface Components {
   Step: Step;
   Task: Task;
   ToolImplementation: ToolImplementation;
+  Undo: Undo;
   VectorImplementation: VectorImplementation;
   Workflow: Workflow;
+  WorkflowChoice: WorkflowChoice;
   WorkflowImplementation: WorkflowImplementation;
 }

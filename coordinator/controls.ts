@@ -1,5 +1,6 @@
 import { EngineError } from "../lib/errors.ts";
-import { RUN_STATUS_REASONS, RUN_STATUSES, type RunStatus } from "../schemas/index.ts";
+import { RUN_STATUS_REASONS, RUN_STATUSES, type RunRecord, type RunStatus } from "../schemas/index.ts";
+import { compensateRefusal, redriveRefusal } from "./compensation.ts";
 import type { RunEvent } from "./events.ts";
 import { isTerminal } from "./lifecycle.ts";
 
@@ -19,6 +20,8 @@ interface ControlRow {
   readonly event: (reason: string | undefined) => RunEvent;
   readonly refusal: string;
   readonly wakes: boolean;
+  /** A refusal that depends on more than the status (null: allowed). */
+  readonly guard?: (record: RunRecord) => string | null;
 }
 
 /** Every status a run can still leave: the lifecycle's non-terminal ones. */
@@ -45,12 +48,25 @@ export const CONTROLS = {
     refusal: "only a paused run can be resumed; this one is",
     wakes: false,
   },
-  /** Re-runs a failed run from its failed nodes, keeping completed results, in the same journal. */
+  /**
+   * Re-runs a failed run from its failed nodes, keeping completed results, in
+   * the same journal; or, when the run's compensation failed (a failed or a
+   * cancelled run), resumes the compensation at the undo that failed.
+   */
   redrive: {
-    statuses: ["failed"],
+    statuses: ["failed", "cancelled"],
     event: () => ({ type: "redrive" }),
     refusal: "only a failed run can be redriven; this one is",
     wakes: false,
+    guard: redriveRefusal,
+  },
+  /** Runs the undos of a failed or cancelled run that has not compensated (docs/definitions.md). */
+  compensate: {
+    statuses: ["failed", "cancelled"],
+    event: () => ({ type: "compensate" }),
+    refusal: "only a failed or cancelled run can be compensated; this one is",
+    wakes: true,
+    guard: compensateRefusal,
   },
   /** Starts a run created with `mode: "approval"` (the `start` event an auto run applies on creation). */
   approve: {
@@ -71,15 +87,34 @@ export function isRunControl(name: unknown): name is RunControl {
   return typeof name === "string" && Object.hasOwn(CONTROLS, name);
 }
 
-/** Whether a run in `status` accepts `control`. */
-export function allows(control: RunControl, status: RunStatus): boolean {
-  return (CONTROLS[control].statuses as readonly RunStatus[]).includes(status);
+/** Whether the run accepts `control`: its status is one of the row's, and the row's guard (if any) finds nothing against. */
+export function allows(control: RunControl, record: RunRecord): boolean {
+  return refusalOf(control, record) === null;
 }
 
-/** Throws the control's refusal (`run.terminal` for an ended run, else `run.conflict`) unless `status` allows it. */
-export function assertAllowed(control: RunControl, status: RunStatus): void {
-  if (!allows(control, status)) {
-    const code = isTerminal(status) ? "run.terminal" : "run.conflict";
-    throw EngineError.terminal(code, `${CONTROLS[control].refusal} ${status}`);
+/**
+ * Whether a run in `status` may accept `control`, before any guard: what a
+ * client that sees only the run view (the console's buttons) can know. The
+ * coordinator still applies the guard, and refuses with 409 where it objects.
+ */
+export function statusAllows(control: RunControl, status: RunRecord["status"]): boolean {
+  return (CONTROLS[control] as ControlRow).statuses.includes(status);
+}
+
+function refusalOf(control: RunControl, record: RunRecord): { code: string; message: string } | null {
+  const row: ControlRow = CONTROLS[control];
+  const code = isTerminal(record.status) ? "run.terminal" : "run.conflict";
+  if (!row.statuses.includes(record.status)) {
+    return { code, message: `${row.refusal} ${record.status}` };
+  }
+  const guarded = row.guard?.(record) ?? null;
+  return guarded === null ? null : { code, message: guarded };
+}
+
+/** Throws the control's refusal (`run.terminal` for an ended run, else `run.conflict`) unless the run allows it. */
+export function assertAllowed(control: RunControl, record: RunRecord): void {
+  const refusal = refusalOf(control, record);
+  if (refusal !== null) {
+    throw EngineError.terminal(refusal.code, refusal.message);
   }
 }

@@ -193,7 +193,7 @@ export class Coordinator extends DurableObject<Env> {
         throw EngineError.terminal("run.invalid_reason", "a control's reason must be a string when given");
       }
       const { record } = this.requireRun();
-      assertAllowed(name, record.status);
+      assertAllowed(name, record);
       const row = CONTROLS[name];
       const event = row.event(reason);
       await (row.wakes ? this.applyAndWake([event]) : this.inbox.apply(event));
@@ -368,10 +368,10 @@ export class Coordinator extends DurableObject<Env> {
     this.ctx.waitUntil(sendTaskGroup(this.env.EXECUTOR, payloads, deliver));
   }
 
-  /** The attestation that closes this run's journal, if it has one. */
+  /** The latest attestation of this run's journal (a compensation section may follow it), if it has one. */
   private attestation(): { seq: number; hash: string } | null {
-    const last = this.store.journal(Math.max(0, (this.state?.record.journal_seq ?? 1) - 1), 1)[0];
-    return last?.kind === "attest" ? { seq: last.seq, hash: last.hash } : null;
+    const last = this.store.lastAttestation();
+    return last ? { seq: last.seq, hash: last.hash } : null;
   }
 
   private requireRun(): RunState {

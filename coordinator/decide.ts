@@ -6,12 +6,21 @@ import {
   type TaskResult,
 } from "../schemas/index.ts";
 import { MAX_CLEANUP_CALLS_PER_EVENT, sendCleanup } from "./cleanup.ts";
+import {
+  compensateOnEnd,
+  enqueueUndos,
+  onUndoResult,
+  redrivesCompensation,
+  startCompensation,
+  wakeCompensation,
+} from "./compensation.ts";
 import { allows } from "./controls.ts";
 import { dispatchReady, startPendingChildren } from "./dispatch.ts";
 import { Draft, type Command, type DecideContext, type RunState } from "./draft.ts";
 import type { RunEvent } from "./events.ts";
 import { isTerminal } from "./lifecycle.ts";
 import type { LiveWork } from "./live.ts";
+import { journalStepChoice } from "./choices.ts";
 import { completeInvocation, failInvocation, itemOf, startReadyNodes } from "./nodes.ts";
 import { advance, nextWakeAt } from "./schedule.ts";
 import { mergeStepSummaries } from "./summaries.ts";
@@ -60,7 +69,7 @@ type Handlers = { [K in RunEvent["type"]]: (draft: Draft, event: Extract<RunEven
 const HANDLERS: Handlers = {
   // The event an approval applies, and an auto run on creation.
   start: (draft) => {
-    if (allows("approve", draft.record.status)) {
+    if (allows("approve", draft.record)) {
       draft.transition("queued", RUN_STATUS_REASONS.started);
     }
   },
@@ -72,23 +81,32 @@ const HANDLERS: Handlers = {
     }
   },
   cancel: (draft, event) => {
-    if (allows("cancel", draft.record.status)) {
+    if (allows("cancel", draft.record)) {
       draft.finish("cancelled", event.reason, null);
     }
   },
   pause: (draft) => {
-    if (allows("pause", draft.record.status)) {
+    if (allows("pause", draft.record)) {
       draft.transition("paused", RUN_STATUS_REASONS.paused);
     }
   },
   resume: (draft) => {
-    if (allows("resume", draft.record.status)) {
+    if (allows("resume", draft.record)) {
       draft.transition("running", RUN_STATUS_REASONS.resumed);
     }
   },
   redrive: (draft) => {
-    if (allows("redrive", draft.record.status)) {
-      redrive(draft);
+    if (allows("redrive", draft.record)) {
+      if (redrivesCompensation(draft.record)) {
+        startCompensation(draft, "redrive");
+      } else {
+        redrive(draft);
+      }
+    }
+  },
+  compensate: (draft) => {
+    if (allows("compensate", draft.record)) {
+      startCompensation(draft, "manual");
     }
   },
   gate_answer: (draft, event) => {
@@ -132,6 +150,7 @@ function decideWithin(state: RunState, event: RunEvent, context: DecideContext):
   const draft = new Draft(state, context);
   HANDLERS[event.type](draft as never, event as never);
   advance(draft);
+  compensateOnEnd(draft, state.record.status);
   // An event that changed nothing in the record (a liveness wake that found
   // everything live) hands the same record back, so storage writes nothing.
   const record = sameFields(draft.record, state.record) ? state.record : draft.record;
@@ -149,6 +168,7 @@ function onWake(draft: Draft, live: LiveWork): void {
   // Cleanup first: what earlier events made pending, and what a restart lost.
   const cleanupCalls = sendCleanup(draft, live, MAX_CLEANUP_CALLS_PER_EVENT);
   if (isTerminal(status)) {
+    wakeCompensation(draft, live);
     if (!live.notifying) {
       draft.notifyParent(); // Until the parent acknowledges, every wake tries again.
     }
@@ -227,7 +247,9 @@ function checkInvocationTimers(draft: Draft, nodeId: string, invocation: Invocat
 
 function onTaskResult(draft: Draft, result: TaskResult): void {
   if (isTerminal(draft.record.status)) {
-    return; // The journal is closed by its attestation; nothing may follow it.
+    // The journal is closed by its attestation: only a compensation's undos may follow it.
+    onUndoResult(draft, result);
+    return;
   }
   const found = draft.findByToken(result.token_id);
   if (!found || found.invocation.status !== "running") {
@@ -247,18 +269,24 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
     output_tokens: usage.output_tokens + tokens.output,
     cost_usd: usage.cost_usd + tokens.cost_usd,
   };
+  // Each outcome journals the result's step records first: that entry is where its undos were enqueued.
+  enqueueUndos(
+    draft,
+    { node: nodeId, item: itemOf(draft, nodeId, invocation) },
+    result.steps,
+    draft.record.journal_seq + 1,
+  );
   if (result.suspended) {
     suspendInvocation(draft, nodeId, invocation, result.suspended, {
       token: result.token_id,
       steps: result.steps ?? [],
     });
-    return;
-  }
-  if (result.success) {
+    journalStepChoice(draft, nodeId, invocation, result.suspended);
+  } else if (result.success) {
     completeInvocation(draft, nodeId, invocation, result.output ?? null, result.metrics.duration_ms, result.steps);
-    return;
+  } else {
+    failInvocation(draft, nodeId, invocation, attemptErrorOf(result), result.steps);
   }
-  failInvocation(draft, nodeId, invocation, attemptErrorOf(result), result.steps);
 }
 
 /** The invocation with its step summaries brought up to date by the result's step records (written with it). */

@@ -131,7 +131,9 @@ export function dispatchReady(draft: Draft, childBudget: number): void {
 /** A node that runs a sub-workflow: its invocation waits for a child run, no executor involved. */
 function startNodeChild(draft: Draft, nodeId: string, invocation: InvocationRecord): void {
   const pinned = draft.snapshot.workflows[nodeId];
-  if (!pinned) {
+  // A node that chose its child at run time keeps the choice on the invocation.
+  const workflow = invocation.workflow ?? (pinned && `${pinned.id}@${pinned.version}`);
+  if (!workflow) {
     failNode(draft, nodeId, {
       code: "node.no_workflow",
       message: `node ${nodeId} has no resolved workflow`,
@@ -142,7 +144,6 @@ function startNodeChild(draft: Draft, nodeId: string, invocation: InvocationReco
   const attempt = invocation.attempts + 1;
   const started = { ...invocation, attempts: attempt };
   const key = childKey(draft, nodeId, started, null);
-  const workflow = `${pinned.id}@${pinned.version}`;
   draft.setInvocation(nodeId, invocation.index, {
     status: "suspended",
     attempts: attempt,

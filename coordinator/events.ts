@@ -14,8 +14,10 @@ export type RunEvent =
   | { type: "cancel"; reason: string }
   | { type: "pause" }
   | { type: "resume" }
-  /** Re-run a failed run from its failed nodes, keeping what completed. */
+  /** Re-run a failed run from its failed nodes, keeping what completed (or resume its failed compensation). */
   | { type: "redrive" }
+  /** Run the undos of a failed or cancelled run, by hand (`POST /v1/runs/{id}/compensate`). */
+  | { type: "compensate" }
   /** A valid answer to an open gate (checked against its schema by the Durable Object). */
   | { type: "gate_answer"; gate_id: string; response: Json; responder: string | null }
   /** A child run this run asked for exists now. */

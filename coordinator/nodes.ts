@@ -3,6 +3,7 @@ import { evalCelBool } from "../lib/expr/cel.ts";
 import { selectJsonPath } from "../lib/expr/jsonpath.ts";
 import { applyOutputMapping, buildInput, type Writable } from "../lib/expr/mapping.ts";
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
+import { chooseWorkflow, type Chosen } from "../lib/workflow-choice.ts";
 import {
   toErrorSummary,
   toFailure,
@@ -14,6 +15,7 @@ import {
   type Json,
   type StepRecord,
 } from "../schemas/index.ts";
+import { journalChoices } from "./choices.ts";
 import { closeInvocation, isOpen, type Draft } from "./draft.ts";
 
 /**
@@ -96,10 +98,14 @@ function startIteration(draft: Draft, nodeId: string, definition: NodeDefinition
           fallback: item,
         }))
       : [{ vars: doc, fallback: draft.record.context.input }];
+    const chosen: (Chosen | undefined)[] = [];
     const invocations = items.map(({ vars, fallback }, index): InvocationRecord => {
       const runs = definition.when === undefined || evalCelBool(definition.when, vars);
       const input = runs ? (definition.input_mapping ? buildInput(definition.input_mapping, vars) : fallback) : null;
+      const choice = typeof definition.workflow === "object" && runs ? definition.workflow : undefined;
+      chosen[index] = choice && chooseWorkflow(choice, draft.snapshot.choices?.[nodeId] ?? [], vars);
       return {
+        ...(chosen[index] ? { workflow: chosen[index].workflow } : {}),
         index,
         status: runs ? "pending" : "skipped",
         attempts: 0,
@@ -126,6 +132,7 @@ function startIteration(draft: Draft, nodeId: string, definition: NodeDefinition
       invocations: invocations.length,
       skipped: invocations.filter((invocation) => invocation.status === "skipped").length,
     });
+    journalChoices(draft, nodeId, definition, chosen);
     return !invocations.some(isOpen);
   } catch (thrown) {
     draft.setNode(nodeId, { iterations: iteration });

@@ -1,6 +1,7 @@
 import { validateJson } from "../lib/json-schema.ts";
 import { RUN_STATUS_REASONS, type RunStatus } from "../schemas/index.ts";
 import { hasPendingCleanup } from "./cleanup.ts";
+import { compensationWakeAt } from "./compensation.ts";
 import { dispatchable, inFlightCount } from "./dispatch.ts";
 import type { Draft } from "./draft.ts";
 import { isTerminal } from "./lifecycle.ts";
@@ -98,7 +99,9 @@ export function nextWakeAt(draft: Draft): number | null {
   if (isTerminal(status)) {
     const parent = draft.record.parent;
     const notifyAt = parent && !parent.notified ? draft.now + PARENT_NOTIFY_RETRY_MS : null;
-    return notifyAt === null || cleanupAt === null ? (notifyAt ?? cleanupAt) : Math.min(notifyAt, cleanupAt);
+    const times = [notifyAt, cleanupAt, compensationWakeAt(draft, LIVENESS_CHECK_MS)];
+    const due = times.filter((at): at is number => at !== null);
+    return due.length === 0 ? null : Math.min(...due);
   }
   if (status === "drafting") {
     return draft.record.mode === "auto" ? draft.now : null;

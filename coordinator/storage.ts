@@ -231,6 +231,19 @@ export class RunStore implements IndexOutbox {
     );
   }
 
+  /**
+   * The latest attestation: the journal's last entry, unless a compensation
+   * section was opened after it (docs/journal.md), where it is the last `attest`.
+   */
+  lastAttestation(): JournalEntry | undefined {
+    const row = this.sql
+      .exec<{ entry: string }>(
+        "SELECT entry FROM journal WHERE json_extract(entry, '$.kind') = 'attest' ORDER BY seq DESC LIMIT 1",
+      )
+      .toArray()[0];
+    return row ? JournalEntry.parse(JSON.parse(row.entry)) : undefined;
+  }
+
   journal(afterSeq = 0, limit = 10_000): JournalEntry[] {
     return this.sql
       .exec<{ entry: string }>("SELECT entry FROM journal WHERE seq > ? ORDER BY seq LIMIT ?", afterSeq, limit)

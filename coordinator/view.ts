@@ -6,6 +6,7 @@ import {
   type NodeDetail,
   type NodeRecord,
   type NodeView,
+  type RunRecord,
   type RunView,
 } from "../schemas/index.ts";
 import { toGateView } from "./children.ts";
@@ -43,6 +44,27 @@ export function toRunView(state: RunState, foreachNodes: ReadonlySet<string>): R
           })),
         ),
       ),
+    ...(record.undos === undefined ? {} : { compensation: toCompensationView(record) }),
+  };
+}
+
+/** The run's undos and how its compensation went (the view shows it once a step enqueued an undo). */
+function toCompensationView(record: RunRecord): NonNullable<RunView["compensation"]> {
+  const compensation = record.compensation;
+  return {
+    status: compensation?.status ?? "none",
+    trigger: compensation?.trigger ?? null,
+    started_at: iso(compensation?.started_at ?? null),
+    finished_at: iso(compensation?.finished_at ?? null),
+    undos: (record.undos ?? []).map((undo) => ({
+      node: undo.node,
+      item: undo.item,
+      step: undo.step,
+      action: undo.action,
+      status: undo.status,
+      attempts: undo.attempts,
+      error: undo.error && toFailureView(undo.error),
+    })),
   };
 }
 

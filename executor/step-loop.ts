@@ -7,6 +7,7 @@ import {
   type CallAttempt,
   type ResolvedStep,
   type StepRecord,
+  type StepUndo,
   type TaskContext,
   type TaskPayload,
   type TaskSuspension,
@@ -87,7 +88,7 @@ async function runStep(
   }
   try {
     const input: Json = step.input_mapping ? buildInput(step.input_mapping, doc) : context.input;
-    const wait = waitFor(step, input, approved);
+    const wait = waitFor(step, input, approved, context);
     if (wait) {
       checkWaitInput(step, input);
       return { next: "suspend", wait, ran: false };
@@ -98,12 +99,40 @@ async function runStep(
       clock: deps.clock,
       attempts: deps.attempts,
     });
-    return { next: "continue", context: writeStepOutput(step, output, context), ran: true, usage: metaOf(output) };
+    const undo = undoOf(step, input, output);
+    return {
+      next: "continue",
+      context: writeStepOutput(step, output, context),
+      ran: true,
+      usage: metaOf(output),
+      ...(undo === undefined ? {} : { undo }),
+    };
   } catch (thrown) {
     const error = ensureEngineError(thrown, "step.failed");
     const outcome = onStepFailure(step, error, context, deps.signal);
     // A failed call may still have been paid for (an llm answer that did not match).
     return error.meta === undefined ? outcome : { ...outcome, usage: error.meta as Json };
+  }
+}
+
+/**
+ * The undo a completed call enqueues, when its action declares one: the undo's
+ * input is built now, from the call's own `{ input, output }`, because that is
+ * all it may read (the task context moves on). A mapping that fails leaves the
+ * undo on record with its error: the call happened, and compensation will say
+ * that it could not be undone.
+ */
+function undoOf(step: ResolvedStep, input: Json, output: Json): StepUndo | undefined {
+  const undo = step.action.undo;
+  if (undo === undefined) {
+    return undefined;
+  }
+  const action = `${undo.action.kind} ${undo.action.id}@${undo.action.version}`;
+  try {
+    return { action, input: undo.input_mapping ? buildInput(undo.input_mapping, { input, output }) : input };
+  } catch (thrown) {
+    const error = ensureEngineError(thrown, "undo.invalid_mapping");
+    return { action, error: { code: error.code, message: error.message } };
   }
 }
 
@@ -150,7 +179,12 @@ function checkWaitInput(step: ResolvedStep, input: Json): void {
  * waits for its gate, a workflow step for its child run, and a high-risk
  * action for an approval (unless this dispatch carries that approval).
  */
-function waitFor(step: ResolvedStep, input: Json, approved: boolean): TaskSuspension["wait"] | undefined {
+function waitFor(
+  step: ResolvedStep,
+  input: Json,
+  approved: boolean,
+  context: TaskContext,
+): TaskSuspension["wait"] | undefined {
   const action = step.action;
   if (action.risk === "high" && !approved) {
     return {
@@ -161,7 +195,7 @@ function waitFor(step: ResolvedStep, input: Json, approved: boolean): TaskSuspen
       action: { id: action.id, version: action.version, kind: action.kind },
     };
   }
-  return suspensionFor(action, input);
+  return suspensionFor(action, input, context);
 }
 
 function preview(input: Json): string {

@@ -1,6 +1,14 @@
 import { EngineError } from "../lib/errors.ts";
 import { applyOutputMapping, setTargetPath } from "../lib/expr/mapping.ts";
-import type { CallAttempt, ResolvedStep, StepRecord, TaskContext, TaskSuspension, Json } from "../schemas/index.ts";
+import type {
+  CallAttempt,
+  ResolvedStep,
+  StepRecord,
+  StepUndo,
+  TaskContext,
+  TaskSuspension,
+  Json,
+} from "../schemas/index.ts";
 
 /**
  * Failures that the same task input always reproduces: a step's
@@ -20,9 +28,9 @@ export type FailedStepOutcome = (
   | { next: "fail"; error: EngineError; ran: boolean }
 ) & { usage?: Json };
 
-/** How a step ended, and what the task does next. */
+/** How a step ended, and what the task does next (`undo`: what a completed call enqueued). */
 export type StepOutcome =
-  | FailedStepOutcome
+  | (FailedStepOutcome & { undo?: StepUndo })
   | ((
       | { next: "succeed"; context: TaskContext; ran: boolean }
       | { next: "suspend"; wait: TaskSuspension["wait"]; ran: boolean }
@@ -107,7 +115,7 @@ export function stepRecord(
         return { ...base, status: "skipped", else: "skip" };
       }
       return outcome.failure === undefined
-        ? { ...base, status: "completed" }
+        ? { ...base, status: "completed", ...(outcome.undo === undefined ? {} : { undo: outcome.undo }) }
         : { ...base, status: "continued", error: recordedError(outcome.failure) };
   }
 }

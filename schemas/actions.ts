@@ -4,10 +4,12 @@ import {
   DefinitionId,
   Description,
   JsonSchema,
+  InputMapping,
   JsonValue,
   Reference,
   RetryPolicy,
   TimeoutMs,
+  WorkflowChoice,
 } from "./common.ts";
 
 // ─── Prompts, models, MCP servers ────────────────────────────────────────────
@@ -142,7 +144,8 @@ const ShellImplementation = z.strictObject({
 });
 
 const WorkflowImplementation = z.strictObject({
-  workflow: Reference,
+  /** The child: a reference, or `{ from, allowed }` to choose it from the task context when the step starts. */
+  workflow: z.union([Reference, WorkflowChoice]),
   on_failure: z.enum(["propagate", "return"]).optional(),
 });
 
@@ -287,10 +290,28 @@ export function actionUnion<E extends z.ZodRawShape, M extends ActionImplementat
   return z.discriminatedUnion("kind", members);
 }
 
-export const Action = actionUnion({ id: DefinitionId }, ACTION_IMPLEMENTATIONS);
+/** An action written inline as an undo: an action of its own, which declares no undo itself. */
+export const InlineUndoAction = actionUnion({ id: DefinitionId.optional() }, ACTION_IMPLEMENTATIONS);
+export type InlineUndoAction = z.infer<typeof InlineUndoAction>;
+
+/**
+ * What undoes a completed call of an action (docs/definitions.md, "Undo"):
+ * an action (a reference or inline) and the mapping that builds its input
+ * from the document `{ input, output }` of the original call. Without a
+ * mapping the undo gets the original call's input. `retry` re-dispatches
+ * the undo when it fails retryably (default: 3 attempts, 1 s backoff).
+ */
+export const Undo = z.strictObject({
+  action: z.union([Reference, InlineUndoAction]),
+  input_mapping: InputMapping.optional(),
+  retry: RetryPolicy.optional(),
+});
+export type Undo = z.infer<typeof Undo>;
+
+export const Action = actionUnion({ id: DefinitionId, undo: Undo.optional() }, ACTION_IMPLEMENTATIONS);
 export type Action = z.infer<typeof Action>;
 export type ActionOf<K extends ActionKind> = Extract<Action, { kind: K }>;
 
 /** An action written inline in a step: same shape, id optional. */
-export const InlineAction = actionUnion({ id: DefinitionId.optional() }, ACTION_IMPLEMENTATIONS);
+export const InlineAction = actionUnion({ id: DefinitionId.optional(), undo: Undo.optional() }, ACTION_IMPLEMENTATIONS);
 export type InlineAction = z.infer<typeof InlineAction>;

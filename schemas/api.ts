@@ -3,7 +3,17 @@ import { JsonValue } from "./common.ts";
 import { DefinitionKind } from "./definitions.ts";
 import { ErrorDetail, ErrorInfo, Failure } from "./errors.ts";
 import { StepRecord } from "./payload.ts";
-import { ChildLink, INVOCATION_STATUSES, NodeStatus, RunMode, RunStatus, StepSummary, Usage } from "./run.ts";
+import {
+  ChildLink,
+  COMPENSATION_TRIGGERS,
+  INVOCATION_STATUSES,
+  NodeStatus,
+  RunMode,
+  RunStatus,
+  StepSummary,
+  UndoRecord,
+  Usage,
+} from "./run.ts";
 
 /** `POST /v1/workflows/{id}/runs` body. */
 export const StartRunBody = z.strictObject({
@@ -109,6 +119,32 @@ export const NodeDetail = NodeView.extend({
 });
 export type NodeDetail = z.infer<typeof NodeDetail>;
 
+/**
+ * A run's undos and its compensation (docs/definitions.md, "Undo and
+ * compensation"): every undo its completed steps enqueued, in order of
+ * completion (a compensation runs them from the last), and how each went.
+ */
+export const CompensationView = z.strictObject({
+  /** `none` until the run compensates (by its policy, or by hand). */
+  status: z.enum(["none", "running", "completed", "failed"]),
+  trigger: z.enum(COMPENSATION_TRIGGERS).nullable(),
+  started_at: z.string().nullable(),
+  finished_at: z.string().nullable(),
+  undos: z.array(
+    z.strictObject({
+      node: z.string(),
+      item: z.number().int().nullable(),
+      step: z.string(),
+      /** The undo's action, `<kind> <id>@<version>`. */
+      action: z.string(),
+      status: UndoRecord.shape.status,
+      attempts: z.number().int(),
+      error: Failure.nullable(),
+    }),
+  ),
+});
+export type CompensationView = z.infer<typeof CompensationView>;
+
 /** `GET /v1/runs/{run_id}` (brief §5). */
 export const RunView = z.strictObject({
   run_id: z.string(),
@@ -128,6 +164,8 @@ export const RunView = z.strictObject({
   parent: z.strictObject({ run_id: z.string(), node: z.string(), step: z.string().nullable() }).nullable(),
   /** The child runs this run started, in node order, with how each ended (null while it runs). */
   children: z.array(ChildLink.extend({ node: z.string(), item: z.number().int().nullable() })),
+  /** Present once a completed step enqueued an undo. */
+  compensation: CompensationView.optional(),
 });
 export type RunView = z.infer<typeof RunView>;
 

@@ -23,6 +23,17 @@ export function parseReference(ref: string): { id: string; version: number | und
   return { id: match[1], version: match[2] === undefined ? undefined : Number(match[2]) };
 }
 
+/**
+ * A child workflow chosen at run time (docs/definitions.md, "Choosing work at
+ * run time"): `from` (a JSONPath over the context, like a mapping source)
+ * selects a workflow id, or `id@n`, which must be one of `allowed`.
+ */
+export const WorkflowChoice = z.strictObject({
+  from: z.string().startsWith("$", "must be a JSONPath starting with $"),
+  allowed: z.array(Reference).min(1).max(100),
+});
+export type WorkflowChoice = z.infer<typeof WorkflowChoice>;
+
 /** Any JSON value: the one JSON type of the code base (its checking schema is {@link JsonValue}). */
 export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
 

@@ -10,6 +10,7 @@ import {
   Reference,
   RetryPolicy,
   TimeoutMs,
+  WorkflowChoice,
 } from "./common.ts";
 
 // ─── Tasks ───────────────────────────────────────────────────────────────────
@@ -57,7 +58,7 @@ export const Node = z
   .strictObject({
     description: Description,
     task: z.union([Reference, InlineTask]).optional(),
-    workflow: Reference.optional(),
+    workflow: z.union([Reference, WorkflowChoice]).optional(),
     depends_on: z.array(z.string().regex(NODE_ID_PATTERN, "must be a node id")).optional(),
     when: CelSource.optional(),
     foreach: z
@@ -88,6 +89,17 @@ export const Node = z
   });
 export type Node = z.infer<typeof Node>;
 
+/**
+ * When a run's enqueued undos run (docs/definitions.md, "Undo and
+ * compensation"): after it fails, after it is cancelled, either, or never
+ * on its own (`POST /v1/runs/{id}/compensate` still runs them by hand).
+ */
+export const COMPENSATE_POLICIES = ["on_failure", "on_cancel", "always", "never"] as const;
+export const CompensatePolicy = z.enum(COMPENSATE_POLICIES);
+export type CompensatePolicy = z.infer<typeof CompensatePolicy>;
+/** A workflow that says nothing compensates whenever it does not complete. */
+export const DEFAULT_COMPENSATE_POLICY: CompensatePolicy = "always";
+
 export const Workflow = z.strictObject({
   id: DefinitionId,
   description: Description,
@@ -97,6 +109,8 @@ export const Workflow = z.strictObject({
   fail_fast: z.boolean().optional(),
   timeout_ms: z.number().int().min(1).max(31_536_000_000).optional(),
   tools: z.array(ToolGrant).optional(),
+  /** @default "always" */
+  compensate: CompensatePolicy.optional(),
   resources: z.record(z.string().min(1), z.strictObject({ type: z.literal("container") })).optional(),
   nodes: z
     .record(z.string().regex(NODE_ID_PATTERN, "node ids must match ^[a-z][a-z0-9_-]{0,62}$"), Node)

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { JsonValue } from "./common.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
 import { StepRecord } from "./payload.ts";
-import { RunMode, RunStatus } from "./run.ts";
+import { COMPENSATION_TRIGGERS, RunMode, RunStatus } from "./run.ts";
 
 /**
  * The signed journal of a run (brief §4, a contract): every entry is the
@@ -19,8 +19,13 @@ export const Base64Url = z.string().regex(/^[A-Za-z0-9_-]+$/, "expected unpadded
 
 /** The kind of the terminal attestation entry. */
 export const ATTEST_KIND = "attest";
-/** The one kind that may follow an attestation: a redrive reopens a failed run's journal. */
+/** A kind that may follow an attestation: a redrive reopens a failed run's journal. */
 export const REDRIVE_KIND = "run.redriven";
+/**
+ * The other kind that may follow an attestation: a failed or cancelled run's
+ * compensation opens a section of its own, closed by a new attestation.
+ */
+export const COMPENSATION_KIND = "compensation.started";
 
 /** One journal entry, exactly the nine envelope fields (extra fields are rejected: they would not be signed). */
 export const JournalEntry = z.strictObject({
@@ -76,6 +81,24 @@ const Attempt = z.number().int().min(0);
 const Count = z.number().int().min(0);
 const Pinned = z.strictObject({ id: z.string(), version: z.number().int() });
 const IsoTime = z.iso.datetime({ offset: true });
+
+/** Bodies of entries about one undo call: which enqueued undo (its index in order of completion) and which dispatch. */
+const UndoAttempt = z.strictObject({
+  undo: Count,
+  node: Node,
+  item: Item,
+  step: z.string(),
+  token: z.string().nullable(),
+  attempt: Attempt,
+});
+/** How a compensation ended, in `compensation.finished` and the attestation after it. */
+const CompensationOutcome = z.strictObject({
+  status: z.enum(["completed", "failed"]),
+  /** How many undos completed. */
+  undone: Count,
+  /** How many were enqueued in all. */
+  undos: Count,
+});
 
 /** Bodies of entries about one task attempt: where it ran and which dispatch it was. */
 const TaskAttempt = z.strictObject({ node: Node, item: Item, token: z.string(), attempt: Attempt });
@@ -177,6 +200,16 @@ export const JOURNAL_BODIES = {
   }),
   "approval.granted": ApprovalAnswer,
   "approval.rejected": ApprovalAnswer,
+  "workflow.chosen": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    from: z.string(),
+    /** What `from` selected. */
+    value: JsonValue,
+    /** The allowed workflow it names, pinned: `id@version`. */
+    workflow: z.string(),
+  }),
   "child.started": z.strictObject({
     node: Node,
     item: Item,
@@ -200,6 +233,29 @@ export const JOURNAL_BODIES = {
     child_run_id: z.string().nullable(),
     key: z.string(),
   }),
+  "compensation.started": z.strictObject({
+    trigger: z.enum(COMPENSATION_TRIGGERS),
+    /** The undos still to run, by index, in the order they will run (reverse order of completion). */
+    pending: z.array(Count),
+  }),
+  "undo.dispatched": UndoAttempt.extend({
+    token: z.string(),
+    action: z.string(),
+    enqueued_seq: z.number().int().min(1),
+  }),
+  "undo.completed": UndoAttempt.extend({
+    token: z.string(),
+    duration_ms: z.number().min(0),
+    output: JsonValue,
+    steps: z.array(StepRecord).optional(),
+  }),
+  "undo.failed": UndoAttempt.extend({
+    error: Failure,
+    steps: z.array(StepRecord).optional(),
+    /** When another attempt follows: when it is due. */
+    retry_at: IsoTime.optional(),
+  }),
+  "compensation.finished": CompensationOutcome.extend({ error: Failure.optional() }),
   /** The engine's attestations: the verifier's contract (JournalAttestationBody) and what the engine adds. */
   [ATTEST_KIND]: z.strictObject({
     ...JournalAttestationBody.shape,
@@ -208,6 +264,8 @@ export const JOURNAL_BODIES = {
     /** The output's JSON length, in place of the output when that is too large to attest. */
     output_chars: Count.optional(),
     error: Failure.optional(),
+    /** On the attestation that closes a compensation: how it ended. */
+    compensation: CompensationOutcome.optional(),
   }),
 } as const;
 

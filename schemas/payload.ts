@@ -179,6 +179,8 @@ export const TaskSuspension = z.strictObject({
       workflow: z.string(),
       input: JsonValue,
       on_failure: z.enum(["propagate", "return"]),
+      /** When the step chose its child at run time: its `from` and what that selected (journaled as `workflow.chosen`). */
+      chosen: z.strictObject({ from: z.string(), value: JsonValue }).optional(),
     }),
   ]),
 });
@@ -208,6 +210,13 @@ export const CallAttempt = z.strictObject({
 });
 export type CallAttempt = z.infer<typeof CallAttempt>;
 
+/** An undo enqueued by a completed step: `"<kind> <id>@<version>"` of the undo's action, and its input. */
+export const StepUndo = z.union([
+  z.strictObject({ action: z.string(), input: JsonValue }),
+  z.strictObject({ action: z.string(), error: ErrorSummary }),
+]);
+export type StepUndo = z.infer<typeof StepUndo>;
+
 /**
  * One step of a dispatch as it went: `completed` (its action's output was
  * written), `skipped` (its condition was false), `failed` (the task fails
@@ -226,6 +235,12 @@ export const StepRecord = z.strictObject({
   error: AttemptError.omit({ step: true }).optional(),
   /** For a skipped step: the condition's `else` (`skip`, or `succeed`, which ended the task). */
   else: z.enum(["skip", "succeed"]).optional(),
+  /**
+   * For a completed step whose action declares `undo`: the undo enqueued, with
+   * the input its mapping built from the call's `{ input, output }` (or why it
+   * could not be built). The coordinator runs it if the run compensates.
+   */
+  undo: StepUndo.optional(),
 });
 export type StepRecord = z.infer<typeof StepRecord>;
 

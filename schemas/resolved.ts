@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { JsonSchema } from "./common.ts";
+import { InputMapping, JsonSchema, RetryPolicy } from "./common.ts";
 import { ACTION_IMPLEMENTATIONS, actionUnion, McpServer, Model, Prompt } from "./actions.ts";
 import { DefinitionKind, Step, Workflow } from "./definitions.ts";
 
@@ -30,7 +30,22 @@ const RESOLVED_IMPLEMENTATIONS = {
   mcp: ACTION_IMPLEMENTATIONS.mcp.extend({ server: ResolvedMcpServer }),
 };
 
-export const ResolvedAction = actionUnion(resolvedIdentity, RESOLVED_IMPLEMENTATIONS);
+/** An undo's action as a run calls it (it has no undo of its own). */
+export const ResolvedUndoAction = actionUnion(resolvedIdentity, RESOLVED_IMPLEMENTATIONS);
+export type ResolvedUndoAction = z.infer<typeof ResolvedUndoAction>;
+
+/** An action's `undo` with its action resolved. */
+export const ResolvedUndo = z.strictObject({
+  action: ResolvedUndoAction,
+  input_mapping: InputMapping.optional(),
+  retry: RetryPolicy.optional(),
+});
+export type ResolvedUndo = z.infer<typeof ResolvedUndo>;
+
+export const ResolvedAction = actionUnion(
+  { ...resolvedIdentity, undo: ResolvedUndo.optional() },
+  RESOLVED_IMPLEMENTATIONS,
+);
 export type ResolvedAction = z.infer<typeof ResolvedAction>;
 
 export const ResolvedStep = Step.extend({ action: ResolvedAction });
@@ -56,6 +71,8 @@ export const RunSnapshot = z.strictObject({
   tasks: z.record(z.string(), ResolvedTask),
   /** The child workflow each workflow node runs, by node id. */
   workflows: z.record(z.string(), PinnedWorkflow),
+  /** For a workflow node that chooses its child at run time (`{ from, allowed }`): each allowed workflow, pinned. */
+  choices: z.record(z.string(), z.array(PinnedWorkflow)).optional(),
 });
 export type RunSnapshot = z.infer<typeof RunSnapshot>;
 

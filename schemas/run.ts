@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { JsonObject, JsonValue } from "./common.ts";
-import { Failure } from "./errors.ts";
+import { ErrorSummary, Failure } from "./errors.ts";
 import { ResourceHandle, StepRecord, TaskContext, TaskResume } from "./payload.ts";
 
 /** The 8 run states (brief §3). */
@@ -114,6 +114,8 @@ export const InvocationRecord = z.strictObject({
   steps: z.array(StepSummary).optional(),
   /** The child runs it started, in order. */
   children: z.array(ChildLink).optional(),
+  /** For a node that chooses its child workflow at run time: the choice, `id@version`, pinned when the node started. */
+  workflow: z.string().optional(),
 });
 export type InvocationRecord = z.infer<typeof InvocationRecord>;
 
@@ -179,6 +181,41 @@ export const Usage = z.strictObject({
 });
 export type Usage = z.infer<typeof Usage>;
 
+/**
+ * An undo a completed step enqueued (docs/definitions.md, "Undo and
+ * compensation"), in order of completion, and how its compensation call went.
+ */
+export const UndoRecord = z.strictObject({
+  node: z.string(),
+  item: z.number().int().min(0).nullable(),
+  step: z.string(),
+  /** The seq of the entry whose step record enqueued it (`task.completed`, `task.failed`, `task.suspended`). */
+  seq: z.number().int().min(1),
+  /** The undo's action, `<kind> <id>@<version>`. */
+  action: z.string(),
+  /** Its input, built when the step completed; absent when that failed (`problem`). */
+  input: JsonValue.optional(),
+  problem: ErrorSummary.optional(),
+  status: z.enum(["enqueued", "running", "retrying", "completed", "failed"]),
+  attempts: z.number().int().min(0),
+  token: z.string().nullable(),
+  deadline_at: z.number().nullable(),
+  retry_at: z.number().nullable(),
+  error: Failure.nullable(),
+});
+export type UndoRecord = z.infer<typeof UndoRecord>;
+
+export const COMPENSATION_TRIGGERS = ["on_failure", "on_cancel", "manual", "redrive"] as const;
+
+/** A run's compensation: running its undos in reverse order of completion, after it failed or was cancelled. */
+export const CompensationRecord = z.strictObject({
+  status: z.enum(["running", "completed", "failed"]),
+  trigger: z.enum(COMPENSATION_TRIGGERS),
+  started_at: z.number(),
+  finished_at: z.number().nullable(),
+});
+export type CompensationRecord = z.infer<typeof CompensationRecord>;
+
 /** The run's durable state, everything but its nodes. */
 export const RunRecord = z.strictObject({
   run_id: z.string(),
@@ -219,6 +256,10 @@ export const RunRecord = z.strictObject({
    * by the alarm like `pending_cancels`.
    */
   pending_releases: z.array(z.string()).optional(),
+  /** Undos enqueued by completed steps, in order of completion; absent when none. */
+  undos: z.array(UndoRecord).optional(),
+  /** Absent until the run compensates. */
+  compensation: CompensationRecord.optional(),
   /** What started it: an idempotency key and the hash of the request, to detect reuse with other input. */
   idempotency_key: z.string().nullable(),
   request_hash: z.string(),

@@ -118,6 +118,11 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
     return toResult(() => service.controlRun(this.env, idArgument(runId, "runId"), "approve"));
   }
 
+  /** Runs the undos of a failed or cancelled run that has not compensated. */
+  compensateRun(runId: string): Promise<Result<RunView>> {
+    return toResult(() => service.controlRun(this.env, idArgument(runId, "runId"), "compensate"));
+  }
+
   /** Journal entries after `afterSeq`, waiting up to `waitMs` for the next ones: the event stream over RPC. */
   runEvents(runId: string, afterSeq = 0, waitMs = 0): Promise<Result<JournalEntry[]>> {
     return toResult(() => {

@@ -5,7 +5,7 @@
  * open gate, generated from the gate's `input_schema`.
  */
 import { useState } from "preact/hooks";
-import { allows, RUN_CONTROLS, type RunControl } from "../../coordinator/controls.ts";
+import { statusAllows, RUN_CONTROLS, type RunControl } from "../../coordinator/controls.ts";
 import { GateView, RunView } from "../../schemas/api.ts";
 import { postJson, encodeSegment } from "./api.ts";
 import { SchemaForm } from "./schema-form.tsx";
@@ -29,7 +29,7 @@ export function RunControls(props: { view: RunView; onDone: () => void }) {
       props.onDone();
     }
   };
-  const allowed = RUN_CONTROLS.filter((control) => allows(control, props.view.status));
+  const allowed = RUN_CONTROLS.filter((control) => statusAllows(control, props.view.status));
   return (
     <div class="controls">
       {allowed.map((control) => (

@@ -1,4 +1,4 @@
-import type { ActionKind, ResolvedAction, Json } from "../../schemas/index.ts";
+import type { ActionKind, ResolvedAction, Json, TaskContext } from "../../schemas/index.ts";
 import { contextAction } from "./context.ts";
 import { httpAction } from "./http.ts";
 import { humanAction } from "./human.ts";
@@ -35,10 +35,15 @@ export const ACTION_HANDLERS: ActionRegistry = {
  * What a step of a suspending kind (its handler has `suspend`: `human`,
  * `workflow`) waits for before it can finish; undefined for a kind that runs.
  */
-export function suspensionFor(action: ResolvedAction, input: Json): ActionWait | undefined {
-  return suspendWith(action.kind, action, input);
+export function suspensionFor(action: ResolvedAction, input: Json, context: TaskContext): ActionWait | undefined {
+  return suspendWith(action.kind, action, input, context);
 }
 
-function suspendWith<K extends ActionKind>(kind: K, action: ResolvedActionOf<K>, input: Json): ActionWait | undefined {
-  return ACTION_HANDLERS[kind].suspend?.(action, input);
+function suspendWith<K extends ActionKind>(
+  kind: K,
+  action: ResolvedActionOf<K>,
+  input: Json,
+  context: TaskContext,
+): ActionWait | undefined {
+  return ACTION_HANDLERS[kind].suspend?.(action, input, context);
 }

@@ -1,4 +1,12 @@
-import type { ActionKind, ResolvedAction, TaskPayload, TaskSuspension, Json, JsonObject } from "../../schemas/index.ts";
+import type {
+  ActionKind,
+  ResolvedAction,
+  TaskContext,
+  TaskPayload,
+  TaskSuspension,
+  Json,
+  JsonObject,
+} from "../../schemas/index.ts";
 
 /** What a handler may use besides its input: nothing global. */
 export interface ActionContext {
@@ -31,7 +39,7 @@ export interface ActionHandler<K extends ActionKind> {
    * `workflow`): what the step waits for, from its input. The coordinator
    * takes over and resumes the task with the outcome; `run` is never called.
    */
-  suspend?(action: ResolvedActionOf<K>, input: Json): ActionWait;
+  suspend?(action: ResolvedActionOf<K>, input: Json, context: TaskContext): ActionWait;
 }
 
 /** The registry's type: exactly one handler per kind, so a new kind breaks the build until handled. */

@@ -1,6 +1,7 @@
 import { EngineError } from "../errors.ts";
 import {
   ATTEST_KIND,
+  COMPENSATION_KIND,
   JournalAttestationBody,
   JournalEntry,
   JournalSignedFields,
@@ -223,8 +224,9 @@ function readEntry(raw: unknown, index: number, previous: JournalEntry | undefin
   }
   const entry: JournalEntry = { ...parsed.data, body: bodyOf(raw) };
   const { seq } = entry;
-  // An attestation closes the journal; only a redrive of a failed run may reopen it.
-  if (previous?.kind === ATTEST_KIND && !(entry.kind === REDRIVE_KIND && isFailedAttestation(previous))) {
+  // An attestation closes the journal; only a redrive of a failed run, or the compensation
+  // of a failed or cancelled one, may reopen it.
+  if (previous?.kind === ATTEST_KIND && !mayReopen(previous, entry.kind)) {
     return failure("after_attestation", index, seq, `the journal was closed by the attestation at seq ${previous.seq}`);
   }
   if (entry.kind === ATTEST_KIND) {
@@ -361,6 +363,11 @@ export function formatReport(report: VerifyReport): string {
   return `OK: ${report.entries} ${report.entries === 1 ? "entry" : "entries"}, ${run}, ${attested}`;
 }
 
-function isFailedAttestation(entry: JournalEntry): boolean {
-  return entry.body.outcome === "failed";
+/** Whether an entry of `kind` may follow the attestation `attest` (docs/journal.md, "The attestation"). */
+function mayReopen(attest: JournalEntry, kind: string): boolean {
+  const outcome = attest.body.outcome;
+  return (
+    (kind === REDRIVE_KIND && outcome === "failed") ||
+    (kind === COMPENSATION_KIND && (outcome === "failed" || outcome === "cancelled"))
+  );
 }

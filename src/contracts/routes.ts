@@ -138,7 +138,8 @@ const CONTROL_ROUTES: RouteSpec[] = [
   ["cancel", "Cancel the run: cascades to its child runs and closes its gates."],
   ["pause", "Stop dispatching; what is in flight finishes."],
   ["resume", "Resume dispatching a paused run."],
-  ["redrive", "Re-run a failed run from its failed nodes, keeping what completed."],
+  ["redrive", "Re-run a failed run from its failed nodes, keeping what completed (or resume its failed compensation)."],
+  ["compensate", "Run the undos of a failed or cancelled run that has not compensated, latest first."],
   ["approve", 'Start a run created with mode "approval".'],
 ].map(([control = "", summary = ""]) => ({
   method: "post",

@@ -155,7 +155,7 @@ describe("the trellis CLI", () => {
       child.on("close", (code) => resolve({ code, out }));
     });
     assert.equal(tty.code, 0, tty.out);
-    assert.match(tty.out, /\r\x1b\[2K/, "redraws the line in place");
+    assert.ok(tty.out.includes("\r\u001b[2K"), "redraws the line in place");
     assert.match(tty.out, /completed\s+2\/2 nodes {2}fan 3\/3/);
     assert.doesNotMatch(tty.out, /task\.dispatched/, "no per-entry lines on a terminal");
   });

@@ -593,6 +593,44 @@ describe("signEntry and verifyJournal", () => {
     expect(failed(await verifyJournal([...journal, again], jwks)).reason).toBe("after_attestation");
   });
 
+  it("accepts a compensation section after a failed or cancelled attestation, closed by a new attestation", async () => {
+    for (const outcome of ["failed", "cancelled"]) {
+      const attest = (extra: Record<string, unknown> = {}) =>
+        ["attest", { outcome, reason: "x", cited: [1], created_by: "y", ...extra }] as [
+          string,
+          Record<string, unknown>,
+        ];
+      const compensated = await buildJournal(key, [
+        ["run.created", {}],
+        attest(),
+        ["compensation.started", { trigger: "manual", pending: [0] }],
+        ["undo.dispatched", { undo: 0 }],
+        ["undo.completed", { undo: 0 }],
+        ["compensation.finished", { status: "completed", undone: 1, undos: 1 }],
+        attest({ compensation: { status: "completed", undone: 1, undos: 1 } }),
+      ]);
+      expect(await verifyJournal(compensated, jwks, { requireAttestation: true })).toMatchObject({
+        ok: true,
+        outcome,
+      });
+    }
+  });
+
+  it("refuses a compensation after a completed attestation, and any other kind after a cancelled one", async () => {
+    const afterCompleted = await buildJournal(key, [
+      ["run.created", {}],
+      ["attest", { outcome: "completed", reason: "x", cited: [1], created_by: "y" }],
+      ["compensation.started", { trigger: "manual", pending: [] }],
+    ]);
+    expect(failed(await verifyJournal(afterCompleted, jwks))).toMatchObject({ reason: "after_attestation", seq: 3 });
+    const afterCancelled = await buildJournal(key, [
+      ["run.created", {}],
+      ["attest", { outcome: "cancelled", reason: "x", cited: [1], created_by: "y" }],
+      ["run.redriven", { redrive: 1, nodes: [] }],
+    ]);
+    expect(failed(await verifyJournal(afterCancelled, jwks))).toMatchObject({ reason: "after_attestation", seq: 3 });
+  });
+
   it("fails on an attestation whose body is out of contract", async () => {
     const bad = await buildJournal(key, [
       ["run.created", {}],

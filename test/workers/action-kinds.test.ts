@@ -33,6 +33,8 @@ function without<T extends object, K extends keyof T>(table: T, kind: K): Omit<T
   return rest;
 }
 
+/** A task context with nothing in it, for kinds that do not read it. */
+const NO_CONTEXT = { input: null, state: {}, output: {} };
 const sorted = (keys: readonly string[]) => [...keys].sort();
 
 describe("action kinds", () => {
@@ -78,7 +80,7 @@ describe("action kinds", () => {
       kind: "human",
       implementation: { prompt_template: "Ship {{title}}?", input_schema: { type: "object" }, timeout_ms: 60_000 },
     });
-    expect(suspensionFor(human, { title: "v2" })).toEqual({
+    expect(suspensionFor(human, { title: "v2" }, NO_CONTEXT)).toEqual({
       kind: "gate",
       gate_kind: "input",
       prompt: "Ship v2?",
@@ -91,19 +93,37 @@ describe("action kinds", () => {
       kind: "workflow",
       implementation: { workflow: "child@3" },
     });
-    expect(suspensionFor(child, { n: 1 })).toEqual({
+    expect(suspensionFor(child, { n: 1 }, NO_CONTEXT)).toEqual({
       kind: "child",
       workflow: "child@3",
       input: { n: 1 },
       on_failure: "propagate",
     });
+    // A child chosen from the task context, among the allowed (pinned) workflows.
+    const chooser = ResolvedAction.parse({
+      id: "pick",
+      version: 0,
+      kind: "workflow",
+      implementation: { workflow: { from: "$.input.flow", allowed: ["fast@2", "slow@5"] } },
+    });
+    const context = { input: { flow: "slow" }, state: {}, output: {} };
+    expect(suspensionFor(chooser, { n: 1 }, context)).toEqual({
+      kind: "child",
+      workflow: "slow@5",
+      input: { n: 1 },
+      on_failure: "propagate",
+      chosen: { from: "$.input.flow", value: "slow" },
+    });
+    expect(() => suspensionFor(chooser, {}, { ...context, input: { flow: "slow@4" } })).toThrow(
+      /is not one of the allowed workflows: fast@2, slow@5/,
+    );
     const compute = ResolvedAction.parse({
       id: "calc",
       version: 0,
       kind: "context",
       implementation: { updates: [{ path: "a", expr: "1" }] },
     });
-    expect(suspensionFor(compute, {})).toBeUndefined();
+    expect(suspensionFor(compute, {}, NO_CONTEXT)).toBeUndefined();
     const suspending = ACTION_KINDS.filter((kind) => ACTION_HANDLERS[kind].suspend !== undefined);
     expect(suspending).toEqual(["workflow", "human"]);
   });

@@ -84,7 +84,7 @@ function makeSnapshot(
       tasks[nodeId] = makeTask(nodeId);
     } else {
       definitions[nodeId] = node;
-      workflows[nodeId] = { id: node.workflow, version: 1 };
+      workflows[nodeId] = { id: typeof node.workflow === "string" ? node.workflow : "chosen", version: 1 };
     }
   }
   return RunSnapshot.parse({

@@ -98,6 +98,7 @@ describe("the journal of real runs", () => {
               retry: { max_attempts: 2, initial_delay_ms: 10 },
             },
             sub: { workflow: child, input_mapping: { n: "$.input.n" } },
+            chosen: { workflow: { from: "$.input.flow", allowed: [child] }, input_mapping: { n: "$.input.n" } },
             step_child: {
               task: {
                 steps: [
@@ -125,6 +126,28 @@ describe("the journal of real runs", () => {
               task: { steps: [humanStep("ask", { timeout_ms: 100, on_timeout: { default: { ok: true } } })] },
             },
             failing: { task: { steps: [humanStep("ask", { timeout_ms: 100, on_timeout: "fail" })] } },
+            // Its undo fails once (retryably) and then runs when the run compensates.
+            made: {
+              task: {
+                steps: [
+                  {
+                    ref: "make",
+                    action: {
+                      kind: "http",
+                      implementation: { method: "GET", url_template: `${httpTarget()}/json?id=1` },
+                      undo: {
+                        action: {
+                          kind: "http",
+                          implementation: { method: "GET", url_template: `${httpTarget()}/flaky/${key}-undo?fail=1` },
+                          execution: { retry_policy: { max_attempts: 1 } },
+                        },
+                        retry: { max_attempts: 2, initial_delay_ms: 10 },
+                      },
+                    },
+                  },
+                ],
+              },
+            },
           },
         },
         { id: risky, nodes: { only: { task: { steps: [riskyStep(uniqueId("deploy"))] } } } },
@@ -135,16 +158,17 @@ describe("the journal of real runs", () => {
 
     const runs: string[] = [];
     // A gate answered, a foreach with a skipped item, a retry, two children, skips, a repeat that gives up.
-    const parentRun = await start(parent, { input: { items: [1, 2, 3], n: 4 } });
+    const parentRun = await start(parent, { input: { items: [1, 2, 3], n: 4, flow: child } });
     runs.push(parentRun);
     const waiting = await waitForRun(parentRun, gateOpenOrSettled);
     await api("POST", `/v1/runs/${parentRun}/gates/${waiting.gates[0].gate_id}`, { response: { ok: true } });
     expect((await waitForRun(parentRun)).status).toBe("completed");
 
-    // Gates that expire: with the default answer, and failing the run.
+    // Gates that expire: with the default answer, and failing the run, which then compensates.
     const expiringRun = await start(expiring);
     runs.push(expiringRun);
-    expect((await waitForRun(expiringRun, undefined, 10_000)).status).toBe("failed");
+    const expired = await waitForRun(expiringRun, (run) => run.compensation?.status === "completed", 10_000);
+    expect(expired.status).toBe("failed");
 
     // An approval rejected, the failed run redriven, approved, then one more run cancelled at its gate.
     const riskyRun = await start(risky);
