@@ -5,13 +5,19 @@ import { toResult, type Result } from "../lib/result.ts";
 import { declaredEnvNames } from "../lib/secrets.ts";
 import {
   DEFINITION_KINDS,
+  Workflow,
   type DefinitionBundle,
   type DefinitionKind,
   type DefinitionRecord,
   type RegisterResponse,
   type RunSnapshot,
 } from "../schemas/index.ts";
-import { resolveRunSnapshot, type DefinitionReader, type StoredDefinition } from "./resolve.ts";
+import {
+  resolveRunSnapshot,
+  resolveWorkflowSnapshot,
+  type DefinitionReader,
+  type StoredDefinition,
+} from "./resolve.ts";
 import type { DefinitionLookup } from "./checks.ts";
 import { mappingWarnings, parseBundle } from "./teach.ts";
 import { checkBundle, checkReservedMappingKeys } from "./validate.ts";
@@ -96,6 +102,27 @@ export class Catalog extends DurableObject<Env> {
   /** The snapshot a new run keeps to its end: every reference resolved now. */
   async resolveRun(workflowId: string, version?: number): Promise<Result<RunSnapshot>> {
     return toResult(() => resolveRunSnapshot(this.reader(), workflowId, version));
+  }
+
+  /**
+   * The snapshot of a workflow an agent plan compiled to (plans/compile.ts),
+   * checked as a registration would check it (`plan.invalid` with the
+   * problems' paths in the compiled workflow) and resolved as a run start
+   * would resolve it, without storing it: a plan is a run's, not the catalog's.
+   */
+  async resolvePlan(workflow: unknown): Promise<Result<RunSnapshot>> {
+    return toResult(() => {
+      const parsed = Workflow.parse(workflow);
+      const problems = checkBundle({ workflows: [parsed] }, this.lookup(), declaredEnvNames(this.env));
+      if (problems.length > 0) {
+        throw EngineError.terminal(
+          "plan.invalid",
+          `the plan compiles to an invalid workflow: ${problems.length} problem(s)`,
+          problems.map((problem) => ({ ...problem, path: problem.path.replace(/^workflows\.0\./, "compiled.") })),
+        );
+      }
+      return resolveWorkflowSnapshot(this.reader(), parsed, 1);
+    });
   }
 
   private store(

@@ -8,6 +8,7 @@ import {
   type NodeView,
   type RunView,
 } from "../schemas/index.ts";
+import { toPlanResults } from "../plans/results.ts";
 import { toGateView } from "./children.ts";
 import type { RunState } from "./decide.ts";
 
@@ -43,6 +44,7 @@ export function toRunView(state: RunState, foreachNodes: ReadonlySet<string>): R
           })),
         ),
       ),
+    ...(record.plan_steps ? { results: toPlanResults(record.plan_steps, state.nodes, record.context.state) } : {}),
   };
 }
 

@@ -3,6 +3,7 @@ import { JsonValue } from "./common.ts";
 import { DefinitionKind } from "./definitions.ts";
 import { ErrorDetail, ErrorInfo, Failure } from "./errors.ts";
 import { StepRecord } from "./payload.ts";
+import { ToolResult } from "./plans.ts";
 import { ChildLink, INVOCATION_STATUSES, NodeStatus, RunMode, RunStatus, StepSummary, Usage } from "./run.ts";
 
 /** `POST /v1/workflows/{id}/runs` body. */
@@ -128,6 +129,8 @@ export const RunView = z.strictObject({
   parent: z.strictObject({ run_id: z.string(), node: z.string(), step: z.string().nullable() }).nullable(),
   /** The child runs this run started, in node order, with how each ended (null while it runs). */
   children: z.array(ChildLink.extend({ node: z.string(), item: z.number().int().nullable() })),
+  /** Only for a plan run (POST /v1/plans): one ToolResult per plan step, in plan order (docs/plans.md). */
+  results: z.array(ToolResult).optional(),
 });
 export type RunView = z.infer<typeof RunView>;
 

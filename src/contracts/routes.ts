@@ -10,11 +10,14 @@ import {
   Jwks,
   McpToolList,
   NodeDetail,
+  PlanRequest,
+  ApproveBody,
   RegisterResponse,
   RunList,
   RunView,
   StartRunBody,
   StartRunResponse,
+  StartPlanResponse,
 } from "../../schemas/index.ts";
 
 /**
@@ -32,6 +35,8 @@ export const REQUEST_SCHEMAS = {
   GateAnswerBody,
   /** Only `cancel` reads a body: an optional reason, recorded on the run. */
   CancelBody: z.object({ reason: z.string().optional() }),
+  PlanRequest,
+  ApproveBody,
 } as const satisfies Record<string, z.ZodType>;
 
 /** Response bodies, by their OpenAPI component name (converted as output: what the server sends). */
@@ -41,6 +46,7 @@ export const RESPONSE_SCHEMAS = {
   RegisterResponse,
   DefinitionRecord,
   StartRunResponse,
+  StartPlanResponse,
   RunView,
   RunList,
   NodeDetail,
@@ -63,6 +69,10 @@ export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName,
   StartRunBody: "How to start a run: its input, a pinned version, an idempotency key, a mode.",
   GateAnswerBody: "The answer to a gate: a response matching its input_schema, and who responded.",
   CancelBody: "An optional reason for a cancel, recorded on the run.",
+  PlanRequest:
+    "An agent plan in either notation, its tools allowlist, input, mode, pre-approved steps (docs/plans.md).",
+  ApproveBody: "Optional: approved_steps answers every matching open approval gate (step-02 matches step-02-*).",
+  StartPlanResponse: "A started plan run (or a preview: run_id null), with the graph the plan compiled to.",
   Health: "The Worker is up.",
   ErrorBody: "The body of every error: a dotted code, a message, and the problems with their paths.",
   RegisterResponse: "What a registration created or reused (existing: true), with versions.",
@@ -133,7 +143,7 @@ const CONTROL_ROUTES: RouteSpec[] = [
   ["pause", "Stop dispatching; what is in flight finishes."],
   ["resume", "Resume dispatching a paused run."],
   ["redrive", "Re-run a failed run from its failed nodes, keeping what completed."],
-  ["approve", 'Start a run created with mode "approval".'],
+  ["approve", 'Start a run created with mode "approval"; approved_steps also answers matching approval gates.'],
 ].map(([control = "", summary = ""]) => ({
   method: "post",
   path: `/v1/runs/{run_id}/${control}`,
@@ -146,6 +156,7 @@ const CONTROL_ROUTES: RouteSpec[] = [
       : `POST /v1/runs/{run_id}/${control}`,
   tag: "runs",
   ...(control === "cancel" ? { body: { schema: "CancelBody", required: false } } : {}),
+  ...(control === "approve" ? { body: { schema: "ApproveBody", required: false } } : {}),
   responses: { 200: { description: "The run after the control.", schema: "RunView" } },
   errors: [404, 409],
 }));
@@ -236,6 +247,21 @@ export const API_ROUTES: RouteSpec[] = [
     responses: {
       201: { description: "A new run.", schema: "StartRunResponse" },
       200: { description: "The run this idempotency key started, or a preview's plan.", schema: "StartRunResponse" },
+    },
+    errors: [404, 409],
+  },
+  {
+    method: "post",
+    path: "/v1/plans",
+    operationId: "startPlan",
+    summary: "Run (or preview) an agent plan in the dependency or placeholder notation.",
+    auth: "bearer",
+    docs: "POST /v1/plans",
+    tag: "runs",
+    body: { schema: "PlanRequest", required: true },
+    responses: {
+      201: { description: "A new plan run.", schema: "StartPlanResponse" },
+      200: { description: "The run this idempotency key started, or a preview's graph.", schema: "StartPlanResponse" },
     },
     errors: [404, 409],
   },
