@@ -10,10 +10,12 @@ import type {
   RegisterResponse,
   RunList,
   RunView,
+  StartPlanResponse,
   StartRunResponse,
 } from "../schemas/index.ts";
 import type { RunControl } from "../coordinator/controls.ts";
 import type { TrellisApi as TrellisApiClient } from "../client/index.ts";
+import { startPlan } from "./plans.ts";
 import { listRuns } from "./run-list.ts";
 import * as service from "./service.ts";
 
@@ -49,6 +51,14 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
     return toResult(() => {
       const pinned = optionalInteger(version, "version", 1);
       return service.getDefinition(this.env, idArgument(kind, "kind"), idArgument(id, "id"), pinned);
+    });
+  }
+
+  startPlan(request: unknown): Promise<Result<StartPlanResponse & { created: boolean }>> {
+    return toResult(async () => {
+      checkBodyLimits(request);
+      const { created, run } = await startPlan(this.env, request, "rpc");
+      return { ...run, created };
     });
   }
 

@@ -1,7 +1,8 @@
+import { env, exports } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { verifyJournal } from "../../lib/journal/index.ts";
-import { api, hits, httpTarget, register, uniqueId, waitForRun } from "./helpers.ts";
-import { env } from "cloudflare:workers";
+import type { TrellisApi } from "../../src/rpc.ts";
+import { api, hits, httpTarget, mcpServer, register, uniqueId, waitForRun } from "./helpers.ts";
 
 /**
  * Agent plans in the dependency notation (docs/plans.md) against the local
@@ -206,5 +207,60 @@ describe("dependency plans", () => {
     });
     expect(refused.status).toBe(403);
     expect(refused.json.error.code).toBe("plan.preapproval_disabled");
+  });
+
+  it("passes a wildcard reference to an MCP tool of the reference server", async ({ expect }) => {
+    const { echo } = await registerActions();
+    const key = uniqueId("mcp");
+    const server = uniqueId("everything").replaceAll("-", "_");
+    await register({ mcp_servers: [{ id: server, url: `${mcpServer()}/k/${key}/mcp` }] });
+    const plan = {
+      steps: [
+        { tool: echo, params: { names: [{ n: "ada" }, { n: "grace" }] } },
+        { tool: `mcp:${server}/get-sum`, params: { a: 2, b: 3 } },
+        { tool: `mcp:${server}/echo`, params: { message: "${step[0].data.body.names[1].n}" }, depends_on: [0] },
+      ],
+    };
+    const run = await runPlan({ plan, tools: [echo, `mcp:${server}/*`] });
+    expect(run.status).toBe("completed");
+    expect(run.results.map((result: any) => result.success)).toEqual([true, true, true]);
+    expect(JSON.stringify(run.results[1].data)).toContain("5");
+    expect(JSON.stringify(run.results[2].data)).toContain("grace");
+  });
+
+  it("reports args a tool refuses once resolved as plan.args_invalid", async ({ expect }) => {
+    const { echo, slow } = await registerActions();
+    const plan = {
+      steps: [
+        { tool: echo, params: { key: 42 } },
+        { tool: slow, params: { key: "${step[0].data.body.key}", ms: 1 }, depends_on: [0] },
+      ],
+    };
+    const run = await runPlan({ plan, tools: [echo, slow] });
+    expect(run.status).toBe("completed");
+    expect(run.results[1]).toMatchObject({ success: false, error: { code: "plan.args_invalid" } });
+    expect(run.nodes["step-1"].error.code).toBe("action.invalid_input");
+  });
+
+  it("starts a plan over Workers RPC, and the same idempotency key finds the same run", async ({ expect }) => {
+    const { echo } = await registerActions();
+    const rpc = exports.TrellisApi as unknown as TrellisApi;
+    const request = {
+      plan: { steps: [{ tool: echo, params: { via: "rpc" } }] },
+      tools: [echo],
+      idempotency_key: uniqueId("k"),
+    };
+    const first = await rpc.startPlan(request);
+    const again = await rpc.startPlan(request);
+    expect(first.ok && again.ok).toBe(true);
+    if (!first.ok || !again.ok) {
+      return;
+    }
+    expect(first.value.created).toBe(true);
+    expect(again.value).toMatchObject({ created: false, run_id: first.value.run_id });
+    const run = await waitForRun(String(first.value.run_id));
+    expect(run.results[0].data.body).toEqual({ via: "rpc" });
+    const conflict = await api("POST", "/v1/plans", { ...request, input: { other: true } });
+    expect(conflict.status).toBe(409);
   });
 });
