@@ -30,6 +30,7 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   "plan.args_invalid": 400,
   "plan.tool_not_allowed": 403,
   "plan.preapproval_disabled": 403,
+  "plan.too_large": 413,
 };
 
 /** The rest by their last segment: `*.not_found` is 404, `*.invalid*` is 400, … */

@@ -5,7 +5,15 @@ import { unwrap } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { checkGraph, compilePlan, finishPlan, normalizePlan, type NormalPlan } from "../plans/index.ts";
-import { ApproveBody, PlanRequest, type GateView, type RunView, type StartPlanResponse } from "../schemas/index.ts";
+import {
+  ApproveBody,
+  PlanRequest,
+  type GateView,
+  type Json,
+  type PlanOrigin,
+  type RunView,
+  type StartPlanResponse,
+} from "../schemas/index.ts";
 import { catalog, controlRun, coordinator, listGates } from "./service.ts";
 
 /**
@@ -34,6 +42,14 @@ export async function startPlan(
   if (mode === "preview") {
     return { created: false, run: { run_id: null, status: "preview", workflow, graph } };
   }
+  const origin = {
+    notation: plan.notation,
+    given: request.plan,
+    tools: request.tools,
+    graph,
+    workflow_sha256: await sha256Hex(canonicalJson(snapshot.workflow.definition)),
+  };
+  checkEntrySize(origin, input);
   const requestHash = await sha256Hex(canonicalJson({ plan: request, mode }));
   const runId = request.idempotency_key === undefined ? newRunId() : await runIdFor(`plan\n${request.idempotency_key}`);
   const outcome = unwrap(
@@ -46,19 +62,30 @@ export async function startPlan(
       request_hash: requestHash,
       created_by: createdBy,
       plan: {
-        origin: {
-          notation: plan.notation,
-          given: request.plan,
-          tools: request.tools,
-          graph,
-          workflow_sha256: await sha256Hex(canonicalJson(snapshot.workflow.definition)),
-        },
+        origin,
         steps: plan.steps.map((step) => ({ id: step.id, tool: step.tool })),
       },
     }),
   );
   const { run } = outcome;
   return { created: outcome.created, run: { run_id: run.run_id, status: run.status, workflow: run.workflow, graph } };
+}
+
+/**
+ * The most characters the plan, its graph and the input may take on the
+ * journal's first entry: a SQLite row holds at most 2 MB, and a plan near
+ * the body limit compiles to a graph of about its own size.
+ */
+const MAX_CREATED_ENTRY_CHARS = 1_500_000;
+
+function checkEntrySize(origin: PlanOrigin, input: Record<string, Json>): void {
+  const chars = canonicalJson(origin).length + canonicalJson(input).length;
+  if (chars > MAX_CREATED_ENTRY_CHARS) {
+    throw EngineError.terminal(
+      "plan.too_large",
+      `the plan, the graph it compiles to and the input take ${chars} characters on the run's first journal entry (at most ${MAX_CREATED_ENTRY_CHARS})`,
+    );
+  }
 }
 
 /** The given inputs must match the plan's `inputs` schema, except for required ones left out (asked through the gate). */
