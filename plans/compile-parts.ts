@@ -51,10 +51,44 @@ export function checkAllowlist(steps: readonly NormalStep[], tools: readonly str
   }
 }
 
+/**
+ * The notation's config as an action's `execution`: `toolTimeout` bounds each
+ * call; `maxRetries` retries of an infrastructure failure (network, timeout,
+ * 429, 5xx), the first after `retryDelay`, doubling, without jitter.
+ */
+export function planExecution(config: NormalPlan["config"]): {
+  timeout_ms: number;
+  retry_policy: { max_attempts: number; initial_delay_ms: number; backoff_coefficient: number; jitter: boolean };
+} {
+  return {
+    timeout_ms: config.toolTimeout,
+    retry_policy: {
+      max_attempts: config.maxRetries + 1,
+      initial_delay_ms: config.retryDelay,
+      backoff_coefficient: 2,
+      jitter: false,
+    },
+  };
+}
+
+/** The most a delay between retries waits (the retry policy's default `max_delay_ms`). */
+const MAX_RETRY_DELAY_MS = 60_000;
+
+/**
+ * A step's task bound: every attempt's timeout and every delay between them,
+ * plus 5 s for the task around the call (at most a day, the engine's bound).
+ */
+export function stepTimeoutMs(config: NormalPlan["config"]): number {
+  let delays = 0;
+  for (let retry = 0; retry < config.maxRetries; retry += 1) {
+    delays += Math.min(config.retryDelay * 2 ** retry, MAX_RETRY_DELAY_MS);
+  }
+  return Math.min((config.maxRetries + 1) * config.toolTimeout + delays + 5000, 86_400_000);
+}
+
 /** A step's tool as a step action: a registered action by reference, or an inline `tool` / `mcp` action. */
 export function actionOf(tool: string, config: NormalPlan["config"]): string | InlineAction {
-  // Inline calls retry through the node's retry policy (the notation's maxRetries), never twice over.
-  const execution = { timeout_ms: config.toolTimeout, retry_policy: { max_attempts: 1 } };
+  const execution = planExecution(config);
   if (tool.startsWith("tool:")) {
     return { kind: "tool", implementation: { tool: tool.slice("tool:".length) }, execution };
   }

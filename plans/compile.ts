@@ -1,6 +1,14 @@
 import { EngineError } from "../lib/errors.ts";
 import type { Json, Node, Workflow } from "../schemas/index.ts";
-import { actionOf, checkAllowlist, inputsNode, missingInputs, routeFallback, topological } from "./compile-parts.ts";
+import {
+  actionOf,
+  checkAllowlist,
+  stepTimeoutMs,
+  inputsNode,
+  missingInputs,
+  routeFallback,
+  topological,
+} from "./compile-parts.ts";
 import { INPUTS_NODE, type NormalPlan, type NormalStep } from "./normalize.ts";
 import { literalSource, quoteName, stepDataPath, toJsonPath, type Reference, type Segment } from "./refs.ts";
 
@@ -89,8 +97,7 @@ function compileStep(plan: NormalPlan, step: NormalStep, scope: Scope): { node: 
     task: { steps: [{ ref: "call", action: actionOf(step.tool, config), output_mapping: { "output.data": "$" } }] },
     input_mapping: inputMapping,
     output_mapping: { [`state.${step.id}`]: "$.data" },
-    retry: { max_attempts: config.maxRetries + 1, initial_delay_ms: config.retryDelay, jitter: false },
-    timeout_ms: config.toolTimeout,
+    timeout_ms: stepTimeoutMs(config),
     // A plan with a fallback must go on past the failure the fallback answers.
     on_failure: config.failFast && plan.fallback === null ? "fail" : "continue",
     ...(step.dependsOn.length > 0 ? { depends_on: [...step.dependsOn] } : {}),

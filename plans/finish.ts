@@ -11,6 +11,7 @@ import {
   type RunSnapshot,
 } from "../schemas/index.ts";
 import type { CompiledPlan } from "./compile.ts";
+import { planExecution } from "./compile-parts.ts";
 import { layersOf } from "./graph.ts";
 import type { NormalPlan, NormalStep } from "./normalize.ts";
 
@@ -51,7 +52,12 @@ export function finishPlan(
       highRisk.push(step.id);
     }
     const approved = risk === "high" && policy.approvedSteps.includes(step.id);
-    const action: ResolvedAction = { ...call.action, risk: approved ? "low" : risk };
+    const action: ResolvedAction = {
+      ...call.action,
+      risk: approved ? "low" : risk,
+      // A registered action keeps what it says of its calls; the notation's config fills in the rest.
+      execution: { ...planExecution(plan.config), ...call.action.execution },
+    };
     task.steps[0] = {
       ...call,
       action,

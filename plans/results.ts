@@ -14,7 +14,7 @@ const PLAN_CODES: Readonly<Record<string, string>> = {
  * The dependency notation's result: one ToolResult per plan step, in plan
  * order, from the run's nodes and context (`state.<step>` holds a step's
  * data). `executionTime` is the node's start to its end (retries and
- * waits included), `timestamp` its start, `retries` its attempts beyond the
+ * waits included), `timestamp` its start, `retries` its calls beyond the
  * first. A step that has not run yet, or was skipped, is `success: false`.
  */
 export function toPlanResults(
@@ -36,10 +36,19 @@ export function toPlanResults(
       metadata: {
         executionTime: node?.started_at != null && node.finished_at !== null ? node.finished_at - node.started_at : 0,
         timestamp: node?.started_at != null ? new Date(node.started_at).toISOString() : null,
-        retries: Math.max(0, (node?.attempts ?? 0) - 1),
+        retries: node === undefined ? 0 : retriesOf(node),
       },
     };
   });
+}
+
+/** Calls beyond the first, over every invocation (an expanded step's children) and every attempt of the node. */
+function retriesOf(node: NodeRecord): number {
+  const calls = node.invocations.reduce(
+    (sum, invocation) => sum + Math.max(0, (invocation.steps?.[0]?.attempts ?? 1) - 1),
+    0,
+  );
+  return calls + Math.max(0, node.attempts - 1);
 }
 
 function errorOf(node: NodeRecord): ToolResult["error"] {

@@ -119,8 +119,8 @@ describe("compiled workflows", () => {
     const { workflow } = compilePlan(plan, ["tool:list_artifacts"], {});
     expect(workflow).toMatchObject({ id: "plan", max_parallel: 7, fail_fast: true, tools: ["tool:list_artifacts"] });
     expect(workflow.nodes["step-0"]).toMatchObject({
-      timeout_ms: 5000,
-      retry: { max_attempts: 3, initial_delay_ms: 250 },
+      // Three calls of 5 s and the delays between them (250 + 500 ms), plus 5 s for the task.
+      timeout_ms: 3 * 5000 + 750 + 5000,
       on_failure: "fail",
       // A literal starting with `$` stays a literal: a CEL string, not a JSONPath.
       input_mapping: { prefix: { expr: '"$literal"' } },
@@ -130,7 +130,10 @@ describe("compiled workflows", () => {
             action: {
               kind: "tool",
               implementation: { tool: "list_artifacts" },
-              execution: { timeout_ms: 5000, retry_policy: { max_attempts: 1 } },
+              execution: {
+                timeout_ms: 5000,
+                retry_policy: { max_attempts: 3, initial_delay_ms: 250, backoff_coefficient: 2, jitter: false },
+              },
             },
           },
         ],
@@ -143,10 +146,9 @@ describe("compiled workflows", () => {
   }) => {
     const { workflow } = compilePlan(normalizePlan({ steps: [{ tool: "x" }] }), ["x"], {});
     expect(workflow.max_parallel).toBe(5);
-    expect(workflow.nodes["step-0"]).toMatchObject({
-      timeout_ms: 30_000,
-      retry: { max_attempts: 4, initial_delay_ms: 1000 },
-      on_failure: "continue",
+    expect(workflow.nodes["step-0"]).toMatchObject({ timeout_ms: 4 * 30_000 + 7000 + 5000, on_failure: "continue" });
+    expect(workflow.nodes["step-0"]?.task).toEqual({
+      steps: [{ ref: "call", action: "x", output_mapping: { "output.data": "$" } }],
     });
   });
 });
