@@ -40,40 +40,9 @@ export function finishPlan(
   policy: ApprovalPolicy,
 ): PlanGraph {
   const problems: ErrorDetail[] = [];
-  const highRisk: string[] = [];
-  const planned = plan.steps.map((step): PlannedStep => {
-    const task = snapshot.tasks[step.id];
-    const call = task?.steps[0];
-    if (task === undefined || call === undefined) {
-      throw EngineError.terminal("plan.internal", `step ${step.id} did not compile to a task`);
-    }
-    const risk = higher(call.action.risk ?? "low", step.risk ?? "low");
-    if (risk === "high") {
-      highRisk.push(step.id);
-    }
-    const approved = risk === "high" && policy.approvedSteps.includes(step.id);
-    const action: ResolvedAction = {
-      ...call.action,
-      risk: approved ? "low" : risk,
-      // A registered action keeps what it says of its calls; the notation's config fills in the rest.
-      execution: { ...planExecution(plan.config), ...call.action.execution },
-    };
-    task.steps[0] = {
-      ...call,
-      action,
-      output_mapping: { "output.data": action.kind === "http" ? "$.body" : "$" },
-    };
-    problems.push(...checkLiteralArgs(step, action, compiled));
-    const node = snapshot.workflow.definition.nodes[step.id];
-    return {
-      id: step.id,
-      tool: step.tool,
-      depends_on: node?.depends_on ?? [],
-      risk,
-      expands_over: node?.foreach?.items ?? null,
-      args: (node?.input_mapping ?? {}) as Record<string, Json>,
-    };
-  });
+  const planned = plan.steps.map((step) =>
+    finishStep(snapshot, step, plan, policy, (found) => problems.push(...found), compiled),
+  );
   if (problems.length > 0) {
     throw EngineError.terminal(
       "plan.args_invalid",
@@ -91,11 +60,46 @@ export function finishPlan(
     ),
     steps: planned,
     expansions: compiled.expansions,
-    high_risk: highRisk,
+    high_risk: planned.filter((step) => step.risk === "high").map((step) => step.id),
     inputs_gate: compiled.asked.length > 0,
     fallback: plan.fallback,
     config: plan.config,
     approvals: { preapproval_allowed: policy.preapprovalAllowed, approved_steps: [...policy.approvedSteps] },
+  };
+}
+
+/** One step: its action as the run will call it (risk, approval, execution, data), and how a preview shows it. */
+function finishStep(
+  snapshot: RunSnapshot,
+  step: NormalStep,
+  plan: NormalPlan,
+  policy: ApprovalPolicy,
+  report: (problems: ErrorDetail[]) => void,
+  compiled: CompiledPlan,
+): PlannedStep {
+  const task = snapshot.tasks[step.id];
+  const call = task?.steps[0];
+  if (task === undefined || call === undefined) {
+    throw EngineError.terminal("plan.internal", `step ${step.id} did not compile to a task`);
+  }
+  const risk = higher(call.action.risk ?? "low", step.risk ?? "low");
+  const approved = risk === "high" && policy.approvedSteps.includes(step.id);
+  const action: ResolvedAction = {
+    ...call.action,
+    risk: approved ? "low" : risk,
+    // A registered action keeps what it says of its calls; the notation's config fills in the rest.
+    execution: { ...planExecution(plan.config), ...call.action.execution },
+  };
+  task.steps[0] = { ...call, action, output_mapping: { "output.data": action.kind === "http" ? "$.body" : "$" } };
+  report(checkLiteralArgs(step, action, compiled));
+  const node = snapshot.workflow.definition.nodes[step.id];
+  return {
+    id: step.id,
+    tool: step.tool,
+    depends_on: node?.depends_on ?? [],
+    risk,
+    expands_over: node?.foreach?.items ?? null,
+    args: (node?.input_mapping ?? {}) as Record<string, Json>,
   };
 }
 
