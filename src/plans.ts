@@ -1,7 +1,7 @@
 import { EngineError } from "../lib/errors.ts";
 import { newRunId, runIdFor, sha256Hex } from "../lib/ids.ts";
 import { canonicalJson } from "../lib/journal/index.ts";
-import { unwrap } from "../lib/result.ts";
+import { unwrap, type Result } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { checkGraph, compilePlan, finishPlan, normalizePlan, type NormalPlan } from "../plans/index.ts";
@@ -11,6 +11,7 @@ import {
   type GateView,
   type Json,
   type PlanOrigin,
+  type RunSnapshot,
   type RunView,
   type StartPlanResponse,
 } from "../schemas/index.ts";
@@ -36,7 +37,7 @@ export async function startPlan(
   const preapprovalAllowed = env.PLAN_PREAPPROVAL === "allow";
   checkApprovedSteps(plan, approvedSteps, preapprovalAllowed);
   const compiled = compilePlan(plan, request.tools, input);
-  const snapshot = unwrap(await catalog(env).resolvePlan(compiled.workflow));
+  const snapshot = atStepPaths(plan, await catalog(env).resolvePlan(compiled.workflow));
   const graph = finishPlan(snapshot, plan, compiled, { preapprovalAllowed, approvedSteps });
   const workflow = { id: snapshot.workflow.id, version: snapshot.workflow.version };
   if (mode === "preview") {
@@ -69,6 +70,25 @@ export async function startPlan(
   );
   const { run } = outcome;
   return { created: outcome.created, run: { run_id: run.run_id, status: run.status, workflow: run.workflow, graph } };
+}
+
+/**
+ * The resolved snapshot, or the catalog's refusal with each problem's path
+ * in the compiled workflow (`compiled.nodes.step-0.task.steps.0.action…`)
+ * given as the path of the step's tool in the request (`plan.steps.0.tool`).
+ */
+function atStepPaths(plan: NormalPlan, result: Result<RunSnapshot>): RunSnapshot {
+  if (result.ok) {
+    return result.value;
+  }
+  const error = EngineError.fromData(result.error);
+  const indexOf = new Map(plan.steps.map((step) => [step.id, step.index]));
+  const details = error.details?.map((detail) => {
+    const match = /^compiled\.nodes\.([^.]+)\.task\.steps\.0\.action\b/.exec(detail.path);
+    const index = match === null ? undefined : indexOf.get(match[1] ?? "");
+    return index === undefined ? detail : { ...detail, path: `plan.steps.${index}.tool` };
+  });
+  throw new EngineError(error.code, error.message, { retryable: false, details });
 }
 
 /**
