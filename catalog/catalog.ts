@@ -3,6 +3,7 @@ import { EngineError } from "../lib/errors.ts";
 import { canonicalJson } from "../lib/journal/canonical.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import { declaredEnvNames } from "../lib/secrets.ts";
+import { issuesToDetails } from "../lib/validation.ts";
 import {
   DEFINITION_KINDS,
   Workflow,
@@ -112,7 +113,15 @@ export class Catalog extends DurableObject<Env> {
    */
   async resolvePlan(workflow: unknown): Promise<Result<RunSnapshot>> {
     return toResult(() => {
-      const parsed = Workflow.parse(workflow);
+      const compiled = Workflow.safeParse(workflow);
+      if (!compiled.success) {
+        throw EngineError.terminal(
+          "plan.invalid",
+          "the plan compiles to an invalid workflow",
+          issuesToDetails(compiled.error.issues, "compiled"),
+        );
+      }
+      const parsed = compiled.data;
       const problems = checkBundle({ workflows: [parsed] }, this.lookup(), declaredEnvNames(this.env));
       if (problems.length > 0) {
         throw EngineError.terminal(

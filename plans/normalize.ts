@@ -4,6 +4,7 @@ import {
   DependencyPlan,
   PlaceholderPlan,
   PLAN_CONFIG_DEFAULTS,
+  RESERVED_KEYS,
   type DependencyPlanConfig,
   type Json,
   type JsonSchema,
@@ -56,6 +57,7 @@ export function normalizePlan(plan: Record<string, Json>): NormalPlan {
   const notation = detectNotation(plan);
   const problems: ErrorDetail[] = [];
   const normal = notation === "dependency" ? fromDependency(plan, problems) : fromPlaceholder(plan, problems);
+  problems.push(...(normal === undefined ? [] : reservedNames(normal)));
   if (normal === undefined || problems.length > 0) {
     throw EngineError.terminal(
       "plan.invalid",
@@ -168,6 +170,26 @@ function referencedSteps(args: Record<string, ArgValue>, ids: ReadonlySet<string
     referenced.push(String(arg.ref.source.step));
   }
   return referenced;
+}
+
+/** Arg names and step ids become mapping fields and target paths: JavaScript's reserved names cannot be either. */
+function reservedNames(plan: NormalPlan): ErrorDetail[] {
+  const problems: ErrorDetail[] = [];
+  const report = (path: string, name: string) =>
+    problems.push({
+      path,
+      message: `"${name}" is a reserved name (__proto__, constructor, prototype)`,
+      code: "plan.reserved_key",
+    });
+  for (const step of plan.steps) {
+    if (RESERVED_KEYS.has(step.id)) {
+      report(`plan.steps.${step.index}.id`, step.id);
+    }
+    Object.keys(step.args)
+      .filter((name) => RESERVED_KEYS.has(name))
+      .forEach((name) => report(`${step.path}.${name}`, name));
+  }
+  return problems;
 }
 
 function withDefaults(config: DependencyPlanConfig | undefined): Required<DependencyPlanConfig> {

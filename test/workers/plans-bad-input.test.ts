@@ -45,6 +45,8 @@ describe("bad plans", () => {
         input: { n: "many" },
       },
     ],
+    ["a reserved arg name", { plan: { steps: [{ tool: "x", params: { constructor: 1 } }] }, tools: ["x"] }],
+    ["a reserved step id as a target", { plan: { steps: [{ id: "prototype", tool: "x" }] }, tools: ["x"] }],
     ["an unknown mode", { plan: { steps: [{ tool: "x" }] }, tools: ["x"], mode: "sometimes" }],
   ])("refuses %s", async ([, body], { expect }) => {
     const { status, json } = await api("POST", "/v1/plans", body);
