@@ -154,10 +154,11 @@ function checkApprovedSteps(plan: NormalPlan, approved: readonly string[], allow
  * child's). Without `approved_steps` it is the plain control.
  */
 export async function approveRun(env: Env, runId: string, body: unknown, responder: string): Promise<RunView> {
-  const request = parseOrThrow(ApproveBody, body ?? {}, "run.invalid_request", "the approve request");
-  if (request.approved_steps === undefined) {
+  // Without `approved_steps` the body is ignored, as it always was: the plain control.
+  if (typeof body !== "object" || body === null || !("approved_steps" in body)) {
     return controlRun(env, runId, "approve");
   }
+  const request = parseOrThrow(ApproveBody, body, "run.invalid_request", "the approve request");
   const view = unwrap(await coordinator(env, runId).get());
   if (view.status === "drafting") {
     await controlRun(env, runId, "approve");
