@@ -151,4 +151,30 @@ describe("compiled workflows", () => {
       steps: [{ ref: "call", action: "x", output_mapping: { "output.data": "$" } }],
     });
   });
+
+  it("reads one child of an expanded step by its id, and fans out over the others", ({ expect }) => {
+    const plan = normalizePlan({
+      steps: [
+        { id: "step-01", tool: "x", args: {} },
+        { id: "step-02", tool: "x", args: { id: "$step-01.items[*].id" } },
+        { id: "step-03", tool: "x", args: { first: "$step-02-1.name" } },
+        { id: "step-04", tool: "x", args: { each: "$step-02.name" } },
+      ],
+    });
+    checkGraph(plan);
+    const { workflow, expansions } = compilePlan(plan, ["x"], {});
+    expect(workflow.nodes["step-03"]).toMatchObject({
+      depends_on: ["step-02"],
+      input_mapping: { first: "$.state['step-02'][1]['name']" },
+    });
+    expect(workflow.nodes["step-03"]?.foreach).toBeUndefined();
+    expect(workflow.nodes["step-04"]).toMatchObject({
+      foreach: { items: "$.state['step-02'][*]" },
+      input_mapping: { each: "$.item['name']" },
+    });
+    expect(expansions.map((expansion) => [expansion.step, expansion.implicit])).toEqual([
+      ["step-02", false],
+      ["step-04", true],
+    ]);
+  });
 });
