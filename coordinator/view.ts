@@ -8,7 +8,7 @@ import {
   type NodeView,
   type RunView,
 } from "../schemas/index.ts";
-import { toPlanResults } from "../plans/results.ts";
+import { toPlanResults } from "../plans/index.ts";
 import { toGateView } from "./children.ts";
 import type { RunState } from "./decide.ts";
 
