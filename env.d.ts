@@ -27,6 +27,11 @@ interface Env {
   API_TOKENS: string;
   /** Base64 PKCS#8 Ed25519 private key that signs journals. */
   JOURNAL_SIGNING_KEY: string;
+  /**
+   * `allow` lets a plan request pre-approve high-risk steps (`approved_steps` on POST /v1/plans):
+   * they run without their approval gate. Off by default (docs/plans.md).
+   */
+  PLAN_PREAPPROVAL?: string;
   /** Optional JWKS (JSON) of retired journal keys still served for verification. */
   JOURNAL_RETIRED_KEYS?: string;
   /** Workers AI: `workers-ai` models and vector embeddings. Remote-only: absent under `wrangler dev --local`. */

@@ -3,8 +3,10 @@ import { EngineError } from "../lib/errors.ts";
 import { canonicalJson } from "../lib/journal/canonical.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import { declaredEnvNames } from "../lib/secrets.ts";
+import { issuesToDetails } from "../lib/validation.ts";
 import {
   DEFINITION_KINDS,
+  Workflow,
   type DefinitionBundle,
   type DefinitionKind,
   type DefinitionList,
@@ -13,9 +15,15 @@ import {
   type DefinitionVersions,
   type RegisterResponse,
   type ResolvedRun,
+  type RunSnapshot,
 } from "../schemas/index.ts";
 import { listLatest, listVersions, type ListPage } from "./listing.ts";
-import { resolveRunSnapshot, type DefinitionReader, type StoredDefinition } from "./resolve.ts";
+import {
+  resolveRunSnapshot,
+  resolveWorkflowSnapshot,
+  type DefinitionReader,
+  type StoredDefinition,
+} from "./resolve.ts";
 import type { DefinitionLookup } from "./checks.ts";
 import { mappingWarnings, parseBundle } from "./teach.ts";
 import { checkBundle, checkReservedMappingKeys } from "./validate.ts";
@@ -146,6 +154,36 @@ export class Catalog extends DurableObject<Env> {
       )
       .toArray()[0];
     return row?.version ?? undefined;
+  }
+
+  /**
+   * The snapshot of a workflow an agent plan compiled to (plans/compile.ts),
+   * checked as a registration would check it (`plan.invalid` with the
+   * problems' paths in the compiled workflow) and resolved as a run start
+   * would resolve it, without storing it: a plan is a run's, not the catalog's.
+   */
+  async resolvePlan(workflow: unknown): Promise<Result<RunSnapshot>> {
+    return toResult(() => {
+      const compiled = Workflow.safeParse(workflow);
+      if (!compiled.success) {
+        throw EngineError.terminal(
+          "plan.invalid",
+          "the plan compiles to an invalid workflow",
+          issuesToDetails(compiled.error.issues, "compiled"),
+        );
+      }
+      const parsed = compiled.data;
+      const problems = checkBundle({ workflows: [parsed] }, this.lookup(), declaredEnvNames(this.env));
+      if (problems.length > 0) {
+        throw EngineError.terminal(
+          "plan.invalid",
+          `the plan compiles to an invalid workflow: ${problems.length} problem(s)`,
+          problems.map((problem) => ({ ...problem, path: problem.path.replace(/^workflows\.0\./, "compiled.") })),
+        );
+      }
+      // Nothing floats in a plan's snapshot cache: it is never cached, so the pointers read are dropped.
+      return resolveWorkflowSnapshot(this.reader([]), parsed, 1);
+    });
   }
 
   private store(

@@ -45,9 +45,16 @@ export function resolveRunSnapshot(
     const what = version === undefined ? `workflow "${workflowId}"` : `version ${version} of workflow "${workflowId}"`;
     throw EngineError.terminal("workflow.not_found", `${what} is not registered`);
   }
-  const workflow = Workflow.parse(stored.definition);
+  return resolveWorkflowSnapshot(reader, Workflow.parse(stored.definition), stored.version);
+}
+
+/**
+ * The snapshot of a workflow given as a definition (a registered one's, or
+ * one an agent plan compiled to: plans/compile.ts), as `version`.
+ */
+export function resolveWorkflowSnapshot(reader: DefinitionReader, workflow: Workflow, version: number): RunSnapshot {
   const snapshot: RunSnapshot = {
-    workflow: { id: workflow.id, version: stored.version, definition: workflow },
+    workflow: { id: workflow.id, version, definition: workflow },
     tasks: {},
     workflows: {},
   };

@@ -30,6 +30,8 @@ import type {
   RegisterResponse,
   RunList,
   RunView,
+  PlanRequest,
+  StartPlanResponse,
   StartRunBody,
   StartRunResponse,
 } from "./types.ts";
@@ -79,6 +81,8 @@ export interface TrellisApi {
   ): Promise<Result<DefinitionVersions>>;
   /** `POST /v1/workflows/{id}/runs`; `created` is false when an idempotency key found an existing run, and for a preview. */
   startRun(workflowId: string, request: StartRunBody): Promise<Result<StartRunResponse & { created: boolean }>>;
+  /** `POST /v1/plans`: run (or preview) an agent plan (docs/plans.md); `created` as for `startRun`. */
+  startPlan(request: PlanRequest): Promise<Result<StartPlanResponse & { created: boolean }>>;
   /** `GET /v1/runs/{run_id}`. */
   getRun(runId: string): Promise<Result<RunView>>;
   /** `GET /v1/runs`: the query's parameters as strings, e.g. `{ status: "failed", limit: "10" }`. */

@@ -140,6 +140,12 @@ export type Action = {
   implementation: ContextImplementation;
 };
 
+/** Optional: approved_steps answers every matching open approval gate (step-02 matches step-02-*). */
+export type ApproveBody = {
+  approved_steps?: string[];
+  reason?: string;
+};
+
 /** An optional reason for a cancel, recorded on the run. */
 export type CancelBody = {
   reason?: string;
@@ -792,6 +798,20 @@ export type OutputMapping = {
   [key: string]: JsonValue;
 };
 
+/** An agent plan in either notation, its tools allowlist, input, mode, pre-approved steps (docs/plans.md). */
+export type PlanRequest = {
+  plan: {
+    [key: string]: JsonValue;
+  };
+  tools: string[];
+  input?: {
+    [key: string]: JsonValue;
+  };
+  mode?: "auto" | "approval" | "preview";
+  approved_steps?: string[];
+  idempotency_key?: string;
+};
+
 /** A prompt: messages rendered with Handlebars over the action input. */
 export type Prompt = {
   id: string;
@@ -954,6 +974,21 @@ export type RunView = {
       } | null;
     })[];
   };
+  results?: ({
+    step: string;
+    success: boolean;
+    tool: string;
+    data: JsonValue;
+    error?: {
+      code: string;
+      message: string;
+    };
+    metadata: {
+      executionTime: number;
+      timestamp: string | null;
+      retries: number;
+    };
+  })[];
 };
 
 /** The implementation of an action of kind "shell" (docs/definitions.md#implementation-per-kind). */
@@ -968,6 +1003,49 @@ export type ShellImplementation = {
   ok_exit_codes?: number[];
   timeout_ms?: number;
   max_output_bytes?: number;
+};
+
+/** A started plan run (or a preview: run_id null), with the graph the plan compiled to. */
+export type StartPlanResponse = {
+  run_id: string | null;
+  status: string;
+  workflow: {
+    id: string;
+    version: number;
+  };
+  graph: {
+    notation: "dependency" | "placeholder";
+    layers: string[][];
+    steps: ({
+      id: string;
+      tool: string;
+      depends_on: string[];
+      risk: "low" | "medium" | "high";
+      expands_over: string | null;
+      args: {
+        [key: string]: JsonValue;
+      };
+    })[];
+    expansions: ({
+      step: string;
+      over: string;
+      implicit: boolean;
+    })[];
+    high_risk: string[];
+    inputs_gate: boolean;
+    fallback: string | null;
+    config: {
+      maxParallelExecutions: number;
+      toolTimeout: number;
+      maxRetries: number;
+      retryDelay: number;
+      failFast: boolean;
+    };
+    approvals: {
+      preapproval_allowed: boolean;
+      approved_steps: string[];
+    };
+  };
 };
 
 /** How to start a run: its input, a pinned version, an idempotency key, a mode. */
@@ -1080,6 +1158,7 @@ export type WorkflowImplementation = {
 /** Every type above by its name. */
 export interface Components {
   Action: Action;
+  ApproveBody: ApproveBody;
   CancelBody: CancelBody;
   ContextImplementation: ContextImplementation;
   DefinitionBundle: DefinitionBundle;
@@ -1112,6 +1191,7 @@ export interface Components {
   Node: Node;
   NodeDetail: NodeDetail;
   OutputMapping: OutputMapping;
+  PlanRequest: PlanRequest;
   Prompt: Prompt;
   Reference: Reference;
   RegisterResponse: RegisterResponse;
@@ -1119,6 +1199,7 @@ export interface Components {
   RunList: RunList;
   RunView: RunView;
   ShellImplementation: ShellImplementation;
+  StartPlanResponse: StartPlanResponse;
   StartRunBody: StartRunBody;
   StartRunResponse: StartRunResponse;
   Step: Step;

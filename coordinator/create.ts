@@ -1,6 +1,8 @@
 import { z } from "zod";
 import {
   JsonValue,
+  PlanOrigin,
+  PlanStepRecord,
   ResourceHandle,
   RunMode,
   RunSnapshot,
@@ -27,6 +29,8 @@ export const CreateRunRequest = z.strictObject({
   inherited_resources: z.record(z.string(), ResourceHandle).optional(),
   /** Set when a parent run starts this run as its child. */
   parent: z.strictObject({ run_id: z.string(), key: z.string(), depth: z.number().int().min(0) }).optional(),
+  /** Set for a plan run (POST /v1/plans): recorded on `run.created`; its steps go on the record. */
+  plan: z.strictObject({ origin: PlanOrigin, steps: z.array(PlanStepRecord) }).optional(),
 });
 export type CreateRunRequest = z.infer<typeof CreateRunRequest>;
 
@@ -75,6 +79,7 @@ export function newRunState(request: CreateRunRequest, now: number): RunState {
       depth: request.parent ? request.parent.depth + 1 : 0,
       created_by: request.created_by,
       inherited_resources: request.inherited_resources ?? {},
+      ...(request.plan ? { plan_steps: request.plan.steps } : {}),
       parent: request.parent ? { run_id: request.parent.run_id, key: request.parent.key, notified: false } : null,
       journal_seq: 1,
       idempotency_key: request.idempotency_key,
@@ -107,6 +112,7 @@ export function runCreatedEntry(
       mode: request.mode,
       input: request.input,
       idempotency_key: request.idempotency_key,
+      ...(request.plan ? { plan: request.plan.origin } : {}),
     },
   };
 }

@@ -9,6 +9,7 @@ import {
   type RunRecord,
   type RunView,
 } from "../schemas/index.ts";
+import { toPlanResults } from "../plans/index.ts";
 import { toGateView } from "./children.ts";
 import type { RunState } from "./decide.ts";
 
@@ -44,6 +45,7 @@ export function toRunView(state: RunState, foreachNodes: ReadonlySet<string>): R
           })),
         ),
       ),
+    ...(record.plan_steps ? { results: toPlanResults(record.plan_steps, state.nodes, record.context.state) } : {}),
     ...(record.undos === undefined ? {} : { compensation: toCompensationView(record) }),
   };
 }

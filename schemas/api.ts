@@ -3,6 +3,7 @@ import { JsonValue } from "./common.ts";
 import { DefinitionKind } from "./definitions.ts";
 import { ErrorDetail, ErrorInfo, Failure } from "./errors.ts";
 import { StepRecord } from "./payload.ts";
+import { ToolResult } from "./plans.ts";
 import {
   ChildLink,
   COMPENSATION_TRIGGERS,
@@ -166,6 +167,8 @@ export const RunView = z.strictObject({
   children: z.array(ChildLink.extend({ node: z.string(), item: z.number().int().nullable() })),
   /** Present once a completed step enqueued an undo. */
   compensation: CompensationView.optional(),
+  /** Only for a plan run (POST /v1/plans): one ToolResult per plan step, in plan order (docs/plans.md). */
+  results: z.array(ToolResult).optional(),
 });
 export type RunView = z.infer<typeof RunView>;
 

@@ -9,6 +9,7 @@ export * from "./definitions.ts";
 export * from "./errors.ts";
 export * from "./journal.ts";
 export * from "./payload.ts";
+export * from "./plans.ts";
 export * from "./resolved.ts";
 export * from "./run.ts";
 export * from "./run-index.ts";

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { JsonValue } from "./common.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
 import { StepRecord } from "./payload.ts";
+import { PlanOrigin } from "./plans.ts";
 import { COMPENSATION_TRIGGERS, RunMode, RunStatus } from "./run.ts";
 
 /**
@@ -148,6 +149,8 @@ export const JOURNAL_BODIES = {
     mode: RunMode,
     input: JsonValue,
     idempotency_key: z.string().nullable(),
+    /** Only on a plan run (POST /v1/plans): the plan as given and the graph it compiled to. */
+    plan: PlanOrigin.optional(),
   }),
   "run.status": z.strictObject({ from: RunStatus, to: RunStatus, reason: z.string() }),
   "run.redriven": z.strictObject({ redrive: z.number().int().min(1), nodes: z.array(Node) }),

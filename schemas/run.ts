@@ -3,6 +3,10 @@ import { JsonObject, JsonValue } from "./common.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
 import { ResourceHandle, StepRecord, TaskContext, TaskResume } from "./payload.ts";
 
+/** A plan step as a plan run's record keeps it, for the run view's `results` (docs/plans.md). */
+export const PlanStepRecord = z.strictObject({ id: z.string(), tool: z.string() });
+export type PlanStepRecord = z.infer<typeof PlanStepRecord>;
+
 /** The 8 run states (brief §3). */
 export const RUN_STATUSES = [
   "drafting",
@@ -240,6 +244,8 @@ export const RunRecord = z.strictObject({
   created_by: z.string(),
   /** Declared resources a parent handed down (by resource name): the parent's containers, used as theirs. */
   inherited_resources: z.record(z.string(), ResourceHandle),
+  /** Only on a plan run: its steps in plan order, for the run view's `results`. */
+  plan_steps: z.array(PlanStepRecord).optional(),
   /** How many times this run was redriven after failing. */
   redrives: z.number().int().min(0),
   /** Seq of the last journal entry written. */

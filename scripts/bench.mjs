@@ -29,6 +29,7 @@ import { writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ACTION_WAIT_MS, benchClient, benchWorkflows, startWaitPeerProcess } from "./lib/bench-client.mjs";
+import { measurePlans } from "./lib/bench-plans.mjs";
 import { startWranglerDev } from "./lib/wrangler-dev.mjs";
 
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
@@ -94,7 +95,10 @@ async function main() {
     // Warm the isolate and the catalog before measuring.
     await timedRun("bench-single");
 
-    printSummary(await measureScenarios(flows, peer.url, profiled, phases), phases);
+    const rows = await measureScenarios(flows, peer.url, profiled, phases);
+    // Agent plans: N independent 300 ms steps against the same steps chained (docs/plans.md).
+    rows.push(...(await measurePlans(client, peer.url, REPEATS)));
+    printSummary(rows, phases);
     if (profile) {
       reportProfile(profile, `${PROFILE}`, REPEATS);
     }

@@ -10,6 +10,7 @@ import { bearerAuth } from "./auth.ts";
 import { onError } from "./errors.ts";
 import { streamRunEvents } from "./events.ts";
 import { mcpServerTools } from "./mcp-tools.ts";
+import { approveRun, startPlan } from "./plans.ts";
 import { listRuns } from "./run-list.ts";
 import * as service from "./service.ts";
 
@@ -60,6 +61,10 @@ function runRoutes(app: Hono<App>): void {
     );
     return c.json(run, created ? 201 : 200);
   });
+  app.post("/v1/plans", async (c) => {
+    const { created, run } = await startPlan(c.env, await readJson(c), c.get("principal"));
+    return c.json(run, created ? 201 : 200);
+  });
   app.get("/v1/runs", async (c) => c.json(await listRuns(c.env.RUN_INDEX, c.req.query())));
   app.get("/v1/runs/:runId", async (c) => c.json(await service.getRun(c.env, c.req.param("runId"))));
   app.get("/v1/runs/:runId/nodes/:node", async (c) =>
@@ -70,6 +75,9 @@ function runRoutes(app: Hono<App>): void {
   for (const control of RUN_CONTROLS) {
     app.post(`/v1/runs/:runId/${control}`, async (c) => {
       const body = await readJson(c, {});
+      if (control === "approve") {
+        return c.json(await approveRun(c.env, c.req.param("runId"), body, c.get("principal")));
+      }
       const reason =
         typeof body === "object" && body !== null && "reason" in body && typeof body.reason === "string"
           ? body.reason

@@ -26,6 +26,11 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   // The run index (D1) cannot be read right now; the runs themselves are unaffected.
   "index.unavailable": 503,
   "action.not_implemented": 501,
+  // Agent plans (docs/plans.md).
+  "plan.args_invalid": 400,
+  "plan.tool_not_allowed": 403,
+  "plan.preapproval_disabled": 403,
+  "plan.too_large": 413,
 };
 
 /** The rest by their last segment: `*.not_found` is 404, `*.invalid*` is 400, … */

@@ -12,10 +12,12 @@ import type {
   RegisterResponse,
   RunList,
   RunView,
+  StartPlanResponse,
   StartRunResponse,
 } from "../schemas/index.ts";
 import type { RunControl } from "../coordinator/controls.ts";
 import type { TrellisApi as TrellisApiClient } from "../client/index.ts";
+import { startPlan } from "./plans.ts";
 import { listRuns } from "./run-list.ts";
 import * as service from "./service.ts";
 
@@ -64,6 +66,14 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
     return toResult(() =>
       service.listVersions(this.env, idArgument(kind, "kind"), idArgument(id, "id"), pageQuery(page)),
     );
+  }
+
+  startPlan(request: unknown): Promise<Result<StartPlanResponse & { created: boolean }>> {
+    return toResult(async () => {
+      checkBodyLimits(request);
+      const { created, run } = await startPlan(this.env, request, "rpc");
+      return { ...run, created };
+    });
   }
 
   startRun(workflowId: string, request: unknown): Promise<Result<StartRunResponse & { created: boolean }>> {

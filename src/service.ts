@@ -37,17 +37,17 @@ const DEFAULT_LIST_LIMIT = 50;
 
 // The stubs' generated RPC types are too deep for tsc over recursive JSON
 // types; the methods return plain-data Results, so their own signatures are exact.
-type CatalogApi = Pick<Catalog, "register" | "get" | "list" | "versions">;
+type CatalogApi = Pick<Catalog, "register" | "get" | "list" | "versions" | "resolvePlan">;
 type CoordinatorApi = Pick<
   Coordinator,
   "create" | "get" | "journal" | "events" | "control" | "gates" | "answerGate" | "node"
 >;
 
-function catalog(env: Env): CatalogApi {
+export function catalog(env: Env): CatalogApi {
   return env.CATALOG.get(env.CATALOG.idFromName(CATALOG_NAME)) as unknown as CatalogApi;
 }
 
-function coordinator(env: Env, runId: string): CoordinatorApi {
+export function coordinator(env: Env, runId: string): CoordinatorApi {
   if (!RUN_ID_PATTERN.test(runId)) {
     throw EngineError.terminal("run.not_found", `no run "${runId}"`);
   }

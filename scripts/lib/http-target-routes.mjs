@@ -135,6 +135,7 @@ function flakyRoute({ res, url, a, state }) {
 /** @param {TargetRequest} request */
 async function slowRoute({ res, url, state }) {
   const ms = clampInt(url.searchParams.get("ms"), 0, 0, MAX_SLOW_MS);
+  const startedAt = Date.now();
   await new Promise((resolve) => {
     const timer = setTimeout(done, ms);
     state.timers.add(timer);
@@ -147,7 +148,9 @@ async function slowRoute({ res, url, state }) {
     res.on("close", done); // client gave up: stop waiting
   });
   if (res.destroyed || res.writableEnded) return;
-  return sendJson(res, 200, { waited: ms });
+  // `?stamp=1`: when the wait began and ended (ms since the epoch), so tests can see calls overlap.
+  const stamps = url.searchParams.get("stamp") === "1" ? { started_at: startedAt, finished_at: Date.now() } : {};
+  return sendJson(res, 200, { waited: ms, ...stamps });
 }
 
 /** @param {TargetRequest} request */

@@ -33,7 +33,8 @@
  *                              status S (default 503) with { error: "flaky",
  *                              attempt, status } (plus `Retry-After: R` when given);
  *                              later ones answer 200 { ok: true, attempts }.
- *   /slow[/:key]?ms=N          waits N ms (capped at 60 000) then 200 { waited: N }.
+ *   /slow[/:key]?ms=N          waits N ms (capped at 60 000) then 200 { waited: N }; with
+ *                              `&stamp=1` also { started_at, finished_at } (ms since the epoch).
  *   /mark/:key                 200 { key, count }: a request that only leaves a mark.
  *   /hits/:key                 200 { key, count }: how many requests `key` received
  *                              (not counted itself). `GET /hits` gives { counts }.

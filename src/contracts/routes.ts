@@ -1,23 +1,12 @@
-import { z } from "zod";
 import {
-  DefinitionBundle,
-  DefinitionList,
-  DefinitionRecord,
-  DefinitionVersions,
-  ErrorBody,
-  GateAnswerBody,
-  GateView,
-  JournalEntry,
-  JournalResponse,
-  Jwks,
-  McpToolList,
-  NodeDetail,
-  RegisterResponse,
-  RunList,
-  RunView,
-  StartRunBody,
-  StartRunResponse,
-} from "../../schemas/index.ts";
+  REQUEST_SCHEMAS,
+  RESPONSE_SCHEMAS,
+  SCHEMA_DESCRIPTIONS,
+  type RequestSchemaName,
+  type ResponseSchemaName,
+} from "./bodies.ts";
+
+export { REQUEST_SCHEMAS, RESPONSE_SCHEMAS, SCHEMA_DESCRIPTIONS, type RequestSchemaName, type ResponseSchemaName };
 
 /**
  * The HTTP API as data: one entry per route of src/app.ts, from which the
@@ -26,66 +15,6 @@ import {
  * are new); test/workers/openapi-routes.test.ts names any route of the app
  * that has no entry, and any entry that has no route.
  */
-
-/** Request bodies, by their OpenAPI component name (converted as input: what a client sends). */
-export const REQUEST_SCHEMAS = {
-  DefinitionBundle,
-  StartRunBody,
-  GateAnswerBody,
-  /** Only `cancel` reads a body: an optional reason, recorded on the run. */
-  CancelBody: z.object({ reason: z.string().optional() }),
-} as const satisfies Record<string, z.ZodType>;
-
-/** Response bodies, by their OpenAPI component name (converted as output: what the server sends). */
-export const RESPONSE_SCHEMAS = {
-  Health: z.strictObject({ ok: z.literal(true) }),
-  ErrorBody,
-  RegisterResponse,
-  DefinitionRecord,
-  DefinitionList,
-  DefinitionVersions,
-  StartRunResponse,
-  RunView,
-  RunList,
-  NodeDetail,
-  McpToolList,
-  GateView,
-  GateList: z.strictObject({ gates: z.array(GateView) }),
-  JournalEntry,
-  JournalResponse,
-  Jwks,
-  /** The generated contracts themselves: a JSON Schema and an OpenAPI document. */
-  JsonDocument: z.record(z.string(), z.unknown()),
-} as const satisfies Record<string, z.ZodType>;
-
-export type RequestSchemaName = keyof typeof REQUEST_SCHEMAS;
-export type ResponseSchemaName = keyof typeof RESPONSE_SCHEMAS;
-
-/** What each body is, one line each (the OpenAPI components' and the client types' descriptions). */
-export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName, string> = {
-  DefinitionBundle: "Definitions to register, by kind (docs/definitions.md).",
-  StartRunBody: "How to start a run: its input, a pinned version, an idempotency key, a mode.",
-  GateAnswerBody: "The answer to a gate: a response matching its input_schema, and who responded.",
-  CancelBody: "An optional reason for a cancel, recorded on the run.",
-  Health: "The Worker is up.",
-  ErrorBody: "The body of every error: a dotted code, a message, and the problems with their paths.",
-  RegisterResponse: "What a registration created or reused (existing: true), with versions.",
-  DefinitionRecord: "A stored definition: its kind, id, version, and content (keys sorted).",
-  DefinitionList: "The latest version of each definition of a kind, newest first, and the next page's cursor.",
-  DefinitionVersions: "Every version of one definition, highest first, and the next page's cursor.",
-  StartRunResponse: 'A started run (or, for a preview, run_id null, status "preview" and the plan).',
-  RunView: "A run: status, input, output, error, nodes, gates, usage, parent and children.",
-  RunList: "A page of runs from the run index, newest first, and the cursor of the next page (null at the end).",
-  McpToolList:
-    "An MCP server's tools now, each with the pin an mcp action checks and whether allowed_tools lets it through.",
-  NodeDetail: "One node of a run in full: each invocation with its dispatches' step records.",
-  GateView: "A human gate: an input or an approval, with its status and answer.",
-  GateList: "Every gate of a run.",
-  JournalEntry: "One signed journal entry (docs/journal.md).",
-  JournalResponse: "A run's signed journal, in seq order.",
-  Jwks: "The journal's public keys as a JWKS (current and retired).",
-  JsonDocument: "A JSON document: the generated JSON Schema or OpenAPI document.",
-};
 
 /** A query parameter: its JSON Schema type and what it does. */
 export interface QueryParam {
@@ -140,7 +69,7 @@ const CONTROL_ROUTES: RouteSpec[] = [
   ["resume", "Resume dispatching a paused run."],
   ["redrive", "Re-run a failed run from its failed nodes, keeping what completed (or resume its failed compensation)."],
   ["compensate", "Run the undos of a failed or cancelled run that has not compensated, latest first."],
-  ["approve", 'Start a run created with mode "approval".'],
+  ["approve", 'Start a run created with mode "approval"; approved_steps also answers matching approval gates.'],
 ].map(([control = "", summary = ""]) => ({
   method: "post",
   path: `/v1/runs/{run_id}/${control}`,
@@ -153,6 +82,7 @@ const CONTROL_ROUTES: RouteSpec[] = [
       : `POST /v1/runs/{run_id}/${control}`,
   tag: "runs",
   ...(control === "cancel" ? { body: { schema: "CancelBody", required: false } } : {}),
+  ...(control === "approve" ? { body: { schema: "ApproveBody", required: false } } : {}),
   responses: { 200: { description: "The run after the control.", schema: "RunView" } },
   errors: [404, 409],
 }));
@@ -273,6 +203,21 @@ export const API_ROUTES: RouteSpec[] = [
     responses: {
       201: { description: "A new run.", schema: "StartRunResponse" },
       200: { description: "The run this idempotency key started, or a preview's plan.", schema: "StartRunResponse" },
+    },
+    errors: [404, 409],
+  },
+  {
+    method: "post",
+    path: "/v1/plans",
+    operationId: "startPlan",
+    summary: "Run (or preview) an agent plan in the dependency or placeholder notation.",
+    auth: "bearer",
+    docs: "POST /v1/plans",
+    tag: "runs",
+    body: { schema: "PlanRequest", required: true },
+    responses: {
+      201: { description: "A new plan run.", schema: "StartPlanResponse" },
+      200: { description: "The run this idempotency key started, or a preview's graph.", schema: "StartPlanResponse" },
     },
     errors: [404, 409],
   },

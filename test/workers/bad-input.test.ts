@@ -49,6 +49,7 @@ describe("bad input never gets a 500", () => {
     const gateId: string = run.gates[0].gate_id;
     const routes = [
       "/v1/definitions",
+      "/v1/plans",
       `/v1/workflows/${id}/runs`,
       `/v1/workflows/${uniqueId("missing")}/runs`,
       `/v1/runs/${runId}/gates/${gateId}`,

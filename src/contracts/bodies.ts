@@ -1,0 +1,94 @@
+/**
+ * The bodies of the HTTP API, by their OpenAPI component names, with a line
+ * of description each: what src/contracts/routes.ts refers to by name.
+ */
+import { z } from "zod";
+import {
+  DefinitionBundle,
+  DefinitionList,
+  DefinitionRecord,
+  DefinitionVersions,
+  ErrorBody,
+  GateAnswerBody,
+  GateView,
+  JournalEntry,
+  JournalResponse,
+  Jwks,
+  McpToolList,
+  NodeDetail,
+  PlanRequest,
+  ApproveBody,
+  RegisterResponse,
+  RunList,
+  RunView,
+  StartRunBody,
+  StartRunResponse,
+  StartPlanResponse,
+} from "../../schemas/index.ts";
+
+/** Request bodies, by their OpenAPI component name (converted as input: what a client sends). */
+export const REQUEST_SCHEMAS = {
+  DefinitionBundle,
+  StartRunBody,
+  GateAnswerBody,
+  /** Only `cancel` reads a body: an optional reason, recorded on the run. */
+  CancelBody: z.object({ reason: z.string().optional() }),
+  PlanRequest,
+  ApproveBody,
+} as const satisfies Record<string, z.ZodType>;
+
+/** Response bodies, by their OpenAPI component name (converted as output: what the server sends). */
+export const RESPONSE_SCHEMAS = {
+  Health: z.strictObject({ ok: z.literal(true) }),
+  ErrorBody,
+  RegisterResponse,
+  DefinitionRecord,
+  DefinitionList,
+  DefinitionVersions,
+  StartRunResponse,
+  StartPlanResponse,
+  RunView,
+  RunList,
+  NodeDetail,
+  McpToolList,
+  GateView,
+  GateList: z.strictObject({ gates: z.array(GateView) }),
+  JournalEntry,
+  JournalResponse,
+  Jwks,
+  /** The generated contracts themselves: a JSON Schema and an OpenAPI document. */
+  JsonDocument: z.record(z.string(), z.unknown()),
+} as const satisfies Record<string, z.ZodType>;
+
+export type RequestSchemaName = keyof typeof REQUEST_SCHEMAS;
+export type ResponseSchemaName = keyof typeof RESPONSE_SCHEMAS;
+
+/** What each body is, one line each (the OpenAPI components' and the client types' descriptions). */
+export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName, string> = {
+  DefinitionBundle: "Definitions to register, by kind (docs/definitions.md).",
+  StartRunBody: "How to start a run: its input, a pinned version, an idempotency key, a mode.",
+  GateAnswerBody: "The answer to a gate: a response matching its input_schema, and who responded.",
+  CancelBody: "An optional reason for a cancel, recorded on the run.",
+  PlanRequest:
+    "An agent plan in either notation, its tools allowlist, input, mode, pre-approved steps (docs/plans.md).",
+  ApproveBody: "Optional: approved_steps answers every matching open approval gate (step-02 matches step-02-*).",
+  StartPlanResponse: "A started plan run (or a preview: run_id null), with the graph the plan compiled to.",
+  Health: "The Worker is up.",
+  ErrorBody: "The body of every error: a dotted code, a message, and the problems with their paths.",
+  RegisterResponse: "What a registration created or reused (existing: true), with versions.",
+  DefinitionRecord: "A stored definition: its kind, id, version, and content (keys sorted).",
+  DefinitionList: "The latest version of each definition of a kind, newest first, and the next page's cursor.",
+  DefinitionVersions: "Every version of one definition, highest first, and the next page's cursor.",
+  StartRunResponse: 'A started run (or, for a preview, run_id null, status "preview" and the plan).',
+  RunView: "A run: status, input, output, error, nodes, gates, usage, parent and children.",
+  RunList: "A page of runs from the run index, newest first, and the cursor of the next page (null at the end).",
+  McpToolList:
+    "An MCP server's tools now, each with the pin an mcp action checks and whether allowed_tools lets it through.",
+  NodeDetail: "One node of a run in full: each invocation with its dispatches' step records.",
+  GateView: "A human gate: an input or an approval, with its status and answer.",
+  GateList: "Every gate of a run.",
+  JournalEntry: "One signed journal entry (docs/journal.md).",
+  JournalResponse: "A run's signed journal, in seq order.",
+  Jwks: "The journal's public keys as a JWKS (current and retired).",
+  JsonDocument: "A JSON document: the generated JSON Schema or OpenAPI document.",
+};

@@ -1,0 +1,181 @@
+import { env } from "cloudflare:workers";
+import { describe, it } from "vitest";
+import { startPlan } from "../../src/plans.ts";
+import { api, gateOpenOrSettled, hits, httpTarget, mcpServer, register, uniqueId, waitForRun } from "./helpers.ts";
+
+/**
+ * Agent plans in the placeholder notation (docs/plans.md) against the local
+ * HTTP target and the MCP reference server.
+ */
+
+/** Registers `echo` (POST /echo with the input as body, counted under `key`) and a high-risk twin of it. */
+async function registerEcho(key: string): Promise<{ echo: string; risky: string }> {
+  const ids = { echo: uniqueId("echo"), risky: uniqueId("risky") };
+  const implementation = {
+    method: "POST",
+    url_template: `${httpTarget()}/echo?key=${key}`,
+    body_template: "{{json this}}",
+  };
+  await register({
+    actions: [
+      { id: ids.echo, kind: "http", implementation },
+      { id: ids.risky, kind: "http", implementation, risk: "high" },
+    ],
+  });
+  return ids;
+}
+
+async function startPlanRun(body: Record<string, unknown>): Promise<string> {
+  const response = await api("POST", "/v1/plans", body);
+  if (response.status !== 201) {
+    throw new Error(JSON.stringify(response.json));
+  }
+  return String(response.json.run_id);
+}
+
+describe("placeholder plans", () => {
+  it("expands $step-01.items[*].id into one call per item, and fans out implicitly over the children", async ({
+    expect,
+  }) => {
+    const key = uniqueId("expand");
+    const { echo } = await registerEcho(key);
+    const plan = {
+      steps: [
+        { id: "step-01", tool: echo, args: { items: [{ id: "a" }, { id: "b" }, { id: "c" }] } },
+        { id: "step-02", tool: echo, args: { id: "$step-01.body.items[*].id", fixed: 1 } },
+        { id: "step-03", tool: echo, args: { seen: "$step-02.body.id" } },
+      ],
+    };
+    const runId = await startPlanRun({ plan, tools: [echo] });
+    const run = await waitForRun(runId);
+    expect(run.status).toBe("completed");
+    expect(run.nodes["step-02"].items.total).toBe(3);
+    expect(run.results[1].data.map((child: any) => child.body)).toEqual([
+      { id: "a", fixed: 1 },
+      { id: "b", fixed: 1 },
+      { id: "c", fixed: 1 },
+    ]);
+    // step-03 names the base step-02, which only has children: one call per child.
+    expect(run.nodes["step-03"].items.total).toBe(3);
+    expect(run.results[2].data.map((child: any) => child.body.seen)).toEqual(["a", "b", "c"]);
+    expect(await hits(key)).toBe(7);
+    const preview = await api("POST", "/v1/plans", { plan, tools: [echo], mode: "preview" });
+    expect(preview.json.graph.expansions).toEqual([
+      { step: "step-02", over: "$.state['step-01']['body']['items'][*]", implicit: false },
+      { step: "step-03", over: "$.state['step-02'][*]", implicit: true },
+    ]);
+    expect(preview.json.graph.steps[1].args).toEqual({ id: "$.item['id']", fixed: 1 });
+  });
+
+  it("routes to the fallback step when a placeholder does not resolve", async ({ expect }) => {
+    const key = uniqueId("fallback");
+    const { echo } = await registerEcho(key);
+    const plan = {
+      steps: [
+        { id: "step-01", tool: echo, args: { a: 1 } },
+        { id: "step-02", tool: echo, args: { x: "$step-01.body.missing" } },
+        { id: "step-99", tool: echo, args: { apology: "could not finish" } },
+      ],
+      fallback: "step-99",
+    };
+    const run = await waitForRun(await startPlanRun({ plan, tools: [echo] }));
+    expect(run.status).toBe("completed");
+    expect(run.results[1]).toMatchObject({ success: false, error: { code: "plan.args_unresolved" } });
+    expect(run.results[2]).toMatchObject({ success: true, data: { body: { apology: "could not finish" } } });
+    // Without an unresolved placeholder the fallback is skipped.
+    const fine = {
+      ...plan,
+      steps: [plan.steps[0], { id: "step-02", tool: echo, args: { x: "$step-01.body.a" } }, plan.steps[2]],
+    };
+    const clean = await waitForRun(await startPlanRun({ plan: fine, tools: [echo] }));
+    expect(clean.status).toBe("completed");
+    expect(clean.nodes["step-99"].status).toBe("skipped");
+  });
+
+  it("refuses args the tool's input schema rejects", async ({ expect }) => {
+    const { status, json } = await api("POST", "/v1/plans", {
+      plan: { steps: [{ id: "step-01", tool: "tool:write_artifact", args: { name: 42 } }] },
+      tools: ["tool:write_artifact"],
+    });
+    expect(status).toBe(400);
+    expect(json.error.code).toBe("plan.args_invalid");
+    expect(json.error.details.length).toBeGreaterThan(0);
+    expect(json.error.details.every((detail: any) => detail.path.startsWith("plan.steps.0.args"))).toBe(true);
+  });
+
+  it("answers every approval gate of an expanded high-risk step through approved_steps", async ({ expect }) => {
+    const key = uniqueId("approve");
+    const { echo, risky } = await registerEcho(key);
+    const plan = {
+      steps: [
+        { id: "step-01", tool: echo, args: { ids: [1, 2] } },
+        { id: "step-02", tool: risky, args: { id: "$step-01.body.ids[*]" } },
+      ],
+    };
+    const runId = await startPlanRun({ plan, tools: [echo, risky] });
+    const waiting = await waitForRun(
+      runId,
+      (run) => run.gates.filter((gate: any) => gate.status === "open").length === 2,
+    );
+    expect(waiting.gates.map((gate: any) => [gate.kind, gate.node, gate.item])).toEqual([
+      ["approval", "step-02", 0],
+      ["approval", "step-02", 1],
+    ]);
+    const approved = await api("POST", `/v1/runs/${runId}/approve`, { approved_steps: ["step-02"] });
+    expect(approved.status).toBe(200);
+    const run = await waitForRun(runId);
+    expect(run.status).toBe("completed");
+    expect(run.results[1].data.map((child: any) => child.body.id)).toEqual([1, 2]);
+  });
+
+  it("runs a pre-approved high-risk step without a gate where the deployment allows it", async ({ expect }) => {
+    const key = uniqueId("pre");
+    const { risky } = await registerEcho(key);
+    const allowing = { ...env, PLAN_PREAPPROVAL: "allow" } as Env;
+    const plan = { steps: [{ id: "step-01", tool: risky, args: { go: true } }] };
+    const { run } = await startPlan(allowing, { plan, tools: [risky], approved_steps: ["step-01"] }, "test");
+    expect(run.graph.high_risk).toEqual(["step-01"]);
+    expect(run.graph.approvals).toEqual({ preapproval_allowed: true, approved_steps: ["step-01"] });
+    const done = await waitForRun(String(run.run_id));
+    expect(done.status).toBe("completed");
+    expect(done.gates).toEqual([]);
+  });
+
+  it("asks for a missing input through a gate before any step runs, and merges the answer into the args", async ({
+    expect,
+  }) => {
+    const key = uniqueId("inputs");
+    const { echo } = await registerEcho(key);
+    const plan = {
+      inputs: { type: "object", required: ["user", "limit"], properties: { user: { type: "string" } } },
+      steps: [{ id: "step-01", tool: echo, args: { user: "$input.user", limit: "$input.limit" } }],
+    };
+    const runId = await startPlanRun({ plan, tools: [echo], input: { limit: 5 } });
+    const waiting = await waitForRun(runId, gateOpenOrSettled);
+    const gate = waiting.gates[0];
+    expect(gate).toMatchObject({ kind: "input", node: "inputs", status: "open" });
+    expect(gate.input_schema.required).toEqual(["user"]);
+    expect(await hits(key)).toBe(0);
+    const answered = await api("POST", `/v1/runs/${runId}/gates/${gate.gate_id}`, { response: { user: "bob" } });
+    expect(answered.status).toBe(200);
+    const run = await waitForRun(runId);
+    expect(run.status).toBe("completed");
+    expect(run.results[0].data.body).toEqual({ user: "bob", limit: 5 });
+  });
+
+  it("calls an MCP tool of the reference server with a resolved placeholder", async ({ expect }) => {
+    const key = uniqueId("mcp");
+    const { echo } = await registerEcho(key);
+    const server = uniqueId("everything").replaceAll("-", "_");
+    await register({ mcp_servers: [{ id: server, url: `${mcpServer()}/k/${key}/mcp` }] });
+    const plan = {
+      steps: [
+        { id: "step-01", tool: echo, args: { text: "hello plans" } },
+        { id: "step-02", tool: `mcp:${server}/echo`, args: { message: "$step-01.body.text" } },
+      ],
+    };
+    const run = await waitForRun(await startPlanRun({ plan, tools: [echo, `mcp:${server}/echo`] }));
+    expect(run.status).toBe("completed");
+    expect(JSON.stringify(run.results[1].data)).toContain("hello plans");
+  });
+});
