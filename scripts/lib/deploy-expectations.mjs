@@ -37,6 +37,8 @@ export const EXPECTED = {
   SHELL_SERVER_URL: { kind: "local" },
   SHELL_SERVER_TOKEN: { kind: "local" },
   SANDBOX_SLEEP_AFTER: { kind: "var" },
+  // "allow" lets a plan request pre-approve high-risk steps (docs/plans.md); off when unset.
+  PLAN_PREAPPROVAL: { kind: "var" },
 };
 
 /**
