@@ -1,7 +1,8 @@
 import { EngineError } from "../lib/errors.ts";
-import { RUN_STATUS_REASONS, RUN_STATUSES, type RunRecord, type RunStatus } from "../schemas/index.ts";
+import { RUN_STATUS_REASONS, type RunRecord, type RunStatus } from "../schemas/index.ts";
 import { compensateRefusal, redriveRefusal } from "./compensation.ts";
 import type { RunEvent } from "./events.ts";
+import { CONTROL_STATUSES, RUN_CONTROLS, statusAllows, type RunControl } from "./control-statuses.ts";
 import { isTerminal } from "./lifecycle.ts";
 
 /**
@@ -24,26 +25,23 @@ interface ControlRow {
   readonly guard?: (record: RunRecord) => string | null;
 }
 
-/** Every status a run can still leave: the lifecycle's non-terminal ones. */
-const LIVE_STATUSES = RUN_STATUSES.filter((status) => !isTerminal(status));
-
 export const CONTROLS = {
   /** No new dispatches, in-flight work abandoned, late results ignored. */
   cancel: {
-    statuses: LIVE_STATUSES,
+    statuses: CONTROL_STATUSES.cancel,
     event: (reason) => ({ type: "cancel", reason: reason ?? RUN_STATUS_REASONS.cancelled }),
     refusal: "the run is already",
     wakes: false,
   },
   /** Stops new dispatches; what is in flight finishes. */
   pause: {
-    statuses: ["queued", "running", "waiting"],
+    statuses: CONTROL_STATUSES.pause,
     event: () => ({ type: "pause" }),
     refusal: "only a queued, running or waiting run can be paused; this one is",
     wakes: false,
   },
   resume: {
-    statuses: ["paused"],
+    statuses: CONTROL_STATUSES.resume,
     event: () => ({ type: "resume" }),
     refusal: "only a paused run can be resumed; this one is",
     wakes: false,
@@ -54,7 +52,7 @@ export const CONTROLS = {
    * cancelled run), resumes the compensation at the undo that failed.
    */
   redrive: {
-    statuses: ["failed", "cancelled"],
+    statuses: CONTROL_STATUSES.redrive,
     event: () => ({ type: "redrive" }),
     refusal: "only a failed run can be redriven; this one is",
     wakes: false,
@@ -62,7 +60,7 @@ export const CONTROLS = {
   },
   /** Runs the undos of a failed or cancelled run that has not compensated (docs/definitions.md). */
   compensate: {
-    statuses: ["failed", "cancelled"],
+    statuses: CONTROL_STATUSES.compensate,
     event: () => ({ type: "compensate" }),
     refusal: "only a failed or cancelled run can be compensated; this one is",
     wakes: true,
@@ -70,17 +68,14 @@ export const CONTROLS = {
   },
   /** Starts a run created with `mode: "approval"` (the `start` event an auto run applies on creation). */
   approve: {
-    statuses: ["drafting"],
+    statuses: CONTROL_STATUSES.approve,
     event: () => ({ type: "start" }),
     refusal: "only a run waiting in drafting can be approved; this one is",
     wakes: true,
   },
-} as const satisfies Record<string, ControlRow>;
+} as const satisfies Record<RunControl, ControlRow>;
 
-export type RunControl = keyof typeof CONTROLS;
-
-/** Every run control, in the table's order (the HTTP routes `POST /v1/runs/{id}/{control}`). */
-export const RUN_CONTROLS = Object.keys(CONTROLS) as RunControl[];
+export { RUN_CONTROLS, statusAllows, type RunControl };
 
 /** Whether a value (from an RPC call) names a run control. */
 export function isRunControl(name: unknown): name is RunControl {
@@ -90,15 +85,6 @@ export function isRunControl(name: unknown): name is RunControl {
 /** Whether the run accepts `control`: its status is one of the row's, and the row's guard (if any) finds nothing against. */
 export function allows(control: RunControl, record: RunRecord): boolean {
   return refusalOf(control, record) === null;
-}
-
-/**
- * Whether a run in `status` may accept `control`, before any guard: what a
- * client that sees only the run view (the console's buttons) can know. The
- * coordinator still applies the guard, and refuses with 409 where it objects.
- */
-export function statusAllows(control: RunControl, status: RunRecord["status"]): boolean {
-  return (CONTROLS[control] as ControlRow).statuses.includes(status);
 }
 
 function refusalOf(control: RunControl, record: RunRecord): { code: string; message: string } | null {

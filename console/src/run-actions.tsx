@@ -5,7 +5,7 @@
  * open gate, generated from the gate's `input_schema`.
  */
 import { useState } from "preact/hooks";
-import { statusAllows, RUN_CONTROLS, type RunControl } from "../../coordinator/controls.ts";
+import { statusAllows, RUN_CONTROLS, type RunControl } from "../../coordinator/control-statuses.ts";
 import { GateView, RunView } from "../../schemas/api.ts";
 import { postJson, encodeSegment } from "./api.ts";
 import { SchemaForm } from "./schema-form.tsx";
