@@ -255,8 +255,16 @@ describe("web console in headless Chromium", () => {
     await page.getByLabel("Workflow").fill(id);
     await page.getByRole("button", { name: "Filter" }).click();
     await page.waitForURL(`${url}/?workflow=${id}`);
+    // The filtered list settles on exactly this run (the unfiltered one it replaces had it too, among others).
+    await page.waitForFunction(
+      (expected) => {
+        const rows = document.querySelectorAll("tbody tr");
+        return rows.length === 1 && rows[0]?.getAttribute("data-run-id") === expected;
+      },
+      runId,
+      { timeout: UI_TIMEOUT_MS },
+    );
     await page.locator(`tr[data-run-id="${runId}"]`).getByText("completed").waitFor({ timeout: UI_TIMEOUT_MS });
-    assert.equal(await page.locator("tbody tr").count(), 1);
     await context.close();
   });
 
