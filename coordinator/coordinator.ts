@@ -14,6 +14,7 @@ import type {
 import { ChildNotification, toGateView } from "./children.ts";
 import { perform, type CommandDeps } from "./commands.ts";
 import { assertAllowed, CONTROLS, isRunControl, type RunControl } from "./controls.ts";
+import { toStepApproval } from "./standing-approvals.ts";
 import { chunk, sendTaskGroup } from "./executor-client.ts";
 import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunState } from "./decide.ts";
 import { CreateRunRequest, newRunState, runCreatedEntry, type CreateRunOutcome } from "./create.ts";
@@ -159,10 +160,7 @@ export class Coordinator extends DurableObject<Env> {
     });
   }
 
-  /**
-   * Journal entries after `afterSeq`; when there are none yet, waits up to
-   * `waitMs` for the next ones (a long poll, so event streams need few calls).
-   */
+  /** Journal entries after `afterSeq`, or up to `waitMs` for the next ones (a long poll for event streams). */
   async events(afterSeq: number, waitMs: number): Promise<Result<JournalEntry[]>> {
     return toResult(async () => {
       this.requireRun();
@@ -180,10 +178,7 @@ export class Coordinator extends DurableObject<Env> {
     return this.control("cancel", reason);
   }
 
-  /**
-   * Applies a run control (a row of coordinator/controls.ts: cancel, pause,
-   * resume, redrive, approve) when the run's status allows it, else a 409.
-   */
+  /** Applies a run control (a row of coordinator/controls.ts) when the run allows it, else a 409. */
   async control(name: RunControl, reason?: string): Promise<Result<RunView>> {
     return toResult(async () => {
       if (!isRunControl(name)) {
@@ -201,16 +196,20 @@ export class Coordinator extends DurableObject<Env> {
     });
   }
 
+  /** Standing approvals of plan steps (coordinator/standing-approvals.ts): `{ steps, responder }`. */
+  async approveSteps(body: unknown): Promise<Result<RunView>> {
+    return toResult(async () => {
+      await this.applyAndWake([toStepApproval(this.requireRun().record, body)]);
+      return this.view();
+    });
+  }
+
   /** The run's gates, open and closed. */
   async gates(): Promise<Result<GateView[]>> {
     return toResult(() => this.requireRun().record.gates.map(toGateView));
   }
 
-  /**
-   * Answers an open gate. The answer must match the gate's `input_schema`
-   * (an approval takes `{ approved, reason? }`); a gate answers once. This
-   * call is an event of its own, so the task resumes from here at once.
-   */
+  /** Answers an open gate once, with an answer matching its `input_schema`; the task resumes from here at once. */
   async answerGate(gateId: string, body: unknown): Promise<Result<GateView>> {
     return toResult(async () => {
       const { gate, event } = toGateAnswer(this.requireRun().record.gates, gateId, body);

@@ -23,6 +23,7 @@ import type { LiveWork } from "./live.ts";
 import { journalStepChoice } from "./choices.ts";
 import { completeInvocation, failInvocation, itemOf, startReadyNodes } from "./nodes.ts";
 import { advance, nextWakeAt } from "./schedule.ts";
+import { approveSteps, grantApprovedGates } from "./standing-approvals.ts";
 import { mergeStepSummaries } from "./summaries.ts";
 import { MAX_EVENT_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
 import {
@@ -107,6 +108,11 @@ const HANDLERS: Handlers = {
   compensate: (draft) => {
     if (allows("compensate", draft.record)) {
       startCompensation(draft, "manual");
+    }
+  },
+  approve_steps: (draft, event) => {
+    if (!isTerminal(draft.record.status)) {
+      approveSteps(draft, event.steps, event.responder);
     }
   },
   gate_answer: (draft, event) => {
@@ -282,6 +288,8 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
       steps: result.steps ?? [],
     });
     journalStepChoice(draft, nodeId, invocation, result.suspended);
+    // An approval gate that opened for a step approved beforehand is granted as it opens.
+    grantApprovedGates(draft);
   } else if (result.success) {
     completeInvocation(draft, nodeId, invocation, result.output ?? null, result.metrics.duration_ms, result.steps);
   } else {

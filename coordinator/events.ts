@@ -20,6 +20,8 @@ export type RunEvent =
   | { type: "compensate" }
   /** A valid answer to an open gate (checked against its schema by the Durable Object). */
   | { type: "gate_answer"; gate_id: string; response: Json; responder: string | null }
+  /** Standing approvals of plan steps: their open approval gates, and those that open later, are granted. */
+  | { type: "approve_steps"; steps: readonly string[]; responder: string | null }
   /** A child run this run asked for exists now. */
   | { type: "child_started"; key: string; run_id: string }
   /** A child run ended, or could not start (`run_id` null). */

@@ -246,6 +246,8 @@ export const RunRecord = z.strictObject({
   inherited_resources: z.record(z.string(), ResourceHandle),
   /** Only on a plan run: its steps in plan order, for the run view's `results`. */
   plan_steps: z.array(PlanStepRecord).optional(),
+  /** Standing approvals (`approved_steps` on approve): plan steps whose approval gates are granted as they open. */
+  approved_steps: z.array(z.string()).optional(),
   /** How many times this run was redriven after failing. */
   redrives: z.number().int().min(0),
   /** Seq of the last journal entry written. */

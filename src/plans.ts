@@ -8,14 +8,13 @@ import { checkGraph, compilePlan, finishPlan, normalizePlan, type NormalPlan } f
 import {
   ApproveBody,
   PlanRequest,
-  type GateView,
   type Json,
   type PlanOrigin,
   type RunSnapshot,
   type RunView,
   type StartPlanResponse,
 } from "../schemas/index.ts";
-import { catalog, controlRun, coordinator, listGates } from "./service.ts";
+import { catalog, controlRun, coordinator } from "./service.ts";
 
 /**
  * `POST /v1/plans`: an agent plan in either notation, compiled into a
@@ -148,10 +147,12 @@ function checkApprovedSteps(plan: NormalPlan, approved: readonly string[], allow
 
 /**
  * `POST /v1/runs/{id}/approve` with `approved_steps`: starts a run waiting
- * in drafting (as a plain approve does), then answers every open approval
- * gate whose step matches, an expanded step's children included (`step-02`
- * matches the gates of `step-02-0`, `step-02-1`, …; `step-02-1` only that
- * child's). Without `approved_steps` it is the plain control.
+ * in drafting (as a plain approve does), then approves those steps for the
+ * rest of the run (coordinator/standing-approvals.ts): every matching
+ * approval gate, open now or opening later, is granted, an expanded step's
+ * children included (`step-02` matches the gates of `step-02-0`,
+ * `step-02-1`, …; `step-02-1` only that child's). Without `approved_steps`
+ * it is the plain control.
  */
 export async function approveRun(env: Env, runId: string, body: unknown, responder: string): Promise<RunView> {
   // Without `approved_steps` the body is ignored, as it always was: the plain control.
@@ -163,18 +164,10 @@ export async function approveRun(env: Env, runId: string, body: unknown, respond
   if (view.status === "drafting") {
     await controlRun(env, runId, "approve");
   }
-  const { gates } = await listGates(env, runId);
-  const matching = gates.filter(
-    (gate) => gate.status === "open" && gate.kind === "approval" && matches(gate, request.approved_steps ?? []),
-  );
-  for (const gate of matching) {
-    const answer = { response: { approved: true, ...(request.reason ? { reason: request.reason } : {}) }, responder };
-    unwrap(await coordinator(env, runId).answerGate(gate.gate_id, answer));
+  const steps = request.approved_steps ?? [];
+  if (steps.length === 0) {
+    return unwrap(await coordinator(env, runId).get());
   }
-  return unwrap(await coordinator(env, runId).get());
-}
-
-function matches(gate: GateView, approved: readonly string[]): boolean {
-  const child = gate.item === null ? null : `${gate.node}-${gate.item}`;
-  return approved.some((id) => id === gate.node || id === child);
+  // A standing approval: the open gates now, and each matching gate that opens later.
+  return unwrap(await coordinator(env, runId).approveSteps({ steps, responder }));
 }

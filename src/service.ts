@@ -40,7 +40,7 @@ const DEFAULT_LIST_LIMIT = 50;
 type CatalogApi = Pick<Catalog, "register" | "get" | "list" | "versions" | "resolvePlan">;
 type CoordinatorApi = Pick<
   Coordinator,
-  "create" | "get" | "journal" | "events" | "control" | "gates" | "answerGate" | "node"
+  "create" | "get" | "journal" | "events" | "control" | "gates" | "answerGate" | "node" | "approveSteps"
 >;
 
 export function catalog(env: Env): CatalogApi {

@@ -128,6 +128,40 @@ describe("placeholder plans", () => {
     expect(run.results[1].data.map((child: any) => child.body.id)).toEqual([1, 2]);
   });
 
+  it("approving a plan with approved_steps before its steps are reached grants their gates as they open", async ({
+    expect,
+  }) => {
+    const key = uniqueId("standing");
+    const { echo, risky } = await registerEcho(key);
+    const plan = {
+      steps: [
+        { id: "step-01", tool: echo, args: { ids: [1, 2, 3] } },
+        { id: "step-02", tool: risky, args: { id: "$step-01.body.ids[*]" } },
+        { id: "step-03", tool: risky, args: { last: true } },
+      ],
+    };
+    const runId = await startPlanRun({ plan, tools: [echo, risky], mode: "approval" });
+    expect((await api("GET", `/v1/runs/${runId}`)).json.status).toBe("drafting");
+    // No gate is open yet: step-02's three children and step-03 open theirs only once step-01 ran.
+    const approved = await api("POST", `/v1/runs/${runId}/approve`, { approved_steps: ["step-02"] });
+    expect(approved.status).toBe(200);
+    const waiting = await waitForRun(runId, (run) => run.gates.length === 4 || run.status === "failed");
+    // step-02's children were granted as their gates opened; step-03, not approved, waits for a person.
+    const gates = [...waiting.gates].sort((a: any, b: any) =>
+      `${a.node}/${a.item}`.localeCompare(`${b.node}/${b.item}`),
+    );
+    expect(gates.map((gate: any) => [gate.node, gate.item, gate.status, gate.responder ?? null])).toEqual([
+      ["step-02", 0, "answered", "approved_steps"],
+      ["step-02", 1, "answered", "approved_steps"],
+      ["step-02", 2, "answered", "approved_steps"],
+      ["step-03", null, "open", null],
+    ]);
+    await api("POST", `/v1/runs/${runId}/gates/${gates[3].gate_id}`, { response: { approved: true } });
+    const run = await waitForRun(runId);
+    expect(run.status).toBe("completed");
+    expect(run.results[1].data.map((child: any) => child.body.id)).toEqual([1, 2, 3]);
+  });
+
   it("runs a pre-approved high-risk step without a gate where the deployment allows it", async ({ expect }) => {
     const key = uniqueId("pre");
     const { risky } = await registerEcho(key);

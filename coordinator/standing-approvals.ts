@@ -1,0 +1,55 @@
+import { z } from "zod";
+import { EngineError } from "../lib/errors.ts";
+import { parseOrThrow } from "../lib/validation.ts";
+import type { GateRecord, RunRecord } from "../schemas/index.ts";
+import type { Draft } from "./draft.ts";
+import type { RunEvent } from "./events.ts";
+import { isTerminal } from "./lifecycle.ts";
+import { answerGate } from "./waits.ts";
+
+/**
+ * Standing approvals of plan steps (docs/plans.md, "Approvals"): `approved_steps`
+ * on `POST /v1/runs/{id}/approve` answers the matching approval gates that are
+ * open, and is kept on the run so each matching gate that opens later (a step
+ * not reached yet, an expanded step's children) is granted as it opens. A step
+ * id matches its node's gates and, for an expanded step, every child's
+ * (`step-02` matches `step-02-0`, `step-02-1`, …; `step-02-1` only that child).
+ */
+export const StepApproval = z.strictObject({
+  steps: z.array(z.string().min(1).max(60)).min(1).max(500),
+  responder: z.string().min(1).max(256).nullable(),
+});
+
+/** The event that records a standing approval; refused (409) on an ended run. */
+export function toStepApproval(record: RunRecord, body: unknown): RunEvent {
+  if (isTerminal(record.status)) {
+    throw EngineError.terminal("run.terminal", `the run is ${record.status}: there is nothing left to approve`);
+  }
+  const approval = parseOrThrow(StepApproval, body, "run.invalid_request", "the approval of steps");
+  return { type: "approve_steps", steps: approval.steps, responder: approval.responder };
+}
+
+/** Keeps the steps approved and grants every open approval gate they match. */
+export function approveSteps(draft: Draft, steps: readonly string[], responder: string | null): void {
+  draft.record.approved_steps = [...new Set([...(draft.record.approved_steps ?? []), ...steps])];
+  for (const gate of draft.record.gates) {
+    grantIfApproved(draft, gate, responder);
+  }
+}
+
+/** Grants the open approval gates a standing approval covers: called when a task result may have opened one. */
+export function grantApprovedGates(draft: Draft): void {
+  if (draft.record.approved_steps !== undefined) {
+    for (const gate of draft.record.gates) {
+      grantIfApproved(draft, gate, "approved_steps");
+    }
+  }
+}
+
+function grantIfApproved(draft: Draft, gate: GateRecord, responder: string | null): void {
+  const approved = draft.record.approved_steps ?? [];
+  const child = gate.item === null ? null : `${gate.node}-${gate.item}`;
+  if (gate.status === "open" && gate.kind === "approval" && approved.some((id) => id === gate.node || id === child)) {
+    answerGate(draft, gate.gate_id, { approved: true, reason: "approved_steps" }, responder);
+  }
+}
