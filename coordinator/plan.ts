@@ -12,6 +12,8 @@ export interface PlannedNode {
   depends_on: string[];
   task: { id: string; version: number } | null;
   workflow: { id: string; version: number } | null;
+  /** A node that chooses its child when it starts: the path it reads and the workflows it may choose. */
+  workflow_choice: { from: string; allowed: string[] } | null;
   actions: PlannedAction[];
   when: string | null;
   foreach: string | null;
@@ -50,6 +52,8 @@ export function planRun(snapshot: RunSnapshot): RunPlan {
       depends_on: node.depends_on ?? [],
       task: task ? { id: task.id, version: task.version } : null,
       workflow: snapshot.workflows[nodeId] ?? null,
+      workflow_choice:
+        typeof node.workflow === "object" ? { from: node.workflow.from, allowed: [...node.workflow.allowed] } : null,
       actions,
       when: node.when ?? null,
       foreach: node.foreach?.items ?? null,

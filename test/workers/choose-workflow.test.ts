@@ -62,6 +62,12 @@ describe("choosing a child workflow at run time", () => {
       },
     };
     await register({ workflows: [parent] });
+    // A preview cannot know the choice yet: it shows where it comes from and what it may be.
+    const preview = await api("POST", `/v1/workflows/${parent.id}/runs`, { input: { flow: slow }, mode: "preview" });
+    expect(preview.json.plan.nodes.route).toMatchObject({
+      workflow: null,
+      workflow_choice: { from: "$.input.flow", allowed: [fast, slow] },
+    });
     const runId = await start(parent.id, { input: { flow: slow } });
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
