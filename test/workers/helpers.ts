@@ -1,7 +1,7 @@
 import { env, exports } from "cloudflare:workers";
 import { vi } from "vitest";
 import { verifyJournal, type VerifyReport } from "../../lib/journal/index.ts";
-import { StepRecord } from "../../schemas/index.ts";
+import { ErrorBody, GateView, RunList, StepRecord, ToolResult, type RunSummary } from "../../schemas/index.ts";
 
 export const TOKEN = "test-token";
 
@@ -189,3 +189,23 @@ export const riskyStep = (key: string) => ({
   },
   output_mapping: { "output.status": "$.status" },
 });
+
+/** A plan run's `results` (docs/plans.md), checked against their schema. */
+export function resultsOf(run: { results?: unknown }): ToolResult[] {
+  return ToolResult.array().parse(run.results);
+}
+
+/** A run view's gates, checked against their schema. */
+export function gatesOf(run: { gates?: unknown }): GateView[] {
+  return GateView.array().parse(run.gates);
+}
+
+/** The `details` of an error answer, checked against the error body's schema. */
+export function detailsOf(json: unknown): { path: string; message: string }[] {
+  return ErrorBody.parse(json).error.details ?? [];
+}
+
+/** The runs of a `GET /v1/runs` answer, checked against its schema. */
+export function listedRuns(json: unknown): RunSummary[] {
+  return RunList.parse(json).runs;
+}

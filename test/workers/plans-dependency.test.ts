@@ -2,7 +2,9 @@ import { env, exports } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import type { TrellisApi } from "../../src/rpc.ts";
-import { api, hits, httpTarget, mcpServer, register, uniqueId, waitForRun } from "./helpers.ts";
+import { z } from "zod";
+import { JsonValue, RunView } from "../../schemas/index.ts";
+import { api, detailsOf, hits, httpTarget, mcpServer, register, resultsOf, uniqueId, waitForRun } from "./helpers.ts";
 
 /**
  * Agent plans in the dependency notation (docs/plans.md) against the local
@@ -35,13 +37,27 @@ async function registerActions(): Promise<{ slow: string; echo: string; status: 
   return ids;
 }
 
-async function runPlan(body: Record<string, unknown>): Promise<any> {
+async function runPlan(body: Record<string, unknown>): Promise<RunView> {
   const response = await api("POST", "/v1/plans", body);
   if (response.status !== 201) {
     throw new Error(JSON.stringify(response.json));
   }
-  return waitForRun(String(response.json.run_id));
+  return RunView.parse(await waitForRun(String(response.json.run_id)));
 }
+
+/** The body the target answered a call with. */
+const bodyOf = (data: unknown) => z.object({ body: JsonValue }).parse(data).body;
+
+/** An ISO time the run view must have. */
+function timeOf(value: string | null | undefined): string {
+  if (!value) {
+    throw new Error("expected a time");
+  }
+  return value;
+}
+
+/** What the target's `/slow?stamp=1` answers: when the call started and ended, on its clock. */
+const Stamped = z.object({ started_at: z.number(), finished_at: z.number() });
 
 describe("dependency plans", () => {
   it("runs independent steps in parallel: their calls overlap on the target's clock", async ({ expect }) => {
@@ -51,18 +67,19 @@ describe("dependency plans", () => {
     const run = await runPlan({ plan: { steps }, tools: [slow] });
     expect(run.status).toBe("completed");
     expect(run.workflow).toEqual({ id: "plan", version: 1 });
-    expect(run.results.map((result: any) => [result.step, result.success, result.tool])).toEqual([
+    const results = resultsOf(run);
+    expect(results.map((result) => [result.step, result.success, result.tool])).toEqual([
       ["step-0", true, slow],
       ["step-1", true, slow],
       ["step-2", true, slow],
     ]);
-    const calls = run.results.map((result: any) => result.data);
+    const calls = results.map((result) => Stamped.parse(result.data));
     // Every call began before any ended: the three ran at the same time.
-    expect(Math.max(...calls.map((call: any) => call.started_at))).toBeLessThan(
-      Math.min(...calls.map((call: any) => call.finished_at)),
+    expect(Math.max(...calls.map((call) => call.started_at))).toBeLessThan(
+      Math.min(...calls.map((call) => call.finished_at)),
     );
     expect(await hits(key)).toBe(3);
-    for (const result of run.results) {
+    for (const result of results) {
       expect(result.metadata).toMatchObject({ retries: 0, timestamp: expect.any(String) });
       expect(result.metadata.executionTime).toBeGreaterThanOrEqual(300);
     }
@@ -85,8 +102,8 @@ describe("dependency plans", () => {
     };
     const run = await runPlan({ plan, tools: [echo] });
     expect(run.status).toBe("completed");
-    expect(run.results[1].data.body).toEqual({ facility_ids: ["F1", "F2", "F3"], first: "F1" });
-    expect(run.nodes["step-1"].started_at >= run.nodes["step-0"].finished_at).toBe(true);
+    expect(bodyOf(resultsOf(run)[1]?.data)).toEqual({ facility_ids: ["F1", "F2", "F3"], first: "F1" });
+    expect(timeOf(run.nodes["step-1"]?.started_at) >= timeOf(run.nodes["step-0"]?.finished_at)).toBe(true);
   });
 
   it("records the plan as given and the compiled graph on run.created, in a journal that verifies", async ({
@@ -121,14 +138,14 @@ describe("dependency plans", () => {
     ];
     const lenient = await runPlan({ plan: { steps }, tools: [status, echo] });
     expect(lenient.status).toBe("completed");
-    expect(lenient.results[0]).toMatchObject({ success: false, data: null, error: { code: "http.status" } });
-    expect(lenient.results[1]).toMatchObject({ success: true, data: { body: { ok: true } } });
+    expect(resultsOf(lenient)[0]).toMatchObject({ success: false, data: null, error: { code: "http.status" } });
+    expect(resultsOf(lenient)[1]).toMatchObject({ success: true, data: { body: { ok: true } } });
 
     const slowSecond = [steps[0], { tool: status, params: { code: 200, key: uniqueId("late") }, depends_on: [0] }];
     const strict = await runPlan({ plan: { steps: slowSecond, config: { failFast: true } }, tools: [status] });
     expect(strict.status).toBe("failed");
     expect(strict.error).toMatchObject({ code: "http.status", node: "step-0" });
-    expect(strict.results[1].success).toBe(false);
+    expect(resultsOf(strict)[1]?.success).toBe(false);
   });
 
   it("previews the compiled graph without creating a run", async ({ expect }) => {
@@ -192,7 +209,7 @@ describe("dependency plans", () => {
     });
     expect(bad.status).toBe(400);
     expect(bad.json.error.code).toBe("plan.args_invalid");
-    expect(bad.json.error.details.map((detail: any) => detail.path).sort()).toEqual(
+    expect(detailsOf(bad.json).map((detail) => detail.path)).toEqual(
       expect.arrayContaining([expect.stringMatching(/^plan\.steps\.0\.params/)]),
     );
   });
@@ -223,9 +240,10 @@ describe("dependency plans", () => {
     };
     const run = await runPlan({ plan, tools: [echo, `mcp:${server}/*`] });
     expect(run.status).toBe("completed");
-    expect(run.results.map((result: any) => result.success)).toEqual([true, true, true]);
-    expect(JSON.stringify(run.results[1].data)).toContain("5");
-    expect(JSON.stringify(run.results[2].data)).toContain("grace");
+    const results = resultsOf(run);
+    expect(results.map((result) => result.success)).toEqual([true, true, true]);
+    expect(JSON.stringify(results[1]?.data)).toContain("5");
+    expect(JSON.stringify(results[2]?.data)).toContain("grace");
   });
 
   it("reports args a tool refuses once resolved as plan.args_invalid", async ({ expect }) => {
@@ -238,8 +256,8 @@ describe("dependency plans", () => {
     };
     const run = await runPlan({ plan, tools: [echo, slow] });
     expect(run.status).toBe("completed");
-    expect(run.results[1]).toMatchObject({ success: false, error: { code: "plan.args_invalid" } });
-    expect(run.nodes["step-1"].error.code).toBe("action.invalid_input");
+    expect(resultsOf(run)[1]).toMatchObject({ success: false, error: { code: "plan.args_invalid" } });
+    expect(run.nodes["step-1"]?.error?.code).toBe("action.invalid_input");
   });
 
   it("starts a plan over Workers RPC, and the same idempotency key finds the same run", async ({ expect }) => {

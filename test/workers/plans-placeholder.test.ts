@@ -1,7 +1,21 @@
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { startPlan } from "../../src/plans.ts";
-import { api, gateOpenOrSettled, hits, httpTarget, mcpServer, register, uniqueId, waitForRun } from "./helpers.ts";
+import { z } from "zod";
+import { JsonValue, type Json } from "../../schemas/index.ts";
+import {
+  api,
+  detailsOf,
+  gateOpenOrSettled,
+  gatesOf,
+  hits,
+  httpTarget,
+  mcpServer,
+  register,
+  resultsOf,
+  uniqueId,
+  waitForRun,
+} from "./helpers.ts";
 
 /**
  * Agent plans in the placeholder notation (docs/plans.md) against the local
@@ -23,6 +37,14 @@ async function registerEcho(key: string): Promise<{ echo: string; risky: string 
     ],
   });
   return ids;
+}
+
+/** The bodies the echo target answered each child of an expanded step with. */
+function bodiesOf(data: unknown): Record<string, Json>[] {
+  return z
+    .array(z.object({ body: z.record(z.string(), JsonValue) }))
+    .parse(data)
+    .map((child) => child.body);
 }
 
 async function startPlanRun(body: Record<string, unknown>): Promise<string> {
@@ -50,14 +72,14 @@ describe("placeholder plans", () => {
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
     expect(run.nodes["step-02"].items.total).toBe(3);
-    expect(run.results[1].data.map((child: any) => child.body)).toEqual([
+    expect(bodiesOf(resultsOf(run)[1]?.data)).toEqual([
       { id: "a", fixed: 1 },
       { id: "b", fixed: 1 },
       { id: "c", fixed: 1 },
     ]);
     // step-03 names the base step-02, which only has children: one call per child.
     expect(run.nodes["step-03"].items.total).toBe(3);
-    expect(run.results[2].data.map((child: any) => child.body.seen)).toEqual(["a", "b", "c"]);
+    expect(bodiesOf(resultsOf(run)[2]?.data).map((body) => body.seen)).toEqual(["a", "b", "c"]);
     expect(await hits(key)).toBe(7);
     const preview = await api("POST", "/v1/plans", { plan, tools: [echo], mode: "preview" });
     expect(preview.json.graph.expansions).toEqual([
@@ -99,8 +121,8 @@ describe("placeholder plans", () => {
     });
     expect(status).toBe(400);
     expect(json.error.code).toBe("plan.args_invalid");
-    expect(json.error.details.length).toBeGreaterThan(0);
-    expect(json.error.details.every((detail: any) => detail.path.startsWith("plan.steps.0.args"))).toBe(true);
+    expect(detailsOf(json).length).toBeGreaterThan(0);
+    expect(detailsOf(json).every((detail) => detail.path.startsWith("plan.steps.0.args"))).toBe(true);
   });
 
   it("answers every approval gate of an expanded high-risk step through approved_steps", async ({ expect }) => {
@@ -115,9 +137,9 @@ describe("placeholder plans", () => {
     const runId = await startPlanRun({ plan, tools: [echo, risky] });
     const waiting = await waitForRun(
       runId,
-      (run) => run.gates.filter((gate: any) => gate.status === "open").length === 2,
+      (run) => gatesOf(run).filter((gate) => gate.status === "open").length === 2,
     );
-    expect(waiting.gates.map((gate: any) => [gate.kind, gate.node, gate.item])).toEqual([
+    expect(gatesOf(waiting).map((gate) => [gate.kind, gate.node, gate.item])).toEqual([
       ["approval", "step-02", 0],
       ["approval", "step-02", 1],
     ]);
@@ -125,7 +147,7 @@ describe("placeholder plans", () => {
     expect(approved.status).toBe(200);
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
-    expect(run.results[1].data.map((child: any) => child.body.id)).toEqual([1, 2]);
+    expect(bodiesOf(resultsOf(run)[1]?.data).map((body) => body.id)).toEqual([1, 2]);
   });
 
   it("approving a plan with approved_steps before its steps are reached grants their gates as they open", async ({
@@ -147,19 +169,17 @@ describe("placeholder plans", () => {
     expect(approved.status).toBe(200);
     const waiting = await waitForRun(runId, (run) => run.gates.length === 4 || run.status === "failed");
     // step-02's children were granted as their gates opened; step-03, not approved, waits for a person.
-    const gates = [...waiting.gates].sort((a: any, b: any) =>
-      `${a.node}/${a.item}`.localeCompare(`${b.node}/${b.item}`),
-    );
-    expect(gates.map((gate: any) => [gate.node, gate.item, gate.status, gate.responder ?? null])).toEqual([
+    const gates = gatesOf(waiting).sort((a, b) => `${a.node}/${a.item}`.localeCompare(`${b.node}/${b.item}`));
+    expect(gates.map((gate) => [gate.node, gate.item, gate.status, gate.responder ?? null])).toEqual([
       ["step-02", 0, "answered", "approved_steps"],
       ["step-02", 1, "answered", "approved_steps"],
       ["step-02", 2, "answered", "approved_steps"],
       ["step-03", null, "open", null],
     ]);
-    await api("POST", `/v1/runs/${runId}/gates/${gates[3].gate_id}`, { response: { approved: true } });
+    await api("POST", `/v1/runs/${runId}/gates/${gates[3]?.gate_id}`, { response: { approved: true } });
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
-    expect(run.results[1].data.map((child: any) => child.body.id)).toEqual([1, 2, 3]);
+    expect(bodiesOf(resultsOf(run)[1]?.data).map((body) => body.id)).toEqual([1, 2, 3]);
   });
 
   it("runs a pre-approved high-risk step without a gate where the deployment allows it", async ({ expect }) => {

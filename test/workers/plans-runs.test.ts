@@ -1,5 +1,5 @@
 import { describe, it, vi } from "vitest";
-import { api, hits, httpTarget, register, uniqueId, waitForRun } from "./helpers.ts";
+import { api, hits, httpTarget, listedRuns, register, resultsOf, uniqueId, waitForRun } from "./helpers.ts";
 
 /** A plan run is a run like any other: approval mode, redrive, the run index. */
 
@@ -46,11 +46,11 @@ describe("plan runs", () => {
     const runId = String(created.json.run_id);
     const failed = await waitForRun(runId);
     expect(failed.status).toBe("failed");
-    expect(failed.results.map((result: any) => result.success)).toEqual([false, false]);
+    expect(resultsOf(failed).map((result) => result.success)).toEqual([false, false]);
     expect((await api("POST", `/v1/runs/${runId}/redrive`)).status).toBe(200);
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
-    expect(run.results.map((result: any) => result.success)).toEqual([true, true]);
+    expect(resultsOf(run).map((result) => result.success)).toEqual([true, true]);
   });
 
   it("is listed by the run index under the workflow id plan", async ({ expect }) => {
@@ -64,11 +64,13 @@ describe("plan runs", () => {
     await vi.waitUntil(
       async () => {
         const { json } = await api("GET", "/v1/runs?workflow=plan&limit=100");
-        return json.runs.some((run: any) => run.run_id === runId && run.status === "completed");
+        return listedRuns(json).some((run) => run.run_id === runId && run.status === "completed");
       },
       { timeout: 10_000, interval: 50 },
     );
     const { json } = await api("GET", "/v1/runs?workflow=plan&limit=100");
-    expect(json.runs.find((run: any) => run.run_id === runId)).toMatchObject({ workflow: { id: "plan", version: 1 } });
+    expect(listedRuns(json).find((run) => run.run_id === runId)).toMatchObject({
+      workflow: { id: "plan", version: 1 },
+    });
   });
 });

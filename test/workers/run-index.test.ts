@@ -2,7 +2,7 @@ import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } fro
 import { env, exports } from "cloudflare:workers";
 import { describe, it, vi } from "vitest";
 import { INDEX_BACKSTOP_MS, toIndexRow, upsertIndexRow } from "../../coordinator/run-index.ts";
-import type { RunRecord } from "../../schemas/index.ts";
+import type { RunRecord, RunSummary } from "../../schemas/index.ts";
 import { encodeCursor } from "../../src/run-list.ts";
 import type { TrellisApi } from "../../src/rpc.ts";
 import { stubOf, storedAlarm } from "./durable-helpers.ts";
@@ -26,7 +26,7 @@ import {
  * ahead of the run.
  */
 
-type Listed = { run_id: string; status: string; [key: string]: any };
+type Listed = RunSummary;
 
 async function list(query: string): Promise<{ runs: Listed[]; next_cursor: string | null }> {
   const response = await api("GET", `/v1/runs?${query}`);
@@ -98,7 +98,7 @@ describe("GET /v1/runs lists runs from the run index", () => {
     });
     // The token itself never reaches the index, only its keyed digest.
     expect(JSON.stringify(completed)).not.toContain("test-token");
-    expect(Date.parse(completed.finished_at)).toBeGreaterThanOrEqual(Date.parse(completed.created_at));
+    expect(Date.parse(completed.finished_at ?? "")).toBeGreaterThanOrEqual(Date.parse(completed.created_at));
 
     const failed = await untilListed(`workflow=${bad}`, badRun, "failed");
     expect(failed.error).toEqual({ code: badView.error.code, message: badView.error.message });
