@@ -2,6 +2,7 @@ import type { z } from "zod";
 import { EngineError, type ErrorDetail } from "../lib/errors.ts";
 import { issuesToDetails, summarize } from "../lib/validation.ts";
 import { DefinitionBundle } from "../schemas/index.ts";
+import { mappingsIn } from "./mappings-in.ts";
 
 /**
  * Registration that teaches (docs/definitions.md, "What registration rejects"):
@@ -184,30 +185,21 @@ const STEP_ROOTS = /^(input|state|output)(\.[A-Za-z_][A-Za-z0-9_-]*)*$/;
  * registration goes on; the 201 answer lists them.
  */
 export function mappingWarnings(bundle: DefinitionBundle): ErrorDetail[] {
-  const warnings: ErrorDetail[] = [];
-  const stack: { value: unknown; path: string }[] = [{ value: bundle, path: "" }];
-  while (stack.length > 0) {
-    const { value, path } = stack.pop() as { value: unknown; path: string };
-    if (value === null || typeof value !== "object") {
-      continue;
-    }
-    for (const [key, item] of Object.entries(value)) {
-      const at = path === "" ? key : `${path}.${key}`;
-      if (key === "input_mapping" && item !== null && typeof item === "object" && !Array.isArray(item)) {
-        const roots = /\.steps\.\d+$/.test(path) ? STEP_ROOTS : NODE_ROOTS;
-        for (const [field, source] of Object.entries(item)) {
-          if (typeof source === "string" && roots.test(source)) {
-            warnings.push({
-              path: `${at}.${field}`,
-              message: `"${source}" looks like a JSONPath without its "$": write "$.${source}" to read that value (as written, the text "${source}" is sent)`,
-              code: "mapping.looks_like_path",
-            });
-          }
-        }
-      } else {
-        stack.push({ value: item, path: at });
-      }
-    }
-  }
+  const warnings = mappingsIn(bundle)
+    .filter((found) => found.key === "input_mapping")
+    .flatMap(({ mapping, path, owner }) => {
+      const roots = /\.steps\.\d+$/.test(owner) ? STEP_ROOTS : NODE_ROOTS;
+      return Object.entries(mapping).flatMap(([field, source]) =>
+        typeof source === "string" && roots.test(source)
+          ? [
+              {
+                path: `${path}.${field}`,
+                message: `"${source}" looks like a JSONPath without its "$": write "$.${source}" to read that value (as written, the text "${source}" is sent)`,
+                code: "mapping.looks_like_path",
+              },
+            ]
+          : [],
+      );
+    });
   return warnings.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }

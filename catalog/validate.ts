@@ -3,6 +3,7 @@ import { secretNamesIn, undeclaredSecretReason } from "../lib/secrets.ts";
 import { RESERVED_KEYS, type DefinitionBundle } from "../schemas/index.ts";
 import { checkAction, checkModel, checkPrompt } from "./check-actions.ts";
 import { checkTask, checkWorkflow } from "./check-workflows.ts";
+import { mappingsIn } from "./mappings-in.ts";
 import { checkHeaders, type CheckContext, type DefinitionLookup, type Report } from "./checks.ts";
 
 /**
@@ -60,35 +61,15 @@ function checkDuplicates(bundle: DefinitionBundle, report: Report): void {
  * it. Each problem names its path.
  */
 export function checkReservedMappingKeys(raw: unknown): ErrorDetail[] {
-  const problems: ErrorDetail[] = [];
-  const stack: { value: unknown; path: string }[] = [{ value: raw, path: "" }];
-  while (stack.length > 0) {
-    const { value, path } = stack.pop() as { value: unknown; path: string };
-    if (value === null || typeof value !== "object") {
-      continue;
-    }
-    for (const [key, item] of Object.entries(value)) {
-      const at = path === "" ? key : `${path}.${key}`;
-      if (
-        (key === "input_mapping" || key === "output_mapping") &&
-        item !== null &&
-        typeof item === "object" &&
-        !Array.isArray(item)
-      ) {
-        for (const field of Object.keys(item)) {
-          if (field.split(".").some((segment) => RESERVED_KEYS.has(segment))) {
-            problems.push({
-              path: `${at}.${field}`,
-              message: `"${field}" uses a reserved name (__proto__, constructor, prototype), which JavaScript gives a meaning on every object; choose another name`,
-              code: "definition.reserved_key",
-            });
-          }
-        }
-      }
-      stack.push({ value: item, path: at });
-    }
-  }
-  return problems;
+  return mappingsIn(raw).flatMap(({ mapping, path }) =>
+    Object.keys(mapping)
+      .filter((field) => field.split(".").some((segment) => RESERVED_KEYS.has(segment)))
+      .map((field) => ({
+        path: `${path}.${field}`,
+        message: `"${field}" uses a reserved name (__proto__, constructor, prototype), which JavaScript gives a meaning on every object; choose another name`,
+        code: "definition.reserved_key",
+      })),
+  );
 }
 
 /**

@@ -15,6 +15,9 @@ import { answerGate } from "./waits.ts";
  * id matches its node's gates and, for an expanded step, every child's
  * (`step-02` matches `step-02-0`, `step-02-1`, …; `step-02-1` only that child).
  */
+/** The most approved steps a run keeps, over every approve call. */
+export const MAX_APPROVED_STEPS = 1_000;
+
 export const StepApproval = z.strictObject({
   steps: z.array(z.string().min(1).max(60)).min(1).max(500),
   responder: z.string().min(1).max(256).nullable(),
@@ -26,6 +29,13 @@ export function toStepApproval(record: RunRecord, body: unknown): RunEvent {
     throw EngineError.terminal("run.terminal", `the run is ${record.status}: there is nothing left to approve`);
   }
   const approval = parseOrThrow(StepApproval, body, "run.invalid_request", "the approval of steps");
+  // Bounded over calls too: each call adds at most 500 steps, the run keeps at most MAX_APPROVED_STEPS.
+  if (new Set([...(record.approved_steps ?? []), ...approval.steps]).size > MAX_APPROVED_STEPS) {
+    throw EngineError.terminal(
+      "run.invalid_request",
+      `a run keeps at most ${MAX_APPROVED_STEPS} approved steps; approve the base step (step-02) rather than each child`,
+    );
+  }
   return { type: "approve_steps", steps: approval.steps, responder: approval.responder };
 }
 

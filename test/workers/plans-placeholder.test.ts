@@ -182,6 +182,24 @@ describe("placeholder plans", () => {
     expect(bodiesOf(resultsOf(run)[1]?.data).map((body) => body.id)).toEqual([1, 2, 3]);
   });
 
+  it("keeps at most 1,000 approved steps over every approve call, and refuses more with a 400", async ({ expect }) => {
+    const { echo, risky } = await registerEcho(uniqueId("cap"));
+    const plan = {
+      steps: [
+        { id: "step-01", tool: echo, args: { go: true } },
+        { id: "step-02", tool: risky, args: { after: "$step-01.body.go" } },
+      ],
+    };
+    const runId = await startPlanRun({ plan, tools: [echo, risky] });
+    const ids = (from: number) => Array.from({ length: 500 }, (_, index) => `step-x-${from + index}`);
+    for (const from of [0, 500]) {
+      expect((await api("POST", `/v1/runs/${runId}/approve`, { approved_steps: ids(from) })).status).toBe(200);
+    }
+    const over = await api("POST", `/v1/runs/${runId}/approve`, { approved_steps: ["step-02"] });
+    expect(over.status).toBe(400);
+    expect(over.json.error.code).toBe("run.invalid_request");
+  });
+
   it("runs a pre-approved high-risk step without a gate where the deployment allows it", async ({ expect }) => {
     const key = uniqueId("pre");
     const { risky } = await registerEcho(key);
