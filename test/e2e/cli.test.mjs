@@ -6,44 +6,11 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
-import { fileURLToPath } from "node:url";
-import { api, env, uid } from "./helpers.mjs";
+import { after, describe, test } from "node:test";
+import { api, CLI, cliEnv, trellis, uid } from "./helpers.mjs";
 
-const CLI = fileURLToPath(new URL("../../cli/trellis.ts", import.meta.url));
-
-/** @type {Record<string, string>} */
-let cliEnv;
 const dir = mkdtempSync(join(tmpdir(), "trellis-cli-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
-
-before(async () => {
-  const { url, token } = await env();
-  cliEnv = { ...process.env, TRELLIS_URL: url, TRELLIS_TOKEN: token };
-});
-
-/**
- * Runs the CLI to its end. `onLine` sees stdout line by line while it runs.
- * @returns {Promise<{ code: number | null, stdout: string, stderr: string }>}
- */
-function trellis(/** @type {string[]} */ args, /** @type {(line: string) => void} */ onLine = () => {}) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: cliEnv, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    let pending = "";
-    child.stdout.on("data", (chunk) => {
-      stdout += chunk;
-      pending += chunk;
-      const lines = pending.split("\n");
-      pending = lines.pop() ?? "";
-      lines.forEach(onLine);
-    });
-    child.stderr.on("data", (chunk) => (stderr += chunk));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 const task = (id) => `# A task in a file of its own: the workflow in another file names it.
 tasks:
@@ -144,9 +111,10 @@ describe("the trellis CLI", () => {
     const command = [CLI, "run", id, "--input", JSON.stringify({ items: [1, 2, 3] }), "--follow"]
       .map((word) => `'${word.replaceAll("'", "'\\''")}'`)
       .join(" ");
+    const ttyEnv = await cliEnv();
     const tty = await new Promise((resolve, reject) => {
       const child = spawn("script", ["-qec", `${JSON.stringify(process.execPath)} ${command}`, "/dev/null"], {
-        env: cliEnv,
+        env: ttyEnv,
         stdio: ["ignore", "pipe", "pipe"],
       });
       let out = "";

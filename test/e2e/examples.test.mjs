@@ -4,25 +4,16 @@
 // when it waits for a person), through the CLI. So an example cannot rot: a
 // change that breaks one, or its instructions, fails this suite.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { env } from "./helpers.mjs";
+import { trellis } from "./helpers.mjs";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
-const CLI = join(root, "cli/trellis.ts");
 const EXAMPLES = readdirSync(join(root, "examples"))
   .filter((name) => name.endsWith(".yaml"))
   .sort();
-
-/** @type {Record<string, string | undefined>} */
-let cliEnv;
-before(async () => {
-  const { url, token } = await env();
-  cliEnv = { ...process.env, TRELLIS_URL: url, TRELLIS_TOKEN: token };
-});
 
 /** The `npx trellis …` commands of an example's header comment, as argument lists. */
 function documentedCommands(/** @type {string} */ text) {
@@ -41,33 +32,6 @@ function shellWords(/** @type {string} */ line) {
     words.push(match[1] ?? match[2] ?? match[3] ?? "");
   }
   return words;
-}
-
-/**
- * Runs the CLI to its end; `onLine` sees stdout line by line.
- * @returns {Promise<{ code: number | null, stdout: string, stderr: string }>}
- */
-function trellis(/** @type {string[]} */ args, /** @type {(line: string) => void} */ onLine = () => {}) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      cwd: root,
-      env: cliEnv,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    let pending = "";
-    child.stdout.on("data", (chunk) => {
-      stdout += chunk;
-      pending += chunk;
-      const lines = pending.split("\n");
-      pending = lines.pop() ?? "";
-      lines.forEach(onLine);
-    });
-    child.stderr.on("data", (chunk) => (stderr += chunk));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
 }
 
 /** Polls until a gate of the run is open, and returns its id. */

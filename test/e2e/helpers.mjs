@@ -12,8 +12,10 @@
  * `npm run dev` (TRELLIS_TOKEN=dev-token) works too; every test uses fresh,
  * random definition ids, so runs don't collide.
  */
+import { spawn } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { after } from "node:test";
+import { fileURLToPath } from "node:url";
 import { startHttpTarget } from "../../scripts/lib/http-target.mjs";
 import { startPeers } from "../../scripts/lib/peers.mjs";
 import { startWranglerDev } from "../../scripts/lib/wrangler-dev.mjs";
@@ -205,4 +207,42 @@ export function detailPath(/** @type {any} */ detail) {
       .replace(/\[(\d+)\]/g, ".$1");
   }
   return "";
+}
+
+/** The `trellis` CLI of this repository (cli/trellis.ts). */
+export const CLI = fileURLToPath(new URL("../../cli/trellis.ts", import.meta.url));
+
+/** The environment the CLI runs with: the suite's Worker and token, as TRELLIS_URL and TRELLIS_TOKEN. */
+export async function cliEnv() {
+  const { url, token } = await env();
+  return { ...process.env, TRELLIS_URL: url, TRELLIS_TOKEN: token };
+}
+
+/**
+ * Runs the CLI to its end, from the repository root, as a user would type it.
+ * `onLine` sees stdout line by line while it runs.
+ * @returns {Promise<{ code: number | null, stdout: string, stderr: string }>}
+ */
+export async function trellis(/** @type {string[]} */ args, /** @type {(line: string) => void} */ onLine = () => {}) {
+  const childEnv = await cliEnv();
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      cwd: fileURLToPath(new URL("../..", import.meta.url)),
+      env: childEnv,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    let pending = "";
+    child.stdout.on("data", (chunk) => {
+      stdout += chunk;
+      pending += chunk;
+      const lines = pending.split("\n");
+      pending = lines.pop() ?? "";
+      lines.forEach(onLine);
+    });
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
 }
