@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import { EngineError, ensureEngineError } from "../lib/errors.ts";
+import { EngineError } from "../lib/errors.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import type {
@@ -15,16 +15,17 @@ import { ChildNotification, toGateView } from "./children.ts";
 import { perform, type CommandDeps } from "./commands.ts";
 import { assertAllowed, CONTROLS, isRunControl, type RunControl } from "./controls.ts";
 import { toStepApproval } from "./standing-approvals.ts";
-import { chunk, sendTaskGroup } from "./executor-client.ts";
+import { chunk, dispatchGroup } from "./executor-client.ts";
 import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunState } from "./decide.ts";
 import { CreateRunRequest, newRunState, runCreatedEntry, type CreateRunOutcome } from "./create.ts";
 import { coalesceResults, EventInbox } from "./inbox.ts";
 import { JournalWaiters } from "./journal-waiters.ts";
-import { LiveSet } from "./live.ts";
+import { LiveSet, toLiveWork } from "./live.ts";
 import { assertSameRequest, assertValidInput, toGateAnswer } from "./requests.ts";
 import { RunIndexSync } from "./run-index.ts";
 import { JournalSigner, journalOf } from "./signer.ts";
-import { countEvent, newStats, type CoordinatorStats } from "./stats.ts";
+import { newStats, type CoordinatorStats } from "./stats.ts";
+import { CallBudget } from "./call-budget.ts";
 import { RunStore, type UnsignedEntry } from "./storage.ts";
 import { toNodeDetail, toRunView } from "./view.ts";
 import { WAKE_BACKSTOP_MS, WakeScheduler } from "./wakes.ts";
@@ -82,7 +83,7 @@ export class Coordinator extends DurableObject<Env> {
     });
     this.index = new RunIndexSync({ outbox: this.store, db: env.RUN_INDEX, waitUntil, wakes: this.wakes });
     this.inbox = new EventInbox(
-      (events) => this.applyNow(events),
+      (events, budget) => this.applyNow(events, budget),
       () => this.live.isBusy(),
     );
     this.commandDeps = {
@@ -259,10 +260,11 @@ export class Coordinator extends DurableObject<Env> {
    * alarm, an RPC call into this object) call this, so their dispatches count against their own budget.
    */
   private async applyAndWake(events: readonly RunEvent[]): Promise<void> {
+    const budget = new CallBudget();
     await this.inbox.applyAll(() => {
       this.wakes.wakeApplying();
-      return [...events, { type: "wake", live: this.live.snapshot() }];
-    });
+      return [...events, { type: "wake", live: this.live.snapshot(), budget: budget.left() }];
+    }, budget);
   }
 
   // ─── Applying decisions ────────────────────────────────────────────────────
@@ -299,25 +301,40 @@ export class Coordinator extends DurableObject<Env> {
     await (request.mode === "auto" ? null : this.wakes.scheduleWake(null, now)); // the index write's backstop
   }
 
-  /** Applies a batch of events: decides, commits, sends, performs and schedules the next wake. */
-  private async applyNow(events: readonly RunEvent[]): Promise<void> {
+  /**
+   * Applies a batch of events: decides, commits, sends, performs and schedules
+   * the next wake. Work the events made ready is dispatched in the same
+   * commit, by a wake within what `budget` (the calls of the event this batch
+   * runs in) has left: a chain's next node leaves with its predecessor's
+   * result, not one self-wake and one commit later.
+   */
+  private async applyNow(events: readonly RunEvent[], budget: CallBudget | null): Promise<void> {
     const { state: before, snapshot } = this;
     if (!before || !snapshot) {
       return;
     }
     const now = Date.now();
+    const context = { snapshot, now, random: Math.random };
     let state = before;
     let wakeAt: number | null = null;
     const commands: Command[] = [];
-    for (const event of coalesceResults(events)) {
-      const decision = decide(state, event, { snapshot, now, random: Math.random });
+    const take = (event: RunEvent) => {
+      const decision = decide(state, event, context);
       state = decision.state;
       wakeAt = decision.wakeAt;
       commands.push(...decision.commands);
+    };
+    coalesceResults(events).forEach(take);
+    const woken = events.some((event) => event.type === "wake");
+    if (budget && !woken && wakeAt !== null && wakeAt <= now && budget.left().executorCalls > 0) {
+      // Results still in the inbox were delivered: their dispatches are not lost.
+      const live = toLiveWork({ ...this.live, tokens: [...this.live.tokens, ...this.inbox.queuedTokens()] });
+      take({ type: "wake", live, budget: budget.left() });
     }
     const payloads = commands.flatMap((command) => (command.kind === "dispatch" ? [command.payload] : []));
     const groups = chunk(payloads, TASKS_PER_EXECUTOR_CALL);
-    countEvent(this.stats, events.length, groups, commands);
+    this.stats.events += events.length;
+    (budget ?? new CallBudget()).spend(groups, commands, this.stats);
     // Issued before the commit, awaited once the work is sent (wakes.ts).
     const armed = this.wakes.arm(wakeAt, now);
     let entries: JournalEntry[];
@@ -328,7 +345,7 @@ export class Coordinator extends DurableObject<Env> {
         save: () => this.store.save(before, state),
         send: () => {
           this.state = state;
-          groups.forEach((group) => this.dispatchGroup(group));
+          groups.forEach((group) => this.dispatchGroup(group, budget));
         },
       };
       entries = await this.signer.commit(commit, groups);
@@ -340,31 +357,11 @@ export class Coordinator extends DurableObject<Env> {
     await this.wakes.scheduleWake(wakeAt, now);
   }
 
-  /**
-   * Sends a group of tasks to the executor in one call and applies each
-   * result as an event of its own as it streams back. The call is not awaited
-   * by the event that made it: a pending service-binding call keeps this
-   * object alive (compatibility date ≥ 2026-10-01). A task whose result never
-   * arrives (the stream broke) gets a retryable `executor.unavailable`.
-   */
-  private dispatchGroup(payloads: readonly TaskPayload[]): void {
-    for (const payload of payloads) {
-      this.live.tokens.add(payload.token_id);
-    }
+  /** Sends a group of tasks in one executor call; each result is applied in `budget`'s event as it streams back. */
+  private dispatchGroup(payloads: readonly TaskPayload[], budget: CallBudget | null): void {
     this.stats.dispatches += payloads.length;
-    const deliver = (result: TaskResult): Promise<void> => {
-      this.live.tokens.delete(result.token_id);
-      return this.inbox.apply({ type: "task_result", result }).catch((thrown: unknown) => {
-        console.error(
-          JSON.stringify({
-            msg: "applying a task result failed",
-            token: result.token_id,
-            error: ensureEngineError(thrown).message,
-          }),
-        );
-      });
-    };
-    this.ctx.waitUntil(sendTaskGroup(this.env.EXECUTOR, payloads, deliver));
+    const deliver = (result: TaskResult) => this.inbox.apply({ type: "task_result", result }, budget);
+    this.ctx.waitUntil(dispatchGroup(this.env.EXECUTOR, this.live, payloads, deliver));
   }
 
   /** The latest attestation of this run's journal (a compensation section may follow it), if it has one. */
@@ -386,13 +383,6 @@ export class Coordinator extends DurableObject<Env> {
   }
 
   private view(): RunView {
-    const state = this.requireRun();
-    const nodes = this.snapshot?.workflow.definition.nodes ?? {};
-    const foreach = new Set(
-      Object.entries(nodes)
-        .filter(([, node]) => node.foreach)
-        .map(([id]) => id),
-    );
-    return toRunView(state, foreach);
+    return toRunView(this.requireRun(), this.snapshot);
   }
 }

@@ -15,9 +15,9 @@ import {
   wakeCompensation,
 } from "./compensation.ts";
 import { allows } from "./controls.ts";
-import { dispatchReady, startPendingChildren } from "./dispatch.ts";
+import { dispatchReady, FULL_WAKE_BUDGET, startPendingChildren, TASKS_PER_EXECUTOR_CALL } from "./dispatch.ts";
 import { Draft, type Command, type DecideContext, type RunState } from "./draft.ts";
-import type { RunEvent } from "./events.ts";
+import type { RunEvent, WakeBudget } from "./events.ts";
 import { isTerminal } from "./lifecycle.ts";
 import type { LiveWork } from "./live.ts";
 import { journalStepChoice } from "./choices.ts";
@@ -36,13 +36,15 @@ import {
 } from "./waits.ts";
 
 export { LIVENESS_CHECK_MS, MAX_CLEANUP_RETRY_MS, PARENT_NOTIFY_RETRY_MS } from "./schedule.ts";
-export type { RunEvent } from "./events.ts";
+export type { RunEvent, WakeBudget } from "./events.ts";
 export type { Command, DecideContext, RunState } from "./draft.ts";
 export {
   DEFAULT_MAX_PARALLEL,
   DEFAULT_TASK_TIMEOUT_MS,
   DEADLINE_GRACE_MS,
+  FULL_WAKE_BUDGET,
   MAX_DISPATCHES_PER_EVENT,
+  MAX_EXECUTOR_CALLS_PER_EVENT,
   TASKS_PER_EXECUTOR_CALL,
 } from "./dispatch.ts";
 
@@ -52,10 +54,11 @@ export {
  * randomness of its own: the Durable Object persists the state and journal
  * entries in one transaction, then performs the dispatches.
  *
- * Dispatches happen only on `wake` (the alarm), a bounded number per event:
- * each is one Worker invocation, and the platform allows a Durable Object
- * event 32. Results never dispatch inline; they ask for a wake instead,
- * which is a fresh event.
+ * Dispatches happen only on `wake`, within the calls its budget allows: each
+ * is one Worker invocation, and the platform allows a Durable Object event
+ * 32. Results dispatch nothing themselves; the Durable Object follows them
+ * with a wake that has what their event's budget left, or, when that is
+ * spent, with a fresh event.
  */
 
 export interface Decision {
@@ -74,7 +77,7 @@ const HANDLERS: Handlers = {
       draft.transition("queued", RUN_STATUS_REASONS.started);
     }
   },
-  wake: (draft, event) => onWake(draft, event.live),
+  wake: (draft, event) => onWake(draft, event.live, event.budget ?? FULL_WAKE_BUDGET),
   task_result: (draft, event) => onTaskResult(draft, event.result),
   task_results: (draft, event) => {
     for (const result of event.results) {
@@ -169,12 +172,14 @@ function sameFields(a: RunState["record"], b: RunState["record"]): boolean {
   return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
 }
 
-function onWake(draft: Draft, live: LiveWork): void {
+function onWake(draft: Draft, live: LiveWork, budget: WakeBudget): void {
   const status = draft.record.status;
   // Cleanup first: what earlier events made pending, and what a restart lost.
-  const cleanupCalls = sendCleanup(draft, live, MAX_CLEANUP_CALLS_PER_EVENT);
+  const cleanupCalls = sendCleanup(draft, live, Math.min(MAX_CLEANUP_CALLS_PER_EVENT, budget.otherCalls));
   if (isTerminal(status)) {
-    wakeCompensation(draft, live);
+    if (budget.executorCalls > 0) {
+      wakeCompensation(draft, live);
+    }
     if (!live.notifying) {
       draft.notifyParent(); // Until the parent acknowledges, every wake tries again.
     }
@@ -213,10 +218,11 @@ function onWake(draft: Draft, live: LiveWork): void {
   if (!isTerminal(draft.record.status) && draft.record.status !== "paused") {
     // One budget of child starts per event, for workflow steps and sub-workflow nodes
     // alike, less the calls cleanup took (a start is two calls, a cancel or release one).
-    const startBudget = Math.max(0, MAX_CHILD_STARTS_PER_EVENT - Math.ceil(cleanupCalls / 2));
+    const starts = Math.min(MAX_CHILD_STARTS_PER_EVENT, Math.floor(budget.otherCalls / 2));
+    const startBudget = Math.max(0, starts - Math.ceil(cleanupCalls / 2));
     const childStarts = startPendingChildren(draft, live, startBudget);
     startReadyNodes(draft);
-    dispatchReady(draft, startBudget - childStarts);
+    dispatchReady(draft, startBudget - childStarts, budget.executorCalls * TASKS_PER_EXECUTOR_CALL);
   }
 }
 

@@ -2,7 +2,7 @@ import type { InvocationRecord, ResourceHandle } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
 import type { LiveWork } from "./live.ts";
 import { failNode } from "./nodes.ts";
-import { childKey, requestChild, unstartedChild } from "./waits.ts";
+import { childKey, MAX_CHILD_STARTS_PER_EVENT, requestChild, unstartedChild } from "./waits.ts";
 
 /**
  * Tasks travel to the executor in groups of at most this many per call; each
@@ -20,6 +20,11 @@ export const TASKS_PER_EXECUTOR_CALL = 6;
  * call each, out of the same 10) and 1 call to wake itself again: 31.
  */
 export const MAX_EXECUTOR_CALLS_PER_EVENT = 20;
+/** What a wake that is an event of its own may spend: 20 executor calls, and 10 calls to start (two each) or cancel children and release containers. */
+export const FULL_WAKE_BUDGET = {
+  executorCalls: MAX_EXECUTOR_CALLS_PER_EVENT,
+  otherCalls: 2 * MAX_CHILD_STARTS_PER_EVENT,
+} as const;
 /** At most this many tasks are dispatched per Durable Object event: 20 calls of 6. */
 export const MAX_DISPATCHES_PER_EVENT = TASKS_PER_EXECUTOR_CALL * MAX_EXECUTOR_CALLS_PER_EVENT;
 /** In-flight tasks per run when the workflow sets no `max_parallel`. */
@@ -106,12 +111,12 @@ export function startPendingChildren(draft: Draft, live: LiveWork, budget: numbe
 }
 
 /**
- * Dispatches what is ready, at most {@link MAX_DISPATCHES_PER_EVENT} tasks and
- * `childBudget` sub-workflow nodes; only a wake calls this.
+ * Dispatches what is ready, at most `taskBudget` tasks (≤ {@link MAX_DISPATCHES_PER_EVENT})
+ * and `childBudget` sub-workflow nodes; only a wake calls this.
  */
-export function dispatchReady(draft: Draft, childBudget: number): void {
+export function dispatchReady(draft: Draft, childBudget: number, taskBudget = MAX_DISPATCHES_PER_EVENT): void {
   let childStarts = 0;
-  for (const { nodeId, index } of dispatchable(draft, MAX_DISPATCHES_PER_EVENT)) {
+  for (const { nodeId, index } of dispatchable(draft, Math.min(taskBudget, MAX_DISPATCHES_PER_EVENT))) {
     const invocation = draft.invocation(nodeId, index);
     // An earlier dispatch of this batch may have failed the run.
     if (invocation?.status !== "pending" || draft.record.error !== null) {

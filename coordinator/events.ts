@@ -2,12 +2,21 @@ import type { TaskResult, Json } from "../schemas/index.ts";
 import type { LiveWork } from "./live.ts";
 import type { ChildOutcome } from "./waits.ts";
 
+/** The calls a wake may make: executor calls, and calls to other runs and containers (child starts, cleanup). */
+export interface WakeBudget {
+  executorCalls: number;
+  otherCalls: number;
+}
+
 /** What `decide` reacts to: each event is one row of its handler table. */
 export type RunEvent =
   /** Leave `drafting` (auto start, or an approval): the run is queued and starts on the next wake. */
   | { type: "start" }
-  /** The alarm: fire due timers, find lost dispatches, dispatch ready work. */
-  | { type: "wake"; live: LiveWork }
+  /**
+   * The alarm: fire due timers, find lost dispatches, dispatch ready work, within `budget` (a whole
+   * event's when absent; a wake that follows results in their own event has what that event left).
+   */
+  | { type: "wake"; live: LiveWork; budget?: WakeBudget }
   | { type: "task_result"; result: TaskResult }
   /** Several results at once, applied in order, with one settling pass after them all. */
   | { type: "task_results"; results: readonly TaskResult[] }

@@ -1,6 +1,33 @@
-import { EngineError, toTaskError } from "../lib/errors.ts";
+import { EngineError, ensureEngineError, toTaskError } from "../lib/errors.ts";
 import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../lib/journal/canonical.ts";
 import { TaskResult, toTaskGroup, toUnsignableResult, type TaskPayload } from "../schemas/index.ts";
+import type { LiveSet } from "./live.ts";
+
+/**
+ * Sends a group of tasks to the executor in one call, marked live while they
+ * run, and hands each result to `apply` (an event of its own) as it streams
+ * back. The call is not awaited by the event that made it: a pending
+ * service-binding call keeps the Durable Object alive (compatibility date ≥
+ * 2026-10-01). A result that cannot be applied is logged; its dispatch is then
+ * not live, and the next wake finds it lost and sends it again.
+ */
+export function dispatchGroup(
+  executor: ExecutorBinding,
+  live: LiveSet,
+  payloads: readonly TaskPayload[],
+  apply: (result: TaskResult) => Promise<void>,
+): Promise<void> {
+  for (const payload of payloads) {
+    live.tokens.add(payload.token_id);
+  }
+  return sendTaskGroup(executor, payloads, (result) => {
+    live.tokens.delete(result.token_id);
+    return apply(result).catch((thrown: unknown) => {
+      const error = ensureEngineError(thrown).message;
+      console.error(JSON.stringify({ msg: "applying a task result failed", token: result.token_id, error }));
+    });
+  });
+}
 
 /**
  * The coordinator's side of the executor call: a group of tasks goes out in

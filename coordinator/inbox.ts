@@ -1,4 +1,5 @@
 import { Mutex } from "../lib/mutex.ts";
+import type { CallBudget } from "./call-budget.ts";
 import type { RunEvent } from "./events.ts";
 
 /**
@@ -8,6 +9,12 @@ import type { RunEvent } from "./events.ts";
 const GROUP_COMMIT_WINDOW_MS = 4;
 /** Events applied together in one transaction, at most. */
 const MAX_EVENTS_PER_BATCH = 256;
+
+/**
+ * Applies events in one transaction. `budget` is the calls left to the event
+ * the batch runs in, when a wake may follow the events there (else null).
+ */
+export type ApplyBatch = (events: readonly RunEvent[], budget: CallBudget | null) => Promise<void>;
 
 interface Waiting {
   event: RunEvent;
@@ -32,25 +39,29 @@ export class EventInbox {
    * @param isBusy whether other work is in flight (its results then tend to arrive in bursts).
    */
   constructor(
-    private readonly applyBatch: (events: readonly RunEvent[]) => Promise<void>,
+    private readonly applyBatch: ApplyBatch,
     private readonly isBusy: () => boolean,
   ) {}
 
-  /** Queues an event; resolves once a batch holding it is applied. */
-  apply(event: RunEvent): Promise<void> {
+  /**
+   * Queues an event; resolves once a batch holding it is applied. A batch
+   * runs in the event of the call that set it going (the mutex keeps the
+   * caller's async context), so it spends that event's `budget`.
+   */
+  apply(event: RunEvent, budget: CallBudget | null = null): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ event, resolve, reject });
       // While other tasks are in flight their results tend to arrive in bursts:
       // waiting a moment lets one commit carry the whole burst.
       const gather = event.type === "task_result" && this.isBusy() ? GROUP_COMMIT_WINDOW_MS : 0;
       if (gather === 0) {
-        void this.mutex.run(() => this.applyQueued());
+        void this.mutex.run(() => this.applyQueued(budget));
       } else if (!this.gathering) {
         // One timer per window, not one per result: it applies whatever the inbox holds by then.
         this.gathering = true;
         setTimeout(() => {
           this.gathering = false;
-          void this.mutex.run(() => this.applyQueued());
+          void this.mutex.run(() => this.applyQueued(budget));
         }, gather);
       }
     });
@@ -61,11 +72,11 @@ export class EventInbox {
    * the turn has come, so what it reads is current), in one batch: events
    * that waited go first, so what follows sees their effects.
    */
-  async applyAll(after: () => readonly RunEvent[]): Promise<void> {
+  async applyAll(after: () => readonly RunEvent[], budget: CallBudget): Promise<void> {
     await this.mutex.run(async () => {
       const batch = this.queue.splice(0);
       try {
-        await this.applyBatch([...batch.map((item) => item.event), ...after()]);
+        await this.applyBatch([...batch.map((item) => item.event), ...after()], budget);
         batch.forEach((item) => item.resolve());
       } catch (error) {
         batch.forEach((item) => item.reject(error));
@@ -74,13 +85,21 @@ export class EventInbox {
     });
   }
 
-  private async applyQueued(): Promise<void> {
+  /** Tokens of the task results waiting here: delivered, not applied yet (their dispatches are not lost). */
+  queuedTokens(): string[] {
+    return this.queue.flatMap(({ event }) => (event.type === "task_result" ? [event.result.token_id] : []));
+  }
+
+  private async applyQueued(budget: CallBudget | null): Promise<void> {
     const batch = this.queue.splice(0, MAX_EVENTS_PER_BATCH);
     if (batch.length === 0) {
       return; // An earlier turn already applied these events.
     }
     try {
-      await this.applyBatch(batch.map((item) => item.event));
+      await this.applyBatch(
+        batch.map((item) => item.event),
+        budget,
+      );
       for (const item of batch) {
         item.resolve();
       }
@@ -90,7 +109,7 @@ export class EventInbox {
       }
     }
     if (this.queue.length > 0 && !this.gathering) {
-      void this.mutex.run(() => this.applyQueued()); // More than one batch was waiting.
+      void this.mutex.run(() => this.applyQueued(budget)); // More than one batch was waiting.
     }
   }
 }

@@ -7,6 +7,7 @@ import {
   type NodeRecord,
   type NodeView,
   type RunRecord,
+  type RunSnapshot,
   type RunView,
 } from "../schemas/index.ts";
 import { toPlanResults } from "../plans/index.ts";
@@ -16,7 +17,10 @@ import type { RunState } from "./decide.ts";
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 /** `GET /v1/runs/{id}`: the run as its users see it. */
-export function toRunView(state: RunState, foreachNodes: ReadonlySet<string>): RunView {
+/** The run view of a run whose snapshot is `snapshot` (null for a run not loaded yet: no foreach nodes known). */
+export function toRunView(state: RunState, snapshot: RunSnapshot | null): RunView {
+  const nodes = snapshot?.workflow.definition.nodes ?? {};
+  const foreachNodes = new Set(Object.keys(nodes).filter((id) => nodes[id]?.foreach !== undefined));
   const { record } = state;
   return {
     run_id: record.run_id,
