@@ -1,7 +1,8 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { EngineError, ensureEngineError, toTaskError } from "../lib/errors.ts";
 import { issuesToDetails, summarize } from "../lib/validation.ts";
-import { fromTaskGroup, TaskGroup, TaskPayload, type TaskResult } from "../schemas/index.ts";
+import { fromTaskGroup, TaskPayload, type TaskResult } from "../schemas/index.ts";
+import { checkTaskGroup } from "./task-check.ts";
 import { runTask } from "./run-task.ts";
 import { SYSTEM_CLOCK } from "./invoke.ts";
 
@@ -35,15 +36,15 @@ export class Executor extends WorkerEntrypoint<Env> {
           });
           return flushing;
         };
-        const parsed = TaskGroup.safeParse(group);
-        if (!parsed.success) {
-          const details = issuesToDetails(parsed.error.issues);
+        const parsed = checkTaskGroup(group);
+        if ("details" in parsed) {
+          const { details } = parsed;
           for (const token of tokensOf(group)) {
             await send(failure(token, "executor.invalid_payload", `the task group is invalid: ${summarize(details)}`));
           }
         } else {
           await Promise.all(
-            fromTaskGroup(parsed.data).map(async (payload) =>
+            fromTaskGroup(parsed.group).map(async (payload) =>
               send(
                 "missing" in payload
                   ? failure(

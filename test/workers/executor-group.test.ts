@@ -96,4 +96,25 @@ describe("runTasks", () => {
     expect(byToken.get("here")).toMatchObject({ success: true, output: { v: 7 } });
     expect(byToken.get("lost")).toMatchObject({ success: false, error: { code: "executor.invalid_payload" } });
   });
+
+  it("checks every task's definition, a task it has seen before included: one changed step is refused", async ({
+    expect,
+  }) => {
+    const task = contextTask("seen", "input.n + 1");
+    expect(await results(toTaskGroup([payload("first", task, { n: 1 })]))).toMatchObject([
+      { success: true, output: { v: 2 } },
+    ]);
+    // The same id, version and key, one step no longer valid: remembered checks are by content.
+    const changed = { ...task, steps: [{ ...task.steps[0], action: { kind: "context", implementation: {} } }] };
+    const group = toTaskGroup([payload("second", task, { n: 1 })]);
+    const answered = await results({ ...group, tasks: { "seen@0": changed } });
+    expect(answered).toMatchObject([
+      { token_id: "second", success: false, error: { code: "executor.invalid_payload" } },
+    ]);
+    expect(answered[0]?.error?.message).toContain("tasks.seen@0.steps.0.action");
+    // And the valid one still runs, checked or remembered.
+    expect(await results(toTaskGroup([payload("third", task, { n: 4 })]))).toMatchObject([
+      { success: true, output: { v: 5 } },
+    ]);
+  });
 });
