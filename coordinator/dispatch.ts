@@ -60,7 +60,10 @@ export function dispatchable(draft: Draft, budget: number): { nodeId: string; in
     if (room <= 0) {
       break;
     }
-    if (node.status !== "pending" && node.status !== "running" && node.status !== "waiting") {
+    if (
+      node.invocations.length === 0 ||
+      (node.status !== "pending" && node.status !== "running" && node.status !== "waiting")
+    ) {
       continue;
     }
     const nodeLimit = draft.nodeDefinition(nodeId).foreach?.max_parallel ?? Number.POSITIVE_INFINITY;

@@ -42,24 +42,18 @@ export function isSettled(node: NodeRecord, definition: NodeDefinition): boolean
  * `when` decides. Once the run is failing, nothing new starts.
  */
 export function startReadyNodes(draft: Draft): void {
-  let changed = true;
-  // Skips cascade: repeat until no node changes.
-  while (changed && draft.record.error === null) {
-    changed = false;
-    for (const [nodeId, definition] of Object.entries(draft.workflow.nodes)) {
-      const node = draft.node(nodeId);
-      if (node.status !== "pending" || node.iterations > 0) {
+  const order = dependencyOrder(draft.workflow);
+  let settled = true;
+  // Only a node that settles as it starts (skipped, or nothing to run) can make
+  // another ready: repeat until a pass settles none.
+  while (settled && draft.record.error === null) {
+    settled = false;
+    for (const [nodeId, definition, dependencies] of order) {
+      const node = draft.nodes[nodeId];
+      if (node?.status !== "pending" || node.iterations > 0 || !allSettled(draft, dependencies)) {
         continue;
       }
-      const dependencies = (definition.depends_on ?? []).map((id) => ({
-        node: draft.node(id),
-        definition: draft.nodeDefinition(id),
-      }));
-      if (!dependencies.every((dependency) => isSettled(dependency.node, dependency.definition))) {
-        continue;
-      }
-      changed = true;
-      if (dependencies.length > 0 && dependencies.every((dependency) => dependency.node.status === "skipped")) {
+      if (dependencies.length > 0 && dependencies.every((id) => draft.nodes[id]?.status === "skipped")) {
         skipNode(draft, nodeId, "all dependencies were skipped");
       } else {
         draft.setNode(nodeId, { started_at: draft.now });
@@ -67,8 +61,32 @@ export function startReadyNodes(draft: Draft): void {
           completeIteration(draft, nodeId);
         }
       }
+      settled ||= isSettled(draft.node(nodeId), definition);
     }
   }
+}
+
+type DependencyOrder = readonly (readonly [string, NodeDefinition, readonly string[]])[];
+
+/** Each workflow's nodes with their dependencies, in definition order: built once per definition, not per event. */
+const dependencyOrders = new WeakMap<Draft["workflow"], DependencyOrder>();
+
+function dependencyOrder(workflow: Draft["workflow"]): DependencyOrder {
+  let order = dependencyOrders.get(workflow);
+  if (order === undefined) {
+    order = Object.entries(workflow.nodes).map(([id, node]) => [id, node, node.depends_on ?? []] as const);
+    dependencyOrders.set(workflow, order);
+  }
+  return order;
+}
+
+function allSettled(draft: Draft, nodeIds: readonly string[]): boolean {
+  for (const id of nodeIds) {
+    if (!isSettled(draft.node(id), draft.nodeDefinition(id))) {
+      return false;
+    }
+  }
+  return true;
 }
 
 function skipNode(draft: Draft, nodeId: string, reason: string): void {

@@ -1,8 +1,8 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { EngineError, ensureEngineError, toTaskError } from "../lib/errors.ts";
-import { issuesToDetails, summarize } from "../lib/validation.ts";
-import { fromTaskGroup, TaskPayload, type TaskResult } from "../schemas/index.ts";
-import { checkTaskGroup } from "./task-check.ts";
+import { summarize } from "../lib/validation.ts";
+import { fromTaskGroup, type TaskPayload, type TaskResult } from "../schemas/index.ts";
+import { checkTaskGroup, checkTaskPayload } from "./task-check.ts";
 import { runTask } from "./run-task.ts";
 import { SYSTEM_CLOCK } from "./invoke.ts";
 
@@ -62,17 +62,17 @@ export class Executor extends WorkerEntrypoint<Env> {
     });
   }
 
+  /** Runs one task and answers its result (the coordinator sends a group of one this way: no stream to set up). */
   async runTask(payload: unknown): Promise<TaskResult> {
-    const parsed = TaskPayload.safeParse(payload);
-    if (!parsed.success) {
-      const details = issuesToDetails(parsed.error.issues);
+    const parsed = checkTaskPayload(payload);
+    if ("details" in parsed) {
       return failure(
         tokenOf(payload),
         "executor.invalid_payload",
-        `the task payload is invalid: ${summarize(details)}`,
+        `the task payload is invalid: ${summarize(parsed.details)}`,
       );
     }
-    return this.execute(parsed.data);
+    return this.execute(parsed.payload);
   }
 
   private async execute(payload: TaskPayload): Promise<TaskResult> {

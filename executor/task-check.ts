@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { setBounded } from "../lib/bounded-cache.ts";
 import { issuesToDetails } from "../lib/validation.ts";
-import { ResolvedTask, TaskGroup, type ErrorDetail } from "../schemas/index.ts";
+import { ResolvedTask, TaskGroup, TaskPayload, type ErrorDetail } from "../schemas/index.ts";
 
 /** Checked tasks remembered per isolate, at most. */
 const MAX_CHECKED_TASKS = 128;
@@ -10,6 +10,8 @@ const MAX_REMEMBERED_TASK_CHARS = 50_000;
 
 /** A task group as it arrives: the payloads checked as a whole, each task by {@link checkTask}. */
 const TaskGroupEnvelope = TaskGroup.extend({ tasks: z.record(z.string(), z.unknown()) });
+/** One task payload as it arrives: checked as a whole, its task by {@link checkTask}. */
+const TaskPayloadEnvelope = TaskPayload.extend({ task: z.unknown() });
 
 /**
  * Task definitions this isolate has checked, by their exact JSON text. A run
@@ -38,6 +40,18 @@ export function checkTaskGroup(group: unknown): { group: TaskGroup } | { details
     }
   }
   return details.length > 0 ? { details } : { group: { tasks, payloads: envelope.data.payloads } };
+}
+
+/** One task payload checked against its schema, or the details of what is wrong with it. */
+export function checkTaskPayload(payload: unknown): { payload: TaskPayload } | { details: ErrorDetail[] } {
+  const envelope = TaskPayloadEnvelope.safeParse(payload);
+  if (!envelope.success) {
+    return { details: issuesToDetails(envelope.error.issues) };
+  }
+  const result = checkTask(envelope.data.task);
+  return "task" in result
+    ? { payload: { ...envelope.data, task: result.task } }
+    : { details: issuesToDetails(result.issues, "task") };
 }
 
 function checkTask(task: unknown): { task: ResolvedTask } | { issues: z.core.$ZodIssue[] } {

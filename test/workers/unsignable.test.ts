@@ -88,33 +88,39 @@ describe("values that cannot be signed into the journal", () => {
     expect,
   }) => {
     const metrics = { duration_ms: 1, steps_executed: 1, llm_tokens: { input: 0, output: 0, cost_usd: 0 } };
-    const line = `${JSON.stringify({ token_id: "tok-1", success: true, output: { s: "\udfff" }, metrics })}\n`;
+    const unsignable = (token: string) => ({ token_id: token, success: true, output: { s: "\udfff" }, metrics });
     const executor: ExecutorBinding = {
-      runTask: () => Promise.reject(new Error("unused")),
-      runTasks: () => Promise.resolve(new Response(line).body as ReadableStream<Uint8Array>),
+      // A group of one is a plain call, a larger one a stream of lines: both ways are checked.
+      runTask: () => Promise.resolve(unsignable("tok-1")),
+      runTasks: () =>
+        Promise.resolve(
+          new Response(`${JSON.stringify(unsignable("tok-1"))}\n${JSON.stringify(unsignable("tok-2"))}\n`)
+            .body as ReadableStream<Uint8Array>,
+        ),
     };
     const task = { id: "t", version: 1, steps: [] };
-    const payload = {
-      token_id: "tok-1",
-      workflow_run_id: "run_x",
-      task_id: "t",
-      task_version: 1,
-      task,
-      input: {},
-      resources: {},
-      tools: [],
-      timeout_ms: 1000,
-      retry_attempt: 1,
-    } as unknown as TaskPayload;
-    const delivered: TaskResult[] = [];
-    await sendTaskGroup(executor, [payload], async (result) => {
-      delivered.push(result);
-    });
-    expect(delivered).toHaveLength(1);
-    expect(delivered[0]).toMatchObject({
-      token_id: "tok-1",
-      success: false,
-      error: { code: "task.unsignable_result", retryable: false },
-    });
+    const payload = (token: string) =>
+      ({
+        token_id: token,
+        workflow_run_id: "run_x",
+        task_id: "t",
+        task_version: 1,
+        task,
+        input: {},
+        resources: {},
+        tools: [],
+        timeout_ms: 1000,
+        retry_attempt: 1,
+      }) as unknown as TaskPayload;
+    for (const payloads of [[payload("tok-1")], [payload("tok-1"), payload("tok-2")]]) {
+      const delivered: TaskResult[] = [];
+      await sendTaskGroup(executor, payloads, async (result) => {
+        delivered.push(result);
+      });
+      expect(delivered).toHaveLength(payloads.length);
+      for (const result of delivered) {
+        expect(result).toMatchObject({ success: false, error: { code: "task.unsignable_result", retryable: false } });
+      }
+    }
   });
 });
