@@ -20,7 +20,7 @@ import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunS
 import { CreateRunRequest, newRunState, runCreatedEntry, type CreateRunOutcome } from "./create.ts";
 import { coalesceResults, EventInbox } from "./inbox.ts";
 import { JournalWaiters } from "./journal-waiters.ts";
-import { LiveSet, toLiveWork } from "./live.ts";
+import { LiveSet, NOTHING_LIVE, toLiveWork } from "./live.ts";
 import { assertSameRequest, assertValidInput, toGateAnswer } from "./requests.ts";
 import { RunIndexSync } from "./run-index.ts";
 import { JournalSigner, journalOf } from "./signer.ts";
@@ -31,6 +31,18 @@ import { toNodeDetail, toRunView } from "./view.ts";
 import { WAKE_BACKSTOP_MS, WakeScheduler } from "./wakes.ts";
 
 export type { CoordinatorStats } from "./stats.ts";
+
+/** A decision to commit: the state before it (null for a new run) and after, and what it does. */
+interface Decided {
+  before: RunState | null;
+  state: RunState;
+  snapshot: RunSnapshot;
+  commands: readonly Command[];
+  wakeAt: number | null;
+  now: number;
+  /** Entries that precede the commands' own (a new run's `run.created`). */
+  lead: readonly UnsignedEntry[];
+}
 
 /** Journal entries returned by one events call. */
 const EVENTS_PAGE = 500;
@@ -122,11 +134,7 @@ export class Coordinator extends DurableObject<Env> {
         return { created: false, run: this.summary() };
       }
       assertValidInput(parsed);
-      await this.initialize(parsed);
-      if (parsed.mode === "auto") {
-        // This call is a fresh event: it may dispatch the first wave itself.
-        await this.applyAndWake([]);
-      }
+      await this.initialize(parsed, new CallBudget());
       return { created: true, run: this.summary() };
     });
   }
@@ -270,43 +278,37 @@ export class Coordinator extends DurableObject<Env> {
   // ─── Applying decisions ────────────────────────────────────────────────────
 
   /**
-   * Commits the new run. An `auto` run is committed started (`queued`, with
-   * its `run.status` entry) in the same transaction as `run.created`, and the
-   * alarm is set first: a restart at any point leaves either no run or a run
-   * that its alarm will dispatch, never one stranded in `drafting`.
+   * Commits the new run. An `auto` run is committed started, with its first
+   * wave dispatched, in the transaction that writes `run.created`, and the
+   * alarm is set before it: a restart at any point leaves either no run or a
+   * run that its alarm wakes (and that wake finds the lost dispatches).
    */
-  private async initialize(request: CreateRunRequest): Promise<void> {
+  private async initialize(request: CreateRunRequest, budget: CallBudget): Promise<void> {
     const now = Date.now();
-    const at = new Date(now).toISOString();
     let state = newRunState(request, now);
-    const unsigned: UnsignedEntry[] = [runCreatedEntry(state.record, request, at)];
-    // Issued before the commit (writes land in order), awaited after it.
-    const armed = request.mode === "auto" ? this.wakes.setAlarm(now + WAKE_BACKSTOP_MS) : null;
+    const created = runCreatedEntry(state.record, request, new Date(now).toISOString());
+    let wakeAt: number | null = null;
+    const commands: Command[] = [];
     if (request.mode === "auto") {
-      const started = decide(state, { type: "start" }, { snapshot: request.snapshot, now, random: Math.random });
-      state = started.state;
-      unsigned.push(...journalOf(started.commands, at));
+      const context = { snapshot: request.snapshot, now, random: Math.random };
+      for (const event of [{ type: "start" }, { type: "wake", live: NOTHING_LIVE, budget: budget.left() }] as const) {
+        const decision = decide(state, event, context);
+        ({ state, wakeAt } = decision);
+        commands.push(...decision.commands);
+      }
     }
-    try {
-      await this.signer.createJournal(state.record.run_id, unsigned, (entries) => {
-        this.store.create(state, request.snapshot);
-        this.store.appendJournal(entries);
-      });
-    } finally {
-      await armed;
-    }
-    this.state = state;
-    this.snapshot = request.snapshot;
-    this.index.flush();
-    await (request.mode === "auto" ? null : this.wakes.scheduleWake(null, now)); // the index write's backstop
+    this.signer.startChain();
+    await this.commit(
+      { before: null, state, snapshot: request.snapshot, commands, wakeAt, now, lead: [created] },
+      budget,
+    );
   }
 
   /**
-   * Applies a batch of events: decides, commits, sends, performs and schedules
-   * the next wake. Work the events made ready is dispatched in the same
-   * commit, by a wake within what `budget` (the calls of the event this batch
-   * runs in) has left: a chain's next node leaves with its predecessor's
-   * result, not one self-wake and one commit later.
+   * Applies a batch of events: decides and commits. Work the events made
+   * ready is dispatched in the same commit, by a wake within what `budget`
+   * (the calls of the event this batch runs in) has left: a chain's next node
+   * leaves with its predecessor's result, not one self-wake and one commit later.
    */
   private async applyNow(events: readonly RunEvent[], budget: CallBudget | null): Promise<void> {
     const { state: before, snapshot } = this;
@@ -320,8 +322,7 @@ export class Coordinator extends DurableObject<Env> {
     const commands: Command[] = [];
     const take = (event: RunEvent) => {
       const decision = decide(state, event, context);
-      state = decision.state;
-      wakeAt = decision.wakeAt;
+      ({ state, wakeAt } = decision);
       commands.push(...decision.commands);
     };
     coalesceResults(events).forEach(take);
@@ -331,20 +332,27 @@ export class Coordinator extends DurableObject<Env> {
       const live = toLiveWork({ ...this.live, tokens: [...this.live.tokens, ...this.inbox.queuedTokens()] });
       take({ type: "wake", live, budget: budget.left() });
     }
+    this.stats.events += events.length;
+    await this.commit({ before, state, snapshot, commands, wakeAt, now, lead: [] }, budget);
+  }
+
+  /** Commits a decision with its journal entries, sends its work, performs its commands and schedules the next wake. */
+  private async commit(decided: Decided, budget: CallBudget | null): Promise<void> {
+    const { before, state, snapshot, commands, wakeAt, now } = decided;
     const payloads = commands.flatMap((command) => (command.kind === "dispatch" ? [command.payload] : []));
     const groups = chunk(payloads, TASKS_PER_EXECUTOR_CALL);
-    this.stats.events += events.length;
     (budget ?? new CallBudget()).spend(groups, commands, this.stats);
     // Issued before the commit, awaited once the work is sent (wakes.ts).
     const armed = this.wakes.arm(wakeAt, now);
     let entries: JournalEntry[];
     try {
       const commit = {
-        runId: before.record.run_id,
-        journal: journalOf(commands, new Date(now).toISOString()),
-        save: () => this.store.save(before, state),
+        runId: state.record.run_id,
+        journal: [...decided.lead, ...journalOf(commands, new Date(now).toISOString())],
+        save: () => (before === null ? this.store.create(state, snapshot) : this.store.save(before, state)),
         send: () => {
           this.state = state;
+          this.snapshot = snapshot;
           groups.forEach((group) => this.dispatchGroup(group, budget));
         },
       };

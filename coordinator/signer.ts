@@ -54,6 +54,12 @@ export class JournalSigner {
     }
   }
 
+  /** A new run's journal starts with the next commit, whatever an earlier failed attempt signed. */
+  startChain(): void {
+    this.lastHash = null;
+    this.unsigned = [];
+  }
+
   /** Signs a new run's first entries and commits them with `write` in one transaction. */
   async createJournal(
     runId: string,
