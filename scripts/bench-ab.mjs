@@ -23,7 +23,7 @@ import { mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { benchClient, benchWorkflows, startWaitPeerProcess } from "./lib/bench-client.mjs";
-import { chooseScenarios, fmt, median, medianSpread, printTable } from "./lib/bench-scenarios.mjs";
+import { chooseScenarios, fmt, median, medianSpread, printTable, SCENARIOS } from "./lib/bench-scenarios.mjs";
 import { cpuMeter, TICK_MS } from "./lib/proc-cpu.mjs";
 import { repoRoot, startWranglerDev } from "./lib/wrangler-dev.mjs";
 
@@ -66,9 +66,12 @@ async function main() {
       await tree.client.api("POST", "/v1/definitions", { workflows });
       await tree.client.timedRun(tree.flows.single.workflow.id); // warms the isolate and the catalog
     }
+    // The CPU meter's zero: both trees idle for a second read 0, give or take a tick.
+    const idle = await Promise.all(trees.map(async (tree) => (await SCENARIOS.idle.measure(tree)).metrics.cpu));
     console.log(
       `${labels[0]} vs the working tree, ${REPEATS} measured pairs per scenario; CPU: utime+stime of ` +
-        `${trees[0].meter.pids.length} and ${trees[1].meter.pids.length} workerd processes, ${TICK_MS} ms ticks\n`,
+        `${trees[0].meter.pids.length} and ${trees[1].meter.pids.length} workerd processes, ${TICK_MS} ms ticks; ` +
+        `1 s idle reads ${idle.join(" and ")} ms\n`,
     );
     const results = [];
     for (const scenario of chosen) {

@@ -7,7 +7,7 @@ import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
-/** How often `timedRun` asks whether its run has ended. */
+/** How often `timedRun` without a CPU meter asks whether its run has ended. */
 const POLL_MS = 100;
 
 /** @typedef {{ baseUrl: string, token: string }} Conn */
@@ -22,7 +22,10 @@ export function benchClient(baseUrl, token) {
   return {
     /** @param {string} method @param {string} path @param {unknown} [body] */
     api: (method, path, body) => api(conn, method, path, body),
-    /** @param {string} workflowId @param {unknown} [input] @param {{ read: () => number }} [meter] */
+    /**
+     * @param {string} workflowId @param {unknown} [input]
+     * @param {{ read: () => number, quiet: () => Promise<number> }} [meter]
+     */
     timedRun: (workflowId, input, meter) => timedRun(conn, workflowId, input, meter),
     /** @param {string} workflowId @param {unknown} [input] */
     latencyRun: (workflowId, input) => latencyRun(conn, workflowId, input),
@@ -46,32 +49,42 @@ async function api(conn, method, path, body) {
 /**
  * Starts a run, waits for it to complete and returns its duration (ms, from
  * `run.created` to the attestation, in its journal), its journal entries
- * and, given a CPU meter (proc-cpu.mjs), the workerd CPU time (ms) from just
- * before the start request to the moment the client saw the run complete.
+ * and, given a CPU meter (proc-cpu.mjs), the workerd CPU time (ms) the run
+ * cost: from a quiet workerd before the start request to a quiet workerd
+ * after the run, so work it leaves for later (`waitUntil`, the run index) counts.
+ *
+ * With a meter it asks whether the run has ended only when workerd has gone
+ * quiet, never on a timer: each status read costs workerd ~2–3 ms of CPU,
+ * which a timer would add in proportion to wall time (and so to the machine's
+ * load). A run that waits on I/O (the fan-out) goes quiet while it waits and
+ * is asked then; those reads count.
  * @param {Conn} conn @param {string} workflowId @param {unknown} [input]
- * @param {{ read: () => number }} [meter]
+ * @param {{ read: () => number, quiet: () => Promise<number> }} [meter]
  */
 async function timedRun(conn, workflowId, input = {}, meter) {
-  const cpuBefore = meter?.read() ?? 0;
+  const cpuBefore = meter ? await meter.quiet() : 0;
   const { run_id: runId } = await api(conn, "POST", `/v1/workflows/${workflowId}/runs`, { input });
   const deadline = Date.now() + 300_000;
   for (;;) {
-    // Poll gently: the timings come from the journal, and every poll is workerd CPU the meter counts.
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    const cpuAt = meter ? await meter.quiet() : await delay(POLL_MS);
     const run = await api(conn, "GET", `/v1/runs/${runId}`);
     if (["completed", "failed", "cancelled"].includes(run.status)) {
       if (run.status !== "completed") {
         throw new Error(`run ${runId} of ${workflowId} ended ${run.status}: ${JSON.stringify(run.error)}`);
       }
-      break;
+      const { entries } = await api(conn, "GET", `/v1/runs/${runId}/journal`);
+      const ms = Date.parse(entries.at(-1).at) - Date.parse(entries[0].at);
+      return { ms, entries, cpuMs: cpuAt - cpuBefore };
     }
     if (Date.now() > deadline) {
       throw new Error(`run ${runId} did not finish`);
     }
   }
-  const cpuMs = meter ? meter.read() - cpuBefore : Number.NaN;
-  const { entries } = await api(conn, "GET", `/v1/runs/${runId}/journal`);
-  return { ms: Date.parse(entries.at(-1).at) - Date.parse(entries[0].at), entries, cpuMs };
+}
+
+/** @param {number} ms @returns {Promise<number>} NaN, after `ms` */
+function delay(ms) {
+  return new Promise((resolve) => setTimeout(() => resolve(Number.NaN), ms));
 }
 
 /**

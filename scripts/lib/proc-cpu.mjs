@@ -72,9 +72,15 @@ function ticksOf(pid) {
   return Number(fields[11]) + Number(fields[12]);
 }
 
+/** How often `quiet()` reads the meter. */
+const SAMPLE_MS = 5;
+
 /**
  * A meter of the CPU time of the workerd processes under `wranglerPid`.
- * `read()` gives their total so far in ms; `pids` the processes it sums.
+ * `read()` gives their total so far in ms; `pids` the processes it sums;
+ * `quiet()` waits until the total has not moved for `quietMs` (workerd is
+ * idle: a run has ended, or waits on I/O) or `maxMs` passed, and gives the
+ * total then.
  * @param {number} wranglerPid
  */
 export function cpuMeter(wranglerPid) {
@@ -96,6 +102,23 @@ export function cpuMeter(wranglerPid) {
         throw new Error("a workerd process went away during the benchmark");
       }
       return ticks.reduce((sum, value) => sum + Number(value), 0) * TICK_MS;
+    },
+    /** @param {number} [quietMs] @param {number} [maxMs] @returns {Promise<number>} */
+    async quiet(quietMs = 50, maxMs = 1_000) {
+      const started = Date.now();
+      let last = this.read();
+      let changedAt = started;
+      for (;;) {
+        await new Promise((resolve) => setTimeout(resolve, SAMPLE_MS));
+        const now = Date.now();
+        const total = this.read();
+        if (total !== last) {
+          [last, changedAt] = [total, now];
+        }
+        if (now - changedAt >= quietMs || now - started >= maxMs) {
+          return last;
+        }
+      }
     },
   };
 }
