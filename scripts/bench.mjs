@@ -155,9 +155,11 @@ function printSummary(rows, phases, processes) {
       `CPU = utime+stime of ${processes} workerd processes, ${TICK_MS} ms ticks)\n`,
   );
   printTable(["scenario", "metric", "median", "min–max", "unit", "note"], rows);
+  // A phase the journal has no entries for (its kinds changed) reads as "–", not as a number.
+  const mid = (/** @type {number[]} */ values) => fmt(median(values.filter(Number.isFinite)));
   console.log(
-    `\nfan-out phases (median ms): run.created → first request at the peer ${median(phases.dispatch)}; ` +
-      `first → last request ${median(phases.spread)}; last answer → last result journaled ${median(phases.tail)}`,
+    `\nfan-out phases (median ms): run.created → first request at the peer ${mid(phases.dispatch)}; ` +
+      `first → last request ${mid(phases.spread)}; last answer → last result journaled ${mid(phases.tail)}`,
   );
 }
 
