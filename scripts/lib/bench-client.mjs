@@ -117,7 +117,6 @@ async function latencyRun(conn, workflowId, input = {}) {
   const lastAt = Date.parse(entries.at(-1).at);
   return {
     latency: seen - sent,
-    journal: lastAt - createdAt,
     startPath: createdAt - sentAt,
     engine: lastAt - createdAt,
     returnPath: seenAt - lastAt,
