@@ -4,10 +4,16 @@
  * production's rules) and prints one table. Not part of `npm test`: timings
  * are measurements, never assertions.
  *
- * Every time is taken from the run's own signed journal (`at` of its entries:
- * from `run.created` to the attestation), so HTTP polling does not blur it.
- * Each scenario runs once unmeasured (warm-up), then REPEATS times, and the
- * median is reported.
+ * The scenarios are issue 16's rows (scripts/lib/bench-scenarios.mjs, shared
+ * with `npm run bench:ab`): a one-node run's client latency (over its event
+ * stream) and where it goes, chains of 200 `context` and of 200 `http` tasks
+ * (time and workerd CPU per node), a fan-out of 100 × 100 ms http calls, a
+ * foreach of 1,000 no-op items, and `idle`, the CPU meter's zero. Times come
+ * from the run's own signed journal (`at` of its entries: `run.created` to the
+ * attestation), so HTTP polling does not blur them; CPU is the utime + stime
+ * of wrangler's workerd processes over the run (scripts/lib/proc-cpu.mjs).
+ * Each scenario runs once unmeasured (warm-up), then REPEATS times; the table
+ * gives the median and the min–max.
  *
  * The fan-out's peer (scripts/lib/wait-peer.mjs) runs in a process of its own
  * and logs when each request arrived and when its answer left; with the
@@ -16,13 +22,12 @@
  * concurrent requests from Node straight to that same peer.
  *
  * Output format (kept stable so later work can compare):
- *   scenario | metric | value | unit | ratio | ratio meaning
+ *   scenario | metric | median | min–max | unit | note
  *
- * Options: BENCH_REPEATS=N (default 3); `--profile[=fanout|chain|foreach]`
- * also records a CPU profile of workerd (through wrangler's inspector) during
- * that scenario's measured runs (default: the fan-out), writes it to a
- * .cpuprofile file (open it in Chrome DevTools) and prints the functions with
- * the most samples.
+ * Options: BENCH_REPEATS=N (default 3); `--profile[=<scenario>]` also records
+ * a CPU profile of workerd (through wrangler's inspector) during that
+ * scenario's measured runs (default: the fan-out), writes it to a .cpuprofile
+ * file (open it in Chrome DevTools) and prints the functions with the most samples.
  */
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
@@ -30,41 +35,24 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ACTION_WAIT_MS, benchClient, benchWorkflows, startWaitPeerProcess } from "./lib/bench-client.mjs";
 import { measurePlans } from "./lib/bench-plans.mjs";
+import { chooseScenarios, fmt, median, printTable, SCENARIO_NAMES } from "./lib/bench-scenarios.mjs";
+import { cpuMeter, TICK_MS } from "./lib/proc-cpu.mjs";
 import { startWranglerDev } from "./lib/wrangler-dev.mjs";
 
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
-/** `--profile` or `--profile=<fanout|chain|foreach>`: the scenario whose measured runs are profiled. */
+/** The scenarios measured, in this order. */
+const ORDER = "idle,single,chain,chain-http,fanout,foreach";
+/** `--profile` or `--profile=<scenario>`: the scenario whose measured runs are profiled. */
 const PROFILE = (() => {
   const flag = process.argv.find((arg) => arg === "--profile" || arg.startsWith("--profile="));
   return flag === undefined ? null : flag === "--profile" ? "fanout" : flag.slice("--profile=".length);
 })();
-if (PROFILE !== null && !["fanout", "chain", "foreach"].includes(PROFILE)) {
-  console.error(`--profile takes fanout, chain or foreach, not ${PROFILE}`);
+if (PROFILE !== null && !SCENARIO_NAMES.includes(PROFILE)) {
+  console.error(`--profile takes one of ${SCENARIO_NAMES.join(", ")}, not ${PROFILE}`);
   process.exit(2);
 }
 
 const token = `bench-${randomBytes(8).toString("hex")}`;
-/** @type {ReturnType<typeof benchClient>["timedRun"]} */
-let timedRun = () => Promise.reject(new Error("no client yet"));
-
-/**
- * One unmeasured run (it warms the code paths and connections this scenario
- * uses), then REPEATS measured runs; `around` wraps each measured run (the
- * fan-out reads its peer's log there). Returns the median duration.
- */
-async function median(workflowId, input, around = (run) => run()) {
-  await timedRun(workflowId, input);
-  const samples = [];
-  for (let i = 0; i < REPEATS; i += 1) {
-    samples.push((await around(() => timedRun(workflowId, input))).ms);
-  }
-  samples.sort((a, b) => a - b);
-  spreads.set(workflowId, `${samples[0]}–${samples.at(-1)}`);
-  return samples[Math.floor(samples.length / 2)];
-}
-
-/** min–max of each scenario's samples, printed under the table: a median alone hides noise. */
-const spreads = new Map();
 
 async function main() {
   const peer = await startWaitPeerProcess();
@@ -73,35 +61,29 @@ async function main() {
     .toString("base64");
   const dev = await startWranglerDev({ vars: { API_TOKENS: token, JOURNAL_SIGNING_KEY: signingKey } });
   const client = benchClient(dev.url, token);
-  timedRun = client.timedRun;
-  /** Per measured fan-out run: milliseconds spent in each phase. */
-  const phases = { dispatch: [], spread: [], tail: [] };
+  const tree = { client, meter: cpuMeter(dev.pid), flows: benchWorkflows("bench", peer.url) };
   const profiler = PROFILE ? await Profiler.attach(dev.inspectorPort) : null;
-  /** @type {unknown} */
-  let profile = null;
-  /** Runs `measure`, under the profiler when `scenario` is the one asked for. */
-  const profiled = async (/** @type {string} */ scenario, /** @type {() => Promise<number>} */ measure) => {
-    if (profiler === null || scenario !== PROFILE) {
-      return measure();
-    }
-    await profiler.start();
-    const ms = await measure();
-    profile = await profiler.stop();
-    return ms;
-  };
   try {
-    const flows = benchWorkflows("bench", peer.url);
-    await client.api("POST", "/v1/definitions", { workflows: Object.values(flows).map((flow) => flow.workflow) });
+    await client.api("POST", "/v1/definitions", {
+      workflows: Object.values(tree.flows).map((flow) => flow.workflow),
+    });
     // Warm the isolate and the catalog before measuring.
-    await timedRun("bench-single");
-
-    const rows = await measureScenarios(flows, peer.url, profiled, phases);
-    // Agent plans: N independent 300 ms steps against the same steps chained (docs/plans.md).
-    rows.push(...(await measurePlans(client, peer.url, REPEATS)));
-    printSummary(rows, phases);
-    if (profile) {
-      reportProfile(profile, `${PROFILE}`, REPEATS);
+    await client.timedRun(tree.flows.single.workflow.id);
+    /** Per measured fan-out run: milliseconds spent in each phase. */
+    const phases = { dispatch: [], spread: [], tail: [] };
+    const rows = [];
+    for (const scenario of chooseScenarios(ORDER)) {
+      const around = scenario.name === "fanout" ? withPeerLog(peer.url, phases) : (run) => run();
+      rows.push(...(await measureScenario(scenario, tree, around, profiler)));
+      if (scenario.name === "single") {
+        rows.push(await peerFloor(peer.url));
+      }
     }
+    // Agent plans: N independent 300 ms steps against the same steps chained (docs/plans.md).
+    for (const [scenario, metric, value, unit, ratio, meaning] of await measurePlans(client, peer.url, REPEATS)) {
+      rows.push([scenario, metric, fmt(value), "", unit, `${fmt(ratio)}: ${meaning}`]);
+    }
+    printSummary(rows, phases, tree.meter.pids.length);
   } finally {
     profiler?.close();
     await dev.stop();
@@ -110,92 +92,73 @@ async function main() {
 }
 
 /**
- * Measures every scenario, in order, and gives the table's rows.
- * @param {ReturnType<typeof benchWorkflows>} flows
- * @param {string} peerUrl
- * @param {(scenario: string, measure: () => Promise<number>) => Promise<number>} profiled
- * @param {{ dispatch: number[], spread: number[], tail: number[] }} phases
+ * One unmeasured run, then REPEATS measured runs of `scenario` (each inside
+ * `around`), under the profiler when it is the one asked for. Gives its rows.
+ * @param {ReturnType<typeof chooseScenarios>[number]} scenario
+ * @param {import("./lib/bench-scenarios.mjs").Tree} tree
+ * @param {(run: () => ReturnType<typeof scenario.measure>) => ReturnType<typeof scenario.measure>} around
+ * @param {Profiler | null} profiler
  */
-async function measureScenarios(flows, peerUrl, profiled, phases) {
-  const rows = [];
-  const single = await median("bench-single");
-  rows.push(["single node", "total", single, "ms", "", ""]);
-  const chainMs = await profiled("chain", () => median("bench-chain-200"));
-  const perNode = chainMs / 200;
-  rows.push([
-    "chain of 200 no-op tasks",
-    "per node",
-    perNode,
-    "ms/node",
-    perNode / single,
-    "per-node cost ÷ a whole 1-node run",
-  ]);
-  const floor = await peerFloor(peerUrl);
-  rows.push([
-    `peer floor: 100 × ${ACTION_WAIT_MS} ms GETs from Node`,
-    "makespan",
-    floor,
-    "ms",
-    floor / ACTION_WAIT_MS,
-    "the local peer's own overhead, no Trellis",
-  ]);
-  const fanout = await measureFanout(flows, peerUrl, profiled, phases);
-  rows.push([
-    `fan-out 100 × ${ACTION_WAIT_MS} ms action`,
-    "makespan",
-    fanout,
-    "ms",
-    fanout / ACTION_WAIT_MS,
-    `makespan ÷ ${ACTION_WAIT_MS} ms (1.0 is ideal)`,
-  ]);
-  const foreach = await profiled("foreach", () => median("bench-foreach-1000", flows.foreach.input));
-  rows.push([
-    "foreach 1,000 no-op items",
-    "total",
-    foreach,
-    "ms",
-    foreach / 1000 / perNode,
-    "per-item cost ÷ chain per-node cost",
-  ]);
-  return rows;
+async function measureScenario(scenario, tree, around, profiler) {
+  await scenario.measure(tree);
+  const profiling = profiler !== null && scenario.name === PROFILE;
+  if (profiling) {
+    await profiler.start();
+  }
+  /** @type {Record<string, number[]>} */
+  const samples = Object.fromEntries(scenario.metrics.map((metric) => [metric.key, []]));
+  for (let i = 0; i < REPEATS; i += 1) {
+    const { metrics } = await around(() => scenario.measure(tree));
+    for (const metric of scenario.metrics) {
+      samples[metric.key].push(metrics[metric.key]);
+    }
+  }
+  if (profiling) {
+    reportProfile(await profiler.stop(), scenario.name, REPEATS);
+  }
+  return scenario.metrics.map((metric) => {
+    const values = samples[metric.key];
+    const spread = `${fmt(Math.min(...values))}–${fmt(Math.max(...values))}`;
+    return [scenario.title, metric.label, fmt(median(values)), spread, metric.unit, ""];
+  });
 }
 
 /**
- * The fan-out's median makespan, noting for each measured run when its
- * requests reached the peer (from the peer's log) in `phases`.
- * @param {ReturnType<typeof benchWorkflows>} flows
+ * Wraps a fan-out run: clears the peer's log before it and notes, from the
+ * log and the run's journal, how long each phase took in `phases`.
  * @param {string} peerUrl
- * @param {(scenario: string, measure: () => Promise<number>) => Promise<number>} profiled
  * @param {{ dispatch: number[], spread: number[], tail: number[] }} phases
  */
-function measureFanout(flows, peerUrl, profiled, phases) {
-  return profiled("fanout", () =>
-    median("bench-fanout-100", flows.fanout.input, async (run) => {
-      await fetch(`${peerUrl}/log/clear`, { method: "POST" });
-      const result = await run();
-      const log = await (await fetch(`${peerUrl}/log`)).json();
-      const at = (kind) => result.entries.filter((entry) => entry.kind === kind).map((entry) => Date.parse(entry.at));
-      phases.dispatch.push(Math.min(...log.arrived) - at("run.created")[0]);
-      phases.spread.push(Math.max(...log.arrived) - Math.min(...log.arrived));
-      phases.tail.push(Math.max(...at("task.completed")) - Math.max(...log.answered));
-      return result;
-    }),
-  );
+function withPeerLog(peerUrl, phases) {
+  return async (/** @type {() => Promise<{ metrics: Record<string, number>, entries?: any[] }>} */ run) => {
+    await fetch(`${peerUrl}/log/clear`, { method: "POST" });
+    const result = await run();
+    const log = await (await fetch(`${peerUrl}/log`)).json();
+    const entries = result.entries ?? [];
+    const at = (kind) => entries.filter((entry) => entry.kind === kind).map((entry) => Date.parse(entry.at));
+    phases.dispatch.push(Math.min(...log.arrived) - at("run.created")[0]);
+    phases.spread.push(Math.max(...log.arrived) - Math.min(...log.arrived));
+    phases.tail.push(Math.max(...at("task.completed")) - Math.max(...log.answered));
+    return result;
+  };
 }
 
 /**
- * Prints the table, each scenario's spread and the fan-out's phases.
- * @param {unknown[][]} rows
+ * Prints the table and the fan-out's phases.
+ * @param {string[][]} rows
  * @param {{ dispatch: number[], spread: number[], tail: number[] }} phases
+ * @param {number} processes
  */
-function printSummary(rows, phases) {
-  printTable(rows);
+function printSummary(rows, phases, processes) {
   console.log(
-    `\nspread (min–max ms of the ${REPEATS} samples): ${[...spreads].map(([id, spread]) => `${id} ${spread}`).join(", ")}`,
+    `\nTrellis benchmark (wrangler dev, median and min–max of ${REPEATS}; times from the signed journal, ` +
+      `CPU = utime+stime of ${processes} workerd processes, ${TICK_MS} ms ticks)\n`,
   );
-  const mid = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  printTable(["scenario", "metric", "median", "min–max", "unit", "note"], rows);
+  // A phase the journal has no entries for (its kinds changed) reads as "–", not as a number.
+  const mid = (/** @type {number[]} */ values) => fmt(median(values.filter(Number.isFinite)));
   console.log(
-    `fan-out phases (median ms): run.created → first request at the peer ${mid(phases.dispatch)}; ` +
+    `\nfan-out phases (median ms): run.created → first request at the peer ${mid(phases.dispatch)}; ` +
       `first → last request ${mid(phases.spread)}; last answer → last result journaled ${mid(phases.tail)}`,
   );
 }
@@ -287,28 +250,15 @@ async function peerFloor(peerUrl) {
     samples.push(Date.now() - started);
   }
   samples.shift();
-  samples.sort((a, b) => a - b);
-  return samples[Math.floor(samples.length / 2)];
-}
-
-function printTable(rows) {
-  const header = ["scenario", "metric", "value", "unit", "ratio", "ratio meaning"];
-  const cells = rows.map(([scenario, metric, value, unit, ratio, meaning]) => [
-    scenario,
-    metric,
-    value.toFixed(1),
-    unit,
-    ratio === "" ? "" : ratio.toFixed(2),
-    meaning,
-  ]);
-  const widths = header.map((title, column) => Math.max(title.length, ...cells.map((row) => row[column].length)));
-  const line = (row) => `| ${row.map((cell, column) => cell.padEnd(widths[column])).join(" | ")} |`;
-  console.log(`\nTrellis benchmark (wrangler dev, median of ${REPEATS}; times from the signed journal)\n`);
-  console.log(line(header));
-  console.log(`|${widths.map((width) => "-".repeat(width + 2)).join("|")}|`);
-  for (const row of cells) {
-    console.log(line(row));
-  }
+  const ratios = samples.map((ms) => ms / ACTION_WAIT_MS);
+  return [
+    `peer floor: 100 × ${ACTION_WAIT_MS} ms GETs from Node`,
+    `makespan ÷ ${ACTION_WAIT_MS} ms`,
+    fmt(median(ratios)),
+    `${fmt(Math.min(...ratios))}–${fmt(Math.max(...ratios))}`,
+    "×",
+    "the local peer's own overhead, no Trellis",
+  ];
 }
 
 main().catch((error) => {

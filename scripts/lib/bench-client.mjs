@@ -7,53 +7,163 @@ import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
+/** How often `timedRun` without a CPU meter asks whether its run has ended. */
+const POLL_MS = 100;
+
+/** @typedef {{ baseUrl: string, token: string }} Conn */
+
 /**
  * A client of one Trellis instance.
  * @param {string} baseUrl
  * @param {string} token
  */
 export function benchClient(baseUrl, token) {
-  /** @param {string} method @param {string} path @param {unknown} [body] */
-  async function api(method, path, body) {
-    const response = await fetch(`${baseUrl}${path}`, {
-      method,
-      headers: { "authorization": `Bearer ${token}`, "content-type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const json = await response.json();
-    if (response.status >= 400) {
-      throw new Error(`${method} ${path} → ${response.status}: ${JSON.stringify(json)}`);
-    }
-    return json;
-  }
+  const conn = { baseUrl, token };
+  return {
+    /** @param {string} method @param {string} path @param {unknown} [body] */
+    api: (method, path, body) => api(conn, method, path, body),
+    /**
+     * @param {string} workflowId @param {unknown} [input]
+     * @param {{ read: () => number, quiet: () => Promise<number> }} [meter]
+     */
+    timedRun: (workflowId, input, meter) => timedRun(conn, workflowId, input, meter),
+    /** @param {string} workflowId @param {unknown} [input] */
+    latencyRun: (workflowId, input) => latencyRun(conn, workflowId, input),
+  };
+}
 
-  /**
-   * Starts a run, waits for it to complete and returns its duration (ms, from
-   * `run.created` to the attestation, in its journal) and its journal entries.
-   * @param {string} workflowId @param {unknown} [input]
-   */
-  async function timedRun(workflowId, input = {}) {
-    const { run_id: runId } = await api("POST", `/v1/workflows/${workflowId}/runs`, { input });
-    const deadline = Date.now() + 300_000;
-    for (;;) {
-      const run = await api("GET", `/v1/runs/${runId}`);
-      if (["completed", "failed", "cancelled"].includes(run.status)) {
-        if (run.status !== "completed") {
-          throw new Error(`run ${runId} of ${workflowId} ended ${run.status}: ${JSON.stringify(run.error)}`);
+/** @param {Conn} conn @param {string} method @param {string} path @param {unknown} [body] */
+async function api(conn, method, path, body) {
+  const response = await fetch(`${conn.baseUrl}${path}`, {
+    method,
+    headers: { "authorization": `Bearer ${conn.token}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const json = await response.json();
+  if (response.status >= 400) {
+    throw new Error(`${method} ${path} → ${response.status}: ${JSON.stringify(json)}`);
+  }
+  return json;
+}
+
+/**
+ * Starts a run, waits for it to complete and returns its duration (ms, from
+ * `run.created` to the attestation, in its journal), its journal entries
+ * and, given a CPU meter (proc-cpu.mjs), the workerd CPU time (ms) the run
+ * cost: from a quiet workerd before the start request to a quiet workerd
+ * after the run, so work it leaves for later (`waitUntil`, the run index) counts.
+ *
+ * With a meter it asks whether the run has ended only when workerd has gone
+ * quiet, never on a timer: each status read costs workerd ~2–3 ms of CPU,
+ * which a timer would add in proportion to wall time (and so to the machine's
+ * load). A run that waits on I/O (the fan-out) goes quiet while it waits and
+ * is asked then; those reads count.
+ * @param {Conn} conn @param {string} workflowId @param {unknown} [input]
+ * @param {{ read: () => number, quiet: () => Promise<number> }} [meter]
+ */
+async function timedRun(conn, workflowId, input = {}, meter) {
+  const cpuBefore = meter ? await meter.quiet() : 0;
+  const { run_id: runId } = await api(conn, "POST", `/v1/workflows/${workflowId}/runs`, { input });
+  const deadline = Date.now() + 300_000;
+  for (;;) {
+    const cpuAt = meter ? await meter.quiet() : await delay(POLL_MS);
+    const run = await api(conn, "GET", `/v1/runs/${runId}`);
+    if (["completed", "failed", "cancelled"].includes(run.status)) {
+      if (run.status !== "completed") {
+        throw new Error(`run ${runId} of ${workflowId} ended ${run.status}: ${JSON.stringify(run.error)}`);
+      }
+      const { entries } = await api(conn, "GET", `/v1/runs/${runId}/journal`);
+      const ms = Date.parse(entries.at(-1).at) - Date.parse(entries[0].at);
+      return { ms, entries, cpuMs: cpuAt - cpuBefore };
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`run ${runId} did not finish`);
+    }
+  }
+}
+
+/** @param {number} ms @returns {Promise<number>} NaN, after `ms` */
+function delay(ms) {
+  return new Promise((resolve) => setTimeout(() => resolve(Number.NaN), ms));
+}
+
+/**
+ * Client latency of one run: from just before the start request to the
+ * client reading the attestation on the run's event stream (SSE, the
+ * fastest way either tree tells a client a run ended). `startPath` is the
+ * client's clock at the request to `run.created`'s `at`, `engine`
+ * `run.created` to the last entry, `returnPath` the last entry to the
+ * client seeing it; the three add up to `latency` give or take the
+ * journal's 1 ms resolution (client and workerd read the same clock).
+ * `answered` is when the start request's answer arrived; the event stream
+ * is opened after it (it needs the run id), so its round trip is part of
+ * the return path.
+ * @param {Conn} conn @param {string} workflowId @param {unknown} [input]
+ */
+async function latencyRun(conn, workflowId, input = {}) {
+  const sentAt = Date.now();
+  const sent = performance.now();
+  const { run_id: runId } = await api(conn, "POST", `/v1/workflows/${workflowId}/runs`, { input });
+  const answered = performance.now() - sent;
+  const entries = await readEvents(conn, runId);
+  const seen = performance.now();
+  const seenAt = Date.now();
+  // Checked after the clock stops, from the run's status rather than the journal's entries (their kinds may change).
+  const run = await api(conn, "GET", `/v1/runs/${runId}`);
+  if (run.status !== "completed") {
+    throw new Error(`run ${runId} of ${workflowId} ended ${run.status}: ${JSON.stringify(run.error)}`);
+  }
+  const createdAt = Date.parse(entries[0].at);
+  const lastAt = Date.parse(entries.at(-1).at);
+  return {
+    latency: seen - sent,
+    startPath: createdAt - sentAt,
+    engine: lastAt - createdAt,
+    returnPath: seenAt - lastAt,
+    answered,
+  };
+}
+
+/**
+ * The run's entries from `GET /v1/runs/{id}/events`, read until the
+ * attestation arrives (then the stream is dropped without waiting for it to close).
+ * @param {Conn} conn @param {string} runId
+ */
+async function readEvents(conn, runId) {
+  const response = await fetch(`${conn.baseUrl}/v1/runs/${runId}/events`, {
+    headers: { authorization: `Bearer ${conn.token}`, accept: "text/event-stream" },
+    signal: AbortSignal.timeout(120_000),
+  });
+  if (response.status !== 200 || response.body === null) {
+    throw new Error(`GET /v1/runs/${runId}/events → ${response.status}: ${await response.text()}`);
+  }
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  const entries = [];
+  let buffered = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) {
+      throw new Error(`the event stream of ${runId} ended before its attestation`);
+    }
+    buffered += value;
+    let end;
+    while ((end = buffered.indexOf("\n\n")) >= 0) {
+      const data = buffered
+        .slice(0, end)
+        .split("\n")
+        .filter((line) => line.startsWith("data:"))
+        .map((line) => line.slice(5).trimStart())
+        .join("\n");
+      buffered = buffered.slice(end + 2);
+      if (data !== "") {
+        entries.push(JSON.parse(data));
+        if (entries.at(-1).kind === "attest") {
+          void reader.cancel().catch(() => {});
+          return entries;
         }
-        break;
       }
-      if (Date.now() > deadline) {
-        throw new Error(`run ${runId} did not finish`);
-      }
-      // Poll gently: the timings come from the journal, and polling competes with the run for workerd.
-      await new Promise((resolve) => setTimeout(resolve, 250));
     }
-    const { entries } = await api("GET", `/v1/runs/${runId}/journal`);
-    return { ms: Date.parse(entries.at(-1).at) - Date.parse(entries[0].at), entries };
   }
-
-  return { api, timedRun };
 }
 
 /** The wait peer (`wait-peer.mjs`) in a child process; it exits when `stop()` closes its stdin. */
@@ -76,37 +186,53 @@ export const noopTask = {
   steps: [{ ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } }],
 };
 
+/** A task of one `http` step that GETs `url`. @param {string} ref @param {string} url */
+function httpTask(ref, url) {
+  return { steps: [{ ref, action: { kind: "http", implementation: { method: "GET", url_template: url } } }] };
+}
+
+/** A chain of `length` nodes running `task`, each `depends_on` the one before. @param {number} length @param {unknown} task */
+function chainOf(length, task) {
+  /** @type {Record<string, unknown>} */
+  const nodes = {};
+  for (let i = 0; i < length; i += 1) {
+    nodes[`n${i}`] = { task, ...(i > 0 ? { depends_on: [`n${i - 1}`] } : {}) };
+  }
+  return nodes;
+}
+
+/** How many nodes the chains have. */
+export const CHAIN_LENGTH = 200;
+
 /**
- * The benchmark workflows, `<prefix>-single`, `-chain-200`, `-fanout-100` and
- * `-foreach-1000`, with the input each runs with.
+ * The benchmark workflows, `<prefix>-single`, `-chain-200` (`context`
+ * tasks), `-chain-http-200` (each task one `http` GET the peer answers at
+ * once), `-fanout-100` and `-foreach-1000`, with the input each runs with.
+ * Only features both today's tree and 720bfe6 accept (`npm run bench:ab`).
  * @param {string} prefix @param {string} peerUrl
  */
 export function benchWorkflows(prefix, peerUrl) {
-  /** @type {Record<string, unknown>} */
-  const chain = {};
-  for (let i = 0; i < 200; i += 1) {
-    chain[`n${i}`] = { task: noopTask, ...(i > 0 ? { depends_on: [`n${i - 1}`] } : {}) };
-  }
-  const wait = {
-    steps: [
-      {
-        ref: "wait",
-        action: {
-          kind: "http",
-          implementation: { method: "GET", url_template: `${peerUrl}/wait?ms=${ACTION_WAIT_MS}` },
-        },
-      },
-    ],
-  };
   const items = (/** @type {number} */ n) => ({ items: Array.from({ length: n }, (_, i) => i) });
   return {
     single: { workflow: { id: `${prefix}-single`, nodes: { only: { task: noopTask } } }, input: {} },
-    chain: { workflow: { id: `${prefix}-chain-200`, nodes: chain }, input: {} },
+    chain: { workflow: { id: `${prefix}-chain-${CHAIN_LENGTH}`, nodes: chainOf(CHAIN_LENGTH, noopTask) }, input: {} },
+    chainHttp: {
+      workflow: {
+        id: `${prefix}-chain-http-${CHAIN_LENGTH}`,
+        nodes: chainOf(CHAIN_LENGTH, httpTask("get", `${peerUrl}/wait?ms=0`)),
+      },
+      input: {},
+    },
     fanout: {
       workflow: {
         id: `${prefix}-fanout-100`,
         max_parallel: 100,
-        nodes: { each: { foreach: { items: "$.input.items", max_parallel: 100 }, task: wait } },
+        nodes: {
+          each: {
+            foreach: { items: "$.input.items", max_parallel: 100 },
+            task: httpTask("wait", `${peerUrl}/wait?ms=${ACTION_WAIT_MS}`),
+          },
+        },
       },
       input: items(100),
     },

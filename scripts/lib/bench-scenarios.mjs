@@ -1,0 +1,165 @@
+/**
+ * The scenarios `npm run bench` and `npm run bench:ab` measure (issue 16's
+ * rows), what each reports, the targets bench:ab checks, and the statistics
+ * and tables both print.
+ *
+ * A scenario's `measure` runs its workflow once against one tree and gives
+ * one sample of each of its metrics. Times come from the run's signed journal
+ * (`run.created` → attestation) except the single node's client latency;
+ * CPU is the workerd processes' CPU time over the run (proc-cpu.mjs).
+ */
+import { ACTION_WAIT_MS, CHAIN_LENGTH } from "./bench-client.mjs";
+
+/**
+ * @typedef {object} Metric
+ * @property {string} key
+ * @property {string} label
+ * @property {string} unit
+ * @property {{ ratio?: number, absolute?: number }} [target]  working ÷ ref at most `ratio`, or the
+ *   working tree's median at most `absolute`
+ */
+
+/**
+ * @typedef {object} Tree  what a scenario needs of one running tree
+ * @property {ReturnType<typeof import("./bench-client.mjs").benchClient>} client
+ * @property {{ read: () => number, quiet: () => Promise<number> }} meter
+ * @property {ReturnType<typeof import("./bench-client.mjs").benchWorkflows>} flows
+ */
+
+/**
+ * @typedef {object} Scenario
+ * @property {string} title
+ * @property {Metric[]} metrics
+ * @property {(tree: Tree) => Promise<{ metrics: Record<string, number>, entries?: any[] }>} measure
+ */
+
+/** The chain metrics: journal time and workerd CPU, each ÷ the chain's length. */
+const chainMetrics = [
+  { key: "time", label: "time per node", unit: "ms/node", target: { ratio: 0.4 } },
+  { key: "cpu", label: "CPU per node", unit: "ms/node", target: { ratio: 0.4 } },
+];
+
+/** @param {"chain" | "chainHttp"} flow @returns {Scenario["measure"]} */
+const measureChain = (flow) => async (tree) => {
+  const { workflow, input } = tree.flows[flow];
+  const run = await tree.client.timedRun(workflow.id, input, tree.meter);
+  return { metrics: { time: run.ms / CHAIN_LENGTH, cpu: run.cpuMs / CHAIN_LENGTH }, entries: run.entries };
+};
+
+/** How long the `idle` scenario measures nothing happening. */
+const IDLE_MS = 1_000;
+
+/** @type {Record<string, Scenario>} */
+export const SCENARIOS = {
+  "chain": {
+    title: `chain of ${CHAIN_LENGTH} context tasks`,
+    metrics: chainMetrics,
+    measure: measureChain("chain"),
+  },
+  "chain-http": {
+    title: `chain of ${CHAIN_LENGTH} http tasks (peer answers at once)`,
+    metrics: chainMetrics,
+    measure: measureChain("chainHttp"),
+  },
+  "single": {
+    title: "one-node run",
+    metrics: [
+      { key: "latency", label: "client latency", unit: "ms", target: { ratio: 0.5 } },
+      { key: "startPath", label: "  start path: request → run.created", unit: "ms" },
+      { key: "engine", label: "  engine (journal): run.created → attest", unit: "ms" },
+      { key: "returnPath", label: "  return path: attest → client has it", unit: "ms" },
+      { key: "answered", label: "  (start request answered at)", unit: "ms" },
+    ],
+    measure: async (tree) => {
+      const { workflow, input } = tree.flows.single;
+      return { metrics: await tree.client.latencyRun(workflow.id, input) };
+    },
+  },
+  "fanout": {
+    title: `fan-out 100 × ${ACTION_WAIT_MS} ms http`,
+    metrics: [
+      { key: "makespan", label: `makespan ÷ ${ACTION_WAIT_MS} ms`, unit: "×", target: { absolute: 1.25 } },
+      { key: "cpu", label: "CPU per run", unit: "ms" },
+    ],
+    measure: async (tree) => {
+      const { workflow, input } = tree.flows.fanout;
+      const run = await tree.client.timedRun(workflow.id, input, tree.meter);
+      return { metrics: { makespan: run.ms / ACTION_WAIT_MS, cpu: run.cpuMs }, entries: run.entries };
+    },
+  },
+  "foreach": {
+    title: "foreach of 1,000 no-op items",
+    metrics: [
+      { key: "time", label: "total", unit: "ms", target: { ratio: 0.5 } },
+      { key: "cpu", label: "CPU per run", unit: "ms" },
+    ],
+    measure: async (tree) => {
+      const { workflow, input } = tree.flows.foreach;
+      const run = await tree.client.timedRun(workflow.id, input, tree.meter);
+      return { metrics: { time: run.ms, cpu: run.cpuMs }, entries: run.entries };
+    },
+  },
+  // The CPU meter's own check: nothing runs, so this should read 0 give or take a tick.
+  "idle": {
+    title: `nothing (${IDLE_MS / 1000} s, the CPU meter's zero)`,
+    metrics: [{ key: "cpu", label: "CPU", unit: "ms" }],
+    measure: async (tree) => {
+      const before = tree.meter.read();
+      await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
+      return { metrics: { cpu: tree.meter.read() - before } };
+    },
+  },
+};
+
+/** The scenario names, in the order tables list them. */
+export const SCENARIO_NAMES = Object.keys(SCENARIOS);
+
+/**
+ * The scenarios named in a comma-separated list; throws on an unknown one.
+ * @param {string} list
+ */
+export function chooseScenarios(list) {
+  return list.split(",").map((name) => {
+    const scenario = SCENARIOS[name];
+    if (scenario === undefined) {
+      throw new Error(`unknown scenario ${name} (${SCENARIO_NAMES.join(", ")})`);
+    }
+    return { name, ...scenario };
+  });
+}
+
+/** @param {number[]} values */
+export function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+/** A number with as many decimals as its size deserves. @param {number} value */
+export function fmt(value) {
+  if (!Number.isFinite(value)) {
+    return "–";
+  }
+  const size = Math.abs(value);
+  return value.toFixed(size >= 100 ? 0 : size >= 10 ? 1 : 2);
+}
+
+/** "median (min–max)" of the samples. @param {number[]} values */
+export function medianSpread(values) {
+  return `${fmt(median(values))} (${fmt(Math.min(...values))}–${fmt(Math.max(...values))})`;
+}
+
+/**
+ * Prints a Markdown table (pads columns so it also reads as plain text).
+ * @param {string[]} header @param {string[][]} rows
+ */
+export function printTable(header, rows) {
+  const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column].length)));
+  const line = (/** @type {string[]} */ row) =>
+    `| ${row.map((cell, column) => cell.padEnd(widths[column])).join(" | ")} |`;
+  console.log(line(header));
+  console.log(`|${widths.map((width) => "-".repeat(width + 2)).join("|")}|`);
+  for (const row of rows) {
+    console.log(line(row));
+  }
+}
