@@ -60,22 +60,6 @@ export class JournalSigner {
     this.unsigned = [];
   }
 
-  /** Signs a new run's first entries and commits them with `write` in one transaction. */
-  async createJournal(
-    runId: string,
-    unsigned: readonly UnsignedEntry[],
-    write: (entries: JournalEntry[]) => void,
-  ): Promise<void> {
-    this.lastHash = null; // The chain starts here, whatever an earlier failed attempt signed.
-    try {
-      const entries = await this.sign(runId, unsigned);
-      this.deps.storage.transactionSync(() => write(entries));
-    } catch (error) {
-      this.lastHash = null;
-      throw error;
-    }
-  }
-
   /**
    * Commits a decision: a wide wave of I/O tasks commits, sends and then signs;
    * anything else signs, commits and then sends. Returns the entries signed.
