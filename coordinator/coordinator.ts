@@ -28,7 +28,7 @@ import { newStats, type CoordinatorStats } from "./stats.ts";
 import { CallBudget } from "./call-budget.ts";
 import { RunStore, type UnsignedEntry } from "./storage.ts";
 import { toNodeDetail, toRunView } from "./view.ts";
-import { WAKE_BACKSTOP_MS, WakeScheduler } from "./wakes.ts";
+import { WakeScheduler } from "./wakes.ts";
 
 export type { CoordinatorStats } from "./stats.ts";
 
