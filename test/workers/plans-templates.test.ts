@@ -159,6 +159,8 @@ describe("references embedded in text: placeholder notation", () => {
     expect(echoed(results[1]?.data).body).toEqual({ ref: "id-1", tags: "tags: a,b; $HOME" });
     const children = z.array(Echoed).parse(results[2]?.data);
     expect(children.map((child) => child.body)).toEqual([{ label: "item 7 of north" }, { label: "item 8 of north" }]);
+    // Two children, one call each: no retries (the node's attempts count one per child).
+    expect(results[2]?.metadata.retries).toBe(0);
   });
 
   it("routes to the fallback when a placeholder in text does not resolve", async ({ expect }) => {
