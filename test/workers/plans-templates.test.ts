@@ -2,7 +2,7 @@ import { describe, it } from "vitest";
 import { z } from "zod";
 import { EngineError } from "../../lib/errors.ts";
 import { MAX_CONCAT_CHARS } from "../../lib/expr/concat.ts";
-import { buildInput } from "../../lib/expr/mapping.ts";
+import { applyOutputMapping, buildInput } from "../../lib/expr/mapping.ts";
 import { JsonValue, type Json } from "../../schemas/index.ts";
 import { api, detailsOf, httpStep, httpTarget, register, resultsOf, thrown, uniqueId, waitForRun } from "./helpers.ts";
 
@@ -206,6 +206,18 @@ describe("concat mapping source", () => {
   it("builds text from strings, numbers, booleans and arrays of those", ({ expect }) => {
     const input = buildInput({ s: { concat: ["n=", "$.input.n", " ", "$.input.flag", " ", "$.input.list"] } }, doc);
     expect(input).toEqual({ s: "n=2.5 false x,1,true" });
+  });
+
+  it("in an output mapping, writes the text, or leaves the target unwritten when a part selects nothing", ({
+    expect,
+  }) => {
+    const target = { state: {}, output: {} };
+    const written = applyOutputMapping(
+      { "state.line": { concat: ["$.id", ": ", "$.tags"] }, "state.gone": { concat: ["$.id", "$.missing"] } },
+      { id: 7, tags: ["a", "b"] },
+      target,
+    );
+    expect(written.state).toEqual({ line: "7: a,b" });
   });
 
   it("refuses null and nested arrays, and text past its size limit", ({ expect }) => {
