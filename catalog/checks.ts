@@ -1,6 +1,7 @@
 import type { ErrorDetail } from "../lib/errors.ts";
 import { compileCel } from "../lib/expr/cel.ts";
 import { compileJsonPath } from "../lib/expr/jsonpath.ts";
+import { concatPartsOf } from "../lib/expr/concat.ts";
 import { isComputed, optionalPathOf } from "../lib/expr/mapping.ts";
 import { compileTemplate } from "../lib/expr/template.ts";
 import { checkJsonSchema } from "../lib/json-schema.ts";
@@ -91,17 +92,24 @@ export function checkMappings(
   scope: CelScope,
 ): void {
   for (const [key, source] of Object.entries(mapping ?? {})) {
-    const at = `${path}.${key}`;
-    const optional = optionalPathOf(source);
-    if (typeof source === "string" && source.startsWith("$")) {
-      checkJsonPath(source, at, report);
-    } else if (optional !== undefined) {
-      checkJsonPath(optional.path, `${at}.path`, report);
-    } else if (isComputed(source, "expr")) {
-      checkCel(source.expr, `${at}.expr`, report, scope);
-    } else if (isComputed(source, "template")) {
-      checkTemplate(source.template, `${at}.template`, report);
-    }
+    checkSource(source, `${path}.${key}`, report, scope);
+  }
+}
+
+/** One mapping source: a `concat`'s parts are sources too, checked the same way. */
+function checkSource(source: unknown, at: string, report: Report, scope: CelScope): void {
+  const optional = optionalPathOf(source);
+  const parts = concatPartsOf(source);
+  if (typeof source === "string" && source.startsWith("$")) {
+    checkJsonPath(source, at, report);
+  } else if (optional !== undefined) {
+    checkJsonPath(optional.path, `${at}.path`, report);
+  } else if (isComputed(source, "expr")) {
+    checkCel(source.expr, `${at}.expr`, report, scope);
+  } else if (isComputed(source, "template")) {
+    checkTemplate(source.template, `${at}.template`, report);
+  } else if (parts !== undefined) {
+    parts.forEach((part, index) => checkSource(part, `${at}.concat.${index}`, report, scope));
   }
 }
 

@@ -33,6 +33,9 @@ export async function defineCommand(io: Io, paths: string[]): Promise<Exit> {
   for (const warning of io.json ? [] : (answer.warnings ?? [])) {
     process.stderr.write(`warning: ${warning.path}: ${warning.message}\n`);
   }
+  for (const file of io.json ? [] : (answer.skipped ?? [])) {
+    process.stderr.write(`skipped ${file}: not a definition bundle (no workflows, tasks, actions, …)\n`);
+  }
   return 0;
 }
 
@@ -72,7 +75,7 @@ export async function runCommand(io: Io, workflow: string, options: RunOptions):
 }
 
 /** `--input` is a JSON value, or the name of a file that holds one. */
-function readInput(input: string): unknown {
+export function readInput(input: string): unknown {
   const text = existsSync(input) ? readFileSync(input, "utf8") : input;
   try {
     return JSON.parse(text);

@@ -23,6 +23,14 @@ export interface Created {
 export interface Registered {
   created: Created[];
   warnings?: Detail[];
+  /** Files found in a folder that hold no definitions (a plan, a tsconfig.json): left out of the bundle. */
+  skipped?: string[];
+}
+
+/** A file to register: named on the command line, or found in a folder named there. */
+export interface BundleFile {
+  path: string;
+  inFolder: boolean;
 }
 
 interface Detail {
@@ -31,18 +39,18 @@ interface Detail {
 }
 
 /** The YAML and JSON files named, folders searched recursively, in a stable order. */
-export function bundleFiles(paths: readonly string[]): string[] {
-  return paths.flatMap((path) => {
+export function bundleFiles(paths: readonly string[]): BundleFile[] {
+  return paths.flatMap((path): BundleFile[] => {
     if (!statSync(path, { throwIfNoEntry: false })) {
       throw new CliError("cli.not_found", `${path}: no such file or folder`);
     }
     if (!statSync(path).isDirectory()) {
-      return [path];
+      return [{ path, inFolder: false }];
     }
     return readdirSync(path, { recursive: true, encoding: "utf8" })
       .filter((name) => EXTENSIONS.has(extname(name)))
       .sort()
-      .map((name) => join(path, name));
+      .map((name) => ({ path: join(path, name), inFolder: true }));
   });
 }
 
@@ -51,11 +59,18 @@ export function bundleFiles(paths: readonly string[]): string[] {
  * another file, and the catalog stores them all or none. A problem's path is
  * told in terms of its own file (`flows/a.yaml: workflows.0.nodes.x`).
  */
-export async function define(api: Api, files: readonly string[]): Promise<Registered> {
+export async function define(api: Api, files: readonly BundleFile[]): Promise<Registered> {
   const bundle: Partial<Record<DefinitionKind, unknown[]>> = {};
   const origins = new Map<string, Origin>();
-  for (const file of files) {
-    const document = readBundle(file);
+  const skipped: string[] = [];
+  for (const { path: file, inFolder } of files) {
+    const document = readDocument(file);
+    // A folder may hold other JSON and YAML (examples/ has plans and a tsconfig.json): only a named file must be a bundle.
+    if (inFolder && !DEFINITION_KINDS.some((kind) => Object.hasOwn(document, kind))) {
+      skipped.push(file);
+      continue;
+    }
+    checkKeys(file, document);
     for (const kind of DEFINITION_KINDS) {
       const list = document[kind];
       if (list === undefined) {
@@ -73,7 +88,7 @@ export async function define(api: Api, files: readonly string[]): Promise<Regist
   }
   try {
     const answer = await api.json<Registered>("POST", "/v1/definitions", { body: bundle });
-    return { ...answer, warnings: inFileTerms(answer.warnings ?? [], origins) };
+    return { ...answer, warnings: inFileTerms(answer.warnings ?? [], origins), skipped };
   } catch (thrown) {
     if (thrown instanceof CliError) {
       throw new CliError(thrown.code, thrown.message, thrown.status, inFileTerms(thrown.details, origins));
@@ -82,7 +97,7 @@ export async function define(api: Api, files: readonly string[]): Promise<Regist
   }
 }
 
-function readBundle(file: string): Record<string, unknown> {
+function readDocument(file: string): Record<string, unknown> {
   const text = readFileSync(file, "utf8");
   let document: unknown;
   try {
@@ -93,6 +108,10 @@ function readBundle(file: string): Record<string, unknown> {
   if (typeof document !== "object" || document === null || Array.isArray(document)) {
     throw new CliError("cli.invalid_bundle", `${file}: a bundle is an object of lists (workflows, tasks, actions, …)`);
   }
+  return document as Record<string, unknown>;
+}
+
+function checkKeys(file: string, document: Record<string, unknown>): void {
   const unknown = Object.keys(document).filter((key) => !(DEFINITION_KINDS as readonly string[]).includes(key));
   if (unknown.length > 0) {
     throw new CliError(
@@ -100,7 +119,6 @@ function readBundle(file: string): Record<string, unknown> {
       `${file}: unknown key ${unknown.join(", ")} (expected ${DEFINITION_KINDS.join(", ")})`,
     );
   }
-  return document as Record<string, unknown>;
 }
 
 /** Details whose paths point into the merged bundle, pointing into their own files instead. */

@@ -90,8 +90,41 @@ export function runText(view: RunView): string {
   if (view.error) {
     lines.push(`error: ${view.error.code}: ${view.error.message}`);
   }
-  if (view.status === "completed") {
+  lines.push(...compensationLines(view), ...resultLines(view));
+  if (view.status === "completed" && !view.results) {
     lines.push(`output: ${JSON.stringify(view.output)}`);
   }
   return lines.join("\n");
+}
+
+/** The run's undos, in the order a compensation runs them (the latest completion first), and how it went. */
+function compensationLines(view: RunView): string[] {
+  const compensation = view.compensation;
+  if (compensation === undefined) {
+    return [];
+  }
+  const trigger = compensation.trigger === null ? "" : ` (${compensation.trigger})`;
+  return [
+    `compensation: ${compensation.status}${trigger}`,
+    ...[...compensation.undos].reverse().map((undo) => {
+      const where = `${undo.node}${undo.item === null ? "" : `[${undo.item}]`} ${undo.step}`;
+      const error = undo.error ? `  ${undo.error.code}: ${undo.error.message}` : "";
+      return `  ${undo.status.padEnd(10)} undo of ${where}: ${undo.action}${error}`;
+    }),
+  ];
+}
+
+/** A plan run's ToolResults, one line each, in plan order (docs/plans.md). */
+function resultLines(view: RunView): string[] {
+  const results = view.results ?? [];
+  return results.length === 0
+    ? []
+    : [
+        "results:",
+        ...results.map((result) => {
+          const error = result.error ? `  ${result.error.code}: ${result.error.message}` : "";
+          const outcome = result.success ? "ok" : "failed";
+          return `  ${outcome.padEnd(7)} ${result.step}  ${result.tool}  ${result.metadata.executionTime} ms${error}`;
+        }),
+      ];
 }

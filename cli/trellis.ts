@@ -4,6 +4,7 @@
  *
  *   npx trellis define examples/            register YAML/JSON bundles
  *   npx trellis run fan-out --follow        start a run and watch it
+ *   npx trellis plan examples/plan-dependency.json --mode preview   run or preview an agent plan
  *   npx trellis runs | show | tail | gates | answer | approve | cancel | pause | resume | redrive | compensate | verify | mcp tools
  *
  * Talks to TRELLIS_URL (default http://127.0.0.1:8787) with TRELLIS_TOKEN
@@ -31,6 +32,7 @@ import {
   type RunsOptions,
 } from "./commands.ts";
 import { resolveTarget } from "./config.ts";
+import { planCommand, type PlanOptions } from "./plan.ts";
 
 const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
   .version;
@@ -91,6 +93,17 @@ function authoring({ cli, command, act }: Builder): void {
     .option("--wait", "wait until the run ends; exit 1 unless it completed")
     .option("--follow", "show live progress until the run ends; exit 1 unless it completed")
     .action(act((io, workflow: string, options: RunOptions) => runCommand(io, workflow, options)));
+  command(cli, "plan")
+    .argument("<file>", "a plan (JSON or YAML), or a whole POST /v1/plans body with a plan key")
+    .description("run an agent plan, or preview what it compiles to")
+    .option("--tools <list>", "the plan's allowlist, comma-separated (replaces the file's tools)")
+    .addOption(new Option("--mode <mode>", "how it starts (default auto)").choices(["auto", "approval", "preview"]))
+    .option("--approve-steps <list>", "high-risk steps approved ahead, comma-separated")
+    .option("--input <json|file>", "the plan's inputs: a JSON object, or a file holding it")
+    .option("--idempotency-key <key>", "start at most one run for this key")
+    .option("--wait", "wait until the run ends, print its results; exit 1 unless it completed")
+    .option("--follow", "show live progress until the run ends; exit 1 unless it completed")
+    .action(act((io, file: string, options: PlanOptions) => planCommand(io, file, options)));
   command(cli.command("mcp").description("MCP servers"), "tools")
     .argument("<server>", "an mcp_servers id")
     .description("the server's tools, each with the pin an mcp action would check")

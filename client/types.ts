@@ -539,7 +539,7 @@ export type InlineUndoAction = {
   implementation: ContextImplementation;
 };
 
-/** { "<field>": <source> }: a "$…" JSONPath, { "expr" }, { "template" } or a literal. */
+/** { "<field>": <source> }: a "$…" JSONPath, { "expr" }, { "template" }, { "path", "default" | "optional" }, { "concat" } or a literal. */
 export type InputMapping = {
   [key: string]: JsonValue;
 };

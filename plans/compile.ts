@@ -10,7 +10,7 @@ import {
   topological,
 } from "./compile-parts.ts";
 import { INPUTS_NODE, type NormalPlan, type NormalStep } from "./normalize.ts";
-import { literalSource, quoteName, stepDataPath, toJsonPath, type Reference, type Segment } from "./refs.ts";
+import { literalSource, quoteName, refsOf, stepDataPath, toJsonPath, type Reference, type Segment } from "./refs.ts";
 
 /** The workflow id every plan run carries (`GET /v1/runs?workflow=plan` lists plan runs). */
 export const PLAN_WORKFLOW_ID = "plan";
@@ -90,6 +90,13 @@ function compileStep(plan: NormalPlan, step: NormalStep, scope: Scope): { node: 
       inputMapping[field] = literalSource(arg.value);
     } else if (arg.kind === "ref") {
       inputMapping[field] = sourceOf(arg.ref, scope, expansion);
+    } else if (arg.kind === "template") {
+      // Text with references: each reference resolves as a whole one would, then all join into a string.
+      inputMapping[field] = {
+        concat: arg.parts.map((part) =>
+          part.kind === "text" ? literalSource(part.text) : sourceOf(part.ref, scope, expansion),
+        ),
+      };
     }
   }
   const node: Node = {
@@ -118,15 +125,15 @@ function compileStep(plan: NormalPlan, step: NormalStep, scope: Scope): { node: 
 function expansionOf(step: NormalStep, scope: Scope): Expansion | undefined {
   const overs = new Set<string>();
   let implicit = false;
-  for (const arg of Object.values(step.args)) {
-    if (arg.kind !== "ref" || arg.ref.source.kind !== "step") {
+  for (const ref of Object.values(step.args).flatMap(refsOf)) {
+    if (ref.source.kind !== "step") {
       continue;
     }
-    const base = String(arg.ref.source.step);
-    const star = arg.ref.segments.findIndex((segment) => segment.kind === "wildcard");
+    const base = String(ref.source.step);
+    const star = ref.segments.findIndex((segment) => segment.kind === "wildcard");
     if (star >= 0) {
-      overs.add(toJsonPath(stepDataPath(base), arg.ref.segments.slice(0, star + 1)));
-    } else if (scope.expanded.has(base) && arg.ref.segments[0]?.kind !== "index") {
+      overs.add(toJsonPath(stepDataPath(base), ref.segments.slice(0, star + 1)));
+    } else if (scope.expanded.has(base) && ref.segments[0]?.kind !== "index") {
       overs.add(`${stepDataPath(base)}[*]`);
       implicit = true;
     }

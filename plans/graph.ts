@@ -1,5 +1,6 @@
 import { EngineError, type ErrorDetail } from "../lib/errors.ts";
 import type { NormalPlan, NormalStep } from "./normalize.ts";
+import { refsOf } from "./refs.ts";
 
 /**
  * The plan's dependency graph: every dependency names a step, there is no
@@ -79,18 +80,21 @@ function nonDependencies(steps: readonly NormalStep[], byId: ReadonlyMap<string,
   for (const step of steps) {
     const ancestors = ancestorsOf(step, byId);
     for (const [field, arg] of Object.entries(step.args)) {
-      if (arg.kind === "embedded") {
+      if (arg.kind === "unsupported") {
         problems.push({
           path: `${step.path}.${field}`,
-          message: "a reference must be the whole value of an arg, not part of a string or an object",
+          message: `${arg.reason}: a reference is a whole arg value or part of a string arg`,
           code: "plan.unsupported_reference",
         });
-      } else if (arg.kind === "ref" && arg.ref.source.kind === "step" && !ancestors.has(String(arg.ref.source.step))) {
-        problems.push({
-          path: `${step.path}.${field}`,
-          message: `references ${String(arg.ref.source.step)}, which is not a dependency of ${step.id} (add it to depends_on)`,
-          code: "plan.invalid_reference",
-        });
+      }
+      for (const ref of refsOf(arg)) {
+        if (ref.source.kind === "step" && !ancestors.has(String(ref.source.step))) {
+          problems.push({
+            path: `${step.path}.${field}`,
+            message: `references ${String(ref.source.step)}, which is not a dependency of ${step.id} (add it to depends_on)`,
+            code: "plan.invalid_reference",
+          });
+        }
       }
     }
   }

@@ -9,7 +9,7 @@ import {
   type Json,
   type JsonSchema,
 } from "../schemas/index.ts";
-import { parseDependencyArg, parsePlaceholderArg, type ArgValue } from "./refs.ts";
+import { parseDependencyArg, parsePlaceholderArg, refsOf, type ArgValue } from "./refs.ts";
 
 /** The node of the input gate a plan with missing inputs starts with; no step may take its name. */
 export const INPUTS_NODE = "inputs";
@@ -99,11 +99,9 @@ function fromDependency(raw: Record<string, Json>, problems: ErrorDetail[]): Nor
     };
   });
   // `${step[N]…}` names a position: the compiler works with ids.
-  for (const step of normal) {
-    for (const arg of Object.values(step.args)) {
-      if (arg.kind === "ref" && arg.ref.source.kind === "step") {
-        arg.ref.source = { kind: "step", step: `step-${arg.ref.source.step}` };
-      }
+  for (const ref of normal.flatMap((step) => Object.values(step.args).flatMap(refsOf))) {
+    if (ref.source.kind === "step") {
+      ref.source = { kind: "step", step: `step-${ref.source.step}` };
     }
   }
   return { notation: "dependency", steps: normal, config: withDefaults(config), inputs, fallback: null };
@@ -157,17 +155,17 @@ function fromPlaceholder(raw: Record<string, Json>, problems: ErrorDetail[]): No
  */
 function referencedSteps(args: Record<string, ArgValue>, ids: ReadonlySet<string>): string[] {
   const referenced: string[] = [];
-  for (const arg of Object.values(args)) {
-    if (arg.kind !== "ref" || arg.ref.source.kind !== "step") {
+  for (const ref of Object.values(args).flatMap(refsOf)) {
+    if (ref.source.kind !== "step") {
       continue;
     }
-    const id = String(arg.ref.source.step);
+    const id = String(ref.source.step);
     const child = /^(.*)-(\d+)$/.exec(id);
     if (!ids.has(id) && child !== null && ids.has(child[1] ?? "")) {
-      arg.ref.source = { kind: "step", step: child[1] ?? "" };
-      arg.ref.segments = [{ kind: "index", index: Number(child[2]) }, ...arg.ref.segments];
+      ref.source = { kind: "step", step: child[1] ?? "" };
+      ref.segments = [{ kind: "index", index: Number(child[2]) }, ...ref.segments];
     }
-    referenced.push(String(arg.ref.source.step));
+    referenced.push(String(ref.source.step));
   }
   return referenced;
 }

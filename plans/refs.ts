@@ -7,7 +7,10 @@ import type { Json } from "../schemas/index.ts";
  * - placeholder notation: `$step-01.path.to.value`, `$step-01.items[*].id`
  *   (the `[*]` expands the step into one call per item);
  * - both: `${input.name}` / `$input.name`, a plan input.
- * A reference is a whole arg value; one embedded in a longer string is refused.
+ * An arg that is exactly one reference takes the referenced value as it is;
+ * references embedded in longer text make a template, whose parts are joined
+ * into a string when the step starts (`lib/expr/concat.ts`). A reference
+ * inside an object or array arg is refused.
  */
 
 export type Segment = { kind: "name"; name: string } | { kind: "index"; index: number } | { kind: "wildcard" };
@@ -18,39 +21,103 @@ export interface Reference {
   segments: Segment[];
 }
 
-/** What an arg value is: a reference, a literal, or a reference embedded in text (refused). */
-export type ArgValue = { kind: "ref"; ref: Reference } | { kind: "literal"; value: Json } | { kind: "embedded" };
+/** A piece of a template arg: text as written, or a reference. */
+export type TextPart = { kind: "text"; text: string } | { kind: "ref"; ref: Reference };
 
-const DEPENDENCY_REF = /^\$\{\s*(?:step\[(\d+)\]\.data|(input))((?:\.[A-Za-z0-9_$-]+|\.\*|\[\d+\]|\[\*\])*)\s*\}$/;
-const PLACEHOLDER_REF = /^\$(input|[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*)((?:\.[A-Za-z0-9_$-]+|\[\d+\]|\[\*\])*)$/;
+/** What an arg value is: a reference, a literal, text with references in it, or something refused (and why). */
+export type ArgValue =
+  | { kind: "ref"; ref: Reference }
+  | { kind: "literal"; value: Json }
+  | { kind: "template"; parts: TextPart[] }
+  | { kind: "unsupported"; reason: string };
+
+const DEPENDENCY_REFS = /\$\{\s*(?:step\[(\d+)\]\.data|(input))((?:\.[A-Za-z0-9_$-]+|\.\*|\[\d+\]|\[\*\])*)\s*\}/g;
+const PLACEHOLDER_REFS = /\$(input|[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*)((?:\.[A-Za-z0-9_$-]+|\[\d+\]|\[\*\])*)/g;
 const SEGMENT = /\.\*|\.([A-Za-z0-9_$-]+)|\[(\d+)\]|\[\*\]/g;
+const DEPENDENCY_MARKERS = ["${step[", "${input"];
+const PLACEHOLDER_MARKERS = ["$step-"];
+
+/** Every reference an arg holds, whole or embedded in text. */
+export function refsOf(arg: ArgValue): Reference[] {
+  if (arg.kind === "ref") {
+    return [arg.ref];
+  }
+  return arg.kind === "template" ? arg.parts.flatMap((part) => (part.kind === "ref" ? [part.ref] : [])) : [];
+}
 
 /** An arg value of the dependency notation. */
 export function parseDependencyArg(value: Json): ArgValue {
   if (typeof value !== "string") {
-    return containsRef(value, "${") ? { kind: "embedded" } : { kind: "literal", value };
+    return structured(value, DEPENDENCY_MARKERS);
   }
-  const match = DEPENDENCY_REF.exec(value);
-  if (match === null) {
-    return value.includes("${step[") || value.includes("${input") ? { kind: "embedded" } : { kind: "literal", value };
-  }
-  const [, index, input, path = ""] = match;
-  const source = input === undefined ? { kind: "step" as const, step: Number(index) } : { kind: "input" as const };
-  return { kind: "ref", ref: { source, segments: parseSegments(path) } };
+  return parseText(value, DEPENDENCY_REFS, DEPENDENCY_MARKERS, (match) => {
+    const [, index, input, path = ""] = match;
+    const source = input === undefined ? { kind: "step" as const, step: Number(index) } : { kind: "input" as const };
+    return { source, segments: parseSegments(path) };
+  });
 }
 
-/** An arg value of the placeholder notation; `steps` are the plan's step ids (a `$` string naming none is a literal). */
+/** An arg value of the placeholder notation; a `$` word naming no step (`$5`, `$HOME`) is text. */
 export function parsePlaceholderArg(value: Json, isStep: (id: string) => boolean): ArgValue {
   if (typeof value !== "string") {
-    return containsRef(value, "$step-") ? { kind: "embedded" } : { kind: "literal", value };
+    return structured(value, PLACEHOLDER_MARKERS);
   }
-  const match = PLACEHOLDER_REF.exec(value);
-  if (match === null || (match[1] !== "input" && !isStep(match[1] ?? "") && !(match[1] ?? "").startsWith("step-"))) {
-    return value.includes("$step-") ? { kind: "embedded" } : { kind: "literal", value };
+  return parseText(value, PLACEHOLDER_REFS, PLACEHOLDER_MARKERS, (match) => {
+    const [, name = "", path = ""] = match;
+    if (name !== "input" && !isStep(name) && !name.startsWith("step-")) {
+      return undefined;
+    }
+    const source = name === "input" ? { kind: "input" as const } : { kind: "step" as const, step: name };
+    return { source, segments: parseSegments(path) };
+  });
+}
+
+/** An object or array arg is a literal; one holding a reference is refused (only strings are templates). */
+function structured(value: Json, markers: readonly string[]): ArgValue {
+  const text = JSON.stringify(value);
+  return markers.some((marker) => text.includes(marker))
+    ? { kind: "unsupported", reason: "a reference inside an object or array arg is not supported" }
+    : { kind: "literal", value };
+}
+
+/**
+ * A string arg: one reference that is the whole string, text with references
+ * in it, or plain text. A notation's marker left in the text once its
+ * references are taken out (`${step[0].foo}`, `$step-`) is a reference
+ * written wrong, refused rather than sent as text.
+ */
+function parseText(
+  value: string,
+  pattern: RegExp,
+  markers: readonly string[],
+  toRef: (match: RegExpMatchArray) => Reference | undefined,
+): ArgValue {
+  const parts: TextPart[] = [];
+  let last = 0;
+  for (const match of value.matchAll(pattern)) {
+    const ref = toRef(match);
+    if (ref !== undefined) {
+      const at = match.index ?? 0;
+      if (at > last) {
+        parts.push({ kind: "text", text: value.slice(last, at) });
+      }
+      parts.push({ kind: "ref", ref });
+      last = at + match[0].length;
+    }
   }
-  const [, name = "", path = ""] = match;
-  const source = name === "input" ? { kind: "input" as const } : { kind: "step" as const, step: name };
-  return { kind: "ref", ref: { source, segments: parseSegments(path) } };
+  if (last < value.length) {
+    parts.push({ kind: "text", text: value.slice(last) });
+  }
+  const text = parts.map((part) => (part.kind === "text" ? part.text : "")).join("");
+  const marker = markers.find((candidate) => text.includes(candidate));
+  if (marker !== undefined) {
+    return { kind: "unsupported", reason: `"${marker}…" is not a reference this notation knows` };
+  }
+  const [first] = parts;
+  if (parts.length === 1 && first?.kind === "ref") {
+    return { kind: "ref", ref: first.ref };
+  }
+  return parts.some((part) => part.kind === "ref") ? { kind: "template", parts } : { kind: "literal", value };
 }
 
 function parseSegments(path: string): Segment[] {
@@ -65,11 +132,6 @@ function parseSegments(path: string): Segment[] {
     }
   }
   return segments;
-}
-
-/** Whether a structured literal holds a reference somewhere inside (only whole values are references). */
-function containsRef(value: Json, marker: string): boolean {
-  return JSON.stringify(value).includes(marker);
 }
 
 /** A JSONPath over `base` following `segments` (names in brackets: step ids and fields may hold `-`). */
@@ -107,7 +169,7 @@ export function literalSource(value: Json): Json {
 
 function looksComputed(value: { [key: string]: Json }): boolean {
   const keys = Object.keys(value);
-  return (keys.length === 1 && (keys[0] === "expr" || keys[0] === "template")) || keys.includes("path");
+  return (keys.length === 1 && ["expr", "template", "concat"].includes(keys[0] ?? "")) || keys.includes("path");
 }
 
 /** A CEL expression whose value is `value` (JSON strings are valid CEL string literals). */

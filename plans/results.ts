@@ -42,13 +42,17 @@ export function toPlanResults(
   });
 }
 
-/** Calls beyond the first, over every invocation (an expanded step's children) and every attempt of the node. */
+/**
+ * Calls beyond the first, over every invocation (an expanded step's children)
+ * and every attempt of each: the node's own `attempts` counts one per child,
+ * so an expanded step's children are not retries.
+ */
 function retriesOf(node: NodeRecord): number {
-  const calls = node.invocations.reduce(
-    (sum, invocation) => sum + Math.max(0, (invocation.steps?.[0]?.attempts ?? 1) - 1),
+  return node.invocations.reduce(
+    (sum, invocation) =>
+      sum + Math.max(0, (invocation.steps?.[0]?.attempts ?? 1) - 1) + Math.max(0, invocation.attempts - 1),
     0,
   );
-  return calls + Math.max(0, node.attempts - 1);
 }
 
 function errorOf(node: NodeRecord): ToolResult["error"] {

@@ -109,7 +109,7 @@ export const PlannedStep = z.strictObject({
   risk: Risk,
   /** The JSONPath a step is expanded over (one call per item), when it is. */
   expands_over: z.string().nullable(),
-  /** The compiled input mapping: each arg as a literal or a JSONPath over the run context. */
+  /** The compiled input mapping: each arg as a literal, a JSONPath over the run context, or a `concat` of both (references in text). */
   args: z.record(z.string(), JsonValue),
 });
 export type PlannedStep = z.infer<typeof PlannedStep>;

@@ -15,3 +15,9 @@ declare namespace Cloudflare {
     CALLER?: Fetcher;
   }
 }
+
+/** A file imported as its text (Vite's `?raw`): the examples tests read examples/ this way. */
+declare module "*?raw" {
+  const text: string;
+  export default text;
+}

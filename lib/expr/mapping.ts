@@ -1,5 +1,6 @@
 import { EngineError } from "../errors.ts";
 import { evalCel } from "./cel.ts";
+import { concatPartsOf, concatText } from "./concat.ts";
 import { selectJsonPath } from "./jsonpath.ts";
 import { renderTemplate } from "./template.ts";
 import type { Json, JsonObject } from "../../schemas/common.ts";
@@ -12,6 +13,7 @@ import type { Json, JsonObject } from "../../schemas/common.ts";
  * - `{ "path": "$…", "default": <JSON> }` or `{ "path": "$…", "optional": true }`:
  *   a JSONPath that may select nothing (in an input mapping, a bare `$` path
  *   that selects nothing fails with `mapping.unresolved`);
+ * - `{ "concat": [<source>, …] }`: the parts' values as one string (`./concat.ts`);
  * - any other JSON value: a literal.
  */
 
@@ -68,7 +70,27 @@ export function evaluateSource(
   if (isComputed(source, "template")) {
     return { found: true, value: renderTemplate(source.template, doc) };
   }
+  const parts = concatPartsOf(source);
+  if (parts !== undefined) {
+    return { found: true, value: concatText(parts.map((part, index) => partValue(part, index, doc))) };
+  }
   return { found: true, value: source as Json };
+}
+
+/**
+ * A `concat` part's value. A bare `$` part that selects nothing fails with
+ * `mapping.unresolved`, as a whole-value path does; an optional one without a
+ * default adds nothing.
+ */
+function partValue(part: unknown, index: number, doc: Record<string, unknown>): Json {
+  const result = evaluateSource(part, doc);
+  if (result.found) {
+    return result.value;
+  }
+  if (typeof part === "string") {
+    throw unresolvedPath(`concat.${index}`, part, doc);
+  }
+  return "";
 }
 
 /**
@@ -168,6 +190,13 @@ function evaluateOutputSource(source: unknown, calleeOutput: Json): { found: tru
   if (isComputed(source, "template")) {
     return { found: true, value: renderTemplate(source.template, calleeOutput) };
   }
+  const parts = concatPartsOf(source);
+  if (parts !== undefined) {
+    // As an absent path leaves its target unwritten, so does a concat with an absent part.
+    const results = parts.map((part) => evaluateOutputSource(part, calleeOutput));
+    const values = results.flatMap((result) => (result.found ? [result.value] : []));
+    return values.length === results.length ? { found: true, value: concatText(values) } : { found: false };
+  }
   return { found: true, value: source as Json };
 }
 
@@ -204,11 +233,18 @@ function defineMember(record: JsonObject, key: string, value: Json): void {
   Object.defineProperty(record, key, { value, enumerable: true, writable: true, configurable: true });
 }
 
-/** Codes that say an expression ran out of its budget: they keep their name through a mapping. */
-const BUDGET_CODES: ReadonlySet<string> = new Set([
+/**
+ * Codes that keep their name through a mapping: an expression out of its
+ * budget, and the mapping's own (`mapping.unresolved` of a `concat` part routes
+ * a plan to its fallback as a whole-value path's does).
+ */
+const KEPT_CODES: ReadonlySet<string> = new Set([
   "expr.budget_exceeded",
   "template.budget_exceeded",
   "template.too_deep",
+  "mapping.unresolved",
+  "mapping.not_text",
+  "mapping.too_large",
 ]);
 
 function withPath<T>(path: string, fn: () => T): T {
@@ -216,7 +252,7 @@ function withPath<T>(path: string, fn: () => T): T {
     return fn();
   } catch (error) {
     if (error instanceof EngineError) {
-      const code = BUDGET_CODES.has(error.code) ? error.code : "mapping.failed";
+      const code = KEPT_CODES.has(error.code) ? error.code : "mapping.failed";
       throw new EngineError(code, `${path}: ${error.message}`, { retryable: false, cause: error });
     }
     throw error;

@@ -106,7 +106,11 @@ export const DEFINITION_PARTS: [z.ZodType, string, string][] = [
   [Reference, "Reference", 'A reference: "id" (latest at run start) or "id@3" (pinned).'],
   [RetryPolicy, "RetryPolicy", "Exponential backoff; max_delay_ms must not be less than initial_delay_ms."],
   [JsonSchema, "JsonSchema", "A JSON Schema (draft 2020-12), checked at registration."],
-  [InputMapping, "InputMapping", '{ "<field>": <source> }: a "$…" JSONPath, { "expr" }, { "template" } or a literal.'],
+  [
+    InputMapping,
+    "InputMapping",
+    '{ "<field>": <source> }: a "$…" JSONPath, { "expr" }, { "template" }, { "path", "default" | "optional" }, { "concat" } or a literal.',
+  ],
   [OutputMapping, "OutputMapping", '{ "state.…" | "output.…": <source> }: writes the callee\'s output.'],
   [JsonValue, "JsonValue", "any JSON value"],
   ...(Object.keys(ACTION_IMPLEMENTATIONS) as ActionKind[]).map((kind): [z.ZodType, string, string] => [

@@ -38,11 +38,19 @@ describe("plan references", () => {
     expect(compiledPath(reference)).toBe(path);
   });
 
-  it("tells literals, whole references and embedded references apart", ({ expect }) => {
+  it("tells literals, whole references, text with references and refused ones apart", ({ expect }) => {
     expect(parseDependencyArg("plain")).toEqual({ kind: "literal", value: "plain" });
     expect(parseDependencyArg(5)).toEqual({ kind: "literal", value: 5 });
-    expect(parseDependencyArg("id=${step[0].data.id}").kind).toBe("embedded");
-    expect(parseDependencyArg({ nested: "${step[0].data.id}" }).kind).toBe("embedded");
+    expect(parseDependencyArg("id=${step[0].data.id}!")).toEqual({
+      kind: "template",
+      parts: [
+        { kind: "text", text: "id=" },
+        { kind: "ref", ref: { source: { kind: "step", step: 0 }, segments: [{ kind: "name", name: "id" }] } },
+        { kind: "text", text: "!" },
+      ],
+    });
+    expect(parseDependencyArg({ nested: "${step[0].data.id}" }).kind).toBe("unsupported");
+    expect(parseDependencyArg("id=${step[0].id}").kind).toBe("unsupported");
     const isStep = (id: string) => id === "step-01";
     expect(parsePlaceholderArg("$5.00", isStep)).toEqual({ kind: "literal", value: "$5.00" });
     expect(parsePlaceholderArg("$step-01.items[*].id", isStep)).toEqual({
@@ -51,6 +59,13 @@ describe("plan references", () => {
         source: { kind: "step", step: "step-01" },
         segments: [{ kind: "name", name: "items" }, { kind: "wildcard" }, { kind: "name", name: "id" }],
       },
+    });
+    expect(parsePlaceholderArg("$5 for $step-01.price", isStep)).toMatchObject({
+      kind: "template",
+      parts: [
+        { kind: "text", text: "$5 for " },
+        { kind: "ref", ref: { source: { kind: "step", step: "step-01" } } },
+      ],
     });
     expect(parsePlaceholderArg("$input.user", isStep)).toMatchObject({
       kind: "ref",

@@ -1,0 +1,75 @@
+import { describe, it } from "vitest";
+import { parse } from "yaml";
+import { z } from "zod";
+import dependencyPlan from "../../examples/plan-dependency.yaml?raw";
+import placeholderPlan from "../../examples/plan-placeholder.yaml?raw";
+import planTools from "../../examples/plan-tools.yaml?raw";
+import saga from "../../examples/saga.yaml?raw";
+import { CompensationView, JsonValue } from "../../schemas/index.ts";
+import { api, register, resultsOf, waitForRun } from "./helpers.ts";
+
+/**
+ * The plan and saga examples (examples/), as files, against the local HTTP
+ * target and MCP server in workerd. The end-to-end suite runs them through the
+ * CLI commands their headers list (test/e2e/examples.test.mjs); this checks
+ * what they are meant to show.
+ */
+
+const Echoed = z.object({ query: z.record(z.string(), JsonValue), body: JsonValue });
+
+async function runExamplePlan(text: string) {
+  await register(parse(planTools));
+  const response = await api("POST", "/v1/plans", parse(text));
+  if (response.status !== 201) {
+    throw new Error(JSON.stringify(response.json));
+  }
+  return waitForRun(String(response.json.run_id));
+}
+
+describe("the plan and saga examples", () => {
+  it("plan-dependency.yaml joins both users' repos into one query parameter", async ({ expect }) => {
+    const run = await runExamplePlan(dependencyPlan);
+    expect(run.status).toBe("completed");
+    const results = resultsOf(run);
+    expect(results.map((result) => result.success)).toEqual([true, true, true, true]);
+    const repos = ["ada", "grace"].flatMap((user) => [1, 2, 3].map((n) => `${user}-repo-${n}`));
+    expect(Echoed.parse(results[2]?.data).query).toEqual({ q: `repo in (${repos.join(",")})` });
+    expect(Echoed.parse(results[3]?.data).body).toMatchObject({
+      text: "Searched the repos of User ada and User grace",
+      repos: repos.slice(0, 3),
+    });
+  });
+
+  it("plan-placeholder.yaml expands over the repos, fans out, and skips the fallback", async ({ expect }) => {
+    const run = await runExamplePlan(placeholderPlan);
+    expect(run.status).toBe("completed");
+    const results = resultsOf(run);
+    expect(results.map((result) => [result.step, result.success])).toEqual([
+      ["step-01", true],
+      ["step-02", true],
+      ["step-03", true],
+      ["step-99", false],
+    ]);
+    const notified = z.array(Echoed).parse(results[2]?.data);
+    expect(notified.map((call) => call.body)).toEqual(
+      [1, 2, 3].map((n) => ({ text: `Echo: checking ada-repo-${n} of User ada` })),
+    );
+    expect(results[3]?.error?.code).toBe("plan.step_skipped");
+  });
+
+  it("saga.yaml fails at ship and undoes the charge, then the reservation", async ({ expect }) => {
+    await register(parse(saga));
+    const started = await api("POST", "/v1/workflows/saga/runs", { input: { order: "o-17", amount: 42 } });
+    expect(started.status).toBe(201);
+    const run = await waitForRun(String(started.json.run_id), (view) => view.compensation?.status === "completed");
+    expect(run.status).toBe("failed");
+    expect(run.error.node).toBe("ship");
+    const compensation = CompensationView.parse(run.compensation);
+    expect(compensation.trigger).toBe("on_failure");
+    // Listed in order of completion; the compensation ran them from the last.
+    expect(compensation.undos.map((undo) => [undo.node, undo.action, undo.status])).toEqual([
+      ["reserve", "http saga-release@1", "completed"],
+      ["charge", "http saga-refund@1", "completed"],
+    ]);
+  });
+});
