@@ -77,6 +77,15 @@ export class Draft {
   readonly snapshot: RunSnapshot;
   readonly now: number;
   readonly random: () => number;
+  /**
+   * Whether the event began with the run `running` or `waiting`: every node
+   * that was ready then had started (each decision ends by starting what is
+   * ready, nodes.ts `startReadyNodes`), so only the nodes whose status this
+   * event changes ({@link statusChanged}) and their dependents can be ready now.
+   */
+  readonly fromActive: boolean;
+  /** Nodes whose status this event changed, in order (repeats allowed). */
+  readonly statusChanged: string[] = [];
   /** Nodes whose invocation list this draft has copied and may update in place. */
   private readonly ownedInvocations = new Set<string>();
   /** Dispatch token → invocation, built on first use and kept current by setInvocation. */
@@ -92,6 +101,7 @@ export class Draft {
     this.record = { ...state.record };
     this.nodes = { ...state.nodes };
     this.snapshot = context.snapshot;
+    this.fromActive = state.record.status === "running" || state.record.status === "waiting";
     this.now = context.now;
     this.random = context.random;
   }
@@ -123,8 +133,12 @@ export class Draft {
   }
 
   setNode(nodeId: string, patch: Partial<NodeRecord>): NodeRecord {
-    const next = { ...this.node(nodeId), ...patch };
+    const before = this.node(nodeId);
+    const next = { ...before, ...patch };
     this.nodes[nodeId] = next;
+    if (next.status !== before.status) {
+      this.statusChanged.push(nodeId);
+    }
     if (patch.invocations !== undefined) {
       // A list from elsewhere: copy it before changing an item, and re-index its tokens.
       this.ownedInvocations.delete(nodeId);

@@ -17,6 +17,7 @@ import {
 } from "../schemas/index.ts";
 import { journalChoices } from "./choices.ts";
 import { closeInvocation, isOpen, type Draft } from "./draft.ts";
+import { topologyOf } from "./topology.ts";
 
 /**
  * A node's life: started when its dependencies settle (or skipped), one task
@@ -42,42 +43,60 @@ export function isSettled(node: NodeRecord, definition: NodeDefinition): boolean
  * `when` decides. Once the run is failing, nothing new starts.
  */
 export function startReadyNodes(draft: Draft): void {
-  const order = dependencyOrder(draft.workflow);
-  let settled = true;
-  // Only a node that settles as it starts (skipped, or nothing to run) can make
-  // another ready: repeat until a pass settles none.
-  while (settled && draft.record.error === null) {
-    settled = false;
-    for (const [nodeId, definition, dependencies] of order) {
-      const node = draft.nodes[nodeId];
-      if (node?.status !== "pending" || node.iterations > 0 || !allSettled(draft, dependencies)) {
-        continue;
-      }
-      if (dependencies.length > 0 && dependencies.every((id) => draft.nodes[id]?.status === "skipped")) {
-        skipNode(draft, nodeId, "all dependencies were skipped");
-      } else {
-        draft.setNode(nodeId, { started_at: draft.now });
-        if (startIteration(draft, nodeId, definition)) {
-          completeIteration(draft, nodeId);
+  const { order, index, dependents } = topologyOf(draft.workflow);
+  let pass = new Uint8Array(order.length);
+  if (draft.fromActive) {
+    // Only what this event changed can be ready (Draft.fromActive): those nodes and their dependents.
+    for (const nodeId of draft.statusChanged) {
+      for (const candidate of [index.get(nodeId), ...(dependents.get(nodeId) ?? [])]) {
+        if (candidate !== undefined) {
+          pass[candidate] = 1;
         }
       }
-      settled ||= isSettled(draft.node(nodeId), definition);
     }
+  } else {
+    pass.fill(1);
+  }
+  // Passes in definition order: a node that settles as it starts (skipped, or
+  // nothing to run) may make others ready, later in this pass or in the next.
+  while (pass.includes(1) && draft.record.error === null) {
+    const next = new Uint8Array(order.length);
+    for (let position = 0; position < order.length; position += 1) {
+      const entry = order[position];
+      if (pass[position] === 0 || entry === undefined) {
+        continue;
+      }
+      const [nodeId, definition, dependencies] = entry;
+      if (startIfReady(draft, nodeId, definition, dependencies)) {
+        for (const dependent of dependents.get(nodeId) ?? []) {
+          (dependent > position ? pass : next)[dependent] = 1;
+        }
+      }
+    }
+    pass = next;
   }
 }
 
-type DependencyOrder = readonly (readonly [string, NodeDefinition, readonly string[]])[];
-
-/** Each workflow's nodes with their dependencies, in definition order: built once per definition, not per event. */
-const dependencyOrders = new WeakMap<Draft["workflow"], DependencyOrder>();
-
-function dependencyOrder(workflow: Draft["workflow"]): DependencyOrder {
-  let order = dependencyOrders.get(workflow);
-  if (order === undefined) {
-    order = Object.entries(workflow.nodes).map(([id, node]) => [id, node, node.depends_on ?? []] as const);
-    dependencyOrders.set(workflow, order);
+/** Starts (or skips) the node if it is ready; returns whether it settled doing so. */
+function startIfReady(
+  draft: Draft,
+  nodeId: string,
+  definition: NodeDefinition,
+  dependencies: readonly string[],
+): boolean {
+  const node = draft.nodes[nodeId];
+  if (node?.status !== "pending" || node.iterations > 0 || !allSettled(draft, dependencies)) {
+    return false;
   }
-  return order;
+  if (dependencies.length > 0 && dependencies.every((id) => draft.nodes[id]?.status === "skipped")) {
+    skipNode(draft, nodeId, "all dependencies were skipped");
+  } else {
+    draft.setNode(nodeId, { started_at: draft.now });
+    if (startIteration(draft, nodeId, definition)) {
+      completeIteration(draft, nodeId);
+    }
+  }
+  return isSettled(draft.node(nodeId), definition);
 }
 
 function allSettled(draft: Draft, nodeIds: readonly string[]): boolean {

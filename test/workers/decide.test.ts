@@ -468,6 +468,27 @@ describe("conditions and skips", () => {
     expect(decision.state.record.status).toBe("completed");
   });
 
+  it("a result that starts a skip cascade settles it all, dependents defined before their dependency included", ({
+    expect,
+  }) => {
+    // Definition order c, d, a, b: c waits on b, which is defined after it; d is independent and still running.
+    const run = makeRun({
+      c: { depends_on: ["b"] },
+      d: {},
+      a: {},
+      b: { depends_on: ["a"], when: "false" },
+    });
+    expect(nodeIdsOf(startRun(run))).toEqual(["d", "a"]);
+    // The run is running: this result's event looks only at what it changed and what depends on that.
+    const decision = run.succeed(run.token("a"));
+    expect(bodiesOf(decision, "node.skipped")).toEqual([
+      { node: "b", reason: "when is false: false" },
+      { node: "c", reason: "all dependencies were skipped" },
+    ]);
+    expect(decision.state.record.status).toBe("running");
+    expect(run.succeed(run.token("d")).state.record.status).toBe("completed");
+  });
+
   it("a node with one skipped and one completed dependency runs", ({ expect }) => {
     const run = makeRun({ a: { when: "false" }, b: {}, c: { depends_on: ["a", "b"] } });
     expect(nodeIdsOf(startRun(run))).toEqual(["b"]);
