@@ -38,12 +38,16 @@ export class RunStore implements IndexOutbox {
   private readonly sql: SqlStorage;
   /** Whether the context blob exists (a run stored by an older version keeps the context in its record). */
   private contextStored = false;
+  /** How many chunks each blob has in storage, once this instance knows (read or written it). */
+  private readonly chunks = new Map<string, number>();
 
   constructor(sql: SqlStorage) {
     this.sql = sql;
+    // Node and invocation rows are small and rewritten in place by every event: WITHOUT ROWID keeps
+    // each in one B-tree (no separate key index to update). Tables of objects created before keep theirs.
     sql.exec(`CREATE TABLE IF NOT EXISTS blobs (key TEXT NOT NULL, chunk INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (key, chunk));
-      CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, data TEXT NOT NULL);
-      CREATE TABLE IF NOT EXISTS invocations (node TEXT NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (node, idx));
+      CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS invocations (node TEXT NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (node, idx)) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, entry TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS journal_unsigned (seq INTEGER PRIMARY KEY, fields TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS index_outbox (k INTEGER PRIMARY KEY CHECK (k = 0), seq INTEGER NOT NULL,
@@ -117,7 +121,11 @@ export class RunStore implements IndexOutbox {
         continue;
       }
       const { invocations, ...rest } = node;
-      this.sql.exec("INSERT OR REPLACE INTO nodes (id, data) VALUES (?, ?)", id, JSON.stringify(rest));
+      this.sql.exec(
+        "INSERT INTO nodes (id, data) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET data = excluded.data",
+        id,
+        JSON.stringify(rest),
+      );
       if (previous && previous.invocations.length > invocations.length) {
         this.sql.exec("DELETE FROM invocations WHERE node = ? AND idx >= ?", id, invocations.length);
       }
@@ -128,7 +136,11 @@ export class RunStore implements IndexOutbox {
       });
     }
     // A wave of a hundred dispatches or results is one call into SQLite, not a hundred.
-    this.insertRows("INSERT OR REPLACE INTO invocations (node, idx, data)", changed);
+    this.insertRows(
+      "INSERT INTO invocations (node, idx, data)",
+      changed,
+      "ON CONFLICT (node, idx) DO UPDATE SET data = excluded.data",
+    );
   }
 
   appendJournal(entries: readonly JournalEntry[]): void {
@@ -144,10 +156,11 @@ export class RunStore implements IndexOutbox {
    * re-renders stored JSON), in batches of at most BATCH_CHARS; a row larger
    * than that goes on its own with plain parameters.
    */
-  private insertRows(insert: string, rows: readonly (readonly (string | number)[])[]): void {
+  private insertRows(insert: string, rows: readonly (readonly (string | number)[])[], onConflict = ""): void {
     const width = rows[0]?.length ?? 0;
-    const single = `${insert} VALUES (${Array.from({ length: width }, () => "?").join(", ")})`;
-    const batch = `${insert} SELECT ${Array.from({ length: width }, (_, column) => `value ->> ${column}`).join(", ")} FROM json_each(?)`;
+    const single = `${insert} VALUES (${Array.from({ length: width }, () => "?").join(", ")}) ${onConflict}`;
+    // `WHERE true` lets SQLite read an ON CONFLICT clause after a SELECT.
+    const batch = `${insert} SELECT ${Array.from({ length: width }, (_, column) => `value ->> ${column}`).join(", ")} FROM json_each(?) WHERE true ${onConflict}`;
     let pending: (readonly (string | number)[])[] = [];
     let pendingChars = 0;
     const flush = () => {
@@ -260,6 +273,11 @@ export class RunStore implements IndexOutbox {
 
   private putJson(key: string, value: unknown): void {
     const text = JSON.stringify(value);
+    if (text.length <= CHUNK_CHARS && this.chunks.get(key) === 1) {
+      // One chunk before and after (the usual case): the row is rewritten in place.
+      this.sql.exec("UPDATE blobs SET data = ? WHERE key = ? AND chunk = 0", text, key);
+      return;
+    }
     this.sql.exec("DELETE FROM blobs WHERE key = ?", key);
     let start = 0;
     let chunk = 0;
@@ -273,10 +291,12 @@ export class RunStore implements IndexOutbox {
       start = end;
       chunk += 1;
     } while (start < text.length);
+    this.chunks.set(key, chunk);
   }
 
   private getJson(key: string): unknown {
     const rows = this.sql.exec<{ data: string }>("SELECT data FROM blobs WHERE key = ? ORDER BY chunk", key).toArray();
+    this.chunks.set(key, rows.length);
     return rows.length === 0 ? undefined : (JSON.parse(rows.map((row) => row.data).join("")) as unknown);
   }
 }

@@ -185,6 +185,47 @@ describe("RunStore", () => {
     expect(seen.afterContext?.context).toEqual({ input: { big: "z".repeat(1000) }, state: {}, output: { done: true } });
   });
 
+  it("rewrites a one-chunk context in place, and keeps it whole as it grows past one chunk and shrinks back", async ({
+    expect,
+  }) => {
+    const initial = newRunState(
+      {
+        run_id: "run_grow",
+        snapshot: SNAPSHOT,
+        input: {},
+        mode: "auto",
+        idempotency_key: null,
+        request_hash: "h",
+        created_by: "token:t",
+      },
+      1,
+    );
+    const withState = (before: RunState, state: Record<string, string>): RunState => ({
+      ...before,
+      record: { ...before.record, context: { ...before.record.context, state } },
+    });
+    const seen = await withStore((open) => {
+      const store = open();
+      store.create(initial, SNAPSHOT);
+      const sql = (store as unknown as { sql: SqlStorage }).sql;
+      const chunks = () => sql.exec("SELECT chunk FROM blobs WHERE key = 'context'").toArray().length;
+      const small = withState(initial, { a: "x" });
+      store.save(initial, small);
+      const big = withState(small, { a: "y".repeat(1_200_000) }); // three chunks of 500,000 characters
+      store.save(small, big);
+      const grown = { chunks: chunks(), state: open().load()?.state.record.context.state };
+      const back = withState(big, { a: "z" });
+      store.save(big, back);
+      const again = withState(back, { a: "w" }); // in place: one chunk before and after
+      store.save(back, again);
+      return { grown, chunks: chunks(), state: open().load()?.state.record.context.state };
+    });
+    expect(seen.grown.chunks).toBe(3);
+    expect(seen.grown.state).toEqual({ a: "y".repeat(1_200_000) });
+    expect(seen.chunks).toBe(1);
+    expect(seen.state).toEqual({ a: "w" });
+  });
+
   it("loads a run stored with its context inside the record (before the split) and splits it on the next save", async ({
     expect,
   }) => {
