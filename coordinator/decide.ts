@@ -209,7 +209,7 @@ function onWake(draft: Draft, live: LiveWork, budget: WakeBudget): void {
       // Re-read each invocation: an earlier timeout in this loop may have failed its
       // node or, with fail_fast, cancelled it, and a stale copy would be acted on twice.
       const invocation = draft.invocation(nodeId, index);
-      if (invocation) {
+      if (invocation?.status === "running" || invocation?.status === "retrying") {
         checkInvocationTimers(draft, nodeId, invocation, live);
       }
     }

@@ -3,7 +3,14 @@ import { canonicalProblem } from "../lib/journal/canonical.ts";
 import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
-import type { ActionKind, CallAttempt, ResolvedAction, Json, JsonObject } from "../schemas/index.ts";
+import {
+  ACTION_TRAITS,
+  type ActionKind,
+  type CallAttempt,
+  type ResolvedAction,
+  type Json,
+  type JsonObject,
+} from "../schemas/index.ts";
 import { ACTION_HANDLERS, type ActionContext, type ResolvedActionOf } from "./actions/index.ts";
 
 /** An action call's bound when the action sets no `execution.timeout_ms`: 30 seconds. */
@@ -176,6 +183,15 @@ async function callOnce(
   input: Json,
   options: InvokeOptions & { note: (detail: JsonObject) => void },
 ): Promise<Json> {
+  if (!ACTION_TRAITS[action.kind].waitsOnIo) {
+    // Pure computation (a `context` step) runs to its end in this turn: no timer could
+    // interrupt it, and its work budget bounds it. The task's signal is all it needs.
+    return runHandler(action.kind, action, input, {
+      ...options.context,
+      signal: options.taskSignal,
+      note: options.note,
+    });
+  }
   const timeoutMs = action.execution?.timeout_ms ?? DEFAULT_ACTION_TIMEOUT_MS;
   const signal = AbortSignal.any([options.taskSignal, options.clock.timeout(timeoutMs)]);
   const context = { ...options.context, signal, note: options.note };
