@@ -24,6 +24,8 @@ export const INDEX_RETRY_MAX_MS = 5 * 60_000;
  * instance that dies before the write lands still wakes to write it again.
  */
 export const INDEX_BACKSTOP_MS = 30_000;
+/** How long a row of a run that has not ended waits before it is written, for a newer one to replace it. */
+export const INDEX_COALESCE_MS = 50;
 /** Error messages are cut to this many characters in the index (the run itself keeps the whole message). */
 const INDEX_MESSAGE_CHARS = 500;
 
@@ -116,6 +118,8 @@ export interface RunIndexDeps {
   wakes: Pick<WakeScheduler, "setAlarm" | "holdReleased">;
   /** @default Date.now */
   now?: () => number;
+  /** @default INDEX_COALESCE_MS */
+  coalesceMs?: number;
 }
 
 /** Writes the run's staged index rows to D1, one write at a time, off the run's path. */
@@ -130,14 +134,20 @@ export class RunIndexSync {
    * commit, on load and when the alarm fires; never awaited by the run.
    */
   flush(): void {
-    if (this.writing || this.staged() === null) {
+    const staged = this.writing ? null : this.staged();
+    if (staged === null) {
       return;
     }
     this.writing = true;
+    // A run that has not ended writes its row a moment later: a short run's `running`
+    // row is then replaced by its final one before it is written (one D1 write, not two).
+    const settle = isTerminal(staged.row.status) ? null : (this.deps.coalesceMs ?? INDEX_COALESCE_MS);
     this.deps.waitUntil(
-      this.writeStaged().finally(() => {
-        this.writing = false;
-      }),
+      (settle === null ? Promise.resolve() : new Promise((resolve) => setTimeout(resolve, settle)))
+        .then(() => this.writeStaged())
+        .finally(() => {
+          this.writing = false;
+        }),
     );
   }
 

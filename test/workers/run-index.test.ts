@@ -1,7 +1,14 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { describe, it, vi } from "vitest";
-import { INDEX_BACKSTOP_MS, toIndexRow, upsertIndexRow } from "../../coordinator/run-index.ts";
+import {
+  INDEX_BACKSTOP_MS,
+  RunIndexSync,
+  toIndexRow,
+  upsertIndexRow,
+  type IndexOutbox,
+  type StagedIndexRow,
+} from "../../coordinator/run-index.ts";
 import type { RunRecord, RunSummary } from "../../schemas/index.ts";
 import { encodeCursor } from "../../src/run-list.ts";
 import type { TrellisApi } from "../../src/rpc.ts";
@@ -299,6 +306,60 @@ describe("the index never blocks a run and catches up after failed writes", () =
     // Written: the run keeps no alarm for the index any more.
     await vi.waitUntil(async () => (await storedAlarm(runId)) === null, { timeout: 10_000 });
     expect(await verified(runId)).toBe(true);
+  });
+
+  it("a row staged while an unfinished run's row waits to be written replaces it: one write, the final row", async ({
+    expect,
+  }) => {
+    const id = uniqueId("once");
+    // Every write of this workflow's rows is counted, by the database itself.
+    const table = `writes_${id.replaceAll("-", "_")}`;
+    await env.RUN_INDEX.prepare(`CREATE TABLE ${table} (status TEXT)`).run();
+    for (const event of ["INSERT", "UPDATE"]) {
+      await env.RUN_INDEX.prepare(
+        `CREATE TRIGGER ${table}_${event.toLowerCase()} AFTER ${event} ON runs
+         WHEN NEW.workflow_id = '${id}' BEGIN INSERT INTO ${table} VALUES (NEW.status); END`,
+      ).run();
+    }
+    // The coordinator's outbox, as its storage keeps it: one staged row at a time.
+    let staged: StagedIndexRow | null = null;
+    const outbox: IndexOutbox = {
+      stagedIndexRow: () => staged,
+      indexRowWritten: (seq) => {
+        staged = staged?.row.seq === seq ? null : staged;
+      },
+      indexRowFailed: () => undefined,
+    };
+    const pending: Promise<unknown>[] = [];
+    const sync = new RunIndexSync({
+      outbox,
+      db: env.RUN_INDEX,
+      waitUntil: (promise) => pending.push(promise),
+      wakes: { setAlarm: async () => undefined, holdReleased: async () => undefined },
+      coalesceMs: 200,
+    });
+    const record = (status: RunRecord["status"], seq: number) =>
+      toIndexRow({
+        run_id: `run_${id}`,
+        workflow: { id, version: 1 },
+        status,
+        mode: "auto",
+        parent: null,
+        created_by: "token:test",
+        created_at: 1,
+        updated_at: seq,
+        error: null,
+        journal_seq: seq,
+      } as unknown as RunRecord);
+    staged = { row: record("running", 3), attempts: 0, retry_at: null };
+    sync.flush();
+    // The run ends before its running row was written: the final row is staged in its place.
+    staged = { row: record("completed", 9), attempts: 0, retry_at: null };
+    sync.flush();
+    await Promise.all(pending);
+    const writes = await env.RUN_INDEX.prepare(`SELECT status FROM ${table}`).all<{ status: string }>();
+    expect(writes.results.map((row) => row.status)).toEqual(["completed"]);
+    expect(staged).toBeNull();
   });
 
   it("a write in flight holds the run's alarm no further out than the backstop, and releases it once written", async ({
