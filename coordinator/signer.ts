@@ -10,6 +10,8 @@ import type { RunStore, UnsignedEntry } from "./storage.ts";
  * at once, sign first: there the extra commit costs more than it saves.
  */
 const DEFER_SIGNING_MIN_CALLS = 2;
+/** How long a wide wave's entries wait, once its calls are sent, before they are signed. */
+const SIGN_AFTER_SEND_MS = 10;
 
 /** What the signer needs of its Durable Object. */
 export interface SignerDeps {
@@ -106,7 +108,9 @@ export class JournalSigner {
     });
     this.unsigned.push(...journal);
     send();
-    await new Promise((resolve) => setTimeout(resolve, 0)); // let the executor calls start first
+    // Signing waits a moment: the wave's executor calls and their requests go out first (locally
+    // they share this thread; a fan-out of 100 measured 181 → 165 ms median with 10 ms, not 0).
+    await new Promise((resolve) => setTimeout(resolve, SIGN_AFTER_SEND_MS));
     return this.signUnsigned(runId);
   }
 
