@@ -31,10 +31,16 @@ export async function startWaitPeer() {
     if (url.startsWith("/wait")) {
       if (arrived.length < MAX_LOG) arrived.push(Date.now());
       const ms = Math.min(MAX_WAIT_MS, Math.max(0, Number(new URL(url, "http://peer").searchParams.get("ms")) || 0));
-      setTimeout(() => {
+      const answer = () => {
         if (answered.length < MAX_LOG) answered.push(Date.now());
         res.writeHead(200, { "content-type": "application/json" }).end(`{"waited":${ms}}`);
-      }, ms);
+      };
+      // ms=0 answers at once: Node's setTimeout(…, 0) waits at least 1 ms, which the http chain would count per node.
+      if (ms === 0) {
+        answer();
+      } else {
+        setTimeout(answer, ms);
+      }
     } else if (url === "/log") {
       res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ arrived, answered }));
     } else if (url === "/log/clear" && req.method === "POST") {
