@@ -24,7 +24,7 @@ export const INDEX_RETRY_MAX_MS = 5 * 60_000;
  * instance that dies before the write lands still wakes to write it again.
  */
 export const INDEX_BACKSTOP_MS = 30_000;
-/** How long a row of a run that has not ended waits before it is written, for a newer one to replace it. */
+/** How long a staged row waits before it is written, for a newer one to replace it. */
 export const INDEX_COALESCE_MS = 50;
 /** Error messages are cut to this many characters in the index (the run itself keeps the whole message). */
 const INDEX_MESSAGE_CHARS = 500;
@@ -139,11 +139,12 @@ export class RunIndexSync {
       return;
     }
     this.writing = true;
-    // A run that has not ended writes its row a moment later: a short run's `running`
-    // row is then replaced by its final one before it is written (one D1 write, not two).
-    const settle = isTerminal(staged.row.status) ? null : (this.deps.coalesceMs ?? INDEX_COALESCE_MS);
+    // The row is written a moment later: a short run's `running` row is then replaced by
+    // its final one before it is written (one D1 write, not two), and the write stays
+    // out of the way of the work its commit just released (the dispatches, the answer).
+    const settle = this.deps.coalesceMs ?? INDEX_COALESCE_MS;
     this.deps.waitUntil(
-      (settle === null ? Promise.resolve() : new Promise((resolve) => setTimeout(resolve, settle)))
+      new Promise((resolve) => setTimeout(resolve, settle))
         .then(() => this.writeStaged())
         .finally(() => {
           this.writing = false;
