@@ -14,14 +14,15 @@ const TaskGroupEnvelope = TaskGroup.extend({ tasks: z.record(z.string(), z.unkno
 const TaskPayloadEnvelope = TaskPayload.extend({ task: z.unknown() });
 
 /**
- * Task definitions this isolate has checked, by their exact JSON text. A run
+ * Task definitions this isolate has checked, by their exact JSON text, with the
+ * JSON text of what the check returned. A run
  * sends the same task with every dispatch (each node of a chain, each item of
  * a foreach, each retry), and checking a definition is most of what reading
  * a group costs; its JSON text is a fraction of that. Same text, same
  * definition, same verdict: a task is still checked in full the first time
  * each isolate sees it, and nothing is trusted that was not.
  */
-const checked = new Map<string, ResolvedTask>();
+const checked = new Map<string, string>();
 
 /** A task group checked against its schema, or the details of what is wrong with it. */
 export function checkTaskGroup(group: unknown): { group: TaskGroup } | { details: ErrorDetail[] } {
@@ -58,14 +59,16 @@ function checkTask(task: unknown): { task: ResolvedTask } | { issues: z.core.$Zo
   const text = jsonText(task);
   const remembered = text === null ? undefined : checked.get(text);
   if (remembered !== undefined) {
-    return { task: remembered };
+    // A fresh copy of what the check returned: nothing one dispatch does to its task
+    // (the JSON Schema validator memoizes on schema objects) reaches another run's.
+    return { task: JSON.parse(remembered) as ResolvedTask };
   }
   const parsed = ResolvedTask.safeParse(task);
   if (!parsed.success) {
     return { issues: parsed.error.issues };
   }
   if (text !== null && text.length <= MAX_REMEMBERED_TASK_CHARS) {
-    setBounded(checked, text, parsed.data, MAX_CHECKED_TASKS);
+    setBounded(checked, text, JSON.stringify(parsed.data), MAX_CHECKED_TASKS);
   }
   return { task: parsed.data };
 }
