@@ -1,7 +1,7 @@
 import { MAX_TASK_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
 import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../lib/journal/canonical.ts";
 import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
-import { toUnsignableResult, type TaskPayload, type TaskResult } from "../schemas/index.ts";
+import { ACTION_TRAITS, toUnsignableResult, type TaskPayload, type TaskResult } from "../schemas/index.ts";
 import type { ActionContext } from "./actions/index.ts";
 import { runSteps, type StepTally } from "./step-loop.ts";
 import { SYSTEM_CLOCK, type Clock } from "./invoke.ts";
@@ -43,7 +43,10 @@ async function runToResult(payload: TaskPayload, deps: RunTaskDeps): Promise<Tas
 async function runWithTally(payload: TaskPayload, deps: RunTaskDeps, tally: StepTally): Promise<TaskResult> {
   const clock = deps.clock ?? SYSTEM_CLOCK;
   const started = clock.now();
-  const signal = clock.timeout(payload.timeout_ms);
+  // A task of pure computation (only `context` steps) runs to its end without waiting
+  // on anything: no timer could interrupt it, so it sets none (its work budget bounds it).
+  const waits = payload.task.steps.some((step) => ACTION_TRAITS[step.action.kind].waitsOnIo);
+  const signal = waits ? clock.timeout(payload.timeout_ms) : new AbortController().signal;
   const metrics = () => metricsOf(tally, started, clock.now());
   const start = startOf(payload, signal);
   if (start.resumed !== undefined) {

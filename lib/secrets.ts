@@ -100,7 +100,19 @@ export function undeclaredSecretReason(name: string, declared: ReadonlySet<strin
  * server's token), long enough to scrub ({@link MIN_SCRUBBED_SECRET_CHARS}),
  * longest first so a secret that contains another is replaced whole.
  */
-export function scrubbedSecretValues(env: object): string[] {
+export function scrubbedSecretValues(env: object): readonly string[] {
+  // An isolate's env does not change: its list is worked out once, not for every task.
+  let values = scrubbedByEnv.get(env);
+  if (values === undefined) {
+    values = secretValuesOf(env);
+    scrubbedByEnv.set(env, values);
+  }
+  return values;
+}
+
+const scrubbedByEnv = new WeakMap<object, string[]>();
+
+function secretValuesOf(env: object): string[] {
   const record = env as Record<string, unknown>;
   const values: string[] = [];
   for (const name of [...declaredSecretNames(env), ...ENGINE_SECRET_VALUES]) {
