@@ -40,17 +40,14 @@ interface Decided {
   commands: readonly Command[];
   wakeAt: number | null;
   now: number;
-  /** Entries that precede the commands' own (a new run's `run.created`). */
+  /** Entries that precede the commands' own (a new run's `run.created`), and the nodes replaced (absent: all). */
   lead: readonly UnsignedEntry[];
+  changedNodes?: ReadonlySet<string>;
 }
 
 /** Journal entries returned by one events call. */
 const EVENTS_PAGE = 500;
-/**
- * Journal entries returned by one journal call, at most: a long journal is
- * read in pages (a 1,000-item foreach writes over 2,000 entries), so no
- * single RPC answer grows with the run.
- */
+/** Journal entries returned by one journal call, at most: a long journal is read in pages, no answer grows with the run. */
 export const JOURNAL_PAGE = 1_000;
 
 /**
@@ -320,10 +317,12 @@ export class Coordinator extends DurableObject<Env> {
     let state = before;
     let wakeAt: number | null = null;
     const commands: Command[] = [];
+    const changedNodes = new Set<string>();
     const take = (event: RunEvent) => {
       const decision = decide(state, event, context);
       ({ state, wakeAt } = decision);
       commands.push(...decision.commands);
+      decision.changedNodes.forEach((id) => changedNodes.add(id));
     };
     coalesceResults(events).forEach(take);
     const woken = events.some((event) => event.type === "wake");
@@ -333,7 +332,7 @@ export class Coordinator extends DurableObject<Env> {
       take({ type: "wake", live, budget: budget.left() });
     }
     this.stats.events += events.length;
-    await this.commit({ before, state, snapshot, commands, wakeAt, now, lead: [] }, budget);
+    await this.commit({ before, state, snapshot, commands, wakeAt, now, lead: [], changedNodes }, budget);
   }
 
   /** Commits a decision with its journal entries, sends its work, performs its commands and schedules the next wake. */
@@ -349,7 +348,8 @@ export class Coordinator extends DurableObject<Env> {
       const commit = {
         runId: state.record.run_id,
         journal: [...decided.lead, ...journalOf(commands, new Date(now).toISOString())],
-        save: () => (before === null ? this.store.create(state, snapshot) : this.store.save(before, state)),
+        save: () =>
+          before === null ? this.store.create(state, snapshot) : this.store.save(before, state, decided.changedNodes),
         send: () => {
           this.state = state;
           this.snapshot = snapshot;
@@ -386,8 +386,8 @@ export class Coordinator extends DurableObject<Env> {
   }
 
   private summary(): CreateRunOutcome["run"] {
-    const { record } = this.requireRun();
-    return { run_id: record.run_id, status: record.status, workflow: record.workflow };
+    const { run_id, status, workflow } = this.requireRun().record;
+    return { run_id, status, workflow };
   }
 
   private view(): RunView {

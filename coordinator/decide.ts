@@ -66,6 +66,8 @@ export interface Decision {
   commands: Command[];
   /** When the alarm should next fire, or null for never. */
   wakeAt: number | null;
+  /** The nodes whose records differ from the state decided on (storage writes only these). */
+  changedNodes: ReadonlySet<string>;
 }
 
 type Handlers = { [K in RunEvent["type"]]: (draft: Draft, event: Extract<RunEvent, { type: K }>) => void };
@@ -163,7 +165,12 @@ function decideWithin(state: RunState, event: RunEvent, context: DecideContext):
   // An event that changed nothing in the record (a liveness wake that found
   // everything live) hands the same record back, so storage writes nothing.
   const record = sameFields(draft.record, state.record) ? state.record : draft.record;
-  return { state: { record, nodes: draft.nodes }, commands: draft.commands, wakeAt: nextWakeAt(draft) };
+  return {
+    state: { record, nodes: draft.nodes },
+    commands: draft.commands,
+    wakeAt: nextWakeAt(draft),
+    changedNodes: draft.changedNodes,
+  };
 }
 
 /** Whether two records hold the same value in every field (the draft replaces a field, never edits it in place). */
@@ -204,8 +211,11 @@ function onWake(draft: Draft, live: LiveWork, budget: WakeBudget): void {
     return;
   }
   expireGates(draft);
-  for (const nodeId of Object.keys(draft.nodes)) {
-    for (const { index } of draft.node(nodeId).invocations) {
+  for (const nodeId in draft.nodes) {
+    for (const { index, status } of draft.nodes[nodeId]?.invocations ?? []) {
+      if (status !== "running" && status !== "retrying") {
+        continue; // No timers: nothing this loop does makes an invocation running or retrying.
+      }
       // Re-read each invocation: an earlier timeout in this loop may have failed its
       // node or, with fail_fast, cancelled it, and a stale copy would be acted on twice.
       const invocation = draft.invocation(nodeId, index);

@@ -38,11 +38,17 @@ export const DEFAULT_TASK_TIMEOUT_MS = 15 * 60_000;
  */
 export const DEADLINE_GRACE_MS = 10_000;
 
+const SETTLED_NODE: ReadonlySet<string> = new Set(["completed", "skipped", "cancelled", "failed"]);
+
 export function inFlightCount(draft: Draft): number {
   let count = 0;
-  for (const node of Object.values(draft.nodes)) {
-    for (const invocation of node.invocations) {
-      count += invocation.status === "running" ? 1 : 0;
+  for (const nodeId in draft.nodes) {
+    const node = draft.nodes[nodeId];
+    // A settled node has none running (completing waits for all; failing and cancelling close them).
+    if (node !== undefined && !SETTLED_NODE.has(node.status)) {
+      for (const invocation of node.invocations) {
+        count += invocation.status === "running" ? 1 : 0;
+      }
     }
   }
   return count;

@@ -86,6 +86,8 @@ export class Draft {
   readonly fromActive: boolean;
   /** Nodes whose status this event changed, in order (repeats allowed). */
   readonly statusChanged: string[] = [];
+  /** Every node this event replaced (the only way a node changes): what storage writes. */
+  readonly changedNodes = new Set<string>();
   /** Nodes whose invocation list this draft has copied and may update in place. */
   private readonly ownedInvocations = new Set<string>();
   /** Dispatch token → invocation, built on first use and kept current by setInvocation. */
@@ -136,6 +138,7 @@ export class Draft {
     const before = this.node(nodeId);
     const next = { ...before, ...patch };
     this.nodes[nodeId] = next;
+    this.changedNodes.add(nodeId);
     if (next.status !== before.status) {
       this.statusChanged.push(nodeId);
     }

@@ -53,10 +53,7 @@ export function advance(draft: Draft): void {
     }
     return;
   }
-  const allSettled = Object.entries(draft.nodes).every(([nodeId, node]) =>
-    isSettled(node, draft.nodeDefinition(nodeId)),
-  );
-  if (allSettled) {
+  if (allNodesSettled(draft)) {
     const problems = validateJson(draft.workflow.output_schema, draft.record.context.output, "output");
     if (problems.length > 0) {
       const message = problems.map((problem) => `${problem.path}: ${problem.message}`).join("; ");
@@ -67,6 +64,22 @@ export function advance(draft: Draft): void {
     return;
   }
   refreshActivity(draft, inFlight);
+}
+
+/**
+ * Whether every node is settled. Read from the last node back: downstream nodes come
+ * later in a definition and settle last, so an unsettled one is usually found at once.
+ */
+function allNodesSettled(draft: Draft): boolean {
+  const ids = Object.keys(draft.nodes);
+  for (let position = ids.length - 1; position >= 0; position -= 1) {
+    const id = ids[position];
+    const node = id === undefined ? undefined : draft.nodes[id];
+    if (id === undefined || node === undefined || !isSettled(node, draft.nodeDefinition(id))) {
+      return false;
+    }
+  }
+  return true;
 }
 
 /** `running` while something executes or is ready to; `waiting` while only timers are pending. */

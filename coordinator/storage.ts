@@ -98,8 +98,12 @@ export class RunStore implements IndexOutbox {
     this.save(null, state);
   }
 
-  /** Writes what changed between `before` and `after`. Call inside a storage transaction. */
-  save(before: RunState | null, after: RunState): void {
+  /**
+   * Writes what changed between `before` and `after`: of the nodes, those in `changed`
+   * when the caller knows them (every node a decision replaced), else every node that
+   * is not the same object as before. Call inside a storage transaction.
+   */
+  save(before: RunState | null, after: RunState, changed?: ReadonlySet<string>): void {
     if (before?.record !== after.record) {
       // The run context (input, state, output) grows with the run and changes less
       // often than the record (every event moves journal_seq): it is written apart,
@@ -114,10 +118,11 @@ export class RunStore implements IndexOutbox {
         this.stageIndexRow(toIndexRow(after.record));
       }
     }
-    const changed: [string, number, string][] = [];
-    for (const [id, node] of Object.entries(after.nodes)) {
+    const rows: [string, number, string][] = [];
+    for (const id of changed !== undefined && before !== null ? changed : Object.keys(after.nodes)) {
+      const node = after.nodes[id];
       const previous = before?.nodes[id];
-      if (previous === node) {
+      if (node === undefined || previous === node) {
         continue;
       }
       const { invocations, ...rest } = node;
@@ -131,14 +136,14 @@ export class RunStore implements IndexOutbox {
       }
       invocations.forEach((invocation, index) => {
         if (previous?.invocations[index] !== invocation) {
-          changed.push([id, index, JSON.stringify(invocation)]);
+          rows.push([id, index, JSON.stringify(invocation)]);
         }
       });
     }
     // A wave of a hundred dispatches or results is one call into SQLite, not a hundred.
     this.insertRows(
       "INSERT INTO invocations (node, idx, data)",
-      changed,
+      rows,
       "ON CONFLICT (node, idx) DO UPDATE SET data = excluded.data",
     );
   }
