@@ -38,7 +38,8 @@ export const DEFAULT_TASK_TIMEOUT_MS = 15 * 60_000;
  */
 export const DEADLINE_GRACE_MS = 10_000;
 
-const SETTLED_NODE: ReadonlySet<string> = new Set(["completed", "skipped", "cancelled", "failed"]);
+/** Node statuses after which none of its invocations is open (running, suspended, retrying or pending). */
+export const SETTLED_NODE: ReadonlySet<string> = new Set(["completed", "skipped", "cancelled", "failed"]);
 
 export function inFlightCount(draft: Draft): number {
   let count = 0;
@@ -97,6 +98,9 @@ export function dispatchable(draft: Draft, budget: number): { nodeId: string; in
 export function startPendingChildren(draft: Draft, live: LiveWork, budget: number): number {
   let started = 0;
   for (const [nodeId, node] of Object.entries(draft.nodes)) {
+    if (SETTLED_NODE.has(node.status)) {
+      continue; // its invocations are closed: none waits for a child
+    }
     for (const invocation of node.invocations) {
       const suspension = invocation.suspension;
       const waiting = unstartedChild(invocation);

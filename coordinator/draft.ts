@@ -101,7 +101,7 @@ export class Draft {
 
   constructor(state: RunState, context: DecideContext) {
     this.record = { ...state.record };
-    this.nodes = { ...state.nodes };
+    this.nodes = state.nodes; // copied on the first change (setNode), so a quiet event copies nothing
     this.snapshot = context.snapshot;
     this.fromActive = state.record.status === "running" || state.record.status === "waiting";
     this.now = context.now;
@@ -137,6 +137,9 @@ export class Draft {
   setNode(nodeId: string, patch: Partial<NodeRecord>): NodeRecord {
     const before = this.node(nodeId);
     const next = { ...before, ...patch };
+    if (this.changedNodes.size === 0) {
+      this.nodes = { ...this.nodes }; // the state this draft came from is never changed
+    }
     this.nodes[nodeId] = next;
     this.changedNodes.add(nodeId);
     if (next.status !== before.status) {

@@ -2,7 +2,7 @@ import { validateJson } from "../lib/json-schema.ts";
 import { RUN_STATUS_REASONS, type RunStatus } from "../schemas/index.ts";
 import { hasPendingCleanup } from "./cleanup.ts";
 import { compensationWakeAt } from "./compensation.ts";
-import { dispatchable, inFlightCount } from "./dispatch.ts";
+import { dispatchable, inFlightCount, SETTLED_NODE } from "./dispatch.ts";
 import type { Draft } from "./draft.ts";
 import { isTerminal } from "./lifecycle.ts";
 import { isSettled, startReadyNodes } from "./nodes.ts";
@@ -125,6 +125,9 @@ export function nextWakeAt(draft: Draft): number | null {
   let wakeAt = Math.min(draft.record.deadline_at ?? Number.POSITIVE_INFINITY, nextGateExpiry(draft));
   let outstanding = false;
   for (const node of Object.values(draft.nodes)) {
+    if (SETTLED_NODE.has(node.status)) {
+      continue; // no open invocations: no deadlines, retries or children to ask for
+    }
     for (const invocation of node.invocations) {
       if (invocation.status === "running") {
         outstanding = true;
