@@ -63,11 +63,13 @@ export function dispatchable(draft: Draft, budget: number): { nodeId: string; in
   const runLimit = draft.workflow.max_parallel ?? DEFAULT_MAX_PARALLEL;
   let room = Math.min(budget, runLimit - inFlightCount(draft));
   const picked: { nodeId: string; index: number }[] = [];
-  for (const [nodeId, node] of Object.entries(draft.nodes)) {
+  for (const nodeId in draft.nodes) {
     if (room <= 0) {
       break;
     }
+    const node = draft.nodes[nodeId];
     if (
+      node === undefined ||
       node.invocations.length === 0 ||
       (node.status !== "pending" && node.status !== "running" && node.status !== "waiting")
     ) {
