@@ -137,18 +137,28 @@ async function readTextCapped(response: Response, maxBytes: number): Promise<str
   if (response.body === null || (declared !== null && /^\d+$/.test(declared.trim()))) {
     return response.text();
   }
-  const decoder = new TextDecoder();
-  const parts: string[] = [];
+  // Chunks are collected as bytes and decoded once (a reply is mostly one or two chunks).
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
   let received = 0;
-  for await (const chunk of response.body) {
-    received += chunk.byteLength;
+  for (let next = await reader.read(); !next.done; next = await reader.read()) {
+    received += next.value.byteLength;
     if (received > maxBytes) {
-      throw tooLarge(); // leaving the loop early cancels the stream
+      await reader.cancel();
+      throw tooLarge();
     }
-    parts.push(decoder.decode(chunk, { stream: true }));
+    chunks.push(next.value);
   }
-  parts.push(decoder.decode());
-  return parts.join("");
+  if (chunks.length === 1 && chunks[0] !== undefined) {
+    return new TextDecoder().decode(chunks[0]);
+  }
+  const bytes = new Uint8Array(received);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return new TextDecoder().decode(bytes);
 }
 
 /** `Retry-After` as milliseconds: delta-seconds or an HTTP date. */
