@@ -64,12 +64,17 @@ export async function runCommand(io: Io, workflow: string, options: RunOptions):
     print(io, started, () => `${started.run_id ?? "preview"}  ${started.status}`);
     return 0;
   }
+  return awaitRun(io, started.run_id, options);
+}
+
+/** `--wait` / `--follow` of a run just started (by `run` or `plan`): prints where it ended; exit 0 when it completed. */
+export async function awaitRun(io: Io, runId: string, options: { follow?: boolean }): Promise<Exit> {
   if (!io.json) {
-    io.out.write(`${started.run_id}  started\n`);
+    io.out.write(`${runId}  started\n`);
   }
   const live = Boolean(options.follow) && io.out.isTTY === true && !io.json;
   const lines = Boolean(options.follow) && !live && !io.json;
-  const view = await follow(io.api, started.run_id, { live, lines, out: io.out });
+  const view = await follow(io.api, runId, { live, lines, out: io.out });
   print(io, view, () => runText(view));
   return view.status === "completed" ? 0 : 1;
 }

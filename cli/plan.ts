@@ -3,9 +3,7 @@ import { extname } from "node:path";
 import { parse } from "yaml";
 import type { Json, PlanGraph, StartPlanResponse } from "../schemas/index.ts";
 import { CliError } from "./api.ts";
-import { readInput, type Exit, type Io } from "./commands.ts";
-import { follow } from "./follow.ts";
-import { runText } from "./format.ts";
+import { awaitRun, readInput, type Exit, type Io } from "./commands.ts";
 
 /** `trellis plan`'s options (docs/cli.md). */
 export interface PlanOptions {
@@ -36,14 +34,7 @@ export async function planCommand(io: Io, file: string, options: PlanOptions): P
     io.out.write(`${io.json ? JSON.stringify(started, null, 2) : startedText(started.run_id, started)}\n`);
     return 0;
   }
-  if (!io.json) {
-    io.out.write(`${started.run_id}  started\n`);
-  }
-  const live = Boolean(options.follow) && io.out.isTTY === true && !io.json;
-  const lines = Boolean(options.follow) && !live && !io.json;
-  const view = await follow(io.api, started.run_id, { live, lines, out: io.out });
-  io.out.write(`${io.json ? JSON.stringify(view, null, 2) : runText(view)}\n`);
-  return view.status === "completed" ? 0 : 1;
+  return awaitRun(io, started.run_id, options);
 }
 
 function readDocument(file: string): Record<string, Json> {

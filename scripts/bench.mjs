@@ -130,7 +130,9 @@ async function measureScenario(scenario, tree, around, profiler) {
  * @param {{ dispatch: number[], spread: number[], tail: number[] }} phases
  */
 function withPeerLog(peerUrl, phases) {
-  return async (/** @type {() => Promise<{ metrics: Record<string, number>, entries?: any[] }>} */ run) => {
+  return async (
+    /** @type {() => Promise<{ metrics: Record<string, number>, entries?: import("./lib/bench-scenarios.mjs").JournalEntryTimes[] }>} */ run,
+  ) => {
     await fetch(`${peerUrl}/log/clear`, { method: "POST" });
     const result = await run();
     const log = await (await fetch(`${peerUrl}/log`)).json();

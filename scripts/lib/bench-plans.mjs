@@ -16,7 +16,7 @@ export const PLAN_SIZES = [3, 5, 10];
 
 /**
  * Registers the step's action and measures every size; gives the table's rows.
- * @param {{ api: (method: string, path: string, body?: unknown) => Promise<any> }} client
+ * @param {{ api: (method: string, path: string, body?: unknown) => Promise<Record<string, unknown>> }} client
  * @param {string} peerUrl
  * @param {number} repeats
  */
@@ -78,7 +78,7 @@ async function medianOf(repeats, measure) {
 
 /**
  * Runs a plan to its end; its duration (ms) from its journal.
- * @param {{ api: (method: string, path: string, body?: unknown) => Promise<any> }} client
+ * @param {{ api: (method: string, path: string, body?: unknown) => Promise<Record<string, unknown>> }} client
  * @param {unknown} body
  */
 async function timedPlan(client, body) {

@@ -26,11 +26,13 @@ import { ACTION_WAIT_MS, CHAIN_LENGTH } from "./bench-client.mjs";
  * @property {ReturnType<typeof import("./bench-client.mjs").benchWorkflows>} flows
  */
 
+/** @typedef {{ kind: string, at: string }} JournalEntryTimes  what a scenario reads of a journal entry */
+
 /**
  * @typedef {object} Scenario
  * @property {string} title
  * @property {Metric[]} metrics
- * @property {(tree: Tree) => Promise<{ metrics: Record<string, number>, entries?: any[] }>} measure
+ * @property {(tree: Tree) => Promise<{ metrics: Record<string, number>, entries?: JournalEntryTimes[] }>} measure
  */
 
 /** The chain metrics: journal time and workerd CPU, each ÷ the chain's length. */
