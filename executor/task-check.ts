@@ -14,13 +14,15 @@ const TaskGroupEnvelope = TaskGroup.extend({ tasks: z.record(z.string(), z.unkno
 const TaskPayloadEnvelope = TaskPayload.extend({ task: z.unknown() });
 
 /**
- * Task definitions this isolate has checked, by their exact JSON text, with the
- * JSON text of what the check returned. A run
- * sends the same task with every dispatch (each node of a chain, each item of
- * a foreach, each retry), and checking a definition is most of what reading
- * a group costs; its JSON text is a fraction of that. Same text, same
- * definition, same verdict: a task is still checked in full the first time
- * each isolate sees it, and nothing is trusted that was not.
+ * Task definitions this isolate has checked, by the exact JSON text of their
+ * body (everything but `id` and `version`), with the JSON text of what the
+ * check returned. A run sends a task with every dispatch (each node of a
+ * chain, each item of a foreach, each retry), and checking a definition is
+ * most of what reading a payload costs; its JSON text is a fraction of that.
+ * The name is left out of the key because a workflow's inline tasks are named
+ * after their nodes: a chain of 200 nodes running the same steps is 200 names
+ * and one body. Same body, same verdict: a body is still checked in full the
+ * first time each isolate sees it, and nothing is trusted that was not.
  */
 const checked = new Map<string, string>();
 
@@ -56,21 +58,38 @@ export function checkTaskPayload(payload: unknown): { payload: TaskPayload } | {
 }
 
 function checkTask(task: unknown): { task: ResolvedTask } | { issues: z.core.$ZodIssue[] } {
-  const text = jsonText(task);
+  const named = nameAndBody(task);
+  const text = named === null ? null : jsonText(named.body);
   const remembered = text === null ? undefined : checked.get(text);
-  if (remembered !== undefined) {
+  if (named !== null && remembered !== undefined) {
     // A fresh copy of what the check returned: nothing one dispatch does to its task
     // (the JSON Schema validator memoizes on schema objects) reaches another run's.
-    return { task: JSON.parse(remembered) as ResolvedTask };
+    return { task: { id: named.id, version: named.version, ...(JSON.parse(remembered) as TaskBody) } };
   }
   const parsed = ResolvedTask.safeParse(task);
   if (!parsed.success) {
     return { issues: parsed.error.issues };
   }
   if (text !== null && text.length <= MAX_REMEMBERED_TASK_CHARS) {
-    setBounded(checked, text, JSON.stringify(parsed.data), MAX_CHECKED_TASKS);
+    const { id: _id, version: _version, ...body } = parsed.data;
+    setBounded(checked, text, JSON.stringify(body), MAX_CHECKED_TASKS);
   }
   return { task: parsed.data };
+}
+
+type TaskBody = Omit<ResolvedTask, "id" | "version">;
+
+/**
+ * A task's name, checked as {@link ResolvedTask} checks it, and the rest of
+ * it; null when the name is not well-formed (the schema then says why).
+ */
+function nameAndBody(task: unknown): { id: string; version: number; body: Record<string, unknown> } | null {
+  if (typeof task !== "object" || task === null || Array.isArray(task)) {
+    return null;
+  }
+  const { id, version, ...body } = task as Record<string, unknown>;
+  const named = typeof id === "string" && id.length > 0 && Number.isInteger(version) && (version as number) >= 0;
+  return named ? { id, version: version as number, body } : null;
 }
 
 /** The value's JSON text, or null for one JSON cannot write (a cycle, a BigInt): the schema then says what is wrong. */

@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
+import { checkTaskPayload } from "../../executor/task-check.ts";
 import { toTaskGroup, type ResolvedTask, type TaskPayload, type TaskResult } from "../../schemas/index.ts";
 
 /**
@@ -116,5 +117,27 @@ describe("runTasks", () => {
     expect(await results(toTaskGroup([payload("third", task, { n: 4 })]))).toMatchObject([
       { success: true, output: { v: 5 } },
     ]);
+  });
+
+  it("remembers a checked body under any name, and still checks each name", ({ expect }) => {
+    // Inline tasks are named after their nodes: a chain is many names for one body.
+    const body = contextTask("body", "1");
+    const named = (id: unknown, version: unknown) => ({
+      ...payload(`t-${String(id)}`, body, {}),
+      task: { ...body, id, version },
+    });
+    expect(checkTaskPayload(named("n1/task", 0))).toMatchObject({ payload: { task: { id: "n1/task", version: 0 } } });
+    const second = checkTaskPayload(named("n2/task", 3));
+    expect(second).toMatchObject({ payload: { task: { id: "n2/task", version: 3, steps: body.steps } } });
+    expect(Object.keys("payload" in second ? second.payload.task : {})).toEqual(["id", "version", "steps"]);
+    // A remembered body does not excuse its name.
+    for (const [id, version, path] of [
+      ["", 0, "task.id"],
+      ["n3/task", -1, "task.version"],
+      ["n4/task", 1.5, "task.version"],
+    ] as const) {
+      const refused = checkTaskPayload(named(id, version));
+      expect(refused).toMatchObject({ details: [{ path }] });
+    }
   });
 });
