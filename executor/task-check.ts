@@ -14,15 +14,17 @@ const TaskGroupEnvelope = TaskGroup.extend({ tasks: z.record(z.string(), z.unkno
 const TaskPayloadEnvelope = TaskPayload.extend({ task: z.unknown() });
 
 /**
- * Task definitions this isolate has checked, by the exact JSON text of their
- * body (everything but `id` and `version`), with the JSON text of what the
+ * Task definitions this isolate has checked, by the exact JSON text of the
+ * task with its names left out (the `id` and `version` of the task, of each
+ * step's action and of each undo's action), with the JSON text of what the
  * check returned. A run sends a task with every dispatch (each node of a
  * chain, each item of a foreach, each retry), and checking a definition is
  * most of what reading a payload costs; its JSON text is a fraction of that.
- * The name is left out of the key because a workflow's inline tasks are named
+ * Names are left out because a workflow's inline tasks and actions are named
  * after their nodes: a chain of 200 nodes running the same steps is 200 names
- * and one body. Same body, same verdict: a body is still checked in full the
- * first time each isolate sees it, and nothing is trusted that was not.
+ * and one definition. A name never changes a verdict once it is well-formed,
+ * and each is checked on every dispatch; the rest is checked in full the first
+ * time each isolate sees it, and nothing is trusted that was not.
  */
 const checked = new Map<string, string>();
 
@@ -58,45 +60,67 @@ export function checkTaskPayload(payload: unknown): { payload: TaskPayload } | {
 }
 
 function checkTask(task: unknown): { task: ResolvedTask } | { issues: z.core.$ZodIssue[] } {
-  const named = nameAndBody(task);
-  const text = named === null ? null : jsonText(named.body);
-  const remembered = text === null ? undefined : checked.get(text);
-  if (named !== null && remembered !== undefined) {
-    // A fresh copy of what the check returned: nothing one dispatch does to its task
-    // (the JSON Schema validator memoizes on schema objects) reaches another run's.
-    return { task: { id: named.id, version: named.version, ...(JSON.parse(remembered) as TaskBody) } };
+  const holders = isRecord(task) ? nameHolders(task) : [];
+  const key = holders.length > 0 ? namelessText(task, holders) : null;
+  const remembered = key === null ? undefined : checked.get(key);
+  if (remembered !== undefined && holders.every(hasWellFormedName)) {
+    // A fresh copy of what the check returned, under this task's names: nothing one dispatch
+    // does to its task (the JSON Schema validator memoizes on schema objects) reaches another run's.
+    const copy = JSON.parse(remembered) as ResolvedTask;
+    nameHolders(copy as unknown as Record<string, unknown>).forEach((holder, index) => {
+      holder.id = holders[index]?.id;
+      holder.version = holders[index]?.version;
+    });
+    return { task: copy };
   }
   const parsed = ResolvedTask.safeParse(task);
   if (!parsed.success) {
     return { issues: parsed.error.issues };
   }
-  if (text !== null && text.length <= MAX_REMEMBERED_TASK_CHARS) {
-    const { id: _id, version: _version, ...body } = parsed.data;
-    setBounded(checked, text, JSON.stringify(body), MAX_CHECKED_TASKS);
+  if (key !== null && key.length <= MAX_REMEMBERED_TASK_CHARS) {
+    setBounded(checked, key, JSON.stringify(parsed.data), MAX_CHECKED_TASKS);
   }
   return { task: parsed.data };
 }
 
-type TaskBody = Omit<ResolvedTask, "id" | "version">;
-
-/**
- * A task's name, checked as {@link ResolvedTask} checks it, and the rest of
- * it; null when the name is not well-formed (the schema then says why).
- */
-function nameAndBody(task: unknown): { id: string; version: number; body: Record<string, unknown> } | null {
-  if (typeof task !== "object" || task === null || Array.isArray(task)) {
-    return null;
+/** The objects of a task that carry a name (`id` and `version`): the task, each step's action, each undo's action. */
+function nameHolders(task: Record<string, unknown>): Record<string, unknown>[] {
+  const holders = [task];
+  for (const step of Array.isArray(task.steps) ? (task.steps as unknown[]) : []) {
+    const action = isRecord(step) ? step.action : undefined;
+    if (isRecord(action)) {
+      holders.push(action);
+      const undo = action.undo;
+      if (isRecord(undo) && isRecord(undo.action)) {
+        holders.push(undo.action);
+      }
+    }
   }
-  const { id, version, ...body } = task as Record<string, unknown>;
-  const named = typeof id === "string" && id.length > 0 && Number.isInteger(version) && (version as number) >= 0;
-  return named ? { id, version: version as number, body } : null;
+  return holders;
 }
 
-/** The value's JSON text, or null for one JSON cannot write (a cycle, a BigInt): the schema then says what is wrong. */
-function jsonText(value: unknown): string | null {
+/** As the schema checks a name: a non-empty `id` and a whole `version` ≥ 0. */
+function hasWellFormedName(holder: Record<string, unknown>): boolean {
+  const { id, version } = holder;
+  return (
+    typeof id === "string" && id.length > 0 && typeof version === "number" && Number.isInteger(version) && version >= 0
+  );
+}
+
+/** The task's JSON text with its holders' names blanked, or null for one JSON cannot write. */
+function namelessText(task: unknown, holders: readonly Record<string, unknown>[]): string | null {
+  const named = new Set<unknown>(holders);
   try {
-    return JSON.stringify(value) ?? null;
+    return (
+      JSON.stringify(task, function (this: unknown, key: string, value: unknown) {
+        return (key === "id" || key === "version") && named.has(this) ? 0 : value;
+      }) ?? null
+    );
   } catch {
-    return null;
+    return null; // a cycle, a BigInt: the schema says what is wrong
   }
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

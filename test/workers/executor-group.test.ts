@@ -119,25 +119,33 @@ describe("runTasks", () => {
     ]);
   });
 
-  it("remembers a checked body under any name, and still checks each name", ({ expect }) => {
-    // Inline tasks are named after their nodes: a chain is many names for one body.
-    const body = contextTask("body", "1");
-    const named = (id: unknown, version: unknown) => ({
-      ...payload(`t-${String(id)}`, body, {}),
-      task: { ...body, id, version },
+  it("remembers a checked task under any names, and still checks each name", ({ expect }) => {
+    // Inline tasks and their actions are named after their nodes: a chain is many names for one definition.
+    const inNode = (node: string, actionId: unknown = `wf/${node}/s`, actionVersion: unknown = 0) => {
+      const task = contextTask(`wf/${node}`, "1");
+      const [step] = task.steps;
+      const action = { ...step?.action, id: actionId, version: actionVersion };
+      return { ...payload(`t-${node}`, task, {}), task: { ...task, steps: [{ ...step, action }] } };
+    };
+    expect(checkTaskPayload(inNode("n1"))).toMatchObject({
+      payload: { task: { id: "wf/n1", steps: [{ action: { id: "wf/n1/s" } }] } },
     });
-    expect(checkTaskPayload(named("n1/task", 0))).toMatchObject({ payload: { task: { id: "n1/task", version: 0 } } });
-    const second = checkTaskPayload(named("n2/task", 3));
-    expect(second).toMatchObject({ payload: { task: { id: "n2/task", version: 3, steps: body.steps } } });
+    const second = checkTaskPayload(inNode("n2", "wf/n2/s", 4));
+    expect(second).toMatchObject({
+      payload: { task: { id: "wf/n2", version: 0, steps: [{ ref: "s", action: { id: "wf/n2/s", version: 4 } }] } },
+    });
     expect(Object.keys("payload" in second ? second.payload.task : {})).toEqual(["id", "version", "steps"]);
-    // A remembered body does not excuse its name.
-    for (const [id, version, path] of [
-      ["", 0, "task.id"],
-      ["n3/task", -1, "task.version"],
-      ["n4/task", 1.5, "task.version"],
+    // A remembered definition does not excuse its names.
+    const badTask = { ...inNode("n3"), task: { ...inNode("n3").task, id: "" } };
+    expect(checkTaskPayload(badTask)).toMatchObject({ details: [{ path: "task.id" }] });
+    for (const [actionId, actionVersion] of [
+      ["", 0],
+      ["wf/n4/s", -1],
+      ["wf/n4/s", 1.5],
+      [7, 0],
     ] as const) {
-      const refused = checkTaskPayload(named(id, version));
-      expect(refused).toMatchObject({ details: [{ path }] });
+      const refused = checkTaskPayload(inNode("n4", actionId, actionVersion));
+      expect(refused).toMatchObject({ details: [{ path: expect.stringMatching(/^task\.steps\.0\.action/) }] });
     }
   });
 });
