@@ -118,6 +118,7 @@ export class RunStore implements IndexOutbox {
         this.stageIndexRow(toIndexRow(after.record));
       }
     }
+    const nodeRows: [string, string][] = [];
     const rows: [string, number, string][] = [];
     for (const id of changed !== undefined && before !== null ? changed : Object.keys(after.nodes)) {
       const node = after.nodes[id];
@@ -126,11 +127,7 @@ export class RunStore implements IndexOutbox {
         continue;
       }
       const { invocations, ...rest } = node;
-      this.sql.exec(
-        "INSERT INTO nodes (id, data) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET data = excluded.data",
-        id,
-        JSON.stringify(rest),
-      );
+      nodeRows.push([id, JSON.stringify(rest)]);
       if (previous && previous.invocations.length > invocations.length) {
         this.sql.exec("DELETE FROM invocations WHERE node = ? AND idx >= ?", id, invocations.length);
       }
@@ -141,6 +138,7 @@ export class RunStore implements IndexOutbox {
       });
     }
     // A wave of a hundred dispatches or results is one call into SQLite, not a hundred.
+    this.insertRows("INSERT INTO nodes (id, data)", nodeRows, "ON CONFLICT (id) DO UPDATE SET data = excluded.data");
     this.insertRows(
       "INSERT INTO invocations (node, idx, data)",
       rows,

@@ -18,9 +18,7 @@ import { EngineError } from "../errors.ts";
  * and strings with lone surrogates (not I-JSON, RFC 7493, which JCS requires).
  */
 export function canonicalJson(value: unknown): string {
-  const parts: string[] = [];
-  write(value, "", "$", parts, new Set<object>());
-  return parts.join("");
+  return new CanonicalWriter().text(value);
 }
 
 /** `canonicalJson(value)` encoded as UTF-8: the exact bytes that are hashed and signed. */
@@ -29,97 +27,117 @@ export function canonicalBytes(value: unknown): Uint8Array<ArrayBuffer> {
   return new Uint8Array(new TextEncoder().encode(canonicalJson(value)));
 }
 
-function fail(path: string, what: string): never {
-  throw new EngineError("journal.not_canonicalizable", `cannot canonicalize ${path}: ${what}`);
-}
+/**
+ * One canonicalization. The path to the value being written is kept as a
+ * stack of member names and indexes, and spelled out (`$.a[0].b`) only when
+ * something fails: a journal entry has hundreds of members, and building
+ * each one's path as text cost more than writing it.
+ */
+class CanonicalWriter {
+  private readonly out: string[] = [];
+  private readonly segments: (string | number)[] = [];
+  private readonly ancestors = new Set<object>();
 
-function write(
-  input: unknown,
-  key: string,
-  path: string,
-  out: string[],
-  ancestors: Set<object>,
-  callToJson = true,
-): void {
-  const value = callToJson ? applyToJson(input, key) : input;
-  if (typeof value === "string") {
-    out.push(quote(value, path));
-    return;
+  text(value: unknown): string {
+    this.write(value, "", true);
+    return this.out.join("");
   }
-  if (typeof value === "number") {
-    if (!Number.isFinite(value)) {
-      fail(path, `${String(value)} is not a JSON number`);
-    }
-    // ES Number-to-String is exactly RFC 8785's number serialization; String(-0) is "0".
-    out.push(String(value));
-    return;
-  }
-  if (typeof value === "boolean") {
-    out.push(value ? "true" : "false");
-    return;
-  }
-  if (typeof value === "bigint") {
-    fail(path, "bigint is not a JSON value (convert it to a number or a string)");
-  }
-  if (typeof value !== "object") {
-    fail(path, `${typeof value} is not a JSON value`);
-  }
-  if (value === null) {
-    out.push("null");
-    return;
-  }
-  if (ancestors.has(value)) {
-    fail(path, "cyclic structure");
-  }
-  ancestors.add(value);
-  if (Array.isArray(value)) {
-    writeArray(value, path, out, ancestors);
-  } else {
-    writeObject(value, path, out, ancestors);
-  }
-  ancestors.delete(value);
-}
 
-function writeArray(value: unknown[], path: string, out: string[], ancestors: Set<object>): void {
-  out.push("[");
-  for (let i = 0; i < value.length; i++) {
-    if (i > 0) {
-      out.push(",");
-    }
-    write(value[i], String(i), `${path}[${i}]`, out, ancestors);
+  private fail(what: string): never {
+    const path = this.segments.map((segment) => (typeof segment === "number" ? `[${segment}]` : `.${segment}`));
+    throw new EngineError("journal.not_canonicalizable", `cannot canonicalize $${path.join("")}: ${what}`);
   }
-  out.push("]");
-}
 
-function writeObject(value: object, path: string, out: string[], ancestors: Set<object>): void {
-  const tag = Object.prototype.toString.call(value);
-  if (tag !== "[object Object]") {
-    fail(path, `${tag.slice(8, -1)} is not a plain JSON object`);
-  }
-  // Members JSON.stringify would drop (undefined, functions, symbols) are left out.
-  const members: [string, unknown][] = [];
-  for (const name of Object.keys(value)) {
-    const member = applyToJson(Reflect.get(value, name), name);
-    if (member !== undefined && typeof member !== "function" && typeof member !== "symbol") {
-      members.push([name, member]);
+  private write(input: unknown, key: string, callToJson: boolean): void {
+    const value = callToJson ? applyToJson(input, key) : input;
+    if (typeof value === "string") {
+      this.out.push(this.quote(value));
+      return;
     }
-  }
-  members.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  out.push("{");
-  members.forEach(([name, member], i) => {
-    if (i > 0) {
-      out.push(",");
+    if (typeof value === "number") {
+      if (!Number.isFinite(value)) {
+        this.fail(`${String(value)} is not a JSON number`);
+      }
+      // ES Number-to-String is exactly RFC 8785's number serialization; String(-0) is "0".
+      this.out.push(String(value));
+      return;
     }
-    const childPath = `${path}.${name}`;
-    out.push(quote(name, childPath), ":");
-    writeResolved(member, childPath, out, ancestors);
-  });
-  out.push("}");
-}
+    if (typeof value === "boolean") {
+      this.out.push(value ? "true" : "false");
+      return;
+    }
+    if (typeof value === "bigint") {
+      this.fail("bigint is not a JSON value (convert it to a number or a string)");
+    }
+    if (typeof value !== "object") {
+      this.fail(`${typeof value} is not a JSON value`);
+    }
+    if (value === null) {
+      this.out.push("null");
+      return;
+    }
+    if (this.ancestors.has(value)) {
+      this.fail("cyclic structure");
+    }
+    this.ancestors.add(value);
+    if (Array.isArray(value)) {
+      this.writeArray(value);
+    } else {
+      this.writeObject(value);
+    }
+    this.ancestors.delete(value);
+  }
 
-/** Writes a value whose `toJSON` has already been applied. */
-function writeResolved(value: unknown, path: string, out: string[], ancestors: Set<object>): void {
-  write(value, "", path, out, ancestors, false);
+  private writeArray(value: unknown[]): void {
+    const { out, segments } = this;
+    out.push("[");
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) {
+        out.push(",");
+      }
+      segments.push(i);
+      this.write(value[i], String(i), true);
+      segments.pop();
+    }
+    out.push("]");
+  }
+
+  private writeObject(value: object): void {
+    const tag = Object.prototype.toString.call(value);
+    if (tag !== "[object Object]") {
+      this.fail(`${tag.slice(8, -1)} is not a plain JSON object`);
+    }
+    // Members JSON.stringify would drop (undefined, functions, symbols) are left out.
+    const members: [string, unknown][] = [];
+    for (const name of Object.keys(value)) {
+      const member = applyToJson(Reflect.get(value, name), name);
+      if (member !== undefined && typeof member !== "function" && typeof member !== "symbol") {
+        members.push([name, member]);
+      }
+    }
+    members.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const { out, segments } = this;
+    out.push("{");
+    for (let i = 0; i < members.length; i++) {
+      const [name, member] = members[i] as [string, unknown];
+      if (i > 0) {
+        out.push(",");
+      }
+      segments.push(name);
+      out.push(this.quote(name), ":");
+      this.write(member, "", false); // toJSON was applied above
+      segments.pop();
+    }
+    out.push("}");
+  }
+
+  private quote(text: string): string {
+    if (!text.isWellFormed()) {
+      this.fail("string contains a lone UTF-16 surrogate (not I-JSON)");
+    }
+    // Well-formed JSON.stringify (ES2019) escapes exactly as RFC 8785 §3.2.2.2 requires.
+    return JSON.stringify(text);
+  }
 }
 
 /** Calls `value.toJSON(key)` when there is one, as `JSON.stringify` does. */
@@ -132,14 +150,6 @@ function applyToJson(value: unknown, key: string): unknown {
     }
   }
   return value;
-}
-
-function quote(text: string, path: string): string {
-  if (!text.isWellFormed()) {
-    fail(path, "string contains a lone UTF-16 surrogate (not I-JSON)");
-  }
-  // Well-formed JSON.stringify (ES2019) escapes exactly as RFC 8785 §3.2.2.2 requires.
-  return JSON.stringify(text);
 }
 
 /**
@@ -161,38 +171,53 @@ export interface CanonicalProblem {
  * The first reason `value` cannot be canonicalized and signed, or `null`:
  * nesting deeper than `maxDepth`, a string or key with a lone UTF-16
  * surrogate, a number that is not finite, or something that is not JSON.
- * Iterative, so a value of any depth is checked without exhausting the
- * stack. Plain JSON data only (`toJSON` is not applied): task results and
- * outputs as they come off the wire.
+ * It descends at most `maxDepth` levels, so a value of any depth is checked
+ * without exhausting the stack, and spells out the problem's path only once
+ * it found one. Plain JSON data only (`toJSON` is not applied): task results
+ * and outputs as they come off the wire.
  */
 export function canonicalProblem(value: unknown, maxDepth = MAX_CANONICAL_DEPTH): CanonicalProblem | null {
-  const stack: { value: unknown; path: string; depth: number }[] = [{ value, path: "$", depth: 0 }];
-  while (stack.length > 0) {
-    const item = stack.pop() as { value: unknown; path: string; depth: number };
-    const problem = scalarProblem(item.value);
-    if (problem !== undefined) {
-      return { path: item.path, message: problem };
-    }
-    if (typeof item.value !== "object" || item.value === null) {
-      continue;
-    }
-    if (item.depth >= maxDepth) {
-      return { path: item.path, message: `nested deeper than ${maxDepth} levels` };
-    }
-    if (Array.isArray(item.value)) {
-      item.value.forEach((member, index) =>
-        stack.push({ value: member, path: `${item.path}[${index}]`, depth: item.depth + 1 }),
-      );
-      continue;
-    }
-    for (const [key, member] of Object.entries(item.value)) {
-      if (!key.isWellFormed()) {
-        return { path: item.path, message: "an object key contains a lone UTF-16 surrogate (not I-JSON)" };
+  const found = problemIn(value, 0, maxDepth);
+  return found === null ? null : { path: `$${found.path.reverse().join("")}`, message: found.message };
+}
+
+/** The problem in `value` at `depth`, with its path as segments from the problem up (`.key`, `[i]`). */
+function problemIn(value: unknown, depth: number, maxDepth: number): { path: string[]; message: string } | null {
+  const problem = scalarProblem(value);
+  if (problem !== undefined) {
+    return { path: [], message: problem };
+  }
+  if (typeof value !== "object" || value === null) {
+    return null;
+  }
+  if (depth >= maxDepth) {
+    return { path: [], message: `nested deeper than ${maxDepth} levels` };
+  }
+  // Members are looked at last first (as the checks have always reported the first problem).
+  if (Array.isArray(value)) {
+    for (let index = value.length - 1; index >= 0; index -= 1) {
+      const found = problemIn(value[index], depth + 1, maxDepth);
+      if (found !== null) {
+        found.path.push(`[${index}]`);
+        return found;
       }
-      if (member !== undefined) {
-        // Left out by JSON.stringify and canonicalJson alike.
-        stack.push({ value: member, path: `${item.path}.${key}`, depth: item.depth + 1 });
-      }
+    }
+    return null;
+  }
+  const keys = Object.keys(value);
+  for (const key of keys) {
+    if (!key.isWellFormed()) {
+      return { path: [], message: "an object key contains a lone UTF-16 surrogate (not I-JSON)" };
+    }
+  }
+  for (let index = keys.length - 1; index >= 0; index -= 1) {
+    const key = keys[index] as string;
+    const member: unknown = Reflect.get(value, key);
+    // An undefined member is left out by JSON.stringify and canonicalJson alike.
+    const found = member === undefined ? null : problemIn(member, depth + 1, maxDepth);
+    if (found !== null) {
+      found.path.push(`.${key}`);
+      return found;
     }
   }
   return null;

@@ -70,6 +70,31 @@ describe("the signed journal inside workerd", () => {
     expect(canonicalJson({ b: [1e21, 1e-7, -0], a: "\u20ac\n" })).toBe('{"a":"€\\n","b":[1e+21,1e-7,0]}');
   });
 
+  it("names the path to what cannot be canonicalized", () => {
+    const refusal = (value: unknown) => {
+      try {
+        return canonicalJson(value);
+      } catch (thrown) {
+        return thrown instanceof EngineError ? `${thrown.code}: ${thrown.message}` : "not an EngineError";
+      }
+    };
+    expect(refusal({ z: 1, a: [0, { b: Number.NaN }] })).toBe(
+      "journal.not_canonicalizable: cannot canonicalize $.a[1].b: NaN is not a JSON number",
+    );
+    expect(refusal({ a: { ["k\udc00"]: 1 } })).toBe(
+      "journal.not_canonicalizable: cannot canonicalize $.a.k\udc00: string contains a lone UTF-16 surrogate (not I-JSON)",
+    );
+    expect(refusal([new Map()])).toBe(
+      "journal.not_canonicalizable: cannot canonicalize $[0]: Map is not a plain JSON object",
+    );
+    const cycle: Record<string, unknown> = {};
+    cycle["self"] = [cycle];
+    expect(refusal(cycle)).toBe("journal.not_canonicalizable: cannot canonicalize $.self[0]: cyclic structure");
+    // Siblings are fine again once a failed walk is left: a shared (not cyclic) value is not a cycle.
+    const shared = { n: 1 };
+    expect(refusal({ a: shared, b: [shared] })).toBe('{"a":{"n":1},"b":[{"n":1}]}');
+  });
+
   it("rejects a malformed key with journal.bad_key", async () => {
     let error: unknown;
     try {

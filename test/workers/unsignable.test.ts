@@ -60,6 +60,14 @@ describe("values that cannot be signed into the journal", () => {
     expect(canonicalProblem({ a: [1, { b: "ok" }] })).toBeNull();
     expect(canonicalProblem({ a: [1, { ["k\udc00"]: 1 }] })?.message).toContain("object key");
     expect(canonicalProblem({ a: Number.NaN })).toEqual({ path: "$.a", message: "NaN is not a JSON number" });
+    expect(canonicalProblem({ z: "ok", a: [1, { b: Number.POSITIVE_INFINITY }] })).toEqual({
+      path: "$.a[1].b",
+      message: "Infinity is not a JSON number",
+    });
+    expect(canonicalProblem({ a: [{ b: [new Map()] }] })).toEqual({
+      path: "$.a[0].b[0]",
+      message: "not a plain JSON object",
+    });
   });
 
   it("turns a result that still cannot be signed into a non-retryable failure, and makes messages well-formed", ({
