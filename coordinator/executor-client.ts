@@ -1,6 +1,7 @@
 import { EngineError, ensureEngineError, toTaskError } from "../lib/errors.ts";
 import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../lib/journal/canonical.ts";
 import { TaskResult, toTaskGroup, toUnsignableResult, type TaskPayload } from "../schemas/index.ts";
+import { fastTaskResult } from "../schemas/payload-fast.ts";
 import type { LiveSet } from "./live.ts";
 
 /**
@@ -45,7 +46,9 @@ export async function sendTaskGroup(
   const delivered: Promise<void>[] = [];
   let failure: unknown = new Error("the executor closed the stream before every result");
   const receive = (answer: unknown) => {
-    const parsed = TaskResult.safeParse(answer);
+    // Most results take the exact fast path; the rest are parsed with the schema.
+    const fast = fastTaskResult(answer);
+    const parsed = fast === null ? TaskResult.safeParse(answer) : { success: true as const, data: fast };
     if (parsed.success && waiting.delete(parsed.data.token_id)) {
       delivered.push(deliver(signableResult(parsed.data)));
     }

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { setBounded } from "../lib/bounded-cache.ts";
 import { issuesToDetails } from "../lib/validation.ts";
 import { ResolvedTask, TaskGroup, TaskPayload, type ErrorDetail } from "../schemas/index.ts";
+import { fastPayloadEnvelope, fastTaskGroupEnvelope } from "../schemas/payload-fast.ts";
 
 /** Checked tasks remembered per isolate, at most. */
 const MAX_CHECKED_TASKS = 128;
@@ -30,7 +31,8 @@ const checked = new Map<string, string>();
 
 /** A task group checked against its schema, or the details of what is wrong with it. */
 export function checkTaskGroup(group: unknown): { group: TaskGroup } | { details: ErrorDetail[] } {
-  const envelope = TaskGroupEnvelope.safeParse(group);
+  const fast = fastTaskGroupEnvelope(group);
+  const envelope = fast === null ? TaskGroupEnvelope.safeParse(group) : { success: true as const, data: fast };
   if (!envelope.success) {
     return { details: issuesToDetails(envelope.error.issues) };
   }
@@ -49,7 +51,11 @@ export function checkTaskGroup(group: unknown): { group: TaskGroup } | { details
 
 /** One task payload checked against its schema, or the details of what is wrong with it. */
 export function checkTaskPayload(payload: unknown): { payload: TaskPayload } | { details: ErrorDetail[] } {
-  const envelope = TaskPayloadEnvelope.safeParse(payload);
+  const fast = fastPayloadEnvelope(payload, "task");
+  const envelope =
+    fast === null
+      ? TaskPayloadEnvelope.safeParse(payload)
+      : { success: true as const, data: { ...fast, task: (payload as { task?: unknown }).task } };
   if (!envelope.success) {
     return { details: issuesToDetails(envelope.error.issues) };
   }
