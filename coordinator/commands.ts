@@ -1,6 +1,9 @@
 import { ensureEngineError } from "../lib/errors.ts";
 import { resolveSnapshotResult } from "../catalog/index.ts";
 import type { JournalEntry } from "../schemas/index.ts";
+
+/** What a command reads of the last journal entry its decision signed. */
+type LastEntry = Pick<JournalEntry, "seq" | "kind" | "hash">;
 import { cancelChildRuns, notifyParentRun, startChildRun, type RunPeer, type RunPeers } from "./children.ts";
 import type { Command } from "./draft.ts";
 import type { RunEvent } from "./events.ts";
@@ -26,7 +29,7 @@ type CommandHandlers = {
   [K in Command["kind"]]: (
     command: Extract<Command, { kind: K }>,
     deps: CommandDeps,
-    lastEntry: JournalEntry | undefined,
+    lastEntry: LastEntry | undefined,
   ) => void;
 };
 
@@ -52,7 +55,7 @@ const COMMANDS: CommandHandlers = {
 };
 
 /** Performs a decision's commands after its commit; `lastEntry` is the last journal entry it signed. */
-export function perform(commands: readonly Command[], deps: CommandDeps, lastEntry: JournalEntry | undefined): void {
+export function perform(commands: readonly Command[], deps: CommandDeps, lastEntry: LastEntry | undefined): void {
   for (const command of commands) {
     performOne(command.kind, command, deps, lastEntry);
   }
@@ -63,7 +66,7 @@ function performOne<K extends Command["kind"]>(
   kind: K,
   command: Extract<Command, { kind: K }>,
   deps: CommandDeps,
-  lastEntry: JournalEntry | undefined,
+  lastEntry: LastEntry | undefined,
 ): void {
   const handler: CommandHandlers[K] = COMMANDS[kind];
   handler(command, deps, lastEntry);

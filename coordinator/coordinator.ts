@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { EngineError } from "../lib/errors.ts";
 import { toResult, type Result } from "../lib/result.ts";
+import type { SignedEntryText } from "../lib/journal/index.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import type {
   GateView,
@@ -343,7 +344,7 @@ export class Coordinator extends DurableObject<Env> {
     (budget ?? new CallBudget()).spend(groups, commands, this.stats);
     // Issued before the commit, awaited once the work is sent (wakes.ts).
     const armed = this.wakes.arm(wakeAt, now);
-    let entries: JournalEntry[];
+    let entries: SignedEntryText[];
     try {
       const commit = {
         runId: state.record.run_id,

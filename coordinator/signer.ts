@@ -1,5 +1,5 @@
-import { importSigningKey, signEntry, type JournalSigningKey } from "../lib/journal/index.ts";
-import { ACTION_TRAITS, type JournalEntry, type TaskPayload } from "../schemas/index.ts";
+import { importSigningKey, signEntryText, type JournalSigningKey, type SignedEntryText } from "../lib/journal/index.ts";
+import { ACTION_TRAITS, type TaskPayload } from "../schemas/index.ts";
 import type { Command } from "./draft.ts";
 import type { RunStore, UnsignedEntry } from "./storage.ts";
 
@@ -66,7 +66,7 @@ export class JournalSigner {
    * Commits a decision: a wide wave of I/O tasks commits, sends and then signs;
    * anything else signs, commits and then sends. Returns the entries signed.
    */
-  commit(commit: Commit, groups: readonly TaskPayload[][]): Promise<JournalEntry[]> {
+  commit(commit: Commit, groups: readonly TaskPayload[][]): Promise<SignedEntryText[]> {
     const deferred = groups.length >= DEFER_SIGNING_MIN_CALLS && groups.some((group) => group.some(waitsOnIo));
     return deferred ? this.commitSendSign(commit) : this.signCommitSend(commit);
   }
@@ -76,7 +76,7 @@ export class JournalSigner {
    * state in one transaction, then send the work. Entries an earlier wave left
    * unsigned (its signing failed) go first.
    */
-  private async signCommitSend({ runId, journal, save, send }: Commit): Promise<JournalEntry[]> {
+  private async signCommitSend({ runId, journal, save, send }: Commit): Promise<SignedEntryText[]> {
     const pending = this.unsigned;
     const entries = await this.sign(runId, [...pending, ...journal]);
     this.deps.storage.transactionSync(() => {
@@ -101,7 +101,7 @@ export class JournalSigner {
    * would hold every task back by that long; a restart in between signs them
    * on load (Ed25519 is deterministic: the same entries).
    */
-  private async commitSendSign({ runId, journal, save, send }: Commit): Promise<JournalEntry[]> {
+  private async commitSendSign({ runId, journal, save, send }: Commit): Promise<SignedEntryText[]> {
     this.deps.storage.transactionSync(() => {
       save();
       this.deps.store.putUnsigned(journal);
@@ -118,7 +118,7 @@ export class JournalSigner {
    * Signs the entries a wide dispatch wave left unsigned (or a restart found
    * unsigned) and appends them to the journal.
    */
-  private async signUnsigned(runId: string): Promise<JournalEntry[]> {
+  private async signUnsigned(runId: string): Promise<SignedEntryText[]> {
     const pending = this.unsigned;
     if (pending.length === 0) {
       return [];
@@ -131,15 +131,15 @@ export class JournalSigner {
   }
 
   /** Signs journal entries in order, chained to the last one signed. */
-  private async sign(runId: string, unsigned: readonly UnsignedEntry[]): Promise<JournalEntry[]> {
+  private async sign(runId: string, unsigned: readonly UnsignedEntry[]): Promise<SignedEntryText[]> {
     if (unsigned.length === 0) {
       return [];
     }
     const key = await this.signingKey();
-    const entries: JournalEntry[] = [];
+    const entries: SignedEntryText[] = [];
     let prev = this.lastHash;
     for (const { seq, kind, at, body } of unsigned) {
-      const entry = await signEntry(key, { seq, run_id: runId, kind, at, body, prev });
+      const entry = await signEntryText(key, { seq, run_id: runId, kind, at, body, prev });
       entries.push(entry);
       prev = entry.hash;
     }

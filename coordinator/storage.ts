@@ -8,6 +8,7 @@ import {
   RunIndexRow,
   RunSnapshot,
 } from "../schemas/index.ts";
+import type { SignedEntryText } from "../lib/journal/index.ts";
 import type { RunState } from "./decide.ts";
 import { isIndexChange, toIndexRow, type IndexOutbox, type StagedIndexRow } from "./run-index.ts";
 
@@ -146,10 +147,11 @@ export class RunStore implements IndexOutbox {
     );
   }
 
-  appendJournal(entries: readonly JournalEntry[]): void {
+  /** Appends signed entries, each stored as the text it was signed into (lib/journal `signEntryText`). */
+  appendJournal(entries: readonly Pick<SignedEntryText, "seq" | "text">[]): void {
     this.insertRows(
       "INSERT INTO journal (seq, entry)",
-      entries.map((entry) => [entry.seq, JSON.stringify(entry)]),
+      entries.map((entry) => [entry.seq, entry.text]),
     );
   }
 
@@ -206,7 +208,7 @@ export class RunStore implements IndexOutbox {
   }
 
   /** Appends signed entries and forgets their unsigned drafts. Call inside a storage transaction. */
-  appendSigned(entries: readonly JournalEntry[]): void {
+  appendSigned(entries: readonly Pick<SignedEntryText, "seq" | "text">[]): void {
     this.appendJournal(entries);
     const last = entries.at(-1);
     if (last) {

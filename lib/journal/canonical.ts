@@ -17,8 +17,13 @@ import { EngineError } from "../errors.ts";
  * `bigint`, `Map`/`Set`/typed arrays and other non-plain objects, cycles,
  * and strings with lone surrogates (not I-JSON, RFC 7493, which JCS requires).
  */
-export function canonicalJson(value: unknown): string {
-  return new CanonicalWriter().text(value);
+export function canonicalJson(value: unknown, path = "$"): string {
+  return new CanonicalWriter(path).text(value);
+}
+
+/** A string as canonical JSON writes it; refuses one with a lone surrogate, naming `path`. */
+export function canonicalString(text: string, path: string): string {
+  return new CanonicalWriter(path).text(text);
 }
 
 /** `canonicalJson(value)` encoded as UTF-8: the exact bytes that are hashed and signed. */
@@ -37,6 +42,12 @@ class CanonicalWriter {
   private readonly out: string[] = [];
   private readonly segments: (string | number)[] = [];
   private readonly ancestors = new Set<object>();
+  /** How failures name the value written: `$`, or where it sits in a larger one. */
+  private readonly root: string;
+
+  constructor(root: string) {
+    this.root = root;
+  }
 
   text(value: unknown): string {
     this.write(value, "", true);
@@ -45,7 +56,7 @@ class CanonicalWriter {
 
   private fail(what: string): never {
     const path = this.segments.map((segment) => (typeof segment === "number" ? `[${segment}]` : `.${segment}`));
-    throw new EngineError("journal.not_canonicalizable", `cannot canonicalize $${path.join("")}: ${what}`);
+    throw new EngineError("journal.not_canonicalizable", `cannot canonicalize ${this.root}${path.join("")}: ${what}`);
   }
 
   private write(input: unknown, key: string, callToJson: boolean): void {

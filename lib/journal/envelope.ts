@@ -1,24 +1,12 @@
-import { EngineError } from "../errors.ts";
 import {
   ATTEST_KIND,
   COMPENSATION_KIND,
   JournalAttestationBody,
   JournalEntry,
-  JournalSignedFields,
   REDRIVE_KIND,
 } from "../../schemas/journal.ts";
-
-/** The signed fields but the body, checked when signing (the body is checked by canonicalization). */
-const JournalHeaderFields = JournalSignedFields.omit({ body: true });
-import { canonicalBytes, canonicalJson } from "./canonical.ts";
-import {
-  base64UrlDecode,
-  base64UrlEncode,
-  readJwks,
-  toHex,
-  type JournalSigningKey,
-  type WebCryptoKey,
-} from "./keys.ts";
+import { canonicalBytes } from "./canonical.ts";
+import { base64UrlDecode, readJwks, toHex, type WebCryptoKey } from "./keys.ts";
 
 /**
  * The journal envelope (brief §4, a contract):
@@ -84,49 +72,6 @@ export async function entryHash(fields: EntryFields): Promise<string> {
   return toHex(new Uint8Array(await crypto.subtle.digest("SHA-256", signedBytes(fields))));
 }
 
-/**
- * Signs one journal entry. The returned entry's fields are exactly what was
- * signed (the body as its canonical JSON reads back: members whose value is
- * `undefined` dropped, `toJSON` applied), so storing it as JSON and verifying
- * it later gives the same hash.
- *
- * @throws EngineError `journal.invalid_entry` when a field is out of contract
- *   (seq < 1, `at` not ISO-8601, `prev` not a hash or not null, …), or
- *   `journal.not_canonicalizable` when the body is not JSON.
- */
-export async function signEntry(key: JournalSigningKey, fields: EntryFields): Promise<JournalEntry> {
-  const { seq, run_id, kind, at, body, prev } = fields;
-  // The scalar fields go through their schema (unless they plainly fit it: the
-  // coordinator signs thousands of entries a run); the body needs no second
-  // pass: canonicalJson already refuses anything that is not JSON.
-  const parsed = plainHeader(fields) ?? JournalHeaderFields.safeParse({ seq, run_id, kind, at, prev });
-  if (!parsed.success || !isPlainObject(body)) {
-    const issue = parsed.success ? { path: ["body"], message: "expected a JSON object" } : parsed.error.issues[0];
-    throw new EngineError(
-      "journal.invalid_entry",
-      `cannot sign journal entry seq ${String(seq)}: ${issue === undefined ? "invalid" : `${issue.path.join(".") || "entry"}: ${issue.message}`}`,
-    );
-  }
-  const text = canonicalJson({ seq, run_id, kind, at, body, prev });
-  const readBack: unknown = JSON.parse(text);
-  const signed = new TextEncoder().encode(text);
-  const [digest, signature] = await Promise.all([
-    crypto.subtle.digest("SHA-256", signed),
-    crypto.subtle.sign("Ed25519", key.privateKey, signed),
-  ]);
-  return {
-    seq: parsed.data.seq,
-    run_id: parsed.data.run_id,
-    kind: parsed.data.kind,
-    at: parsed.data.at,
-    body: bodyOf(readBack),
-    prev: parsed.data.prev,
-    hash: toHex(new Uint8Array(digest)),
-    sig: base64UrlEncode(new Uint8Array(signature)),
-    kid: key.kid,
-  };
-}
-
 const LABELS: Record<VerifyFailureReason, string> = {
   malformed: "malformed",
   bad_seq: "bad seq",
@@ -149,39 +94,10 @@ function failure(reason: VerifyFailureReason, index: number, seq: number | null,
  * which would change the hash of a body that has one as an own property).
  * Only called once the entry has passed its schema.
  */
-const HASH_TEXT = /^[0-9a-f]{64}$/;
-
-/**
- * The header as its schema would return it, when every field is of the plain
- * form the coordinator writes (`at` from `toISOString()`), else null: a subset
- * of what the schema accepts, checked without it.
- */
-function plainHeader(fields: EntryFields): { success: true; data: Omit<EntryFields, "body"> } | null {
-  const { seq, run_id, kind, at, prev } = fields;
-  const plain =
-    Number.isSafeInteger(seq) &&
-    seq >= 1 &&
-    typeof run_id === "string" &&
-    run_id.length > 0 &&
-    typeof kind === "string" &&
-    kind.length > 0 &&
-    typeof at === "string" &&
-    at.length === 24 &&
-    at.endsWith("Z") &&
-    Number.isFinite(Date.parse(at)) &&
-    new Date(at).toISOString() === at &&
-    (prev === null || (typeof prev === "string" && HASH_TEXT.test(prev)));
-  return plain ? { success: true, data: { seq, run_id, kind, at, prev } } : null;
-}
-
 function bodyOf(validated: unknown): JournalEntry["body"] {
   const body: unknown =
     typeof validated === "object" && validated !== null ? Reflect.get(validated, "body") : undefined;
   return body as JournalEntry["body"];
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && Object.prototype.toString.call(value) === "[object Object]";
 }
 
 function claimedSeq(entry: unknown): number | null {

@@ -21,7 +21,6 @@ export {
 export {
   entryHash,
   formatReport,
-  signEntry,
   signedBytes,
   verifyJournal,
   type EntryFields,
@@ -29,6 +28,7 @@ export {
   type VerifyOptions,
   type VerifyReport,
 } from "./envelope.ts";
+export { signEntry, signEntryText, type SignedEntryText } from "./sign.ts";
 export {
   ATTEST_KIND,
   JournalAttestationBody,

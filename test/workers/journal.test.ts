@@ -6,10 +6,13 @@ import {
   formatReport,
   importSigningKey,
   signEntry,
+  signEntryText,
   toJwks,
   verifyJournal,
+  type EntryFields,
   type JournalEntry,
   type JournalSigningKey,
+  type SignedEntryText,
 } from "../../lib/journal/index.ts";
 
 /** The key the vitest config binds from test/global-setup.ts (base64 PKCS#8 Ed25519). */
@@ -68,6 +71,61 @@ describe("the signed journal inside workerd", () => {
 
   it("gives the same canonical JSON as in Node (no code generation needed)", () => {
     expect(canonicalJson({ b: [1e21, 1e-7, -0], a: "\u20ac\n" })).toBe('{"a":"€\\n","b":[1e+21,1e-7,0]}');
+  });
+
+  it("stores an entry as the text it was signed into: the same entry signEntry gives, and it verifies", async () => {
+    const key = await importSigningKey(signingKeySecret());
+    const bodies: Record<string, unknown>[] = [
+      { node: "n1", output: { text: 'héllo 😀\u2028"q"\\', n: 1 / 3, big: 1e21, tiny: 1e-7, zero: -0 } },
+      { dropped: undefined, at: new Date(0), nested: [{ b: 1, a: [null, true] }] }, // undefined left out, toJSON applied
+      { "10": "ten", "9": "nine", "b": 2, "a": 1 }, // integer-like keys: JavaScript orders them apart from the rest
+      {},
+    ];
+    let prev: string | null = null;
+    const texts: string[] = [];
+    for (const [index, body] of bodies.entries()) {
+      const fields: EntryFields = {
+        seq: index + 1,
+        run_id: "run_text",
+        kind: "node.completed",
+        at: new Date(index).toISOString(),
+        body,
+        prev,
+      };
+      const [entry, text]: [JournalEntry, SignedEntryText] = await Promise.all([
+        signEntry(key, fields),
+        signEntryText(key, fields),
+      ]);
+      expect(JSON.parse(text.text)).toEqual(entry);
+      expect(text).toMatchObject({ seq: entry.seq, kind: entry.kind, hash: entry.hash });
+      texts.push(text.text);
+      prev = entry.hash;
+    }
+    // The members in envelope order, as JSON.stringify writes a JournalEntry.
+    expect(Object.keys(JSON.parse(texts[0] ?? "{}") as object)).toEqual([
+      "seq",
+      "run_id",
+      "kind",
+      "at",
+      "body",
+      "prev",
+      "hash",
+      "sig",
+      "kid",
+    ]);
+    const entries = texts.map((text) => JSON.parse(text) as JournalEntry);
+    expect(await verifyJournal(entries, toJwks([key.publicJwk]))).toMatchObject({ ok: true, entries: bodies.length });
+    // The header is canonicalized as the whole entry would be: a lone surrogate is refused, with its place.
+    await expect(
+      signEntryText(key, {
+        seq: 1,
+        run_id: "run_\ud800",
+        kind: "k",
+        at: new Date(0).toISOString(),
+        body: {},
+        prev: null,
+      }),
+    ).rejects.toThrow("cannot canonicalize $.run_id: string contains a lone UTF-16 surrogate");
   });
 
   it("names the path to what cannot be canonicalized", () => {

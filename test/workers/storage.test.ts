@@ -4,8 +4,14 @@ import { describe, it } from "vitest";
 import { newRunState } from "../../coordinator/create.ts";
 import type { RunState } from "../../coordinator/decide.ts";
 import { RunStore } from "../../coordinator/storage.ts";
-import { importSigningKey, signEntry } from "../../lib/journal/index.ts";
-import { RunSnapshot, type InvocationRecord, type JournalEntry } from "../../schemas/index.ts";
+import {
+  importSigningKey,
+  signEntryText,
+  toJwks,
+  verifyJournal,
+  type SignedEntryText,
+} from "../../lib/journal/index.ts";
+import { RunSnapshot, type InvocationRecord } from "../../schemas/index.ts";
 import { uniqueId } from "./helpers.ts";
 
 /**
@@ -126,11 +132,11 @@ describe("RunStore", () => {
 
   it("appends many journal entries at once and reads them back byte for byte", async ({ expect }) => {
     const key = await importSigningKey(env.JOURNAL_SIGNING_KEY ?? "");
-    const entries: JournalEntry[] = [];
+    const entries: SignedEntryText[] = [];
     let prev: string | null = null;
     for (let seq = 1; seq <= 120; seq += 1) {
       const body = seq === 60 ? { blob: "y".repeat(250_000) } : { seq, text: AWKWARD, values: [0.1 + 0.2, 1e-7, -0] };
-      const entry = await signEntry(key, {
+      const entry = await signEntryText(key, {
         seq,
         run_id: "run_storage",
         kind: "test.entry",
@@ -147,7 +153,8 @@ describe("RunStore", () => {
       store.appendJournal(entries.slice(1));
       return open().journal();
     });
-    expect(read.map((entry) => JSON.stringify(entry))).toEqual(entries.map((entry) => JSON.stringify(entry)));
+    expect(read.map((entry) => JSON.stringify(entry))).toEqual(entries.map((entry) => entry.text));
+    expect(await verifyJournal(read, toJwks([key.publicJwk]))).toMatchObject({ ok: true, entries: 120 });
   });
 
   it("writes the run context only when it changed, apart from the record", async ({ expect }) => {
