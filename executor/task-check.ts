@@ -105,11 +105,15 @@ function nameHolders(task: Record<string, unknown>): Record<string, unknown>[] {
   return holders;
 }
 
-/** As the schema checks a name: a non-empty `id` and a whole `version` ≥ 0. */
+/** As the schema checks a name: a non-empty `id` and a `version` that is a safe integer ≥ 0 (zod's `int`). */
 function hasWellFormedName(holder: Record<string, unknown>): boolean {
   const { id, version } = holder;
   return (
-    typeof id === "string" && id.length > 0 && typeof version === "number" && Number.isInteger(version) && version >= 0
+    typeof id === "string" &&
+    id.length > 0 &&
+    typeof version === "number" &&
+    Number.isSafeInteger(version) &&
+    version >= 0
   );
 }
 

@@ -142,6 +142,7 @@ describe("runTasks", () => {
       ["", 0],
       ["wf/n4/s", -1],
       ["wf/n4/s", 1.5],
+      ["wf/n4/s", 2 ** 53],
       [7, 0],
     ] as const) {
       const refused = checkTaskPayload(inNode("n4", actionId, actionVersion));
