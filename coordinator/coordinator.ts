@@ -283,18 +283,14 @@ export class Coordinator extends DurableObject<Env> {
    */
   private async initialize(request: CreateRunRequest, budget: CallBudget): Promise<void> {
     const now = Date.now();
-    let state = newRunState(request, now);
-    const created = runCreatedEntry(state.record, request, new Date(now).toISOString());
-    let wakeAt: number | null = null;
-    const commands: Command[] = [];
-    if (request.mode === "auto") {
-      const context = { snapshot: request.snapshot, now, random: Math.random };
-      for (const event of [{ type: "start" }, { type: "wake", live: NOTHING_LIVE, budget: budget.left() }] as const) {
-        const decision = decide(state, event, context);
-        ({ state, wakeAt } = decision);
-        commands.push(...decision.commands);
-      }
-    }
+    const initial = newRunState(request, now);
+    const created = runCreatedEntry(initial.record, request, new Date(now).toISOString());
+    const context = { snapshot: request.snapshot, now, random: Math.random };
+    const wake = { type: "wake", live: NOTHING_LIVE, budget: budget.left() } as const;
+    const { state, commands, wakeAt } =
+      request.mode === "auto"
+        ? decide(initial, { type: "start" }, context, wake)
+        : { state: initial, commands: [], wakeAt: null };
     this.signer.startChain();
     await this.commit(
       { before: null, state, snapshot: request.snapshot, commands, wakeAt, now, lead: [created] },
@@ -319,21 +315,27 @@ export class Coordinator extends DurableObject<Env> {
     let wakeAt: number | null = null;
     const commands: Command[] = [];
     const changedNodes = new Set<string>();
-    const take = (event: RunEvent) => {
-      const decision = decide(state, event, context);
+    const take = (event: RunEvent, follow?: RunEvent) => {
+      const decision = decide(state, event, context, follow);
       ({ state, wakeAt } = decision);
       commands.push(...decision.commands);
       decision.changedNodes.forEach((id) => changedNodes.add(id));
     };
-    coalesceResults(events).forEach(take);
-    const woken = events.some((event) => event.type === "wake");
-    if (budget && !woken && wakeAt !== null && wakeAt <= now && budget.left().executorCalls > 0) {
-      // Results still in the inbox were delivered: their dispatches are not lost.
-      const live = toLiveWork({ ...this.live, tokens: [...this.live.tokens, ...this.inbox.queuedTokens()] });
-      take({ type: "wake", live, budget: budget.left() });
-    }
+    const batch = coalesceResults(events);
+    const follow = events.some((event) => event.type === "wake") ? undefined : this.followingWake(budget);
+    batch.forEach((event, index) => take(event, index === batch.length - 1 ? follow : undefined));
     this.stats.events += events.length;
     await this.commit({ before, state, snapshot, commands, wakeAt, now, lead: [], changedNodes }, budget);
+  }
+
+  /** The wake a batch's decision includes when it leaves work due now, within what the event's calls have left. */
+  private followingWake(budget: CallBudget | null): RunEvent | undefined {
+    if (!budget || budget.left().executorCalls <= 0) {
+      return undefined;
+    }
+    // Results still in the inbox were delivered: their dispatches are not lost.
+    const live = toLiveWork({ ...this.live, tokens: [...this.live.tokens, ...this.inbox.queuedTokens()] });
+    return { type: "wake", live, budget: budget.left() };
   }
 
   /** Commits a decision with its journal entries, sends its work, performs its commands and schedules the next wake. */

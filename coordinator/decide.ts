@@ -150,27 +150,34 @@ const HANDLERS: Handlers = {
   containers_released: (draft, event) => draft.settleCleanup("pending_releases", event.containers),
 };
 
-export function decide(state: RunState, event: RunEvent, context: DecideContext): Decision {
-  // Every expression the event evaluates draws from one budget: a failed node past it, never a runaway event.
-  return withWorkBudget(new WorkBudget(MAX_EVENT_WORK_UNITS, "coordinator event"), () =>
-    decideWithin(state, event, context),
-  );
-}
-
-function decideWithin(state: RunState, event: RunEvent, context: DecideContext): Decision {
+/**
+ * Decides one event. With `follow` (a wake), the wake is decided too when the
+ * event leaves work due now (a chain's next node after its predecessor's
+ * result): the same as deciding it on the event's decision, in one draft.
+ */
+export function decide(state: RunState, event: RunEvent, context: DecideContext, follow?: RunEvent): Decision {
   const draft = new Draft(state, context);
-  HANDLERS[event.type](draft as never, event as never);
-  advance(draft);
-  compensateOnEnd(draft, state.record.status);
+  let wakeAt = decideOn(draft, event, state.record.status);
+  if (follow !== undefined && wakeAt !== null && wakeAt <= context.now) {
+    // What a fresh draft of the event's decision would start with: no cleanup deferred yet.
+    draft.cleanupDeferred = false;
+    wakeAt = decideOn(draft, follow, draft.record.status);
+  }
   // An event that changed nothing in the record (a liveness wake that found
   // everything live) hands the same record back, so storage writes nothing.
   const record = sameFields(draft.record, state.record) ? state.record : draft.record;
-  return {
-    state: { record, nodes: draft.nodes },
-    commands: draft.commands,
-    wakeAt: nextWakeAt(draft),
-    changedNodes: draft.changedNodes,
-  };
+  return { state: { record, nodes: draft.nodes }, commands: draft.commands, wakeAt, changedNodes: draft.changedNodes };
+}
+
+/** Applies one event to the draft and settles what follows from it; returns when the run next needs a wake. */
+function decideOn(draft: Draft, event: RunEvent, statusBefore: RunState["record"]["status"]): number | null {
+  // Every expression the event evaluates draws from one budget: a failed node past it, never a runaway event.
+  return withWorkBudget(new WorkBudget(MAX_EVENT_WORK_UNITS, "coordinator event"), () => {
+    HANDLERS[event.type](draft as never, event as never);
+    advance(draft);
+    compensateOnEnd(draft, statusBefore);
+    return nextWakeAt(draft);
+  });
 }
 
 /** Whether two records hold the same value in every field (the draft replaces a field, never edits it in place). */

@@ -188,6 +188,10 @@ function startRun(run: TestRun, now = NOW): Decision {
   return run.wake(now);
 }
 
+function resultOf(result: TaskResult): RunEvent {
+  return { type: "task_result", result };
+}
+
 function dispatchesOf(decision: Decision): TaskPayload[] {
   return decision.commands.flatMap((command) => (command.kind === "dispatch" ? [command.payload] : []));
 }
@@ -374,6 +378,44 @@ describe("scheduling", () => {
 
     const wake = run.wake();
     expect(nodeIdsOf(wake)).toEqual(["b"]);
+  });
+
+  it("a result decided with a following wake is the result's decision and then the wake's, in one", ({ expect }) => {
+    // A chain, a diamond's join and a failure with a retry: what the wake finds due differs.
+    const cases: [Record<string, Partial<Node>>, (run: TestRun) => RunEvent][] = [
+      [{ a: {}, b: { depends_on: ["a"] }, c: { depends_on: ["b"] } }, (run) => resultOf(makeResult(run.token("a")))],
+      [{ a: {}, b: {}, c: { depends_on: ["a", "b"] } }, (run) => resultOf(makeResult(run.token("a")))],
+      [
+        { a: { retry: { max_attempts: 2, initial_delay_ms: 0, jitter: false } }, b: { depends_on: ["a"] } },
+        (run) => resultOf(makeFailure(run.token("a"), { retryable: true })),
+      ],
+    ];
+    for (const [nodes, eventOf] of cases) {
+      const run = makeRun(nodes);
+      startRun(run);
+      const event = eventOf(run);
+      const context = { snapshot: run.snapshot, now: NOW + 5, random: () => 0.5 };
+      const wakeOf = (state: RunState): RunEvent => ({ type: "wake", live: toLiveWork({ tokens: liveTokens(state) }) });
+      const first = decide(run.state, event, context);
+      const apart =
+        first.wakeAt !== null && first.wakeAt <= context.now ? decide(first.state, wakeOf(first.state), context) : null;
+      const together = decide(run.state, event, context, wakeOf(run.state));
+      expect(together.commands).toEqual([...first.commands, ...(apart?.commands ?? [])]);
+      expect(together.state).toEqual((apart ?? first).state);
+      expect(together.wakeAt).toBe((apart ?? first).wakeAt);
+      expect([...together.changedNodes].sort()).toEqual(
+        [...new Set([...first.changedNodes, ...(apart?.changedNodes ?? [])])].sort(),
+      );
+    }
+  });
+
+  it("a following wake is not decided when the event leaves nothing due now", ({ expect }) => {
+    const run = makeRun({ a: {}, b: {}, c: { depends_on: ["a", "b"] } });
+    startRun(run);
+    const event = resultOf(makeResult(run.token("a")));
+    const context = { snapshot: run.snapshot, now: NOW, random: () => 0 };
+    const wake: RunEvent = { type: "wake", live: toLiveWork({ tokens: [] }) }; // would find b lost, were it decided
+    expect(decide(run.state, event, context, wake)).toEqual(decide(run.state, event, context));
   });
 
   it("a result that makes no work ready asks for no immediate wake", ({ expect }) => {
