@@ -1,13 +1,13 @@
 import { ensureEngineError } from "../lib/errors.ts";
 import { resolveSnapshotResult } from "../catalog/index.ts";
 import type { JournalEntry } from "../schemas/index.ts";
-
-/** What a command reads of the last journal entry its decision signed. */
-type LastEntry = Pick<JournalEntry, "seq" | "kind" | "hash">;
 import { cancelChildRuns, notifyParentRun, startChildRun, type RunPeer, type RunPeers } from "./children.ts";
 import type { Command } from "./draft.ts";
 import type { RunEvent } from "./events.ts";
 import type { LiveSet } from "./live.ts";
+
+/** What a command reads of the last journal entry its decision signed. */
+type LastEntry = Pick<JournalEntry, "seq" | "kind" | "hash">;
 
 /** What performing a command needs of the Durable Object. */
 export interface CommandDeps {

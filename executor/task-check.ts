@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { setBounded } from "../lib/bounded-cache.ts";
+import { isPlainObject } from "../lib/expr/template-values.ts";
 import { issuesToDetails } from "../lib/validation.ts";
 import { ResolvedTask, TaskGroup, TaskPayload, type ErrorDetail } from "../schemas/index.ts";
 import { fastPayloadEnvelope, fastTaskGroupEnvelope } from "../schemas/payload-fast.ts";
@@ -66,7 +67,7 @@ export function checkTaskPayload(payload: unknown): { payload: TaskPayload } | {
 }
 
 function checkTask(task: unknown): { task: ResolvedTask } | { issues: z.core.$ZodIssue[] } {
-  const holders = isRecord(task) ? nameHolders(task) : [];
+  const holders = isPlainObject(task) ? nameHolders(task) : [];
   const key = holders.length > 0 ? namelessText(task, holders) : null;
   const remembered = key === null ? undefined : checked.get(key);
   if (remembered !== undefined && holders.every(hasWellFormedName)) {
@@ -93,11 +94,11 @@ function checkTask(task: unknown): { task: ResolvedTask } | { issues: z.core.$Zo
 function nameHolders(task: Record<string, unknown>): Record<string, unknown>[] {
   const holders = [task];
   for (const step of Array.isArray(task.steps) ? (task.steps as unknown[]) : []) {
-    const action = isRecord(step) ? step.action : undefined;
-    if (isRecord(action)) {
+    const action = isPlainObject(step) ? step.action : undefined;
+    if (isPlainObject(action)) {
       holders.push(action);
       const undo = action.undo;
-      if (isRecord(undo) && isRecord(undo.action)) {
+      if (isPlainObject(undo) && isPlainObject(undo.action)) {
         holders.push(undo.action);
       }
     }
@@ -129,8 +130,4 @@ function namelessText(task: unknown, holders: readonly Record<string, unknown>[]
   } catch {
     return null; // a cycle, a BigInt: the schema says what is wrong
   }
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
