@@ -38,6 +38,12 @@ import type {
 
 export type * from "./types.ts";
 
+/** What a start may be asked besides its request (`startRun`, `startPlan`). */
+export interface StartRunOptions {
+  /** Wait up to this long (ms, ≤ 60,000) for the run to end before answering: the HTTP route's `Prefer: wait`. */
+  wait_ms?: number;
+}
+
 /** An error as data: what every method returns instead of throwing (thrown errors lose their code across RPC). */
 export interface ErrorData {
   /** A dotted code to branch on, as in the HTTP API: `run.not_found`, `definition.invalid`, … */
@@ -79,10 +85,18 @@ export interface TrellisApi {
     id: string,
     page?: { limit?: number; cursor?: string },
   ): Promise<Result<DefinitionVersions>>;
-  /** `POST /v1/workflows/{id}/runs`; `created` is false when an idempotency key found an existing run, and for a preview. */
-  startRun(workflowId: string, request: StartRunBody): Promise<Result<StartRunResponse & { created: boolean }>>;
-  /** `POST /v1/plans`: run (or preview) an agent plan (docs/plans.md); `created` as for `startRun`. */
-  startPlan(request: PlanRequest): Promise<Result<StartPlanResponse & { created: boolean }>>;
+  /**
+   * `POST /v1/workflows/{id}/runs`; `created` is false when an idempotency key found an existing run, and for a
+   * preview. With `options.wait_ms` (≤ 60,000; the HTTP route's `Prefer: wait`) it answers once the run has ended,
+   * with its `output` and `error`, or once that long has passed.
+   */
+  startRun(
+    workflowId: string,
+    request: StartRunBody,
+    options?: StartRunOptions,
+  ): Promise<Result<StartRunResponse & { created: boolean }>>;
+  /** `POST /v1/plans`: run (or preview) an agent plan (docs/plans.md); `created` and `options` as for `startRun`. */
+  startPlan(request: PlanRequest, options?: StartRunOptions): Promise<Result<StartPlanResponse & { created: boolean }>>;
   /** `GET /v1/runs/{run_id}`. */
   getRun(runId: string): Promise<Result<RunView>>;
   /** `GET /v1/runs`: the query's parameters as strings, e.g. `{ status: "failed", limit: "10" }`. */

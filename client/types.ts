@@ -1046,6 +1046,14 @@ export type StartPlanResponse = {
       approved_steps: string[];
     };
   };
+  output?: JsonValue | null;
+  error?: {
+    code: string;
+    message: string;
+    node?: string;
+    step?: string;
+    retryable?: boolean;
+  } | null;
 };
 
 /** How to start a run: its input, a pinned version, an idempotency key, a mode. */
@@ -1067,6 +1075,14 @@ export type StartRunResponse = {
   plan?: {
     [key: string]: JsonValue;
   };
+  output?: JsonValue | null;
+  error?: {
+    code: string;
+    message: string;
+    node?: string;
+    step?: string;
+    retryable?: boolean;
+  } | null;
 };
 
 /** A step: calls one action (docs/definitions.md#step). */

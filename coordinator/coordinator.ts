@@ -21,6 +21,7 @@ import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunS
 import { CreateRunRequest, newRunState, runCreatedEntry, type CreateRunOutcome } from "./create.ts";
 import { coalesceResults, EventInbox } from "./inbox.ts";
 import { JournalWaiters } from "./journal-waiters.ts";
+import { isTerminal } from "./lifecycle.ts";
 import { LiveSet, NOTHING_LIVE, toLiveWork } from "./live.ts";
 import { assertSameRequest, assertValidInput, toGateAnswer } from "./requests.ts";
 import { RunIndexSync } from "./run-index.ts";
@@ -28,7 +29,7 @@ import { JournalSigner, journalOf } from "./signer.ts";
 import { newStats, type CoordinatorStats } from "./stats.ts";
 import { CallBudget } from "./call-budget.ts";
 import { RunStore, type UnsignedEntry } from "./storage.ts";
-import { toNodeDetail, toRunView } from "./view.ts";
+import { toNodeDetail, toRunView, toStartSummary } from "./view.ts";
 import { WakeScheduler } from "./wakes.ts";
 
 export type { CoordinatorStats } from "./stats.ts";
@@ -118,10 +119,11 @@ export class Coordinator extends DurableObject<Env> {
     }
   }
 
-  /** Creates the run, or returns it when this id already holds the same request (idempotency). */
-  async create(request: unknown): Promise<Result<CreateRunOutcome>> {
+  /** Creates the run, or finds it (same id and request); given `waitMs`, answers once it ended or that long passed. */
+  async create(request: unknown, waitMs = 0): Promise<Result<CreateRunOutcome>> {
     return toResult(async () => {
       const parsed = parseOrThrow(CreateRunRequest, request, "run.invalid_request", "the run request");
+      const created = this.state === null;
       if (this.state) {
         const { record } = this.state;
         assertSameRequest(record, parsed);
@@ -129,11 +131,12 @@ export class Coordinator extends DurableObject<Env> {
           // Stored before creation and start were one transaction, and its start was lost.
           await this.applyAndWake([{ type: "start" }]);
         }
-        return { created: false, run: this.summary() };
+      } else {
+        assertValidInput(parsed);
+        await this.initialize(parsed, new CallBudget());
       }
-      assertValidInput(parsed);
-      await this.initialize(parsed, new CallBudget());
-      return { created: true, run: this.summary() };
+      await this.journalWaiters.until(() => isTerminal(this.requireRun().record.status), waitMs);
+      return { created, run: toStartSummary(this.requireRun()) };
     });
   }
 
@@ -386,11 +389,6 @@ export class Coordinator extends DurableObject<Env> {
       throw EngineError.terminal("run.not_found", "no such run");
     }
     return this.state;
-  }
-
-  private summary(): CreateRunOutcome["run"] {
-    const { run_id, status, workflow } = this.requireRun().record;
-    return { run_id, status, workflow };
   }
 
   private view(): RunView {

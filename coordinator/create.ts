@@ -42,7 +42,8 @@ export type CreateRunRequest = z.infer<typeof CreateRunRequest>;
 export interface CreateRunOutcome {
   /** False when the run already existed (same idempotency key and request). */
   created: boolean;
-  run: Pick<RunView, "run_id" | "status" | "workflow">;
+  /** With the run's `output` and `error` once it has ended (a start that waited for it). */
+  run: Pick<RunView, "run_id" | "status" | "workflow"> & Partial<Pick<RunView, "output" | "error">>;
 }
 
 /** A run in `drafting`, every node `pending`. */

@@ -19,6 +19,17 @@ export class JournalWaiters {
     });
   }
 
+  /**
+   * Resolves once `done()` holds, asked again each time entries are appended,
+   * or after `waitMs`, whichever comes first.
+   */
+  async until(done: () => boolean, waitMs: number): Promise<void> {
+    const deadline = Date.now() + waitMs;
+    while (!done() && Date.now() < deadline) {
+      await this.wait(deadline - Date.now());
+    }
+  }
+
   /** New entries reached the journal: every long poll answers. */
   release(): void {
     const waiters = [...this.waiting];

@@ -12,11 +12,30 @@ import {
 } from "../schemas/index.ts";
 import { toPlanResults } from "../plans/index.ts";
 import { toGateView } from "./children.ts";
+import type { CreateRunOutcome } from "./create.ts";
 import type { RunState } from "./decide.ts";
+import { isTerminal } from "./lifecycle.ts";
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 /** `GET /v1/runs/{id}`: the run as its users see it. */
+/** What a run start answers: who the run is and where it stands, and how it ended once it has. */
+export function toStartSummary({ record }: RunState): CreateRunOutcome["run"] {
+  const { run_id, status, workflow } = record;
+  if (!isTerminal(status)) {
+    return { run_id, status, workflow };
+  }
+  return { run_id, status, workflow, ...outcomeOf(record) };
+}
+
+/** The run's output (once completed, else null) and error (null unless it has one). */
+function outcomeOf(record: RunRecord): Pick<RunView, "output" | "error"> {
+  return {
+    output: record.status === "completed" ? record.context.output : null,
+    error: record.error && toFailureView(record.error),
+  };
+}
+
 /** The run view of a run whose snapshot is `snapshot` (null for a run not loaded yet: no foreach nodes known). */
 export function toRunView(state: RunState, snapshot: RunSnapshot | null): RunView {
   const nodes = snapshot?.workflow.definition.nodes ?? {};
@@ -28,8 +47,7 @@ export function toRunView(state: RunState, snapshot: RunSnapshot | null): RunVie
     status: record.status,
     mode: record.mode,
     input: record.context.input,
-    output: record.status === "completed" ? record.context.output : null,
-    error: record.error && toFailureView(record.error),
+    ...outcomeOf(record),
     created_at: new Date(record.created_at).toISOString(),
     updated_at: new Date(record.updated_at).toISOString(),
     nodes: Object.fromEntries(

@@ -175,13 +175,25 @@ export type RunView = z.infer<typeof RunView>;
 /**
  * `POST /v1/workflows/{id}/runs` → 201 (new) or 200 (same idempotency key).
  * A preview (200) creates no run: `run_id` is null, `status` is "preview",
- * and `plan` says what would run.
+ * and `plan` says what would run. A start that waited for its run
+ * (`Prefer: wait=N`) and saw it end carries its `output` and `error`, as
+ * `GET /v1/runs/{id}` gives them.
  */
 export const StartRunResponse = z.strictObject({
   run_id: z.string().nullable(),
   status: z.union([RunStatus, z.literal("preview")]),
   workflow: z.strictObject({ id: z.string(), version: z.number().int() }),
   plan: z.record(z.string(), JsonValue).optional(),
+  output: JsonValue.nullable().optional(),
+  error: Failure.nullable().optional(),
+});
+
+/** The longest a run start waits for its run to end (`Prefer: wait=N`, or `wait_ms` over RPC). */
+export const MAX_START_WAIT_MS = 60_000;
+
+/** What an RPC `startRun` may be asked besides its request: how long to wait for the run to end. */
+export const StartRunOptions = z.strictObject({
+  wait_ms: z.number().int().min(0).max(MAX_START_WAIT_MS).optional(),
 });
 export type StartRunResponse = z.infer<typeof StartRunResponse>;
 

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { JsonSchema, JsonValue } from "./common.ts";
 import { RunMode } from "./run.ts";
+import { Failure } from "./errors.ts";
 
 /**
  * Agent plans (docs/plans.md): the two notations `POST /v1/plans` accepts as
@@ -144,6 +145,9 @@ export const StartPlanResponse = z.strictObject({
   status: z.string(),
   workflow: z.strictObject({ id: z.string(), version: z.number().int() }),
   graph: PlanGraph,
+  /** Only when the start waited for its run and saw it end (`Prefer: wait=N`). */
+  output: JsonValue.nullable().optional(),
+  error: Failure.nullable().optional(),
 });
 export type StartPlanResponse = z.infer<typeof StartPlanResponse>;
 

@@ -8,6 +8,7 @@ import OPENAPI from "../schemas/json/openapi.json";
 import { DEFINITION_KINDS } from "../schemas/index.ts";
 import { bearerAuth } from "./auth.ts";
 import { onError } from "./errors.ts";
+import { appliedWait, preferredWaitMs } from "./prefer.ts";
 import { streamRunEvents } from "./events.ts";
 import { mcpServerTools } from "./mcp-tools.ts";
 import { approveRun, startPlan } from "./plans.ts";
@@ -53,16 +54,14 @@ function publicRoutes(app: Hono<App>): void {
 /** Starting, listing, reading and steering runs; their journals and gates. */
 function runRoutes(app: Hono<App>): void {
   app.post("/v1/workflows/:id/runs", async (c) => {
-    const { created, run } = await service.startRun(
-      c.env,
-      c.req.param("id"),
-      await readJson(c, {}),
-      c.get("principal"),
-    );
+    const waitMs = startWait(c);
+    const body = await readJson(c, {});
+    const { created, run } = await service.startRun(c.env, c.req.param("id"), body, c.get("principal"), waitMs);
     return c.json(run, created ? 201 : 200);
   });
   app.post("/v1/plans", async (c) => {
-    const { created, run } = await startPlan(c.env, await readJson(c), c.get("principal"));
+    const waitMs = startWait(c);
+    const { created, run } = await startPlan(c.env, await readJson(c), c.get("principal"), waitMs);
     return c.json(run, created ? 201 : 200);
   });
   app.get("/v1/runs", async (c) => c.json(await listRuns(c.env.RUN_INDEX, c.req.query())));
@@ -159,4 +158,17 @@ function parseJson(text: string): unknown {
 /** YAML is accepted where people type definitions by hand: `Content-Type: application/yaml` (or `text/yaml`). */
 function isYaml(contentType: string | undefined): boolean {
   return /^(application|text)\/(x-)?yaml\b/i.test(contentType ?? "");
+}
+
+/**
+ * How long a run start waits for its run to end: the request's `Prefer: wait=N`
+ * (0 without one), said back in `Preference-Applied` when there is one.
+ */
+function startWait(c: Context<App>): number {
+  const waitMs = preferredWaitMs(c.req.header("prefer"));
+  if (waitMs === null) {
+    return 0;
+  }
+  c.header("preference-applied", appliedWait(waitMs));
+  return waitMs;
 }

@@ -25,6 +25,7 @@ export async function startPlan(
   env: Env,
   body: unknown,
   createdBy: string,
+  waitMs = 0,
 ): Promise<{ created: boolean; run: StartPlanResponse }> {
   const request = parseOrThrow(PlanRequest, body, "plan.invalid_request", "the plan request");
   const mode = request.mode ?? "auto";
@@ -53,22 +54,24 @@ export async function startPlan(
   const requestHash = await sha256Hex(canonicalJson({ plan: request, mode }));
   const runId = request.idempotency_key === undefined ? newRunId() : await runIdFor(`plan\n${request.idempotency_key}`);
   const outcome = unwrap(
-    await coordinator(env, runId).create({
-      run_id: runId,
-      snapshot,
-      input,
-      mode,
-      idempotency_key: request.idempotency_key ?? null,
-      request_hash: requestHash,
-      created_by: createdBy,
-      plan: {
-        origin,
-        steps: plan.steps.map((step) => ({ id: step.id, tool: step.tool })),
+    await coordinator(env, runId).create(
+      {
+        run_id: runId,
+        snapshot,
+        input,
+        mode,
+        idempotency_key: request.idempotency_key ?? null,
+        request_hash: requestHash,
+        created_by: createdBy,
+        plan: {
+          origin,
+          steps: plan.steps.map((step) => ({ id: step.id, tool: step.tool })),
+        },
       },
-    }),
+      waitMs,
+    ),
   );
-  const { run } = outcome;
-  return { created: outcome.created, run: { run_id: run.run_id, status: run.status, workflow: run.workflow, graph } };
+  return { created: outcome.created, run: { ...outcome.run, graph } };
 }
 
 /**

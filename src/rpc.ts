@@ -3,6 +3,8 @@ import { EngineError } from "../lib/errors.ts";
 import { checkBodyLimits } from "../lib/json-limits.ts";
 import type { JournalEntry } from "../lib/journal/index.ts";
 import { toResult, type Result } from "../lib/result.ts";
+import { parseOrThrow } from "../lib/validation.ts";
+import { StartRunOptions } from "../schemas/index.ts";
 import type {
   DefinitionList,
   DefinitionRecord,
@@ -68,19 +70,29 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
     );
   }
 
-  startPlan(request: unknown): Promise<Result<StartPlanResponse & { created: boolean }>> {
+  /** `POST /v1/plans`; `options.wait_ms` is the HTTP route's `Prefer: wait`, in ms. */
+  startPlan(request: unknown, options?: unknown): Promise<Result<StartPlanResponse & { created: boolean }>> {
     return toResult(async () => {
       checkBodyLimits(request);
-      const { created, run } = await startPlan(this.env, request, "rpc");
+      const { created, run } = await startPlan(this.env, request, "rpc", startWaitMs(options));
       return { ...run, created };
     });
   }
 
-  startRun(workflowId: string, request: unknown): Promise<Result<StartRunResponse & { created: boolean }>> {
+  /**
+   * `POST /v1/workflows/{id}/runs`; with `options.wait_ms` (the HTTP route's
+   * `Prefer: wait`, in ms) it answers once the run has ended, with its output
+   * and error, or once that long has passed.
+   */
+  startRun(
+    workflowId: string,
+    request: unknown,
+    options?: unknown,
+  ): Promise<Result<StartRunResponse & { created: boolean }>> {
     return toResult(async () => {
       const id = idArgument(workflowId, "workflowId");
       checkBodyLimits(request);
-      const { created, run } = await service.startRun(this.env, id, request, "rpc");
+      const { created, run } = await service.startRun(this.env, id, request, "rpc", startWaitMs(options));
       return { ...run, created };
     });
   }
@@ -174,6 +186,11 @@ function idArgument(value: unknown, name: string): string {
   }
   checkBodyLimits(value, name);
   return value;
+}
+
+/** How long a start waits for its run to end: `options.wait_ms`, 0 when not given. */
+function startWaitMs(options: unknown): number {
+  return parseOrThrow(StartRunOptions, options ?? {}, "request.invalid_argument", "options").wait_ms ?? 0;
 }
 
 /** An optional integer argument, at least `min`; undefined when not given. */

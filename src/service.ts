@@ -103,12 +103,17 @@ function toPage(kind: DefinitionKind, query: unknown, id?: string): ListPage {
   return { kind, after: after.data, limit: limit ?? DEFAULT_LIST_LIMIT };
 }
 
-/** Starts a run: 201 with a new run, or 200 with the run an idempotency key already started. */
+/**
+ * Starts a run: 201 with a new run, or 200 with the run an idempotency key
+ * already started. Given `waitMs`, answers once the run has ended (with its
+ * output and error) or that long has passed.
+ */
 export async function startRun(
   env: Env,
   workflowId: string,
   body: unknown,
   createdBy: string,
+  waitMs = 0,
 ): Promise<{ created: boolean; run: StartRunResponse }> {
   const request = parseOrThrow(StartRunBody, body ?? {}, "run.invalid_request", "the run request");
   const mode = request.mode ?? "auto";
@@ -141,18 +146,20 @@ export async function startRun(
   const runId =
     request.idempotency_key === undefined ? newRunId() : await idempotentRunId(workflowId, request.idempotency_key);
   const outcome: CreateRunOutcome = unwrap(
-    await coordinator(env, runId).create({
-      run_id: runId,
-      snapshot,
-      input,
-      mode,
-      idempotency_key: request.idempotency_key ?? null,
-      request_hash: requestHash,
-      created_by: createdBy,
-    }),
+    await coordinator(env, runId).create(
+      {
+        run_id: runId,
+        snapshot,
+        input,
+        mode,
+        idempotency_key: request.idempotency_key ?? null,
+        request_hash: requestHash,
+        created_by: createdBy,
+      },
+      waitMs,
+    ),
   );
-  const { run } = outcome;
-  return { created: outcome.created, run: { run_id: run.run_id, status: run.status, workflow: run.workflow } };
+  return { created: outcome.created, run: outcome.run };
 }
 
 export async function getRun(env: Env, runId: string): Promise<RunView> {

@@ -199,6 +199,13 @@ export const API_ROUTES: RouteSpec[] = [
     auth: "bearer",
     docs: "POST /v1/workflows/{id}/runs",
     tag: "runs",
+    headers: {
+      Prefer: {
+        type: "string",
+        description:
+          "`wait=N` (RFC 7240): answer once the run has ended, with its output and error, or after N seconds (at most 60), whichever is first; the answer says `Preference-Applied: wait=N`.",
+      },
+    },
     body: { schema: "StartRunBody", required: false },
     responses: {
       201: { description: "A new run.", schema: "StartRunResponse" },
@@ -214,6 +221,13 @@ export const API_ROUTES: RouteSpec[] = [
     auth: "bearer",
     docs: "POST /v1/plans",
     tag: "runs",
+    headers: {
+      Prefer: {
+        type: "string",
+        description:
+          "`wait=N` (RFC 7240): answer once the run has ended, with its output and error, or after N seconds (at most 60), whichever is first; the answer says `Preference-Applied: wait=N`.",
+      },
+    },
     body: { schema: "PlanRequest", required: true },
     responses: {
       201: { description: "A new plan run.", schema: "StartPlanResponse" },

@@ -109,6 +109,22 @@ describe("greet: a one-node run", () => {
     assert.equal(run.nodes.greet.attempts, 1);
   });
 
+  test("a start with Prefer: wait answers with the ended run and its output", async () => {
+    const id = uid("greet-wait");
+    await register({ workflows: [greetWorkflow(id)] });
+    const started = await api("POST", `/v1/workflows/${id}/runs`, {
+      body: { input: { name: "Ada" } },
+      headers: { prefer: "wait=20" },
+    });
+    assert.equal(started.status, 201, show(started));
+    assert.equal(started.headers.get("preference-applied"), "wait=20");
+    assert.equal(started.json.status, "completed", show(started));
+    assert.deepEqual(started.json.output, { greeting: "Hello, Ada" });
+    assert.equal(started.json.error, null);
+    const journal = await api("GET", `/v1/runs/${started.json.run_id}/journal`);
+    assert.equal(journal.json.entries.at(-1).kind, "attest", "attested before the answer left");
+  });
+
   test("it is listed by GET /v1/runs from the run index (D1, migrated by the suite's start), and a bad filter is a 400", async (t) => {
     if (!run) {
       return t.skip("no completed run");

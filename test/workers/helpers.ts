@@ -11,8 +11,9 @@ export async function api(
   path: string,
   body?: unknown,
   token: string | null = TOKEN,
-): Promise<{ status: number; json: any }> {
-  const headers: Record<string, string> = {};
+  extraHeaders: Record<string, string> = {},
+): Promise<{ status: number; json: any; headers: Headers }> {
+  const headers: Record<string, string> = { ...extraHeaders };
   if (token !== null) {
     headers.authorization = `Bearer ${token}`;
   }
@@ -25,7 +26,7 @@ export async function api(
     body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
   });
   const text = await response.text();
-  return { status: response.status, json: text ? JSON.parse(text) : null };
+  return { status: response.status, json: text ? JSON.parse(text) : null, headers: response.headers };
 }
 
 /** A definition id unique to this test, so tests never share catalog state. */

@@ -1,0 +1,170 @@
+import { exports } from "cloudflare:workers";
+import { describe, it } from "vitest";
+import type { TrellisApi } from "../../src/rpc.ts";
+import { api, httpTarget, journal, register, registerWorkflow, uniqueId, verified, waitForRun } from "./helpers.ts";
+
+/** A run start that waits for its run to end (`Prefer: wait=N`, RFC 7240; `wait_ms` over RPC). */
+
+/** A step that sets `path` to `expr` and gives it as its output's `path`. */
+const contextStep = (ref: string, path: string, expr: string) => ({
+  ref,
+  action: { kind: "context", implementation: { updates: [{ path, expr }] } },
+  output_mapping: { [`output.${path}`]: `$.${path}` },
+});
+
+/** A one-node workflow whose output is `input.n + 1`. */
+async function plusOne(): Promise<string> {
+  const id = uniqueId("wait");
+  await registerWorkflow({
+    id,
+    nodes: {
+      add: { task: { steps: [contextStep("s", "sum", "input.n + 1")] }, output_mapping: { "output.sum": "$.sum" } },
+    },
+  });
+  return id;
+}
+
+const startWaiting = (workflowId: string, body: unknown, prefer: string) =>
+  api("POST", `/v1/workflows/${workflowId}/runs`, body, undefined, { prefer });
+
+describe("a start that waits for its run", () => {
+  it("answers with the ended run, its output and an attested journal", async ({ expect }) => {
+    const id = await plusOne();
+    const started = await startWaiting(id, { input: { n: 41 } }, "wait=10");
+    expect(started.status).toBe(201);
+    expect(started.headers.get("preference-applied")).toBe("wait=10");
+    expect(started.json).toEqual({
+      run_id: expect.any(String),
+      status: "completed",
+      workflow: { id, version: 1 },
+      output: { sum: 42 },
+      error: null,
+    });
+    // Already attested when the answer came: nothing to wait for.
+    const entries = await journal(started.json.run_id);
+    expect(entries.at(-1)?.kind).toBe("attest");
+    expect(await verified(started.json.run_id)).toBe(true);
+    const run = (await api("GET", `/v1/runs/${started.json.run_id}`)).json;
+    expect({ output: run.output, error: run.error }).toEqual({ output: started.json.output, error: null });
+  });
+
+  it("answers a failed run with its error", async ({ expect }) => {
+    const id = uniqueId("wait-fail");
+    await registerWorkflow({
+      id,
+      nodes: {
+        get: {
+          task: {
+            steps: [
+              {
+                ref: "call",
+                action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/status/404` } },
+              },
+            ],
+          },
+        },
+      },
+    });
+    const started = await startWaiting(id, { input: {} }, "wait=10");
+    expect(started.status).toBe(201);
+    expect(started.json.status).toBe("failed");
+    expect(started.json.output).toBeNull();
+    expect(started.json.error).toMatchObject({ code: "http.status", node: "get", step: "call" });
+  });
+
+  it("answers when the wait runs out, with the run still going and no outcome", async ({ expect }) => {
+    const id = uniqueId("wait-gate");
+    await registerWorkflow({
+      id,
+      nodes: {
+        ask: {
+          task: {
+            steps: [
+              {
+                ref: "ok",
+                action: { kind: "human", implementation: { prompt_template: "ok?", input_schema: { type: "object" } } },
+              },
+            ],
+          },
+        },
+      },
+    });
+    const sent = Date.now();
+    const started = await startWaiting(id, { input: {} }, "wait=1");
+    expect(Date.now() - sent).toBeGreaterThanOrEqual(1_000);
+    expect(started.status).toBe(201);
+    expect(started.headers.get("preference-applied")).toBe("wait=1");
+    expect(started.json.status).toBe("waiting");
+    expect(started.json).not.toHaveProperty("output");
+    expect(started.json).not.toHaveProperty("error");
+  });
+
+  it("answers at once without a wait preference, and ignores one it cannot read", async ({ expect }) => {
+    const id = await plusOne();
+    for (const prefer of [undefined, "wait=soon", "respond-async", "wait=-1"]) {
+      const started = await api(
+        "POST",
+        `/v1/workflows/${id}/runs`,
+        { input: { n: 1 } },
+        undefined,
+        prefer ? { prefer } : {},
+      );
+      expect(started.status).toBe(201);
+      expect(started.headers.get("preference-applied")).toBeNull();
+      expect(started.json).not.toHaveProperty("output");
+      expect(await waitForRun(started.json.run_id)).toMatchObject({ status: "completed", output: { sum: 2 } });
+    }
+  });
+
+  it("reads wait among other preferences, and holds it to 60 s", async ({ expect }) => {
+    const id = await plusOne();
+    const started = await startWaiting(id, { input: { n: 2 } }, 'respond-async, wait=3600; foo="bar"');
+    expect(started.headers.get("preference-applied")).toBe("wait=60");
+    expect(started.json).toMatchObject({ status: "completed", output: { sum: 3 } });
+  });
+
+  it("gives the ended run again to a waiting start with the same idempotency key", async ({ expect }) => {
+    const id = await plusOne();
+    const body = { input: { n: 9 }, idempotency_key: uniqueId("key") };
+    const first = await startWaiting(id, body, "wait=10");
+    const again = await startWaiting(id, body, "wait=10");
+    expect(first.status).toBe(201);
+    expect(again.status).toBe(200);
+    expect(again.json).toEqual(first.json);
+  });
+
+  it("runs a plan and answers with how it ended", async ({ expect }) => {
+    const tool = uniqueId("json");
+    await register({
+      actions: [
+        { id: tool, kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/json?id={{id}}` } },
+      ],
+    });
+    const started = await api(
+      "POST",
+      "/v1/plans",
+      { plan: { steps: [{ tool, params: { id: "7" } }] }, tools: [tool] },
+      undefined,
+      {
+        prefer: "wait=10",
+      },
+    );
+    expect(started.status).toBe(201);
+    expect(started.json.status).toBe("completed");
+    expect(started.json.error).toBeNull();
+    expect(started.json.graph).toBeDefined();
+    expect((await journal(started.json.run_id)).at(-1)?.kind).toBe("attest");
+  });
+
+  it("waits over Workers RPC with wait_ms, and refuses a wait it cannot honour", async ({ expect }) => {
+    const rpc = exports.TrellisApi as unknown as TrellisApi;
+    const id = await plusOne();
+    const started = await rpc.startRun(id, { input: { n: 1 } }, { wait_ms: 10_000 });
+    expect(started).toMatchObject({ ok: true, value: { status: "completed", output: { sum: 2 }, created: true } });
+    for (const options of [{ wait_ms: -1 }, { wait_ms: 60_001 }, { wait_ms: 1.5 }, { wait: 1 }]) {
+      const refused = await rpc.startRun(id, { input: { n: 1 } }, options);
+      expect(refused).toMatchObject({ ok: false, error: { code: "request.invalid_argument" } });
+      expect(refused.ok ? [] : refused.error.details?.map((detail) => detail.path)).not.toEqual([]);
+    }
+  });
+});
