@@ -50,6 +50,7 @@ declare namespace Cloudflare {
 interface ExecutorBinding {
   runTask(payload: unknown): Promise<unknown>;
   runTasks(group: unknown): Promise<ReadableStream<Uint8Array>>;
+  runTaskList(group: unknown): Promise<unknown[]>;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { EngineError, ensureEngineError, toTaskError } from "../lib/errors.ts";
 import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../lib/journal/canonical.ts";
-import { TaskResult, toTaskGroup, toUnsignableResult, type TaskPayload } from "../schemas/index.ts";
+import { ACTION_TRAITS, TaskResult, toTaskGroup, toUnsignableResult, type TaskPayload } from "../schemas/index.ts";
 import { fastTaskResult } from "../schemas/payload-fast.ts";
 import type { LiveSet } from "./live.ts";
 
@@ -58,6 +58,9 @@ export async function sendTaskGroup(
     if (payloads.length === 1 && single !== undefined) {
       // One task (a chain's next node): a plain call costs less than setting up a stream.
       receive(await executor.runTask(single));
+    } else if (!payloads.some(waitsOnIo)) {
+      // Pure computation ends as it starts: its results come back together, without a stream.
+      (await executor.runTaskList(toTaskGroup(payloads))).forEach(receive);
     } else {
       for await (const line of ndjsonLines(await executor.runTasks(toTaskGroup(payloads)))) {
         receive(JSON.parse(line));
@@ -70,6 +73,14 @@ export async function sendTaskGroup(
     delivered.push(deliver(executorFailure(token, failure)));
   }
   await Promise.all(delivered);
+}
+
+/**
+ * Whether a task may wait on something outside the executor (a step whose
+ * kind's `waitsOnIo` trait is set: all but a pure `context` computation).
+ */
+export function waitsOnIo(payload: TaskPayload): boolean {
+  return payload.task.steps.some((step) => ACTION_TRAITS[step.action.kind].waitsOnIo);
 }
 
 export function chunk<T>(items: readonly T[], size: number): T[][] {

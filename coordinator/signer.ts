@@ -1,5 +1,6 @@
 import { importSigningKey, signEntryText, type JournalSigningKey, type SignedEntryText } from "../lib/journal/index.ts";
-import { ACTION_TRAITS, type TaskPayload } from "../schemas/index.ts";
+import type { TaskPayload } from "../schemas/index.ts";
+import { waitsOnIo } from "./executor-client.ts";
 import type { Command } from "./draft.ts";
 import type { RunStore, UnsignedEntry } from "./storage.ts";
 
@@ -158,14 +159,4 @@ export function journalOf(commands: readonly Command[], at: string): UnsignedEnt
   return commands.flatMap((command): UnsignedEntry[] =>
     command.kind === "journal" ? [{ seq: command.seq, kind: command.entryKind, at, body: command.body }] : [],
   );
-}
-
-/**
- * Whether a task may wait on something outside the executor (a step whose
- * kind's `waitsOnIo` trait is set: all but a pure `context` computation):
- * while such tasks run the coordinator is idle, and that is when their wave's
- * entries are signed.
- */
-function waitsOnIo(payload: TaskPayload): boolean {
-  return payload.task.steps.some((step) => ACTION_TRAITS[step.action.kind].waitsOnIo);
 }

@@ -21,6 +21,19 @@ const CHUNK_CHARS = 500_000;
 /** Rows inserted together are bound as one JSON text of about this many characters at most. */
 const BATCH_CHARS = 200_000;
 
+/**
+ * The run's tables. Node and invocation rows are small and rewritten in place
+ * by every event: WITHOUT ROWID keeps each in one B-tree (no separate key
+ * index to update). Tables of objects created before keep theirs.
+ */
+export const RUN_TABLES = `CREATE TABLE IF NOT EXISTS blobs (key TEXT NOT NULL, chunk INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (key, chunk));
+  CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS invocations (node TEXT NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (node, idx)) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, entry TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS journal_unsigned (seq INTEGER PRIMARY KEY, fields TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS index_outbox (k INTEGER PRIMARY KEY CHECK (k = 0), seq INTEGER NOT NULL,
+    row TEXT NOT NULL, written INTEGER NOT NULL, attempts INTEGER NOT NULL, retry_at INTEGER);`;
+
 /** A journal entry decided and committed, waiting to be chained and signed. */
 export const UnsignedEntry = JournalSignedFields.omit({ prev: true, run_id: true });
 export type UnsignedEntry = z.infer<typeof UnsignedEntry>;
@@ -41,22 +54,25 @@ export class RunStore implements IndexOutbox {
   private contextStored = false;
   /** How many chunks each blob has in storage, once this instance knows (read or written it). */
   private readonly chunks = new Map<string, number>();
+  /** Whether the tables exist: false in a new object until its run is created. */
+  private hasTables: boolean;
 
   constructor(sql: SqlStorage) {
     this.sql = sql;
-    // Node and invocation rows are small and rewritten in place by every event: WITHOUT ROWID keeps
-    // each in one B-tree (no separate key index to update). Tables of objects created before keep theirs.
-    sql.exec(`CREATE TABLE IF NOT EXISTS blobs (key TEXT NOT NULL, chunk INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (key, chunk));
-      CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;
-      CREATE TABLE IF NOT EXISTS invocations (node TEXT NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (node, idx)) WITHOUT ROWID;
-      CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, entry TEXT NOT NULL);
-      CREATE TABLE IF NOT EXISTS journal_unsigned (seq INTEGER PRIMARY KEY, fields TEXT NOT NULL);
-      CREATE TABLE IF NOT EXISTS index_outbox (k INTEGER PRIMARY KEY CHECK (k = 0), seq INTEGER NOT NULL,
-        row TEXT NOT NULL, written INTEGER NOT NULL, attempts INTEGER NOT NULL, retry_at INTEGER);`);
+    // A new object has no tables yet: it creates them with its run, in the run's first transaction (one
+    // commit, not two; measured below). An existing object gets any table added since it was created.
+    this.hasTables =
+      sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'").toArray().length > 0;
+    if (this.hasTables) {
+      sql.exec(RUN_TABLES);
+    }
   }
 
   /** The run, or null when this object holds none yet. */
   load(): { state: RunState; snapshot: RunSnapshot; lastHash: string | null } | null {
+    if (!this.hasTables) {
+      return null;
+    }
     const stored = this.getJson("record");
     const context = this.getJson("context");
     const snapshot = this.getJson("snapshot");
@@ -95,6 +111,10 @@ export class RunStore implements IndexOutbox {
 
   /** Writes a new run. Call inside a storage transaction with its first journal entries. */
   create(state: RunState, snapshot: RunSnapshot): void {
+    // Every time, not once: a transaction that failed took the tables (and any blob rows) back with it.
+    this.sql.exec(RUN_TABLES);
+    this.hasTables = true;
+    this.chunks.clear();
     this.putJson("snapshot", snapshot);
     this.save(null, state);
   }
@@ -226,6 +246,9 @@ export class RunStore implements IndexOutbox {
   }
 
   stagedIndexRow(): StagedIndexRow | null {
+    if (!this.hasTables) {
+      return null; // An alarm of an object that never held a run.
+    }
     const staged = this.sql
       .exec<{ row: string; attempts: number; retry_at: number | null }>(
         "SELECT row, attempts, retry_at FROM index_outbox WHERE written = 0",

@@ -27,7 +27,7 @@ export class Executor extends WorkerEntrypoint<Env> {
         // trip across RPC, so a burst of results should not cost a trip each.
         let pending: string[] = [];
         let flushing: Promise<void> | null = null;
-        const send = (result: TaskResult) => {
+        await this.runGroup(group, (result) => {
           pending.push(`${JSON.stringify(result)}\n`);
           flushing ??= Promise.resolve().then(() => {
             controller.enqueue(encoder.encode(pending.join("")));
@@ -35,31 +35,45 @@ export class Executor extends WorkerEntrypoint<Env> {
             flushing = null;
           });
           return flushing;
-        };
-        const parsed = checkTaskGroup(group);
-        if ("details" in parsed) {
-          const { details } = parsed;
-          for (const token of tokensOf(group)) {
-            await send(failure(token, "executor.invalid_payload", `the task group is invalid: ${summarize(details)}`));
-          }
-        } else {
-          await Promise.all(
-            fromTaskGroup(parsed.group).map(async (payload) =>
-              send(
-                "missing" in payload
-                  ? failure(
-                      payload.missing,
-                      "executor.invalid_payload",
-                      "the task group names a task it does not carry",
-                    )
-                  : await this.execute(payload),
-              ),
-            ),
-          );
-        }
+        });
         controller.close();
       },
     });
+  }
+
+  /**
+   * Runs a group of tasks that wait on nothing (only `context` steps: pure
+   * computation, over as soon as it starts) and answers every result at once.
+   * Streaming them would send one chunk all the same, after setting up a
+   * stream across RPC and a line of JSON per result.
+   */
+  async runTaskList(group: unknown): Promise<TaskResult[]> {
+    const results: TaskResult[] = [];
+    await this.runGroup(group, (result) => {
+      results.push(result);
+    });
+    return results;
+  }
+
+  /** Runs a group's tasks concurrently, handing each result to `send` as it is ready. */
+  private async runGroup(group: unknown, send: (result: TaskResult) => Promise<void> | void): Promise<void> {
+    const parsed = checkTaskGroup(group);
+    if ("details" in parsed) {
+      const { details } = parsed;
+      for (const token of tokensOf(group)) {
+        await send(failure(token, "executor.invalid_payload", `the task group is invalid: ${summarize(details)}`));
+      }
+      return;
+    }
+    await Promise.all(
+      fromTaskGroup(parsed.group).map(async (payload) =>
+        send(
+          "missing" in payload
+            ? failure(payload.missing, "executor.invalid_payload", "the task group names a task it does not carry")
+            : await this.execute(payload),
+        ),
+      ),
+    );
   }
 
   /** Runs one task and answers its result (the coordinator sends a group of one this way: no stream to set up). */

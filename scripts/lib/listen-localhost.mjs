@@ -27,3 +27,12 @@ function listenOnLoopback(...args) {
 }
 
 net.Server.prototype.listen = /** @type {any} */ (listenOnLoopback);
+
+// The peer ends with the process that started it, even one killed without a chance to stop it
+// (a timeout's SIGKILL): once it is reparented, nothing else would ever stop it.
+const parent = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parent) {
+    process.exit(0);
+  }
+}, 1_000).unref();

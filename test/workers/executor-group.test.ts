@@ -41,7 +41,8 @@ function payload(token: string, task: ResolvedTask, input: TaskPayload["input"])
   };
 }
 
-async function results(group: unknown): Promise<TaskResult[]> {
+/** A group's results read from `runTasks`: newline-delimited JSON on a stream. */
+async function streamed(group: unknown): Promise<TaskResult[]> {
   const stream = await env.EXECUTOR.runTasks(group);
   const text = await new Response(stream).text();
   return text
@@ -50,7 +51,16 @@ async function results(group: unknown): Promise<TaskResult[]> {
     .map((line) => JSON.parse(line) as TaskResult);
 }
 
-describe("runTasks", () => {
+/** A group's results from `runTaskList` (groups that wait on no I/O): one array. */
+async function listed(group: unknown): Promise<TaskResult[]> {
+  return (await env.EXECUTOR.runTaskList(group)) as TaskResult[];
+}
+
+// Both ways of sending a group run it the same way and answer the same results.
+describe.each([
+  ["runTasks", streamed],
+  ["runTaskList", listed],
+])("%s", (_name, results) => {
   it("sends each task once and runs every payload with its own task", async ({ expect }) => {
     const double = contextTask("double", "input.n * 2");
     const square = contextTask("square", "input.n * input.n");
@@ -97,24 +107,26 @@ describe("runTasks", () => {
     expect(byToken.get("here")).toMatchObject({ success: true, output: { v: 7 } });
     expect(byToken.get("lost")).toMatchObject({ success: false, error: { code: "executor.invalid_payload" } });
   });
+});
 
+describe("runTasks", () => {
   it("checks every task's definition, a task it has seen before included: one changed step is refused", async ({
     expect,
   }) => {
     const task = contextTask("seen", "input.n + 1");
-    expect(await results(toTaskGroup([payload("first", task, { n: 1 })]))).toMatchObject([
+    expect(await streamed(toTaskGroup([payload("first", task, { n: 1 })]))).toMatchObject([
       { success: true, output: { v: 2 } },
     ]);
     // The same id, version and key, one step no longer valid: remembered checks are by content.
     const changed = { ...task, steps: [{ ...task.steps[0], action: { kind: "context", implementation: {} } }] };
     const group = toTaskGroup([payload("second", task, { n: 1 })]);
-    const answered = await results({ ...group, tasks: { "seen@0": changed } });
+    const answered = await streamed({ ...group, tasks: { "seen@0": changed } });
     expect(answered).toMatchObject([
       { token_id: "second", success: false, error: { code: "executor.invalid_payload" } },
     ]);
     expect(answered[0]?.error?.message).toContain("tasks.seen@0.steps.0.action");
     // And the valid one still runs, checked or remembered.
-    expect(await results(toTaskGroup([payload("third", task, { n: 4 })]))).toMatchObject([
+    expect(await streamed(toTaskGroup([payload("third", task, { n: 4 })]))).toMatchObject([
       { success: true, output: { v: 5 } },
     ]);
   });

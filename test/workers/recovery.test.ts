@@ -2,6 +2,7 @@ import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } fro
 import { env } from "cloudflare:workers";
 import { describe, it, vi } from "vitest";
 import { LIVENESS_CHECK_MS, PARENT_NOTIFY_RETRY_MS } from "../../coordinator/decide.ts";
+import { RUN_TABLES } from "../../coordinator/storage.ts";
 import { runIdFor, sha256Hex } from "../../lib/ids.ts";
 import { canonicalJson } from "../../lib/journal/index.ts";
 import {
@@ -350,7 +351,9 @@ describe("recovery needs no reader", () => {
     const runId = await runIdFor(`${id}\n${idempotencyKey}`);
     // Staged crash: any commit of a journal entry after `run.created` fails, as if the
     // process died between the two (seq 2 is the start's `run.status`).
+    // A new object makes its tables with its run, in the same transaction: made here first to hold the trigger.
     await runInDurableObject(stubOf(runId), (_instance, state) => {
+      state.storage.sql.exec(RUN_TABLES);
       state.storage.sql.exec(
         "CREATE TRIGGER staged_crash BEFORE INSERT ON journal WHEN NEW.seq >= 2 BEGIN SELECT RAISE(ABORT, 'staged crash'); END",
       );

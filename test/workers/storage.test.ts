@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { newRunState } from "../../coordinator/create.ts";
 import type { RunState } from "../../coordinator/decide.ts";
-import { RunStore } from "../../coordinator/storage.ts";
+import { RUN_TABLES, RunStore } from "../../coordinator/storage.ts";
 import {
   importSigningKey,
   signEntryText,
@@ -82,14 +82,71 @@ function withInvocations(state: RunState, invocations: InvocationRecord[]): RunS
   return { ...state, nodes: { ...state.nodes, each: { ...node, status: "running", invocations } } };
 }
 
-/** Runs `body` with a RunStore over the SQLite storage of a fresh Durable Object. */
+/**
+ * Runs `body` with a RunStore over the SQLite storage of a fresh Durable
+ * Object whose tables exist (as once its run is created, or in an object an
+ * earlier version created).
+ */
 async function withStore<T>(body: (open: () => RunStore) => T | Promise<T>): Promise<T> {
   const namespace = env.COORDINATOR;
   const stub = namespace.get(namespace.idFromName(uniqueId("storage")));
-  return runInDurableObject(stub, (_instance, state) => body(() => new RunStore(state.storage.sql)));
+  return runInDurableObject(stub, (_instance, state) => {
+    state.storage.sql.exec(RUN_TABLES);
+    return body(() => new RunStore(state.storage.sql));
+  });
 }
 
 describe("RunStore", () => {
+  it("creates a new object's tables with its run, in the run's transaction, and finds them again", async ({
+    expect,
+  }) => {
+    const initial = newRunState(
+      {
+        run_id: "run_tables",
+        snapshot: SNAPSHOT,
+        input: {},
+        mode: "auto",
+        idempotency_key: null,
+        request_hash: "h",
+        created_by: "token:t",
+      },
+      1,
+    );
+    const namespace = env.COORDINATOR;
+    const stub = namespace.get(namespace.idFromName(uniqueId("tables")));
+    const seen = await runInDurableObject(stub, (_instance, state) => {
+      const sql = state.storage.sql;
+      const tables = () =>
+        sql
+          .exec<{ name: string }>(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_cf\\_%' ESCAPE '\\'",
+          )
+          .toArray()
+          .map((row) => row.name)
+          .sort();
+      // The object's own constructor ran first: a new object has none of the run's tables.
+      const before = tables();
+      const store = new RunStore(sql);
+      const empty = { load: store.load(), staged: store.stagedIndexRow(), tables: tables() };
+      // A transaction that fails takes the tables back; the next create makes them again.
+      expect(() =>
+        state.storage.transactionSync(() => {
+          store.create(initial, SNAPSHOT);
+          throw new Error("the commit failed");
+        }),
+      ).toThrow("the commit failed");
+      const afterRollback = tables();
+      state.storage.transactionSync(() => store.create(initial, SNAPSHOT));
+      const reopened = new RunStore(sql).load();
+      return { before, empty, afterRollback, after: tables(), reopened: reopened?.state.record.run_id };
+    });
+    expect(seen.before).toEqual([]);
+    expect(seen.empty).toEqual({ load: null, staged: null, tables: [] });
+    expect(seen.afterRollback).toEqual([]);
+    expect(seen.after).toEqual(["blobs", "index_outbox", "invocations", "journal", "journal_unsigned", "nodes"]);
+    expect(seen.reopened).toBe("run_tables");
+  });
+
   it("reads back a wave of invocations written in size-bounded batches, large rows alone", async ({ expect }) => {
     const initial = newRunState(
       {

@@ -97,17 +97,29 @@ describe("values that cannot be signed into the journal", () => {
   }) => {
     const metrics = { duration_ms: 1, steps_executed: 1, llm_tokens: { input: 0, output: 0, cost_usd: 0 } };
     const unsignable = (token: string) => ({ token_id: token, success: true, output: { s: "\udfff" }, metrics });
+    const ways: string[] = [];
     const executor: ExecutorBinding = {
-      // A group of one is a plain call, a larger one a stream of lines: both ways are checked.
-      runTask: () => Promise.resolve(unsignable("tok-1")),
-      runTasks: () =>
-        Promise.resolve(
+      // A group of one is a plain call, a larger one a stream of lines, or an array when no task waits
+      // on I/O: all three ways are checked.
+      runTask: () => {
+        ways.push("runTask");
+        return Promise.resolve(unsignable("tok-1"));
+      },
+      runTaskList: () => {
+        ways.push("runTaskList");
+        return Promise.resolve([unsignable("tok-1"), unsignable("tok-2")]);
+      },
+      runTasks: () => {
+        ways.push("runTasks");
+        return Promise.resolve(
           new Response(`${JSON.stringify(unsignable("tok-1"))}\n${JSON.stringify(unsignable("tok-2"))}\n`)
             .body as ReadableStream<Uint8Array>,
-        ),
+        );
+      },
     };
-    const task = { id: "t", version: 1, steps: [] };
-    const payload = (token: string) =>
+    const pure = { id: "t", version: 1, steps: [] };
+    const io = { id: "t", version: 1, steps: [{ ref: "get", action: { kind: "http" } }] };
+    const payload = (token: string, task: unknown = pure) =>
       ({
         token_id: token,
         workflow_run_id: "run_x",
@@ -120,7 +132,12 @@ describe("values that cannot be signed into the journal", () => {
         timeout_ms: 1000,
         retry_attempt: 1,
       }) as unknown as TaskPayload;
-    for (const payloads of [[payload("tok-1")], [payload("tok-1"), payload("tok-2")]]) {
+    const groups = [
+      [payload("tok-1")],
+      [payload("tok-1"), payload("tok-2")],
+      [payload("tok-1", io), payload("tok-2", io)],
+    ];
+    for (const payloads of groups) {
       const delivered: TaskResult[] = [];
       await sendTaskGroup(executor, payloads, async (result) => {
         delivered.push(result);
@@ -130,5 +147,6 @@ describe("values that cannot be signed into the journal", () => {
         expect(result).toMatchObject({ success: false, error: { code: "task.unsignable_result", retryable: false } });
       }
     }
+    expect(ways).toEqual(["runTask", "runTaskList", "runTasks"]);
   });
 });
