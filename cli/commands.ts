@@ -55,16 +55,35 @@ export async function runCommand(io: Io, workflow: string, options: RunOptions):
     ...(options.mode === undefined ? {} : { mode: options.mode }),
     ...(options.idempotencyKey === undefined ? {} : { idempotency_key: options.idempotencyKey }),
   };
+  // `--wait` asks the start itself to wait (Prefer: wait, docs/api.md): a short run is over when it answers.
+  const waits = options.wait === true && options.follow !== true;
   const started = await io.api.json<{ run_id: string | null; status: string }>(
     "POST",
     `/v1/workflows/${encodeURIComponent(workflow)}/runs`,
-    { body },
+    { body, headers: waits ? { prefer: `wait=${START_WAIT_S}` } : {} },
   );
   if (started.run_id === null || !(options.wait || options.follow)) {
     print(io, started, () => `${started.run_id ?? "preview"}  ${started.status}`);
     return 0;
   }
+  if (waits && ENDED.has(started.status)) {
+    return printEnded(io, started.run_id);
+  }
   return awaitRun(io, started.run_id, options);
+}
+
+/** How long `run --wait` asks its start to wait for the run (the most the API waits); a longer run is followed. */
+const START_WAIT_S = 60;
+const ENDED = new Set(["completed", "failed", "cancelled"]);
+
+/** A run that had ended when its start answered: printed as `--wait` prints a run it followed to its end. */
+async function printEnded(io: Io, runId: string): Promise<Exit> {
+  if (!io.json) {
+    io.out.write(`${runId}  started\n`);
+  }
+  const view = await io.api.json<RunView>("GET", runPath(runId));
+  print(io, view, () => runText(view));
+  return view.status === "completed" ? 0 : 1;
 }
 
 /** `--wait` / `--follow` of a run just started (by `run` or `plan`): prints where it ended; exit 0 when it completed. */
