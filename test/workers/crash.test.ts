@@ -1,5 +1,5 @@
 import { abortAllDurableObjects, evictDurableObject, runInDurableObject } from "cloudflare:test";
-import { describe, it } from "vitest";
+import { describe, it, vi } from "vitest";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import { api, uniqueId, waitForRun, httpTarget, hits, httpStep } from "./helpers.ts";
 import { stubOf } from "./durable-helpers.ts";
@@ -100,12 +100,13 @@ describe("crash safety", () => {
       input: { items: Array.from({ length: 20 }, (_, i) => i) },
     });
     const runId: string = start.json.run_id;
-    const before = (await api("GET", `/v1/runs/${runId}/journal`)).json.entries as {
-      seq: number;
-      kind: string;
-      at: string;
-      body: unknown;
-    }[];
+    type Entry = { seq: number; kind: string; at: string; body: unknown };
+    const signedWave = async () => {
+      const entries = (await api("GET", `/v1/runs/${runId}/journal`)).json.entries as Entry[];
+      return entries.filter((entry) => entry.kind === "task.dispatched").length === 20 ? entries : undefined;
+    };
+    // The start answers once the wave is sent; its entries are signed a moment later (SIGN_AFTER_SEND_MS).
+    const before = await vi.waitUntil(signedWave, { timeout: 5_000, interval: 10 });
     const wave = before.filter((entry) => entry.kind === "task.dispatched");
     expect(wave).toHaveLength(20);
     const cut = (wave[0]?.seq ?? 0) - 1;
