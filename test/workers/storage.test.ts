@@ -56,6 +56,21 @@ const SNAPSHOT = RunSnapshot.parse({
   workflows: {},
 });
 
+/** A new run of SNAPSHOT with this id, as a start creates it. */
+const newState = (runId: string, input: RunState["record"]["context"]["input"] = {}): RunState =>
+  newRunState(
+    {
+      run_id: runId,
+      snapshot: SNAPSHOT,
+      input,
+      mode: "auto",
+      idempotency_key: null,
+      request_hash: "h",
+      created_by: "token:t",
+    },
+    1,
+  );
+
 /** Text that breaks naive quoting: quotes, backslashes, controls, a surrogate pair, SQL. */
 const AWKWARD = `"quoted" \\ back\\slash \n\t\u0000 é 😀 '); DROP TABLE journal; --`;
 
@@ -100,18 +115,7 @@ describe("RunStore", () => {
   it("creates a new object's tables with its run, in the run's transaction, and finds them again", async ({
     expect,
   }) => {
-    const initial = newRunState(
-      {
-        run_id: "run_tables",
-        snapshot: SNAPSHOT,
-        input: {},
-        mode: "auto",
-        idempotency_key: null,
-        request_hash: "h",
-        created_by: "token:t",
-      },
-      1,
-    );
+    const initial = newState("run_tables");
     const namespace = env.COORDINATOR;
     const stub = namespace.get(namespace.idFromName(uniqueId("tables")));
     const seen = await runInDurableObject(stub, (_instance, state) => {
@@ -148,18 +152,7 @@ describe("RunStore", () => {
   });
 
   it("reads back a wave of invocations written in size-bounded batches, large rows alone", async ({ expect }) => {
-    const initial = newRunState(
-      {
-        run_id: "run_storage",
-        snapshot: SNAPSHOT,
-        input: {},
-        mode: "auto",
-        idempotency_key: null,
-        request_hash: "h",
-        created_by: "token:t",
-      },
-      1,
-    );
+    const initial = newState("run_storage");
     // 300 small rows and, among them, rows of 150 000 and 450 000 characters: several
     // batches, and rows over the batch size that must go on their own.
     const invocations = Array.from({ length: 300 }, (_, index) =>
@@ -215,18 +208,7 @@ describe("RunStore", () => {
   });
 
   it("writes the run context only when it changed, apart from the record", async ({ expect }) => {
-    const initial = newRunState(
-      {
-        run_id: "run_ctx",
-        snapshot: SNAPSHOT,
-        input: { big: "z".repeat(1000) },
-        mode: "auto",
-        idempotency_key: null,
-        request_hash: "h",
-        created_by: "token:t",
-      },
-      1,
-    );
+    const initial = newState("run_ctx", { big: "z".repeat(1000) });
     const seen = await withStore((open) => {
       const store = open();
       store.create(initial, SNAPSHOT);
@@ -252,18 +234,7 @@ describe("RunStore", () => {
   it("rewrites a one-chunk context in place, and keeps it whole as it grows past one chunk and shrinks back", async ({
     expect,
   }) => {
-    const initial = newRunState(
-      {
-        run_id: "run_grow",
-        snapshot: SNAPSHOT,
-        input: {},
-        mode: "auto",
-        idempotency_key: null,
-        request_hash: "h",
-        created_by: "token:t",
-      },
-      1,
-    );
+    const initial = newState("run_grow");
     const withState = (before: RunState, state: Record<string, string>): RunState => ({
       ...before,
       record: { ...before.record, context: { ...before.record.context, state } },
@@ -293,18 +264,7 @@ describe("RunStore", () => {
   it("loads a run stored with its context inside the record (before the split) and splits it on the next save", async ({
     expect,
   }) => {
-    const initial = newRunState(
-      {
-        run_id: "run_legacy",
-        snapshot: SNAPSHOT,
-        input: { n: 1 },
-        mode: "auto",
-        idempotency_key: null,
-        request_hash: "h",
-        created_by: "token:t",
-      },
-      1,
-    );
+    const initial = newState("run_legacy", { n: 1 });
     const seen = await withStore((open) => {
       const sql = (open() as unknown as { sql: SqlStorage }).sql;
       sql.exec("INSERT INTO blobs (key, chunk, data) VALUES ('record', 0, ?)", JSON.stringify(initial.record));
