@@ -54,15 +54,14 @@ function publicRoutes(app: Hono<App>): void {
 /** Starting, listing, reading and steering runs; their journals and gates. */
 function runRoutes(app: Hono<App>): void {
   app.post("/v1/workflows/:id/runs", async (c) => {
-    const waitMs = startWait(c);
+    const waitMs = preferredWaitMs(c.req.header("prefer"));
     const body = await readJson(c, {});
-    const { created, run } = await service.startRun(c.env, c.req.param("id"), body, c.get("principal"), waitMs);
-    return c.json(run, created ? 201 : 200);
+    const started = await service.startRun(c.env, c.req.param("id"), body, c.get("principal"), waitMs ?? 0);
+    return startAnswer(c, started, waitMs);
   });
   app.post("/v1/plans", async (c) => {
-    const waitMs = startWait(c);
-    const { created, run } = await startPlan(c.env, await readJson(c), c.get("principal"), waitMs);
-    return c.json(run, created ? 201 : 200);
+    const waitMs = preferredWaitMs(c.req.header("prefer"));
+    return startAnswer(c, await startPlan(c.env, await readJson(c), c.get("principal"), waitMs ?? 0), waitMs);
   });
   app.get("/v1/runs", async (c) => c.json(await listRuns(c.env.RUN_INDEX, c.req.query())));
   app.get("/v1/runs/:runId", async (c) => c.json(await service.getRun(c.env, c.req.param("runId"))));
@@ -161,14 +160,13 @@ function isYaml(contentType: string | undefined): boolean {
 }
 
 /**
- * How long a run start waits for its run to end: the request's `Prefer: wait=N`
- * (0 without one), said back in `Preference-Applied` when there is one.
+ * A start's answer: 201 for a new run, 200 for the run an idempotency key
+ * found or a preview, saying `Preference-Applied` when it honoured a
+ * `Prefer: wait=N` (`waitMs`, null without one).
  */
-function startWait(c: Context<App>): number {
-  const waitMs = preferredWaitMs(c.req.header("prefer"));
-  if (waitMs === null) {
-    return 0;
+function startAnswer(c: Context<App>, started: { created: boolean; run: object }, waitMs: number | null): Response {
+  if (waitMs !== null) {
+    c.header("preference-applied", appliedWait(waitMs));
   }
-  c.header("preference-applied", appliedWait(waitMs));
-  return waitMs;
+  return c.json(started.run, started.created ? 201 : 200);
 }

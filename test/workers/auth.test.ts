@@ -6,8 +6,8 @@ import { api, uniqueId, waitForRun } from "./helpers.ts";
 
 describe("authentication and errors", () => {
   it("answers /healthz without a token", async ({ expect }) => {
-    const { status, json } = await api("GET", "/healthz", undefined, null);
-    expect({ status, json }).toEqual({ status: 200, json: { ok: true } });
+    const response = await api("GET", "/healthz", undefined, null);
+    expect(response).toEqual({ status: 200, json: { ok: true } });
   });
 
   it("refuses a missing or wrong token with 401 and a dotted code, and accepts every configured token", async ({

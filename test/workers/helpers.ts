@@ -11,9 +11,8 @@ export async function api(
   path: string,
   body?: unknown,
   token: string | null = TOKEN,
-  extraHeaders: Record<string, string> = {},
-): Promise<{ status: number; json: any; headers: Headers }> {
-  const headers: Record<string, string> = { ...extraHeaders };
+): Promise<{ status: number; json: any }> {
+  const headers: Record<string, string> = {};
   if (token !== null) {
     headers.authorization = `Bearer ${token}`;
   }
@@ -26,7 +25,7 @@ export async function api(
     body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
   });
   const text = await response.text();
-  return { status: response.status, json: text ? JSON.parse(text) : null, headers: response.headers };
+  return { status: response.status, json: text ? JSON.parse(text) : null };
 }
 
 /** A definition id unique to this test, so tests never share catalog state. */

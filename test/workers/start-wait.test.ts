@@ -1,7 +1,19 @@
 import { exports } from "cloudflare:workers";
 import { describe, it } from "vitest";
+import type { z } from "zod";
+import { StartPlanResponse, StartRunResponse } from "../../schemas/index.ts";
 import type { TrellisApi } from "../../src/rpc.ts";
-import { api, httpTarget, journal, register, registerWorkflow, uniqueId, verified, waitForRun } from "./helpers.ts";
+import {
+  api,
+  httpTarget,
+  journal,
+  register,
+  registerWorkflow,
+  TOKEN,
+  uniqueId,
+  verified,
+  waitForRun,
+} from "./helpers.ts";
 
 /** A run start that waits for its run to end (`Prefer: wait=N`, RFC 7240; `wait_ms` over RPC). */
 
@@ -24,8 +36,19 @@ async function plusOne(): Promise<string> {
   return id;
 }
 
-const startWaiting = (workflowId: string, body: unknown, prefer: string) =>
-  api("POST", `/v1/workflows/${workflowId}/runs`, body, undefined, { prefer });
+/** POSTs `body` to `path` with these extra headers; the answer's status, headers and body, read with `schema`. */
+async function post<T>(path: string, body: unknown, headers: Record<string, string>, schema: z.ZodType<T>) {
+  const response = await exports.default.fetch(`http://trellis.test${path}`, {
+    method: "POST",
+    headers: { "authorization": `Bearer ${TOKEN}`, "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
+  return { status: response.status, headers: response.headers, json: schema.parse(await response.json()) };
+}
+
+const startRun = (workflowId: string, body: unknown, headers: Record<string, string> = {}) =>
+  post(`/v1/workflows/${workflowId}/runs`, body, headers, StartRunResponse);
+const startWaiting = (workflowId: string, body: unknown, prefer: string) => startRun(workflowId, body, { prefer });
 
 describe("a start that waits for its run", () => {
   it("answers with the ended run, its output and an attested journal", async ({ expect }) => {
@@ -41,10 +64,10 @@ describe("a start that waits for its run", () => {
       error: null,
     });
     // Already attested when the answer came: nothing to wait for.
-    const entries = await journal(started.json.run_id);
+    const entries = await journal(String(started.json.run_id));
     expect(entries.at(-1)?.kind).toBe("attest");
-    expect(await verified(started.json.run_id)).toBe(true);
-    const run = (await api("GET", `/v1/runs/${started.json.run_id}`)).json;
+    expect(await verified(String(started.json.run_id))).toBe(true);
+    const run = (await api("GET", `/v1/runs/${String(started.json.run_id)}`)).json;
     expect({ output: run.output, error: run.error }).toEqual({ output: started.json.output, error: null });
   });
 
@@ -102,18 +125,23 @@ describe("a start that waits for its run", () => {
   it("answers at once without a wait preference, and ignores one it cannot read", async ({ expect }) => {
     const id = await plusOne();
     for (const prefer of [undefined, "wait=soon", "respond-async", "wait=-1"]) {
-      const started = await api(
-        "POST",
-        `/v1/workflows/${id}/runs`,
-        { input: { n: 1 } },
-        undefined,
-        prefer ? { prefer } : {},
-      );
+      const started = await startRun(id, { input: { n: 1 } }, prefer ? { prefer } : {});
       expect(started.status).toBe(201);
       expect(started.headers.get("preference-applied")).toBeNull();
       expect(started.json).not.toHaveProperty("output");
-      expect(await waitForRun(started.json.run_id)).toMatchObject({ status: "completed", output: { sum: 2 } });
+      expect(await waitForRun(String(started.json.run_id))).toMatchObject({ status: "completed", output: { sum: 2 } });
     }
+  });
+
+  it("refuses a bad start with a wait as any other, without claiming the wait", async ({ expect }) => {
+    const id = await plusOne();
+    const refused = await exports.default.fetch(`http://trellis.test/v1/workflows/${id}/runs`, {
+      method: "POST",
+      headers: { "authorization": `Bearer ${TOKEN}`, "content-type": "application/json", "prefer": "wait=10" },
+      body: "{ not json",
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.headers.get("preference-applied")).toBeNull();
   });
 
   it("reads wait among other preferences, and holds it to 60 s", async ({ expect }) => {
@@ -140,20 +168,13 @@ describe("a start that waits for its run", () => {
         { id: tool, kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/json?id={{id}}` } },
       ],
     });
-    const started = await api(
-      "POST",
-      "/v1/plans",
-      { plan: { steps: [{ tool, params: { id: "7" } }] }, tools: [tool] },
-      undefined,
-      {
-        prefer: "wait=10",
-      },
-    );
+    const plan = { plan: { steps: [{ tool, params: { id: "7" } }] }, tools: [tool] };
+    const started = await post("/v1/plans", plan, { prefer: "wait=10" }, StartPlanResponse);
     expect(started.status).toBe(201);
     expect(started.json.status).toBe("completed");
     expect(started.json.error).toBeNull();
     expect(started.json.graph).toBeDefined();
-    expect((await journal(started.json.run_id)).at(-1)?.kind).toBe("attest");
+    expect((await journal(String(started.json.run_id))).at(-1)?.kind).toBe("attest");
   });
 
   it("waits over Workers RPC with wait_ms, and refuses a wait it cannot honour", async ({ expect }) => {
