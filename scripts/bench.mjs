@@ -28,6 +28,10 @@
  * a CPU profile of workerd (through wrangler's inspector) during that
  * scenario's measured runs (default: the fan-out), writes it to a .cpuprofile
  * file (open it in Chrome DevTools) and prints the functions with the most samples.
+ * `--perf[=<scenario>]` (default: the chain) records the workerd processes with
+ * Linux `perf` instead (scripts/lib/perf-record.mjs): natively, SQLite,
+ * crypto, V8 and the kernel included, with JavaScript functions named. The
+ * inspector's profiler overcharges calls into workerd; `perf` does not.
  */
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
@@ -36,20 +40,29 @@ import { join } from "node:path";
 import { ACTION_WAIT_MS, benchClient, benchWorkflows, startWaitPeerProcess } from "./lib/bench-client.mjs";
 import { measurePlans } from "./lib/bench-plans.mjs";
 import { chooseScenarios, fmt, median, printTable, SCENARIO_NAMES } from "./lib/bench-scenarios.mjs";
+import { assertPerfAvailable, PERF_V8_FLAGS, reportPerf, startPerf } from "./lib/perf-record.mjs";
 import { cpuMeter, TICK_MS } from "./lib/proc-cpu.mjs";
 import { startWranglerDev } from "./lib/wrangler-dev.mjs";
 
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 /** The scenarios measured, in this order. */
 const ORDER = "idle,single,chain,chain-http,fanout,foreach";
-/** `--profile` or `--profile=<scenario>`: the scenario whose measured runs are profiled. */
-const PROFILE = (() => {
-  const flag = process.argv.find((arg) => arg === "--profile" || arg.startsWith("--profile="));
-  return flag === undefined ? null : flag === "--profile" ? "fanout" : flag.slice("--profile=".length);
-})();
-if (PROFILE !== null && !SCENARIO_NAMES.includes(PROFILE)) {
-  console.error(`--profile takes one of ${SCENARIO_NAMES.join(", ")}, not ${PROFILE}`);
-  process.exit(2);
+/** The scenario named by `--<option>` or `--<option>=<scenario>`, `fallback` for the bare flag, null without it. */
+function scenarioOption(option, fallback) {
+  const flag = process.argv.find((arg) => arg === `--${option}` || arg.startsWith(`--${option}=`));
+  const name = flag === undefined ? null : flag === `--${option}` ? fallback : flag.slice(option.length + 3);
+  if (name !== null && !SCENARIO_NAMES.includes(name)) {
+    console.error(`--${option} takes one of ${SCENARIO_NAMES.join(", ")}, not ${name}`);
+    process.exit(2);
+  }
+  return name;
+}
+/** The scenario whose measured runs the inspector's profiler records. */
+const PROFILE = scenarioOption("profile", "fanout");
+/** The scenario whose measured runs `perf` records. */
+const PERF = scenarioOption("perf", "chain");
+if (PERF !== null) {
+  assertPerfAvailable();
 }
 
 const token = `bench-${randomBytes(8).toString("hex")}`;
@@ -59,7 +72,10 @@ async function main() {
   const signingKey = generateKeyPairSync("ed25519")
     .privateKey.export({ type: "pkcs8", format: "der" })
     .toString("base64");
-  const dev = await startWranglerDev({ vars: { API_TOKENS: token, JOURNAL_SIGNING_KEY: signingKey } });
+  const dev = await startWranglerDev({
+    vars: { API_TOKENS: token, JOURNAL_SIGNING_KEY: signingKey },
+    ...(PERF === null ? {} : { v8Flags: PERF_V8_FLAGS }),
+  });
   const client = benchClient(dev.url, token);
   const tree = { client, meter: cpuMeter(dev.pid), flows: benchWorkflows("bench", peer.url) };
   const profiler = PROFILE ? await Profiler.attach(dev.inspectorPort) : null;
@@ -105,6 +121,8 @@ async function measureScenario(scenario, tree, around, profiler) {
   if (profiling) {
     await profiler.start();
   }
+  const perfFile = join(tmpdir(), `trellis-bench-${scenario.name}-${Date.now()}.perf.data`);
+  const perf = scenario.name === PERF ? await startPerf(tree.meter.pids, perfFile) : null;
   /** @type {Record<string, number[]>} */
   const samples = Object.fromEntries(scenario.metrics.map((metric) => [metric.key, []]));
   for (let i = 0; i < REPEATS; i += 1) {
@@ -115,6 +133,10 @@ async function measureScenario(scenario, tree, around, profiler) {
   }
   if (profiling) {
     reportProfile(await profiler.stop(), scenario.name, REPEATS);
+  }
+  if (perf !== null) {
+    await perf.stop();
+    reportPerf(perfFile, scenario.name, REPEATS, tree.meter.pids);
   }
   return scenario.metrics.map((metric) => {
     const values = samples[metric.key];

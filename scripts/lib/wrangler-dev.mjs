@@ -83,6 +83,7 @@ function envLine(key, raw) {
  * @param {number} [options.maxLifetimeMs]  the watchdog's hard limit (default 2 h)
  * @param {string[]} [options.extraArgs]  more `wrangler dev` arguments
  * @param {boolean} [options.echo]  also copy wrangler's output to stderr (default: env TRELLIS_WRANGLER_ECHO=1)
+ * @param {string} [options.v8Flags]  flags for workerd's V8 (`npm run bench -- --perf`: perf map files)
  * @param {boolean} [options.localTraces]  keep wrangler's local trace store on (default off: it
  *   writes every invocation's spans to SQLite on the Worker's thread, which slows a wide fan-out ~10%)
  * @param {string} [options.persistTo]  a state directory the caller owns (Durable Objects, alarms):
@@ -117,6 +118,7 @@ async function startOnce({
   extraArgs = [],
   echo = process.env.TRELLIS_WRANGLER_ECHO === "1",
   localTraces = false,
+  v8Flags,
   persistTo,
 }) {
   const listenPort = port || (await freePort());
@@ -139,7 +141,7 @@ async function startOnce({
   }
   const args = wranglerArgs({ cwd, config, listenPort, inspectorPort, state, envFile });
   const started = Date.now();
-  const child = spawnWrangler(cwd, [...args, ...extraArgs], tmp, localTraces);
+  const child = spawnWrangler(cwd, [...args, ...extraArgs], tmp, localTraces, v8Flags);
   const pid = /** @type {number} */ (child.pid);
   const proc = watchWrangler(child, echo);
   const watchdog = pid
@@ -195,8 +197,9 @@ function wranglerArgs({ cwd, config, listenPort, inspectorPort, state, envFile }
  * @param {string[]} args
  * @param {string} tmp
  * @param {boolean} localTraces
+ * @param {string} [v8Flags]
  */
-function spawnWrangler(cwd, args, tmp, localTraces) {
+function spawnWrangler(cwd, args, tmp, localTraces, v8Flags) {
   return spawn(resolveNode(cwd), args, {
     cwd,
     detached: process.platform !== "win32", // its own process group: stop() ends the whole tree
@@ -210,6 +213,8 @@ function spawnWrangler(cwd, args, tmp, localTraces) {
       // invocation's spans to a SQLite database on the Worker's own thread: off for
       // tests and benchmarks, where nobody reads it. Production tracing is not local.
       X_LOCAL_OBSERVABILITY: localTraces ? "true" : "false",
+      // miniflare passes these to the workerd it starts.
+      ...(v8Flags === undefined ? {} : { MINIFLARE_WORKERD_V8_FLAGS: v8Flags }),
     }),
   });
 }
