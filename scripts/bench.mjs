@@ -47,7 +47,10 @@ import { startWranglerDev } from "./lib/wrangler-dev.mjs";
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 /** The scenarios measured, in this order. */
 const ORDER = "idle,single,chain,chain-http,fanout,foreach";
-/** The scenario named by `--<option>` or `--<option>=<scenario>`, `fallback` for the bare flag, null without it. */
+/**
+ * The scenario named by `--<option>` or `--<option>=<scenario>`, `fallback` for the bare flag, null without it.
+ * @param {string} option @param {string} fallback @returns {string | null}
+ */
 function scenarioOption(option, fallback) {
   const flag = process.argv.find((arg) => arg === `--${option}` || arg.startsWith(`--${option}=`));
   const name = flag === undefined ? null : flag === `--${option}` ? fallback : flag.slice(option.length + 3);

@@ -9,7 +9,6 @@
  * name, e.g. `signParts index.js:83458`.
  */
 import { execFileSync, spawn } from "node:child_process";
-import { rmSync } from "node:fs";
 
 /** V8 flags that write perf map files and keep interpreted frames on the native stack. */
 export const PERF_V8_FLAGS = "--perf-basic-prof --interpreted-frames-native-stack";
@@ -49,7 +48,7 @@ export async function startPerf(pids, file) {
 /**
  * Prints the CPU per run, the share of each binary, the JavaScript
  * functions with the most samples under them, and the native symbols with
- * the most samples of their own; then removes the perf map files of `pids`.
+ * the most samples of their own.
  * @param {string} file @param {string} scenario @param {number} runs @param {number[]} pids
  */
 export function reportPerf(file, scenario, runs, pids) {
@@ -82,10 +81,8 @@ export function reportPerf(file, scenario, runs, pids) {
         20,
       ),
   );
-  console.log(`open it: perf report -i ${file}`);
-  for (const pid of pids) {
-    rmSync(`/tmp/perf-${pid}.map`, { force: true });
-  }
+  const maps = pids.map((pid) => `/tmp/perf-${pid}.map`).join(", ");
+  console.log(`open it: perf report -i ${file} (it names JavaScript from ${maps}, left for it)`);
 }
 
 /**
