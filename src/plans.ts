@@ -14,7 +14,7 @@ import {
   type RunView,
   type StartPlanResponse,
 } from "../schemas/index.ts";
-import { catalog, controlRun, coordinator } from "./service.ts";
+import { catalog, controlRun, coordinator, createRun } from "./service.ts";
 
 /**
  * `POST /v1/plans`: an agent plan in either notation, compiled into a
@@ -53,23 +53,19 @@ export async function startPlan(
   checkEntrySize(origin, input);
   const requestHash = await sha256Hex(canonicalJson({ plan: request, mode }));
   const runId = request.idempotency_key === undefined ? newRunId() : await runIdFor(`plan\n${request.idempotency_key}`);
-  const outcome = unwrap(
-    await coordinator(env, runId).create(
-      {
-        run_id: runId,
-        snapshot,
-        input,
-        mode,
-        idempotency_key: request.idempotency_key ?? null,
-        request_hash: requestHash,
-        created_by: createdBy,
-        plan: {
-          origin,
-          steps: plan.steps.map((step) => ({ id: step.id, tool: step.tool })),
-        },
-      },
-      waitMs,
-    ),
+  const outcome = await createRun(
+    env,
+    {
+      run_id: runId,
+      snapshot,
+      input,
+      mode,
+      idempotency_key: request.idempotency_key ?? null,
+      request_hash: requestHash,
+      created_by: createdBy,
+      plan: { origin, steps: plan.steps.map((step) => ({ id: step.id, tool: step.tool })) },
+    },
+    waitMs,
   );
   return { created: outcome.created, run: { ...outcome.run, graph } };
 }

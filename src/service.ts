@@ -1,5 +1,11 @@
 import { decodeCursor, resolveSnapshot, type Catalog, type ListPage } from "../catalog/index.ts";
-import { JOURNAL_PAGE, type Coordinator, type CreateRunOutcome, type RunControl } from "../coordinator/index.ts";
+import {
+  JOURNAL_PAGE,
+  type Coordinator,
+  type CreateRunOutcome,
+  type CreateRunRequest,
+  type RunControl,
+} from "../coordinator/index.ts";
 import { EngineError } from "../lib/errors.ts";
 import { newRunId, RUN_ID_PATTERN, runIdFor, sha256Hex } from "../lib/ids.ts";
 import { canonicalJson, importSigningKey, toJwks, type JournalEntry } from "../lib/journal/index.ts";
@@ -145,21 +151,28 @@ export async function startRun(
   );
   const runId =
     request.idempotency_key === undefined ? newRunId() : await idempotentRunId(workflowId, request.idempotency_key);
-  const outcome: CreateRunOutcome = unwrap(
-    await coordinator(env, runId).create(
-      {
-        run_id: runId,
-        snapshot,
-        input,
-        mode,
-        idempotency_key: request.idempotency_key ?? null,
-        request_hash: requestHash,
-        created_by: createdBy,
-      },
-      waitMs,
-    ),
+  const outcome = await createRun(
+    env,
+    {
+      run_id: runId,
+      snapshot,
+      input,
+      mode,
+      idempotency_key: request.idempotency_key ?? null,
+      request_hash: requestHash,
+      created_by: createdBy,
+    },
+    waitMs,
   );
   return { created: outcome.created, run: outcome.run };
+}
+
+/**
+ * Creates the run `request.run_id` names in its own coordinator, or finds it
+ * (same id and request); given `waitMs`, answers once it ended or that long passed.
+ */
+export async function createRun(env: Env, request: CreateRunRequest, waitMs: number): Promise<CreateRunOutcome> {
+  return unwrap(await coordinator(env, request.run_id).create(request, waitMs));
 }
 
 export async function getRun(env: Env, runId: string): Promise<RunView> {

@@ -1,6 +1,7 @@
 import { exports } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import type { z } from "zod";
+import { RUN_ID_PATTERN } from "../../lib/ids.ts";
 import { StartPlanResponse, StartRunResponse } from "../../schemas/index.ts";
 import type { TrellisApi } from "../../src/rpc.ts";
 import {
@@ -57,7 +58,7 @@ describe("a start that waits for its run", () => {
     expect(started.status).toBe(201);
     expect(started.headers.get("preference-applied")).toBe("wait=10");
     expect(started.json).toEqual({
-      run_id: expect.any(String),
+      run_id: expect.stringMatching(RUN_ID_PATTERN),
       status: "completed",
       workflow: { id, version: 1 },
       output: { sum: 42 },
