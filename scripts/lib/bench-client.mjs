@@ -24,7 +24,7 @@ export function benchClient(baseUrl, token) {
     api: (method, path, body) => api(conn, method, path, body),
     /**
      * @param {string} workflowId @param {unknown} [input]
-     * @param {{ read: () => number, quiet: () => Promise<number> }} [meter]
+     * @param {{ read: () => number, readMain: () => number, quiet: () => Promise<number> }} [meter]
      */
     timedRun: (workflowId, input, meter) => timedRun(conn, workflowId, input, meter),
     /** @param {string} workflowId @param {unknown} [input] */
@@ -50,8 +50,9 @@ async function api(conn, method, path, body) {
  * Starts a run, waits for it to complete and returns its duration (ms, from
  * `run.created` to the attestation, in its journal), its journal entries
  * and, given a CPU meter (proc-cpu.mjs), the workerd CPU time (ms) the run
- * cost: from a quiet workerd before the start request to a quiet workerd
- * after the run, so work it leaves for later (`waitUntil`, the run index) counts.
+ * cost, in all and on the JavaScript threads: from a quiet workerd before the
+ * start request to a quiet workerd after the run, so work it leaves for later
+ * (`waitUntil`, the run index) counts.
  *
  * With a meter it asks whether the run has ended only when workerd has gone
  * quiet, never on a timer: each status read costs workerd ~2–3 ms of CPU,
@@ -59,14 +60,16 @@ async function api(conn, method, path, body) {
  * load). A run that waits on I/O (the fan-out) goes quiet while it waits and
  * is asked then; those reads count.
  * @param {Conn} conn @param {string} workflowId @param {unknown} [input]
- * @param {{ read: () => number, quiet: () => Promise<number> }} [meter]
+ * @param {{ read: () => number, readMain: () => number, quiet: () => Promise<number> }} [meter]
  */
 async function timedRun(conn, workflowId, input = {}, meter) {
   const cpuBefore = meter ? await meter.quiet() : 0;
+  const mainBefore = meter ? meter.readMain() : 0;
   const { run_id: runId } = await api(conn, "POST", `/v1/workflows/${workflowId}/runs`, { input });
   const deadline = Date.now() + 300_000;
   for (;;) {
     const cpuAt = meter ? await meter.quiet() : await delay(POLL_MS);
+    const mainAt = meter ? meter.readMain() : Number.NaN;
     const run = await api(conn, "GET", `/v1/runs/${runId}`);
     if (["completed", "failed", "cancelled"].includes(run.status)) {
       if (run.status !== "completed") {
@@ -74,7 +77,7 @@ async function timedRun(conn, workflowId, input = {}, meter) {
       }
       const { entries } = await api(conn, "GET", `/v1/runs/${runId}/journal`);
       const ms = Date.parse(entries.at(-1).at) - Date.parse(entries[0].at);
-      return { ms, entries, cpuMs: cpuAt - cpuBefore };
+      return { ms, entries, cpuMs: cpuAt - cpuBefore, mainCpuMs: mainAt - mainBefore };
     }
     if (Date.now() > deadline) {
       throw new Error(`run ${runId} did not finish`);

@@ -10,8 +10,13 @@
  */
 import { execFileSync, spawn } from "node:child_process";
 
-/** V8 flags that write perf map files and keep interpreted frames on the native stack. */
-export const PERF_V8_FLAGS = "--perf-basic-prof --interpreted-frames-native-stack";
+/**
+ * V8 flags that write perf map files and keep interpreted frames on the native
+ * stack. `--perf-basic-prof` turns V8's event log on too, which would leave an
+ * `isolate-…-v8.log` per isolate in the working directory: it goes to /dev/null.
+ */
+export const PERF_V8_FLAGS =
+  "--perf-basic-prof --interpreted-frames-native-stack --no-logfile-per-isolate --logfile=/dev/null";
 /** Samples per second per CPU. */
 const FREQUENCY = 2000;
 

@@ -56,13 +56,14 @@ function descendantsNamed(root, name) {
 }
 
 /**
- * utime + stime of one process in ticks, or null once it is gone.
- * @param {number} pid
+ * utime + stime in ticks of one process (`/proc/<pid>/stat`) or of one of its
+ * threads (`/proc/<pid>/task/<tid>/stat`), or null once it is gone.
+ * @param {string} path
  */
-function ticksOf(pid) {
+function ticksOf(path) {
   let stat;
   try {
-    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    stat = readFileSync(path, "utf8");
   } catch {
     return null;
   }
@@ -72,12 +73,25 @@ function ticksOf(pid) {
   return Number(fields[11]) + Number(fields[12]);
 }
 
+/** @param {string[]} paths */
+function sumTicks(paths) {
+  const ticks = paths.map(ticksOf);
+  if (ticks.includes(null)) {
+    // wrangler restarted a runtime: a difference across that would be meaningless.
+    throw new Error("a workerd process went away during the benchmark");
+  }
+  return ticks.reduce((sum, value) => sum + Number(value), 0);
+}
+
 /** How often `quiet()` reads the meter. */
 const SAMPLE_MS = 5;
 
 /**
  * A meter of the CPU time of the workerd processes under `wranglerPid`.
- * `read()` gives their total so far in ms; `pids` the processes it sums;
+ * `read()` gives their total so far in ms; `readMain()` the part of it spent
+ * on each process's main thread, the one that runs JavaScript (the rest is
+ * V8's compiler and garbage collector threads and workerd's I/O helpers);
+ * `pids` the processes it sums;
  * `quiet()` waits until the total has not moved for `quietMs` (workerd is
  * idle: a run has ended, or waits on I/O) or `maxMs` passed, and gives the
  * total then.
@@ -96,12 +110,10 @@ export function cpuMeter(wranglerPid) {
       return [...pids];
     },
     read() {
-      const ticks = pids.map(ticksOf);
-      if (ticks.includes(null)) {
-        // wrangler restarted a runtime: a difference across that would be meaningless.
-        throw new Error("a workerd process went away during the benchmark");
-      }
-      return ticks.reduce((sum, value) => sum + Number(value), 0) * TICK_MS;
+      return sumTicks(pids.map((pid) => `/proc/${pid}/stat`)) * TICK_MS;
+    },
+    readMain() {
+      return sumTicks(pids.map((pid) => `/proc/${pid}/task/${pid}/stat`)) * TICK_MS;
     },
     /** @param {number} [quietMs] @param {number} [maxMs] @returns {Promise<number>} */
     async quiet(quietMs = 50, maxMs = 1_000) {
