@@ -34,13 +34,13 @@
  * inspector's profiler overcharges calls into workerd; `perf` does not.
  */
 import { generateKeyPairSync, randomBytes } from "node:crypto";
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ACTION_WAIT_MS, benchClient, benchWorkflows, startWaitPeerProcess } from "./lib/bench-client.mjs";
 import { measurePlans } from "./lib/bench-plans.mjs";
 import { chooseScenarios, fmt, median, printTable, SCENARIO_NAMES } from "./lib/bench-scenarios.mjs";
-import { assertPerfAvailable, PERF_V8_FLAGS, reportPerf, startPerf } from "./lib/perf-record.mjs";
+import { assertPerfAvailable, perfV8Flags, reportPerf, startPerf } from "./lib/perf-record.mjs";
 import { cpuMeter, TICK_MS } from "./lib/proc-cpu.mjs";
 import { startWranglerDev } from "./lib/wrangler-dev.mjs";
 
@@ -67,6 +67,8 @@ const PERF = scenarioOption("perf", "chain");
 if (PERF !== null) {
   assertPerfAvailable();
 }
+/** Where workerd writes its jitdump for `perf inject --jit` (kept: `perf report` reads it later). */
+const PERF_JIT_DIR = PERF === null ? "" : mkdtempSync(join(tmpdir(), "trellis-perf-jit-"));
 
 const token = `bench-${randomBytes(8).toString("hex")}`;
 
@@ -77,7 +79,7 @@ async function main() {
     .toString("base64");
   const dev = await startWranglerDev({
     vars: { API_TOKENS: token, JOURNAL_SIGNING_KEY: signingKey },
-    ...(PERF === null ? {} : { v8Flags: PERF_V8_FLAGS }),
+    ...(PERF === null ? {} : { v8Flags: perfV8Flags(PERF_JIT_DIR) }),
   });
   const client = benchClient(dev.url, token);
   const tree = { client, meter: cpuMeter(dev.pid), flows: benchWorkflows("bench", peer.url) };
@@ -139,7 +141,7 @@ async function measureScenario(scenario, tree, around, profiler) {
   }
   if (perf !== null) {
     await perf.stop();
-    reportPerf(perfFile, scenario.name, REPEATS, tree.meter.pids);
+    reportPerf(perfFile, PERF_JIT_DIR, scenario.name, REPEATS);
   }
   return scenario.metrics.map((metric) => {
     const values = samples[metric.key];

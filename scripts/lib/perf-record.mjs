@@ -3,20 +3,33 @@
  * --perf[=<scenario>]`. The inspector's profiler (`--profile`) charges each
  * call from JavaScript into workerd's C++ far more than it costs; `perf`
  * samples the whole process, SQLite, BoringSSL, V8's compiler threads and the
- * kernel included. V8 names its generated code in `/tmp/perf-<pid>.map` when
- * started with {@link PERF_V8_FLAGS} (miniflare passes
- * `MINIFLARE_WORKERD_V8_FLAGS` to workerd), so JavaScript functions show up by
- * name, e.g. `signParts index.js:83458`.
+ * kernel included.
+ *
+ * JavaScript is named from V8's jitdump ({@link perfV8Flags}; miniflare passes
+ * `MINIFLARE_WORKERD_V8_FLAGS` to workerd): V8 records each piece of code it
+ * generates with the time it did, and `perf inject --jit` gives every sample
+ * the code that was at its address then, e.g. `signParts index.js:83458`. The
+ * simpler perf map (`--perf-basic-prof`, one address → name list per process)
+ * misnames samples once V8 has thrown code away and put other code at the same
+ * address, which a run does whenever a garbage collection deoptimizes: it
+ * showed a fan-out's signing as zod's `parse`.
  */
 import { execFileSync, spawn } from "node:child_process";
 
 /**
- * V8 flags that write perf map files and keep interpreted frames on the native
- * stack. `--perf-basic-prof` turns V8's event log on too, which would leave an
- * `isolate-…-v8.log` per isolate in the working directory: it goes to /dev/null.
+ * V8 flags for a profiled workerd: write a jitdump into `dir` and keep
+ * interpreted frames on the native stack. `--perf-prof` turns V8's event log
+ * on too, which would leave an `isolate-…-v8.log` per isolate in the working
+ * directory: it goes to /dev/null.
+ * @param {string} dir
  */
-export const PERF_V8_FLAGS =
-  "--perf-basic-prof --interpreted-frames-native-stack --no-logfile-per-isolate --logfile=/dev/null";
+export function perfV8Flags(dir) {
+  return (
+    `--perf-prof --perf-prof-path=${dir} --interpreted-frames-native-stack ` +
+    "--no-logfile-per-isolate --logfile=/dev/null"
+  );
+}
+
 /** Samples per second per CPU. */
 const FREQUENCY = 2000;
 
@@ -31,13 +44,12 @@ export function assertPerfAvailable() {
 
 /**
  * Records the processes `pids` until {@link stop}: call-graph samples at
- * {@link FREQUENCY} Hz into `file`.
+ * {@link FREQUENCY} Hz into `file`, on the monotonic clock V8's jitdump uses.
  * @param {number[]} pids @param {string} file
  */
 export async function startPerf(pids, file) {
-  const perf = spawn("perf", ["record", "-F", String(FREQUENCY), "-g", "-o", file, "-p", pids.join(",")], {
-    stdio: ["ignore", "ignore", "inherit"],
-  });
+  const args = ["record", "-k", "mono", "-F", String(FREQUENCY), "-g", "-o", file, "-p", pids.join(",")];
+  const perf = spawn("perf", args, { stdio: ["ignore", "ignore", "inherit"] });
   const exited = new Promise((resolve) => perf.once("exit", resolve));
   // perf attaches asynchronously; samples before it has are lost, not wrong.
   await new Promise((resolve) => setTimeout(resolve, 300));
@@ -51,12 +63,17 @@ export async function startPerf(pids, file) {
 }
 
 /**
- * Prints the CPU per run, the share of each binary, the JavaScript
- * functions with the most samples under them, and the native symbols with
- * the most samples of their own.
- * @param {string} file @param {string} scenario @param {number} runs @param {number[]} pids
+ * Names the JavaScript of a recording from the jitdump in `jitDir` (`perf
+ * inject --jit`, which writes one small `.so` per piece of generated code
+ * beside the dump: tens of thousands, ≈ 30 s), then prints the CPU per run,
+ * the share of each binary, the JavaScript functions with the most samples
+ * under them, and the native symbols with the most samples of their own.
+ * @param {string} recorded @param {string} jitDir @param {string} scenario @param {number} runs
  */
-export function reportPerf(file, scenario, runs, pids) {
+export function reportPerf(recorded, jitDir, scenario, runs) {
+  const file = recorded.replace(/\.data$/, "") + ".jit.data";
+  console.log(`\nperf inject --jit: naming JavaScript from the jitdump in ${jitDir} …`);
+  execFileSync("perf", ["inject", "--jit", "-i", recorded, "-o", file], { stdio: ["ignore", "ignore", "inherit"] });
   const bySymbol = perfReport(file, ["--children", "--sort", "sym"]);
   const byDso = perfReport(file, ["--no-children", "--sort", "dso", "-n"]);
   const self = perfReport(file, ["--no-children", "--sort", "sym"]);
@@ -70,7 +87,7 @@ export function reportPerf(file, scenario, runs, pids) {
   console.log(
     `  ${samples} samples at ${FREQUENCY} Hz: ≈ ${Math.round((samples / FREQUENCY / runs) * 1000)} ms of CPU per run`,
   );
-  console.log("by binary:\n" + share(byDso.rows, 6));
+  console.log("by binary:\n" + share(byBinary(byDso.rows), 6));
   // V8 names each tier's code apart (`JS:~f` interpreted, `JS:^f` baseline, `JS:*f` optimized): one row per function.
   const js = new Map();
   for (const row of bySymbol.rows.filter((each) => each.name.startsWith("JS:"))) {
@@ -86,8 +103,26 @@ export function reportPerf(file, scenario, runs, pids) {
         20,
       ),
   );
-  const maps = pids.map((pid) => `/tmp/perf-${pid}.map`).join(", ");
-  console.log(`open it: perf report -i ${file} (it names JavaScript from ${maps}, left for it)`);
+  console.log(`open it: perf report -i ${file} (it names JavaScript from the .so files in ${jitDir}, left for it)`);
+}
+
+/**
+ * The binaries' rows with V8's generated code, one `jitted-<pid>-<n>.so` per
+ * piece after `perf inject --jit`, summed into one `[JIT]` row.
+ * @param {{ percent: number, count: number | undefined, name: string }[]} rows
+ */
+export function byBinary(rows) {
+  const jit = { percent: 0, count: 0, name: "[JIT] V8's generated code" };
+  const others = [];
+  for (const row of rows) {
+    if (/^jitted-\d+-\d+\.so$/.test(row.name)) {
+      jit.percent += row.percent;
+      jit.count += row.count ?? 0;
+    } else {
+      others.push(row);
+    }
+  }
+  return [...others, ...(jit.count > 0 || jit.percent > 0 ? [jit] : [])].sort((a, b) => b.percent - a.percent);
 }
 
 /**
