@@ -24,7 +24,7 @@ export function benchClient(baseUrl, token) {
     api: (method, path, body) => api(conn, method, path, body),
     /**
      * @param {string} workflowId @param {unknown} [input]
-     * @param {{ read: () => number, readMain: () => number, quiet: () => Promise<number> }} [meter]
+     * @param {import("./proc-cpu.mjs").CpuMeter} [meter]
      */
     timedRun: (workflowId, input, meter) => timedRun(conn, workflowId, input, meter),
     /** @param {string} workflowId @param {unknown} [input] */
@@ -60,7 +60,7 @@ async function api(conn, method, path, body) {
  * load). A run that waits on I/O (the fan-out) goes quiet while it waits and
  * is asked then; those reads count.
  * @param {Conn} conn @param {string} workflowId @param {unknown} [input]
- * @param {{ read: () => number, readMain: () => number, quiet: () => Promise<number> }} [meter]
+ * @param {import("./proc-cpu.mjs").CpuMeter} [meter]
  */
 async function timedRun(conn, workflowId, input = {}, meter) {
   const cpuBefore = meter ? await meter.quiet() : 0;

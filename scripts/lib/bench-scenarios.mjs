@@ -22,7 +22,7 @@ import { ACTION_WAIT_MS, CHAIN_LENGTH } from "./bench-client.mjs";
 /**
  * @typedef {object} Tree  what a scenario needs of one running tree
  * @property {ReturnType<typeof import("./bench-client.mjs").benchClient>} client
- * @property {{ read: () => number, readMain: () => number, quiet: () => Promise<number> }} meter
+ * @property {import("./proc-cpu.mjs").CpuMeter} meter
  * @property {ReturnType<typeof import("./bench-client.mjs").benchWorkflows>} flows
  */
 

@@ -83,6 +83,8 @@ function sumTicks(paths) {
   return ticks.reduce((sum, value) => sum + Number(value), 0);
 }
 
+/** @typedef {ReturnType<typeof cpuMeter>} CpuMeter */
+
 /** How often `quiet()` reads the meter. */
 const SAMPLE_MS = 5;
 

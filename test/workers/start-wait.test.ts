@@ -134,7 +134,7 @@ describe("a start that waits for its run", () => {
     }
   });
 
-  it("refuses a bad start with a wait as any other, without claiming the wait", async ({ expect }) => {
+  it("refuses a bad start with a wait just as one without it, and claims no wait", async ({ expect }) => {
     const id = await plusOne();
     const refused = await exports.default.fetch(`http://trellis.test/v1/workflows/${id}/runs`, {
       method: "POST",
