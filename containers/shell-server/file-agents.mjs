@@ -9,7 +9,6 @@
  * the check and the open leads only where that uid may go.
  */
 import { spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { spawnPrivate } from "./workspace-users.mjs";
 
 /** A workspace's file helper ends after this long without a request. */
@@ -18,47 +17,6 @@ export const FILE_AGENT_IDLE_MS = 15_000;
 export const FILE_OP_TIMEOUT_MS = 60_000;
 /** The largest answer a helper may send: a 32 MiB read as JSON text, where a control byte takes 6 characters (`\u0000`), and room to spare. */
 const MAX_AGENT_ANSWER_BYTES = 6 * 32 * 1024 * 1024 + 1024 * 1024;
-/** The uid and gid of the start-up probe: an unprivileged id with no files of ours. */
-const PROBE_ID = 65_534;
-
-const AGENT_FILE = fileURLToPath(new URL("./file-agent.mjs", import.meta.url));
-
-/**
- * @typedef {import("./workspace-users.mjs").Identity} Identity
- * @typedef {{ status: number, code: string, message: string }} AgentError
- * @typedef {{ ok: true, value: unknown } | { ok: false, error: AgentError }} AgentAnswer
- */
-
-/**
- * Checks, once at start, that a workspace's uid will be able to do its work:
- * reach the workspace root, run node and read the file helper. An unprivileged
- * id (65534) tries it; the error says what failed.
- * @param {string} root
- */
-export async function probeWorkspaceUser(root) {
-  const answer = await new Promise((resolveProbe) => {
-    const child = spawn(process.execPath, [AGENT_FILE, "--probe", root], {
-      uid: PROBE_ID,
-      gid: PROBE_ID,
-      cwd: "/",
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let text = "";
-    child.stdout?.on("data", (chunk) => (text += chunk));
-    child.stderr?.on("data", (chunk) => (text += chunk));
-    child.once("error", (err) => resolveProbe(err.message));
-    child.once("close", (code) => resolveProbe(code === 0 && text.trim() === "ok" ? "ok" : text.trim().slice(0, 500)));
-  });
-  if (answer !== "ok") {
-    throw new Error(
-      `the shell server runs as root, so every workspace gets its own unprivileged uid, but such a uid cannot ` +
-        `run ${process.execPath} on ${AGENT_FILE} or reach ${root}: ${answer}. Make node, this folder and the ` +
-        `workspace root readable by others, or start the server with isolation "none" (--isolation none), ` +
-        `which leaves workspaces open to each other's commands`,
-    );
-  }
-}
 
 // ───────────────────────────── file helpers ─────────────────────────────
 
@@ -68,8 +26,9 @@ export async function probeWorkspaceUser(root) {
  * JSON lines over its standard input and output; many may be in flight.
  * Whatever the helper answers is treated as the workspace's (its commands
  * could tamper with it): sizes are bounded and shapes checked.
+ * @param {AgentRuntime} runtime  the node and file-agent.mjs that the workspaces' uids run (agent-runtime.mjs)
  */
-export function createFileAgents() {
+export function createFileAgents(runtime) {
   /** @type {Map<string, ReturnType<typeof startAgent>>} */
   const agents = new Map();
 
@@ -84,7 +43,7 @@ export function createFileAgents() {
     request(key, workspace, op, body) {
       let agent = agents.get(key);
       if (agent === undefined || agent.ended) {
-        agent = startAgent(workspace, () => {
+        agent = startAgent(runtime, workspace, () => {
           if (agents.get(key) === agent) agents.delete(key);
         });
         agents.set(key, agent);
@@ -118,12 +77,13 @@ export function createFileAgents() {
  */
 
 /**
+ * @param {AgentRuntime} runtime
  * @param {Identity & { dir: string, home: string }} workspace
  * @param {() => void} onEnd
  */
-function startAgent(workspace, onEnd) {
+function startAgent(runtime, workspace, onEnd) {
   const child = spawnPrivate(() =>
-    spawn(process.execPath, [AGENT_FILE, workspace.dir], {
+    spawn(runtime.node, [runtime.agentFile, workspace.dir], {
       uid: workspace.uid,
       gid: workspace.gid,
       cwd: workspace.dir,

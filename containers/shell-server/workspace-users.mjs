@@ -27,9 +27,10 @@
 import { spawn } from "node:child_process";
 import { lstat, mkdir, open, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
+import { STATE_DIR } from "./agent-runtime.mjs";
 
-/** Where uids are claimed, machine-wide: root-owned, mode 0700. */
-export const UID_CLAIMS_DIR = "/var/lib/trellis-shell-server/uids";
+/** Where uids are claimed, machine-wide: root-owned, mode 0700 (its parent 0711). */
+export const UID_CLAIMS_DIR = join(STATE_DIR, "uids");
 /** The first uid (and gid) handed to a workspace. */
 export const DEFAULT_UID_BASE = 200_000;
 /** Node's spawn takes a uid up to 2^31 - 1; one below, so the last claim never overflows. */

@@ -8,7 +8,8 @@ import { existsSync } from "node:fs";
 import { chmod, lchown, lstat, mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { killGroup } from "./exec.mjs";
-import { createFileAgents, probeWorkspaceUser } from "./file-agents.mjs";
+import { resolveAgentRuntime } from "./agent-runtime.mjs";
+import { createFileAgents } from "./file-agents.mjs";
 import { encodeWorkspaceId, HOMES_DIR, REGISTRY_DIR, TMP_DIR } from "./paths.mjs";
 import { claimOwner, saveRegistration } from "./registry.mjs";
 import { createUidAllocator, idOf, killAllOf } from "./workspace-users.mjs";
@@ -147,8 +148,8 @@ export async function prepareIsolation(root) {
     await lchown(dir, 0, 0);
     await chmod(dir, mode);
   }
-  await probeWorkspaceUser(root);
-  return { allocator: await createUidAllocator({ label: root }), agents: createFileAgents() };
+  const runtime = await resolveAgentRuntime(root);
+  return { allocator: await createUidAllocator({ label: root }), agents: createFileAgents(runtime) };
 }
 
 /**
