@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, it, vi } from "vitest";
 import { encodeWorkspaceId, NO_ISOLATION_WARNING, startShellServer } from "../../containers/shell-server/server.mjs";
 import { DEFAULT_UID_BASE } from "../../containers/shell-server/workspace-users.mjs";
+import { copyShellServer } from "./shell-server-copy.ts";
 
 type Server = Awaited<ReturnType<typeof startShellServer>>;
 type Answer = { status: number; json: any };
@@ -79,10 +80,17 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** Runs the standalone server as `uid` (undefined: as this process) and returns its stderr and /healthz answer. */
+/**
+ * Runs the standalone server as `uid` (undefined: as this process) and returns its stderr and /healthz answer.
+ * Another uid runs a copy that it may enter: the repository may sit where only its owner can.
+ */
 async function startStandalone(uid: number | undefined): Promise<{ stderr: string; health: any }> {
   const token = "a-token-of-sufficient-length";
-  const child = spawn(process.execPath, ["containers/shell-server/server.mjs", "--watch-stdin"], {
+  const copy = uid === undefined ? undefined : await copyShellServer(0o755);
+  const [node, server] =
+    copy === undefined ? [process.execPath, "containers/shell-server/server.mjs"] : [copy.node, copy.server];
+  const child = spawn(node, [server, "--watch-stdin"], {
+    cwd: copy?.folder,
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", SHELL_SERVER_TOKEN: token },
     stdio: ["pipe", "pipe", "pipe"],
     ...(uid === undefined ? {} : { uid, gid: uid }),
@@ -101,6 +109,7 @@ async function startStandalone(uid: number | undefined): Promise<{ stderr: strin
   } finally {
     child.stdin.end();
     await exited;
+    await copy?.remove();
   }
 }
 

@@ -7,41 +7,22 @@
  * runs as before (no isolation, as documented).
  */
 import { spawn } from "node:child_process";
-import { copyFile, chmod, link, mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, it } from "vitest";
 import { encodeWorkspaceId } from "../../containers/shell-server/server.mjs";
 import { DEFAULT_UID_BASE } from "../../containers/shell-server/workspace-users.mjs";
+import { copyShellServer, type ShellServerCopy } from "./shell-server-copy.ts";
 
 const IS_ROOT = process.getuid?.() === 0;
 const TOKEN = "a-token-of-sufficient-length";
-const SOURCES = new URL("../../containers/shell-server/", import.meta.url).pathname;
 
-let folder: string;
+let copy: ShellServerCopy | undefined;
 let url: string;
 let stop: () => Promise<void>;
 
-/** A private folder (0700) holding a node binary and a copy of the shell server. */
-async function privateCopy(): Promise<{ folder: string; node: string; server: string }> {
-  const made = await mkdtemp(join(tmpdir(), "trellis-private-"));
-  await chmod(made, 0o700);
-  const node = join(made, "node");
-  await link(process.execPath, node).catch(() => copyFile(process.execPath, node));
-  await mkdir(join(made, "shell-server"));
-  for (const name of await readdir(SOURCES)) {
-    if (name.endsWith(".mjs")) {
-      await copyFile(join(SOURCES, name), join(made, "shell-server", name));
-    }
-  }
-  return { folder: made, node, server: join(made, "shell-server", "server.mjs") };
-}
-
 beforeAll(async () => {
-  const copy = await privateCopy();
-  folder = copy.folder;
+  copy = await copyShellServer(0o700);
   const child = spawn(copy.node, [copy.server, "--watch-stdin"], {
-    cwd: folder,
+    cwd: copy.folder,
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", SHELL_SERVER_TOKEN: TOKEN },
     stdio: ["pipe", "pipe", "pipe"],
   });
@@ -61,9 +42,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stop?.();
-  if (folder !== undefined) {
-    await rm(folder, { recursive: true, force: true });
-  }
+  await copy?.remove();
 });
 
 async function call(path: string, body: unknown, token: string, method = "POST") {
