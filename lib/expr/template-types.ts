@@ -16,7 +16,8 @@ export interface RenderOptions {
    */
   substitute?: (text: string) => string;
   /**
-   * A `{{path}}` that selects nothing fails with `template.unresolved` naming
+   * A `{{path}}` that selects nothing, or such a path given to a helper that
+   * renders it (`{{json path}}`), fails with `template.unresolved` naming
    * it, instead of rendering as nothing: for templates that build requests
    * and commands, where a typo must not reach the peer. `{{default path "…"}}`
    * (or an `{{#if}}` around it) marks a value that may be absent.
