@@ -47,9 +47,6 @@ export type TemplateCompileResult =
 /** Why a template does not compile. */
 export type TemplateCompileErrorCode = "template.invalid" | "template.too_deep";
 
-/** Outcome of {@link renderJsonTemplate}. */
-export type JsonTemplateResult = { json: true; value: unknown } | { json: false; text: string };
-
 /** How many compiled templates an isolate keeps (least recently used are dropped). */
 export const TEMPLATE_CACHE_LIMIT = 500;
 

@@ -83,7 +83,6 @@ import { type AST, parse } from "@handlebars/parser";
 import { EngineError } from "../errors.ts";
 import { CompiledKind, compileInScope, evaluationAllowance, WORK_UNITS_PER_TEMPLATE_STEP } from "./work-budget.ts";
 import {
-  type JsonTemplateResult,
   MAX_TEMPLATE_NESTING_DEPTH,
   MAX_TEMPLATE_RENDER_STEPS,
   MAX_TEMPLATE_SOURCE,
@@ -99,7 +98,6 @@ import { checkProgram } from "./template-check.ts";
 import { renderProgram } from "./template-render.ts";
 
 export type {
-  JsonTemplateResult,
   RenderOptions,
   Template,
   TemplateCompileErrorCode,
@@ -185,22 +183,6 @@ function compileUncached(source: string): TemplateCompileResult {
  */
 export function renderTemplate(source: string, data: unknown, options?: RenderOptions): string {
   return compileOrThrow(source).render(data, options);
-}
-
-/**
- * Renders `source`, then classifies the text: if it parses as JSON the value is returned
- * (`json: true`), otherwise the text. The http action uses it to send a body template that
- * renders JSON as JSON. Any JSON qualifies, including `42` or `"text"`; empty output is text.
- *
- * @throws EngineError as {@link renderTemplate}.
- */
-export function renderJsonTemplate(source: string, data: unknown, options?: RenderOptions): JsonTemplateResult {
-  const text = renderTemplate(source, data, options);
-  try {
-    return { json: true, value: JSON.parse(text) as unknown };
-  } catch {
-    return { json: false, text };
-  }
 }
 
 // ───────────────────────────── compiled templates and cache ─────────────────────────────

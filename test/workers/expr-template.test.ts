@@ -5,7 +5,6 @@ import {
   MAX_TEMPLATE_RENDER_STEPS,
   TEMPLATE_CACHE_LIMIT,
   compileTemplate,
-  renderJsonTemplate,
   renderTemplate,
   type RenderOptions,
 } from "../../lib/expr/template.ts";
@@ -453,22 +452,6 @@ describe("budgets: render steps", () => {
     const text = renderTemplate(source, { items });
     expect(JSON.parse(text)).toHaveLength(10_000);
     expect(renderTemplate(source, { items })).toBe(text);
-  });
-});
-
-describe("renderJsonTemplate", () => {
-  it("returns JSON when the rendered text parses as JSON", ({ expect }) => {
-    const result = renderJsonTemplate('{"id": {{json id}}, "tags": {{json tags}}, "note": "{{note}}"}', {
-      id: 7,
-      tags: ["a"],
-      note: "hi",
-    });
-    expect(result).toEqual({ json: true, value: { id: 7, tags: ["a"], note: "hi" } });
-  });
-
-  it("returns text when it does not", ({ expect }) => {
-    expect(renderJsonTemplate("hello {{name}}", { name: "Ada" })).toEqual({ json: false, text: "hello Ada" });
-    expect(renderJsonTemplate("", {})).toEqual({ json: false, text: "" });
   });
 });
 
