@@ -23,7 +23,8 @@ export const MAX_HTTP_BODY_CHARS = MAX_TEMPLATE_OUTPUT;
 
 /**
  * `http`: one request rendered from Handlebars templates over the action
- * input. Output `{ status, headers, body }`. 429, 5xx, network errors and
+ * input, its body from `body_template` or built from a structured `body`
+ * (see {@link renderBody}). Output `{ status, headers, body }`. 429, 5xx, network errors and
  * timeouts are retryable (with the server's `Retry-After`); other 4xx are not.
  */
 export const httpAction: ActionHandler<"http"> = {
@@ -121,15 +122,22 @@ function renderBody(
     return undefined;
   }
   const text = renderTemplate(template, input, { strict: true });
-  try {
-    const value: unknown = JSON.parse(text);
+  const parsed = parseJson(text);
+  if (parsed.ok) {
     setDefaultJsonType(headers);
-    return JSON.stringify(value);
+    return JSON.stringify(parsed.value);
+  }
+  if (isMeantAsJson(template, headers.get("content-type"))) {
+    throw invalidBody(text, parsed.reason);
+  }
+  return text;
+}
+
+function parseJson(text: string): { ok: true; value: unknown } | { ok: false; reason: string } {
+  try {
+    return { ok: true, value: JSON.parse(text) };
   } catch (error) {
-    if (isMeantAsJson(template, headers.get("content-type"))) {
-      throw invalidBody(text, error);
-    }
-    return text;
+    return { ok: false, reason: error instanceof Error ? error.message : String(error) };
   }
 }
 
@@ -156,8 +164,7 @@ function isMeantAsJson(template: string, declared: string | null): boolean {
 }
 
 /** Where the rendered text stops being JSON: the parser's message and the text just before that position. */
-function invalidBody(text: string, error: unknown): EngineError {
-  const reason = error instanceof Error ? error.message : String(error);
+function invalidBody(text: string, reason: string): EngineError {
   // V8 names the offset ("… in JSON at position 20 (line 1 column 21)"); show the text up to it.
   const position = /at position (\d+)/.exec(reason)?.[1];
   const where =
