@@ -18,6 +18,7 @@ import {
   checkReference,
   checkSchema,
   checkSecret,
+  checkSourceLeaves,
   checkTemplate,
   type CheckContext,
   type Report,
@@ -43,6 +44,7 @@ export const IMPLEMENTATION_CHECKS: ImplementationChecks = {
     checkTemplate(implementation.url_template, `${at}.url_template`, report);
     checkTemplate(implementation.body_template, `${at}.body_template`, report);
     checkHeaders(implementation.headers, `${at}.headers`, report, true);
+    checkHttpBody(implementation, at, report);
   },
   llm: (implementation, at, check) => {
     checkPromptOrModel(implementation.prompt, "prompts", `${at}.prompt`, check);
@@ -179,6 +181,21 @@ export function checkModel(model: Omit<Model, "id">, path: string, report: Repor
       "definition.missing_base_url",
     );
   }
+}
+
+/** `body`'s sources see `{ input }`, as a metric's dimensions; a request has one body, so not also `body_template`. */
+function checkHttpBody(implementation: ActionImplementation<"http">, at: string, report: Report): void {
+  if (implementation.body === undefined) {
+    return;
+  }
+  if (implementation.body_template !== undefined) {
+    report(
+      `${at}.body`,
+      'an http action has "body" (JSON the engine serializes) or "body_template" (text it renders), not both',
+      "definition.invalid_http_body",
+    );
+  }
+  checkSourceLeaves(implementation.body, `${at}.body`, report, CEL_SCOPES.actionInput);
 }
 
 function checkVector(implementation: ActionImplementation<"vector">, at: string, report: Report): void {

@@ -2,7 +2,7 @@ import type { ErrorDetail } from "../lib/errors.ts";
 import { compileCel } from "../lib/expr/cel.ts";
 import { compileJsonPath } from "../lib/expr/jsonpath.ts";
 import { concatPartsOf } from "../lib/expr/concat.ts";
-import { isComputed, optionalPathOf } from "../lib/expr/mapping.ts";
+import { isComputed, isComputedSource, optionalPathOf } from "../lib/expr/mapping.ts";
 import { compileTemplate } from "../lib/expr/template.ts";
 import { checkJsonSchema } from "../lib/json-schema.ts";
 import {
@@ -93,6 +93,20 @@ export function checkMappings(
 ): void {
   for (const [key, source] of Object.entries(mapping ?? {})) {
     checkSource(source, `${path}.${key}`, report, scope);
+  }
+}
+
+/**
+ * A JSON value whose leaves may be sources (an http action's `body`, `buildValue`): each
+ * source is checked as a mapping's, wherever it sits; the rest is literal.
+ */
+export function checkSourceLeaves(shape: unknown, path: string, report: Report, scope: CelScope): void {
+  if (isComputedSource(shape)) {
+    checkSource(shape, path, report, scope);
+  } else if (shape !== null && typeof shape === "object") {
+    for (const [key, member] of Object.entries(shape)) {
+      checkSourceLeaves(member, `${path}.${key}`, report, scope);
+    }
   }
 }
 

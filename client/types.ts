@@ -261,6 +261,7 @@ export type HttpImplementation = {
     [key: string]: string;
   };
   body_template?: string;
+  body?: JsonValue;
   response?: "json" | "text";
 };
 

@@ -82,6 +82,8 @@ const HttpImplementation = z.strictObject({
   url_template: z.string().min(1),
   headers: z.record(z.string().min(1), z.string()).optional(),
   body_template: z.string().optional(),
+  /** JSON whose leaves may be mapping sources over `{ input }`, sent as JSON; not with `body_template`. */
+  body: JsonValue.optional(),
   response: z.enum(["json", "text"]).optional(),
 });
 

@@ -1,5 +1,6 @@
 import { EngineError } from "../../lib/errors.ts";
-import { renderJsonTemplate, renderTemplate } from "../../lib/expr/template.ts";
+import { buildValue } from "../../lib/expr/mapping.ts";
+import { MAX_TEMPLATE_OUTPUT, renderTemplate } from "../../lib/expr/template.ts";
 import { isCredentialHeader, type Json } from "../../schemas/index.ts";
 import { resolveSecrets } from "../secrets.ts";
 import type { ActionHandler } from "./types.ts";
@@ -14,8 +15,16 @@ import type { ActionHandler } from "./types.ts";
 export const MAX_HTTP_RESPONSE_BYTES = 4 * 1024 * 1024;
 
 /**
+ * The most characters of JSON the values computed for a structured `body` may total
+ * (`mapping.too_large`): a `body_template`'s output limit, so either way of writing a
+ * body has the same bound.
+ */
+export const MAX_HTTP_BODY_CHARS = MAX_TEMPLATE_OUTPUT;
+
+/**
  * `http`: one request rendered from Handlebars templates over the action
- * input. Output `{ status, headers, body }`. 429, 5xx, network errors and
+ * input, its body from `body_template` or built from a structured `body`
+ * (see {@link renderBody}). Output `{ status, headers, body }`. 429, 5xx, network errors and
  * timeouts are retryable (with the server's `Retry-After`); other 4xx are not.
  */
 export const httpAction: ActionHandler<"http"> = {
@@ -35,7 +44,7 @@ export const httpAction: ActionHandler<"http"> = {
           : renderTemplate(template, input, { strict: true }),
       );
     }
-    const body = renderBody(implementation.body_template, input, headers);
+    const body = renderBody(implementation, input, headers);
     context.note?.({ method: implementation.method, url: redact(url) });
     let response: Response;
     try {
@@ -86,18 +95,87 @@ function renderUrl(template: string, input: Json, env: Env): string {
   return base + renderTemplate(template.slice(prefix.length), input, { escape: "url", strict: true });
 }
 
-function renderBody(template: string | undefined, input: Json, headers: Headers): string | undefined {
+/**
+ * The request body; sets `content-type: application/json` for a JSON body when the
+ * definition sets no content type.
+ * - `body`: built from its sources over `{ input }` (`buildValue`), sent as JSON; no body
+ *   when it is itself an optional path that selects nothing.
+ * - `body_template`: rendered; text that parses as JSON is sent as JSON, other text as it
+ *   is, unless the body is meant as JSON ({@link isMeantAsJson}): then `http.invalid_body`,
+ *   and nothing is sent.
+ */
+function renderBody(
+  implementation: { body_template?: string | undefined; body?: Json | undefined },
+  input: Json,
+  headers: Headers,
+): string | undefined {
+  if (implementation.body !== undefined) {
+    const built = buildValue(implementation.body, { input }, "body", MAX_HTTP_BODY_CHARS);
+    if (!built.found) {
+      return undefined;
+    }
+    setDefaultJsonType(headers);
+    return JSON.stringify(built.value);
+  }
+  const template = implementation.body_template;
   if (template === undefined) {
     return undefined;
   }
-  const rendered = renderJsonTemplate(template, input, { strict: true });
-  if (rendered.json) {
-    if (!headers.has("content-type")) {
-      headers.set("content-type", "application/json");
-    }
-    return JSON.stringify(rendered.value);
+  const text = renderTemplate(template, input, { strict: true });
+  const parsed = parseJson(text);
+  if (parsed.ok) {
+    setDefaultJsonType(headers);
+    return JSON.stringify(parsed.value);
   }
-  return rendered.text;
+  if (isMeantAsJson(template, headers.get("content-type"))) {
+    throw invalidBody(text, parsed.reason);
+  }
+  return text;
+}
+
+function parseJson(text: string): { ok: true; value: unknown } | { ok: false; reason: string } {
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch (error) {
+    return { ok: false, reason: error instanceof Error ? error.message : String(error) };
+  }
+}
+
+function setDefaultJsonType(headers: Headers): void {
+  if (!headers.has("content-type")) {
+    headers.set("content-type", "application/json");
+  }
+}
+
+/** `application/json`, or any `…/…+json` type (`application/problem+json`), with or without parameters. */
+const JSON_MEDIA_TYPE = /^\s*[\w.-]+\/(?:[\w.+-]*\+)?json\s*(?:;|$)/i;
+
+/**
+ * A body template is meant as JSON when the definition says so with a JSON content type, or,
+ * setting none, when its text starts with `{` (not a mustache's `{{`) or `[`: the engine
+ * would send it as JSON. Broken JSON is then refused rather than sent as `text/plain`.
+ * Another declared type (`text/plain`) sends any text as it is.
+ */
+function isMeantAsJson(template: string, declared: string | null): boolean {
+  if (declared !== null) {
+    return JSON_MEDIA_TYPE.test(declared);
+  }
+  return /^\s*(?:\[|\{(?!\{))/.test(template);
+}
+
+/** Where the rendered text stops being JSON: the parser's message and the text just before that position. */
+function invalidBody(text: string, reason: string): EngineError {
+  // V8 names the offset ("… in JSON at position 20 (line 1 column 21)"); show the text up to it.
+  const position = /at position (\d+)/.exec(reason)?.[1];
+  const where =
+    position === undefined
+      ? `the text starts ${JSON.stringify(text.slice(0, 80))}`
+      : `the text before position ${position} ends ${JSON.stringify(text.slice(Math.max(0, Number(position) - 80), Number(position)))}`;
+  return EngineError.terminal(
+    "http.invalid_body",
+    `body_template rendered text that is not JSON, and the request is sent as JSON, so nothing was sent: ${reason}; ${where}. ` +
+      "Write a value into JSON with {{json value}} (it quotes and escapes), or build the body with `body`",
+  );
 }
 
 async function readBody(response: Response, mode: "json" | "text" | undefined): Promise<Json> {

@@ -50,10 +50,15 @@ export function optionalPathOf(source: unknown): OptionalPath | undefined {
   return keys[0] === "optional" && rest.optional === true ? { path, fallback: { found: false } } : undefined;
 }
 
-/** The value of one source against `doc`, or absent (a singular JSONPath that matched nothing). */
+/**
+ * The value of one source against `doc`, or absent (a singular JSONPath that matched nothing).
+ * `strict`: a `{ "template" }` (also inside a `concat`) renders strictly, as a template that
+ * builds a request does (`RenderOptions.strict`).
+ */
 export function evaluateSource(
   source: unknown,
   doc: Record<string, unknown>,
+  strict = false,
 ): { found: true; value: Json } | { found: false } {
   if (typeof source === "string" && source.startsWith("$")) {
     const selected = selectJsonPath(source, doc);
@@ -68,11 +73,11 @@ export function evaluateSource(
     return { found: true, value: evalCel(source.expr, doc) as Json };
   }
   if (isComputed(source, "template")) {
-    return { found: true, value: renderTemplate(source.template, doc) };
+    return { found: true, value: renderTemplate(source.template, doc, { strict }) };
   }
   const parts = concatPartsOf(source);
   if (parts !== undefined) {
-    return { found: true, value: concatText(parts.map((part, index) => partValue(part, index, doc))) };
+    return { found: true, value: concatText(parts.map((part, index) => partValue(part, index, doc, strict))) };
   }
   return { found: true, value: source as Json };
 }
@@ -82,8 +87,8 @@ export function evaluateSource(
  * `mapping.unresolved`, as a whole-value path does; an optional one without a
  * default adds nothing.
  */
-function partValue(part: unknown, index: number, doc: Record<string, unknown>): Json {
-  const result = evaluateSource(part, doc);
+function partValue(part: unknown, index: number, doc: Record<string, unknown>, strict: boolean): Json {
+  const result = evaluateSource(part, doc, strict);
   if (result.found) {
     return result.value;
   }
@@ -111,6 +116,84 @@ export function buildInput(mapping: Record<string, unknown>, doc: Record<string,
     }
   }
   return input;
+}
+
+/** Whether `value` is a source ({@link evaluateSource}) other than a literal: a `$` path, `path`, `expr`, `template` or `concat`. */
+export function isComputedSource(value: unknown): boolean {
+  return (
+    (typeof value === "string" && value.startsWith("$")) ||
+    optionalPathOf(value) !== undefined ||
+    isComputed(value, "expr") ||
+    isComputed(value, "template") ||
+    concatPartsOf(value) !== undefined
+  );
+}
+
+/**
+ * A JSON value built from a shape whose leaves may be sources (an http action's `body`):
+ * each computed source ({@link isComputedSource}) is replaced by its value over `doc`;
+ * other arrays and objects are walked; anything else is a literal. Templates render strictly
+ * (the value builds a request: an absent `{{path}}` fails). As in an input mapping,
+ * a bare `$` path that selects nothing fails with `mapping.unresolved`, and one marked
+ * optional (`{ "path", "optional": true }`) leaves its object member or array item out
+ * (the whole value is then absent when the shape itself is such a source). The computed
+ * values' JSON may total at most `maxChars` characters (`mapping.too_large`), so paths to a
+ * large input repeated in the shape cannot build an unbounded body. `at` names the shape in
+ * errors (`body.items.0: …`).
+ */
+export function buildValue(
+  shape: Json,
+  doc: Record<string, unknown>,
+  at: string,
+  maxChars: number,
+): { found: true; value: Json } | { found: false } {
+  return buildNode(shape, doc, at, { left: maxChars, max: maxChars, root: at });
+}
+
+/** What {@link buildValue} may still add, and for the message, its limit and the shape's name. */
+interface BuildBudget {
+  left: number;
+  readonly max: number;
+  readonly root: string;
+}
+
+function buildNode(
+  shape: Json,
+  doc: Record<string, unknown>,
+  at: string,
+  budget: BuildBudget,
+): { found: true; value: Json } | { found: false } {
+  if (isComputedSource(shape)) {
+    const result = withPath(at, () => evaluateSource(shape, doc, true));
+    if (!result.found && typeof shape === "string") {
+      throw unresolvedPath(at, shape, doc);
+    }
+    if (result.found) {
+      budget.left -= JSON.stringify(result.value).length;
+      if (budget.left < 0) {
+        throw EngineError.terminal(
+          "mapping.too_large",
+          `${at}: the values computed for ${budget.root} pass ${budget.max} characters of JSON`,
+        );
+      }
+    }
+    return result;
+  }
+  if (Array.isArray(shape)) {
+    const items = shape.map((item, index) => buildNode(item, doc, `${at}.${index}`, budget));
+    return { found: true, value: items.flatMap((item) => (item.found ? [item.value] : [])) };
+  }
+  if (shape !== null && typeof shape === "object") {
+    const object: JsonObject = {};
+    for (const [key, member] of Object.entries(shape)) {
+      const result = buildNode(member, doc, `${at}.${key}`, budget);
+      if (result.found) {
+        defineMember(object, key, result.value);
+      }
+    }
+    return { found: true, value: object };
+  }
+  return { found: true, value: shape };
 }
 
 /** A `$` path selected nothing: name it, what the document has, and how to mark it optional. */
@@ -235,13 +318,15 @@ function defineMember(record: JsonObject, key: string, value: Json): void {
 
 /**
  * Codes that keep their name through a mapping: an expression out of its
- * budget, and the mapping's own (`mapping.unresolved` of a `concat` part routes
- * a plan to its fallback as a whole-value path's does).
+ * budget, a strict template's absent path (an http `body`), and the mapping's
+ * own (`mapping.unresolved` of a `concat` part routes a plan to its fallback as
+ * a whole-value path's does).
  */
 const KEPT_CODES: ReadonlySet<string> = new Set([
   "expr.budget_exceeded",
   "template.budget_exceeded",
   "template.too_deep",
+  "template.unresolved",
   "mapping.unresolved",
   "mapping.not_text",
   "mapping.too_large",

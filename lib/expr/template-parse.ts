@@ -1,6 +1,8 @@
 import * as handlebarsParser from "@handlebars/parser";
+import type { AST } from "@handlebars/parser";
 
-// Before and around the parser: the nesting bound measured on its tokens, and its errors as messages.
+// Before and around the parser: the nesting bound measured on its tokens, braces after a
+// mustache read as text, and the parser's errors as messages.
 
 /**
  * The nesting the parser would build, measured on the parser's own tokens (so raw blocks,
@@ -18,7 +20,7 @@ export function measureNesting(source: string, limit: number): number {
   let brackets = 0;
   let deepest = 0;
   try {
-    for (let token = lexer.lex(); token !== TOKENS.EOF && deepest <= limit; token = lexer.lex()) {
+    for (let token = lexer.lex(); !isEnd(lexer, token) && deepest <= limit; token = lexer.lex()) {
       if (
         token === TOKENS.OPEN_BLOCK ||
         token === TOKENS.OPEN_INVERSE ||
@@ -49,6 +51,21 @@ export function measureNesting(source: string, limit: number): number {
 interface JisonLexer {
   setInput(input: string, yy: object): unknown;
   lex(): unknown;
+  popState(): unknown;
+  /** The text of the last token, as matched. */
+  match: string;
+  /** All the input consumed so far. */
+  matched: string;
+  /** What `lex()` returns at the end of input in a state without an EOF rule (the raw-block state). */
+  EOF: unknown;
+}
+
+/**
+ * The end of input: the grammar's `EOF` token, or the lexer's own end marker, which is what
+ * it returns forever at the end of a raw block left open (`{{json x}}}}` opens one).
+ */
+function isEnd(lexer: JisonLexer, token: unknown): boolean {
+  return token === TOKENS.EOF || token === lexer.EOF;
 }
 
 const TOKEN_NAMES = [
@@ -64,6 +81,12 @@ const TOKEN_NAMES = [
   "CLOSE_SEXPR",
   "OPEN_ARRAY",
   "CLOSE_ARRAY",
+  "OPEN",
+  "OPEN_UNESCAPED",
+  "OPEN_PARTIAL",
+  "CLOSE",
+  "CLOSE_UNESCAPED",
+  "CLOSE_RAW_BLOCK",
 ] as const;
 
 /** Checked when this module loads: a parser release that moves its lexer fails every template test, loudly. */
@@ -95,6 +118,108 @@ function loadLexer(): { lexer: JisonLexer; tokens: Record<(typeof TOKEN_NAMES)[n
 
 const { lexer: HANDLEBARS_LEXER, tokens: TOKENS } = loadLexer();
 
+// ───────────────────────────── braces after a mustache ─────────────────────────────
+
+/**
+ * Stands in for a `}` written right after a mustache while the source is parsed: one UTF-16
+ * code unit, so every line and column the parser reports is unchanged. A noncharacter: a
+ * source that holds one anyway is parsed as written (and `}}}` after `{{x` is then an error).
+ */
+const BRACE_STAND_IN = "\uFDD0";
+
+/** The tokens that open a mustache, a block or a partial, and how many `}` close each. */
+function closingBraces(token: unknown): number | undefined {
+  if (token === TOKENS.OPEN_UNESCAPED) {
+    return 3;
+  }
+  if (token === TOKENS.OPEN_RAW_BLOCK) {
+    return 4;
+  }
+  const twoBraces = [
+    TOKENS.OPEN,
+    TOKENS.OPEN_BLOCK,
+    TOKENS.OPEN_INVERSE,
+    TOKENS.OPEN_INVERSE_CHAIN,
+    TOKENS.OPEN_ENDBLOCK,
+    TOKENS.OPEN_PARTIAL,
+    TOKENS.OPEN_PARTIAL_BLOCK,
+  ];
+  return twoBraces.includes(token as number) ? 2 : undefined;
+}
+
+/**
+ * A mustache may be followed by `}`: `{"title": {{json title}}}` is the mustache
+ * `{{json title}}` and the text `}`. Handlebars' lexer reads `}}}` as the close of a
+ * triple-stash `{{{…}}}` (and `}}}}` as a raw block's), so it refuses JSON that ends with a
+ * helper. This finds, with the parser's own lexer, each mustache opened with `{{` (or `{{{`)
+ * and closed with more braces than that, and returns the source with the extra ones as
+ * {@link BRACE_STAND_IN}; {@link restoreBraces} puts them back into the parsed text. A
+ * source no such mustache closes comes back as it is: a template that parsed before parses
+ * the same, one that did not may now.
+ */
+export function standInForBraces(source: string): string {
+  const extra = extraBraces(source);
+  if (extra.length === 0 || source.includes(BRACE_STAND_IN)) {
+    return source;
+  }
+  const chars = source.split("");
+  for (const at of extra) {
+    chars[at] = BRACE_STAND_IN;
+  }
+  return chars.join("");
+}
+
+/** The offsets of the braces that close mustaches beyond their own (see {@link standInForBraces}), in one pass. */
+function extraBraces(source: string): number[] {
+  if (!source.includes("}}}")) {
+    return [];
+  }
+  const lexer = Object.create(HANDLEBARS_LEXER) as JisonLexer;
+  lexer.setInput(source, {});
+  const extra: number[] = [];
+  let expected: number | undefined;
+  try {
+    for (let token = lexer.lex(); !isEnd(lexer, token); token = lexer.lex()) {
+      expected = closingBraces(token) ?? expected;
+      if (token !== TOKENS.CLOSE_UNESCAPED && token !== TOKENS.CLOSE_RAW_BLOCK && token !== TOKENS.CLOSE) {
+        continue;
+      }
+      const closed = lexer.match.length;
+      if (/^}+$/.test(lexer.match) && expected !== undefined && closed > expected) {
+        const end = lexer.matched.length;
+        for (let at = end - (closed - expected); at < end; at += 1) {
+          extra.push(at);
+        }
+        if (token === TOKENS.CLOSE_RAW_BLOCK) {
+          lexer.popState(); // `}}}}` entered the raw-block state; after a mustache the text goes on.
+        }
+      }
+      expected = undefined;
+    }
+  } catch {
+    // A lexing error: the parse reports it with its position.
+  }
+  return extra;
+}
+
+/** Puts the braces {@link standInForBraces} stood in for back into the template's text. */
+export function restoreBraces(program: AST.Program | undefined): void {
+  for (const statement of program?.body ?? []) {
+    if (statement.type === "ContentStatement") {
+      const content = statement as AST.ContentStatement;
+      content.value = content.value.replaceAll(BRACE_STAND_IN, "}");
+      // `original` is the text before whitespace control (typed wrongly as StripFlags by the parser).
+      const original: unknown = content.original;
+      if (typeof original === "string") {
+        (content as { original: unknown }).original = original.replaceAll(BRACE_STAND_IN, "}");
+      }
+    }
+    const block = statement as Partial<Pick<AST.BlockStatement, "program" | "inverse">>;
+    restoreBraces(block.program);
+    restoreBraces(block.inverse);
+  }
+}
+
 // ───────────────────────────── parse errors ─────────────────────────────
 
 /** The shapes of what `@handlebars/parser` throws: jison parse errors and its `Exception`. */
@@ -120,7 +245,9 @@ export function describeParseError(thrown: unknown): string {
         ? "the template ends before a mustache or block is closed"
         : hash.token === "INVALID"
           ? `unexpected character ${JSON.stringify(hash.text)}`
-          : `unexpected ${JSON.stringify(hash.text)}`;
+          : hash.token === "CLOSE_UNESCAPED" || hash.token === "CLOSE_RAW_BLOCK"
+            ? `unexpected ${JSON.stringify(hash.text)} (a "}" right after a mustache reads as part of it: write {{json x}} } with a space)`
+            : `unexpected ${JSON.stringify(hash.text)}`;
     return `template does not parse${line === undefined ? "" : ` at line ${line}`}: ${what}${near === undefined ? "" : ` (near ${JSON.stringify(near)})`}`;
   }
   const bare = message.replace(/ - \d+:\d+$/, "");

@@ -40,7 +40,9 @@ import {
   findPartial,
   type HashArgs,
   type HelperSpec,
+  requirePresent,
   type Scope,
+  unresolved,
   withContext,
   withParams,
 } from "./template-scope.ts";
@@ -85,7 +87,7 @@ export const HELPERS: ReadonlyMap<string, HelperSpec> = new Map<string, HelperSp
   ["each", { min: 1, max: 1, blockParams: 2, block: (node, [items], _hash, scope) => renderEach(node, items, scope) }],
   ["with", { min: 1, max: 1, blockParams: 1, block: (node, [value], _hash, scope) => renderWith(node, value, scope) }],
   ["lookup", { min: 2, max: 2, value: ([target, key]) => getOwn(target, key) }],
-  ["log", { min: 0, max: Infinity, hash: ["level"], value: () => undefined }],
+  ["log", { min: 0, max: Infinity, hash: ["level"], acceptsAbsent: true, value: () => undefined }],
   ["json", { min: 1, max: 2, value: ([value, indent]) => toJson(value, indent) }],
   ["eq", { min: 2, max: 2, predicate: true, value: ([a, b]) => a === b }],
   ["ne", { min: 2, max: 2, predicate: true, value: ([a, b]) => a !== b }],
@@ -98,7 +100,12 @@ export const HELPERS: ReadonlyMap<string, HelperSpec> = new Map<string, HelperSp
   ["not", { min: 1, max: 1, predicate: true, value: ([value]) => !isTruthy(value) }],
   [
     "default",
-    { min: 1, max: Infinity, value: (args) => args.find((arg) => arg !== undefined && arg !== null && arg !== "") },
+    {
+      min: 1,
+      max: Infinity,
+      acceptsAbsent: true,
+      value: (args) => args.find((arg) => arg !== undefined && arg !== null && arg !== ""),
+    },
   ],
   ["concat", { min: 0, max: Infinity, value: (args) => args.map(renderValue).join("") }],
   ["lowercase", textHelper((text) => text.toLowerCase())],
@@ -164,19 +171,6 @@ function withInlinePartials(program: AST.Program, scope: Scope): Scope {
     }
   }
   return partials.size === 0 ? scope : { ...scope, inline: { partials, parent: scope.inline } };
-}
-
-/** A strict template's `{{path}}` selected nothing: say which, and what the data has. */
-function unresolved(path: AST.Expression, root: unknown): EngineError {
-  const shown = path.type === "PathExpression" ? (path as AST.PathExpression).original : path.type;
-  const keys =
-    root !== null && typeof root === "object" && !Array.isArray(root)
-      ? `its top-level keys are ${Object.keys(root).slice(0, 20).join(", ") || "none"}`
-      : "it is not an object";
-  return EngineError.terminal(
-    "template.unresolved",
-    `{{${shown}}} selects nothing in the template's data (${keys}); mark a value that may be absent with {{default ${shown} ""}}`,
-  );
 }
 
 function mustacheValue(node: AST.MustacheStatement, scope: Scope): unknown {
@@ -307,10 +301,9 @@ function callHelper(name: string, node: Callable & AST.Node, scope: Scope): unkn
   if (spec.value === undefined) {
     throw new EngineError("template.render_failed", `"${name}" is a block helper${location(node)}`);
   }
-  const value = spec.value(
-    node.params.map((param) => evaluate(param, scope)),
-    evaluateHash(node, scope),
-  );
+  const args = node.params.map((param) => evaluate(param, scope));
+  requirePresent(name, spec, node.params, args, scope.state);
+  const value = spec.value(args, evaluateHash(node, scope));
   const text = typeof value === "string" ? value : value instanceof UrlEncodedText ? value.text : "";
   chargeSteps(scope.state, 1 + Math.floor(text.length / TEMPLATE_CHARS_PER_RENDER_STEP));
   return value;

@@ -29,6 +29,8 @@ export interface HelperSpec {
   readonly predicate?: boolean;
   /** Block helpers that bind `as |…|` params, and how many. */
   readonly blockParams?: number;
+  /** A value helper that tests its arguments (`default`): a strict rendering lets them be absent, as it does a predicate's. */
+  readonly acceptsAbsent?: boolean;
 }
 
 // ───────────────────────────── render scope ─────────────────────────────
@@ -135,6 +137,49 @@ export function findPartial(name: string, scope: Scope, node: AST.PartialStateme
     throw new EngineError(compiled.code, `partial "${name}": ${compiled.message}`);
   }
   return compiled.program;
+}
+
+/** A strict template's path selected nothing (`helper`: in an argument of that helper): say which, and what the data has. */
+export function unresolved(path: AST.Expression, root: unknown, helper?: string): EngineError {
+  const shown = path.type === "PathExpression" ? (path as AST.PathExpression).original : path.type;
+  const keys =
+    root !== null && typeof root === "object" && !Array.isArray(root)
+      ? `its top-level keys are ${Object.keys(root).slice(0, 20).join(", ") || "none"}`
+      : "it is not an object";
+  const [what, fix] =
+    helper === undefined
+      ? [`{{${shown}}}`, `{{default ${shown} ""}}`]
+      : [
+          `${shown} (an argument of ${helper})`,
+          `{{${helper} (default ${shown} ${helper === "json" ? "null" : '""'})}}`,
+        ];
+  return EngineError.terminal(
+    "template.unresolved",
+    `${what} selects nothing in the template's data (${keys}); mark a value that may be absent with ${fix}`,
+  );
+}
+
+/**
+ * In a strict rendering, a helper that renders or transforms its arguments (`json`,
+ * `lowercase`, `join`, …) refuses a path argument that selects nothing, as a bare `{{path}}`
+ * fails: `{{json titel}}` must not send `null`. Helpers that test a value (`default`, the
+ * predicates `eq` … `not`, and the blocks `#if`, `#each`, `#with`) accept an absent one.
+ */
+export function requirePresent(
+  helper: string,
+  spec: HelperSpec,
+  params: readonly AST.Expression[],
+  args: Args,
+  state: RenderState,
+): void {
+  if (!state.strict || spec.predicate === true || spec.acceptsAbsent === true) {
+    return;
+  }
+  params.forEach((param, index) => {
+    if (args[index] === undefined && param.type === "PathExpression") {
+      throw unresolved(param, state.root, helper);
+    }
+  });
 }
 
 /**

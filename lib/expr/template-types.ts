@@ -16,7 +16,8 @@ export interface RenderOptions {
    */
   substitute?: (text: string) => string;
   /**
-   * A `{{path}}` that selects nothing fails with `template.unresolved` naming
+   * A `{{path}}` that selects nothing, or such a path given to a helper that
+   * renders it (`{{json path}}`), fails with `template.unresolved` naming
    * it, instead of rendering as nothing: for templates that build requests
    * and commands, where a typo must not reach the peer. `{{default path "…"}}`
    * (or an `{{#if}}` around it) marks a value that may be absent.
@@ -45,9 +46,6 @@ export type TemplateCompileResult =
 
 /** Why a template does not compile. */
 export type TemplateCompileErrorCode = "template.invalid" | "template.too_deep";
-
-/** Outcome of {@link renderJsonTemplate}. */
-export type JsonTemplateResult = { json: true; value: unknown } | { json: false; text: string };
 
 /** How many compiled templates an isolate keeps (least recently used are dropped). */
 export const TEMPLATE_CACHE_LIMIT = 500;

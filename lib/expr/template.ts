@@ -32,7 +32,8 @@
  * stripping, comments, raw blocks `{{{{raw}}}}…{{{{/raw}}}}` (content emitted verbatim,
  * whatever the block's name), partials `{{> name}}` / `{{> name ctx key=value}}` from
  * {@link RenderOptions.partials} with standalone indentation, inline partials
- * `{{#*inline "name"}}…{{/inline}}`.
+ * `{{#*inline "name"}}…{{/inline}}`, and (unlike Handlebars) a mustache followed by `}`:
+ * `{"a": {{json a}}}` is `{{json a}}` and the text `}` (`standInForBraces`).
  *
  * Rejected at compile time (`template.invalid`): unknown helpers, calls whose callee is
  * not a helper, wrong helper arity or unknown hash keys, decorators other than `inline`,
@@ -62,6 +63,10 @@
  * | `length` | value | array or string length, object key count, else `0` |
  * | `urlencode` | value | `encodeURIComponent` of the rendered value (not encoded again in `url` mode) |
  *
+ * Strict renderings ({@link RenderOptions.strict}) refuse a path that selects nothing, both
+ * as `{{path}}` and as an argument of a helper that renders it (`{{json path}}`); helpers
+ * that test a value (`default`, predicates, blocks) take an absent one (`requirePresent`).
+ *
  * Value rendering: strings as-is; numbers, booleans, bigints via `String`; `null`,
  * `undefined`, functions and symbols as nothing; arrays comma-joined as Handlebars does
  * (items rendered by these rules); objects as their JSON (a deliberate difference:
@@ -78,7 +83,6 @@ import { type AST, parse } from "@handlebars/parser";
 import { EngineError } from "../errors.ts";
 import { CompiledKind, compileInScope, evaluationAllowance, WORK_UNITS_PER_TEMPLATE_STEP } from "./work-budget.ts";
 import {
-  type JsonTemplateResult,
   MAX_TEMPLATE_NESTING_DEPTH,
   MAX_TEMPLATE_RENDER_STEPS,
   MAX_TEMPLATE_SOURCE,
@@ -87,14 +91,13 @@ import {
   TEMPLATE_CACHE_LIMIT,
   type TemplateCompileResult,
 } from "./template-types.ts";
-import { describeParseError, measureNesting } from "./template-parse.ts";
+import { describeParseError, measureNesting, restoreBraces, standInForBraces } from "./template-parse.ts";
 import { TemplateProblem } from "./template-ast.ts";
 import { type PartialProgram, type RenderState, type Scope, scopeExceeded } from "./template-scope.ts";
 import { checkProgram } from "./template-check.ts";
 import { renderProgram } from "./template-render.ts";
 
 export type {
-  JsonTemplateResult,
   RenderOptions,
   Template,
   TemplateCompileErrorCode,
@@ -138,7 +141,8 @@ function compileUncached(source: string): TemplateCompileResult {
       code: "template.invalid",
     };
   }
-  const depth = measureNesting(source, MAX_TEMPLATE_NESTING_DEPTH);
+  const text = standInForBraces(source);
+  const depth = measureNesting(text, MAX_TEMPLATE_NESTING_DEPTH);
   if (depth > MAX_TEMPLATE_NESTING_DEPTH) {
     return {
       ok: false,
@@ -148,9 +152,12 @@ function compileUncached(source: string): TemplateCompileResult {
   }
   let program: AST.Program;
   try {
-    program = parse(source);
+    program = parse(text);
   } catch (thrown) {
     return { ok: false, message: describeParseError(thrown), code: "template.invalid" };
+  }
+  if (text !== source) {
+    restoreBraces(program);
   }
   try {
     checkProgram(program, []);
@@ -176,22 +183,6 @@ function compileUncached(source: string): TemplateCompileResult {
  */
 export function renderTemplate(source: string, data: unknown, options?: RenderOptions): string {
   return compileOrThrow(source).render(data, options);
-}
-
-/**
- * Renders `source`, then classifies the text: if it parses as JSON the value is returned
- * (`json: true`), otherwise the text. The http action uses it to send a body template that
- * renders JSON as JSON. Any JSON qualifies, including `42` or `"text"`; empty output is text.
- *
- * @throws EngineError as {@link renderTemplate}.
- */
-export function renderJsonTemplate(source: string, data: unknown, options?: RenderOptions): JsonTemplateResult {
-  const text = renderTemplate(source, data, options);
-  try {
-    return { json: true, value: JSON.parse(text) as unknown };
-  } catch {
-    return { json: false, text };
-  }
 }
 
 // ───────────────────────────── compiled templates and cache ─────────────────────────────

@@ -5,7 +5,6 @@ import {
   MAX_TEMPLATE_RENDER_STEPS,
   TEMPLATE_CACHE_LIMIT,
   compileTemplate,
-  renderJsonTemplate,
   renderTemplate,
   type RenderOptions,
 } from "../../lib/expr/template.ts";
@@ -456,19 +455,35 @@ describe("budgets: render steps", () => {
   });
 });
 
-describe("renderJsonTemplate", () => {
-  it("returns JSON when the rendered text parses as JSON", ({ expect }) => {
-    const result = renderJsonTemplate('{"id": {{json id}}, "tags": {{json tags}}, "note": "{{note}}"}', {
-      id: 7,
-      tags: ["a"],
-      note: "hi",
-    });
-    expect(result).toEqual({ json: true, value: { id: 7, tags: ["a"], note: "hi" } });
+describe("a mustache followed by a closing brace", () => {
+  const data = { title: 'He said "ship it"', tags: ["a"], note: "n}" };
+
+  it("reads {{json title}}} as the mustache and the text }, as JSON needs", ({ expect }) => {
+    expect(renderTemplate('{"title": {{json title}}}', data)).toBe('{"title": "He said \\"ship it\\""}');
+    expect(renderTemplate('{"a": {"b": {{json tags}}}}', data)).toBe('{"a": {"b": ["a"]}}');
+    expect(renderTemplate('{"a": {"b": {"c": {{json tags}}}}}', data)).toBe('{"a": {"b": {"c": ["a"]}}}');
+    expect(renderTemplate("{{{note}}}}", data)).toBe("n}}");
+    expect(renderTemplate('{{#each tags}}{"t": {{json this}}}{{/each}}', data)).toBe('{"t": "a"}');
+    expect(renderTemplate('{{#if note}}{"n": {{json note}}}{{else}}{}{{/if}}}', data)).toBe('{"n": "n}"}}');
+    expect(renderTemplate('{{json "}}}"}}}', data)).toBe('"}}}"}');
   });
 
-  it("returns text when it does not", ({ expect }) => {
-    expect(renderJsonTemplate("hello {{name}}", { name: "Ada" })).toEqual({ json: false, text: "hello Ada" });
-    expect(renderJsonTemplate("", {})).toEqual({ json: false, text: "" });
+  it("leaves what parsed before unchanged: triple-stashes, raw blocks, spaced braces", ({ expect }) => {
+    expect(renderTemplate('{"title": {{json title}} }', data)).toBe('{"title": "He said \\"ship it\\"" }');
+    expect(renderTemplate("{{{note}}}", data)).toBe("n}");
+    expect(renderTemplate("{{{{raw}}}} {{x}}} {{{{/raw}}}}", data)).toBe(" {{x}}} ");
+    expect(renderTemplate("{{~json tags~}}}", data)).toBe('["a"]}');
+  });
+
+  it("compiles in bounded time when the braces would open a raw block the lexer never closes", ({ expect }) => {
+    // `}}}}` after `{{x` put Handlebars' lexer in its raw-block state, where measuring the
+    // template's nesting read the end of input forever.
+    expect(compileTemplate('{"a": {"b": {{json x}}}}').ok).toBe(true);
+    expect(compileMessage("{{{{raw}}}} never closed")).toMatch(/does not parse/);
+  });
+
+  it("says how to write it when a source is parsed as written", ({ expect }) => {
+    expect(compileMessage("\uFDD0{{json x}}}")).toMatch(/write \{\{json x\}\} \} with a space/);
   });
 });
 

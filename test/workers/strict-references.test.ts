@@ -140,6 +140,32 @@ describe("templates that build requests and commands are strict", () => {
     expect(renderTemplate("/users/{{usr.name}}", data)).toBe("/users/");
   });
 
+  it("fails on an absent path given to a helper that renders it, as on a bare one", ({ expect }) => {
+    for (const source of ['{"name": {{json usr.name}} }', "{{lowercase nme}}", "{{join tgas}}", "{{length itmes}}"]) {
+      expect(() => renderTemplate(source, data, { strict: true }), source).toThrowError(
+        expect.objectContaining({ code: "template.unresolved", retryable: false }),
+      );
+    }
+    expect(() => renderTemplate("{{json (lowercase usr.name)}}", data, { strict: true })).toThrowError(
+      expect.objectContaining({
+        message: expect.stringMatching(
+          /usr\.name \(an argument of lowercase\) selects nothing .*top-level keys are user, items/,
+        ),
+      }),
+    );
+    expect(() => renderTemplate("{{json titel}}", data, { strict: true })).toThrowError(
+      expect.objectContaining({ message: expect.stringContaining("{{json (default titel null)}}") }),
+    );
+    // Not strict (a prompt): the helper gets undefined, as before.
+    expect(renderTemplate("{{json titel}}", data)).toBe("null");
+  });
+
+  it("lets helpers that test a value take an absent one", ({ expect }) => {
+    const source =
+      '{{json (default user.mail null)}} {{#if (eq user.mail "x")}}x{{/if}}{{#unless (and user.mail)}}none{{/unless}} {{not user.mail}}{{#each user.mails}}m{{/each}}';
+    expect(renderTemplate(source, data, { strict: true })).toBe("null none true");
+  });
+
   it("a shell command_template and its env are strict", ({ expect }) => {
     expect(() => renderShellCommand("echo {{user.nmae}}", data)).toThrowError(
       expect.objectContaining({ code: "template.unresolved" }),
