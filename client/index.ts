@@ -27,6 +27,7 @@ import type {
   JournalEntry,
   JournalResponse,
   Jwks,
+  OpenGateList,
   RegisterResponse,
   RunList,
   RunView,
@@ -119,6 +120,8 @@ export interface TrellisApi {
   runEvents(runId: string, afterSeq?: number, waitMs?: number): Promise<Result<JournalEntry[]>>;
   /** `GET /v1/runs/{run_id}/gates`. */
   listGates(runId: string): Promise<Result<GateList>>;
+  /** `GET /v1/gates`: open gates across runs; the query's parameters as strings, e.g. `{ limit: "10" }`. */
+  listOpenGates(query?: Record<string, string>): Promise<Result<OpenGateList>>;
   /** `POST /v1/runs/{run_id}/gates/{gate_id}`. */
   answerGate(runId: string, gateId: string, answer: GateAnswerBody): Promise<Result<GateView>>;
   /** `GET /v1/journal-keys`. */

@@ -794,6 +794,35 @@ export type NodeDetail = {
   })[];
 };
 
+/** Open gates across runs, newest run first, each with its run, and the cursor of the next page. */
+export type OpenGateList = {
+  gates: ({
+    gate_id: string;
+    kind: "input" | "approval";
+    node: string;
+    item: number | null;
+    step: string;
+    prompt: string;
+    input_schema: boolean | {
+      [key: string]: JsonValue;
+    };
+    status: "open" | "answered" | "expired";
+    opened_at: string;
+    expires_at: string | null;
+    response?: JsonValue;
+    responder?: string | null;
+    responded_at?: string | null;
+    reason?: string;
+    run_id: string;
+    workflow: {
+      id: string;
+      version: number;
+    };
+    run_status: "drafting" | "queued" | "running" | "waiting" | "paused" | "completed" | "failed" | "cancelled";
+  })[];
+  next_cursor: string | null;
+};
+
 /** { "state.…" | "output.…": <source> }: writes the callee's output. */
 export type OutputMapping = {
   [key: string]: JsonValue;
@@ -990,6 +1019,7 @@ export type RunView = {
       retries: number;
     };
   })[];
+  controls: ("cancel" | "pause" | "resume" | "redrive" | "compensate" | "approve")[];
 };
 
 /** The implementation of an action of kind "shell" (docs/definitions.md#implementation-per-kind). */
@@ -1207,6 +1237,7 @@ export interface Components {
   Model: Model;
   Node: Node;
   NodeDetail: NodeDetail;
+  OpenGateList: OpenGateList;
   OutputMapping: OutputMapping;
   PlanRequest: PlanRequest;
   Prompt: Prompt;

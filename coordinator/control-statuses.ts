@@ -1,4 +1,4 @@
-import { RUN_STATUSES, type RunStatus } from "../schemas/run.ts";
+import { RUN_STATUSES, type RunControlName, type RunStatus } from "../schemas/run.ts";
 import { isTerminal } from "./lifecycle.ts";
 
 /**
@@ -14,7 +14,7 @@ export const CONTROL_STATUSES = {
   redrive: ["failed", "cancelled"],
   compensate: ["failed", "cancelled"],
   approve: ["drafting"],
-} as const satisfies Record<string, readonly RunStatus[]>;
+} as const satisfies Record<RunControlName, readonly RunStatus[]>;
 
 export type RunControl = keyof typeof CONTROL_STATUSES;
 

@@ -48,7 +48,17 @@ export interface IndexOutbox {
 
 /** Whether a commit from `before` to `after` changes what the index shows of the run. */
 export function isIndexChange(before: RunRecord | null, after: RunRecord): boolean {
-  return before === null || before.status !== after.status || before.error?.code !== after.error?.code;
+  return (
+    before === null ||
+    before.status !== after.status ||
+    before.error?.code !== after.error?.code ||
+    openGatesOf(before) !== openGatesOf(after)
+  );
+}
+
+/** How many of the run's gates are open (the index's `open_gates`, which `GET /v1/gates` pages over). */
+export function openGatesOf(record: RunRecord): number {
+  return record.gates.filter((gate) => gate.status === "open").length;
 }
 
 /** The index row of a run record, taken at the commit that changed it. */
@@ -68,6 +78,7 @@ export function toIndexRow(record: RunRecord): RunIndexRow {
     error_code: record.error?.code ?? null,
     error_message: record.error ? record.error.message.slice(0, INDEX_MESSAGE_CHARS) : null,
     seq: record.journal_seq,
+    open_gates: openGatesOf(record),
   };
 }
 
@@ -77,11 +88,11 @@ export function indexRetryDelay(attempts: number): number {
 }
 
 const UPSERT = `INSERT INTO runs (run_id, workflow_id, workflow_version, status, mode, parent_run_id, created_by,
-    created_at, updated_at, finished_at, error_code, error_message, seq)
-  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+    created_at, updated_at, finished_at, error_code, error_message, seq, open_gates)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
   ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at,
     finished_at = excluded.finished_at, error_code = excluded.error_code,
-    error_message = excluded.error_message, seq = excluded.seq
+    error_message = excluded.error_message, seq = excluded.seq, open_gates = excluded.open_gates
   WHERE excluded.seq > runs.seq`;
 
 /** Writes a row to the index: inserted, or replacing an older row of the same run (never a newer one). */
@@ -102,6 +113,7 @@ export async function upsertIndexRow(db: D1Database, row: RunIndexRow): Promise<
       row.error_code,
       row.error_message,
       row.seq,
+      row.open_gates,
     )
     .run();
 }

@@ -12,6 +12,7 @@ import {
 } from "../schemas/index.ts";
 import { toPlanResults } from "../plans/index.ts";
 import { toGateView } from "./children.ts";
+import { allows, RUN_CONTROLS } from "./controls.ts";
 import type { CreateRunOutcome } from "./create.ts";
 import type { RunState } from "./decide.ts";
 import { isTerminal } from "./lifecycle.ts";
@@ -69,6 +70,7 @@ export function toRunView(state: RunState, snapshot: RunSnapshot | null): RunVie
       ),
     ...(record.plan_steps ? { results: toPlanResults(record.plan_steps, state.nodes, record.context.state) } : {}),
     ...(record.undos === undefined ? {} : { compensation: toCompensationView(record) }),
+    controls: RUN_CONTROLS.filter((control) => allows(control, record)),
   };
 }
 

@@ -9,6 +9,7 @@ import {
   COMPENSATION_TRIGGERS,
   INVOCATION_STATUSES,
   NodeStatus,
+  RunControlName,
   RunMode,
   RunStatus,
   StepSummary,
@@ -169,6 +170,8 @@ export const RunView = z.strictObject({
   compensation: CompensationView.optional(),
   /** Only for a plan run (POST /v1/plans): one ToolResult per plan step, in plan order (docs/plans.md). */
   results: z.array(ToolResult).optional(),
+  /** The controls the run accepts now (its status and each control's guard), in the control table's order. */
+  controls: z.array(RunControlName),
 });
 export type RunView = z.infer<typeof RunView>;
 
@@ -240,6 +243,19 @@ export const GateView = z.strictObject({
   reason: z.string().optional(),
 });
 export type GateView = z.infer<typeof GateView>;
+
+/** One open gate as `GET /v1/gates` lists it: the gate, and the run it belongs to. */
+export const OpenGate = GateView.extend({
+  run_id: z.string(),
+  workflow: z.strictObject({ id: z.string(), version: z.number().int() }),
+  /** The run's status as the run index has it. */
+  run_status: RunStatus,
+});
+export type OpenGate = z.infer<typeof OpenGate>;
+
+/** `GET /v1/gates`: open gates, newest run first; `next_cursor` (opaque) is null on the last page. */
+export const OpenGateList = z.strictObject({ gates: z.array(OpenGate), next_cursor: z.string().nullable() });
+export type OpenGateList = z.infer<typeof OpenGateList>;
 
 /** `POST /v1/runs/{id}/gates/{gate_id}` body. */
 export const GateAnswerBody = z.strictObject({

@@ -23,6 +23,8 @@ export const RunIndexRow = z.strictObject({
   error_code: z.string().nullable(),
   error_message: z.string().nullable(),
   seq: z.number().int().min(0),
+  /** How many of the run's gates are open (0 in a row staged before the column existed). */
+  open_gates: z.number().int().min(0).default(0),
 });
 export type RunIndexRow = z.infer<typeof RunIndexRow>;
 
@@ -60,3 +62,23 @@ export type ListRunsQuery = z.infer<typeof ListRunsQuery>;
 /** What an opaque `cursor` holds once decoded: the (created_at, run_id) of the last run of the page before. */
 export const RunCursor = z.tuple([z.number().int().min(0), z.string().min(1).max(200)]);
 export type RunCursor = z.infer<typeof RunCursor>;
+
+/** The most runs one page of `GET /v1/gates` reads the open gates of. */
+export const MAX_GATE_RUNS_PAGE = 50;
+
+/**
+ * The query of `GET /v1/gates` (docs/api.md): `status` is `open` (the only
+ * listing there is, and the default); a page covers at most `limit` runs
+ * that have open gates. Unknown parameters are refused.
+ */
+export const ListGatesQuery = z.strictObject({
+  status: z.literal("open").optional(),
+  limit: z
+    .string()
+    .regex(/^[0-9]{1,4}$/, `must be a whole number from 1 to ${MAX_GATE_RUNS_PAGE}`)
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(MAX_GATE_RUNS_PAGE))
+    .optional(),
+  cursor: z.string().min(1).max(400).optional(),
+});
+export type ListGatesQuery = z.infer<typeof ListGatesQuery>;

@@ -21,6 +21,14 @@ export const RUN_STATUSES = [
 export const RunStatus = z.enum(RUN_STATUSES);
 export type RunStatus = z.infer<typeof RunStatus>;
 
+/**
+ * The run controls, `POST /v1/runs/{id}/<control>` (coordinator/controls.ts
+ * holds what each does and when a run accepts it).
+ */
+export const RUN_CONTROL_NAMES = ["cancel", "pause", "resume", "redrive", "compensate", "approve"] as const;
+export const RunControlName = z.enum(RUN_CONTROL_NAMES);
+export type RunControlName = z.infer<typeof RunControlName>;
+
 export const NODE_STATUSES = ["pending", "running", "waiting", "completed", "failed", "skipped", "cancelled"] as const;
 export const NodeStatus = z.enum(NODE_STATUSES);
 export type NodeStatus = z.infer<typeof NodeStatus>;

@@ -10,6 +10,7 @@ import { bearerAuth } from "./auth.ts";
 import { onError } from "./errors.ts";
 import { appliedWait, preferredWaitMs } from "./prefer.ts";
 import { streamRunEvents } from "./events.ts";
+import { listOpenGates } from "./gate-list.ts";
 import { mcpServerTools } from "./mcp-tools.ts";
 import { approveRun, startPlan } from "./plans.ts";
 import { listRuns } from "./run-list.ts";
@@ -84,6 +85,7 @@ function runRoutes(app: Hono<App>): void {
     });
   }
   app.get("/v1/runs/:runId/events", (c) => streamRunEvents(c, c.req.param("runId")));
+  app.get("/v1/gates", async (c) => c.json(await listOpenGates(c.env, c.req.query())));
   app.get("/v1/runs/:runId/gates", async (c) => c.json(await service.listGates(c.env, c.req.param("runId"))));
   app.post("/v1/runs/:runId/gates/:gateId", async (c) =>
     c.json(await service.answerGate(c.env, c.req.param("runId"), c.req.param("gateId"), await readJson(c))),

@@ -11,6 +11,7 @@ import type {
   DefinitionVersions,
   GateView,
   Jwks,
+  OpenGateList,
   RegisterResponse,
   RunList,
   RunView,
@@ -19,6 +20,7 @@ import type {
 } from "../schemas/index.ts";
 import type { RunControl } from "../coordinator/controls.ts";
 import type { TrellisApi as TrellisApiClient } from "../client/index.ts";
+import { listOpenGates } from "./gate-list.ts";
 import { startPlan } from "./plans.ts";
 import { listRuns } from "./run-list.ts";
 import * as service from "./service.ts";
@@ -110,6 +112,14 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
     return toResult(() => {
       checkBodyLimits(query, "query");
       return listRuns(this.env.RUN_INDEX, query);
+    });
+  }
+
+  /** `GET /v1/gates`: the query's parameters as an object of strings, e.g. `{ limit: "10" }`. */
+  listOpenGates(query: unknown = {}): Promise<Result<OpenGateList>> {
+    return toResult(() => {
+      checkBodyLimits(query, "query");
+      return listOpenGates(this.env, query);
     });
   }
 

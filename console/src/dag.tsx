@@ -7,6 +7,7 @@
 import { z } from "zod";
 import type { DefinitionRecord, NodeView, RunView } from "../../schemas/api.ts";
 import { layoutDag, NODE_HEIGHT_PX, NODE_WIDTH_PX, type DagNodeInput } from "./dag-layout.ts";
+import type { PlanStep } from "./plan-graph.ts";
 import { navigate } from "./router.tsx";
 
 const WorkflowNodes = z.looseObject({
@@ -18,10 +19,26 @@ const WorkflowNodes = z.looseObject({
 
 interface GraphNode extends DagNodeInput {
   subWorkflow: boolean;
+  /** A plan step's tool, shown in its box. */
+  tool?: string;
 }
 
-/** The nodes and edges: from the pinned definition, or (without one) the view's nodes, unconnected. */
-export function graphNodes(view: RunView, definition: DefinitionRecord | null | undefined): GraphNode[] {
+/**
+ * The nodes and edges: a plan run's from its plan's steps (plan-graph.ts;
+ * any other node of the view, such as the inputs gate, unconnected), else
+ * from the pinned definition, or (without one) the view's nodes, unconnected.
+ */
+export function graphNodes(
+  view: RunView,
+  definition: DefinitionRecord | null | undefined,
+  plan: readonly PlanStep[] | null = null,
+): GraphNode[] {
+  if (plan !== null) {
+    const steps: GraphNode[] = plan.map((step) => ({ ...step, dependsOn: step.dependsOn, subWorkflow: false }));
+    const planned = new Set(plan.map((step) => step.id));
+    const others = Object.keys(view.nodes).filter((id) => !planned.has(id));
+    return [...others.map((id) => ({ id, dependsOn: [], subWorkflow: false })), ...steps];
+  }
   const parsed = WorkflowNodes.safeParse(definition?.definition);
   if (!parsed.success) {
     return Object.keys(view.nodes).map((id) => ({ id, dependsOn: [], subWorkflow: false }));
@@ -46,11 +63,12 @@ export function foreachProgress(node: NodeView | undefined): string | null {
 export function DagGraph(props: {
   view: RunView;
   definition: DefinitionRecord | null | undefined;
+  plan: readonly PlanStep[] | null;
   children: Map<string, string[]>;
   /** Called with a node's id when its box is clicked. */
   onSelect: (node: string) => void;
 }) {
-  const nodes = graphNodes(props.view, props.definition);
+  const nodes = graphNodes(props.view, props.definition, props.plan);
   const layout = layoutDag(nodes);
   const byId = new Map(nodes.map((node) => [node.id, node]));
   return (
@@ -78,6 +96,7 @@ export function DagGraph(props: {
           y={placed.y}
           node={props.view.nodes[placed.id]}
           subWorkflow={byId.get(placed.id)?.subWorkflow ?? false}
+          tool={byId.get(placed.id)?.tool}
           children={props.children.get(placed.id) ?? []}
           onSelect={props.onSelect}
         />
@@ -92,12 +111,18 @@ function DagBox(props: {
   y: number;
   node: NodeView | undefined;
   subWorkflow: boolean;
+  tool: string | undefined;
   children: string[];
   onSelect: (node: string) => void;
 }) {
   const status = props.node?.status ?? "pending";
   const progress = foreachProgress(props.node);
-  const detail = [status, progress === null ? null : `${progress} items`, props.subWorkflow ? "sub-workflow" : null]
+  const detail = [
+    status,
+    progress === null ? null : `${progress} items`,
+    props.subWorkflow ? "sub-workflow" : null,
+    props.tool ?? null,
+  ]
     .filter((part) => part !== null)
     .join(" · ");
   return (

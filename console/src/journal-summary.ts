@@ -62,6 +62,12 @@ const SUMMARIES: Record<string, (body: Body) => string> = {
   "child.finished": (b) =>
     `child ${text(b["child_run_id"])} ${text(b["status"])}` + (b["error"] ? `: ${errorText(b["error"])}` : ""),
   "child.cancel_requested": (b) => `cancel child ${text(b["child_run_id"] ?? b["key"])}`,
+  "compensation.started": (b) =>
+    `${text(b["trigger"])}: ${Array.isArray(b["pending"]) ? b["pending"].length : "?"} undo(s) to run`,
+  "undo.dispatched": (b) => `undo ${text(b["undo"])}, attempt ${text(b["attempt"])}: ${text(b["action"])}`,
+  "undo.completed": (b) => `undo ${text(b["undo"])}, attempt ${text(b["attempt"])} in ${text(b["duration_ms"])} ms`,
+  "undo.failed": (b) => `undo ${text(b["undo"])}, attempt ${text(b["attempt"])}: ${errorText(b["error"])}`,
+  "compensation.finished": (b) => `${text(b["status"])}: ${text(b["undone"])} of ${text(b["undos"])} undone`,
   "attest": (b) => `${text(b["outcome"])}: ${text(b["reason"])} (cites ${text(b["cited"])})`,
 };
 
@@ -103,4 +109,10 @@ export function childrenByNode(entries: readonly { kind: string; body: Body }[])
     }
   }
   return children;
+}
+
+/** Why the run was cancelled: the reason of its `run.status` entry to `cancelled` (null when it was not). */
+export function cancelReasonOf(entries: readonly { kind: string; body: Body }[]): string | null {
+  const cancelled = entries.findLast((entry) => entry.kind === "run.status" && entry.body["to"] === "cancelled");
+  return cancelled === undefined ? null : text(cancelled.body["reason"]);
 }

@@ -6,6 +6,7 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { clearToken, readToken, saveToken, SIGNED_OUT_EVENT } from "./api.ts";
+import { GatesPage } from "./gates-page.tsx";
 import { Link, useRoute, type Route } from "./router.tsx";
 import { RunPage } from "./run-page.tsx";
 import { RunsPage } from "./runs-page.tsx";
@@ -42,6 +43,7 @@ function App() {
           Trellis
         </Link>
         <Link href="/">Runs</Link>
+        <Link href="/gates">Waiting for me</Link>
         <Link href="/workflows">Workflows</Link>
         <button
           type="button"
@@ -68,6 +70,8 @@ function Page(props: { route: Route }) {
       return <RunsPage query={route.query} />;
     case "run":
       return <RunPage key={route.runId} runId={route.runId} />;
+    case "gates":
+      return <GatesPage />;
     case "workflows":
       return <WorkflowsPage />;
     case "workflow":

@@ -1,11 +1,13 @@
 /**
  * The console's pages by address: `/` (runs, filters in the query string),
- * `/runs/{run_id}`, `/workflows` and `/workflows/{id}`; anything else is not
+ * `/runs/{run_id}`, `/gates` (open gates across runs), `/workflows` and
+ * `/workflows/{id}`; anything else is not
  * found. Pure, so it is unit-tested (test/node/console.test.ts).
  */
 export type Route =
   | { page: "runs"; query: URLSearchParams }
   | { page: "run"; runId: string }
+  | { page: "gates" }
   | { page: "workflows" }
   | { page: "workflow"; id: string }
   | { page: "not_found"; path: string };
@@ -27,6 +29,9 @@ export function parseRoute(pathname: string, search: string): Route {
   }
   if (first === "runs" && second !== undefined && rest.length === 0) {
     return { page: "run", runId: second };
+  }
+  if (first === "gates" && second === undefined) {
+    return { page: "gates" };
   }
   if (first === "workflows" && second === undefined) {
     return { page: "workflows" };

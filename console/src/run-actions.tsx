@@ -1,27 +1,28 @@
 /**
- * What a person can do to a run: the controls its status allows (the
- * coordinator's own control table, coordinator/controls.ts, so a button is
- * shown exactly when the API would accept it), and an answer form for each
- * open gate, generated from the gate's `input_schema`.
+ * What a person can do to a run: the controls the run accepts now (the run
+ * view's `controls`, which the coordinator computes from its control table,
+ * coordinator/controls.ts, guards included, so a button is shown exactly when
+ * the API would accept it), and the run's gates, each answerable while open.
+ * A cancel asks for an optional reason and a confirmation first.
  */
 import { useState } from "preact/hooks";
-import { statusAllows, RUN_CONTROLS, type RunControl } from "../../coordinator/control-statuses.ts";
-import { GateView, RunView } from "../../schemas/api.ts";
-import { postJson, encodeSegment } from "./api.ts";
-import { SchemaForm } from "./schema-form.tsx";
-import { ErrorNote, JsonBlock, StatusBadge, Time } from "./ui.tsx";
+import type { RunControl } from "../../coordinator/control-statuses.ts";
+import { RunView } from "../../schemas/api.ts";
+import { encodeSegment, postJson } from "./api.ts";
+import { GateCard } from "./gate-card.tsx";
+import { stepName, type PlanStep } from "./plan-graph.ts";
+import { ErrorNote } from "./ui.tsx";
 
 export function RunControls(props: { view: RunView; onDone: () => void }) {
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState<RunControl | null>(null);
-  const run = async (control: RunControl): Promise<void> => {
-    if (control === "cancel" && !window.confirm(`Cancel run ${props.view.run_id}?`)) {
-      return;
-    }
+  const [cancelling, setCancelling] = useState(false);
+  const run = async (control: RunControl, body: object = {}): Promise<void> => {
     setBusy(control);
     try {
-      await postJson(RunView, `/v1/runs/${encodeSegment(props.view.run_id)}/${control}`, {});
+      await postJson(RunView, `/v1/runs/${encodeSegment(props.view.run_id)}/${control}`, body);
       setError(null);
+      setCancelling(false);
     } catch (failure) {
       setError(failure);
     } finally {
@@ -29,96 +30,73 @@ export function RunControls(props: { view: RunView; onDone: () => void }) {
       props.onDone();
     }
   };
-  const allowed = RUN_CONTROLS.filter((control) => statusAllows(control, props.view.status));
   return (
     <div class="controls">
-      {allowed.map((control) => (
+      {props.view.controls.map((control) => (
         <button
           key={control}
           type="button"
           class={`control control-${control}`}
-          disabled={busy !== null}
-          onClick={() => void run(control)}
+          disabled={busy !== null || (control === "cancel" && cancelling)}
+          onClick={() => (control === "cancel" ? setCancelling(true) : void run(control))}
         >
           {control}
         </button>
       ))}
+      {cancelling && props.view.controls.includes("cancel") ? (
+        <CancelForm
+          busy={busy !== null}
+          onConfirm={(reason) => void run("cancel", reason === "" ? {} : { reason })}
+          onKeep={() => setCancelling(false)}
+        />
+      ) : null}
       <ErrorNote error={error} />
     </div>
   );
 }
 
-export function Gates(props: { view: RunView; onDone: () => void }) {
+function CancelForm(props: { busy: boolean; onConfirm: (reason: string) => void; onKeep: () => void }) {
+  const [reason, setReason] = useState("");
+  return (
+    <form
+      class="cancel-form"
+      onSubmit={(event) => {
+        event.preventDefault();
+        props.onConfirm(reason.trim());
+      }}
+    >
+      <label for="cancel-reason">Reason</label>
+      <input
+        id="cancel-reason"
+        value={reason}
+        placeholder="optional: why"
+        onInput={(e) => setReason(e.currentTarget.value)}
+      />
+      <button type="submit" class="danger" disabled={props.busy}>
+        Confirm cancel
+      </button>
+      <button type="button" onClick={props.onKeep} disabled={props.busy}>
+        Keep running
+      </button>
+    </form>
+  );
+}
+
+export function Gates(props: { view: RunView; plan: readonly PlanStep[] | null; onDone: () => void }) {
   if (props.view.gates.length === 0) {
     return <p class="muted">No gates.</p>;
   }
   return (
     <ul class="gates">
       {props.view.gates.map((gate) => (
-        <li key={gate.gate_id} class={`gate gate-${gate.status}`} data-gate={gate.gate_id}>
-          <div class="gate-head">
-            <strong>{gate.gate_id}</strong> <StatusBadge status={gate.status} /> {gate.kind} at {gate.node}
-            {gate.item === null ? "" : `[${gate.item}]`} / {gate.step} · opened <Time at={gate.opened_at} />
-          </div>
-          <p class="prompt">{gate.prompt}</p>
-          {gate.status === "open" ? (
-            <GateForm runId={props.view.run_id} gate={gate} onDone={props.onDone} />
-          ) : (
-            <GateOutcome gate={gate} />
-          )}
-        </li>
+        <GateCard
+          key={gate.gate_id}
+          runId={props.view.run_id}
+          gate={gate}
+          stepLabel={stepName(gate.step, gate.node, props.plan)}
+          onDone={props.onDone}
+        />
       ))}
     </ul>
-  );
-}
-
-function GateOutcome(props: { gate: GateView }) {
-  const { gate } = props;
-  if (gate.status === "expired") {
-    return <p class="muted">Expired: {gate.reason ?? "timed out"}</p>;
-  }
-  return (
-    <div>
-      <p class="muted">
-        Answered by {gate.responder ?? "someone unnamed"} at <Time at={gate.responded_at} />
-      </p>
-      <JsonBlock value={gate.response} />
-    </div>
-  );
-}
-
-function GateForm(props: { runId: string; gate: GateView; onDone: () => void }) {
-  const [responder, setResponder] = useState("");
-  const [error, setError] = useState<unknown>(null);
-  const id = `gate-${props.gate.gate_id}`;
-  const answer = async (response: unknown): Promise<void> => {
-    try {
-      const body = responder.trim() === "" ? { response } : { response, responder: responder.trim() };
-      await postJson(
-        GateView,
-        `/v1/runs/${encodeSegment(props.runId)}/gates/${encodeSegment(props.gate.gate_id)}`,
-        body,
-      );
-      setError(null);
-      props.onDone();
-    } catch (failure) {
-      setError(failure);
-    }
-  };
-  return (
-    <>
-      <SchemaForm schema={props.gate.input_schema} submitLabel="Answer" onSubmit={answer} idPrefix={id}>
-        <div class="field">
-          <label for={`${id}-responder`}>Responder</label>
-          <input
-            id={`${id}-responder`}
-            value={responder}
-            placeholder="optional: who answers"
-            onInput={(e) => setResponder(e.currentTarget.value)}
-          />
-        </div>
-      </SchemaForm>
-      <ErrorNote error={error} />
-    </>
   );
 }

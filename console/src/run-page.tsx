@@ -1,46 +1,52 @@
 /**
  * `/runs/{run_id}`: one run, live. Header (status, workflow, parent, times,
- * error), controls, open gates with their forms, the DAG, the verification of
- * the journal in this browser, and the journal as a timeline.
+ * error, cancel reason, LLM usage), the controls the run accepts, its gates
+ * with their answers, the DAG (a plan run's drawn from its plan), the node
+ * durations on a time axis, the compensation, the verification of the
+ * journal in this browser, and the journal as a timeline.
  */
-import { useState } from "preact/hooks";
-import { isTerminal } from "../../coordinator/lifecycle.ts";
+import { useMemo, useState } from "preact/hooks";
 import type { RunView } from "../../schemas/api.ts";
 import { DagGraph } from "./dag.tsx";
-import { childrenByNode } from "./journal-summary.ts";
+import type { ReceivedEntry } from "./events.ts";
+import { cancelReasonOf, childrenByNode } from "./journal-summary.ts";
 import { JournalTimeline } from "./journal-timeline.tsx";
 import { NodePanel } from "./node-panel.tsx";
+import { planStepsOf } from "./plan-graph.ts";
 import { Gates, RunControls } from "./run-actions.tsx";
+import { CompensationPanel, NodeDurations, RunHeader } from "./run-panels.tsx";
 import { useRunState } from "./run-state.ts";
 import { Link } from "./router.tsx";
-import { ErrorNote, JsonBlock, Section, StatusBadge, Time } from "./ui.tsx";
+import { ErrorNote, JsonBlock, Section } from "./ui.tsx";
 import { verificationText, type Verification } from "./verify.ts";
 
 export function RunPage(props: { runId: string }) {
   const state = useRunState(props.runId);
   const [selected, setSelected] = useState<string | null>(null);
+  const entries = useMemo(() => state.entries.map((received) => received.entry), [state.entries]);
+  const plan = useMemo(() => planStepsOf(entries.slice(0, 1)), [entries.length > 0]);
   const { view } = state;
   if (view === undefined) {
     return (
       <>
-        <h1 class="mono">{props.runId}</h1>
+        <h1 class="mono run-id">{props.runId}</h1>
         {state.error === null ? <p class="muted">Loading…</p> : <ErrorNote error={state.error} />}
       </>
     );
   }
-  const children = childrenByNode(state.entries.map((received) => received.entry));
+  const children = childrenByNode(entries);
   return (
     <>
-      <RunHeader view={view} />
+      <RunHeader view={view} cancelReason={cancelReasonOf(entries)} />
       <ErrorNote error={state.error} />
       <RunControls view={view} onDone={state.refresh} />
       <VerifyLine verification={state.verification} />
       <Section title="Gates">
-        <Gates view={view} onDone={state.refresh} />
+        <Gates view={view} plan={plan} onDone={state.refresh} />
       </Section>
-      <Section title="Graph">
+      <Section title={plan === null ? "Graph" : "Plan"}>
         <div class="dag-scroll">
-          <DagGraph view={view} definition={state.definition} children={children} onSelect={setSelected} />
+          <DagGraph view={view} definition={state.definition} plan={plan} children={children} onSelect={setSelected} />
         </div>
         <ChildList children={children} />
       </Section>
@@ -48,12 +54,31 @@ export function RunPage(props: { runId: string }) {
         <NodePanel
           runId={view.run_id}
           node={selected}
+          plan={plan}
           version={`${view.updated_at}/${state.entries.length}`}
           onClose={() => setSelected(null)}
         />
       )}
-      <Section title={`Journal (${state.entries.length})`}>
-        <JournalTimeline entries={state.entries} />
+      <RunDetails view={view} entries={state.entries} />
+    </>
+  );
+}
+
+/** Below the graph: durations, compensation, the journal, input and output. */
+function RunDetails(props: { view: RunView; entries: readonly ReceivedEntry[] }) {
+  const { view } = props;
+  return (
+    <>
+      <Section title="Durations">
+        <NodeDurations view={view} />
+      </Section>
+      {view.compensation === undefined ? null : (
+        <Section title="Compensation">
+          <CompensationPanel compensation={view.compensation} />
+        </Section>
+      )}
+      <Section title={`Journal (${props.entries.length})`}>
+        <JournalTimeline entries={props.entries} />
       </Section>
       <Section title="Input and output">
         <h3>input</h3>
@@ -62,37 +87,6 @@ export function RunPage(props: { runId: string }) {
         <JsonBlock value={view.output} />
       </Section>
     </>
-  );
-}
-
-function RunHeader(props: { view: RunView }) {
-  const { view } = props;
-  return (
-    <header class="run-head">
-      <h1 class="mono">{view.run_id}</h1>
-      <p>
-        <StatusBadge status={view.status} /> {view.mode} run of{" "}
-        <Link href={`/workflows/${encodeURIComponent(view.workflow.id)}`}>
-          {view.workflow.id}@{view.workflow.version}
-        </Link>
-        {view.parent === null ? null : (
-          <>
-            {" "}
-            · child of <Link href={`/runs/${view.parent.run_id}`}>{view.parent.run_id}</Link> (node {view.parent.node}
-            {view.parent.step === null ? "" : `, step ${view.parent.step}`})
-          </>
-        )}
-      </p>
-      <p class="muted">
-        created <Time at={view.created_at} /> · updated <Time at={view.updated_at} />
-        {isTerminal(view.status) ? "" : " · live"}
-      </p>
-      {view.error === null ? null : (
-        <p class="error">
-          {view.error.code}: {view.error.message}
-        </p>
-      )}
-    </header>
   );
 }
 

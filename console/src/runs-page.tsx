@@ -62,7 +62,11 @@ export function RunsPage(props: { query: URLSearchParams }) {
         <ErrorNote error={first.error ?? moreError} />
         {first.data === undefined && first.error === null ? <p class="muted">Loading…</p> : null}
         {first.data !== undefined && runs.length === 0 ? <p class="muted">No runs match.</p> : null}
-        {runs.length > 0 ? <RunTable runs={runs} /> : null}
+        {runs.length > 0 ? (
+          <div class="table-scroll">
+            <RunTable runs={runs} />
+          </div>
+        ) : null}
         {cursor !== null ? (
           <button type="button" onClick={() => void loadMore()}>
             Load more

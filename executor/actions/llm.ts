@@ -10,10 +10,10 @@ import {
   Output,
   type LanguageModel,
   type LanguageModelUsage,
-  type ModelMessage,
 } from "ai";
 import { createWorkersAI } from "workers-ai-provider";
 import { EngineError } from "../../lib/errors.ts";
+import { recordable } from "../../lib/recordable.ts";
 import { renderTemplate } from "../../lib/expr/template.ts";
 import { validateJson } from "../../lib/json-schema.ts";
 import type { ResolvedModel, ResolvedPrompt, Json, JsonObject } from "../../schemas/index.ts";
@@ -46,11 +46,12 @@ export const llmAction: ActionHandler<"llm"> = {
     const languageModel = createLanguageModel(model, credentials?.value, context);
     const settings = toCallSettings(model);
     const produces = prompt.produces;
-    context.note?.({ provider: model.provider, model: model.model_id });
+    const messages = renderMessages(prompt, input);
+    context.note?.({ provider: model.provider, model: model.model_id, messages: await recordable(messages) });
     try {
       const result = await generateText({
         model: languageModel,
-        messages: renderMessages(prompt, input),
+        messages,
         // Prompt messages come from definitions, not from run data: their roles are trusted.
         allowSystemInMessages: true,
         maxRetries: 0,
@@ -65,7 +66,7 @@ export const llmAction: ActionHandler<"llm"> = {
             }),
       });
       const meta = toMeta(result.totalUsage, model);
-      context.note?.({ ...meta, finish_reason: result.finishReason });
+      context.note?.({ ...meta, finish_reason: result.finishReason, answer: await recordable(result.text) });
       try {
         const answer: JsonObject =
           produces === undefined ? { content: result.text } : checkAnswer(result.output, result.text, produces, model);
@@ -80,8 +81,11 @@ export const llmAction: ActionHandler<"llm"> = {
   },
 };
 
+/** A prompt message as sent: its role and its rendered text (JSON, so the call record can keep it). */
+type RenderedMessage = { role: ResolvedPrompt["messages"][number]["role"]; content: string };
+
 /** The prompt's messages, each template rendered over the action input. */
-export function renderMessages(prompt: Pick<ResolvedPrompt, "messages">, input: Json): ModelMessage[] {
+export function renderMessages(prompt: Pick<ResolvedPrompt, "messages">, input: Json): RenderedMessage[] {
   return prompt.messages.map((message) => ({ role: message.role, content: renderTemplate(message.template, input) }));
 }
 

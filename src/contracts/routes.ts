@@ -327,6 +327,22 @@ export const API_ROUTES: RouteSpec[] = [
     errors: [404],
   },
   {
+    method: "get",
+    path: "/v1/gates",
+    operationId: "listOpenGates",
+    summary: "Open gates across runs (inputs and approvals), newest run first, paginated with an opaque cursor.",
+    auth: "bearer",
+    docs: "GET /v1/gates",
+    tag: "gates",
+    query: {
+      status: { type: "string", description: "open (the default and only value)." },
+      limit: { type: "integer", description: "Runs per page whose open gates are listed, 1 to 50 (default 20)." },
+      cursor: { type: "string", description: "The next_cursor of the previous page." },
+    },
+    responses: { 200: { description: "A page of open gates.", schema: "OpenGateList" } },
+    errors: [400],
+  },
+  {
     method: "post",
     path: "/v1/runs/{run_id}/gates/{gate_id}",
     operationId: "answerGate",

@@ -290,6 +290,8 @@ describe("undo and compensation", () => {
     const failed = await waitForRun(runId);
     expect(failed.status).toBe("failed");
     expect(failed.compensation.status).toBe("none");
+    // The view lists the controls the run accepts: a failed run with undos may be redriven or compensated.
+    expect(failed.controls).toEqual(["redrive", "compensate"]);
     expect(kinds(await journal(runId)).at(-1)).toBe("attest");
     expect(await hits(`${key}-a`)).toBe(0);
     const started = await api("POST", `/v1/runs/${runId}/compensate`);
@@ -297,6 +299,8 @@ describe("undo and compensation", () => {
     expect(started.json.compensation.trigger).toBe("manual");
     const run = await waitForRun(runId, compensated);
     expect(run.compensation.status).toBe("completed");
+    // Compensated: neither a redrive (its compensation ran) nor another compensation is accepted.
+    expect(run.controls).toEqual([]);
     expect(undoneNodes(await journal(runId))).toEqual(["boom", "c", "b", "a"]);
     await expectVerified(runId, expect);
     const again = await api("POST", `/v1/runs/${runId}/compensate`);
@@ -313,6 +317,7 @@ describe("undo and compensation", () => {
     const run = await waitForRun(runId);
     expect(run.status).toBe("completed");
     expect(run.compensation.status).toBe("none");
+    expect(run.controls).toEqual([]);
     const refused = await api("POST", `/v1/runs/${runId}/compensate`);
     expect(refused.status).toBe(409);
     expect(refused.json.error.code).toBe("run.terminal");
@@ -324,6 +329,7 @@ describe("undo and compensation", () => {
     const failedRun = await waitForRun(await start(plain.id));
     expect(failedRun.status).toBe("failed");
     expect(failedRun.compensation).toBeUndefined();
+    expect(failedRun.controls).toEqual(["redrive"]);
     const nothing = await api("POST", `/v1/runs/${failedRun.run_id}/compensate`);
     expect(nothing.json.error).toMatchObject({ code: "run.terminal", message: "the run has nothing to undo" });
   });

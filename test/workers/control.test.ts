@@ -162,7 +162,10 @@ describe("pause, resume and redrive", () => {
       { input: {}, mode: "approval" },
     );
     await new Promise((resolve) => setTimeout(resolve, 100));
-    expect((await api("GET", `/v1/runs/${runId}`)).json.status).toBe("drafting");
+    const drafted = (await api("GET", `/v1/runs/${runId}`)).json;
+    expect(drafted.status).toBe("drafting");
+    // The view lists the controls a drafted run accepts.
+    expect(drafted.controls).toEqual(["cancel", "approve"]);
     const approved = await api("POST", `/v1/runs/${runId}/approve`);
     expect(approved.json.status).toBe("running");
     expect((await waitForRun(runId)).status).toBe("completed");

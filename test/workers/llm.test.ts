@@ -96,15 +96,24 @@ describe("the llm action", () => {
     expect(run.output.result.answer).toEqual(TIDES_ANSWER);
     expect(run.usage).toEqual({ input_tokens: 5, output_tokens: 3, cost_usd: 0.00006 });
     expect((await seen(key)).credentials).toEqual([`Bearer ${TEST_SECRETS.LLM_API_KEY}`]);
-    // The journal's step record says what the call did: provider, model, tokens, cost, finish reason.
+    // The journal's step record says what the call did: provider, model, the messages sent, the
+    // answer as the model gave it, tokens, cost, finish reason.
     const completed = (await journal(run.run_id)).find((entry) => entry.kind === "task.completed");
-    expect(callOf(completed)).toEqual({
+    const call = callOf(completed);
+    expect(call).toEqual({
       provider: "openai-compatible",
       model: "local-echo",
+      messages: [
+        { role: "system", content: "You summarise." },
+        { role: "user", content: `Summarise the tides [[key:${key}]]` },
+      ],
+      answer: expect.any(String),
       tokens: { input: 5, output: 3 },
       cost_usd: 0.00006,
       finish_reason: expect.any(String),
     });
+    const { _meta: _tides, ...answered } = TIDES_ANSWER;
+    expect(JSON.parse(String(call?.answer))).toEqual(answered);
     // The run view shows the step's tokens and cost beside its status.
     expect(run.nodes.main.invocations[0].steps).toEqual([
       {

@@ -349,6 +349,7 @@ describe("the index never blocks a run and catches up after failed writes", () =
         created_at: 1,
         updated_at: seq,
         error: null,
+        gates: [],
         journal_seq: seq,
       } as unknown as RunRecord);
     staged = { row: record("running", 3), attempts: 0, retry_at: null };
@@ -407,6 +408,7 @@ describe("the index never blocks a run and catches up after failed writes", () =
       updated_at: 2_000,
       parent: null,
       created_by: "rpc",
+      gates: [],
       journal_seq: 5,
     } as unknown as RunRecord;
     const newer = toIndexRow({ ...record, status: "completed", updated_at: 3_000, journal_seq: 9 });

@@ -1,0 +1,145 @@
+/**
+ * Parts of the run page: the header (status, workflow, parent, times, the
+ * error, the cancel reason, the run's LLM usage), the compensation as a
+ * panel, and the nodes' durations as bars on a time axis.
+ */
+import { isTerminal } from "../../coordinator/lifecycle.ts";
+import type { CompensationView, RunView } from "../../schemas/api.ts";
+import { formatMs, formatUsd } from "./calls.ts";
+import { Link } from "./router.tsx";
+import { scaleBars } from "./time-axis.ts";
+import { StatusBadge, Time } from "./ui.tsx";
+
+export function RunHeader(props: { view: RunView; cancelReason: string | null }) {
+  const { view } = props;
+  return (
+    <header class="run-head">
+      <h1 class="mono run-id">{view.run_id}</h1>
+      <p>
+        <StatusBadge status={view.status} /> {view.mode} run of{" "}
+        <Link href={`/workflows/${encodeURIComponent(view.workflow.id)}`}>
+          {view.workflow.id}@{view.workflow.version}
+        </Link>
+        {view.parent === null ? null : (
+          <>
+            {" "}
+            · child of <Link href={`/runs/${view.parent.run_id}`}>{view.parent.run_id}</Link> (node {view.parent.node}
+            {view.parent.step === null ? "" : `, step ${view.parent.step}`})
+          </>
+        )}
+      </p>
+      <p class="muted">
+        created <Time at={view.created_at} /> · updated <Time at={view.updated_at} />
+        {isTerminal(view.status) ? "" : " · live"}
+      </p>
+      <p class="usage" data-usage>
+        LLM usage: {view.usage.input_tokens} tokens in · {view.usage.output_tokens} tokens out ·{" "}
+        {formatUsd(view.usage.cost_usd)}
+      </p>
+      {view.status === "cancelled" && props.cancelReason !== null ? (
+        <p class="cancel-reason">Cancelled: {props.cancelReason}</p>
+      ) : null}
+      {view.error === null ? null : (
+        <p class="error">
+          {view.error.code}: {view.error.message}
+        </p>
+      )}
+    </header>
+  );
+}
+
+/** The run's undos and how its compensation went. */
+export function CompensationPanel(props: { compensation: CompensationView }) {
+  const { compensation } = props;
+  return (
+    <div class="compensation" data-compensation={compensation.status}>
+      <p>
+        <StatusBadge status={compensation.status === "none" ? "pending" : compensation.status} />{" "}
+        {compensation.status === "none" ? "not compensated" : `compensation ${compensation.status}`}
+        {compensation.trigger === null ? "" : ` · trigger ${compensation.trigger}`}
+        {compensation.started_at === null ? null : (
+          <>
+            {" "}
+            · started <Time at={compensation.started_at} />
+          </>
+        )}
+        {compensation.finished_at === null ? null : (
+          <>
+            {" "}
+            · finished <Time at={compensation.finished_at} />
+          </>
+        )}
+      </p>
+      <div class="table-scroll">
+        <table class="undos">
+          <thead>
+            <tr>
+              <th>undo of</th>
+              <th>action</th>
+              <th>status</th>
+              <th>attempts</th>
+              <th>error</th>
+            </tr>
+          </thead>
+          <tbody>
+            {compensation.undos.map((undo, index) => (
+              <tr key={index} data-undo={index}>
+                <td>
+                  {undo.node}
+                  {undo.item === null ? "" : `[${undo.item}]`} / {undo.step}
+                </td>
+                <td class="mono">{undo.action}</td>
+                <td>
+                  <StatusBadge status={undo.status} />
+                </td>
+                <td>{undo.attempts}</td>
+                <td class="error-cell">{undo.error === null ? "" : `${undo.error.code}: ${undo.error.message}`}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </div>
+  );
+}
+
+/** Each node's time from start to end as a bar on the run's time axis (a running node runs to now). */
+export function NodeDurations(props: { view: RunView }) {
+  const { view } = props;
+  const ids = Object.keys(view.nodes);
+  const time = (iso: string | null | undefined): number | null => (iso ? Date.parse(iso) : null);
+  const axis = scaleBars(
+    ids.map((id) => ({ id, start: time(view.nodes[id]?.started_at), end: time(view.nodes[id]?.finished_at) })),
+    isTerminal(view.status) ? Date.parse(view.updated_at) : Date.now(),
+  );
+  if (axis.bars.length === 0) {
+    return <p class="muted">No node has started.</p>;
+  }
+  return (
+    <div class="durations">
+      <div class="axis" aria-hidden="true">
+        {axis.ticks.map((tick) => (
+          <span key={tick.pct} class="tick" style={{ left: `${tick.pct}%` }}>
+            {tick.label}
+          </span>
+        ))}
+      </div>
+      {axis.bars.map((bar) => (
+        <div key={bar.id} class="duration-row" data-duration-node={bar.id}>
+          <span class="duration-label">{bar.id}</span>
+          <span class="bar-track">
+            <span
+              class={`bar status-${view.nodes[bar.id]?.status ?? "pending"}`}
+              style={{ left: `${bar.leftPct}%`, width: `${bar.widthPct}%` }}
+              title={formatMs(bar.durationMs)}
+            />
+          </span>
+          <span class="duration-value">
+            {formatMs(bar.durationMs)}
+            {bar.running ? " so far" : ""}
+          </span>
+        </div>
+      ))}
+    </div>
+  );
+}
