@@ -80,28 +80,9 @@ export function compensateOnEnd(draft: Draft, before: RunStatus): void {
   }
 }
 
-/** Why a run cannot be compensated by hand now, or null when it can. */
-export function compensateRefusal(record: RunRecord): string | null {
-  if (record.compensation !== undefined) {
-    return `the run's compensation has already ${record.compensation.status === "running" ? "started" : record.compensation.status}`;
-  }
-  return (record.undos?.length ?? 0) === 0 ? "the run has nothing to undo" : null;
-}
-
 /** Whether a redrive of this run resumes its compensation (one that failed) rather than its nodes. */
 export function redrivesCompensation(record: RunRecord): boolean {
   return record.compensation?.status === "failed";
-}
-
-/** Why a run cannot be redriven now, beyond its status, or null. */
-export function redriveRefusal(record: RunRecord): string | null {
-  const compensation = record.compensation;
-  if (compensation === undefined) {
-    return record.status === "failed" ? null : "only a failed run can be redriven; this one is cancelled";
-  }
-  return compensation.status === "failed"
-    ? null
-    : `the run's compensation ${compensation.status === "running" ? "is running" : "completed"}`;
 }
 
 /** Opens the compensation section: every undo not completed yet runs, latest first. */

@@ -1,6 +1,6 @@
 import { EngineError } from "../lib/errors.ts";
 import { RUN_STATUS_REASONS, type RunRecord, type RunStatus } from "../schemas/index.ts";
-import { compensateRefusal, redriveRefusal } from "./compensation.ts";
+import { compensateRefusal, redriveRefusal, type CompensationPolicyOf } from "./compensation-refusals.ts";
 import type { RunEvent } from "./events.ts";
 import { CONTROL_STATUSES, RUN_CONTROLS, statusAllows, type RunControl } from "./control-statuses.ts";
 import { isTerminal } from "./lifecycle.ts";
@@ -22,7 +22,7 @@ interface ControlRow {
   readonly refusal: string;
   readonly wakes: boolean;
   /** A refusal that depends on more than the status (null: allowed). */
-  readonly guard?: (record: RunRecord) => string | null;
+  readonly guard?: (record: RunRecord, workflow?: CompensationPolicyOf) => string | null;
 }
 
 export const CONTROLS = {
@@ -87,19 +87,27 @@ export function allows(control: RunControl, record: RunRecord): boolean {
   return refusalOf(control, record) === null;
 }
 
-function refusalOf(control: RunControl, record: RunRecord): { code: string; message: string } | null {
+function refusalOf(
+  control: RunControl,
+  record: RunRecord,
+  workflow?: CompensationPolicyOf,
+): { code: string; message: string } | null {
   const row: ControlRow = CONTROLS[control];
   const code = isTerminal(record.status) ? "run.terminal" : "run.conflict";
   if (!row.statuses.includes(record.status)) {
     return { code, message: `${row.refusal} ${record.status}` };
   }
-  const guarded = row.guard?.(record) ?? null;
+  const guarded = row.guard?.(record, workflow) ?? null;
   return guarded === null ? null : { code, message: guarded };
 }
 
-/** Throws the control's refusal (`run.terminal` for an ended run, else `run.conflict`) unless the run allows it. */
-export function assertAllowed(control: RunControl, record: RunRecord): void {
-  const refusal = refusalOf(control, record);
+/**
+ * Throws the control's refusal (`run.terminal` for an ended run, else
+ * `run.conflict`) unless the run allows it; `workflow` lets a refusal name the
+ * run's compensate policy (absent: the default).
+ */
+export function assertAllowed(control: RunControl, record: RunRecord, workflow?: CompensationPolicyOf): void {
+  const refusal = refusalOf(control, record, workflow);
   if (refusal !== null) {
     throw EngineError.terminal(refusal.code, refusal.message);
   }

@@ -198,7 +198,7 @@ export class Coordinator extends DurableObject<Env> {
         throw EngineError.terminal("run.invalid_reason", "a control's reason must be a string when given");
       }
       const { record } = this.requireRun();
-      assertAllowed(name, record);
+      assertAllowed(name, record, this.snapshot?.workflow.definition);
       const row = CONTROLS[name];
       const event = row.event(reason);
       await (row.wakes ? this.applyAndWake([event]) : this.inbox.apply(event));

@@ -1,7 +1,7 @@
 import { ensureEngineError, EngineError } from "../lib/errors.ts";
 import { evalCelBool } from "../lib/expr/cel.ts";
 import { selectJsonPath } from "../lib/expr/jsonpath.ts";
-import { applyOutputMapping, buildInput, type Writable } from "../lib/expr/mapping.ts";
+import { buildInput } from "../lib/expr/mapping.ts";
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
 import { chooseWorkflow, type Chosen } from "../lib/workflow-choice.ts";
 import {
@@ -17,6 +17,7 @@ import {
 } from "../schemas/index.ts";
 import { journalChoices } from "./choices.ts";
 import { closeInvocation, isOpen, type Draft } from "./draft.ts";
+import { writeNodeOutput } from "./node-output.ts";
 import { topologyOf } from "./topology.ts";
 
 /**
@@ -302,9 +303,10 @@ function completeIteration(draft: Draft, nodeId: string): void {
   const definition = draft.nodeDefinition(nodeId);
   for (;;) {
     const node = draft.node(nodeId);
-    const outputs = node.invocations.map((invocation) => invocation.output ?? null);
     try {
-      writeNodeOutput(draft, nodeId, definition, definition.foreach ? outputs : (outputs[0] ?? null));
+      const context = draft.record.context;
+      const next = writeNodeOutput(nodeId, definition, node.invocations, context);
+      draft.record.context = { ...context, state: next.state, output: next.output };
       if (definition.repeat && !evalCelBool(definition.repeat.until, contextDocument(draft))) {
         if (node.iterations < definition.repeat.max_iterations) {
           draft.journal("node.repeat", { node: nodeId, iteration: node.iterations, until: definition.repeat.until });
@@ -330,33 +332,6 @@ function completeIteration(draft: Draft, nodeId: string): void {
     draft.setNode(nodeId, { status: "completed", finished_at: draft.now, settled_seq: seq, error: null });
     return;
   }
-}
-
-/**
- * Writes a node's task output into the run context: by its output mapping, or
- * at `state.<node id>`. A foreach node's output is the array of its item
- * outputs in item order (null for skipped items), and each mapping target
- * receives the array of what its source selects from each item.
- */
-function writeNodeOutput(draft: Draft, nodeId: string, definition: NodeDefinition, output: Json): void {
-  const context = draft.record.context;
-  const target: Writable = { state: context.state, output: context.output };
-  let next: Writable;
-  if (!definition.output_mapping) {
-    next = { ...target, state: { ...target.state, [nodeId]: output } };
-  } else if (definition.foreach && Array.isArray(output)) {
-    next = target;
-    for (const [path, source] of Object.entries(definition.output_mapping)) {
-      const values = output.map(
-        (itemOutput) =>
-          applyOutputMapping({ "state.v": source }, itemOutput, { state: {}, output: {} }).state.v ?? null,
-      );
-      next = applyOutputMapping({ [path]: values }, null, next);
-    }
-  } else {
-    next = applyOutputMapping(definition.output_mapping, output, target);
-  }
-  draft.record.context = { ...context, state: next.state, output: next.output };
 }
 
 /**

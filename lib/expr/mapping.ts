@@ -6,12 +6,12 @@ import { renderTemplate } from "./template.ts";
 import type { Json, JsonObject } from "../../schemas/common.ts";
 
 /**
- * Input and output mappings (brief §2 "Contexts and mappings"). A source is:
+ * Input and output mappings (docs/definitions.md, "Mappings"). A source is:
  * - a string starting with `$`: a JSONPath over the source document;
  * - `{ "expr": "<CEL>" }`: CEL over the document's top-level fields;
  * - `{ "template": "<Handlebars>" }`: a string rendered from the document;
  * - `{ "path": "$…", "default": <JSON> }` or `{ "path": "$…", "optional": true }`:
- *   a JSONPath that may select nothing (in an input mapping, a bare `$` path
+ *   a JSONPath that may select nothing (in either mapping, a bare `$` path
  *   that selects nothing fails with `mapping.unresolved`);
  * - `{ "concat": [<source>, …] }`: the parts' values as one string (`./concat.ts`);
  * - any other JSON value: a literal.
@@ -50,34 +50,48 @@ export function optionalPathOf(source: unknown): OptionalPath | undefined {
   return keys[0] === "optional" && rest.optional === true ? { path, fallback: { found: false } } : undefined;
 }
 
+type Selected = { found: true; value: Json } | { found: false };
+
+/**
+ * What a source is evaluated against: the document JSONPath and templates read,
+ * CEL's variables, and what the document is called when a path selects nothing.
+ */
+interface SourceScope {
+  doc: unknown;
+  vars: Record<string, unknown>;
+  noun: string;
+  /** Templates render strictly, as a template that builds a request does (`RenderOptions.strict`). */
+  strict?: boolean;
+}
+
 /**
  * The value of one source against `doc`, or absent (a singular JSONPath that matched nothing).
  * `strict`: a `{ "template" }` (also inside a `concat`) renders strictly, as a template that
  * builds a request does (`RenderOptions.strict`).
  */
-export function evaluateSource(
-  source: unknown,
-  doc: Record<string, unknown>,
-  strict = false,
-): { found: true; value: Json } | { found: false } {
+export function evaluateSource(source: unknown, doc: Record<string, unknown>, strict = false): Selected {
+  return evaluateIn(source, { doc, vars: doc, noun: "document", strict });
+}
+
+function evaluateIn(source: unknown, scope: SourceScope): Selected {
   if (typeof source === "string" && source.startsWith("$")) {
-    const selected = selectJsonPath(source, doc);
+    const selected = selectJsonPath(source, scope.doc);
     return selected.found ? { found: true, value: selected.value as Json } : selected;
   }
   const optional = optionalPathOf(source);
   if (optional !== undefined) {
-    const selected = selectJsonPath(optional.path, doc);
+    const selected = selectJsonPath(optional.path, scope.doc);
     return selected.found ? { found: true, value: selected.value as Json } : optional.fallback;
   }
   if (isComputed(source, "expr")) {
-    return { found: true, value: evalCel(source.expr, doc) as Json };
+    return { found: true, value: evalCel(source.expr, scope.vars) as Json };
   }
   if (isComputed(source, "template")) {
-    return { found: true, value: renderTemplate(source.template, doc, { strict }) };
+    return { found: true, value: renderTemplate(source.template, scope.doc, { strict: scope.strict === true }) };
   }
   const parts = concatPartsOf(source);
   if (parts !== undefined) {
-    return { found: true, value: concatText(parts.map((part, index) => partValue(part, index, doc, strict))) };
+    return { found: true, value: concatText(parts.map((part, index) => partValue(part, index, scope))) };
   }
   return { found: true, value: source as Json };
 }
@@ -87,32 +101,44 @@ export function evaluateSource(
  * `mapping.unresolved`, as a whole-value path does; an optional one without a
  * default adds nothing.
  */
-function partValue(part: unknown, index: number, doc: Record<string, unknown>, strict: boolean): Json {
-  const result = evaluateSource(part, doc, strict);
+function partValue(part: unknown, index: number, scope: SourceScope): Json {
+  const result = evaluateIn(part, scope);
   if (result.found) {
     return result.value;
   }
   if (typeof part === "string") {
-    throw unresolvedPath(`concat.${index}`, part, doc);
+    throw unresolvedPath(`concat.${index}`, part, scope);
   }
   return "";
 }
 
 /**
+ * The value one mapping entry gives its field or target (`at` names it, e.g.
+ * `input_mapping.id`). A bare `$` path that selects nothing fails with
+ * `mapping.unresolved` (a typo must not pass as a value that is absent); one
+ * marked optional takes its default, or is absent.
+ */
+function selectStrict(at: string, source: unknown, scope: SourceScope): Selected {
+  const result = withPath(at, () => evaluateIn(source, scope));
+  if (!result.found && typeof source === "string") {
+    // A bare `$` path selected nothing; one marked optional (`{ path, … }`) has said what then.
+    throw unresolvedPath(at, source, scope);
+  }
+  return result;
+}
+
+/**
  * Builds a callee's input from an input mapping. A `$` path that selects
- * nothing fails with `mapping.unresolved` (a typo must not reach the callee as
- * a missing field); one marked optional takes its default, or leaves its field
- * out.
+ * nothing fails with `mapping.unresolved`; one marked optional takes its
+ * default, or leaves its field out.
  */
 export function buildInput(mapping: Record<string, unknown>, doc: Record<string, unknown>): JsonObject {
   const input: JsonObject = {};
+  const scope: SourceScope = { doc, vars: doc, noun: "document" };
   for (const [field, source] of Object.entries(mapping)) {
-    const result = withPath(`input_mapping.${field}`, () => evaluateSource(source, doc));
+    const result = selectStrict(`input_mapping.${field}`, source, scope);
     if (result.found) {
       defineMember(input, field, result.value);
-    } else if (typeof source === "string") {
-      // A bare `$` path selected nothing; one marked optional (`{ path, … }`) has said what then.
-      throw unresolvedPath(`input_mapping.${field}`, source, doc);
     }
   }
   return input;
@@ -147,7 +173,8 @@ export function buildValue(
   at: string,
   maxChars: number,
 ): { found: true; value: Json } | { found: false } {
-  return buildNode(shape, doc, at, { left: maxChars, max: maxChars, root: at });
+  const scope: SourceScope = { doc, vars: doc, noun: "document", strict: true };
+  return buildNode(shape, scope, at, { left: maxChars, max: maxChars, root: at });
 }
 
 /** What {@link buildValue} may still add, and for the message, its limit and the shape's name. */
@@ -157,17 +184,9 @@ interface BuildBudget {
   readonly root: string;
 }
 
-function buildNode(
-  shape: Json,
-  doc: Record<string, unknown>,
-  at: string,
-  budget: BuildBudget,
-): { found: true; value: Json } | { found: false } {
+function buildNode(shape: Json, scope: SourceScope, at: string, budget: BuildBudget): Selected {
   if (isComputedSource(shape)) {
-    const result = withPath(at, () => evaluateSource(shape, doc, true));
-    if (!result.found && typeof shape === "string") {
-      throw unresolvedPath(at, shape, doc);
-    }
+    const result = selectStrict(at, shape, scope);
     if (result.found) {
       budget.left -= JSON.stringify(result.value).length;
       if (budget.left < 0) {
@@ -180,13 +199,13 @@ function buildNode(
     return result;
   }
   if (Array.isArray(shape)) {
-    const items = shape.map((item, index) => buildNode(item, doc, `${at}.${index}`, budget));
+    const items = shape.map((item, index) => buildNode(item, scope, `${at}.${index}`, budget));
     return { found: true, value: items.flatMap((item) => (item.found ? [item.value] : [])) };
   }
   if (shape !== null && typeof shape === "object") {
     const object: JsonObject = {};
     for (const [key, member] of Object.entries(shape)) {
-      const result = buildNode(member, doc, `${at}.${key}`, budget);
+      const result = buildNode(member, scope, `${at}.${key}`, budget);
       if (result.found) {
         defineMember(object, key, result.value);
       }
@@ -196,36 +215,62 @@ function buildNode(
   return { found: true, value: shape };
 }
 
-/** A `$` path selected nothing: name it, what the document has, and how to mark it optional. */
-function unresolvedPath(at: string, path: string, doc: Record<string, unknown>): EngineError {
-  const nearest = nearestObject(path, doc);
-  const near = nearest === undefined ? "" : `; ${nearest.at} has ${describeKeys(nearest.value)}`;
+/**
+ * A `$` path selected nothing: name it, what the document has at its top and
+ * where the selection stopped, and how to mark it optional.
+ */
+function unresolvedPath(at: string, path: string, scope: SourceScope): EngineError {
+  const stopped = stoppedAt(path, scope.doc);
+  const near = stopped === undefined ? "" : `; ${describeAt(stopped.at, stopped.value)}`;
   return EngineError.terminal(
     "mapping.unresolved",
-    `${at}: ${path} selects nothing (the document's top-level keys are ${describeKeys(doc)}${near}); ` +
+    `${at}: ${path} selects nothing (${describeTop(scope.noun, scope.doc)}${near}); ` +
       `mark a value that may be absent with { "path": "${path}", "default": … } or { "path": "${path}", "optional": true }`,
   );
 }
 
-/** For a plain dotted path (`$.a.b.c`), the deepest object along it that exists, other than the document itself. */
-function nearestObject(path: string, doc: Record<string, unknown>): { at: string; value: object } | undefined {
+/**
+ * For a plain dotted path (`$.a.b.c`), the deepest value along it that exists,
+ * other than the document itself: where the selection stopped.
+ */
+function stoppedAt(path: string, doc: unknown): { at: string; value: unknown } | undefined {
   if (!/^\$(\.[A-Za-z_][A-Za-z0-9_-]*)+$/.test(path)) {
     return undefined;
   }
-  let found: { at: string; value: object } | undefined;
+  let found: { at: string; value: unknown } | undefined;
   let current: unknown = doc;
   let at = "$";
   for (const name of path.slice(2).split(".")) {
-    if (current === null || typeof current !== "object" || Array.isArray(current) || !Object.hasOwn(current, name)) {
+    if (!isPlainObject(current) || !Object.hasOwn(current, name)) {
       break;
     }
-    current = (current as Record<string, unknown>)[name];
+    current = current[name];
     at = `${at}.${name}`;
-    if (current !== null && typeof current === "object" && !Array.isArray(current)) {
-      found = { at, value: current };
-    }
+    found = { at, value: current };
   }
   return found;
+}
+
+function describeTop(noun: string, doc: unknown): string {
+  return isPlainObject(doc) ? `the ${noun}'s top-level keys are ${describeKeys(doc)}` : `the ${noun} is ${kindOf(doc)}`;
+}
+
+function describeAt(at: string, value: unknown): string {
+  return isPlainObject(value) ? `${at} has ${describeKeys(value)}` : `${at} is ${kindOf(value)}`;
+}
+
+function kindOf(value: unknown): string {
+  if (value === null) {
+    return "null";
+  }
+  if (Array.isArray(value)) {
+    return `an array of ${value.length}`;
+  }
+  return typeof value === "object" ? "an object" : `a ${typeof value}`;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
 }
 
 function describeKeys(value: object): string {
@@ -244,12 +289,14 @@ export interface Writable {
  * Writes a callee's output into the caller's context, returning new `state`
  * and `output` objects (the inputs are not changed). Sources are evaluated
  * against `{ "$": output }` for JSONPath and templates, and CEL sees the
- * callee's output as the variable `output`.
+ * callee's output as the variable `output`. Strict as an input mapping is: a
+ * bare `$` path that selects nothing fails with `mapping.unresolved`; one
+ * marked optional writes its default, or leaves its target unwritten.
  */
 export function applyOutputMapping(mapping: Record<string, unknown>, calleeOutput: Json, target: Writable): Writable {
   let next = target;
   for (const [path, source] of Object.entries(mapping)) {
-    const result = withPath(`output_mapping.${path}`, () => evaluateOutputSource(source, calleeOutput));
+    const result = selectOutput(path, source, calleeOutput);
     if (result.found) {
       next = setTargetPath(next, path, result.value);
     }
@@ -257,30 +304,14 @@ export function applyOutputMapping(mapping: Record<string, unknown>, calleeOutpu
   return next;
 }
 
-function evaluateOutputSource(source: unknown, calleeOutput: Json): { found: true; value: Json } | { found: false } {
-  if (typeof source === "string" && source.startsWith("$")) {
-    const selected = selectJsonPath(source, calleeOutput);
-    return selected.found ? { found: true, value: selected.value as Json } : selected;
-  }
-  const optional = optionalPathOf(source);
-  if (optional !== undefined) {
-    const selected = selectJsonPath(optional.path, calleeOutput);
-    return selected.found ? { found: true, value: selected.value as Json } : optional.fallback;
-  }
-  if (isComputed(source, "expr")) {
-    return { found: true, value: evalCel(source.expr, { output: calleeOutput }) as Json };
-  }
-  if (isComputed(source, "template")) {
-    return { found: true, value: renderTemplate(source.template, calleeOutput) };
-  }
-  const parts = concatPartsOf(source);
-  if (parts !== undefined) {
-    // As an absent path leaves its target unwritten, so does a concat with an absent part.
-    const results = parts.map((part) => evaluateOutputSource(part, calleeOutput));
-    const values = results.flatMap((result) => (result.found ? [result.value] : []));
-    return values.length === results.length ? { found: true, value: concatText(values) } : { found: false };
-  }
-  return { found: true, value: source as Json };
+/**
+ * What one output-mapping entry gives its target `path` from a callee's
+ * output, or absent (a path marked optional that selected nothing). `item`
+ * names a foreach item in the error of a path that selects nothing.
+ */
+export function selectOutput(path: string, source: unknown, calleeOutput: Json, item?: number): Selected {
+  const at = `output_mapping.${path}${item === undefined ? "" : ` (item ${item})`}`;
+  return selectStrict(at, source, { doc: calleeOutput, vars: { output: calleeOutput }, noun: "output" });
 }
 
 /** Sets `state.a.b` or `output.x` immutably, creating objects along the way. */
@@ -318,16 +349,15 @@ function defineMember(record: JsonObject, key: string, value: Json): void {
 
 /**
  * Codes that keep their name through a mapping: an expression out of its
- * budget, a strict template's absent path (an http `body`), and the mapping's
- * own (`mapping.unresolved` of a `concat` part routes a plan to its fallback as
- * a whole-value path's does).
+ * budget, and the mapping's own (`mapping.unresolved` of a `concat` part routes
+ * a plan to its fallback as a whole-value path's does).
  */
 const KEPT_CODES: ReadonlySet<string> = new Set([
   "expr.budget_exceeded",
   "template.budget_exceeded",
   "template.too_deep",
-  "template.unresolved",
   "mapping.unresolved",
+  "template.unresolved",
   "mapping.not_text",
   "mapping.too_large",
 ]);

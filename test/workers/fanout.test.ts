@@ -25,7 +25,7 @@ const square = {
     {
       ref: "sq",
       action: { kind: "context", implementation: { updates: [{ path: "sq", expr: "input.n * input.n" }] } },
-      output_mapping: { "output.sq": "$.sq", "output.i": "$.i" },
+      output_mapping: { "output.sq": "$.sq" },
       input_mapping: { n: "$.input.n" },
     },
   ],

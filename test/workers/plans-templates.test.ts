@@ -208,16 +208,24 @@ describe("concat mapping source", () => {
     expect(input).toEqual({ s: "n=2.5 false x,1,true" });
   });
 
-  it("in an output mapping, writes the text, or leaves the target unwritten when a part selects nothing", ({
+  it("in an output mapping, writes the text; a bare part that selects nothing fails, an optional one adds nothing", ({
     expect,
   }) => {
     const target = { state: {}, output: {} };
+    const output = { id: 7, tags: ["a", "b"] };
     const written = applyOutputMapping(
-      { "state.line": { concat: ["$.id", ": ", "$.tags"] }, "state.gone": { concat: ["$.id", "$.missing"] } },
-      { id: 7, tags: ["a", "b"] },
+      {
+        "state.line": { concat: ["$.id", ": ", "$.tags"] },
+        "state.short": { concat: ["$.id", { path: "$.missing", optional: true }] },
+      },
+      output,
       target,
     );
-    expect(written.state).toEqual({ line: "7: a,b" });
+    expect(written.state).toEqual({ line: "7: a,b", short: "7" });
+    const missing = thrown(() =>
+      applyOutputMapping({ "state.gone": { concat: ["$.id", "$.missing"] } }, output, target),
+    );
+    expect(missing instanceof EngineError && missing.code).toBe("mapping.unresolved");
   });
 
   it("refuses null and nested arrays, and text past its size limit", ({ expect }) => {

@@ -1,6 +1,6 @@
 import { describe, it } from "vitest";
 import { compileCel } from "../../lib/expr/cel.ts";
-import { applyOutputMapping, buildInput } from "../../lib/expr/mapping.ts";
+import { buildInput } from "../../lib/expr/mapping.ts";
 import { renderShellCommand } from "../../lib/expr/shell-template.ts";
 import { renderTemplate } from "../../lib/expr/template.ts";
 import { api, httpTarget, singleTaskWorkflow, uniqueId, waitForRun } from "./helpers.ts";
@@ -227,17 +227,6 @@ describe("input mappings are strict about $ paths", () => {
       // Any other object is a literal, as before.
       literal: { path: "$.input.item", default: 1, other: true },
     });
-  });
-
-  it("an output mapping leaves a target unwritten when a $ path selects nothing, or writes its default", ({
-    expect,
-  }) => {
-    const written = applyOutputMapping(
-      { "state.a": "$.missing", "state.b": { path: "$.missing", default: 0 }, "state.c": { path: "$.x", default: 0 } },
-      { x: 7 },
-      { state: {}, output: {} },
-    );
-    expect(written.state).toEqual({ b: 0, c: 7 });
   });
 
   it("a step whose mapping has a typo fails, and the run error names the step and the path", async ({ expect }) => {
