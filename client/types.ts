@@ -262,6 +262,7 @@ export type HttpImplementation = {
   };
   body_template?: string;
   response?: "json" | "text";
+  idempotency?: boolean;
 };
 
 /** The implementation of an action of kind "human" (docs/definitions.md#implementation-per-kind). */

@@ -1,7 +1,7 @@
 import { ensureEngineError, EngineError } from "../lib/errors.ts";
 import { evalCelBool } from "../lib/expr/cel.ts";
 import { selectJsonPath } from "../lib/expr/jsonpath.ts";
-import { applyOutputMapping, buildInput, type Writable } from "../lib/expr/mapping.ts";
+import { buildInput } from "../lib/expr/mapping.ts";
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
 import { chooseWorkflow, type Chosen } from "../lib/workflow-choice.ts";
 import {
@@ -17,6 +17,7 @@ import {
 } from "../schemas/index.ts";
 import { journalChoices } from "./choices.ts";
 import { closeInvocation, isOpen, type Draft } from "./draft.ts";
+import { contextDocument, inNodeScope, writeNodeOutput } from "./node-context.ts";
 import { topologyOf } from "./topology.ts";
 
 /**
@@ -113,11 +114,6 @@ function skipNode(draft: Draft, nodeId: string, reason: string): void {
   draft.setNode(nodeId, { status: "skipped", finished_at: draft.now, settled_seq: seq });
 }
 
-export function contextDocument(draft: Draft): Record<string, unknown> {
-  const { input, state, output } = draft.record.context;
-  return { input, state, output };
-}
-
 /**
  * Starts one iteration: evaluates `when` (per item for foreach, with `item`
  * and `index`) and fixes every invocation's input now, so retries get the
@@ -137,10 +133,16 @@ function startIteration(draft: Draft, nodeId: string, definition: NodeDefinition
       : [{ vars: doc, fallback: draft.record.context.input }];
     const chosen: (Chosen | undefined)[] = [];
     const invocations = items.map(({ vars, fallback }, index): InvocationRecord => {
-      const runs = definition.when === undefined || evalCelBool(definition.when, vars);
-      const input = runs ? (definition.input_mapping ? buildInput(definition.input_mapping, vars) : fallback) : null;
-      const choice = typeof definition.workflow === "object" && runs ? definition.workflow : undefined;
-      chosen[index] = choice && chooseWorkflow(choice, draft.snapshot.choices?.[nodeId] ?? [], vars);
+      const at = { node: nodeId, item: definition.foreach ? index : null, iteration };
+      const { runs, input } = inNodeScope(draft, at, () => {
+        const holds = definition.when === undefined || evalCelBool(definition.when, vars);
+        const choice = typeof definition.workflow === "object" && holds ? definition.workflow : undefined;
+        chosen[index] = choice && chooseWorkflow(choice, draft.snapshot.choices?.[nodeId] ?? [], vars);
+        if (!holds) {
+          return { runs: false, input: null };
+        }
+        return { runs: true, input: definition.input_mapping ? buildInput(definition.input_mapping, vars) : fallback };
+      });
       return {
         ...(chosen[index] ? { workflow: chosen[index].workflow } : {}),
         index,
@@ -305,9 +307,11 @@ function completeIteration(draft: Draft, nodeId: string): void {
     const outputs = node.invocations.map((invocation) => invocation.output ?? null);
     try {
       writeNodeOutput(draft, nodeId, definition, definition.foreach ? outputs : (outputs[0] ?? null));
-      if (definition.repeat && !evalCelBool(definition.repeat.until, contextDocument(draft))) {
-        if (node.iterations < definition.repeat.max_iterations) {
-          draft.journal("node.repeat", { node: nodeId, iteration: node.iterations, until: definition.repeat.until });
+      const repeat = definition.repeat;
+      const at = { node: nodeId, item: null, iteration: node.iterations };
+      if (repeat && !inNodeScope(draft, at, () => evalCelBool(repeat.until, contextDocument(draft)))) {
+        if (node.iterations < repeat.max_iterations) {
+          draft.journal("node.repeat", { node: nodeId, iteration: node.iterations, until: repeat.until });
           if (startIteration(draft, nodeId, definition)) {
             continue;
           }
@@ -315,7 +319,7 @@ function completeIteration(draft: Draft, nodeId: string): void {
         }
         throw EngineError.terminal(
           "node.repeat_exhausted",
-          `repeat.until (${definition.repeat.until}) still false after ${node.iterations} iterations`,
+          `repeat.until (${repeat.until}) still false after ${node.iterations} iterations`,
         );
       }
     } catch (thrown) {
@@ -330,33 +334,6 @@ function completeIteration(draft: Draft, nodeId: string): void {
     draft.setNode(nodeId, { status: "completed", finished_at: draft.now, settled_seq: seq, error: null });
     return;
   }
-}
-
-/**
- * Writes a node's task output into the run context: by its output mapping, or
- * at `state.<node id>`. A foreach node's output is the array of its item
- * outputs in item order (null for skipped items), and each mapping target
- * receives the array of what its source selects from each item.
- */
-function writeNodeOutput(draft: Draft, nodeId: string, definition: NodeDefinition, output: Json): void {
-  const context = draft.record.context;
-  const target: Writable = { state: context.state, output: context.output };
-  let next: Writable;
-  if (!definition.output_mapping) {
-    next = { ...target, state: { ...target.state, [nodeId]: output } };
-  } else if (definition.foreach && Array.isArray(output)) {
-    next = target;
-    for (const [path, source] of Object.entries(definition.output_mapping)) {
-      const values = output.map(
-        (itemOutput) =>
-          applyOutputMapping({ "state.v": source }, itemOutput, { state: {}, output: {} }).state.v ?? null,
-      );
-      next = applyOutputMapping({ [path]: values }, null, next);
-    }
-  } else {
-    next = applyOutputMapping(definition.output_mapping, output, target);
-  }
-  draft.record.context = { ...context, state: next.state, output: next.output };
 }
 
 /**

@@ -83,6 +83,8 @@ const HttpImplementation = z.strictObject({
   headers: z.record(z.string().min(1), z.string()).optional(),
   body_template: z.string().optional(),
   response: z.enum(["json", "text"]).optional(),
+  /** Send `Idempotency-Key: <run.idempotency_key>` (unless `headers` sets it). @default false */
+  idempotency: z.boolean().optional(),
 });
 
 const LlmImplementation = z.strictObject({
