@@ -4,7 +4,7 @@ import { renderTemplate } from "../../lib/expr/template.ts";
 import { compileCel, evalCel } from "../../lib/expr/cel.ts";
 import { idempotencyKey, withRunVariables, type StepRunVariables } from "../../lib/expr/run-scope.ts";
 import type { TaskPayload, TaskResult } from "../../schemas/index.ts";
-import { api, httpTarget, runWorkflow, uniqueId } from "./helpers.ts";
+import { api, httpTarget, register, runWorkflow, start, uniqueId, waitForRun } from "./helpers.ts";
 
 /** A UUID of version 8 and the RFC 9562 variant: what `run.idempotency_key` looks like. */
 const UUID_V8 = /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -219,6 +219,85 @@ describe("the run variable", () => {
         step: "charge",
       }),
     );
+  });
+
+  it("keeps the key when a failed run is redriven", async ({ expect }) => {
+    const key = uniqueId("idem-redrive");
+    const id = uniqueId("idemredrive");
+    await register({
+      workflows: [{ id, nodes: { main: { task: { steps: [recordStep("charge", key, "?fail=1&status=400")] } } } }],
+    });
+    const runId = await start(id);
+    expect((await waitForRun(runId)).status).toBe("failed");
+    expect((await api("POST", `/v1/runs/${runId}/redrive`)).status).toBe(200);
+    expect((await waitForRun(runId)).status).toBe("completed");
+    const requests = await recorded(key);
+    expect(requests).toHaveLength(2);
+    expect(requests[1]?.["idempotency-key"]).toBe(requests[0]?.["idempotency-key"]);
+  });
+
+  it("gives an undo's call a key of its own, with run.step undo", async ({ expect }) => {
+    const key = uniqueId("idem-undo");
+    const make = uniqueId("make");
+    const remove = uniqueId("remove");
+    const http = (headers: Record<string, string>) => ({
+      kind: "http",
+      implementation: { method: "POST", url_template: `${httpTarget()}/record/${key}`, headers, idempotency: true },
+    });
+    const boom = { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/status/404` } };
+    const id = uniqueId("idemundo");
+    await register({
+      actions: [
+        { id: remove, ...http({ "x-step": "{{run.step}}" }) },
+        { id: make, ...http({ "x-step": "{{run.step}}" }), undo: { action: remove } },
+      ],
+      workflows: [
+        {
+          id,
+          nodes: {
+            main: {
+              task: {
+                steps: [
+                  { ref: "make", action: make },
+                  { ref: "boom", action: boom },
+                ],
+              },
+            },
+          },
+        },
+      ],
+    });
+    const runId = await start(id);
+    const run = await waitForRun(
+      runId,
+      (view: { compensation?: { status: string } }) => view.compensation?.status === "completed",
+    );
+    expect(run.status).toBe("failed");
+    const requests = await recorded(key);
+    expect(requests.map((headers) => headers["x-step"])).toEqual(["make", "undo"]);
+    expect(requests[1]?.["idempotency-key"]).toMatch(UUID_V8);
+    expect(requests[1]?.["idempotency-key"]).not.toBe(requests[0]?.["idempotency-key"]);
+  });
+
+  it("gives each repeat iteration a key of its own, and binds run in repeat.until and the node's output mapping", async ({
+    expect,
+  }) => {
+    const key = uniqueId("idem-repeat");
+    const run = await runWorkflow({
+      id: uniqueId("idemrepeat"),
+      nodes: {
+        loop: {
+          task: { steps: [recordStep("call", key)] },
+          repeat: { until: "run.iteration == 2 && run.node == 'loop'", max_iterations: 3 },
+          output_mapping: { "output.at": { expr: "run.node + '@' + string(run.iteration)" } },
+        },
+      },
+    });
+    expect(run.status).toBe("completed");
+    expect(run.output.at).toBe("loop@2");
+    const keys = (await recorded(key)).map((headers) => headers["idempotency-key"]);
+    expect(keys).toHaveLength(2);
+    expect(keys[1]).not.toBe(keys[0]);
   });
 
   it("binds run in a node's when and input mapping, with the item's index", async ({ expect }) => {
