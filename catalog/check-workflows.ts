@@ -56,7 +56,7 @@ function checkNode(workflow: Workflow, nodeId: string, node: Node, nodePath: str
     checkJsonPath(node.foreach.items, `${nodePath}.foreach.items`, report);
   }
   checkMappings(node.input_mapping, `${nodePath}.input_mapping`, report, itemScope);
-  checkMappings(node.output_mapping, `${nodePath}.output_mapping`, report, CEL_SCOPES.calleeOutput);
+  checkMappings(node.output_mapping, `${nodePath}.output_mapping`, report, CEL_SCOPES.nodeOutput);
   for (const [name, resource] of Object.entries(node.resource_bindings ?? {})) {
     if (!workflow.resources?.[resource]) {
       report(

@@ -4,6 +4,7 @@ import { compileJsonPath } from "../lib/expr/jsonpath.ts";
 import { concatPartsOf } from "../lib/expr/concat.ts";
 import { isComputed, isComputedSource, optionalPathOf } from "../lib/expr/mapping.ts";
 import { compileTemplate } from "../lib/expr/template.ts";
+import { NODE_RUN_FIELDS, STEP_RUN_FIELDS } from "../lib/expr/run-scope.ts";
 import { checkJsonSchema } from "../lib/json-schema.ts";
 import {
   CREDENTIAL_VALUE_PATTERN,
@@ -64,25 +65,29 @@ function singular(kind: DefinitionKind): string {
 
 /**
  * The variables a CEL expression sees, by where it runs (docs/definitions.md,
- * "What each source sees"): an expression that reads any other is rejected
- * at registration, since at run time it could only fail.
+ * "What each source sees"), and the fields of `run` there ("The run
+ * variable"): an expression that reads any other variable, or selects any
+ * other field of `run`, is rejected at registration, since at run time it
+ * could only fail.
  */
 export const CEL_SCOPES = {
   /** A node's `when`, `repeat.until` and `input_mapping`: the run context. */
-  run: ["input", "state", "output"],
+  run: { variables: ["input", "state", "output", "run"], run: NODE_RUN_FIELDS },
   /** A foreach node's `when` and `input_mapping`: the run context and the item. */
-  foreachItem: ["input", "state", "output", "item", "index"],
+  foreachItem: { variables: ["input", "state", "output", "item", "index", "run"], run: NODE_RUN_FIELDS },
+  /** A node's `output_mapping`: the callee's output. */
+  nodeOutput: { variables: ["output", "run"], run: NODE_RUN_FIELDS },
   /** A step's `condition.if` and `input_mapping`: the task context. */
-  task: ["input", "state", "output"],
-  /** An `output_mapping`: the callee's output. */
-  calleeOutput: ["output"],
+  task: { variables: ["input", "state", "output", "run"], run: STEP_RUN_FIELDS },
+  /** A step's `output_mapping`: the callee's output. */
+  calleeOutput: { variables: ["output", "run"], run: STEP_RUN_FIELDS },
   /** A `context` or `metric` action's expressions: the action input. */
-  actionInput: ["input"],
+  actionInput: { variables: ["input", "run"], run: STEP_RUN_FIELDS },
   /** An undo's `input_mapping`: the original call's input and output. */
-  undo: ["input", "output"],
-} as const satisfies Record<string, readonly string[]>;
+  undo: { variables: ["input", "output", "run"], run: STEP_RUN_FIELDS },
+} as const satisfies Record<string, { variables: readonly string[]; run: readonly string[] }>;
 
-/** The variables one CEL context binds. */
+/** The variables one CEL context binds, and the fields of its `run`. */
 export type CelScope = (typeof CEL_SCOPES)[keyof typeof CEL_SCOPES];
 
 export function checkMappings(
@@ -136,11 +141,19 @@ export function checkCel(source: string | undefined, path: string, report: Repor
     report(path, `CEL does not parse: ${compiled.message}`, "definition.invalid_cel");
     return;
   }
-  const bound: readonly string[] = scope;
+  const bound: readonly string[] = scope.variables;
   for (const name of compiled.program.variables.filter((variable) => !bound.includes(variable))) {
     report(
       path,
       `CEL reads the variable "${name}", which is not bound here; the variables here are ${bound.join(", ")}`,
+      "definition.invalid_cel",
+    );
+  }
+  const fields: readonly string[] = scope.run;
+  for (const field of compiled.program.runFields.filter((name) => !fields.includes(name))) {
+    report(
+      path,
+      `run has no field "${field}" here; its fields here are ${fields.join(", ")}`,
       "definition.invalid_cel",
     );
   }

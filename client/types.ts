@@ -263,6 +263,7 @@ export type HttpImplementation = {
   body_template?: string;
   body?: JsonValue;
   response?: "json" | "text";
+  idempotency?: boolean;
 };
 
 /** The implementation of an action of kind "human" (docs/definitions.md#implementation-per-kind). */

@@ -13,7 +13,7 @@ import {
   type TaskResult,
   type UndoRecord,
 } from "../schemas/index.ts";
-import { DEADLINE_GRACE_MS, DEFAULT_TASK_TIMEOUT_MS } from "./dispatch.ts";
+import { DEADLINE_GRACE_MS, DEFAULT_TASK_TIMEOUT_MS, runFieldsOf } from "./dispatch.ts";
 import type { Draft } from "./draft.ts";
 import type { LiveWork } from "./live.ts";
 
@@ -194,9 +194,11 @@ function dispatchUndo(draft: Draft, index: number, undo: UndoRecord): void {
     kind: "dispatch",
     payload: {
       token_id: token,
-      workflow_run_id: draft.record.run_id,
+      ...runFieldsOf(draft),
       node_id: node,
       item_index: item,
+      // The iteration of the call it undoes is not on record; the undo's task id (per step) keeps its key apart.
+      iteration: 1,
       task_id: task.id,
       task_version: task.version,
       task,
@@ -205,8 +207,6 @@ function dispatchUndo(draft: Draft, index: number, undo: UndoRecord): void {
       resources: {},
       timeout_ms: timeoutMs,
       retry_attempt: attempt - 1,
-      tools: draft.workflow.tools ?? [],
-      ...(draft.record.parent === null ? {} : { parent_run_id: draft.record.parent.run_id }),
     },
   });
 }

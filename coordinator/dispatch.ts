@@ -1,4 +1,4 @@
-import type { InvocationRecord, ResourceHandle } from "../schemas/index.ts";
+import type { InvocationRecord, ResourceHandle, TaskPayload } from "../schemas/index.ts";
 import type { Draft } from "./draft.ts";
 import type { LiveWork } from "./live.ts";
 import { failNode } from "./nodes.ts";
@@ -228,9 +228,10 @@ function dispatchInvocation(draft: Draft, nodeId: string, invocation: Invocation
     kind: "dispatch",
     payload: {
       token_id: token,
-      workflow_run_id: draft.record.run_id,
+      ...runFieldsOf(draft),
       node_id: nodeId,
       item_index: item,
+      iteration: Math.max(1, draft.node(nodeId).iterations),
       task_id: task.id,
       task_version: task.version,
       task,
@@ -238,12 +239,24 @@ function dispatchInvocation(draft: Draft, nodeId: string, invocation: Invocation
       resources: resourcesOf(draft, definition.resource_bindings),
       timeout_ms: timeoutMs,
       retry_attempt: attempt - 1,
-      tools: draft.workflow.tools ?? [],
-      // Artifacts of a parent run are readable by its children (executor/tools/artifacts.ts).
-      ...(draft.record.parent === null ? {} : { parent_run_id: draft.record.parent.run_id }),
       ...(invocation.resume ? { resume: invocation.resume } : {}),
     },
   });
+}
+
+/** What every payload of the run carries about the run: its id, workflow, allowlist and parent. */
+export function runFieldsOf(
+  draft: Draft,
+): Pick<TaskPayload, "workflow_run_id" | "workflow_id" | "workflow_version" | "tools" | "parent_run_id"> {
+  const { run_id, workflow, parent } = draft.record;
+  return {
+    workflow_run_id: run_id,
+    workflow_id: workflow.id,
+    workflow_version: workflow.version,
+    tools: draft.workflow.tools ?? [],
+    // Artifacts of a parent run are readable by its children (executor/tools/artifacts.ts).
+    ...(parent === null ? {} : { parent_run_id: parent.run_id }),
+  };
 }
 
 /**

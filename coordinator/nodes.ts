@@ -17,6 +17,7 @@ import {
 } from "../schemas/index.ts";
 import { journalChoices } from "./choices.ts";
 import { closeInvocation, isOpen, type Draft } from "./draft.ts";
+import { contextDocument, inNodeScope } from "./node-context.ts";
 import { writeNodeOutput } from "./node-output.ts";
 import { topologyOf } from "./topology.ts";
 
@@ -114,11 +115,6 @@ function skipNode(draft: Draft, nodeId: string, reason: string): void {
   draft.setNode(nodeId, { status: "skipped", finished_at: draft.now, settled_seq: seq });
 }
 
-export function contextDocument(draft: Draft): Record<string, unknown> {
-  const { input, state, output } = draft.record.context;
-  return { input, state, output };
-}
-
 /**
  * Starts one iteration: evaluates `when` (per item for foreach, with `item`
  * and `index`) and fixes every invocation's input now, so retries get the
@@ -138,10 +134,16 @@ function startIteration(draft: Draft, nodeId: string, definition: NodeDefinition
       : [{ vars: doc, fallback: draft.record.context.input }];
     const chosen: (Chosen | undefined)[] = [];
     const invocations = items.map(({ vars, fallback }, index): InvocationRecord => {
-      const runs = definition.when === undefined || evalCelBool(definition.when, vars);
-      const input = runs ? (definition.input_mapping ? buildInput(definition.input_mapping, vars) : fallback) : null;
-      const choice = typeof definition.workflow === "object" && runs ? definition.workflow : undefined;
-      chosen[index] = choice && chooseWorkflow(choice, draft.snapshot.choices?.[nodeId] ?? [], vars);
+      const at = { node: nodeId, item: definition.foreach ? index : null, iteration };
+      const { runs, input } = inNodeScope(draft, at, () => {
+        const holds = definition.when === undefined || evalCelBool(definition.when, vars);
+        const choice = typeof definition.workflow === "object" && holds ? definition.workflow : undefined;
+        chosen[index] = choice && chooseWorkflow(choice, draft.snapshot.choices?.[nodeId] ?? [], vars);
+        if (!holds) {
+          return { runs: false, input: null };
+        }
+        return { runs: true, input: definition.input_mapping ? buildInput(definition.input_mapping, vars) : fallback };
+      });
       return {
         ...(chosen[index] ? { workflow: chosen[index].workflow } : {}),
         index,
@@ -305,11 +307,16 @@ function completeIteration(draft: Draft, nodeId: string): void {
     const node = draft.node(nodeId);
     try {
       const context = draft.record.context;
-      const next = writeNodeOutput(nodeId, definition, node.invocations, context);
+      const iteration = node.iterations;
+      const next = writeNodeOutput(nodeId, definition, node.invocations, context, (item, work) =>
+        inNodeScope(draft, { node: nodeId, item, iteration }, work),
+      );
       draft.record.context = { ...context, state: next.state, output: next.output };
-      if (definition.repeat && !evalCelBool(definition.repeat.until, contextDocument(draft))) {
-        if (node.iterations < definition.repeat.max_iterations) {
-          draft.journal("node.repeat", { node: nodeId, iteration: node.iterations, until: definition.repeat.until });
+      const repeat = definition.repeat;
+      const at = { node: nodeId, item: null, iteration };
+      if (repeat && !inNodeScope(draft, at, () => evalCelBool(repeat.until, contextDocument(draft)))) {
+        if (node.iterations < repeat.max_iterations) {
+          draft.journal("node.repeat", { node: nodeId, iteration: node.iterations, until: repeat.until });
           if (startIteration(draft, nodeId, definition)) {
             continue;
           }
@@ -317,7 +324,7 @@ function completeIteration(draft: Draft, nodeId: string): void {
         }
         throw EngineError.terminal(
           "node.repeat_exhausted",
-          `repeat.until (${definition.repeat.until}) still false after ${node.iterations} iterations`,
+          `repeat.until (${repeat.until}) still false after ${node.iterations} iterations`,
         );
       }
     } catch (thrown) {

@@ -4,6 +4,7 @@ import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
 import { ACTION_TRAITS, toUnsignableResult, type TaskPayload, type TaskResult } from "../schemas/index.ts";
 import type { ActionContext } from "./actions/index.ts";
 import { runSteps, type StepTally } from "./step-loop.ts";
+import { stepRunVariables } from "./run-variables.ts";
 import { SYSTEM_CLOCK, type Clock } from "./invoke.ts";
 import { failureResult, metricsOf, outputProblem, successResult, suspendedResult } from "./task-result.ts";
 import { startOf } from "./task-start.ts";
@@ -48,14 +49,15 @@ async function runWithTally(payload: TaskPayload, deps: RunTaskDeps, tally: Step
   const waits = payload.task.steps.some((step) => ACTION_TRAITS[step.action.kind].waitsOnIo);
   const signal = waits ? clock.timeout(payload.timeout_ms) : new AbortController().signal;
   const metrics = () => metricsOf(tally, started, clock.now());
-  const start = startOf(payload, signal);
+  const run = await stepRunVariables(payload);
+  const start = startOf(payload, signal, run);
   if (start.resumed !== undefined) {
     tally.steps.push(start.resumed);
   }
   if (!start.ok) {
     return failureResult(payload, start.error, start.stepRef, start.context, metrics());
   }
-  const end = await runSteps(payload, start, { context: deps.context, clock, signal }, tally);
+  const end = await runSteps(payload, start, { context: deps.context, clock, signal, run }, tally);
   switch (end.end) {
     case "fail":
       return failureResult(payload, end.error, end.stepRef, end.context, metrics());

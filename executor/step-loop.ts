@@ -1,6 +1,8 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { evalCelBool } from "../lib/expr/cel.ts";
 import { buildInput } from "../lib/expr/mapping.ts";
+import { inRunScope } from "./run-variables.ts";
+import type { StepRunVariables } from "../lib/expr/run-scope.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import {
   APPROVAL_SCHEMA,
@@ -24,6 +26,8 @@ export interface StepLoopDeps {
   clock: Clock;
   /** The task's own deadline: aborted when this attempt runs out of time. */
   signal: AbortSignal;
+  /** Each step's `run` variable, by step index. */
+  run: readonly StepRunVariables[];
 }
 
 /** How the step loop ended: every step done, a step failed, or a step waits. */
@@ -55,7 +59,10 @@ export async function runSteps(
     const step = payload.task.steps[index] as ResolvedStep;
     const started = deps.clock.now();
     const attempts: CallAttempt[] = [];
-    const outcome = await runStep(step, context, payload, { ...deps, attempts }, start.approvedIndex === index);
+    const run = deps.run[index];
+    const outcome = await inRunScope(run, () =>
+      runStep(step, context, payload, { ...deps, attempts, stepRun: run }, start.approvedIndex === index),
+    );
     tally.steps.push(stepRecord(step, outcome, attempts, deps.clock.now() - started));
     tally.stepsExecuted += outcome.ran ? 1 : 0;
     addUsage(tally.usage, outcome.usage);
@@ -78,7 +85,7 @@ async function runStep(
   step: ResolvedStep,
   context: TaskContext,
   payload: TaskPayload,
-  deps: StepLoopDeps & { attempts: CallAttempt[] },
+  deps: StepLoopDeps & { attempts: CallAttempt[]; stepRun: StepRunVariables | undefined },
   approved: boolean,
 ): Promise<StepOutcome> {
   const doc = { input: context.input, state: context.state, output: context.output };
@@ -94,7 +101,7 @@ async function runStep(
       return { next: "suspend", wait, ran: false };
     }
     const { output } = await invokeAction(step.action, input, {
-      context: { ...deps.context, payload },
+      context: { ...deps.context, payload, ...(deps.stepRun === undefined ? {} : { run: deps.stepRun }) },
       taskSignal: deps.signal,
       clock: deps.clock,
       attempts: deps.attempts,

@@ -1,6 +1,8 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import type { StepRecord, TaskContext, TaskPayload, TaskResume } from "../schemas/index.ts";
+import type { StepRunVariables } from "../lib/expr/run-scope.ts";
+import { inRunScope } from "./run-variables.ts";
 import { onStepFailure, stepRecord, writeStepOutput, type FailedStepOutcome } from "./step-outcome.ts";
 
 /**
@@ -17,9 +19,10 @@ export type TaskStart = (
 };
 
 /** The task's start, or the failure that ends it before any step runs. */
-export function startOf(payload: TaskPayload, signal: AbortSignal): TaskStart {
+export function startOf(payload: TaskPayload, signal: AbortSignal, run: readonly StepRunVariables[]): TaskStart {
   const resume = payload.resume;
-  return resume ? resumeAt(payload, resume, signal) : startFresh(payload);
+  // The waiting step's output mapping sees that step's `run`.
+  return resume ? inRunScope(run[resume.step_index], () => resumeAt(payload, resume, signal)) : startFresh(payload);
 }
 
 /** A fresh task starts at its first step, once its input matches its `input_schema`. */

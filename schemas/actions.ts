@@ -85,6 +85,8 @@ const HttpImplementation = z.strictObject({
   /** JSON whose leaves may be mapping sources over `{ input }`, sent as JSON; not with `body_template`. */
   body: JsonValue.optional(),
   response: z.enum(["json", "text"]).optional(),
+  /** Send `Idempotency-Key: <run.idempotency_key>` (unless `headers` sets it). @default false */
+  idempotency: z.boolean().optional(),
 });
 
 const LlmImplementation = z.strictObject({

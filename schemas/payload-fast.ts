@@ -24,9 +24,12 @@ export function fastPayloadEnvelope(value: unknown, taskField: "task" | "task_ke
   const ok =
     isName(value.token_id) &&
     isName(value.workflow_run_id) &&
+    isName(value.workflow_id) &&
+    isCount(value.workflow_version, 0) &&
     (value.parent_run_id === undefined || isName(value.parent_run_id)) &&
     isName(value.node_id) &&
     (value.item_index === null || isCount(value.item_index, 0)) &&
+    isCount(value.iteration, 1) &&
     isName(value.task_id) &&
     isCount(value.task_version, 0) &&
     (taskField === "task" ? value.task !== undefined : typeof value.task_key === "string") &&
@@ -74,9 +77,12 @@ export function fastTaskResult(value: unknown): TaskResult | null {
 const PAYLOAD_KEYS = new Set([
   "token_id",
   "workflow_run_id",
+  "workflow_id",
+  "workflow_version",
   "parent_run_id",
   "node_id",
   "item_index",
+  "iteration",
   "task_id",
   "task_version",
   "task",

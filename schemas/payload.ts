@@ -52,6 +52,9 @@ export const TaskPayload = z.strictObject({
   /** Names this dispatch; a result is accepted at most once, and only for the current token. */
   token_id: z.string().min(1),
   workflow_run_id: z.string().min(1),
+  /** The workflow the run runs, as pinned when it started (`run.workflow` in expressions). */
+  workflow_id: z.string().min(1),
+  workflow_version: z.number().int().min(0),
   /**
    * The run that started this task's run, when it is a child run (the
    * coordinator fills it from the run's parent link). The artifact tools let a
@@ -61,6 +64,8 @@ export const TaskPayload = z.strictObject({
   node_id: z.string().min(1),
   /** The foreach item this invocation serves, or null. */
   item_index: z.number().int().min(0).nullable(),
+  /** The node's `repeat` iteration this invocation belongs to, 1-based (`run.iteration`). */
+  iteration: z.number().int().min(1),
   task_id: z.string().min(1),
   task_version: z.number().int().min(0),
   /** The task as resolved when the run started, so the executor needs no lookup. */

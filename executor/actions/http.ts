@@ -3,7 +3,7 @@ import { buildValue } from "../../lib/expr/mapping.ts";
 import { MAX_TEMPLATE_OUTPUT, renderTemplate } from "../../lib/expr/template.ts";
 import { isCredentialHeader, type Json } from "../../schemas/index.ts";
 import { resolveSecrets } from "../secrets.ts";
-import type { ActionHandler } from "./types.ts";
+import type { ActionContext, ActionHandler } from "./types.ts";
 
 /**
  * The largest response body read, in bytes: a peer that answers more fails
@@ -44,6 +44,9 @@ export const httpAction: ActionHandler<"http"> = {
           : renderTemplate(template, input, { strict: true }),
       );
     }
+    if (implementation.idempotency === true && !headers.has(IDEMPOTENCY_HEADER)) {
+      headers.set(IDEMPOTENCY_HEADER, idempotencyKeyOf(context));
+    }
     const body = renderBody(implementation, input, headers);
     context.note?.({ method: implementation.method, url: redact(url) });
     let response: Response;
@@ -79,6 +82,16 @@ export const httpAction: ActionHandler<"http"> = {
     return { status: response.status, headers: Object.fromEntries(response.headers), body: responseBody };
   },
 };
+
+/** Sent with `idempotency: true`; a header the definition sets itself is left as it is. */
+const IDEMPOTENCY_HEADER = "Idempotency-Key";
+
+function idempotencyKeyOf(context: ActionContext): string {
+  if (context.run === undefined) {
+    throw EngineError.terminal("http.no_idempotency_key", "idempotency: true needs a step's run.idempotency_key");
+  }
+  return context.run.idempotency_key;
+}
 
 /** A leading `$env:NAME` in a url_template: the deployment's base URL (a declared var or secret). */
 const ENV_PREFIX = /^\$env:[A-Z_][A-Z0-9_]*/;

@@ -7,6 +7,7 @@ import type {
   Json,
   JsonObject,
 } from "../../schemas/index.ts";
+import type { StepRunVariables } from "../../lib/expr/run-scope.ts";
 
 /** What a handler may use besides its input: nothing global. */
 export interface ActionContext {
@@ -15,6 +16,8 @@ export interface ActionContext {
   /** The Worker's environment, for `$env:` secrets and bindings. */
   env: Env;
   payload: TaskPayload;
+  /** The step's `run` variable (lib/expr/run-scope.ts): absent only outside a task's step loop. */
+  run?: StepRunVariables;
   fetch: typeof fetch;
   /**
    * Says what this call did, for its attempt's record in the journal

@@ -90,13 +90,34 @@ const TYPE_IDENTIFIERS: ReadonlySet<string> = new Set([
  */
 export function freeVariables(root: Expr): string[] {
   const found = new Set<string>();
+  visitFree(root, (name) => found.add(name));
+  return [...found];
+}
+
+/** The fields an expression selects on the free variable `name` (`id` in `run.id`), in order of first use. */
+export function fieldsSelected(root: Expr, name: string): string[] {
+  const found = new Set<string>();
+  visitFree(root, (variable, field) => {
+    if (variable === name && field !== undefined) {
+      found.add(field);
+    }
+  });
+  return [...found];
+}
+
+/** Calls `visit` for each read of a free variable, with the field selected on it when the read is `name.field`. */
+function visitFree(root: Expr, visit: (name: string, field: string | undefined) => void): void {
   const stack: { expr: Expr; bound: ReadonlySet<string> }[] = [{ expr: root, bound: new Set() }];
+  const isFree = (name: string, bound: ReadonlySet<string>) => !bound.has(name) && !TYPE_IDENTIFIERS.has(name);
   for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
     const { expr, bound } = item;
     const kind = expr.exprKind;
-    if (kind.case === "identExpr") {
-      if (!bound.has(kind.value.name) && !TYPE_IDENTIFIERS.has(kind.value.name)) {
-        found.add(kind.value.name);
+    const operand = kind.case === "selectExpr" ? kind.value.operand?.exprKind : undefined;
+    if (kind.case === "selectExpr" && operand?.case === "identExpr" && isFree(operand.value.name, bound)) {
+      visit(operand.value.name, kind.value.field);
+    } else if (kind.case === "identExpr") {
+      if (isFree(kind.value.name, bound)) {
+        visit(kind.value.name, undefined);
       }
     } else if (kind.case === "comprehensionExpr") {
       const c = kind.value;
@@ -117,7 +138,6 @@ export function freeVariables(root: Expr): string[] {
       stack.push(...childrenOf(expr).map((child) => ({ expr: child, bound })));
     }
   }
-  return [...found];
 }
 
 /** The subexpressions the variable scan walks: all, but the namespace of a namespaced function (`strings` in `strings.quote(s)`). */

@@ -5,6 +5,9 @@
  *
  * ## JSON → CEL (the variables: `input`, `state`, `output`, `item`, `index`, ...)
  *
+ * Besides the variables an evaluation is given, `run` is bound inside a run scope
+ * (`run-scope.ts`): the run, node, item and step the expression is evaluated for.
+ *
  * Contexts are JSON, and JSON has one number type while CEL has `int`, `uint` and
  * `double` with no implicit conversion between them. The rules:
  *
@@ -59,8 +62,9 @@ import { budgetError, CelMeter, MAX_CEL_COST_UNITS, withCelMeter } from "./cel-b
 import { instrumentComprehensions } from "./cel-instrument.ts";
 import { CompiledKind, compileInScope, evaluationAllowance } from "./work-budget.ts";
 import { env } from "./cel-env.ts";
-import { findStaticProblem, freeVariables } from "./cel-check.ts";
+import { fieldsSelected, findStaticProblem, freeVariables } from "./cel-check.ts";
 import { fromCelValue, toCelValue } from "./cel-values.ts";
+import { currentRunVariables, RUN_VARIABLE } from "./run-scope.ts";
 
 export { CEL_FUNCTIONS } from "./cel-env.ts";
 
@@ -69,6 +73,8 @@ export interface CelProgram {
   readonly source: string;
   /** The variables it reads (`freeVariables`): registration checks them against its context's. */
   readonly variables: readonly string[];
+  /** The fields it selects on `run` (`id` in `run.id`): registration checks them against what `run` holds there. */
+  readonly runFields: readonly string[];
   /** Evaluates with JSON variables and returns JSON; throws `expr.eval_failed`. */
   evaluate(vars: Record<string, unknown>): unknown;
 }
@@ -149,6 +155,7 @@ function compileUncached(source: string): CelCompileResult {
   }
   // Read before instrumenting: the budget's rewrite adds calls, never variables, but reads the tree as written.
   const variables = parsed.expr === undefined ? [] : freeVariables(parsed.expr);
+  const runFields = parsed.expr === undefined ? [] : fieldsSelected(parsed.expr, RUN_VARIABLE);
   const nodes = parsed.expr === undefined ? 1 : instrumentComprehensions(parsed.expr);
   let run: ReturnType<typeof plan>;
   try {
@@ -157,15 +164,22 @@ function compileUncached(source: string): CelCompileResult {
     return { ok: false, message: `invalid CEL ${quote(source)}: ${errorText(thrown)}` };
   }
   const sourceInfo = parsed.sourceInfo;
+  const readsRun = variables.includes(RUN_VARIABLE);
   const program: CelProgram = {
     source,
     variables,
+    runFields,
     evaluate(vars) {
       const bindings: Record<string, CelInput> = Object.create(null) as Record<string, CelInput>;
       for (const [name, value] of Object.entries(vars)) {
         if (value !== undefined) {
           bindings[name] = toCelValue(value);
         }
+      }
+      // `run` is reserved: the scope's, never a document's (run-scope.ts).
+      const runVariables = readsRun ? currentRunVariables() : undefined;
+      if (runVariables !== undefined) {
+        bindings[RUN_VARIABLE] = toCelValue(runVariables);
       }
       const allowance = evaluationAllowance(MAX_CEL_COST_UNITS, 1, (reason) => budgetError(reason, source));
       const meter = new CelMeter(allowance.limit, allowance.scopeReason);
@@ -238,7 +252,7 @@ function evalMessage(source: string, error: CelError, sourceInfo: SourceInfo | u
   let message = error.message;
   if (message === "unresolved attribute") {
     message =
-      "undeclared variable (bound variables are the context's: input, state, output, and item/index in a foreach)";
+      "undeclared variable (bound variables are the context's: input, state, output, and item/index in a foreach; run)";
   }
   return `CEL evaluation failed${where}: ${message} (in ${quote(source)})`;
 }

@@ -2,6 +2,7 @@ import type { AST } from "@handlebars/parser";
 import { EngineError } from "../errors.ts";
 import { MAX_TEMPLATE_RENDER_STEPS, type TemplateCompileErrorCode, type TemplateEscape } from "./template-types.ts";
 import { blockParamsOf, location } from "./template-ast.ts";
+import { RUN_VARIABLE } from "./run-scope.ts";
 
 // What a rendering carries: helper signatures, the scope frames, the step budget and partial lookup.
 
@@ -67,6 +68,8 @@ export interface RenderState {
   /** Why the rendering stops at {@link limit} when the scope, not its own budget, set it. */
   readonly scopeReason: string | undefined;
   readonly root: unknown;
+  /** The reserved `run` variable (`run-scope.ts`), or undefined outside a run scope. */
+  readonly run: unknown;
   readonly escape: TemplateEscape;
   readonly partials: Readonly<Record<string, string>> | undefined;
   readonly substitute: ((text: string) => string) | undefined;
@@ -103,13 +106,19 @@ export function withParams(scope: Scope, program: AST.Program | undefined, value
   return { ...scope, params: { bindings, parent: scope.params } };
 }
 
+/**
+ * What an unscoped path's first segment names before the data: a block param
+ * in scope, else the reserved `run` variable (run-scope.ts), which the data's
+ * own `run` field cannot shadow (that field is `{{this.run}}`).
+ */
 export function findParam(scope: Scope, name: string): { found: true; value: unknown } | { found: false } {
   for (let frame = scope.params; frame !== undefined; frame = frame.parent) {
     if (frame.bindings.has(name)) {
       return { found: true, value: frame.bindings.get(name) };
     }
   }
-  return { found: false };
+  const run = scope.state.run;
+  return name === RUN_VARIABLE && run !== undefined ? { found: true, value: run } : { found: false };
 }
 
 export function contextAt(scope: Scope, depth: number): unknown {

@@ -22,7 +22,8 @@
  * - templates never write anything: nothing can pollute a prototype.
  *
  * Supported: mustaches with paths (`a.b`, `a/b`, `this`, `.`, `../x`, `[weird key]`,
- * `@root`, `@index`, `@key`, `@first`, `@last`, `@../index`), `{{{raw}}}` / `{{&raw}}`,
+ * `@root`, `@index`, `@key`, `@first`, `@last`, `@../index`, and `run.…`: the reserved
+ * `run` variable of `run-scope.ts` at any depth, unless a block param is named `run`), `{{{raw}}}` / `{{&raw}}`,
  * sub-expressions, hash arguments, string/number/boolean/null/undefined literals, blocks
  * `#if` / `#unless` (hash `includeZero=true`), `#each` (arrays and objects, `else` when
  * empty), `#with` (with `else`), block params (`as |item i|` on `#each`, `as |x|` on
@@ -96,6 +97,7 @@ import { TemplateProblem } from "./template-ast.ts";
 import { type PartialProgram, type RenderState, type Scope, scopeExceeded } from "./template-scope.ts";
 import { checkProgram } from "./template-check.ts";
 import { renderProgram } from "./template-render.ts";
+import { currentRunVariables } from "./run-scope.ts";
 
 export type {
   RenderOptions,
@@ -203,6 +205,7 @@ class CompiledTemplate implements Template {
       limit: allowance.limit,
       scopeReason: allowance.scopeReason,
       root: data,
+      run: currentRunVariables(),
       escape: options.escape ?? "none",
       partials: options.partials,
       substitute: options.substitute,

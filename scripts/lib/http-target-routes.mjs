@@ -11,6 +11,7 @@ const MAX_SLOW_MS = 60_000;
  * @typedef {object} TargetState
  * @property {Map<string, number>} counts          requests per key
  * @property {Map<string, number>} flakyAttempts   requests per /flaky key
+ * @property {Map<string, { method: string, headers: Record<string, unknown> }[]>} recorded  requests per /record key
  * @property {Set<ReturnType<typeof setTimeout>>} timers
  */
 
@@ -41,6 +42,7 @@ export const ROUTES = {
   "text": textRoute,
   "status": statusRoute,
   "flaky": flakyRoute,
+  "record": recordRoute,
   "slow": slowRoute,
   "mark": markRoute,
 };
@@ -130,6 +132,20 @@ function flakyRoute({ res, url, a, state }) {
     return sendJson(res, status, { error: "flaky", attempt, status }, retryAfterHeader(url.searchParams));
   }
   return sendJson(res, 200, { ok: true, attempts: attempt });
+}
+
+/** @param {TargetRequest} request */
+function recordRoute({ req, res, url, method, a, state }) {
+  if (!a) return sendJson(res, 404, { error: "not_found", path: url.pathname });
+  const fail = clampInt(url.searchParams.get("fail"), 0, 0, 1_000);
+  const status = clampInt(url.searchParams.get("status"), 503, 200, 599);
+  const requests = state.recorded.get(a) ?? [];
+  requests.push({ method, headers: { ...req.headers } });
+  state.recorded.set(a, requests);
+  if (requests.length <= fail) {
+    return sendJson(res, status, { error: "record", attempt: requests.length, status });
+  }
+  return sendJson(res, 200, { ok: true, attempts: requests.length, headers: { ...req.headers } });
 }
 
 /** @param {TargetRequest} request */

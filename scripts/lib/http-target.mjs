@@ -36,14 +36,21 @@
  *   /slow[/:key]?ms=N          waits N ms (capped at 60 000) then 200 { waited: N }; with
  *                              `&stamp=1` also { started_at, finished_at } (ms since the epoch).
  *   /mark/:key                 200 { key, count }: a request that only leaves a mark.
+ *   /record/:key?fail=N&status=S
+ *                              records the request's method and (lower-cased) headers
+ *                              under `key`; the first N requests (default 0) answer
+ *                              status S (default 503) with { error: "record", attempt,
+ *                              status }, later ones 200 { ok: true, attempts, headers }.
+ *   GET /recorded/:key         200 { key, requests: [{ method, headers }] }: what
+ *                              /record/:key received, in order (not counted itself).
  *   /hits/:key                 200 { key, count }: how many requests `key` received
  *                              (not counted itself). `GET /hits` gives { counts }.
- *   POST /reset                200 { ok: true }: clears every counter (hits, flaky).
+ *   POST /reset                200 { ok: true }: clears every counter (hits, flaky, record).
  *   anything else              404 { error: "not_found", path }.
  *
- * Counting: every request (but /hits and /reset) is counted once under each of
- * its keys: the `:key` path segment of /flaky, /slow, /mark and /status/:code/:key,
- * the `?key=` query parameter, and the `x-trellis-hit` header. It is also
+ * Counting: every request (but /hits, /recorded and /reset) is counted once under
+ * each of its keys: the `:key` path segment of /flaky, /slow, /mark, /record and
+ * /status/:code/:key, the `?key=` query parameter, and the `x-trellis-hit` header. It is also
  * counted under `path:<pathname>` (e.g. `/hits/path:%2Fstatus%2F404`) and under
  * `*` (all requests). Tests use this to assert "retried N times", "not retried"
  * or "no side effects".
@@ -80,7 +87,7 @@ const STANDALONE_MAX_LIFETIME_MS = 30 * 60_000;
  */
 export async function startHttpTarget({ port = 0 } = {}) {
   /** @type {TargetState} */
-  const state = { counts: new Map(), flakyAttempts: new Map(), timers: new Set() };
+  const state = { counts: new Map(), flakyAttempts: new Map(), recorded: new Map(), timers: new Set() };
 
   const server = createServer((req, res) => {
     handle(req, res, state).catch((err) => {
@@ -123,6 +130,7 @@ export async function startHttpTarget({ port = 0 } = {}) {
     reset: () => {
       state.counts.clear();
       state.flakyAttempts.clear();
+      state.recorded.clear();
     },
     close: () =>
       (closing ??= new Promise((resolve) => {
@@ -159,11 +167,16 @@ async function handle(req, res, state) {
     if (a === undefined) return sendJson(res, 200, { counts: Object.fromEntries(state.counts) });
     return sendJson(res, 200, { key: a, count: state.counts.get(a) ?? 0 });
   }
+  if (route === "recorded" && a !== undefined) {
+    req.resume();
+    return sendJson(res, 200, { key: a, requests: state.recorded.get(a) ?? [] });
+  }
   if (route === "reset") {
     req.resume();
     if (method !== "POST") return sendJson(res, 405, { error: "method_not_allowed", allow: "POST" }, { allow: "POST" });
     state.counts.clear();
     state.flakyAttempts.clear();
+    state.recorded.clear();
     return sendJson(res, 200, { ok: true });
   }
 
@@ -193,7 +206,7 @@ async function handle(req, res, state) {
 function requestKeys(req, url, route, a, b) {
   /** @type {Set<string>} */
   const keys = new Set(["*", `path:${url.pathname}`]);
-  if ((route === "flaky" || route === "slow" || route === "mark") && a) keys.add(a);
+  if ((route === "flaky" || route === "slow" || route === "mark" || route === "record") && a) keys.add(a);
   if (route === "status" && b) keys.add(b);
   const queryKey = url.searchParams.get("key");
   if (queryKey) keys.add(queryKey);

@@ -120,6 +120,28 @@ describe("http target", () => {
     expect((await fetch(`${target.url}/flaky/k2`)).status).toBe(200);
   });
 
+  it("records each request's headers on /record, failing the first ones when asked", async () => {
+    const url = `${target.url}/record/r1?fail=1&status=502`;
+    const first = await fetch(url, { method: "POST", headers: { "idempotency-key": "one" } });
+    expect(first.status).toBe(502);
+    expect(await first.json()).toEqual({ error: "record", attempt: 1, status: 502 });
+    const second = await fetch(url, { headers: { "idempotency-key": "two" } });
+    expect(second.status).toBe(200);
+    expect(await second.json()).toMatchObject({ ok: true, attempts: 2, headers: { "idempotency-key": "two" } });
+    const recorded = (await (await fetch(`${target.url}/recorded/r1`)).json()) as {
+      requests: { method: string; headers: Record<string, string> }[];
+    };
+    expect(recorded.requests.map((r) => [r.method, r.headers["idempotency-key"]])).toEqual([
+      ["POST", "one"],
+      ["GET", "two"],
+    ]);
+    // Reading what was recorded is not a request to the key; a reset forgets it.
+    expect(await hits("r1")).toBe(2);
+    expect((await fetch(`${target.url}/record/r2`)).status).toBe(200);
+    await fetch(`${target.url}/reset`, { method: "POST" });
+    expect(await (await fetch(`${target.url}/recorded/r1`)).json()).toEqual({ key: "r1", requests: [] });
+  });
+
   it("waits on /slow and counts it", async () => {
     const t0 = Date.now();
     const res = await fetch(`${target.url}/slow/sl?ms=120`);

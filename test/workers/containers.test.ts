@@ -96,8 +96,11 @@ async function readAs(
   return (await env.EXECUTOR.runTask({
     token_id: "t1",
     workflow_run_id: runId,
+    workflow_id: "wf",
+    workflow_version: 0,
     node_id: "n",
     item_index: null,
+    iteration: 1,
     task_id: "t",
     task_version: 0,
     task: {
@@ -878,9 +881,12 @@ describe("artifacts belong to their run and its family", () => {
     const result = (await env.EXECUTOR.runTask({
       token_id: crypto.randomUUID(),
       workflow_run_id: runId,
+      workflow_id: "wf",
+      workflow_version: 0,
       ...(parent === undefined ? {} : { parent_run_id: parent }),
       node_id: "n",
       item_index: null,
+      iteration: 1,
       task_id: "t",
       task_version: 0,
       task: { id: "t", version: 0, steps: [...steps, codesStep] },

@@ -300,8 +300,11 @@ describe("starting a run", () => {
     expect(payload).toEqual({
       token_id: run.token("a"),
       workflow_run_id: RUN_ID,
+      workflow_id: "wf",
+      workflow_version: 1,
       node_id: "a",
       item_index: null,
+      iteration: 1,
       task_id: "wf/a",
       task_version: 0,
       task: run.snapshot.tasks.a,

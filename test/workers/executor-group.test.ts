@@ -28,8 +28,11 @@ function payload(token: string, task: ResolvedTask, input: TaskPayload["input"])
   return {
     token_id: token,
     workflow_run_id: "run_group",
+    workflow_id: "wf",
+    workflow_version: 0,
     node_id: "n",
     item_index: null,
+    iteration: 1,
     task_id: task.id,
     task_version: 0,
     task,

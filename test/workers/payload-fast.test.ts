@@ -17,8 +17,11 @@ const GroupEnvelope = TaskGroup.extend({ tasks: z.record(z.string(), z.unknown()
 const PAYLOAD = {
   token_id: "run_a.7",
   workflow_run_id: "run_a",
+  workflow_id: "wf",
+  workflow_version: 0,
   node_id: "n7",
   item_index: null,
+  iteration: 1,
   task_id: "wf/n7",
   task_version: 0,
   task: { id: "wf/n7" },

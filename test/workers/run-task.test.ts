@@ -102,8 +102,11 @@ function payload(steps: ResolvedStep[], extra: Partial<TaskPayload> = {}): TaskP
   return {
     token_id: "tok",
     workflow_run_id: "run_loop",
+    workflow_id: "wf",
+    workflow_version: 0,
     node_id: "n",
     item_index: null,
+    iteration: 1,
     task_id: "t",
     task_version: 0,
     task: { id: "t", version: 0, steps },

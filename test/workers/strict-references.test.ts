@@ -58,7 +58,7 @@ describe("registration refuses CEL that reads an unbound variable", () => {
         path: "workflows.0.nodes.a.when",
         code: "definition.invalid_cel",
         message:
-          'CEL reads the variable "inputs", which is not bound here; the variables here are input, state, output',
+          'CEL reads the variable "inputs", which is not bound here; the variables here are input, state, output, run',
       },
     ]);
   });
@@ -89,7 +89,7 @@ describe("registration refuses CEL that reads an unbound variable", () => {
   }) => {
     const step = {
       ...contextStep("state.x + 1"),
-      condition: { if: "run.ok" },
+      condition: { if: "runs.ok" },
       input_mapping: { x: { expr: "item" } },
       output_mapping: { "state.y": { expr: "state.z" } },
     };
@@ -98,7 +98,7 @@ describe("registration refuses CEL that reads an unbound variable", () => {
     const at = "workflows.0.nodes.a.task.steps.0";
     expect(details.map((detail) => [detail.path, detail.message.split('"')[1]])).toEqual([
       [`${at}.action.implementation.updates.0.expr`, "state"],
-      [`${at}.condition.if`, "run"],
+      [`${at}.condition.if`, "runs"],
       [`${at}.input_mapping.x.expr`, "item"],
       [`${at}.output_mapping.state.y.expr`, "state"],
     ]);
