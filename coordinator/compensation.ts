@@ -35,7 +35,10 @@ export type CompensationTrigger = NonNullable<RunRecord["compensation"]>["trigge
 /** Undo dispatches are retried this way when the undo says nothing. */
 const DEFAULT_UNDO_RETRY = { max_attempts: 3, initial_delay_ms: 1_000 } as const;
 
-/** Enqueues the undos a result's completed steps carry; `seq` is the entry that journaled those steps. */
+/**
+ * Enqueues the undos a result's steps carry (a step whose call completed, though
+ * the step itself may have failed after it); `seq` is the entry that journaled those steps.
+ */
 export function enqueueUndos(
   draft: Draft,
   where: { node: string; item: number | null },
@@ -44,10 +47,10 @@ export function enqueueUndos(
 ): void {
   const enqueued: UndoRecord[] = [];
   for (const step of steps ?? []) {
-    if (step.status !== "completed" || step.undo === undefined) {
+    const undo = step.undo;
+    if (undo === undefined) {
       continue;
     }
-    const undo = step.undo;
     enqueued.push({
       ...where,
       step: step.step,

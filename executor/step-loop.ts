@@ -107,13 +107,14 @@ async function runStep(
       attempts: deps.attempts,
     });
     const undo = undoOf(step, input, output);
-    return {
-      next: "continue",
-      context: writeStepOutput(step, output, context),
-      ran: true,
-      usage: metaOf(output),
-      ...(undo === undefined ? {} : { undo }),
-    };
+    const done = { ran: true, usage: metaOf(output), ...(undo === undefined ? {} : { undo }) };
+    try {
+      return { next: "continue", context: writeStepOutput(step, output, context), ...done };
+    } catch (thrown) {
+      // The call happened: its undo stays enqueued though its output could not be written.
+      const error = ensureEngineError(thrown, "mapping.failed");
+      return { ...onStepFailure(step, error, context, deps.signal), ...done };
+    }
   } catch (thrown) {
     const error = ensureEngineError(thrown, "step.failed");
     const outcome = onStepFailure(step, error, context, deps.signal);

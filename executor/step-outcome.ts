@@ -107,7 +107,7 @@ export function stepRecord(
     case "suspend":
       return { ...base, status: "suspended" };
     case "fail":
-      return { ...base, status: "failed", error: recordedError(outcome.error) };
+      return { ...base, status: "failed", error: recordedError(outcome.error), ...undoOf(outcome) };
     case "succeed":
       return { ...base, status: "skipped", else: "succeed" };
     case "continue":
@@ -115,9 +115,14 @@ export function stepRecord(
         return { ...base, status: "skipped", else: "skip" };
       }
       return outcome.failure === undefined
-        ? { ...base, status: "completed", ...(outcome.undo === undefined ? {} : { undo: outcome.undo }) }
-        : { ...base, status: "continued", error: recordedError(outcome.failure) };
+        ? { ...base, status: "completed", ...undoOf(outcome) }
+        : { ...base, status: "continued", error: recordedError(outcome.failure), ...undoOf(outcome) };
   }
+}
+
+/** The undo a step's call enqueued, for its record: a call that completed may still fail its step (its output mapping). */
+function undoOf(outcome: { undo?: StepUndo }): { undo?: StepUndo } {
+  return outcome.undo === undefined ? {} : { undo: outcome.undo };
 }
 
 function recordedError(error: EngineError): NonNullable<StepRecord["error"]> {

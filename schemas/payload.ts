@@ -241,9 +241,10 @@ export const StepRecord = z.strictObject({
   /** For a skipped step: the condition's `else` (`skip`, or `succeed`, which ended the task). */
   else: z.enum(["skip", "succeed"]).optional(),
   /**
-   * For a completed step whose action declares `undo`: the undo enqueued, with
-   * the input its mapping built from the call's `{ input, output }` (or why it
-   * could not be built). The coordinator runs it if the run compensates.
+   * For a step whose action declares `undo` and whose call completed: the undo
+   * enqueued, with the input its mapping built from the call's `{ input, output }`
+   * (or why it could not be built). The step itself may still have failed after
+   * the call (its output mapping). The coordinator runs it if the run compensates.
    */
   undo: StepUndo.optional(),
 });

@@ -1,6 +1,6 @@
 import { describe, it } from "vitest";
 import { applyOutputMapping } from "../../lib/expr/mapping.ts";
-import { runWorkflow, uniqueId } from "./helpers.ts";
+import { hits, httpTarget, register, runWorkflow, start, uniqueId, waitForRun } from "./helpers.ts";
 
 /**
  * Output mappings are as strict as input mappings: a `$` path that selects
@@ -166,3 +166,30 @@ function foreachNode(outputMapping: Record<string, unknown>) {
     output_mapping: outputMapping,
   };
 }
+
+describe("a step whose call completed but whose output mapping selects nothing", () => {
+  it("fails, and its action's undo stays enqueued: the run's compensation undoes the call", async ({ expect }) => {
+    const undoKey = uniqueId("undone");
+    const remove = {
+      id: uniqueId("remove"),
+      kind: "http",
+      implementation: { method: "GET", url_template: `${httpTarget()}/mark/${undoKey}` },
+    };
+    const make = {
+      id: uniqueId("make"),
+      kind: "http",
+      implementation: { method: "GET", url_template: `${httpTarget()}/json?id=7` },
+      undo: { action: remove.id },
+    };
+    const workflow = {
+      id: uniqueId("saga"),
+      nodes: { a: { task: { steps: [{ ref: "make", action: make.id, output_mapping: { "state.id": "$.bdy.id" } }] } } },
+    };
+    await register({ actions: [remove, make], workflows: [workflow] });
+    const run = await waitForRun(await start(workflow.id), (view) => view.compensation?.status === "completed");
+    expect(run.status).toBe("failed");
+    expect(run.error.message).toContain("$.bdy.id selects nothing");
+    expect(run.compensation.undos).toEqual([expect.objectContaining({ step: "make", status: "completed" })]);
+    expect(await hits(undoKey)).toBe(1);
+  });
+});
