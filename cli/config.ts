@@ -17,12 +17,13 @@ export const DEFAULT_PORT = 8787;
 /**
  * The target of a command. The URL is `--url`, else `TRELLIS_URL`, else
  * `http://127.0.0.1:$PORT` (port 8787 without `PORT`), the server `npm run dev`
- * starts. Without a token flag or `TRELLIS_TOKEN`, the first of `API_TOKENS` in
- * `./.dev.vars` (what `npm run dev` serves) is used, so a command run in the
- * repo against the local server needs no setup.
+ * starts. A URL ending in `/v1` is taken without it: every path the CLI sends
+ * starts with `/v1` already. Without a token flag or `TRELLIS_TOKEN`, the first
+ * of `API_TOKENS` in `./.dev.vars` (what `npm run dev` serves) is used, so a
+ * command run in the repo against the local server needs no setup.
  */
 export function resolveTarget(flags: { url?: string; token?: string }, env = process.env, cwd = process.cwd()): Target {
-  const url = (flags.url ?? env.TRELLIS_URL ?? devUrl(env.PORT)).replace(/\/+$/, "");
+  const url = (flags.url ?? env.TRELLIS_URL ?? devUrl(env.PORT)).replace(/(\/v1)?\/*$/, "");
   const token = flags.token ?? env.TRELLIS_TOKEN ?? devToken(cwd);
   return { url, token: token === "" ? undefined : token };
 }

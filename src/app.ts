@@ -33,6 +33,14 @@ export function createApp(): Hono<App> {
     onError(EngineError.terminal("route.not_found", `no route ${c.req.method} ${new URL(c.req.url).pathname}`), c),
   );
   publicRoutes(app);
+  // A client whose base URL ends in `/v1` doubles it; say so before `/v1/:kind/:id` reads "v1" as a kind.
+  app.all("/v1/v1/*", (c) => {
+    const path = new URL(c.req.url).pathname;
+    throw EngineError.terminal(
+      "route.not_found",
+      `no route ${c.req.method} ${path}: the path has /v1 twice; the base URL should not end in /v1`,
+    );
+  });
   app.use("/v1/*", bearerAuth());
   runRoutes(app);
   // After the run routes: `/v1/:kind/:id` would otherwise take `/v1/runs/<id>`.

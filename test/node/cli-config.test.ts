@@ -28,6 +28,13 @@ describe("the CLI's target", () => {
     expect(urlOf({ url: "http://flag.test:2" }, env)).toBe("http://flag.test:2");
   });
 
+  it("takes a URL ending in /v1 without it, since every path it sends starts with /v1", ({ expect }) => {
+    for (const url of ["http://example.test:1/v1", "http://example.test:1/v1/", "http://example.test:1/"]) {
+      expect(urlOf({ url }, {}), url).toBe("http://example.test:1");
+    }
+    expect(urlOf({}, { TRELLIS_URL: "https://example.test/trellis/v1" })).toBe("https://example.test/trellis");
+  });
+
   it("refuses a PORT that is not a port number, naming it", ({ expect }) => {
     const thrown = (() => {
       try {
