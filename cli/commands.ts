@@ -98,13 +98,20 @@ export async function awaitRun(io: Io, runId: string, options: { follow?: boolea
   return view.status === "completed" ? 0 : 1;
 }
 
-/** `--input` is a JSON value, or the name of a file that holds one. */
-export function readInput(input: string): unknown {
-  const text = existsSync(input) ? readFileSync(input, "utf8") : input;
+/** A flag's JSON (`--input`, `answer`'s `--json`): a JSON value, or the name of a file that holds one. */
+export function readInput(input: string, flag = "--input"): unknown {
+  const file = existsSync(input);
+  const text = file ? readFileSync(input, "utf8") : input;
   try {
     return JSON.parse(text);
-  } catch {
-    throw new CliError("cli.invalid_input", `--input is neither a JSON value nor a file: ${input.slice(0, 80)}`);
+  } catch (thrown) {
+    const why = thrown instanceof Error ? `: ${thrown.message}` : "";
+    throw new CliError(
+      "cli.invalid_input",
+      file
+        ? `${flag} names the file ${input}, which does not hold JSON${why}`
+        : `${flag} is neither a JSON value nor a file${why}: ${input.slice(0, 80)}`,
+    );
   }
 }
 
@@ -205,7 +212,10 @@ export async function answerCommand(
   gateId: string,
   options: { json: string; responder?: string },
 ): Promise<Exit> {
-  const body = { response: readInput(options.json), ...(options.responder ? { responder: options.responder } : {}) };
+  const body = {
+    response: readInput(options.json, "--json"),
+    ...(options.responder ? { responder: options.responder } : {}),
+  };
   const answered = await io.api.json("POST", `${runPath(runId)}/gates/${encodeURIComponent(gateId)}`, { body });
   print(io, answered, () => `${gateId}  answered`);
   return 0;
