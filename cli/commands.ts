@@ -1,11 +1,12 @@
 import { existsSync, readFileSync } from "node:fs";
+import type { RunPlan } from "../coordinator/plan.ts";
 import { formatReport } from "../lib/journal/index.ts";
 import type { GateView, RunView } from "../schemas/index.ts";
 import { CliError, type Api } from "./api.ts";
 import { bundleFiles, define } from "./define.ts";
 import { runEntries } from "./events.ts";
 import { follow } from "./follow.ts";
-import { entryLine, runText } from "./format.ts";
+import { entryLine, previewText, runText } from "./format.ts";
 import { verify } from "./verify.ts";
 
 /** What every command gets: the API, how to print, and whether to print raw JSON. */
@@ -57,19 +58,30 @@ export async function runCommand(io: Io, workflow: string, options: RunOptions):
   };
   // `--wait` asks the start itself to wait (Prefer: wait, docs/api.md): a short run is over when it answers.
   const waits = options.wait === true && options.follow !== true;
-  const started = await io.api.json<{ run_id: string | null; status: string }>(
-    "POST",
-    `/v1/workflows/${encodeURIComponent(workflow)}/runs`,
-    { body, headers: waits ? { prefer: `wait=${START_WAIT_S}` } : {} },
-  );
-  if (started.run_id === null || !(options.wait || options.follow)) {
-    print(io, started, () => `${started.run_id ?? "preview"}  ${started.status}`);
+  const started = await io.api.json<StartedRun>("POST", `/v1/workflows/${encodeURIComponent(workflow)}/runs`, {
+    body,
+    headers: waits ? { prefer: `wait=${START_WAIT_S}` } : {},
+  });
+  if (started.run_id === null) {
+    print(io, started, () => (started.plan ? previewText(started.workflow, started.plan) : started.status));
+    return 0;
+  }
+  if (!(options.wait || options.follow)) {
+    print(io, started, () => `${started.run_id}  ${started.status}`);
     return 0;
   }
   if (waits && ENDED.has(started.status)) {
     return printEnded(io, started.run_id);
   }
   return awaitRun(io, started.run_id, options);
+}
+
+/** What a start answers (docs/api.md): a preview has no run, and carries the resolved plan. */
+interface StartedRun {
+  run_id: string | null;
+  status: string;
+  workflow: { id: string; version: number };
+  plan?: RunPlan;
 }
 
 /** How long `run --wait` asks its start to wait for the run (the most the API waits); a longer run is followed. */

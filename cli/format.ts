@@ -1,3 +1,4 @@
+import type { PlannedNode, RunPlan } from "../coordinator/plan.ts";
 import type { RunView } from "../schemas/index.ts";
 import type { Entry } from "./events.ts";
 
@@ -127,4 +128,41 @@ function resultLines(view: RunView): string[] {
           return `  ${outcome.padEnd(7)} ${result.step}  ${result.tool}  ${result.metadata.executionTime} ms${error}`;
         }),
       ];
+}
+
+/** A run preview (`mode: "preview"`) as a person reads it: layers, what each node would run, the high-risk steps. */
+export function previewText(workflow: { id: string; version: number }, plan: RunPlan): string {
+  const nodes = Object.keys(plan.nodes).length;
+  const lines = [
+    `preview: ${workflow.id}@${workflow.version}, ${nodes} node(s) in ${plan.layers.length} layer(s); nothing ran`,
+  ];
+  plan.layers.forEach((layer, index) => lines.push(`  layer ${index + 1}: ${layer.join(", ")}`));
+  for (const id of plan.layers.flat()) {
+    const node = plan.nodes[id];
+    if (node === undefined) {
+      continue;
+    }
+    const after = node.depends_on.length > 0 ? `  after ${node.depends_on.join(", ")}` : "";
+    const when = node.when === null ? "" : `  when ${node.when}`;
+    const over = node.foreach === null ? "" : `  once per item of ${node.foreach}`;
+    lines.push(`  ${id}  ${runsWhat(node)}${after}${when}${over}`);
+    for (const action of node.actions) {
+      lines.push(`      ${action.step}  ${action.kind}  ${action.id}@${action.version}  risk ${action.risk}`);
+    }
+  }
+  const risky = plan.high_risk.map((step) => `${step.node}/${step.step} (${step.action})`);
+  lines.push(`high-risk, each waits for an approval: ${risky.length > 0 ? risky.join(", ") : "none"}`);
+  return lines.join("\n");
+}
+
+/** What a planned node runs: its pinned task or child workflow, or the workflows it may choose from. */
+function runsWhat(node: PlannedNode): string {
+  if (node.task !== null) {
+    return `task ${node.task.id}@${node.task.version}`;
+  }
+  if (node.workflow !== null) {
+    return `workflow ${node.workflow.id}@${node.workflow.version}`;
+  }
+  const choice = node.workflow_choice;
+  return choice === null ? "nothing" : `workflow chosen by ${choice.from} from ${choice.allowed.join(", ")}`;
 }
