@@ -1,6 +1,7 @@
 import type { PlannedNode, RunPlan } from "../coordinator/plan.ts";
 import type { RunView } from "../schemas/index.ts";
 import type { Entry } from "./events.ts";
+import { nodeLines } from "./nodes.ts";
 
 export const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 const SETTLED = new Set(["completed", "failed", "skipped", "cancelled"]);
@@ -69,15 +70,9 @@ export function runText(view: RunView): string {
       `parent: ${view.parent.run_id} (node ${view.parent.node}${view.parent.step ? `, step ${view.parent.step}` : ""})`,
     );
   }
+  // In the view's order: dependency order, as the API lists nodes.
   for (const [id, node] of Object.entries(view.nodes)) {
-    const items = node.items ? `  items ${node.items.completed}/${node.items.total}` : "";
-    lines.push(`  ${node.status.padEnd(10)} ${id}  attempts ${node.attempts}${items}`);
-    const only = node.items ? undefined : node.invocations[0];
-    for (const step of only?.steps ?? []) {
-      const calls = step.attempts > 1 ? `  ${step.attempts} calls` : "";
-      const tokens = step.tokens ? `  ${step.tokens.input} in / ${step.tokens.output} out tokens` : "";
-      lines.push(`      ${step.status.padEnd(10)} ${step.step}${calls}${tokens}${step.error ? `  ${step.error}` : ""}`);
-    }
+    lines.push(...nodeLines(id, node));
   }
   for (const gate of view.gates.filter((gate) => gate.status === "open")) {
     lines.push(`  gate ${gate.gate_id} (${gate.kind}) open at ${gate.node}/${gate.step}: ${gate.prompt}`);
