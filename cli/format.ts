@@ -118,9 +118,12 @@ function resultLines(view: RunView): string[] {
     : [
         "results:",
         ...results.map((result) => {
+          const outcome = outcomeOf(result);
+          if (outcome !== "ok" && outcome !== "failed") {
+            return `  ${outcome.padEnd(9)} ${result.step}  ${result.tool}`;
+          }
           const error = result.error ? `  ${result.error.code}: ${result.error.message}` : "";
-          const outcome = result.success ? "ok" : "failed";
-          return `  ${outcome.padEnd(7)} ${result.step}  ${result.tool}  ${result.metadata.executionTime} ms${error}`;
+          return `  ${outcome.padEnd(9)} ${result.step}  ${result.tool}  ${result.metadata.executionTime} ms${error}`;
         }),
       ];
 }
@@ -161,3 +164,21 @@ function runsWhat(node: PlannedNode): string {
   const choice = node.workflow_choice;
   return choice === null ? "nothing" : `workflow chosen by ${choice.from} from ${choice.allowed.join(", ")}`;
 }
+
+/**
+ * How a plan step ended, as its ToolResult says: `ok`, `failed`, or `skipped` /
+ * `cancelled` for a step that never ran (a fallback with nothing to answer is
+ * skipped), `pending` for one that has not ended yet.
+ */
+function outcomeOf(result: NonNullable<RunView["results"]>[number]): string {
+  if (result.success) {
+    return "ok";
+  }
+  const code = result.error?.code;
+  return code === undefined ? "pending" : (NOT_RUN[code] ?? "failed");
+}
+
+const NOT_RUN: Readonly<Record<string, string>> = {
+  "plan.step_skipped": "skipped",
+  "plan.step_cancelled": "cancelled",
+};

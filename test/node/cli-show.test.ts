@@ -1,6 +1,6 @@
 import { describe, it } from "vitest";
 import { runText } from "../../cli/format.ts";
-import type { RunView, StepSummary } from "../../schemas/index.ts";
+import type { RunView, StepSummary, ToolResult } from "../../schemas/index.ts";
 
 /** `trellis show`: how a run's nodes read (docs/cli.md). */
 
@@ -101,6 +101,38 @@ describe("trellis show", () => {
       "  completed  alpha  attempts 2",
       "      completed  fetch",
       "output: {}",
+    ]);
+  });
+});
+
+describe("trellis show of a plan run", () => {
+  const result = (step: string, success: boolean, error?: ToolResult["error"]): ToolResult => ({
+    step,
+    success,
+    tool: success ? "lookup" : "chat_respond",
+    data: null,
+    ...(error ? { error } : {}),
+    metadata: { executionTime: success ? 12 : 0, timestamp: null, retries: 0 },
+  });
+
+  it("lists a fallback that had nothing to answer as skipped, not failed", ({ expect }) => {
+    const text = runText({
+      ...view({}),
+      results: [
+        result("step-01", true),
+        result("step-02", false, { code: "http.status", message: "the target answered 500" }),
+        result("step-09", false, { code: "plan.step_skipped", message: "the step was skipped" }),
+        result("step-10", false, { code: "plan.step_cancelled", message: "the step was cancelled" }),
+        result("step-11", false),
+      ],
+    });
+    expect(text.split("\n").slice(-6)).toEqual([
+      "results:",
+      "  ok        step-01  lookup  12 ms",
+      "  failed    step-02  chat_respond  0 ms  http.status: the target answered 500",
+      "  skipped   step-09  chat_respond",
+      "  cancelled step-10  chat_respond",
+      "  pending   step-11  chat_respond",
     ]);
   });
 });
