@@ -1,11 +1,12 @@
 import { existsSync, readFileSync } from "node:fs";
+import type { RunPlan } from "../coordinator/plan.ts";
 import { formatReport } from "../lib/journal/index.ts";
 import type { GateView, RunView } from "../schemas/index.ts";
 import { CliError, type Api } from "./api.ts";
 import { bundleFiles, define } from "./define.ts";
 import { runEntries } from "./events.ts";
 import { follow } from "./follow.ts";
-import { entryLine, runText } from "./format.ts";
+import { entryLine, previewText, runText } from "./format.ts";
 import { verify } from "./verify.ts";
 
 /** What every command gets: the API, how to print, and whether to print raw JSON. */
@@ -57,19 +58,30 @@ export async function runCommand(io: Io, workflow: string, options: RunOptions):
   };
   // `--wait` asks the start itself to wait (Prefer: wait, docs/api.md): a short run is over when it answers.
   const waits = options.wait === true && options.follow !== true;
-  const started = await io.api.json<{ run_id: string | null; status: string }>(
-    "POST",
-    `/v1/workflows/${encodeURIComponent(workflow)}/runs`,
-    { body, headers: waits ? { prefer: `wait=${START_WAIT_S}` } : {} },
-  );
-  if (started.run_id === null || !(options.wait || options.follow)) {
-    print(io, started, () => `${started.run_id ?? "preview"}  ${started.status}`);
+  const started = await io.api.json<StartedRun>("POST", `/v1/workflows/${encodeURIComponent(workflow)}/runs`, {
+    body,
+    headers: waits ? { prefer: `wait=${START_WAIT_S}` } : {},
+  });
+  if (started.run_id === null) {
+    print(io, started, () => (started.plan ? previewText(started.workflow, started.plan) : started.status));
+    return 0;
+  }
+  if (!(options.wait || options.follow)) {
+    print(io, started, () => `${started.run_id}  ${started.status}`);
     return 0;
   }
   if (waits && ENDED.has(started.status)) {
     return printEnded(io, started.run_id);
   }
   return awaitRun(io, started.run_id, options);
+}
+
+/** What a start answers (docs/api.md): a preview has no run, and carries the resolved plan. */
+interface StartedRun {
+  run_id: string | null;
+  status: string;
+  workflow: { id: string; version: number };
+  plan?: RunPlan;
 }
 
 /** How long `run --wait` asks its start to wait for the run (the most the API waits); a longer run is followed. */
@@ -98,13 +110,20 @@ export async function awaitRun(io: Io, runId: string, options: { follow?: boolea
   return view.status === "completed" ? 0 : 1;
 }
 
-/** `--input` is a JSON value, or the name of a file that holds one. */
-export function readInput(input: string): unknown {
-  const text = existsSync(input) ? readFileSync(input, "utf8") : input;
+/** A flag's JSON (`--input`, `answer`'s `--json`): a JSON value, or the name of a file that holds one. */
+export function readInput(input: string, flag = "--input"): unknown {
+  const file = existsSync(input);
+  const text = file ? readFileSync(input, "utf8") : input;
   try {
     return JSON.parse(text);
-  } catch {
-    throw new CliError("cli.invalid_input", `--input is neither a JSON value nor a file: ${input.slice(0, 80)}`);
+  } catch (thrown) {
+    const why = thrown instanceof Error ? `: ${thrown.message}` : "";
+    throw new CliError(
+      "cli.invalid_input",
+      file
+        ? `${flag} names the file ${input}, which does not hold JSON${why}`
+        : `${flag} is neither a JSON value nor a file${why}: ${input.slice(0, 80)}`,
+    );
   }
 }
 
@@ -205,7 +224,10 @@ export async function answerCommand(
   gateId: string,
   options: { json: string; responder?: string },
 ): Promise<Exit> {
-  const body = { response: readInput(options.json), ...(options.responder ? { responder: options.responder } : {}) };
+  const body = {
+    response: readInput(options.json, "--json"),
+    ...(options.responder ? { responder: options.responder } : {}),
+  };
   const answered = await io.api.json("POST", `${runPath(runId)}/gates/${encodeURIComponent(gateId)}`, { body });
   print(io, answered, () => `${gateId}  answered`);
   return 0;

@@ -1,5 +1,7 @@
+import type { PlannedNode, RunPlan } from "../coordinator/plan.ts";
 import type { RunView } from "../schemas/index.ts";
 import type { Entry } from "./events.ts";
+import { nodeLines } from "./nodes.ts";
 
 export const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 const SETTLED = new Set(["completed", "failed", "skipped", "cancelled"]);
@@ -68,15 +70,9 @@ export function runText(view: RunView): string {
       `parent: ${view.parent.run_id} (node ${view.parent.node}${view.parent.step ? `, step ${view.parent.step}` : ""})`,
     );
   }
+  // In the view's order: dependency order, as the API lists nodes.
   for (const [id, node] of Object.entries(view.nodes)) {
-    const items = node.items ? `  items ${node.items.completed}/${node.items.total}` : "";
-    lines.push(`  ${node.status.padEnd(10)} ${id}  attempts ${node.attempts}${items}`);
-    const only = node.items ? undefined : node.invocations[0];
-    for (const step of only?.steps ?? []) {
-      const calls = step.attempts > 1 ? `  ${step.attempts} calls` : "";
-      const tokens = step.tokens ? `  ${step.tokens.input} in / ${step.tokens.output} out tokens` : "";
-      lines.push(`      ${step.status.padEnd(10)} ${step.step}${calls}${tokens}${step.error ? `  ${step.error}` : ""}`);
-    }
+    lines.push(...nodeLines(id, node));
   }
   for (const gate of view.gates.filter((gate) => gate.status === "open")) {
     lines.push(`  gate ${gate.gate_id} (${gate.kind}) open at ${gate.node}/${gate.step}: ${gate.prompt}`);
@@ -122,9 +118,67 @@ function resultLines(view: RunView): string[] {
     : [
         "results:",
         ...results.map((result) => {
+          const outcome = outcomeOf(result);
+          if (outcome !== "ok" && outcome !== "failed") {
+            return `  ${outcome.padEnd(9)} ${result.step}  ${result.tool}`;
+          }
           const error = result.error ? `  ${result.error.code}: ${result.error.message}` : "";
-          const outcome = result.success ? "ok" : "failed";
-          return `  ${outcome.padEnd(7)} ${result.step}  ${result.tool}  ${result.metadata.executionTime} ms${error}`;
+          return `  ${outcome.padEnd(9)} ${result.step}  ${result.tool}  ${result.metadata.executionTime} ms${error}`;
         }),
       ];
 }
+
+/** A run preview (`mode: "preview"`) as a person reads it: layers, what each node would run, the high-risk steps. */
+export function previewText(workflow: { id: string; version: number }, plan: RunPlan): string {
+  const nodes = Object.keys(plan.nodes).length;
+  const lines = [
+    `preview: ${workflow.id}@${workflow.version}, ${nodes} node(s) in ${plan.layers.length} layer(s); nothing ran`,
+  ];
+  plan.layers.forEach((layer, index) => lines.push(`  layer ${index + 1}: ${layer.join(", ")}`));
+  for (const id of plan.layers.flat()) {
+    const node = plan.nodes[id];
+    if (node === undefined) {
+      continue;
+    }
+    const after = node.depends_on.length > 0 ? `  after ${node.depends_on.join(", ")}` : "";
+    const when = node.when === null ? "" : `  when ${node.when}`;
+    const over = node.foreach === null ? "" : `  once per item of ${node.foreach}`;
+    lines.push(`  ${id}  ${runsWhat(node)}${after}${when}${over}`);
+    for (const action of node.actions) {
+      lines.push(`      ${action.step}  ${action.kind}  ${action.id}@${action.version}  risk ${action.risk}`);
+    }
+  }
+  const risky = plan.high_risk.map((step) => `${step.node}/${step.step} (${step.action})`);
+  lines.push(`high-risk, each waits for an approval: ${risky.length > 0 ? risky.join(", ") : "none"}`);
+  return lines.join("\n");
+}
+
+/** What a planned node runs: its pinned task or child workflow, or the workflows it may choose from. */
+function runsWhat(node: PlannedNode): string {
+  if (node.task !== null) {
+    return `task ${node.task.id}@${node.task.version}`;
+  }
+  if (node.workflow !== null) {
+    return `workflow ${node.workflow.id}@${node.workflow.version}`;
+  }
+  const choice = node.workflow_choice;
+  return choice === null ? "nothing" : `workflow chosen by ${choice.from} from ${choice.allowed.join(", ")}`;
+}
+
+/**
+ * How a plan step ended, as its ToolResult says: `ok`, `failed`, or `skipped` /
+ * `cancelled` for a step that never ran (a fallback with nothing to answer is
+ * skipped), `pending` for one that has not ended yet.
+ */
+function outcomeOf(result: NonNullable<RunView["results"]>[number]): string {
+  if (result.success) {
+    return "ok";
+  }
+  const code = result.error?.code;
+  return code === undefined ? "pending" : (NOT_RUN[code] ?? "failed");
+}
+
+const NOT_RUN: Readonly<Record<string, string>> = {
+  "plan.step_skipped": "skipped",
+  "plan.step_cancelled": "cancelled",
+};

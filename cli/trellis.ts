@@ -7,7 +7,7 @@
  *   npx trellis plan examples/plan-dependency.json --mode preview   run or preview an agent plan
  *   npx trellis runs | show | tail | gates | answer | approve | cancel | pause | resume | redrive | compensate | verify | mcp tools
  *
- * Talks to TRELLIS_URL (default http://127.0.0.1:8787) with TRELLIS_TOKEN
+ * Talks to TRELLIS_URL (default http://127.0.0.1:$PORT, port 8787 without PORT) with TRELLIS_TOKEN
  * (default: the first of API_TOKENS in ./.dev.vars), or --url/--token.
  * Errors print the API's code and message and exit 1; --json prints raw JSON.
  * Runs on Node ≥ 22.18 (type stripping), importing the same modules as the Worker.
@@ -59,7 +59,7 @@ export function program(exit: (code: Exit) => void): Command {
   const command = (parent: Command, name: string, json = true) => {
     const sub = parent
       .command(name)
-      .option("--url <url>", "the Trellis server (TRELLIS_URL; default http://127.0.0.1:8787)")
+      .option("--url <url>", "the Trellis server (TRELLIS_URL; default http://127.0.0.1:$PORT, or :8787)")
       .option("--token <token>", "bearer token (TRELLIS_TOKEN; default the first of API_TOKENS in ./.dev.vars)");
     return json ? sub.option("--json", "print the API's JSON instead of text") : sub;
   };

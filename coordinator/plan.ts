@@ -63,7 +63,12 @@ export function planRun(snapshot: RunSnapshot): RunPlan {
   return { layers: layersOf(nodes), nodes, high_risk: highRisk };
 }
 
-function layersOf(nodes: Record<string, PlannedNode>): string[][] {
+/**
+ * Node ids in dependency layers: layer 0 has no dependencies, each node is one
+ * layer after its deepest dependency; within a layer, the order of `nodes` (a
+ * stored definition's keys are sorted by id, as canonical JSON sorts them).
+ */
+export function layersOf(nodes: Readonly<Record<string, { depends_on?: readonly string[] }>>): string[][] {
   const layerOf = new Map<string, number>();
   const depth = (id: string): number => {
     const known = layerOf.get(id);

@@ -13,6 +13,7 @@ import {
 import { toPlanResults } from "../plans/index.ts";
 import { toGateView } from "./children.ts";
 import { allows, RUN_CONTROLS } from "./controls.ts";
+import { layersOf } from "./plan.ts";
 import type { CreateRunOutcome } from "./create.ts";
 import type { RunState } from "./decide.ts";
 import { isTerminal } from "./lifecycle.ts";
@@ -52,7 +53,7 @@ export function toRunView(state: RunState, snapshot: RunSnapshot | null): RunVie
     created_at: new Date(record.created_at).toISOString(),
     updated_at: new Date(record.updated_at).toISOString(),
     nodes: Object.fromEntries(
-      Object.entries(state.nodes).map(([id, node]) => [id, toNodeView(node, foreachNodes.has(id))]),
+      inDependencyOrder(state.nodes, nodes).map(([id, node]) => [id, toNodeView(node, foreachNodes.has(id))]),
     ),
     gates: record.gates.map(toGateView),
     usage: record.usage,
@@ -72,6 +73,24 @@ export function toRunView(state: RunState, snapshot: RunSnapshot | null): RunVie
     ...(record.undos === undefined ? {} : { compensation: toCompensationView(record) }),
     controls: RUN_CONTROLS.filter((control) => allows(control, record)),
   };
+}
+
+/**
+ * The run's nodes in dependency order, as a preview's `layers` list them
+ * (layer by layer; within a layer in the stored definition's order, which is
+ * by id), whatever order storage gave; a node the definition lacks comes last.
+ */
+function inDependencyOrder<T>(
+  records: Readonly<Record<string, T>>,
+  definition: Readonly<Record<string, { depends_on?: readonly string[] }>>,
+): [string, T][] {
+  const order = new Map(
+    layersOf(definition)
+      .flat()
+      .map((id, position) => [id, position]),
+  );
+  const positionOf = (id: string) => order.get(id) ?? order.size;
+  return Object.entries(records).sort(([a], [b]) => positionOf(a) - positionOf(b));
 }
 
 /** The run's undos and how its compensation went (the view shows it once a step enqueued an undo). */

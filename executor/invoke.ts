@@ -55,6 +55,33 @@ export interface InvokeOptions {
   attempts?: CallAttempt[];
 }
 
+/**
+ * Checks an action's output against its `produces` (`action.invalid_output`
+ * with each problem's path). A kind that reports `_meta` beside its answer
+ * (`llm`, ACTION_TRAITS) is checked without it: `produces` describes the
+ * answer, so the prompt's schema, `additionalProperties: false` included, can
+ * be the action's too.
+ */
+export function checkProduces(action: Pick<ResolvedAction, "id" | "kind" | "produces">, output: Json): void {
+  const answer = ACTION_TRAITS[action.kind].reportsMeta ? withoutMeta(output) : output;
+  const problems = validateJson(action.produces, answer, "output");
+  if (problems.length > 0) {
+    throw EngineError.terminal(
+      "action.invalid_output",
+      `the output of action ${action.id} does not match its "produces" schema`,
+      problems,
+    );
+  }
+}
+
+function withoutMeta(output: Json): Json {
+  if (output === null || typeof output !== "object" || Array.isArray(output) || !Object.hasOwn(output, "_meta")) {
+    return output;
+  }
+  const { _meta: _reported, ...answer } = output;
+  return answer;
+}
+
 /** What one action call did: its output, and how many attempts it took. */
 export interface Invocation {
   output: Json;
@@ -102,14 +129,7 @@ async function invokeChecked(
     const noted = (): { call?: JsonObject } => (call === undefined ? {} : { call: scrubSecrets(call, secrets) });
     try {
       const output = scrubSecrets(signable(action, await callOnce(action, input, { ...options, note })), secrets);
-      const outputProblems = validateJson(action.produces, output, "output");
-      if (outputProblems.length > 0) {
-        throw EngineError.terminal(
-          "action.invalid_output",
-          `the output of action ${action.id} does not match its "produces" schema`,
-          outputProblems,
-        );
-      }
+      checkProduces(action, output);
       options.attempts?.push({ attempt, duration_ms: options.clock.now() - started, ...noted() });
       return { output, attempts: attempt };
     } catch (thrown) {

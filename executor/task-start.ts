@@ -3,6 +3,7 @@ import { validateJson } from "../lib/json-schema.ts";
 import type { StepRecord, TaskContext, TaskPayload, TaskResume } from "../schemas/index.ts";
 import type { StepRunVariables } from "../lib/expr/run-scope.ts";
 import { inRunScope } from "./run-variables.ts";
+import { checkProduces } from "./invoke.ts";
 import { onStepFailure, stepRecord, writeStepOutput, type FailedStepOutcome } from "./step-outcome.ts";
 
 /**
@@ -95,14 +96,7 @@ function resumeStep(
     return onStepFailure(step, EngineError.terminal(outcome.error.code, outcome.error.message), context, signal);
   }
   try {
-    const problems = validateJson(step.action.produces, outcome.output, "output");
-    if (problems.length > 0) {
-      throw EngineError.terminal(
-        "action.invalid_output",
-        `the output of action ${step.action.id} does not match its "produces" schema`,
-        problems,
-      );
-    }
+    checkProduces(step.action, outcome.output);
     return { next: "continue", context: writeStepOutput(step, outcome.output, context), ran: true };
   } catch (thrown) {
     return onStepFailure(step, ensureEngineError(thrown, "mapping.failed"), context, signal);

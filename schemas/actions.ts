@@ -226,20 +226,26 @@ export interface ActionTraits {
    * does not: it computes from its input alone.
    */
   waitsOnIo: boolean;
+  /**
+   * Whether the kind adds `_meta` to its output: what the call cost (an `llm`
+   * step's tokens and price), reported by the engine beside the answer. The
+   * action's `produces` describes the answer, so it is checked without `_meta`.
+   */
+  reportsMeta: boolean;
 }
 
 /** Each kind's traits, so code that depends on one reads the row instead of naming kinds. */
 export const ACTION_TRAITS: { readonly [K in ActionKind]: ActionTraits } = {
-  llm: { waitsOnIo: true },
-  mcp: { waitsOnIo: true },
-  http: { waitsOnIo: true },
-  tool: { waitsOnIo: true },
-  shell: { waitsOnIo: true },
-  workflow: { waitsOnIo: true },
-  human: { waitsOnIo: true },
-  vector: { waitsOnIo: true },
-  metric: { waitsOnIo: true },
-  context: { waitsOnIo: false },
+  llm: { waitsOnIo: true, reportsMeta: true },
+  mcp: { waitsOnIo: true, reportsMeta: false },
+  http: { waitsOnIo: true, reportsMeta: false },
+  tool: { waitsOnIo: true, reportsMeta: false },
+  shell: { waitsOnIo: true, reportsMeta: false },
+  workflow: { waitsOnIo: true, reportsMeta: false },
+  human: { waitsOnIo: true, reportsMeta: false },
+  vector: { waitsOnIo: true, reportsMeta: false },
+  metric: { waitsOnIo: true, reportsMeta: false },
+  context: { waitsOnIo: false, reportsMeta: false },
 };
 
 export type ActionImplementation<K extends ActionKind> = z.infer<(typeof ACTION_IMPLEMENTATIONS)[K]>;

@@ -34,6 +34,14 @@ export function createApp(): Hono<App> {
     onError(EngineError.terminal("route.not_found", `no route ${c.req.method} ${new URL(c.req.url).pathname}`), c),
   );
   publicRoutes(app);
+  // A client whose base URL ends in `/v1` doubles it; say so before `/v1/:kind/:id` reads "v1" as a kind.
+  app.all("/v1/v1/*", (c) => {
+    const path = new URL(c.req.url).pathname;
+    throw EngineError.terminal(
+      "route.not_found",
+      `no route ${c.req.method} ${path}: the path has /v1 twice; the base URL should not end in /v1`,
+    );
+  });
   app.use("/v1/*", bearerAuth());
   runRoutes(app);
   // After the run routes: `/v1/:kind/:id` would otherwise take `/v1/runs/<id>`.
@@ -139,20 +147,40 @@ async function readJson(c: Context<App>, empty?: unknown): Promise<unknown> {
     }
     throw EngineError.terminal("request.invalid_json", "the body is empty; send a JSON object");
   }
-  const body = isYaml(c.req.header("content-type")) ? parseYamlBody(text) : parseJson(text);
+  const contentType = c.req.header("content-type");
+  const body = isYaml(contentType) ? parseYamlBody(text) : parseJson(text, contentType);
   checkBodyLimits(body);
   return body;
 }
 
-/** `JSON.parse` (iterative in V8: any depth parses; the limits are checked on the result). */
-function parseJson(text: string): unknown {
+/**
+ * `JSON.parse` (iterative in V8: any depth parses; the limits are checked on
+ * the result). A body that is not JSON but reads as a YAML mapping was most
+ * likely meant as YAML (curl sends `--data-binary` as a form unless told):
+ * the error says which header to send rather than guessing.
+ */
+function parseJson(text: string, contentType: string | undefined): unknown {
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {
+    const sent = contentType === undefined ? "no Content-Type" : `Content-Type: ${contentType}`;
+    const hint = readsAsYaml(text)
+      ? `; it reads as YAML, sent with ${sent}: send YAML with Content-Type: application/yaml`
+      : "";
     throw EngineError.terminal(
       "request.invalid_json",
-      `the body is not JSON: ${error instanceof Error ? error.message : String(error)}`,
+      `the body is not JSON: ${error instanceof Error ? error.message : String(error)}${hint}`,
     );
+  }
+}
+
+/** Whether a body that is not JSON parses as a YAML mapping (what every body of this API is). */
+function readsAsYaml(text: string): boolean {
+  try {
+    const value = parseYamlBody(text);
+    return typeof value === "object" && value !== null && !Array.isArray(value);
+  } catch {
+    return false;
   }
 }
 

@@ -30,7 +30,8 @@ export const MAX_QUOTED_ANSWER_CHARS = 2_000;
  * `llm`: renders the prompt's messages (Handlebars over the action input),
  * calls the model through the AI SDK and returns the parsed object when the
  * prompt has `produces` (validated against it), else `{ content }`; always
- * with `_meta: { tokens: { input, output }, cost_usd }`.
+ * with `_meta: { tokens: { input, output }, cost_usd }`, added after that check
+ * (an action-level `produces` is checked without it too: `checkProduces`).
  *
  * Errors: 429, 5xx and network failures are retryable (`llm.status`,
  * `llm.network`, with the provider's Retry-After); other 4xx are not; an

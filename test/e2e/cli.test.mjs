@@ -128,6 +128,41 @@ describe("the trellis CLI", () => {
     assert.doesNotMatch(tty.out, /task\.dispatched/, "no per-entry lines on a terminal");
   });
 
+  test("previews a run's plan, then shows the fan-out it ran by its items, in dependency order, through a URL ending in /v1", async () => {
+    const id = uid("cli-preview");
+    const step = { ref: "s", action: { kind: "context", implementation: { updates: [{ path: "x", expr: "1" }] } } };
+    await api("POST", "/v1/definitions", {
+      body: {
+        workflows: [
+          {
+            id,
+            nodes: {
+              after: { depends_on: ["fan"], task: { steps: [step] } },
+              fan: { foreach: { items: "$.input.items" }, task: { steps: [step] } },
+            },
+          },
+        ],
+      },
+    });
+    const input = JSON.stringify({ items: [1, 2, 3] });
+    const url = `${(await cliEnv()).TRELLIS_URL}/v1`;
+    const preview = await trellis(["run", id, "--input", input, "--mode", "preview", "--url", url]);
+    assert.equal(preview.code, 0, preview.stderr);
+    assert.match(preview.stdout, new RegExp(`^preview: ${id}@1, 2 node\\(s\\) in 2 layer\\(s\\); nothing ran\n`));
+    assert.match(
+      preview.stdout,
+      /^ {2}layer 1: fan\n {2}layer 2: after\n {2}fan {2}task \S+@0 {2}once per item of \$\.input\.items\n {6}s {2}context {2}\S+@0 {2}risk low\n {2}after {2}task \S+@0 {2}after fan\n/m,
+    );
+    assert.match(preview.stdout, /^high-risk, each waits for an approval: none$/m);
+    const run = await trellis(["run", id, "--input", input, "--wait", "--url", url]);
+    assert.equal(run.code, 0, run.stderr);
+    // `after` sorts first by name; the run lists `fan`, which it depends on, first.
+    assert.match(
+      run.stdout,
+      /^ {2}completed {2}fan {2}3 items: 3 completed {2}attempts 1 per item\n {6}s {2}completed 3 {2}calls 1 per item\n {2}completed {2}after {2}attempts 1$/m,
+    );
+  });
+
   test("verifies saved files and names the entry a changed byte breaks", async () => {
     const id = uid("cli-saved");
     await api("POST", "/v1/definitions", {

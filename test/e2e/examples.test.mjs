@@ -121,8 +121,8 @@ async function runPlanExample(/** @type {ReturnType<typeof documentedCommands>} 
     }
     const runId = RUN_ID.exec(result.stdout)?.[1] ?? "";
     assert.match(result.stdout, /completed[\s\S]*results:\n {2}ok /);
-    // Every step succeeded but a fallback that had nothing to answer.
-    assert.doesNotMatch(result.stdout.replace(/.*plan\.step_skipped.*/g, ""), /^ {2}failed /m);
+    // Every step succeeded; a fallback that had nothing to answer is listed as skipped.
+    assert.doesNotMatch(result.stdout, /^ {2}failed /m);
     const verified = await trellis(["verify", runId]);
     assert.match(verified.stdout, /^OK: .* attested completed/);
   }

@@ -78,3 +78,83 @@ describe("trellis run --wait", () => {
     expect(calls).toEqual([{ method: "POST", path: "/v1/workflows/greet/runs", headers: {} }]);
   });
 });
+
+/** The plan of docs/api.md's preview example, plus a node that runs once per item of a list, when a flag holds. */
+const PLAN = {
+  layers: [["build"], ["deploy", "review"], ["notify"]],
+  nodes: {
+    build: {
+      depends_on: [],
+      task: { id: "build", version: 1 },
+      workflow: null,
+      workflow_choice: null,
+      actions: [{ step: "compile", id: "build/compile", version: 0, kind: "context", risk: "low" }],
+      when: null,
+      foreach: null,
+      high_risk: false,
+    },
+    deploy: {
+      depends_on: ["build"],
+      task: { id: "release/deploy", version: 0 },
+      workflow: null,
+      workflow_choice: null,
+      actions: [{ step: "push", id: "push_release", version: 2, kind: "http", risk: "high" }],
+      when: null,
+      foreach: null,
+      high_risk: true,
+    },
+    review: {
+      depends_on: ["build"],
+      task: null,
+      workflow: null,
+      workflow_choice: { from: "$.input.flow", allowed: ["fast", "slow"] },
+      actions: [],
+      when: "input.review",
+      foreach: "$.state.build.files[*]",
+      high_risk: false,
+    },
+    notify: {
+      depends_on: ["deploy"],
+      task: null,
+      workflow: { id: "notify_flow", version: 3 },
+      workflow_choice: null,
+      actions: [],
+      when: null,
+      foreach: null,
+      high_risk: false,
+    },
+  },
+  high_risk: [{ node: "deploy", step: "push", action: "push_release@2" }],
+};
+
+describe("trellis run --mode preview", () => {
+  it("prints the resolved plan: layers, what each node would run, and the high-risk steps", async ({ expect }) => {
+    const { io, calls, printed } = recording({
+      "/v1/workflows/release/runs": {
+        run_id: null,
+        status: "preview",
+        workflow: { id: "release", version: 4 },
+        plan: PLAN,
+      },
+    });
+    expect(await runCommand(io, "release", { mode: "preview" })).toBe(0);
+    expect(calls.map((call) => `${call.method} ${call.path}`)).toEqual(["POST /v1/workflows/release/runs"]);
+    expect(printed()).toBe(
+      [
+        "preview: release@4, 4 node(s) in 3 layer(s); nothing ran",
+        "  layer 1: build",
+        "  layer 2: deploy, review",
+        "  layer 3: notify",
+        "  build  task build@1",
+        "      compile  context  build/compile@0  risk low",
+        "  deploy  task release/deploy@0  after build",
+        "      push  http  push_release@2  risk high",
+        "  review  workflow chosen by $.input.flow from fast, slow  after build  when input.review" +
+          "  once per item of $.state.build.files[*]",
+        "  notify  workflow notify_flow@3  after deploy",
+        "high-risk, each waits for an approval: deploy/push (push_release@2)",
+        "",
+      ].join("\n"),
+    );
+  });
+});

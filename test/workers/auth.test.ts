@@ -30,6 +30,23 @@ describe("authentication and errors", () => {
     expect(response.json.error).toMatchObject({ code: "route.not_found" });
   });
 
+  it("says the path has /v1 twice when a base URL ending in /v1 doubles it, with or without a token", async ({
+    expect,
+  }) => {
+    for (const [path, token] of [
+      ["/v1/v1/workflows", undefined],
+      ["/v1/v1/runs/run_0123456789abcdef0123456789abcdef", undefined],
+      ["/v1/v1/workflows", null],
+    ] as const) {
+      const response = await api("GET", path, undefined, token);
+      expect(response.status, path).toBe(404);
+      expect(response.json.error, path).toEqual({
+        code: "route.not_found",
+        message: `no route GET ${path}: the path has /v1 twice; the base URL should not end in /v1`,
+      });
+    }
+  });
+
   it("records who started a run as a keyed digest of the token, never its plain hash", async ({ expect }) => {
     const id = uniqueId("who");
     const step = { ref: "s", action: { kind: "context", implementation: { updates: [{ path: "x", expr: "1" }] } } };

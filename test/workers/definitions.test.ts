@@ -305,4 +305,40 @@ describe("YAML", () => {
     expect(exploded.status).toBe(400);
     expect(exploded.json.error.code).toBe("request.invalid_yaml");
   });
+
+  it("answers YAML sent without a YAML content type with 400 saying to send Content-Type: application/yaml", async ({
+    expect,
+  }) => {
+    const { exports } = await import("cloudflare:workers");
+    const yaml = "workflows:\n  - id: untyped\n    nodes: {}\n";
+    // Bytes, so fetch adds no Content-Type of its own; curl's -d sends a form.
+    for (const contentType of [undefined, "text/plain", "application/x-www-form-urlencoded", "application/json"]) {
+      const response = await exports.default.fetch("http://trellis.test/v1/definitions", {
+        method: "POST",
+        headers: { authorization: "Bearer test-token", ...(contentType ? { "content-type": contentType } : {}) },
+        body: new TextEncoder().encode(yaml),
+      });
+      const sent = contentType === undefined ? "no Content-Type" : `Content-Type: ${contentType}`;
+      expect(response.status, sent).toBe(400);
+      const { error } = (await response.json()) as { error: { code: string; message: string } };
+      expect(error.code, sent).toBe("request.invalid_json");
+      expect(error.message, sent).toMatch(/^the body is not JSON: /);
+      expect(
+        error.message.endsWith(`; it reads as YAML, sent with ${sent}: send YAML with Content-Type: application/yaml`),
+        error.message,
+      ).toBe(true);
+    }
+    // Text that is neither JSON nor a YAML mapping gets no such hint.
+    for (const body of ["just words", "{ unclosed", "- a\n- b\n"]) {
+      const plain = await exports.default.fetch("http://trellis.test/v1/definitions", {
+        method: "POST",
+        headers: { "authorization": "Bearer test-token", "content-type": "text/plain" },
+        body,
+      });
+      expect(plain.status, body).toBe(400);
+      const { error } = (await plain.json()) as { error: { code: string; message: string } };
+      expect(error.code, body).toBe("request.invalid_json");
+      expect(error.message, body).not.toContain("YAML");
+    }
+  });
 });

@@ -194,6 +194,32 @@ describe("the llm action", () => {
     expect(run.usage.input_tokens).toBeGreaterThan(0);
   });
 
+  it("checks an action-level produces without _meta, so the prompt's schema with additionalProperties false can be the action's", async ({
+    expect,
+  }) => {
+    const step = (produces: unknown) =>
+      llmStep(
+        "answer",
+        SUMMARY_PROMPT,
+        compatibleModel("inline"),
+        { produces },
+        { input_mapping: { topic: "$.input.topic" } },
+      );
+    const run = await runWorkflow(singleTaskWorkflow(uniqueId("wf"), [step(SUMMARY_PROMPT.produces)]), {
+      topic: "the tides",
+    });
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    // The output still reports the call's tokens and cost beside the answer.
+    expect(run.output.result.answer).toEqual(TIDES_ANSWER);
+    // The action's schema is still checked: one the answer does not meet fails the step, with the path.
+    const stricter = { ...SUMMARY_PROMPT.produces, required: [...SUMMARY_PROMPT.produces.required, "source"] };
+    const failed = await runWorkflow(singleTaskWorkflow(uniqueId("wf"), [step(stricter)]), { topic: "the tides" });
+    expect(failed.status).toBe("failed");
+    expect(failed.error.code).toBe("action.invalid_output");
+    expect(failed.error.message).toContain('(output: Instance does not have required property "source".)');
+    expect(failed.error.message).not.toContain("_meta");
+  });
+
   it("answers the same prompt through the anthropic provider, with native structured output and with the JSON tool", async ({
     expect,
   }) => {

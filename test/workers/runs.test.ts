@@ -78,6 +78,23 @@ describe("scheduling", () => {
     expect(skipped).toEqual(["never", "after_never"]);
   });
 
+  it("lists a run's nodes in dependency order, by id within a layer, not by id alone", async ({ expect }) => {
+    const id = uniqueId("order");
+    // By id alone the order would be analyse, fetch, publish, zip.
+    await registerWorkflow({
+      id,
+      nodes: {
+        publish: { task: contextTask("2"), depends_on: ["analyse"] },
+        zip: { task: contextTask("1"), depends_on: ["fetch"] },
+        analyse: { task: contextTask("1"), depends_on: ["fetch"] },
+        fetch: { task: contextTask("0") },
+      },
+    });
+    const run = await waitForRun(await start(id));
+    expect(run.status).toBe("completed");
+    expect(Object.keys(run.nodes)).toEqual(["fetch", "analyse", "zip", "publish"]);
+  });
+
   it("sends tasks in executor calls of at most 6, at most 20 calls in one event", async ({ expect }) => {
     const id = uniqueId("wide");
     const nodes = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`n${i}`, { task: contextTask(`${i}`) }]));
