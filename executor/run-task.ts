@@ -49,7 +49,7 @@ async function runWithTally(payload: TaskPayload, deps: RunTaskDeps, tally: Step
   const waits = payload.task.steps.some((step) => ACTION_TRAITS[step.action.kind].waitsOnIo);
   const signal = waits ? clock.timeout(payload.timeout_ms) : new AbortController().signal;
   const metrics = () => metricsOf(tally, started, clock.now());
-  const run = await stepRunVariables(payload);
+  const run = stepRunVariables(payload);
   const start = startOf(payload, signal, run);
   if (start.resumed !== undefined) {
     tally.steps.push(start.resumed);

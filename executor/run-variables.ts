@@ -6,7 +6,7 @@ import type { TaskPayload } from "../schemas/index.ts";
  * Everything in it comes from the payload, so an attempt, a retry and a re-dispatch
  * after a lost call see the same values but `attempt`.
  */
-export async function stepRunVariables(payload: TaskPayload): Promise<StepRunVariables[]> {
+export function stepRunVariables(payload: TaskPayload): StepRunVariables[] {
   const base = {
     id: payload.workflow_run_id,
     workflow: { id: payload.workflow_id, version: payload.workflow_version },
@@ -15,13 +15,11 @@ export async function stepRunVariables(payload: TaskPayload): Promise<StepRunVar
     iteration: payload.iteration,
     attempt: payload.retry_attempt + 1,
   };
-  return Promise.all(
-    payload.task.steps.map(async (step) => ({
-      ...base,
-      step: step.ref,
-      idempotency_key: await idempotencyKey({ ...base, task: payload.task_id, step: step.ref }),
-    })),
-  );
+  return payload.task.steps.map((step) => ({
+    ...base,
+    step: step.ref,
+    idempotency_key: idempotencyKey({ ...base, task: payload.task_id, step: step.ref }),
+  }));
 }
 
 /** Runs `work` with `run` bound to a step's variables (every step has them; a missing one binds nothing). */

@@ -17,6 +17,7 @@
  * tasks of one executor call, interleaved across `await`s, each see their own.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
+import { createHash } from "node:crypto";
 
 /** The name of the variable, reserved in CEL and in templates. */
 export const RUN_VARIABLE = "run";
@@ -81,13 +82,13 @@ export function currentRunVariables(): RunVariables | undefined {
  * between attempts or dispatches of the same step; the task id keeps an undo's call
  * (task `<task>/<step>/undo`) apart from the step's own.
  */
-export async function idempotencyKey(
+export function idempotencyKey(
   parts: Pick<NodeRunVariables, "id" | "node" | "item" | "iteration"> & { task: string; step: string },
-): Promise<string> {
+): string {
   const seed = `${parts.id}/${parts.node}/${parts.item ?? "-"}/${parts.task}/${parts.step}`;
   const text = parts.iteration > 1 ? `${seed}/${parts.iteration}` : seed;
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)));
-  const hex = [...digest.subarray(0, 16)].map((byte) => byte.toString(16).padStart(2, "0")).join("");
+  // Synchronous (node:crypto), so a task of pure computation still runs without an await.
+  const hex = createHash("sha256").update(text, "utf8").digest("hex").slice(0, 32);
   // Version 8 in the 13th digit, variant 10 in the two high bits of the 17th.
   const variant = ((Number.parseInt(hex.charAt(16), 16) & 0x3) | 0x8).toString(16);
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;

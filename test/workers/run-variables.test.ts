@@ -210,7 +210,7 @@ describe("the run variable", () => {
     expect(requests.map((headers) => headers["x-attempt"])).toEqual(["1", "2"]);
     expect(requests[1]?.["idempotency-key"]).toBe(requests[0]?.["idempotency-key"]);
     expect(requests[0]?.["idempotency-key"]).toBe(
-      await idempotencyKey({
+      idempotencyKey({
         id: payload("t", 0).workflow_run_id,
         node: "n",
         item: null,
