@@ -271,8 +271,14 @@ describe("web console for agent runs in headless Chromium", () => {
     const runId = started.json.run_id;
     await waitForRun(runId);
     const { page, close } = await openPage(`/runs/${runId}`);
-    const second = page.locator('[data-node="step-1"][data-status="completed"]');
-    await second.waitFor({ timeout: UI_TIMEOUT_MS });
+    const selector = '[data-node="step-1"][data-status="completed"]';
+    const second = page.locator(selector);
+    // The node is drawn from the run view first; its tool comes with the plan, read from the journal.
+    await page.waitForFunction(
+      ([nodeSelector, tool]) => document.querySelector(nodeSelector)?.textContent?.includes(tool) ?? false,
+      [selector, listB.id],
+      { timeout: UI_TIMEOUT_MS },
+    );
     // An SVG group has no innerText: its text content is the step id, its status and its tool.
     assert.match((await second.textContent()) ?? "", new RegExp(`step-1completed · ${listB.id}`));
     assert.equal(await page.locator("svg.dag path.dag-edge").count(), 1);
