@@ -2,7 +2,8 @@ import { EngineError } from "../lib/errors.ts";
 import type { RunStatus } from "../schemas/index.ts";
 
 /**
- * The run lifecycle (brief §3): every legal move, and nothing else. A status
+ * The run lifecycle (docs/api.md, `GET /v1/runs/{run_id}`: the statuses and
+ * their moves): every legal move, and nothing else. A status
  * changes only through {@link assertTransition}, so an illegal transition is
  * a bug that fails loudly, never a state a run can reach.
  */

@@ -214,7 +214,7 @@ export const ACTION_IMPLEMENTATIONS = {
 
 export type ActionKind = keyof typeof ACTION_IMPLEMENTATIONS;
 
-/** The ten action kinds (brief §2), in the table's order. */
+/** The ten action kinds (docs/definitions.md, "Implementation per kind"), in the table's order. */
 export const ACTION_KINDS = Object.freeze(Object.keys(ACTION_IMPLEMENTATIONS) as [ActionKind, ...ActionKind[]]);
 export const ActionKind = z.enum(ACTION_KINDS);
 

@@ -147,7 +147,7 @@ export const CompensationView = z.strictObject({
 });
 export type CompensationView = z.infer<typeof CompensationView>;
 
-/** `GET /v1/runs/{run_id}` (brief §5). */
+/** `GET /v1/runs/{run_id}` (docs/api.md, the section of that name). */
 export const RunView = z.strictObject({
   run_id: z.string(),
   workflow: z.strictObject({ id: z.string(), version: z.number().int() }),
@@ -225,7 +225,7 @@ export const ErrorBody = z.strictObject({
 });
 export type ErrorBody = z.infer<typeof ErrorBody>;
 
-/** A gate as `GET /v1/runs/{id}/gates` shows it (brief §5). */
+/** A gate as `GET /v1/runs/{id}/gates` shows it (docs/api.md, `GET /v1/runs/{run_id}/gates`). */
 export const GateView = z.strictObject({
   gate_id: z.string(),
   kind: z.enum(["input", "approval"]),

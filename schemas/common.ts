@@ -1,6 +1,6 @@
 import { z } from "zod";
 
-/** `^[a-z][a-z0-9_-]{0,62}$`: the id of every definition (brief §2). */
+/** `^[a-z][a-z0-9_-]{0,62}$`: the id of every definition (docs/definitions.md, "Ids, versions and references"). */
 export const DEFINITION_ID_PATTERN = /^[a-z][a-z0-9_-]{0,62}$/;
 
 /** A definition id. */
@@ -118,7 +118,7 @@ export type JsonSchema = z.infer<typeof JsonSchema>;
 export const CelSource = z.string().min(1, "must be a non-empty CEL expression");
 
 /**
- * Where a mapped value comes from (brief §2 "Contexts and mappings"):
+ * Where a mapped value comes from (docs/definitions.md, "Mappings"):
  * - a string starting with `$` is a JSONPath (RFC 9535);
  * - `{ "expr": "<CEL>" }` computes a value;
  * - `{ "template": "<Handlebars>" }` renders a string;
@@ -202,7 +202,7 @@ export const SECRET_REF_PATTERN = /^\$env:([A-Z_][A-Z0-9_]*)$/;
 /** A credential header value: `$env:NAME`, or a scheme word then `$env:NAME` (`Bearer $env:TOKEN`). */
 export const CREDENTIAL_VALUE_PATTERN = /^(?:[A-Za-z][A-Za-z0-9-]* )?\$env:[A-Z_][A-Z0-9_]*$/;
 
-/** Header names that carry credentials and so must use `$env:` (brief §2). */
+/** Header names that carry credentials and so must use `$env:` (docs/definitions.md, "Secrets"). */
 export function isCredentialHeader(name: string): boolean {
   const lower = name.toLowerCase();
   return (

@@ -6,7 +6,7 @@ import { PlanOrigin } from "./plans.ts";
 import { COMPENSATION_TRIGGERS, RunMode, RunStatus } from "./run.ts";
 
 /**
- * The signed journal of a run (brief §4, a contract): every entry is the
+ * The signed journal of a run (docs/journal.md, "The envelope", a contract): every entry is the
  * envelope `{ seq, run_id, kind, at, body, prev, hash, sig, kid }` where
  * `hash = hex(SHA-256(JCS({ seq, run_id, kind, at, body, prev })))` and
  * `sig = base64url(Ed25519(JCS(…)))`. See docs/journal.md.

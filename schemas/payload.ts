@@ -26,8 +26,8 @@ export const TaskContext = z.strictObject({
 export type TaskContext = z.infer<typeof TaskContext>;
 
 /**
- * How a suspended task continues (brief §3: gates and sub-workflows never
- * hold an executor invocation open). The executor starts at `step_index` with
+ * How a suspended task continues (docs/definitions.md, "Suspension: steps
+ * that wait": gates and sub-workflows never hold an executor invocation open). The executor starts at `step_index` with
  * the task context as it was when the task suspended:
  * - `after`: the step is done; `outcome` is its output (or its error) and the task goes on after it;
  * - `approved`: a high-risk step was approved; run it now;
@@ -47,7 +47,7 @@ export const TaskResume = z.strictObject({
 });
 export type TaskResume = z.infer<typeof TaskResume>;
 
-/** Coordinator → executor: one attempt of one task invocation (brief §3). */
+/** Coordinator → executor: one attempt of one task invocation (docs/architecture.md, "How an event flows"). */
 export const TaskPayload = z.strictObject({
   /** Names this dispatch; a result is accepted at most once, and only for the current token. */
   token_id: z.string().min(1),
@@ -191,7 +191,7 @@ export const TaskSuspension = z.strictObject({
 });
 export type TaskSuspension = z.infer<typeof TaskSuspension>;
 
-/** The answer an approval gate takes: `{ "approved": true|false, "reason"?: "…" }` (brief §5). */
+/** The answer an approval gate takes: `{ "approved": true|false, "reason"?: "…" }` (docs/api.md, `POST /v1/runs/{run_id}/gates/{gate_id}`). */
 export const APPROVAL_SCHEMA: JsonObject = {
   type: "object",
   required: ["approved"],

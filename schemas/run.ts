@@ -7,7 +7,7 @@ import { ResourceHandle, StepRecord, TaskContext, TaskResume } from "./payload.t
 export const PlanStepRecord = z.strictObject({ id: z.string(), tool: z.string() });
 export type PlanStepRecord = z.infer<typeof PlanStepRecord>;
 
-/** The 8 run states (brief §3). */
+/** The 8 run states (docs/api.md, `GET /v1/runs/{run_id}`). */
 export const RUN_STATUSES = [
   "drafting",
   "queued",
@@ -153,7 +153,7 @@ export const RunContext = z.strictObject({
 });
 export type RunContext = z.infer<typeof RunContext>;
 
-/** A human gate: an input to give, or an approval of a high-risk step (brief §5). */
+/** A human gate: an input to give, or an approval of a high-risk step (docs/definitions.md, "Human gates" and "Approvals of high-risk actions"). */
 export const GateRecord = z.strictObject({
   gate_id: z.string(),
   kind: z.enum(["input", "approval"]),

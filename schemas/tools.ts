@@ -1,7 +1,7 @@
 import { z } from "zod";
 
 /**
- * The standard library of the `tool` action (brief §2): the input and output
+ * The standard library of the `tool` action: the input and output
  * schema of every tool. Inputs are strict objects: an unknown field is an
  * error, not ignored. docs/containers.md documents each tool.
  *

@@ -14,7 +14,8 @@
  *
  * Prints each scenario's samples as it goes, then one table: per metric, each
  * tree's median (min–max), the ratio working ÷ ref of the medians with the
- * min–max of the per-pair ratios, issue 16's target and whether it is met
+ * min–max of the per-pair ratios, the project's target (docs/performance.md,
+ * "Targets") and whether it is met
  * (and in how many pairs).
  */
 import { execFileSync } from "node:child_process";

@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 /**
  * `node scripts/bench-start.mjs [git-ref]`: what a run start costs, with and
- * without the catalog Durable Object in its path (docs/architecture.md, "What
- * a run start costs"). Against `wrangler dev` (real workerd); timings are
- * measurements printed in a table, never assertions.
+ * without the catalog Durable Object in its path ("What a run start costs" in
+ * docs/architecture.md, the design, and docs/performance.md, its numbers).
+ * Against `wrangler dev` (real workerd); timings are measurements printed in a
+ * table, never assertions.
  *
  * Two one-node workflows: `closed` (an inline task: every reference pinned or
  * inline) and `floating` (its task referenced as `"id"`, the latest); and two

@@ -4,7 +4,7 @@
  * production's rules) and prints one table. Not part of `npm test`: timings
  * are measurements, never assertions.
  *
- * The scenarios are issue 16's rows (scripts/lib/bench-scenarios.mjs, shared
+ * The scenarios are docs/performance.md's (scripts/lib/bench-scenarios.mjs, shared
  * with `npm run bench:ab`): a one-node run's client latency (over its event
  * stream) and where it goes, chains of 200 `context` and of 200 `http` tasks
  * (time and workerd CPU per node), a fan-out of 100 × 100 ms http calls, a

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * `npm run check:size`: no source file over 400 lines and no function over 60
- * (issue 11's bound on where complexity may hide). Tests, vendored and
+ * (the bound on where complexity may hide). Tests, vendored and
  * generated files are exempt. Prints every offender and exits non-zero when
  * there is one; `--report` prints them without failing.
  */

@@ -6,7 +6,7 @@ import type { ToolRegistry } from "./types.ts";
 
 export type { Tool, ToolContext, ToolRegistry } from "./types.ts";
 
-/** The standard library (brief §2): one implementation per schema in schemas/tools.ts. */
+/** The standard library (docs/containers.md, "The `tool` action and the standard library"): one implementation per schema in schemas/tools.ts. */
 export const STANDARD_TOOLS = {
   read_file: readFileTool,
   write_file: writeFileTool,

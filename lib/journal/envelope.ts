@@ -9,7 +9,7 @@ import { canonicalBytes } from "./canonical.ts";
 import { base64UrlDecode, readJwks, toHex, type WebCryptoKey } from "./keys.ts";
 
 /**
- * The journal envelope (brief §4, a contract):
+ * The journal envelope (docs/journal.md, "The envelope", a contract):
  *
  * ```
  * signed = JCS({ seq, run_id, kind, at, body, prev })   // RFC 8785, UTF-8

@@ -1,6 +1,6 @@
 /**
- * The scenarios `npm run bench` and `npm run bench:ab` measure (issue 16's
- * rows), what each reports, the targets bench:ab checks, and the statistics
+ * The scenarios `npm run bench` and `npm run bench:ab` measure, what each
+ * reports, the targets bench:ab checks (docs/performance.md, "Targets"), and the statistics
  * and tables both print.
  *
  * A scenario's `measure` runs its workflow once against one tree and gives

@@ -47,7 +47,7 @@ export interface RouteSpec {
 
 /**
  * Routes of the app that are not API and so not in the OpenAPI document: the
- * web console's pages (brief §5: `GET /`, `/runs/{run_id}`, `/workflows/{id}`),
+ * web console's pages (docs/api.md, "The web console": `GET /`, `/runs/{run_id}`, `/workflows/{id}`),
  * as `METHOD /path` (parameters in either `:name` or `{name}` form).
  */
 export const NOT_API_ROUTES: string[] = ["GET /", "GET /runs/{run_id}", "GET /workflows/{id}"];

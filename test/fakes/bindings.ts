@@ -7,7 +7,7 @@
  * action handlers run unchanged against them.
  *
  * They are bound only in tests: test/worker.ts wraps the real `Executor` so
- * that its `env` carries them (see docs/architecture.md, "Test doubles").
+ * that its `env` carries them (see docs/architecture.md, "Local peers and test doubles for the AI actions").
  * State lives in the single instances below, shared by the Worker and the test
  * files (they run in one isolate), which is what lets a test look at what a
  * run wrote. Tests keep to their own ids, metadata and metric names.

@@ -1,5 +1,5 @@
 /**
- * JSON Schemas that definitions carry, against hostile schemas and values (issue 10):
+ * JSON Schemas that definitions carry, against hostile schemas and values:
  * registration refuses what validation cannot run (patterns outside the linear-time
  * engine, `$ref`s that do not resolve or come back without consuming the value), and
  * validation never throws and never runs unbounded (patterns on a linear-time engine,
