@@ -1,4 +1,5 @@
 import { describe, it } from "vitest";
+import { RunView } from "../../schemas/api.ts";
 import { api, httpTarget, register, start, uniqueId, waitForRun } from "./helpers.ts";
 
 /**
@@ -36,12 +37,12 @@ function failingSaga(policy?: string) {
 }
 
 /** Registers and runs the saga until `until` holds of its view; returns the view. */
-async function runSaga(bundle: ReturnType<typeof failingSaga>, until: (view: any) => boolean): Promise<any> {
+async function runSaga(bundle: ReturnType<typeof failingSaga>, until: (view: RunView) => boolean): Promise<RunView> {
   await register({ actions: bundle.actions, workflows: bundle.workflows });
-  return waitForRun(await start(bundle.id), until);
+  return RunView.parse(await waitForRun(await start(bundle.id), (json) => until(RunView.parse(json))));
 }
 
-const compensated = (view: any) => view.compensation?.status === "completed";
+const compensated = (view: RunView) => view.compensation?.status === "completed";
 
 describe("redrive of a run whose compensation completed", () => {
   it('under the default policy, answers 409 run.terminal naming compensate: "always" and how to choose another', async ({

@@ -3,6 +3,7 @@ import { describe, it } from "vitest";
 import { renderTemplate } from "../../lib/expr/template.ts";
 import { compileCel, evalCel } from "../../lib/expr/cel.ts";
 import { idempotencyKey, withRunVariables, type StepRunVariables } from "../../lib/expr/run-scope.ts";
+import { ErrorBody } from "../../schemas/api.ts";
 import type { TaskPayload, TaskResult } from "../../schemas/index.ts";
 import { api, httpTarget, register, runWorkflow, start, uniqueId, waitForRun } from "./helpers.ts";
 
@@ -332,7 +333,7 @@ describe("the run variable", () => {
 });
 
 describe("the run variable at registration", () => {
-  async function registerWhen(where: "node" | "step", expr: string): Promise<{ status: number; json: any }> {
+  async function registerWhen(where: "node" | "step", expr: string): Promise<{ status: number; json: unknown }> {
     const step = { ref: "s", action: { kind: "context", implementation: { updates: [{ path: "x", expr: "1" }] } } };
     const node =
       where === "node"
@@ -349,10 +350,10 @@ describe("the run variable at registration", () => {
   it("refuses a field run does not have there", async ({ expect }) => {
     const wrong = await registerWhen("step", "run.nope == 1");
     expect(wrong.status).toBe(400);
-    expect(JSON.stringify(wrong.json.error.details)).toContain('run has no field \\"nope\\" here');
+    expect(JSON.stringify(ErrorBody.parse(wrong.json).error.details)).toContain('run has no field \\"nope\\" here');
     const nodeStep = await registerWhen("node", "run.step == 'x'");
     expect(nodeStep.status).toBe(400);
-    expect(nodeStep.json.error.details[0]).toMatchObject({
+    expect(ErrorBody.parse(nodeStep.json).error.details?.[0]).toMatchObject({
       path: expect.stringContaining("when"),
       code: "definition.invalid_cel",
     });
