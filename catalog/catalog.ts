@@ -4,19 +4,9 @@ import { canonicalJson } from "../lib/journal/canonical.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import { declaredEnvNames } from "../lib/secrets.ts";
 import { issuesToDetails } from "../lib/validation.ts";
-import {
-  DEFINITION_KINDS,
-  Workflow,
-  type DefinitionBundle,
-  type DefinitionKind,
-  type DefinitionList,
-  type DefinitionPointer,
-  type DefinitionRecord,
-  type DefinitionVersions,
-  type RegisterResponse,
-  type ResolvedRun,
-  type RunSnapshot,
-} from "../schemas/index.ts";
+import type { DefinitionList, DefinitionRecord, DefinitionVersions, RegisterResponse } from "../schemas/api.ts";
+import { DEFINITION_KINDS, Workflow, type DefinitionBundle, type DefinitionKind } from "../schemas/definitions.ts";
+import type { DefinitionPointer, ResolvedRun, RunSnapshot } from "../schemas/resolved.ts";
 import { listLatest, listVersions, type ListPage } from "./listing.ts";
 import {
   resolveRunSnapshot,

@@ -1,14 +1,7 @@
 import type { ErrorDetail } from "../lib/errors.ts";
 import { validateJson } from "../lib/json-schema.ts";
-import {
-  isToolName,
-  TOOL_NAMES,
-  type ActionImplementation,
-  type ActionKind,
-  type InlineAction,
-  type Model,
-  type Prompt,
-} from "../schemas/index.ts";
+import type { ActionImplementation, ActionKind, InlineAction, Model, Prompt } from "../schemas/actions.ts";
+import { isToolName, TOOL_NAMES } from "../schemas/tools.ts";
 import {
   CEL_SCOPES,
   checkCel,

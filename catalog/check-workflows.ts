@@ -1,4 +1,4 @@
-import type { InlineTask, Node, Step, Workflow } from "../schemas/index.ts";
+import type { InlineTask, Node, Step, Workflow } from "../schemas/definitions.ts";
 import { checkAction } from "./check-actions.ts";
 import {
   CEL_SCOPES,

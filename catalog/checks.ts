@@ -11,10 +11,10 @@ import {
   isCredentialHeader,
   parseReference,
   SECRET_REF_PATTERN,
-  type DefinitionKind,
   type InputMapping,
   type OutputMapping,
-} from "../schemas/index.ts";
+} from "../schemas/common.ts";
+import type { DefinitionKind } from "../schemas/definitions.ts";
 
 /**
  * What registration needs to know about definitions already stored: whether

@@ -1,11 +1,6 @@
 import { EngineError } from "../lib/errors.ts";
-import type {
-  DefinitionKind,
-  DefinitionList,
-  DefinitionListCursor,
-  DefinitionSummary,
-  DefinitionVersions,
-} from "../schemas/index.ts";
+import type { DefinitionList, DefinitionListCursor, DefinitionSummary, DefinitionVersions } from "../schemas/api.ts";
+import type { DefinitionKind } from "../schemas/definitions.ts";
 
 /** A page request as the catalog takes it: the cursor already decoded and checked by the API. */
 export interface ListPage {

@@ -3,20 +3,14 @@ import {
   Action,
   McpServer,
   Model,
-  parseReference,
   Prompt,
-  Task,
-  Workflow,
-  type DefinitionKind,
   type InlineAction,
-  type InlineTask,
   type InlineUndoAction,
-  type ResolvedAction,
-  type ResolvedUndo,
   type Undo,
-  type ResolvedTask,
-  type RunSnapshot,
-} from "../schemas/index.ts";
+} from "../schemas/actions.ts";
+import { parseReference } from "../schemas/common.ts";
+import { Task, Workflow, type DefinitionKind, type InlineTask } from "../schemas/definitions.ts";
+import type { ResolvedAction, ResolvedUndo, ResolvedTask, RunSnapshot } from "../schemas/resolved.ts";
 
 /** A stored definition: its version and body. */
 export interface StoredDefinition {

@@ -1,7 +1,7 @@
 import { setBounded } from "../lib/bounded-cache.ts";
 import { EngineError } from "../lib/errors.ts";
 import { unwrap, type Result } from "../lib/result.ts";
-import { ResolvedRun, type RunSnapshot } from "../schemas/index.ts";
+import { ResolvedRun, type RunSnapshot } from "../schemas/resolved.ts";
 import type { Catalog } from "./catalog.ts";
 
 /**

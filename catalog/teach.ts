@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import { EngineError, type ErrorDetail } from "../lib/errors.ts";
 import { issuesToDetails, summarize } from "../lib/validation.ts";
-import { DefinitionBundle } from "../schemas/index.ts";
+import { DefinitionBundle } from "../schemas/definitions.ts";
 import { mappingsIn } from "./mappings-in.ts";
 
 /**

@@ -1,6 +1,7 @@
 import type { ErrorDetail } from "../lib/errors.ts";
 import { secretNamesIn, undeclaredSecretReason } from "../lib/secrets.ts";
-import { RESERVED_KEYS, type DefinitionBundle } from "../schemas/index.ts";
+import { RESERVED_KEYS } from "../schemas/common.ts";
+import type { DefinitionBundle } from "../schemas/definitions.ts";
 import { checkAction, checkModel, checkPrompt } from "./check-actions.ts";
 import { checkTask, checkWorkflow } from "./check-workflows.ts";
 import { mappingsIn } from "./mappings-in.ts";

@@ -1,6 +1,6 @@
 import { Container } from "@cloudflare/containers";
 import { EngineError } from "../lib/errors.ts";
-import type { SandboxReleaseResult, SandboxReply } from "../schemas/index.ts";
+import type { SandboxReleaseResult, SandboxReply } from "../schemas/sandbox.ts";
 import {
   SandboxCore,
   type OwnerRecord,

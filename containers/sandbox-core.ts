@@ -13,7 +13,7 @@ import {
   SandboxWriteRequest,
   SandboxWriteResult,
   type SandboxReply,
-} from "../schemas/index.ts";
+} from "../schemas/sandbox.ts";
 
 /**
  * The one way the Sandbox reaches its shell server: the container's port in

@@ -2,17 +2,13 @@ import { z } from "zod";
 import { ensureEngineError } from "../lib/errors.ts";
 import { runIdFor, sha256Hex } from "../lib/ids.ts";
 import type { Result } from "../lib/result.ts";
-import {
-  ErrorSummary,
-  JsonValue,
-  toErrorSummary,
-  type GateRecord,
-  type GateView,
-  type ResourceHandle,
-  type RunSnapshot,
-  type Json,
-  RUN_STATUS_REASONS,
-} from "../schemas/index.ts";
+import type { GateView } from "../schemas/api.ts";
+import { JsonValue, type Json } from "../schemas/common.ts";
+import { ErrorSummary, toErrorSummary } from "../schemas/errors.ts";
+import { RUN_STATUS_REASONS } from "../schemas/journal-bodies.ts";
+import type { ResourceHandle } from "../schemas/payload.ts";
+import type { RunSnapshot } from "../schemas/resolved.ts";
+import type { GateRecord } from "../schemas/run.ts";
 import type { RunEvent } from "./decide.ts";
 import { MAX_WORKFLOW_DEPTH } from "./waits.ts";
 

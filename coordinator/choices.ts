@@ -1,5 +1,7 @@
 import type { Chosen } from "../lib/workflow-choice.ts";
-import type { InvocationRecord, Node as NodeDefinition, TaskSuspension } from "../schemas/index.ts";
+import type { Node as NodeDefinition } from "../schemas/definitions.ts";
+import type { TaskSuspension } from "../schemas/payload.ts";
+import type { InvocationRecord } from "../schemas/run.ts";
 import type { Draft } from "./draft.ts";
 
 /**

@@ -1,4 +1,4 @@
-import type { RunRecord } from "../schemas/index.ts";
+import type { RunRecord } from "../schemas/run.ts";
 import type { Draft } from "./draft.ts";
 import type { LiveWork } from "./live.ts";
 

@@ -1,6 +1,6 @@
 import { ensureEngineError } from "../lib/errors.ts";
-import { resolveSnapshotResult } from "../catalog/index.ts";
-import type { JournalEntry } from "../schemas/index.ts";
+import { resolveSnapshotResult } from "../catalog/snapshots.ts";
+import type { JournalEntry } from "../schemas/journal.ts";
 import { cancelChildRuns, notifyParentRun, startChildRun, type RunPeer, type RunPeers } from "./children.ts";
 import type { Command } from "./draft.ts";
 import type { RunEvent } from "./events.ts";

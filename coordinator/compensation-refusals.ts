@@ -1,4 +1,5 @@
-import { DEFAULT_COMPENSATE_POLICY, type CompensatePolicy, type RunRecord } from "../schemas/index.ts";
+import { DEFAULT_COMPENSATE_POLICY, type CompensatePolicy } from "../schemas/definitions.ts";
+import type { RunRecord } from "../schemas/run.ts";
 import type { CompensationTrigger } from "./compensation.ts";
 
 /**

@@ -1,20 +1,10 @@
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
-import {
-  attemptErrorOf,
-  DEFAULT_COMPENSATE_POLICY,
-  type AttemptError,
-  toFailure,
-  type Failure,
-  type ResolvedTask,
-  type ResolvedUndo,
-  type RunRecord,
-  type RunStatus,
-  type StepRecord,
-  type TaskResult,
-  type UndoRecord,
-} from "../schemas/index.ts";
-import { DEADLINE_GRACE_MS, DEFAULT_TASK_TIMEOUT_MS, runFieldsOf } from "./dispatch.ts";
-import type { Draft } from "./draft.ts";
+import { DEFAULT_COMPENSATE_POLICY } from "../schemas/definitions.ts";
+import { type AttemptError, toFailure, type Failure } from "../schemas/errors.ts";
+import { attemptErrorOf, type StepRecord, type TaskResult } from "../schemas/payload.ts";
+import type { ResolvedTask, ResolvedUndo } from "../schemas/resolved.ts";
+import type { RunRecord, RunStatus, UndoRecord } from "../schemas/run.ts";
+import { DEADLINE_GRACE_MS, DEFAULT_TASK_TIMEOUT_MS, runFieldsOf, type Draft } from "./draft.ts";
 import type { LiveWork } from "./live.ts";
 
 /**

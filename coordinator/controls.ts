@@ -1,5 +1,6 @@
 import { EngineError } from "../lib/errors.ts";
-import { RUN_STATUS_REASONS, type RunRecord, type RunStatus } from "../schemas/index.ts";
+import { RUN_STATUS_REASONS } from "../schemas/journal-bodies.ts";
+import type { RunRecord, RunStatus } from "../schemas/run.ts";
 import { compensateRefusal, redriveRefusal, type CompensationPolicyOf } from "./compensation-refusals.ts";
 import type { RunEvent } from "./events.ts";
 import { CONTROL_STATUSES, RUN_CONTROLS, statusAllows, type RunControl } from "./control-statuses.ts";

@@ -3,15 +3,10 @@ import { EngineError } from "../lib/errors.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import type { SignedEntryText } from "../lib/journal/index.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import type {
-  GateView,
-  JournalEntry,
-  RunSnapshot,
-  RunView,
-  TaskPayload,
-  TaskResult,
-  NodeDetail,
-} from "../schemas/index.ts";
+import type { GateView, RunView, NodeDetail } from "../schemas/api.ts";
+import type { JournalEntry } from "../schemas/journal.ts";
+import type { TaskPayload, TaskResult } from "../schemas/payload.ts";
+import type { RunSnapshot } from "../schemas/resolved.ts";
 import { ChildNotification, toGateView } from "./children.ts";
 import { perform, type CommandDeps } from "./commands.ts";
 import { assertAllowed, CONTROLS, isRunControl, type RunControl } from "./controls.ts";
@@ -28,7 +23,7 @@ import { RunIndexSync } from "./run-index.ts";
 import { JournalSigner, journalOf } from "./signer.ts";
 import { newStats, type CoordinatorStats } from "./stats.ts";
 import { CallBudget } from "./call-budget.ts";
-import { RunStore, type UnsignedEntry } from "./storage.ts";
+import { JOURNAL_PAGE, RunStore, type UnsignedEntry } from "./storage.ts";
 import { toNodeDetail, toRunView, toStartSummary } from "./view.ts";
 import { WakeScheduler } from "./wakes.ts";
 
@@ -49,8 +44,6 @@ interface Decided {
 
 /** Journal entries returned by one events call. */
 const EVENTS_PAGE = 500;
-/** Journal entries returned by one journal call, at most: a long journal is read in pages, no answer grows with the run. */
-export const JOURNAL_PAGE = 1_000;
 
 /**
  * One run: its lifecycle, schedule, timers and signed journal. This class

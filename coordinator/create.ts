@@ -1,17 +1,11 @@
 import { z } from "zod";
-import {
-  JsonValue,
-  PlanOrigin,
-  PlanStepRecord,
-  ResourceHandle,
-  RunMode,
-  RunSnapshot,
-  type JournalBody,
-  type JournalKind,
-  type NodeRecord,
-  type RunRecord,
-  type RunView,
-} from "../schemas/index.ts";
+import type { RunView } from "../schemas/api.ts";
+import { JsonValue } from "../schemas/common.ts";
+import type { JournalBody, JournalKind } from "../schemas/journal-bodies.ts";
+import { ResourceHandle } from "../schemas/payload.ts";
+import { PlanOrigin } from "../schemas/plans.ts";
+import { RunSnapshot } from "../schemas/resolved.ts";
+import { PlanStepRecord, RunMode, type NodeRecord, type RunRecord } from "../schemas/run.ts";
 import type { RunState } from "./decide.ts";
 
 /** API → coordinator: everything a new run needs, resolved before the call. */
@@ -90,7 +84,7 @@ export function newRunState(request: CreateRunRequest, now: number): RunState {
   };
 }
 
-/** A journal entry of a kind of the table in schemas/journal.ts, before its chain link and signature. */
+/** A journal entry of a kind of the table in schemas/journal-bodies.ts, before its chain link and signature. */
 export interface UnsignedEntryOf<K extends JournalKind> {
   seq: number;
   kind: K;

@@ -1,10 +1,6 @@
-import {
-  attemptErrorOf,
-  redriveReason,
-  RUN_STATUS_REASONS,
-  type InvocationRecord,
-  type TaskResult,
-} from "../schemas/index.ts";
+import { redriveReason, RUN_STATUS_REASONS } from "../schemas/journal-bodies.ts";
+import { attemptErrorOf, type TaskResult } from "../schemas/payload.ts";
+import type { InvocationRecord } from "../schemas/run.ts";
 import { MAX_CLEANUP_CALLS_PER_EVENT, sendCleanup } from "./cleanup.ts";
 import {
   compensateOnEnd,
@@ -38,10 +34,9 @@ import {
 export { LIVENESS_CHECK_MS, MAX_CLEANUP_RETRY_MS, PARENT_NOTIFY_RETRY_MS } from "./schedule.ts";
 export type { RunEvent, WakeBudget } from "./events.ts";
 export type { Command, DecideContext, RunState } from "./draft.ts";
+export { DEADLINE_GRACE_MS, DEFAULT_TASK_TIMEOUT_MS } from "./draft.ts";
 export {
   DEFAULT_MAX_PARALLEL,
-  DEFAULT_TASK_TIMEOUT_MS,
-  DEADLINE_GRACE_MS,
   FULL_WAKE_BUDGET,
   MAX_DISPATCHES_PER_EVENT,
   MAX_EXECUTOR_CALLS_PER_EVENT,

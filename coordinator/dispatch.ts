@@ -1,5 +1,6 @@
-import type { InvocationRecord, ResourceHandle, TaskPayload } from "../schemas/index.ts";
-import type { Draft } from "./draft.ts";
+import type { ResourceHandle } from "../schemas/payload.ts";
+import type { InvocationRecord } from "../schemas/run.ts";
+import { DEADLINE_GRACE_MS, DEFAULT_TASK_TIMEOUT_MS, runFieldsOf, type Draft } from "./draft.ts";
 import type { LiveWork } from "./live.ts";
 import { failNode } from "./nodes.ts";
 import { childKey, MAX_CHILD_STARTS_PER_EVENT, requestChild, unstartedChild } from "./waits.ts";
@@ -29,14 +30,6 @@ export const FULL_WAKE_BUDGET = {
 export const MAX_DISPATCHES_PER_EVENT = TASKS_PER_EXECUTOR_CALL * MAX_EXECUTOR_CALLS_PER_EVENT;
 /** In-flight tasks per run when the workflow sets no `max_parallel`. */
 export const DEFAULT_MAX_PARALLEL = 32;
-/** A task attempt's bound when its node sets no `timeout_ms`: 15 minutes. */
-export const DEFAULT_TASK_TIMEOUT_MS = 15 * 60_000;
-/**
- * The executor enforces `timeout_ms` itself and reports the timeout; the
- * coordinator's own deadline comes this much later and only catches an
- * executor that never answered.
- */
-export const DEADLINE_GRACE_MS = 10_000;
 
 /** Node statuses after which none of its invocations is open (running, suspended, retrying or pending). */
 export const SETTLED_NODE: ReadonlySet<string> = new Set(["completed", "skipped", "cancelled", "failed"]);
@@ -242,21 +235,6 @@ function dispatchInvocation(draft: Draft, nodeId: string, invocation: Invocation
       ...(invocation.resume ? { resume: invocation.resume } : {}),
     },
   });
-}
-
-/** What every payload of the run carries about the run: its id, workflow, allowlist and parent. */
-export function runFieldsOf(
-  draft: Draft,
-): Pick<TaskPayload, "workflow_run_id" | "workflow_id" | "workflow_version" | "tools" | "parent_run_id"> {
-  const { run_id, workflow, parent } = draft.record;
-  return {
-    workflow_run_id: run_id,
-    workflow_id: workflow.id,
-    workflow_version: workflow.version,
-    tools: draft.workflow.tools ?? [],
-    // Artifacts of a parent run are readable by its children (executor/tools/artifacts.ts).
-    ...(parent === null ? {} : { parent_run_id: parent.run_id }),
-  };
 }
 
 /**

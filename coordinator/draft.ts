@@ -1,19 +1,10 @@
-import {
-  toErrorSummary,
-  type ErrorSummary,
-  type Failure,
-  type InvocationRecord,
-  type JournalBody,
-  type JournalKind,
-  type Node as NodeDefinition,
-  type NodeRecord,
-  type RunRecord,
-  type RunSnapshot,
-  type ResourceHandle,
-  type RunStatus,
-  type TaskPayload,
-  type Json,
-} from "../schemas/index.ts";
+import type { Json } from "../schemas/common.ts";
+import type { Node as NodeDefinition } from "../schemas/definitions.ts";
+import { toErrorSummary, type ErrorSummary, type Failure } from "../schemas/errors.ts";
+import type { JournalBody, JournalKind } from "../schemas/journal-bodies.ts";
+import type { ResourceHandle, TaskPayload } from "../schemas/payload.ts";
+import type { RunSnapshot } from "../schemas/resolved.ts";
+import type { InvocationRecord, NodeRecord, RunRecord, RunStatus } from "../schemas/run.ts";
 import { assertTransition } from "./lifecycle.ts";
 
 export interface RunState {
@@ -21,7 +12,7 @@ export interface RunState {
   nodes: Record<string, NodeRecord>;
 }
 
-/** A journal entry to sign and append: a kind of the table in schemas/journal.ts, with that kind's body. */
+/** A journal entry to sign and append: a kind of the table in schemas/journal-bodies.ts, with that kind's body. */
 export type JournalCommand = {
   [K in JournalKind]: { kind: "journal"; seq: number; entryKind: K; body: JournalBody<K> };
 }[JournalKind];
@@ -202,7 +193,7 @@ export class Draft {
     return found && invocation?.token === token ? { nodeId: found.nodeId, invocation } : undefined;
   }
 
-  /** Appends a journal entry (only a kind of the table in schemas/journal.ts, with its body); returns its seq. */
+  /** Appends a journal entry (only a kind of the table in schemas/journal-bodies.ts, with its body); returns its seq. */
   journal<K extends JournalKind>(entryKind: K, body: JournalBody<K>): number {
     const seq = this.record.journal_seq + 1;
     this.record.journal_seq = seq;
@@ -394,4 +385,28 @@ function failedSeqs(nodes: Record<string, NodeRecord>): number[] {
     .filter((node) => node.status === "failed" && node.settled_seq !== null)
     .map((node) => node.settled_seq as number)
     .sort((a, b) => a - b);
+}
+
+/** A task attempt's bound when its node sets no `timeout_ms`: 15 minutes. */
+export const DEFAULT_TASK_TIMEOUT_MS = 15 * 60_000;
+/**
+ * The executor enforces `timeout_ms` itself and reports the timeout; the
+ * coordinator's own deadline comes this much later and only catches an
+ * executor that never answered.
+ */
+export const DEADLINE_GRACE_MS = 10_000;
+
+/** What every payload of the run carries about the run: its id, workflow, allowlist and parent. */
+export function runFieldsOf(
+  draft: Draft,
+): Pick<TaskPayload, "workflow_run_id" | "workflow_id" | "workflow_version" | "tools" | "parent_run_id"> {
+  const { run_id, workflow, parent } = draft.record;
+  return {
+    workflow_run_id: run_id,
+    workflow_id: workflow.id,
+    workflow_version: workflow.version,
+    tools: draft.workflow.tools ?? [],
+    // Artifacts of a parent run are readable by its children (executor/tools/artifacts.ts).
+    ...(parent === null ? {} : { parent_run_id: parent.run_id }),
+  };
 }

@@ -1,4 +1,5 @@
-import type { TaskResult, Json } from "../schemas/index.ts";
+import type { Json } from "../schemas/common.ts";
+import type { TaskResult } from "../schemas/payload.ts";
 import type { LiveWork } from "./live.ts";
 import type { ChildOutcome } from "./waits.ts";
 

@@ -1,6 +1,7 @@
 import { EngineError, ensureEngineError, toTaskError } from "../lib/errors.ts";
 import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../lib/journal/canonical.ts";
-import { ACTION_TRAITS, TaskResult, toTaskGroup, toUnsignableResult, type TaskPayload } from "../schemas/index.ts";
+import { ACTION_TRAITS } from "../schemas/actions.ts";
+import { TaskResult, toTaskGroup, toUnsignableResult, type TaskPayload } from "../schemas/payload.ts";
 import { fastTaskResult } from "../schemas/payload-fast.ts";
 import type { LiveSet } from "./live.ts";
 

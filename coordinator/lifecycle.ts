@@ -1,5 +1,5 @@
 import { EngineError } from "../lib/errors.ts";
-import type { RunStatus } from "../schemas/index.ts";
+import type { RunStatus } from "../schemas/run.ts";
 
 /**
  * The run lifecycle (docs/api.md, `GET /v1/runs/{run_id}`: the statuses and

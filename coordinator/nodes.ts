@@ -1,24 +1,17 @@
 import { ensureEngineError, EngineError } from "../lib/errors.ts";
 import { evalCelBool } from "../lib/expr/cel.ts";
 import { selectJsonPath } from "../lib/expr/jsonpath.ts";
-import { buildInput } from "../lib/expr/mapping.ts";
+import { applyOutputMapping, buildInput, selectOutput, setTargetPath, type Writable } from "../lib/expr/mapping.ts";
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
 import { chooseWorkflow, type Chosen } from "../lib/workflow-choice.ts";
-import {
-  toErrorSummary,
-  toFailure,
-  type AttemptError,
-  type Failure,
-  type InvocationRecord,
-  type Node as NodeDefinition,
-  type NodeRecord,
-  type Json,
-  type StepRecord,
-} from "../schemas/index.ts";
+import type { Json } from "../schemas/common.ts";
+import type { Node as NodeDefinition } from "../schemas/definitions.ts";
+import { toErrorSummary, toFailure, type AttemptError, type Failure } from "../schemas/errors.ts";
+import type { StepRecord } from "../schemas/payload.ts";
+import type { InvocationRecord, NodeRecord } from "../schemas/run.ts";
 import { journalChoices } from "./choices.ts";
 import { closeInvocation, isOpen, type Draft } from "./draft.ts";
 import { contextDocument, inNodeScope } from "./node-context.ts";
-import { writeNodeOutput } from "./node-output.ts";
 import { topologyOf } from "./topology.ts";
 
 /**
@@ -377,4 +370,51 @@ export function failNode(draft: Draft, nodeId: string, error: Failure): void {
   if (draft.workflow.fail_fast ?? true) {
     draft.cancelOpenNodes(`node ${nodeId} failed (fail_fast)`);
   }
+}
+
+/** Runs `work` with the `run` variable of a foreach item (or of the node, for null). */
+export type InItemScope = <T>(item: number | null, work: () => T) => T;
+
+/**
+ * Where a node's task output goes in the run context (docs/definitions.md,
+ * "Node" and "foreach"): by its output mapping, or at `state.<node id>`. A
+ * foreach node's output is the array of its item outputs in item order, and
+ * each mapping target receives the array of what its source gives for each
+ * item. An item (or a repeat iteration) that was skipped has no output to map:
+ * its place is `null`. A bare `$` path that selects nothing from an output
+ * that exists fails with `mapping.unresolved` (naming the item in a foreach);
+ * one marked optional gives its default, or `null` in a foreach's array and no
+ * write otherwise. `inScope` runs each evaluation with the `run` variable of
+ * its item (null outside a foreach; coordinator/node-context.ts).
+ */
+export function writeNodeOutput(
+  nodeId: string,
+  definition: NodeDefinition,
+  invocations: readonly InvocationRecord[],
+  target: Writable,
+  inScope: InItemScope = (_item, work) => work(),
+): Writable {
+  const outputs = invocations.map((invocation) => invocation.output ?? null);
+  const mapping = definition.output_mapping;
+  if (mapping === undefined) {
+    return setTargetPath(target, `state.${nodeId}`, definition.foreach ? outputs : (outputs[0] ?? null));
+  }
+  if (!definition.foreach) {
+    const only = invocations[0];
+    return only === undefined || only.status === "skipped"
+      ? Object.keys(mapping).reduce((next, path) => setTargetPath(next, path, null), target)
+      : inScope(null, () => applyOutputMapping(mapping, only.output ?? null, target));
+  }
+  let next = target;
+  for (const [path, source] of Object.entries(mapping)) {
+    const values = invocations.map((invocation, index): Json => {
+      if (invocation.status === "skipped") {
+        return null;
+      }
+      const selected = inScope(index, () => selectOutput(path, source, invocation.output ?? null, index));
+      return selected.found ? selected.value : null;
+    });
+    next = setTargetPath(next, path, values);
+  }
+  return next;
 }

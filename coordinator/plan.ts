@@ -1,4 +1,4 @@
-import type { RunSnapshot } from "../schemas/index.ts";
+import type { RunSnapshot } from "../schemas/resolved.ts";
 
 export interface PlannedAction {
   step: string;

@@ -1,7 +1,9 @@
 import { EngineError } from "../lib/errors.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import { APPROVAL_SCHEMA, GateAnswerBody, type GateRecord, type RunRecord } from "../schemas/index.ts";
+import { GateAnswerBody } from "../schemas/api.ts";
+import { APPROVAL_SCHEMA } from "../schemas/payload.ts";
+import type { GateRecord, RunRecord } from "../schemas/run.ts";
 import type { CreateRunRequest } from "./create.ts";
 import type { RunEvent } from "./events.ts";
 

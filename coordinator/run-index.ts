@@ -1,5 +1,6 @@
 import { ensureEngineError } from "../lib/errors.ts";
-import type { RunIndexRow, RunRecord } from "../schemas/index.ts";
+import type { RunIndexRow } from "../schemas/run-index.ts";
+import type { RunRecord } from "../schemas/run.ts";
 import { isTerminal } from "./lifecycle.ts";
 import type { WakeScheduler } from "./wakes.ts";
 

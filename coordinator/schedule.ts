@@ -1,5 +1,6 @@
 import { validateJson } from "../lib/json-schema.ts";
-import { RUN_STATUS_REASONS, type RunStatus } from "../schemas/index.ts";
+import { RUN_STATUS_REASONS } from "../schemas/journal-bodies.ts";
+import type { RunStatus } from "../schemas/run.ts";
 import { hasPendingCleanup } from "./cleanup.ts";
 import { compensationWakeAt } from "./compensation.ts";
 import { dispatchable, inFlightCount, SETTLED_NODE } from "./dispatch.ts";

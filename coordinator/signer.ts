@@ -1,5 +1,5 @@
 import { importSigningKey, signEntryText, type JournalSigningKey, type SignedEntryText } from "../lib/journal/index.ts";
-import type { TaskPayload } from "../schemas/index.ts";
+import type { TaskPayload } from "../schemas/payload.ts";
 import { ensureEngineError } from "../lib/errors.ts";
 import { Mutex } from "../lib/mutex.ts";
 import { waitsOnIo } from "./executor-client.ts";

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { EngineError } from "../lib/errors.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import type { GateRecord, RunRecord } from "../schemas/index.ts";
+import type { GateRecord, RunRecord } from "../schemas/run.ts";
 import type { Draft } from "./draft.ts";
 import type { RunEvent } from "./events.ts";
 import { isTerminal } from "./lifecycle.ts";

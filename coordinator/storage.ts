@@ -1,13 +1,8 @@
 import type { z } from "zod";
-import {
-  InvocationRecord,
-  JournalEntry,
-  JournalSignedFields,
-  NodeRecord,
-  RunRecord,
-  RunIndexRow,
-  RunSnapshot,
-} from "../schemas/index.ts";
+import { JournalEntry, JournalSignedFields } from "../schemas/journal.ts";
+import { RunSnapshot } from "../schemas/resolved.ts";
+import { RunIndexRow } from "../schemas/run-index.ts";
+import { InvocationRecord, NodeRecord, RunRecord } from "../schemas/run.ts";
 import type { SignedEntryText } from "../lib/journal/index.ts";
 import type { RunState } from "./decide.ts";
 import { isIndexChange, toIndexRow, type IndexOutbox, type StagedIndexRow } from "./run-index.ts";
@@ -35,6 +30,9 @@ export const RUN_TABLES = `CREATE TABLE IF NOT EXISTS blobs (key TEXT NOT NULL, 
     row TEXT NOT NULL, written INTEGER NOT NULL, attempts INTEGER NOT NULL, retry_at INTEGER);`;
 
 /** A journal entry decided and committed, waiting to be chained and signed. */
+/** Journal entries returned by one journal call, at most: a long journal is read in pages, no answer grows with the run. */
+export const JOURNAL_PAGE = 1_000;
+
 export const UnsignedEntry = JournalSignedFields.omit({ prev: true, run_id: true });
 export type UnsignedEntry = z.infer<typeof UnsignedEntry>;
 

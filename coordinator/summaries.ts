@@ -1,4 +1,6 @@
-import type { ChildLink, InvocationRecord, Json, StepRecord, StepSummary } from "../schemas/index.ts";
+import type { Json } from "../schemas/common.ts";
+import type { StepRecord } from "../schemas/payload.ts";
+import type { ChildLink, InvocationRecord, StepSummary } from "../schemas/run.ts";
 import type { Draft } from "./draft.ts";
 
 /**

@@ -1,4 +1,4 @@
-import type { Node as NodeDefinition } from "../schemas/index.ts";
+import type { Node as NodeDefinition } from "../schemas/definitions.ts";
 import type { Draft } from "./draft.ts";
 
 export interface Topology {

@@ -1,15 +1,9 @@
-import {
-  toFailureView,
-  StepRecord,
-  type DispatchView,
-  type JournalEntry,
-  type NodeDetail,
-  type NodeRecord,
-  type NodeView,
-  type RunRecord,
-  type RunSnapshot,
-  type RunView,
-} from "../schemas/index.ts";
+import type { DispatchView, NodeDetail, NodeView, RunView } from "../schemas/api.ts";
+import { toFailureView } from "../schemas/errors.ts";
+import type { JournalEntry } from "../schemas/journal.ts";
+import { StepRecord } from "../schemas/payload.ts";
+import type { RunSnapshot } from "../schemas/resolved.ts";
+import type { NodeRecord, RunRecord } from "../schemas/run.ts";
 import { toPlanResults } from "../plans/index.ts";
 import { toGateView } from "./children.ts";
 import { allows, RUN_CONTROLS } from "./controls.ts";

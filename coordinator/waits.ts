@@ -1,15 +1,7 @@
-import {
-  toFailure,
-  type ErrorSummary,
-  type GateRecord,
-  type InvocationRecord,
-  type ResourceHandle,
-  type Suspension,
-  type TaskResume,
-  type TaskSuspension,
-  type Json,
-  type StepRecord,
-} from "../schemas/index.ts";
+import type { Json } from "../schemas/common.ts";
+import { toFailure, type ErrorSummary } from "../schemas/errors.ts";
+import type { ResourceHandle, TaskResume, TaskSuspension, StepRecord } from "../schemas/payload.ts";
+import type { GateRecord, InvocationRecord, Suspension } from "../schemas/run.ts";
 import type { Draft } from "./draft.ts";
 import { completeInvocation, failNode, itemOf } from "./nodes.ts";
 import { withChild, withChildStatus } from "./summaries.ts";

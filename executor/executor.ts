@@ -1,7 +1,7 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { EngineError, ensureEngineError, toTaskError } from "../lib/errors.ts";
 import { summarize } from "../lib/validation.ts";
-import { fromTaskGroup, type TaskPayload, type TaskResult } from "../schemas/index.ts";
+import { fromTaskGroup, type TaskPayload, type TaskResult } from "../schemas/payload.ts";
 import { checkTaskGroup, checkTaskPayload } from "./task-check.ts";
 import { runTask } from "./run-task.ts";
 import { SYSTEM_CLOCK } from "./invoke.ts";

@@ -3,14 +3,10 @@ import { canonicalProblem } from "../lib/journal/canonical.ts";
 import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
-import {
-  ACTION_TRAITS,
-  type ActionKind,
-  type CallAttempt,
-  type ResolvedAction,
-  type Json,
-  type JsonObject,
-} from "../schemas/index.ts";
+import { ACTION_TRAITS, type ActionKind } from "../schemas/actions.ts";
+import type { Json, JsonObject } from "../schemas/common.ts";
+import type { CallAttempt } from "../schemas/payload.ts";
+import type { ResolvedAction } from "../schemas/resolved.ts";
 import { ACTION_HANDLERS, type ActionContext, type ResolvedActionOf } from "./actions/index.ts";
 
 /** An action call's bound when the action sets no `execution.timeout_ms`: 30 seconds. */

@@ -1,7 +1,8 @@
 import { MAX_TASK_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
 import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../lib/journal/canonical.ts";
 import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
-import { ACTION_TRAITS, toUnsignableResult, type TaskPayload, type TaskResult } from "../schemas/index.ts";
+import { ACTION_TRAITS } from "../schemas/actions.ts";
+import { toUnsignableResult, type TaskPayload, type TaskResult } from "../schemas/payload.ts";
 import type { ActionContext } from "./actions/index.ts";
 import { runSteps, type StepTally } from "./step-loop.ts";
 import { stepRunVariables } from "./run-variables.ts";

@@ -1,5 +1,5 @@
 import { idempotencyKey, type StepRunVariables, withRunVariables } from "../lib/expr/run-scope.ts";
-import type { TaskPayload } from "../schemas/index.ts";
+import type { TaskPayload } from "../schemas/payload.ts";
 
 /**
  * The `run` variable of each step of the task, by step index (lib/expr/run-scope.ts).

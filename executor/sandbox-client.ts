@@ -14,7 +14,7 @@ import {
   type SandboxReadRequest,
   type SandboxReply,
   type SandboxWriteRequest,
-} from "../schemas/index.ts";
+} from "../schemas/sandbox.ts";
 import type { ActionContext } from "./actions/types.ts";
 
 /** The generic name actions use for their container when they name none. */

@@ -4,17 +4,17 @@ import { buildInput } from "../lib/expr/mapping.ts";
 import { inRunScope } from "./run-variables.ts";
 import type { StepRunVariables } from "../lib/expr/run-scope.ts";
 import { validateJson } from "../lib/json-schema.ts";
+import type { Json } from "../schemas/common.ts";
 import {
   APPROVAL_SCHEMA,
   type CallAttempt,
-  type ResolvedStep,
   type StepRecord,
   type StepUndo,
   type TaskContext,
   type TaskPayload,
   type TaskSuspension,
-  type Json,
-} from "../schemas/index.ts";
+} from "../schemas/payload.ts";
+import type { ResolvedStep } from "../schemas/resolved.ts";
 import { suspensionFor, type ActionContext } from "./actions/index.ts";
 import { invokeAction, type Clock } from "./invoke.ts";
 import { onStepFailure, stepRecord, writeStepOutput, type StepOutcome } from "./step-outcome.ts";

@@ -1,14 +1,8 @@
 import { EngineError } from "../lib/errors.ts";
 import { applyOutputMapping, setTargetPath } from "../lib/expr/mapping.ts";
-import type {
-  CallAttempt,
-  ResolvedStep,
-  StepRecord,
-  StepUndo,
-  TaskContext,
-  TaskSuspension,
-  Json,
-} from "../schemas/index.ts";
+import type { Json } from "../schemas/common.ts";
+import type { CallAttempt, StepRecord, StepUndo, TaskContext, TaskSuspension } from "../schemas/payload.ts";
+import type { ResolvedStep } from "../schemas/resolved.ts";
 
 /**
  * Failures that the same task input always reproduces: a step's

@@ -2,7 +2,9 @@ import { z } from "zod";
 import { setBounded } from "../lib/bounded-cache.ts";
 import { isPlainObject } from "../lib/expr/template-values.ts";
 import { issuesToDetails } from "../lib/validation.ts";
-import { ResolvedTask, TaskGroup, TaskPayload, type ErrorDetail } from "../schemas/index.ts";
+import type { ErrorDetail } from "../schemas/errors.ts";
+import { TaskGroup, TaskPayload } from "../schemas/payload.ts";
+import { ResolvedTask } from "../schemas/resolved.ts";
 import { fastPayloadEnvelope, fastTaskGroupEnvelope } from "../schemas/payload-fast.ts";
 
 /** Checked tasks remembered per isolate, at most. */

@@ -1,6 +1,7 @@
 import { EngineError, toTaskError as engineErrorToTaskError } from "../lib/errors.ts";
 import { validateJson } from "../lib/json-schema.ts";
-import type { TaskContext, TaskPayload, TaskResult, Json } from "../schemas/index.ts";
+import type { Json } from "../schemas/common.ts";
+import type { TaskContext, TaskPayload, TaskResult } from "../schemas/payload.ts";
 import type { LoopEnd, StepTally } from "./step-loop.ts";
 
 /**

@@ -1,6 +1,6 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { validateJson } from "../lib/json-schema.ts";
-import type { StepRecord, TaskContext, TaskPayload, TaskResume } from "../schemas/index.ts";
+import type { StepRecord, TaskContext, TaskPayload, TaskResume } from "../schemas/payload.ts";
 import type { StepRunVariables } from "../lib/expr/run-scope.ts";
 import { inRunScope } from "./run-variables.ts";
 import { checkProduces } from "./invoke.ts";

@@ -1,4 +1,4 @@
-import { toHex } from "./journal/keys.ts";
+import { toHex } from "./journal/encoding.ts";
 
 /** Run ids: `run_` and 32 lowercase hex digits. */
 export const RUN_ID_PATTERN = /^run_[0-9a-f]{32}$/;

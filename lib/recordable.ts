@@ -1,4 +1,4 @@
-import type { Json } from "../schemas/index.ts";
+import type { Json } from "../schemas/common.ts";
 import { sha256Hex } from "./ids.ts";
 import { canonicalJson } from "./journal/canonical.ts";
 

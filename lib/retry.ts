@@ -1,4 +1,4 @@
-import { RETRY_DEFAULTS, type RetryPolicy } from "../schemas/index.ts";
+import { RETRY_DEFAULTS, type RetryPolicy } from "../schemas/common.ts";
 
 /** The longest `Retry-After` honoured: 10 minutes. */
 export const MAX_RETRY_AFTER_MS = 600_000;
@@ -44,4 +44,17 @@ export function retryDelayMs(
   const jittered = policy.jitter ? capped / 2 + (capped / 2) * random : capped;
   const floor = retryAfterMs === undefined ? 0 : Math.min(retryAfterMs, MAX_RETRY_AFTER_MS);
   return Math.round(Math.max(jittered, floor));
+}
+
+/** `Retry-After` as milliseconds: delta-seconds or an HTTP date. */
+export function retryAfterMs(header: string | null, now = Date.now()): number | undefined {
+  if (header === null) {
+    return undefined;
+  }
+  const seconds = Number(header.trim());
+  if (Number.isFinite(seconds) && seconds >= 0) {
+    return Math.round(seconds * 1000);
+  }
+  const date = Date.parse(header);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }

@@ -1,6 +1,7 @@
 import { EngineError } from "./errors.ts";
 import { selectJsonPath } from "./expr/jsonpath.ts";
-import { parseReference, type Json, type PinnedWorkflow, type WorkflowChoice } from "../schemas/index.ts";
+import { parseReference, type Json, type WorkflowChoice } from "../schemas/common.ts";
+import type { PinnedWorkflow } from "../schemas/resolved.ts";
 
 /**
  * Choosing work at run time (docs/definitions.md, "Choosing work at run

@@ -8,6 +8,7 @@ export * from "./common.ts";
 export * from "./definitions.ts";
 export * from "./errors.ts";
 export * from "./journal.ts";
+export * from "./journal-bodies.ts";
 export * from "./payload.ts";
 export * from "./plans.ts";
 export * from "./resolved.ts";

@@ -5,7 +5,7 @@ import { checkBodyLimits, MAX_BODY_BYTES } from "../lib/json-limits.ts";
 import { parseYamlBody } from "../lib/yaml-body.ts";
 import DEFINITIONS_SCHEMA from "../schemas/json/definitions.schema.json";
 import OPENAPI from "../schemas/json/openapi.json";
-import { DEFINITION_KINDS } from "../schemas/index.ts";
+import { DEFINITION_KINDS } from "../schemas/definitions.ts";
 import { bearerAuth } from "./auth.ts";
 import { onError } from "./errors.ts";
 import { appliedWait, preferredWaitMs } from "./prefer.ts";

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
-import type { ErrorBody } from "../schemas/index.ts";
+import type { ErrorBody } from "../schemas/api.ts";
 
 /** Exact codes whose status is not implied by their suffix. */
 const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {

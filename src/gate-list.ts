@@ -1,7 +1,8 @@
 import type { z } from "zod";
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import { ListGatesQuery, RunIndexRow, type OpenGate, type OpenGateList } from "../schemas/index.ts";
+import type { OpenGate, OpenGateList } from "../schemas/api.ts";
+import { ListGatesQuery, RunIndexRow } from "../schemas/run-index.ts";
 import { decodeCursor, encodeCursor } from "./run-list.ts";
 import { listGates } from "./service.ts";
 

@@ -7,11 +7,11 @@ import { createApp } from "./app.ts";
 export default createApp();
 
 /** One Durable Object per run: lifecycle, scheduling, timers, signed journal. */
-export { Coordinator } from "../coordinator/index.ts";
+export { Coordinator } from "../coordinator/coordinator.ts";
 /** The definition catalog (SQLite). */
-export { Catalog } from "../catalog/index.ts";
+export { Catalog } from "../catalog/catalog.ts";
 /** The stateless executor entrypoint the coordinator dispatches tasks to. */
-export { Executor } from "../executor/index.ts";
+export { Executor } from "../executor/executor.ts";
 /** The API over Workers RPC. */
 export { TrellisApi } from "./rpc.ts";
 /** One container per run and declared resource, running the shell server (docs/containers.md). */

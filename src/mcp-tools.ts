@@ -1,6 +1,7 @@
 import { listTools } from "../executor/actions/mcp.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import { ResolvedMcpServer, type McpToolList } from "../schemas/index.ts";
+import type { McpToolList } from "../schemas/api.ts";
+import { ResolvedMcpServer } from "../schemas/resolved.ts";
 import { getDefinition } from "./service.ts";
 
 /** How long listing a server's tools may take, connection included. */

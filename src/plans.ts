@@ -5,15 +5,10 @@ import { unwrap, type Result } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { checkGraph, compilePlan, finishPlan, normalizePlan, type NormalPlan } from "../plans/index.ts";
-import {
-  ApproveBody,
-  PlanRequest,
-  type Json,
-  type PlanOrigin,
-  type RunSnapshot,
-  type RunView,
-  type StartPlanResponse,
-} from "../schemas/index.ts";
+import type { RunView } from "../schemas/api.ts";
+import type { Json } from "../schemas/common.ts";
+import { ApproveBody, PlanRequest, type PlanOrigin, type StartPlanResponse } from "../schemas/plans.ts";
+import type { RunSnapshot } from "../schemas/resolved.ts";
 import { catalog, controlRun, coordinator, createRun } from "./service.ts";
 
 /**

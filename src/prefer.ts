@@ -1,4 +1,4 @@
-import { MAX_START_WAIT_MS } from "../schemas/index.ts";
+import { MAX_START_WAIT_MS } from "../schemas/api.ts";
 
 /** The longest `Prefer` header read: a preference list is a handful of tokens. */
 const MAX_PREFER_CHARS = 1_024;

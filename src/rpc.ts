@@ -4,20 +4,20 @@ import { checkBodyLimits } from "../lib/json-limits.ts";
 import type { JournalEntry } from "../lib/journal/index.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import { StartRunOptions } from "../schemas/index.ts";
+import { StartRunOptions } from "../schemas/api.ts";
 import type {
   DefinitionList,
   DefinitionRecord,
   DefinitionVersions,
   GateView,
-  Jwks,
   OpenGateList,
   RegisterResponse,
   RunList,
   RunView,
-  StartPlanResponse,
   StartRunResponse,
-} from "../schemas/index.ts";
+} from "../schemas/api.ts";
+import type { Jwks } from "../schemas/journal.ts";
+import type { StartPlanResponse } from "../schemas/plans.ts";
 import type { RunControl } from "../coordinator/controls.ts";
 import type { TrellisApi as TrellisApiClient } from "../client/index.ts";
 import { listOpenGates } from "./gate-list.ts";

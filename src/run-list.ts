@@ -1,13 +1,8 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import {
-  ListRunsQuery,
-  parseReference,
-  RunCursor,
-  RunIndexRow,
-  type RunList,
-  type RunSummary,
-} from "../schemas/index.ts";
+import type { RunList, RunSummary } from "../schemas/api.ts";
+import { parseReference } from "../schemas/common.ts";
+import { ListRunsQuery, RunCursor, RunIndexRow } from "../schemas/run-index.ts";
 
 /** Runs per page when the query names no `limit`. */
 export const DEFAULT_RUNS_PAGE = 20;

@@ -1,11 +1,8 @@
-import { decodeCursor, resolveSnapshot, type Catalog, type ListPage } from "../catalog/index.ts";
-import {
-  JOURNAL_PAGE,
-  type Coordinator,
-  type CreateRunOutcome,
-  type CreateRunRequest,
-  type RunControl,
-} from "../coordinator/index.ts";
+import type { Catalog } from "../catalog/catalog.ts";
+import { decodeCursor, type ListPage } from "../catalog/listing.ts";
+import { resolveSnapshot } from "../catalog/snapshots.ts";
+import type { Coordinator, CreateRunOutcome, CreateRunRequest, RunControl } from "../coordinator/index.ts";
+import { JOURNAL_PAGE } from "../coordinator/storage.ts";
 import { EngineError } from "../lib/errors.ts";
 import { newRunId, RUN_ID_PATTERN, runIdFor, sha256Hex } from "../lib/ids.ts";
 import { canonicalJson, importSigningKey, toJwks, type JournalEntry } from "../lib/journal/index.ts";
@@ -14,22 +11,21 @@ import { parseOrThrow } from "../lib/validation.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { planRun } from "../coordinator/plan.ts";
 import {
-  DefinitionKind,
   DefinitionListCursor,
   DefinitionListQuery,
-  Jwks,
   StartRunBody,
   type DefinitionList,
   type DefinitionRecord,
   type DefinitionVersions,
   type GateView,
-  type JsonObject,
   type NodeDetail,
-  type PublicJwk,
   type RegisterResponse,
   type RunView,
   type StartRunResponse,
-} from "../schemas/index.ts";
+} from "../schemas/api.ts";
+import type { JsonObject } from "../schemas/common.ts";
+import { DefinitionKind } from "../schemas/definitions.ts";
+import { Jwks, type PublicJwk } from "../schemas/journal.ts";
 
 /**
  * The operations of the API, shared by the HTTP routes and the Workers RPC

@@ -1,6 +1,6 @@
 import { evalCel } from "../../lib/expr/cel.ts";
 import { setIn } from "../../lib/expr/mapping.ts";
-import type { Json, JsonObject } from "../../schemas/index.ts";
+import type { Json, JsonObject } from "../../schemas/common.ts";
 import type { ActionHandler } from "./types.ts";
 
 /**

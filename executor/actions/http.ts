@@ -1,7 +1,8 @@
 import { EngineError } from "../../lib/errors.ts";
+import { retryAfterMs } from "../../lib/retry.ts";
 import { buildValue } from "../../lib/expr/mapping.ts";
 import { MAX_TEMPLATE_OUTPUT, renderTemplate } from "../../lib/expr/template.ts";
-import { isCredentialHeader, type Json } from "../../schemas/index.ts";
+import { isCredentialHeader, type Json } from "../../schemas/common.ts";
 import { resolveSecrets } from "../secrets.ts";
 import type { ActionContext, ActionHandler } from "./types.ts";
 
@@ -250,19 +251,6 @@ async function readTextCapped(response: Response, maxBytes: number): Promise<str
     offset += chunk.byteLength;
   }
   return new TextDecoder().decode(bytes);
-}
-
-/** `Retry-After` as milliseconds: delta-seconds or an HTTP date. */
-export function retryAfterMs(header: string | null, now = Date.now()): number | undefined {
-  if (header === null) {
-    return undefined;
-  }
-  const seconds = Number(header.trim());
-  if (Number.isFinite(seconds) && seconds >= 0) {
-    return Math.round(seconds * 1000);
-  }
-  const date = Date.parse(header);
-  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
 
 /** URLs may carry tokens in their query; errors show only origin and path. */

@@ -1,4 +1,7 @@
-import type { ActionKind, ResolvedAction, Json, TaskContext } from "../../schemas/index.ts";
+import type { ActionKind } from "../../schemas/actions.ts";
+import type { Json } from "../../schemas/common.ts";
+import type { TaskContext } from "../../schemas/payload.ts";
+import type { ResolvedAction } from "../../schemas/resolved.ts";
 import { contextAction } from "./context.ts";
 import { httpAction } from "./http.ts";
 import { humanAction } from "./human.ts";

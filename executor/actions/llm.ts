@@ -16,10 +16,11 @@ import { EngineError } from "../../lib/errors.ts";
 import { recordable } from "../../lib/recordable.ts";
 import { renderTemplate } from "../../lib/expr/template.ts";
 import { validateJson } from "../../lib/json-schema.ts";
-import type { ResolvedModel, ResolvedPrompt, Json, JsonObject } from "../../schemas/index.ts";
+import type { Json, JsonObject } from "../../schemas/common.ts";
+import type { ResolvedModel, ResolvedPrompt } from "../../schemas/resolved.ts";
 import { cappedFetch } from "../capped-fetch.ts";
 import { redactSecrets, resolveSecrets, resolveSecretsTracked } from "../secrets.ts";
-import { retryAfterMs } from "./http.ts";
+import { retryAfterMs } from "../../lib/retry.ts";
 import { isRemoteOnlyBindingError } from "./remote-only.ts";
 import type { ActionContext, ActionHandler } from "./types.ts";
 

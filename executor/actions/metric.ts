@@ -1,7 +1,7 @@
 import { EngineError } from "../../lib/errors.ts";
 import { evalCel } from "../../lib/expr/cel.ts";
 import { evaluateSource } from "../../lib/expr/mapping.ts";
-import type { Json, JsonObject } from "../../schemas/index.ts";
+import type { Json, JsonObject } from "../../schemas/common.ts";
 import type { ActionHandler } from "./types.ts";
 
 /** Analytics Engine takes at most 20 blobs per data point; two are ours (name, run id). */

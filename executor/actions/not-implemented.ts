@@ -1,5 +1,5 @@
 import { EngineError } from "../../lib/errors.ts";
-import type { ActionKind } from "../../schemas/index.ts";
+import type { ActionKind } from "../../schemas/actions.ts";
 import type { ActionHandler } from "./types.ts";
 
 /** A kind whose definitions are accepted but whose handler has not landed yet. */

@@ -1,7 +1,8 @@
 import { EngineError } from "../../lib/errors.ts";
 import { renderShellCommand } from "../../lib/expr/shell-template.ts";
 import { renderTemplate } from "../../lib/expr/template.ts";
-import type { SandboxExecResult, Json } from "../../schemas/index.ts";
+import type { Json } from "../../schemas/common.ts";
+import type { SandboxExecResult } from "../../schemas/sandbox.ts";
 import { sandboxFor } from "../sandbox-client.ts";
 import type { ActionHandler } from "./types.ts";
 

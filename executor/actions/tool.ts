@@ -1,7 +1,8 @@
 import { EngineError } from "../../lib/errors.ts";
 import { issuesToDetails } from "../../lib/validation.ts";
 import { recordable } from "../../lib/recordable.ts";
-import { isToolName, TOOL_SCHEMAS, type Json, type ToolName } from "../../schemas/index.ts";
+import type { Json } from "../../schemas/common.ts";
+import { isToolName, TOOL_SCHEMAS, type ToolName } from "../../schemas/tools.ts";
 import { sandboxFor, type SandboxClient } from "../sandbox-client.ts";
 import { STANDARD_TOOLS, type Tool, type ToolContext } from "../tools/index.ts";
 import { commandTimeoutMs } from "./shell.ts";

@@ -1,12 +1,7 @@
-import type {
-  ActionKind,
-  ResolvedAction,
-  TaskContext,
-  TaskPayload,
-  TaskSuspension,
-  Json,
-  JsonObject,
-} from "../../schemas/index.ts";
+import type { ActionKind } from "../../schemas/actions.ts";
+import type { Json, JsonObject } from "../../schemas/common.ts";
+import type { TaskContext, TaskPayload, TaskSuspension } from "../../schemas/payload.ts";
+import type { ResolvedAction } from "../../schemas/resolved.ts";
 import type { StepRunVariables } from "../../lib/expr/run-scope.ts";
 
 /** What a handler may use besides its input: nothing global. */

@@ -1,7 +1,8 @@
 import { EngineError, ensureEngineError } from "../../lib/errors.ts";
 import { selectJsonPath } from "../../lib/expr/jsonpath.ts";
 import { renderTemplate } from "../../lib/expr/template.ts";
-import type { ActionImplementation, Json, JsonObject } from "../../schemas/index.ts";
+import type { ActionImplementation } from "../../schemas/actions.ts";
+import type { Json, JsonObject } from "../../schemas/common.ts";
 import { isRemoteOnlyBindingError } from "./remote-only.ts";
 import type { ActionHandler } from "./types.ts";
 

@@ -1,5 +1,5 @@
 import { chooseWorkflow } from "../../lib/workflow-choice.ts";
-import { parseReference } from "../../schemas/index.ts";
+import { parseReference } from "../../schemas/common.ts";
 import { handledByTaskRunner } from "./not-implemented.ts";
 import type { ActionHandler } from "./types.ts";
 

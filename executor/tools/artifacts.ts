@@ -1,6 +1,6 @@
 import { bytesToText, textToBytes } from "../../lib/bytes.ts";
 import { EngineError } from "../../lib/errors.ts";
-import type { ToolOutput } from "../../schemas/index.ts";
+import type { ToolOutput } from "../../schemas/tools.ts";
 import type { Tool } from "./types.ts";
 
 /**

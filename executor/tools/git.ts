@@ -1,5 +1,5 @@
 import { EngineError } from "../../lib/errors.ts";
-import type { ToolOutput } from "../../schemas/index.ts";
+import type { ToolOutput } from "../../schemas/tools.ts";
 import { markers, runScript, tail } from "./script.ts";
 import type { Tool } from "./types.ts";
 

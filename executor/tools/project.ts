@@ -1,5 +1,6 @@
 import { EngineError } from "../../lib/errors.ts";
-import type { SandboxExecResult, ToolInput, ToolOutput } from "../../schemas/index.ts";
+import type { SandboxExecResult } from "../../schemas/sandbox.ts";
+import type { ToolInput, ToolOutput } from "../../schemas/tools.ts";
 import { commandFields, runScript } from "./script.ts";
 import type { Tool, ToolContext } from "./types.ts";
 

@@ -1,4 +1,4 @@
-import type { SandboxExecResult } from "../../schemas/index.ts";
+import type { SandboxExecResult } from "../../schemas/sandbox.ts";
 import type { ToolContext } from "./types.ts";
 
 /**

@@ -1,4 +1,4 @@
-import type { ToolInput, ToolName, ToolOutput } from "../../schemas/index.ts";
+import type { ToolInput, ToolName, ToolOutput } from "../../schemas/tools.ts";
 import type { ActionContext } from "../actions/types.ts";
 import type { SandboxClient } from "../sandbox-client.ts";
 

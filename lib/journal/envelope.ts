@@ -6,7 +6,8 @@ import {
   REDRIVE_KIND,
 } from "../../schemas/journal.ts";
 import { canonicalBytes } from "./canonical.ts";
-import { base64UrlDecode, readJwks, toHex, type WebCryptoKey } from "./keys.ts";
+import { base64UrlDecode, toHex } from "./encoding.ts";
+import { readJwks, type WebCryptoKey } from "./keys.ts";
 
 /**
  * The journal envelope (docs/journal.md, "The envelope", a contract):

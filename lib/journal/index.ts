@@ -4,16 +4,13 @@
  * Node ≥ 22 (WebCrypto only). See docs/journal.md.
  */
 export { canonicalBytes, canonicalJson } from "./canonical.ts";
+export { base64Decode, base64UrlDecode, base64UrlEncode, toHex } from "./encoding.ts";
 export {
-  base64Decode,
-  base64UrlDecode,
-  base64UrlEncode,
   importSigningKey,
   importVerifyKey,
   isJwks,
   jwkThumbprint,
   readJwks,
-  toHex,
   toJwks,
   type JournalSigningKey,
   type WebCryptoKey,

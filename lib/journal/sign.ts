@@ -2,7 +2,8 @@ import { EngineError } from "../errors.ts";
 import { JournalSignedFields, type JournalEntry } from "../../schemas/journal.ts";
 import { canonicalJson, canonicalString } from "./canonical.ts";
 import type { EntryFields } from "./envelope.ts";
-import { base64UrlEncode, toHex, type JournalSigningKey } from "./keys.ts";
+import { base64UrlEncode, toHex } from "./encoding.ts";
+import type { JournalSigningKey } from "./keys.ts";
 
 /** The signed fields but the body, checked when signing (the body is checked by canonicalization). */
 const JournalHeaderFields = JournalSignedFields.omit({ body: true });

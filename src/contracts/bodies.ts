@@ -4,28 +4,24 @@
  */
 import { z } from "zod";
 import {
-  DefinitionBundle,
   DefinitionList,
   DefinitionRecord,
   DefinitionVersions,
   ErrorBody,
   GateAnswerBody,
   GateView,
-  JournalEntry,
-  JournalResponse,
-  Jwks,
   McpToolList,
   NodeDetail,
   OpenGateList,
-  PlanRequest,
-  ApproveBody,
   RegisterResponse,
   RunList,
   RunView,
   StartRunBody,
   StartRunResponse,
-  StartPlanResponse,
-} from "../../schemas/index.ts";
+} from "../../schemas/api.ts";
+import { DefinitionBundle } from "../../schemas/definitions.ts";
+import { JournalEntry, JournalResponse, Jwks } from "../../schemas/journal.ts";
+import { PlanRequest, ApproveBody, StartPlanResponse } from "../../schemas/plans.ts";
 
 /** Request bodies, by their OpenAPI component name (converted as input: what a client sends). */
 export const REQUEST_SCHEMAS = {

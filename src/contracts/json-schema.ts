@@ -2,27 +2,24 @@ import { z } from "zod";
 import {
   ACTION_IMPLEMENTATIONS,
   Action,
-  DefinitionBundle,
   InlineAction,
   InlineUndoAction,
   Undo,
+  McpServer,
+  Model,
+  Prompt,
+  type ActionKind,
+} from "../../schemas/actions.ts";
+import {
   WorkflowChoice,
-  InlineTask,
   InputMapping,
   JsonSchema,
   JsonValue,
-  McpServer,
-  Model,
-  Node,
   OutputMapping,
-  Prompt,
   Reference,
   RetryPolicy,
-  Step,
-  Task,
-  Workflow,
-  type ActionKind,
-} from "../../schemas/index.ts";
+} from "../../schemas/common.ts";
+import { DefinitionBundle, InlineTask, Node, Step, Task, Workflow } from "../../schemas/definitions.ts";
 
 /**
  * Zod schemas → JSON Schema (draft 2020-12), for the contracts served and

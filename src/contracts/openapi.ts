@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { JsonValue } from "../../schemas/index.ts";
+import { JsonValue } from "../../schemas/common.ts";
 import pkg from "../../package.json" with { type: "json" };
 import {
   conversionOptions,

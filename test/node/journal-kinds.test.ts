@@ -2,11 +2,11 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, it } from "vitest";
 import { z } from "zod";
-import { JOURNAL_BODIES, JOURNAL_KINDS, redriveReason, RUN_STATUS_REASONS } from "../../schemas/journal.ts";
+import { JOURNAL_BODIES, JOURNAL_KINDS, redriveReason, RUN_STATUS_REASONS } from "../../schemas/journal-bodies.ts";
 
 /**
  * docs/journal.md's "Entry kinds" table and the schema table in
- * schemas/journal.ts say the same: the same kinds, and for each kind the same
+ * schemas/journal-bodies.ts say the same: the same kinds, and for each kind the same
  * top-level body fields. In the docs, a field is a name in backticks in the
  * body column (`name`, `name?` or `name { … }`) outside parentheses; quoted
  * values (`"started"`) and what parentheses explain are not fields.

@@ -1,5 +1,5 @@
 import { describe, it } from "vitest";
-import { isJournalKind, JOURNAL_BODIES } from "../../schemas/journal.ts";
+import { isJournalKind, JOURNAL_BODIES } from "../../schemas/journal-bodies.ts";
 import { api, journal, register, start, uniqueId, verifyRun, waitForRun } from "./helpers.ts";
 
 /**

@@ -1,7 +1,7 @@
 import { abortAllDurableObjects, runDurableObjectAlarm } from "cloudflare:test";
 import { describe, it } from "vitest";
 import { LIVENESS_CHECK_MS } from "../../coordinator/decide.ts";
-import { isJournalKind, JOURNAL_BODIES } from "../../schemas/journal.ts";
+import { isJournalKind, JOURNAL_BODIES } from "../../schemas/journal-bodies.ts";
 import {
   api,
   gateOpenOrSettled,

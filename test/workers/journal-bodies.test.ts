@@ -10,7 +10,7 @@ import {
   type RunState,
 } from "../../coordinator/decide.ts";
 import { RunSnapshot } from "../../schemas/index.ts";
-import { isJournalKind, JOURNAL_BODIES } from "../../schemas/journal.ts";
+import { isJournalKind, JOURNAL_BODIES } from "../../schemas/journal-bodies.ts";
 import {
   riskyStep,
   api,

@@ -1,0 +1,224 @@
+import { z } from "zod";
+import { JsonValue } from "./common.ts";
+import { ATTEST_KIND, JournalAttestationBody, Sha256Hex } from "./journal.ts";
+import { ErrorSummary, Failure } from "./errors.ts";
+import { StepRecord } from "./payload.ts";
+import { PlanOrigin } from "./plans.ts";
+import { COMPENSATION_TRIGGERS, RunMode, RunStatus } from "./run.ts";
+
+/**
+ * The body of each kind of journal entry the engine writes (docs/journal.md, "Entry kinds"),
+ * and the fixed reasons of `run.status`. The envelope around them is schemas/journal.ts.
+ */
+
+// ─── Entry bodies: one row per kind ──────────────────────────────────────────
+
+const Node = z.string();
+/** The foreach item index, or null for a node without foreach. */
+const Item = z.number().int().min(0).nullable();
+const Attempt = z.number().int().min(0);
+const Count = z.number().int().min(0);
+const Pinned = z.strictObject({ id: z.string(), version: z.number().int() });
+const IsoTime = z.iso.datetime({ offset: true });
+
+/** Bodies of entries about one undo call: which enqueued undo (its index in order of completion) and which dispatch. */
+const UndoAttempt = z.strictObject({
+  undo: Count,
+  node: Node,
+  item: Item,
+  step: z.string(),
+  token: z.string().nullable(),
+  attempt: Attempt,
+});
+/** How a compensation ended, in `compensation.finished` and the attestation after it. */
+const CompensationOutcome = z.strictObject({
+  status: z.enum(["completed", "failed"]),
+  /** How many undos completed. */
+  undone: Count,
+  /** How many were enqueued in all. */
+  undos: Count,
+});
+
+/** Bodies of entries about one task attempt: where it ran and which dispatch it was. */
+const TaskAttempt = z.strictObject({ node: Node, item: Item, token: z.string(), attempt: Attempt });
+const GateRef = z.strictObject({ gate_id: z.string(), node: Node, step: z.string() });
+const GateOpenedBody = GateRef.extend({ item: Item, expires_at: IsoTime.nullable() });
+const ApprovalAnswer = GateRef.extend({ responder: z.string().nullable(), reason: z.string().optional() });
+
+/**
+ * The fixed reasons a `run.status` entry gives (docs/journal.md lists each;
+ * a test holds the two together). The others are free text: a failing node's
+ * error message, a cancel's reason, and `"redrive <n>"`.
+ */
+export const RUN_STATUS_REASONS = {
+  /** drafting → queued: at creation, on approve, or on a wake of an auto run left in drafting. */
+  started: "started",
+  /** queued → running. */
+  dispatching: "dispatching",
+  /** running → waiting: nothing is in flight and only timers, gates or child runs are pending. */
+  waiting: "waiting for timers, gates or child runs",
+  /** waiting → running. */
+  workResumed: "work resumed",
+  paused: "paused by request",
+  resumed: "resumed by request",
+  /** The default reason of a cancel by request. */
+  cancelled: "cancelled by request",
+  /** A child run cancelled because its parent ended. */
+  parentEnded: "the parent run ended",
+  allSettled: "all nodes settled",
+  timedOut: "run timed out",
+  invalidOutput: "the run output does not match output_schema",
+} as const;
+
+/** The reason of the `run.status` entry a redrive writes (failed → queued). */
+export function redriveReason(redrives: number): string {
+  return `redrive ${redrives}`;
+}
+
+/**
+ * Every journal entry kind with its body's schema: the one table the engine
+ * writes from (`Draft.journal` takes only a kind of it, with its body type)
+ * and docs/journal.md's "Entry kinds" documents (a test holds them equal). A
+ * new kind, or a changed body, starts here.
+ */
+export const JOURNAL_BODIES = {
+  "run.created": z.strictObject({
+    workflow: Pinned,
+    mode: RunMode,
+    input: JsonValue,
+    idempotency_key: z.string().nullable(),
+    /** Only on a plan run (POST /v1/plans): the plan as given and the graph it compiled to. */
+    plan: PlanOrigin.optional(),
+  }),
+  "run.status": z.strictObject({ from: RunStatus, to: RunStatus, reason: z.string() }),
+  "run.redriven": z.strictObject({ redrive: z.number().int().min(1), nodes: z.array(Node) }),
+  "node.started": z.strictObject({
+    node: Node,
+    iteration: z.number().int().min(1),
+    invocations: Count,
+    skipped: Count,
+  }),
+  "node.skipped": z.strictObject({ node: Node, reason: z.string() }),
+  "node.repeat": z.strictObject({ node: Node, iteration: z.number().int().min(1), until: z.string() }),
+  "node.completed": z.strictObject({ node: Node, invocations: Count, iterations: Count }),
+  "node.failed": z.strictObject({ node: Node, error: Failure, on_failure: z.enum(["fail", "continue"]) }),
+  "node.cancelled": z.strictObject({ node: Node, reason: z.string() }),
+  "task.dispatched": TaskAttempt.extend({
+    task: Pinned,
+    /** Only on a continuation: how the suspended task goes on. */
+    resume: z.enum(["after", "approved", "rejected"]).optional(),
+  }),
+  "task.completed": TaskAttempt.extend({
+    /** Null for a node that runs a sub-workflow itself. */
+    token: z.string().nullable(),
+    duration_ms: z.number().min(0),
+    output: JsonValue,
+    /** The dispatch's steps (absent for a sub-workflow node). */
+    steps: z.array(StepRecord).optional(),
+  }),
+  "task.failed": TaskAttempt.extend({
+    token: z.string().nullable(),
+    error: Failure,
+    /** The dispatch's steps (absent when no result came: a timeout, a lost executor call). */
+    steps: z.array(StepRecord).optional(),
+  }),
+  "task.suspended": TaskAttempt.extend({ step: z.string(), steps: z.array(StepRecord) }),
+  "task.timeout": TaskAttempt,
+  "task.lost": TaskAttempt,
+  "task.retry_scheduled": z.strictObject({ node: Node, item: Item, attempt: Attempt, at: IsoTime }),
+  "task.result_ignored": z.strictObject({ token: z.string(), reason: z.string(), success: z.boolean() }),
+  "gate.opened": GateOpenedBody,
+  "gate.answered": GateRef.extend({ responder: z.string().nullable(), response: JsonValue }),
+  /** On its timeout (failing the step, or with the default answer), or closed as the run ends. */
+  "gate.expired": z.union([
+    GateRef.extend({ on_timeout: z.literal("fail") }),
+    GateRef.extend({ on_timeout: z.literal("default"), response: JsonValue }),
+    GateRef.extend({ reason: z.string() }),
+  ]),
+  "approval.requested": GateOpenedBody.extend({
+    /** The action that waits for the approval (the executor always names it). */
+    action: z.strictObject({ id: z.string(), version: z.number().int(), kind: z.string() }).optional(),
+  }),
+  "approval.granted": ApprovalAnswer,
+  "approval.rejected": ApprovalAnswer,
+  "workflow.chosen": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    from: z.string(),
+    /** What `from` selected. */
+    value: JsonValue,
+    /** The allowed workflow it names, pinned: `id@version`. */
+    workflow: z.string(),
+  }),
+  "child.started": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    child_run_id: z.string(),
+    workflow: z.string(),
+  }),
+  "child.finished": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    child_run_id: z.string().nullable(),
+    status: z.enum(["completed", "failed", "cancelled"]),
+    attestation: z.strictObject({ seq: z.number().int().min(1), hash: Sha256Hex }).nullable(),
+    error: ErrorSummary.optional(),
+  }),
+  "child.cancel_requested": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    child_run_id: z.string().nullable(),
+    key: z.string(),
+  }),
+  "compensation.started": z.strictObject({
+    trigger: z.enum(COMPENSATION_TRIGGERS),
+    /** The undos still to run, by index, in the order they will run (reverse order of completion). */
+    pending: z.array(Count),
+  }),
+  "undo.dispatched": UndoAttempt.extend({
+    token: z.string(),
+    action: z.string(),
+    enqueued_seq: z.number().int().min(1),
+  }),
+  "undo.completed": UndoAttempt.extend({
+    token: z.string(),
+    duration_ms: z.number().min(0),
+    output: JsonValue,
+    steps: z.array(StepRecord).optional(),
+  }),
+  "undo.failed": UndoAttempt.extend({
+    error: Failure,
+    steps: z.array(StepRecord).optional(),
+    /** When another attempt follows: when it is due. */
+    retry_at: IsoTime.optional(),
+  }),
+  "compensation.finished": CompensationOutcome.extend({ error: Failure.optional() }),
+  /** The engine's attestations: the verifier's contract (JournalAttestationBody) and what the engine adds. */
+  [ATTEST_KIND]: z.strictObject({
+    ...JournalAttestationBody.shape,
+    workflow: Pinned,
+    output: JsonValue.optional(),
+    /** The output's JSON length, in place of the output when that is too large to attest. */
+    output_chars: Count.optional(),
+    error: Failure.optional(),
+    /** On the attestation that closes a compensation: how it ended. */
+    compensation: CompensationOutcome.optional(),
+  }),
+} as const;
+
+/** Every kind of journal entry the engine writes. */
+export type JournalKind = keyof typeof JOURNAL_BODIES;
+/** The body of a journal entry of kind `K`. */
+export type JournalBody<K extends JournalKind> = z.infer<(typeof JOURNAL_BODIES)[K]>;
+
+/** Every kind of journal entry the engine writes, in the table's order. */
+export const JOURNAL_KINDS = Object.keys(JOURNAL_BODIES) as JournalKind[];
+
+/** Whether a kind is one the engine writes. */
+export function isJournalKind(kind: string): kind is JournalKind {
+  return Object.hasOwn(JOURNAL_BODIES, kind);
+}
