@@ -2,7 +2,6 @@ import { DurableObject } from "cloudflare:workers";
 import { EngineError } from "../lib/errors.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import type { SignedEntryText } from "../lib/journal/index.ts";
-import { parseOrThrow } from "../lib/validation.ts";
 import type { GateView, RunView, NodeDetail } from "../schemas/api.ts";
 import type { JournalEntry } from "../schemas/journal.ts";
 import type { TaskPayload, TaskResult } from "../schemas/payload.ts";
@@ -13,7 +12,7 @@ import { assertAllowed, CONTROLS, isRunControl, type RunControl } from "./contro
 import { toStepApproval } from "./standing-approvals.ts";
 import { chunk, dispatchGroup } from "./executor-client.ts";
 import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunState } from "./decide.ts";
-import { CreateRunRequest, newRunState, runCreatedEntry, type CreateRunOutcome } from "./create.ts";
+import { newRunState, runCreatedEntry, type CreateRunOutcome, type CreateRunRequest } from "./create.ts";
 import { coalesceResults, EventInbox } from "./inbox.ts";
 import { JournalWaiters } from "./journal-waiters.ts";
 import { isTerminal } from "./lifecycle.ts";
@@ -112,21 +111,24 @@ export class Coordinator extends DurableObject<Env> {
     }
   }
 
-  /** Creates the run, or finds it (same id and request); given `waitMs`, answers once it ended or that long passed. */
-  async create(request: unknown, waitMs = 0): Promise<Result<CreateRunOutcome>> {
+  /**
+   * Creates the run, or finds it (same id and request); given `waitMs`, answers once it ended or that long passed.
+   * Only the engine calls this (the API, a plan, a parent run), with a request built from parsed bodies and a
+   * snapshot the catalog resolved; the input is checked against the workflow here, where every run starts.
+   */
+  async create(request: CreateRunRequest, waitMs = 0): Promise<Result<CreateRunOutcome>> {
     return toResult(async () => {
-      const parsed = parseOrThrow(CreateRunRequest, request, "run.invalid_request", "the run request");
       const created = this.state === null;
       if (this.state) {
         const { record } = this.state;
-        assertSameRequest(record, parsed);
+        assertSameRequest(record, request);
         if (record.status === "drafting" && record.mode === "auto") {
           // Stored before creation and start were one transaction, and its start was lost.
           await this.applyAndWake([{ type: "start" }]);
         }
       } else {
-        assertValidInput(parsed);
-        await this.initialize(parsed, new CallBudget());
+        assertValidInput(request.snapshot, request.input);
+        await this.initialize(request, new CallBudget());
       }
       await this.journalWaiters.until(() => isTerminal(this.requireRun().record.status), waitMs);
       return { created, run: toStartSummary(this.requireRun()) };

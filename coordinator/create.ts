@@ -1,32 +1,33 @@
-import { z } from "zod";
 import type { RunView } from "../schemas/api.ts";
-import { JsonValue } from "../schemas/common.ts";
+import type { Json } from "../schemas/common.ts";
 import type { JournalBody, JournalKind } from "../schemas/journal-bodies.ts";
-import { ResourceHandle } from "../schemas/payload.ts";
-import { PlanOrigin } from "../schemas/plans.ts";
-import { RunSnapshot } from "../schemas/resolved.ts";
-import { PlanStepRecord, RunMode, type NodeRecord, type RunRecord } from "../schemas/run.ts";
+import type { ResourceHandle } from "../schemas/payload.ts";
+import type { PlanOrigin } from "../schemas/plans.ts";
+import type { RunSnapshot } from "../schemas/resolved.ts";
+import type { NodeRecord, PlanStepRecord, RunMode, RunRecord } from "../schemas/run.ts";
 import type { RunState } from "./decide.ts";
 
-/** API → coordinator: everything a new run needs, resolved before the call. */
-export const CreateRunRequest = z.strictObject({
-  run_id: z.string().min(1),
-  snapshot: RunSnapshot,
-  input: JsonValue,
-  mode: RunMode,
-  idempotency_key: z.string().nullable(),
+/**
+ * API → coordinator: everything a new run needs, resolved before the call. Built by the
+ * engine only (from a parsed start or plan body, or a parent's child start) and trusted as such.
+ */
+export interface CreateRunRequest {
+  run_id: string;
+  snapshot: RunSnapshot;
+  input: Json;
+  mode: RunMode;
+  idempotency_key: string | null;
   /** Hash of (workflow, version, input, mode): the same key with another request is a conflict. */
-  request_hash: z.string(),
+  request_hash: string;
   /** Who asks: recorded on the run and in its attestation. */
-  created_by: z.string().min(1).max(200),
+  created_by: string;
   /** Resources a parent hands down to this child (declared resource name → the parent's container). */
-  inherited_resources: z.record(z.string(), ResourceHandle).optional(),
+  inherited_resources?: Record<string, ResourceHandle>;
   /** Set when a parent run starts this run as its child. */
-  parent: z.strictObject({ run_id: z.string(), key: z.string(), depth: z.number().int().min(0) }).optional(),
+  parent?: { run_id: string; key: string; depth: number };
   /** Set for a plan run (POST /v1/plans): recorded on `run.created`; its steps go on the record. */
-  plan: z.strictObject({ origin: PlanOrigin, steps: z.array(PlanStepRecord) }).optional(),
-});
-export type CreateRunRequest = z.infer<typeof CreateRunRequest>;
+  plan?: { origin: PlanOrigin; steps: PlanStepRecord[] };
+}
 
 /**
  * What creating a run answers: who it is and where it stands, not the whole

@@ -1,7 +1,6 @@
 import { EngineError, ensureEngineError, toTaskError } from "../lib/errors.ts";
-import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../lib/journal/canonical.ts";
 import { ACTION_TRAITS } from "../schemas/actions.ts";
-import { TaskResult, toTaskGroup, toUnsignableResult, type TaskPayload } from "../schemas/payload.ts";
+import { TaskResult, toTaskGroup, type TaskPayload } from "../schemas/payload.ts";
 import { fastTaskResult } from "../schemas/payload-fast.ts";
 import type { LiveSet } from "./live.ts";
 
@@ -51,7 +50,7 @@ export async function sendTaskGroup(
     const fast = fastTaskResult(answer);
     const parsed = fast === null ? TaskResult.safeParse(answer) : { success: true as const, data: fast };
     if (parsed.success && waiting.delete(parsed.data.token_id)) {
-      delivered.push(deliver(signableResult(parsed.data)));
+      delivered.push(deliver(parsed.data));
     }
   };
   try {
@@ -113,21 +112,10 @@ async function* ndjsonLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<
   }
 }
 
-/**
- * The executor only sends results that can be signed (executor/run-task.ts
- * `finalizeResult`); should one slip through anyway, it becomes a failure
- * that says so. Applied as it came, its journal entry could not be signed,
- * the event would be refused and the task would sit until its timeout, then
- * be retried: the same value, the same side effects.
- */
-function signableResult(result: TaskResult): TaskResult {
-  const problem = canonicalProblem(result, MAX_CANONICAL_DEPTH * 2);
-  return problem === null ? result : toUnsignableResult(result, problem.path, problem.message);
-}
-
 /** The executor could not be reached or crashed: a retryable infrastructure failure. */
 export function executorFailure(token: string, thrown: unknown): TaskResult {
-  const message = thrown instanceof Error ? thrown.message : String(thrown);
+  // Well-formed text, as the journal needs: every result is signed as it comes (executor/executor.ts).
+  const message = (thrown instanceof Error ? thrown.message : String(thrown)).toWellFormed();
   return {
     token_id: token,
     success: false,

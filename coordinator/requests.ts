@@ -3,6 +3,8 @@ import { validateJson } from "../lib/json-schema.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import { GateAnswerBody } from "../schemas/api.ts";
 import { APPROVAL_SCHEMA } from "../schemas/payload.ts";
+import type { Json } from "../schemas/common.ts";
+import type { RunSnapshot } from "../schemas/resolved.ts";
 import type { GateRecord, RunRecord } from "../schemas/run.ts";
 import type { CreateRunRequest } from "./create.ts";
 import type { RunEvent } from "./events.ts";
@@ -22,9 +24,13 @@ export function assertSameRequest(record: RunRecord, request: CreateRunRequest):
   }
 }
 
-/** The run input must match the workflow's `input_schema`. */
-export function assertValidInput(request: CreateRunRequest): void {
-  const problems = validateJson(request.snapshot.workflow.definition.input_schema, request.input, "input");
+/**
+ * The run input must match the workflow's `input_schema`. Every run is created
+ * through its coordinator, which checks here; a preview, which creates nothing,
+ * is checked by the same function.
+ */
+export function assertValidInput(snapshot: RunSnapshot, input: Json): void {
+  const problems = validateJson(snapshot.workflow.definition.input_schema, input, "input");
   if (problems.length > 0) {
     throw EngineError.terminal(
       "run.invalid_input",

@@ -115,11 +115,16 @@ function tokenOf(payload: unknown): string {
   return typeof token === "string" && token.length > 0 ? token : "unknown";
 }
 
+/**
+ * A failure the executor answers itself. Like every result it sends, it can be signed into the
+ * journal as it is (its text well-formed; run-task.ts `finalizeResult` checks the others), so the
+ * coordinator applies results without checking them again.
+ */
 function failure(token: string, type: string, message: string): TaskResult {
   return {
-    token_id: token,
+    token_id: token.toWellFormed(),
     success: false,
-    error: toTaskError(EngineError.terminal(type, message), null, null),
+    error: toTaskError(EngineError.terminal(type, message.toWellFormed()), null, null),
     metrics: { duration_ms: 0, steps_executed: 0, llm_tokens: { input: 0, output: 0, cost_usd: 0 } },
   };
 }

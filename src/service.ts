@@ -2,13 +2,13 @@ import type { Catalog } from "../catalog/catalog.ts";
 import { decodeCursor, type ListPage } from "../catalog/listing.ts";
 import { resolveSnapshot } from "../catalog/snapshots.ts";
 import type { Coordinator, CreateRunOutcome, CreateRunRequest, RunControl } from "../coordinator/index.ts";
+import { assertValidInput } from "../coordinator/requests.ts";
 import { JOURNAL_PAGE } from "../coordinator/storage.ts";
 import { EngineError } from "../lib/errors.ts";
 import { newRunId, RUN_ID_PATTERN, runIdFor, sha256Hex } from "../lib/ids.ts";
 import { canonicalJson, importSigningKey, toJwks, type JournalEntry } from "../lib/journal/index.ts";
 import { unwrap } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import { validateJson } from "../lib/json-schema.ts";
 import { planRun } from "../coordinator/plan.ts";
 import {
   DefinitionListCursor,
@@ -123,14 +123,7 @@ export async function startRun(
   const snapshot = await resolveSnapshot(env, workflowId, request.version);
   const input = request.input ?? {};
   if (mode === "preview") {
-    const problems = validateJson(snapshot.workflow.definition.input_schema, input, "input");
-    if (problems.length > 0) {
-      throw EngineError.terminal(
-        "run.invalid_input",
-        "the run input does not match the workflow's input_schema",
-        problems,
-      );
-    }
+    assertValidInput(snapshot, input);
     // Nothing is created and nothing runs: the plan is the answer.
     return {
       created: false,

@@ -1,9 +1,9 @@
+import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
-import { sendTaskGroup } from "../../coordinator/executor-client.ts";
 import { finalizeResult } from "../../executor/run-task.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import { canonicalProblem, MAX_CANONICAL_DEPTH } from "../../lib/journal/canonical.ts";
-import type { TaskPayload, TaskResult } from "../../schemas/index.ts";
+import type { TaskResult } from "../../schemas/index.ts";
 import { api, uniqueId, waitForRun, httpTarget, singleTaskWorkflow, hits } from "./helpers.ts";
 
 /** Runs one http GET of `url` in a node that retries retryable failures three times. */
@@ -92,61 +92,25 @@ describe("values that cannot be signed into the journal", () => {
     });
   });
 
-  it("makes the coordinator journal an unsignable result that slipped past the executor as a non-retryable failure", async ({
+  it("answers signable refusals of its own whichever way a group is sent, so the coordinator applies results as they come", async ({
     expect,
   }) => {
-    const metrics = { duration_ms: 1, steps_executed: 1, llm_tokens: { input: 0, output: 0, cost_usd: 0 } };
-    const unsignable = (token: string) => ({ token_id: token, success: true, output: { s: "\udfff" }, metrics });
-    const ways: string[] = [];
-    const executor: ExecutorBinding = {
-      // A group of one is a plain call, a larger one a stream of lines, or an array when no task waits
-      // on I/O: all three ways are checked.
-      runTask: () => {
-        ways.push("runTask");
-        return Promise.resolve(unsignable("tok-1"));
-      },
-      runTaskList: () => {
-        ways.push("runTaskList");
-        return Promise.resolve([unsignable("tok-1"), unsignable("tok-2")]);
-      },
-      runTasks: () => {
-        ways.push("runTasks");
-        return Promise.resolve(
-          new Response(`${JSON.stringify(unsignable("tok-1"))}\n${JSON.stringify(unsignable("tok-2"))}\n`)
-            .body as ReadableStream<Uint8Array>,
-        );
-      },
-    };
-    const pure = { id: "t", version: 1, steps: [] };
-    const io = { id: "t", version: 1, steps: [{ ref: "get", action: { kind: "http" } }] };
-    const payload = (token: string, task: unknown = pure) =>
-      ({
-        token_id: token,
-        workflow_run_id: "run_x",
-        task_id: "t",
-        task_version: 1,
-        task,
-        input: {},
-        resources: {},
-        tools: [],
-        timeout_ms: 1000,
-        retry_attempt: 1,
-      }) as unknown as TaskPayload;
-    const groups = [
-      [payload("tok-1")],
-      [payload("tok-1"), payload("tok-2")],
-      [payload("tok-1", io), payload("tok-2", io)],
+    // A payload the executor refuses, whose problem names a key that is not well-formed text.
+    const malformed = { token_id: "tok-\ud800", ["k\udc00"]: 1 };
+    const group = { tasks: {}, payloads: [malformed, malformed] };
+    const streamed = await new Response(await env.EXECUTOR.runTasks(group)).text();
+    const answers: unknown[] = [
+      await env.EXECUTOR.runTask(malformed),
+      ...((await env.EXECUTOR.runTaskList(group)) as unknown[]),
+      ...streamed
+        .split("\n")
+        .filter((line) => line !== "")
+        .map((line) => JSON.parse(line) as unknown),
     ];
-    for (const payloads of groups) {
-      const delivered: TaskResult[] = [];
-      await sendTaskGroup(executor, payloads, async (result) => {
-        delivered.push(result);
-      });
-      expect(delivered).toHaveLength(payloads.length);
-      for (const result of delivered) {
-        expect(result).toMatchObject({ success: false, error: { code: "task.unsignable_result", retryable: false } });
-      }
+    expect(answers).toHaveLength(5);
+    for (const answer of answers) {
+      expect(answer).toMatchObject({ success: false, error: { code: "executor.invalid_payload" } });
+      expect(canonicalProblem(answer, MAX_CANONICAL_DEPTH)).toBeNull();
     }
-    expect(ways).toEqual(["runTask", "runTaskList", "runTasks"]);
   });
 });
