@@ -251,22 +251,19 @@ export const HELPERS: ReadonlyMap<string, HelperSpec> = new Map<string, HelperSp
 
 // ───────────────────────────── the scope of a rendering ─────────────────────────────
 
-/** `this` and, through `parent`, what `../` reaches (pushed only when the context changes, as in Handlebars). */
-interface ContextFrame {
-  readonly value: unknown;
-  readonly parent: ContextFrame | undefined;
+/** A stack as a linked list, innermost first: each scope pushes onto the ones it needs. */
+interface Frame<T> {
+  readonly value: T;
+  readonly parent: Frame<T> | undefined;
 }
 
-/** `@index`, `@key`, `@first`, `@last` of the innermost `#each`; `parent` is what `@../` reaches. */
-interface DataFrame {
-  readonly values: ReadonlyMap<string, unknown>;
-  readonly parent: DataFrame | undefined;
-}
-
-/** Block params (`as |item i|`) in scope, innermost first. */
-interface ParamFrame {
-  readonly bindings: ReadonlyMap<string, unknown>;
-  readonly parent: ParamFrame | undefined;
+/** The frame `depth` levels out from `frame` (what `../` and `@../` reach). */
+function frameAt<T>(frame: Frame<T> | undefined, depth: number): Frame<T> | undefined {
+  let at = frame;
+  for (let level = 0; level < depth && at !== undefined; level += 1) {
+    at = at.parent;
+  }
+  return at;
 }
 
 /** What one rendering shares across its scopes. */
@@ -288,9 +285,12 @@ interface RenderState {
 }
 
 interface Scope {
-  readonly context: ContextFrame;
-  readonly data: DataFrame;
-  readonly params: ParamFrame | undefined;
+  /** `this`; pushed only when the context changes, as in Handlebars. */
+  readonly context: Frame<unknown>;
+  /** `@index`, `@key`, `@first`, `@last` of the innermost `#each`. */
+  readonly data: Frame<ReadonlyMap<string, unknown>>;
+  /** Block params (`as |item i|`) by name. */
+  readonly params: Frame<ReadonlyMap<string, unknown>> | undefined;
   readonly state: RenderState;
 }
 
@@ -305,7 +305,7 @@ function withParams(scope: Scope, program: AST.Program | undefined, values: Args
   }
   const bindings = new Map<string, unknown>();
   names.forEach((name, index) => bindings.set(name, values[index]));
-  return { ...scope, params: { bindings, parent: scope.params } };
+  return { ...scope, params: { value: bindings, parent: scope.params } };
 }
 
 /**
@@ -315,20 +315,12 @@ function withParams(scope: Scope, program: AST.Program | undefined, values: Args
  */
 function findParam(scope: Scope, name: string): { found: true; value: unknown } | { found: false } {
   for (let frame = scope.params; frame !== undefined; frame = frame.parent) {
-    if (frame.bindings.has(name)) {
-      return { found: true, value: frame.bindings.get(name) };
+    if (frame.value.has(name)) {
+      return { found: true, value: frame.value.get(name) };
     }
   }
   const run = scope.state.run;
   return name === RUN_VARIABLE && run !== undefined ? { found: true, value: run } : { found: false };
-}
-
-function contextAt(scope: Scope, depth: number): unknown {
-  let frame: ContextFrame | undefined = scope.context;
-  for (let level = 0; level < depth && frame !== undefined; level += 1) {
-    frame = frame.parent;
-  }
-  return frame?.value;
 }
 
 /** A rendering stopped by its work-budget scope (`work-budget.ts`): `expr.budget_exceeded`, as every kind of expression. */
@@ -426,7 +418,7 @@ export function renderProgram(program: AST.Program, data: unknown, options: Rend
   };
   const scope: Scope = {
     context: { value: data, parent: undefined },
-    data: { values: new Map(), parent: undefined },
+    data: { value: new Map(), parent: undefined },
     params: undefined,
     state,
   };
@@ -542,7 +534,7 @@ function renderEach(node: AST.BlockStatement, items: unknown, scope: Scope): str
       ["first", index === 0],
       ["last", index === entries.length - 1],
     ]);
-    const itemScope: Scope = { ...withContext(scope, value), data: { values, parent: scope.data } };
+    const itemScope: Scope = { ...withContext(scope, value), data: { value: values, parent: scope.data } };
     out += renderStatements(program, withParams(itemScope, program, [value, key]));
     checkOutputSize(out);
   });
@@ -629,7 +621,7 @@ function evaluatePath(path: AST.PathExpression, scope: Scope): unknown {
     return resolveTail(dataValue(scope, path.depth, typeof head === "string" ? head : ""), path.tail);
   }
   if (head === undefined) {
-    return contextAt(scope, path.depth); // `this`, `.`, `../`
+    return frameAt(scope.context, path.depth)?.value; // `this`, `.`, `../`
   }
   if (typeof head === "object") {
     return resolveTail(evaluate(head, scope), path.tail); // `(helper x).field`
@@ -640,18 +632,11 @@ function evaluatePath(path: AST.PathExpression, scope: Scope): unknown {
       return resolveTail(param.value, path.tail);
     }
   }
-  return resolveTail(getOwn(contextAt(scope, path.depth), head), path.tail);
+  return resolveTail(getOwn(frameAt(scope.context, path.depth)?.value, head), path.tail);
 }
 
 function dataValue(scope: Scope, depth: number, name: string): unknown {
-  if (name === "root") {
-    return scope.state.root;
-  }
-  let frame: DataFrame | undefined = scope.data;
-  for (let level = 0; level < depth && frame !== undefined; level += 1) {
-    frame = frame.parent;
-  }
-  return frame?.values.get(name);
+  return name === "root" ? scope.state.root : frameAt(scope.data, depth)?.value.get(name);
 }
 
 function resolveTail(value: unknown, tail: readonly string[]): unknown {

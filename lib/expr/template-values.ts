@@ -75,7 +75,7 @@ export function getOwn(target: unknown, key: unknown): unknown {
   return typeof value === "function" ? undefined : value;
 }
 
-export function ownKeys(target: Record<string, unknown>): string[] {
+function ownKeys(target: Record<string, unknown>): string[] {
   return Object.keys(target).filter((key) => key !== REFUSED_KEY);
 }
 
