@@ -63,19 +63,14 @@ export function checkProgram(program: AST.Program | undefined, params: ParamName
 }
 
 function checkMustache(node: AST.MustacheStatement, params: ParamNames): void {
-  if (node.path.type === "SubExpression") {
-    if (hasArguments(node)) {
-      throw problem("a sub-expression cannot be called with arguments", node);
-    }
-    checkExpression(node.path, params);
-    return;
-  }
   if (!hasArguments(node)) {
     checkExpression(node.path, params);
     return;
   }
-  const spec = checkCallee(node, params, "inline");
-  checkArguments(node, spec, params);
+  if (node.path.type === "SubExpression") {
+    throw problem("a sub-expression cannot be called with arguments", node);
+  }
+  checkArguments(node, checkCallee(node, params, "inline"), params);
 }
 
 function checkBlock(node: AST.BlockStatement, params: ParamNames): void {
