@@ -5,21 +5,35 @@ import {
   handlerFor,
   hasArguments,
   hashPairs,
+  HELPERS,
+  type HelperSpec,
   inverseOf,
   isPath,
   isRawBlock,
   LITERAL_TYPES,
-  partialName,
-  problem,
+  location,
   programOf,
   simpleName,
   type StatementHandlers,
-  UNSUPPORTED_STATEMENTS,
-} from "./template-ast.ts";
-import type { HelperSpec } from "./template-scope.ts";
-import { HELPERS } from "./template-render.ts";
+} from "./template-render.ts";
 
-// The compile-time checks: what `compileTemplate` refuses, with the line it is on.
+// The compile-time checks: what `compileTemplate` refuses, with the line it is on. The
+// renderer handles exactly what passes them.
+
+/** A template that parses but uses something this renderer refuses. */
+export class TemplateProblem extends Error {}
+
+function problem(message: string, node: AST.Node): TemplateProblem {
+  return new TemplateProblem(`${message}${location(node)}`);
+}
+
+/** Statements the parser builds that no template may use. */
+const UNSUPPORTED_STATEMENTS: Readonly<Record<string, string>> = {
+  PartialStatement: "partials ({{> name}}) are not supported",
+  PartialBlockStatement: "partial blocks ({{#> name}}…{{/name}}) are not supported",
+  Decorator: "decorators ({{*name}}) are not supported",
+  DecoratorBlock: 'decorators are not supported ({{#*name}}…{{/name}}, inline partials {{#*inline "name"}} among them)',
+};
 
 /** Block params statically in scope, innermost last. */
 type ParamNames = readonly (readonly string[])[];
@@ -33,8 +47,6 @@ const checkers: StatementHandlers<void, ParamNames> = {
   CommentStatement: () => undefined,
   MustacheStatement: checkMustache,
   BlockStatement: checkBlock,
-  DecoratorBlock: checkInlinePartial,
-  PartialStatement: checkPartial,
 };
 
 export function checkProgram(program: AST.Program | undefined, params: ParamNames): void {
@@ -51,19 +63,14 @@ export function checkProgram(program: AST.Program | undefined, params: ParamName
 }
 
 function checkMustache(node: AST.MustacheStatement, params: ParamNames): void {
-  if (node.path.type === "SubExpression") {
-    if (hasArguments(node)) {
-      throw problem("a sub-expression cannot be called with arguments", node);
-    }
-    checkExpression(node.path, params);
-    return;
-  }
   if (!hasArguments(node)) {
     checkExpression(node.path, params);
     return;
   }
-  const spec = checkCallee(node, params, "inline");
-  checkArguments(node, spec, params);
+  if (node.path.type === "SubExpression") {
+    throw problem("a sub-expression cannot be called with arguments", node);
+  }
+  checkArguments(node, checkCallee(node, params, "inline"), params);
 }
 
 function checkBlock(node: AST.BlockStatement, params: ParamNames): void {
@@ -97,40 +104,6 @@ function checkBlock(node: AST.BlockStatement, params: ParamNames): void {
   }
   checkProgram(program, declared.length > 0 ? [...params, declared] : params);
   checkProgram(inverseOf(node), params);
-}
-
-function checkInlinePartial(node: AST.BlockStatement, _params: ParamNames): void {
-  const [name, ...rest] = node.params;
-  if (
-    simpleName(node.path) !== "inline" ||
-    name?.type !== "StringLiteral" ||
-    rest.length > 0 ||
-    hashPairs(node).length > 0
-  ) {
-    throw problem('decorators are not supported, except inline partials ({{#*inline "name"}}…{{/inline}})', node);
-  }
-  // An inline partial renders later, from a partial call, where no block params are in scope.
-  checkProgram(programOf(node), []);
-}
-
-function checkPartial(node: AST.PartialStatement, params: ParamNames): void {
-  if (partialName(node) === undefined) {
-    throw problem(
-      node.name.type === "SubExpression"
-        ? "dynamic partials ({{> (expression)}}) are not supported"
-        : "only named partials ({{> name}}) are supported; @partial-block is not",
-      node,
-    );
-  }
-  if (node.params.length > 1) {
-    throw problem("a partial takes at most one context argument", node);
-  }
-  for (const param of node.params) {
-    checkExpression(param, params);
-  }
-  for (const pair of hashPairs(node)) {
-    checkExpression(pair.value, params);
-  }
 }
 
 /** Finds the helper a call names, or explains why the call is refused. */

@@ -1,53 +1,186 @@
 import type { AST } from "@handlebars/parser";
 import { EngineError } from "../errors.ts";
-import { MAX_PARTIAL_DEPTH, MAX_TEMPLATE_OUTPUT, TEMPLATE_CHARS_PER_RENDER_STEP } from "./template-types.ts";
+import { evaluationAllowance, WORK_UNITS_PER_TEMPLATE_STEP } from "./work-budget.ts";
+import { currentRunVariables, RUN_VARIABLE } from "./run-scope.ts";
 import {
   emit,
   getOwn,
-  indentLines,
   isEmpty,
-  isPlainObject,
   isTruthy,
   iterationEntries,
   joinItems,
   lengthOf,
-  ownKeys,
   renderValue,
   toJson,
   urlEncode,
   UrlEncodedText,
 } from "./template-values.ts";
-import {
-  type Callable,
-  handlerFor,
-  hasArguments,
-  hashPairs,
-  inverseOf,
-  isRawBlock,
-  isScoped,
-  LITERAL_TYPES,
-  location,
-  partialName,
-  programOf,
-  simpleName,
-  type StatementHandlers,
-} from "./template-ast.ts";
-import {
-  chargeSteps,
-  contextAt,
-  type DataFrame,
-  findParam,
-  findPartial,
-  type HashArgs,
-  type HelperSpec,
-  requirePresent,
-  type Scope,
-  unresolved,
-  withContext,
-  withParams,
-} from "./template-scope.ts";
 
-// The helpers (see the table at the top of `template.ts`) and the interpreter: statements and expressions.
+// The interpreter: how it reads the parser's AST, the helpers (see the table at the top of
+// `template.ts`), the scope a rendering carries, and statements and expressions rendered
+// under the render-step budget. `template-check.ts` refuses, at compile time, everything
+// this does not handle.
+
+/** Per-render options. */
+export interface RenderOptions {
+  /**
+   * `url` percent-encodes what each `{{x}}` emits (`encodeURIComponent`), for URL
+   * templates; `{{{x}}}` stays raw. Default `none`: nothing is escaped.
+   */
+  escape?: "none" | "url";
+  /**
+   * Replaces what every mustache emits, `{{x}}` and `{{{x}}}` alike (escaping is not
+   * applied): it receives the rendered value and returns the text to emit. The shell
+   * action uses it to keep values out of command text (see `lib/expr/shell-template.ts`).
+   */
+  substitute?: (text: string) => string;
+  /**
+   * A `{{path}}` that selects nothing, or such a path given to a helper that
+   * renders it (`{{json path}}`), fails with `template.unresolved` naming
+   * it, instead of rendering as nothing: for templates that build requests
+   * and commands, where a typo must not reach the peer. `{{default path "…"}}`
+   * (or an `{{#if}}` around it) marks a value that may be absent.
+   */
+  strict?: boolean;
+}
+
+/** Longest rendered output, in UTF-16 code units: a runaway template fails instead of eating the isolate's memory. */
+export const MAX_TEMPLATE_OUTPUT = 16 * 1024 * 1024;
+
+/**
+ * Most render steps one rendering may take: a step is a statement rendered, an `#each`
+ * iteration, a helper call, and a further step per {@link TEMPLATE_CHARS_PER_RENDER_STEP}
+ * characters a helper returns. Nested `#each` over a few thousand items would otherwise
+ * run millions of iterations within the output cap.
+ */
+export const MAX_TEMPLATE_RENDER_STEPS = 1_000_000;
+
+/** Characters of a helper's result (`json`, `join`, `concat`, …) counted as one render step. */
+export const TEMPLATE_CHARS_PER_RENDER_STEP = 20;
+
+// ───────────────────────────── the parser's AST ─────────────────────────────
+
+// The parser's d.ts is loose in places (optional `hash`, `program`, `inverse`, `blockParams`;
+// literals as paths); these accessors say what the parser really produces.
+
+export type Callable = {
+  readonly path: AST.Expression;
+  readonly params: AST.Expression[];
+  readonly hash?: AST.Hash | undefined;
+};
+
+export function hashPairs(node: { readonly hash?: AST.Hash | undefined }): AST.HashPair[] {
+  return node.hash?.pairs ?? [];
+}
+
+export function hasArguments(node: Callable): boolean {
+  return node.params.length > 0 || hashPairs(node).length > 0;
+}
+
+export function blockParamsOf(program: AST.Program | undefined): readonly string[] {
+  return (program as { blockParams?: string[] } | undefined)?.blockParams ?? [];
+}
+
+export function programOf(node: AST.BlockStatement): AST.Program | undefined {
+  return (node as { program?: AST.Program }).program;
+}
+
+export function inverseOf(node: AST.BlockStatement): AST.Program | undefined {
+  return (node as { inverse?: AST.Program }).inverse;
+}
+
+/** Raw blocks (`{{{{raw}}}}`) come out of the parser as blocks with empty strip flags. */
+export function isRawBlock(node: AST.BlockStatement): boolean {
+  return typeof (node.openStrip as { open?: boolean }).open !== "boolean";
+}
+
+export const LITERAL_TYPES = new Set([
+  "StringLiteral",
+  "NumberLiteral",
+  "BooleanLiteral",
+  "UndefinedLiteral",
+  "NullLiteral",
+]);
+
+export function isPath(node: AST.Node): node is AST.PathExpression {
+  return node.type === "PathExpression";
+}
+
+/** `this.x`, `./x` and `[this]` are scoped: never helpers, never block params (Handlebars' `scopedId`). */
+function isScoped(path: AST.PathExpression): boolean {
+  return /^(?:\.|this(?:$|[./]))/.test(path.original);
+}
+
+/**
+ * The name a helper call would use: a one-segment, unscoped path or a literal (Handlebars
+ * turns `{{"name"}}` into a lookup of `name`).
+ */
+export function simpleName(node: AST.Expression): string | undefined {
+  if (LITERAL_TYPES.has(node.type)) {
+    return String((node as { original?: unknown }).original);
+  }
+  if (
+    !isPath(node) ||
+    node.data ||
+    node.depth > 0 ||
+    node.parts.length !== 1 ||
+    typeof node.head !== "string" ||
+    isScoped(node)
+  ) {
+    return undefined;
+  }
+  return node.head;
+}
+
+export function location(node: AST.Node): string {
+  const start = node.loc?.start;
+  return start === undefined ? "" : ` at line ${start.line}, column ${start.column + 1}`;
+}
+
+/** The statements a checked template holds, by type. */
+interface StatementNodes {
+  ContentStatement: AST.ContentStatement;
+  CommentStatement: AST.CommentStatement;
+  MustacheStatement: AST.MustacheStatement;
+  BlockStatement: AST.BlockStatement;
+}
+
+/** One handler per supported statement type: the checks and the renderer dispatch through these. */
+export type StatementHandlers<R, S> = {
+  readonly [K in keyof StatementNodes]: (node: StatementNodes[K], scope: S) => R;
+};
+
+export function handlerFor<R, S>(
+  handlers: StatementHandlers<R, S>,
+  node: AST.Statement,
+): ((node: AST.Statement, scope: S) => R) | undefined {
+  return Object.hasOwn(handlers, node.type)
+    ? (handlers[node.type as keyof StatementNodes] as (node: AST.Statement, scope: S) => R)
+    : undefined;
+}
+
+// ───────────────────────────── helpers ─────────────────────────────
+
+type Args = readonly unknown[];
+
+type HashArgs = ReadonlyMap<string, unknown>;
+
+/** A helper: arity and hash keys are checked at compile time. */
+export interface HelperSpec {
+  readonly min: number;
+  readonly max: number;
+  readonly hash?: readonly string[];
+  /** Present for block helpers (`#if`, `#each`, …), usable only as blocks. */
+  readonly block?: (node: AST.BlockStatement, args: Args, hash: HashArgs, scope: Scope) => string;
+  /** Present for value helpers, usable in mustaches and sub-expressions. */
+  readonly value?: (args: Args, hash: HashArgs) => unknown;
+  /** A value helper that may also open a block: the body renders when its result is truthy. */
+  readonly predicate?: boolean;
+  /** Block helpers that bind `as |…|` params, and how many. */
+  readonly blockParams?: number;
+  /** A value helper that tests its arguments (`default`): a strict rendering lets them be absent, as it does a predicate's. */
+  readonly acceptsAbsent?: boolean;
+}
 
 function compare(test: (a: number | string, b: number | string) => boolean): HelperSpec {
   return {
@@ -116,66 +249,230 @@ export const HELPERS: ReadonlyMap<string, HelperSpec> = new Map<string, HelperSp
   ["urlencode", { min: 1, max: 1, value: ([value]) => new UrlEncodedText(urlEncode(renderValue(value))) }],
 ]);
 
+// ───────────────────────────── the scope of a rendering ─────────────────────────────
+
+/** A stack as a linked list, innermost first: each scope pushes onto the ones it needs. */
+interface Frame<T> {
+  readonly value: T;
+  readonly parent: Frame<T> | undefined;
+}
+
+/** The frame `depth` levels out from `frame` (what `../` and `@../` reach). */
+function frameAt<T>(frame: Frame<T> | undefined, depth: number): Frame<T> | undefined {
+  let at = frame;
+  for (let level = 0; level < depth && at !== undefined; level += 1) {
+    at = at.parent;
+  }
+  return at;
+}
+
+/** What one rendering shares across its scopes. */
+interface RenderState {
+  /** Render steps taken so far, against {@link limit}. */
+  steps: number;
+  /** {@link MAX_TEMPLATE_RENDER_STEPS}, or less when the work-budget scope has less left. */
+  readonly limit: number;
+  /** Why the rendering stops at {@link limit} when the scope, not its own budget, set it. */
+  readonly scopeReason: string | undefined;
+  readonly root: unknown;
+  /** The reserved `run` variable (`run-scope.ts`), or undefined outside a run scope. */
+  readonly run: unknown;
+  /** `{{x}}` is percent-encoded (`RenderOptions.escape` is `url`). */
+  readonly urlEscape: boolean;
+  readonly substitute: ((text: string) => string) | undefined;
+  /** A `{{path}}` that selects nothing fails (`RenderOptions.strict`). */
+  readonly strict: boolean;
+}
+
+interface Scope {
+  /** `this`; pushed only when the context changes, as in Handlebars. */
+  readonly context: Frame<unknown>;
+  /** `@index`, `@key`, `@first`, `@last` of the innermost `#each`. */
+  readonly data: Frame<ReadonlyMap<string, unknown>>;
+  /** Block params (`as |item i|`) by name. */
+  readonly params: Frame<ReadonlyMap<string, unknown>> | undefined;
+  readonly state: RenderState;
+}
+
+function withContext(scope: Scope, value: unknown): Scope {
+  return value === scope.context.value ? scope : { ...scope, context: { value, parent: scope.context } };
+}
+
+function withParams(scope: Scope, program: AST.Program | undefined, values: Args): Scope {
+  const names = blockParamsOf(program);
+  if (names.length === 0) {
+    return scope;
+  }
+  const bindings = new Map<string, unknown>();
+  names.forEach((name, index) => bindings.set(name, values[index]));
+  return { ...scope, params: { value: bindings, parent: scope.params } };
+}
+
+/**
+ * What an unscoped path's first segment names before the data: a block param
+ * in scope, else the reserved `run` variable (run-scope.ts), which the data's
+ * own `run` field cannot shadow (that field is `{{this.run}}`).
+ */
+function findParam(scope: Scope, name: string): { found: true; value: unknown } | { found: false } {
+  for (let frame = scope.params; frame !== undefined; frame = frame.parent) {
+    if (frame.value.has(name)) {
+      return { found: true, value: frame.value.get(name) };
+    }
+  }
+  const run = scope.state.run;
+  return name === RUN_VARIABLE && run !== undefined ? { found: true, value: run } : { found: false };
+}
+
+/** A rendering stopped by its work-budget scope (`work-budget.ts`): `expr.budget_exceeded`, as every kind of expression. */
+function scopeExceeded(reason: string): EngineError {
+  return new EngineError("expr.budget_exceeded", `template rendering ${reason}`);
+}
+
+/**
+ * @throws EngineError `template.budget_exceeded` past {@link MAX_TEMPLATE_RENDER_STEPS},
+ *   `expr.budget_exceeded` past what the work-budget scope had left.
+ */
+function chargeSteps(state: RenderState, steps: number): void {
+  state.steps += steps;
+  if (state.steps > state.limit) {
+    if (state.scopeReason !== undefined) {
+      throw scopeExceeded(state.scopeReason);
+    }
+    throw new EngineError(
+      "template.budget_exceeded",
+      `template rendering exceeded its budget of ${MAX_TEMPLATE_RENDER_STEPS} steps (statements, #each iterations and helper calls)`,
+    );
+  }
+}
+
+function checkOutputSize(out: string): void {
+  if (out.length > MAX_TEMPLATE_OUTPUT) {
+    throw new EngineError("template.render_failed", `template output exceeds ${MAX_TEMPLATE_OUTPUT} characters`);
+  }
+}
+
+/** A strict template's path selected nothing (`helper`: in an argument of that helper): say which, and what the data has. */
+function unresolved(path: AST.Expression, root: unknown, helper?: string): EngineError {
+  const shown = path.type === "PathExpression" ? (path as AST.PathExpression).original : path.type;
+  const keys =
+    root !== null && typeof root === "object" && !Array.isArray(root)
+      ? `its top-level keys are ${Object.keys(root).slice(0, 20).join(", ") || "none"}`
+      : "it is not an object";
+  const [what, fix] =
+    helper === undefined
+      ? [`{{${shown}}}`, `{{default ${shown} ""}}`]
+      : [
+          `${shown} (an argument of ${helper})`,
+          `{{${helper} (default ${shown} ${helper === "json" ? "null" : '""'})}}`,
+        ];
+  return EngineError.terminal(
+    "template.unresolved",
+    `${what} selects nothing in the template's data (${keys}); mark a value that may be absent with ${fix}`,
+  );
+}
+
+/**
+ * In a strict rendering, a helper that renders or transforms its arguments (`json`,
+ * `lowercase`, `join`, …) refuses a path argument that selects nothing, as a bare `{{path}}`
+ * fails: `{{json titel}}` must not send `null`. Helpers that test a value (`default`, the
+ * predicates `eq` … `not`, and the blocks `#if`, `#each`, `#with`) accept an absent one.
+ */
+function requirePresent(
+  helper: string,
+  spec: HelperSpec,
+  params: readonly AST.Expression[],
+  args: Args,
+  state: RenderState,
+): void {
+  if (!state.strict || spec.predicate === true || spec.acceptsAbsent === true) {
+    return;
+  }
+  params.forEach((param, index) => {
+    if (args[index] === undefined && param.type === "PathExpression") {
+      throw unresolved(param, state.root, helper);
+    }
+  });
+}
+
 // ───────────────────────────── rendering: statements ─────────────────────────────
+
+/**
+ * Renders a checked program over `data`, within {@link MAX_TEMPLATE_RENDER_STEPS} and
+ * what the work-budget scope has left.
+ *
+ * @throws EngineError `template.render_failed` (cyclic data in `json`, data nested too
+ *   deeply, output too large), `template.unresolved` (strict), `template.budget_exceeded`,
+ *   `expr.budget_exceeded`.
+ */
+export function renderProgram(program: AST.Program, data: unknown, options: RenderOptions = {}): string {
+  const allowance = evaluationAllowance(MAX_TEMPLATE_RENDER_STEPS, 1 / WORK_UNITS_PER_TEMPLATE_STEP, scopeExceeded);
+  const state: RenderState = {
+    steps: 0,
+    limit: allowance.limit,
+    scopeReason: allowance.scopeReason,
+    root: data,
+    run: currentRunVariables(),
+    urlEscape: options.escape === "url",
+    substitute: options.substitute,
+    strict: options.strict ?? false,
+  };
+  const scope: Scope = {
+    context: { value: data, parent: undefined },
+    data: { value: new Map(), parent: undefined },
+    params: undefined,
+    state,
+  };
+  try {
+    return renderStatements(program, scope);
+  } catch (thrown) {
+    if (thrown instanceof EngineError) {
+      throw thrown;
+    }
+    const reason =
+      thrown instanceof RangeError
+        ? "data is nested too deeply"
+        : thrown instanceof Error
+          ? thrown.message
+          : String(thrown);
+    throw new EngineError("template.render_failed", `template rendering failed: ${reason}`, { cause: thrown });
+  } finally {
+    allowance.settle(state.steps);
+  }
+}
 
 const renderers: StatementHandlers<string, Scope> = {
   ContentStatement: (node) => node.value,
   CommentStatement: () => "",
   MustacheStatement: (node, scope) => {
-    const value = mustacheValue(node, scope);
-    if (value === undefined && scope.state.strict && calleeOf(node, scope) === undefined) {
-      throw unresolved(node.path, scope.state.root);
+    const helper = calleeOf(node, scope);
+    const value = helper === undefined ? evaluateTarget(node.path, scope) : callHelper(helper, node, scope);
+    const state = scope.state;
+    if (value === undefined && state.strict && helper === undefined) {
+      throw unresolved(node.path, state.root);
     }
-    const substitute = scope.state.substitute;
-    return substitute === undefined ? emit(value, node.escaped, scope.state.escape) : substitute(renderValue(value));
+    return state.substitute === undefined
+      ? emit(value, node.escaped && state.urlEscape)
+      : state.substitute(renderValue(value));
   },
   BlockStatement: renderBlock,
-  DecoratorBlock: () => "", // inline partials are collected by renderProgram
-  PartialStatement: renderPartial,
 };
 
-export function renderProgram(program: AST.Program | undefined, scope: Scope): string {
-  if (program === undefined) {
-    return "";
-  }
-  const inner = withInlinePartials(program, scope);
+function renderStatements(program: AST.Program | undefined, scope: Scope): string {
   let out = "";
-  for (const statement of program.body) {
+  for (const statement of program?.body ?? []) {
     const render = handlerFor(renderers, statement);
     if (render === undefined) {
+      // compileTemplate refuses every other statement; this guards the invariant.
       throw new EngineError(
         "template.render_failed",
         `unsupported template syntax (${statement.type})${location(statement)}`,
       );
     }
     chargeSteps(scope.state, 1);
-    out += render(statement, inner);
-    if (out.length > MAX_TEMPLATE_OUTPUT) {
-      throw new EngineError("template.render_failed", `template output exceeds ${MAX_TEMPLATE_OUTPUT} characters`);
-    }
+    out += render(statement, scope);
+    checkOutputSize(out);
   }
   return out;
-}
-
-/** Inline partials are visible throughout the program that declares them, as in Handlebars. */
-function withInlinePartials(program: AST.Program, scope: Scope): Scope {
-  const partials = new Map<string, AST.Program>();
-  for (const statement of program.body) {
-    if (statement.type === "DecoratorBlock") {
-      const block = statement as AST.BlockStatement;
-      const name = block.params[0];
-      const body = programOf(block);
-      if (name?.type === "StringLiteral" && body !== undefined) {
-        partials.set((name as AST.StringLiteral).value, body);
-      }
-    }
-  }
-  return partials.size === 0 ? scope : { ...scope, inline: { partials, parent: scope.inline } };
-}
-
-function mustacheValue(node: AST.MustacheStatement, scope: Scope): unknown {
-  const helper = calleeOf(node, scope);
-  return helper === undefined ? evaluateTarget(node.path, scope) : callHelper(helper, node, scope);
 }
 
 function renderBlock(node: AST.BlockStatement, scope: Scope): string {
@@ -197,35 +494,35 @@ function renderBlock(node: AST.BlockStatement, scope: Scope): string {
 }
 
 function renderBranch(node: AST.BlockStatement, condition: boolean, scope: Scope): string {
-  return renderProgram(condition ? programOf(node) : inverseOf(node), scope);
+  return renderStatements(condition ? programOf(node) : inverseOf(node), scope);
 }
 
 /** `{{#path}}…{{/path}}` without a helper: Handlebars' `blockHelperMissing`. */
 function renderSection(node: AST.BlockStatement, value: unknown, scope: Scope): string {
   if (value === true) {
-    return renderProgram(programOf(node), scope);
+    return renderStatements(programOf(node), scope);
   }
   if (value === false || value === undefined || value === null) {
-    return renderProgram(inverseOf(node), scope);
+    return renderStatements(inverseOf(node), scope);
   }
   if (Array.isArray(value)) {
     return renderEach(node, value, scope);
   }
-  return renderProgram(programOf(node), withContext(scope, value));
+  return renderStatements(programOf(node), withContext(scope, value));
 }
 
 function renderWith(node: AST.BlockStatement, value: unknown, scope: Scope): string {
   if (isEmpty(value)) {
-    return renderProgram(inverseOf(node), scope);
+    return renderStatements(inverseOf(node), scope);
   }
   const program = programOf(node);
-  return renderProgram(program, withParams(withContext(scope, value), program, [value]));
+  return renderStatements(program, withParams(withContext(scope, value), program, [value]));
 }
 
 function renderEach(node: AST.BlockStatement, items: unknown, scope: Scope): string {
   const entries = iterationEntries(items);
   if (entries.length === 0) {
-    return renderProgram(inverseOf(node), scope);
+    return renderStatements(inverseOf(node), scope);
   }
   const program = programOf(node);
   let out = "";
@@ -237,43 +534,11 @@ function renderEach(node: AST.BlockStatement, items: unknown, scope: Scope): str
       ["first", index === 0],
       ["last", index === entries.length - 1],
     ]);
-    const itemScope: Scope = { ...withContext(scope, value), data: { values, parent: scope.data } };
-    out += renderProgram(program, withParams(itemScope, program, [value, key]));
-    if (out.length > MAX_TEMPLATE_OUTPUT) {
-      throw new EngineError("template.render_failed", `template output exceeds ${MAX_TEMPLATE_OUTPUT} characters`);
-    }
+    const itemScope: Scope = { ...withContext(scope, value), data: { value: values, parent: scope.data } };
+    out += renderStatements(program, withParams(itemScope, program, [value, key]));
+    checkOutputSize(out);
   });
   return out;
-}
-
-function renderPartial(node: AST.PartialStatement, scope: Scope): string {
-  chargeSteps(scope.state, 1);
-  const name = partialName(node) ?? "";
-  if (scope.partialDepth >= MAX_PARTIAL_DEPTH) {
-    throw new EngineError(
-      "template.render_failed",
-      `partials nest deeper than ${MAX_PARTIAL_DEPTH} (is "${name}" recursive?)${location(node)}`,
-    );
-  }
-  const program = findPartial(name, scope, node);
-  const [contextParam] = node.params;
-  let context = contextParam === undefined ? scope.context.value : evaluate(contextParam, scope);
-  const pairs = hashPairs(node);
-  if (pairs.length > 0) {
-    const merged: Record<string, unknown> = {};
-    if (isPlainObject(context)) {
-      for (const key of ownKeys(context)) {
-        merged[key] = getOwn(context, key);
-      }
-    }
-    for (const pair of pairs) {
-      merged[pair.key] = evaluate(pair.value, scope);
-    }
-    context = merged;
-  }
-  // Block params do not reach into partials (as in Handlebars); `@` data and inline partials do.
-  const inner: Scope = { ...withContext(scope, context), params: undefined, partialDepth: scope.partialDepth + 1 };
-  return indentLines(renderProgram(program, inner), node.indent);
 }
 
 // ───────────────────────────── rendering: expressions ─────────────────────────────
@@ -356,7 +621,7 @@ function evaluatePath(path: AST.PathExpression, scope: Scope): unknown {
     return resolveTail(dataValue(scope, path.depth, typeof head === "string" ? head : ""), path.tail);
   }
   if (head === undefined) {
-    return contextAt(scope, path.depth); // `this`, `.`, `../`
+    return frameAt(scope.context, path.depth)?.value; // `this`, `.`, `../`
   }
   if (typeof head === "object") {
     return resolveTail(evaluate(head, scope), path.tail); // `(helper x).field`
@@ -367,18 +632,11 @@ function evaluatePath(path: AST.PathExpression, scope: Scope): unknown {
       return resolveTail(param.value, path.tail);
     }
   }
-  return resolveTail(getOwn(contextAt(scope, path.depth), head), path.tail);
+  return resolveTail(getOwn(frameAt(scope.context, path.depth)?.value, head), path.tail);
 }
 
 function dataValue(scope: Scope, depth: number, name: string): unknown {
-  if (name === "root") {
-    return scope.state.root;
-  }
-  let frame: DataFrame | undefined = scope.data;
-  for (let level = 0; level < depth && frame !== undefined; level += 1) {
-    frame = frame.parent;
-  }
-  return frame?.values.get(name);
+  return name === "root" ? scope.state.root : frameAt(scope.data, depth)?.value.get(name);
 }
 
 function resolveTail(value: unknown, tail: readonly string[]): unknown {

@@ -1,5 +1,4 @@
 import { EngineError } from "../errors.ts";
-import type { TemplateEscape } from "./template-types.ts";
 
 // How a template reads and writes data: own data properties only, values as text, escaping.
 
@@ -76,7 +75,7 @@ export function getOwn(target: unknown, key: unknown): unknown {
   return typeof value === "function" ? undefined : value;
 }
 
-export function ownKeys(target: Record<string, unknown>): string[] {
+function ownKeys(target: Record<string, unknown>): string[] {
   return Object.keys(target).filter((key) => key !== REFUSED_KEY);
 }
 
@@ -175,34 +174,17 @@ function toJsonObject(value: object, ancestors: Set<object>): unknown {
   }
 }
 
-const HTML_ESCAPES: Readonly<Record<string, string>> = {
-  "&": "&amp;",
-  "<": "&lt;",
-  ">": "&gt;",
-  '"': "&quot;",
-  "'": "&#x27;",
-  "`": "&#x60;",
-  "=": "&#x3D;",
-};
-
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"'`=]/g, (char) => HTML_ESCAPES[char] ?? char);
-}
-
 export function urlEncode(text: string): string {
   return encodeURIComponent(text.toWellFormed());
 }
 
-/** What a mustache writes: escaped per mode for `{{x}}`, raw for `{{{x}}}`. */
-export function emit(value: unknown, escaped: boolean, mode: TemplateEscape): string {
-  if (value instanceof UrlEncodedText && mode === "url") {
-    return value.text;
-  }
+/**
+ * What a mustache writes: the value's text, percent-encoded when `encode` (a `{{x}}` in a
+ * URL template) unless `urlencode` made it already.
+ */
+export function emit(value: unknown, encode: boolean): string {
   const text = renderValue(value);
-  if (!escaped || mode === "none") {
-    return text;
-  }
-  return mode === "html" ? escapeHtml(text) : urlEncode(text);
+  return encode && !(value instanceof UrlEncodedText) ? urlEncode(text) : text;
 }
 
 /** `[key, value]` pairs of an array (holes skipped, as Handlebars does) or a plain object. */
@@ -217,13 +199,4 @@ export function iterationEntries(items: unknown): [string | number, unknown][] {
     return entries;
   }
   return isPlainObject(items) ? ownKeys(items).map((key) => [key, getOwn(items, key)]) : [];
-}
-
-/** A standalone partial is indented like the line it stood on (Handlebars' rule). */
-export function indentLines(text: string, indent: string | undefined): string {
-  if (indent === undefined || indent === "") {
-    return text;
-  }
-  const lines = text.split("\n");
-  return lines.map((line, index) => (line === "" && index === lines.length - 1 ? line : indent + line)).join("\n");
 }

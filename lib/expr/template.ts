@@ -1,7 +1,8 @@
 /**
  * The engine's one Handlebars renderer: http `url_template` / `headers` / `body_template`,
- * prompt messages, shell `command_template`, human gate prompts and `{ "template": … }`
- * mapping sources all render through here.
+ * prompt messages, shell `command_template` / `working_dir` / `env`, human gate prompts,
+ * vector `query_template` / `text_template` and `{ "template": … }` mapping sources all
+ * render through here. No caller supplies partials, so the language has none.
  *
  * Why not `handlebars` itself: its `compile` generates JavaScript (`new Function`), which
  * production workerd forbids. This is an interpreter over the official parser's AST
@@ -16,30 +17,32 @@
  *   `__proto__` is refused even when it is an own key (as `JSON.parse` makes it);
  * - `lookup`, `#each` and `#with` obey the same rule; functions found in data resolve to
  *   `undefined` and are never called (nor is `toJSON`: JSON output is built from a copy);
- * - helpers live in a `Map` in this module: data cannot add, replace or reach them, and a
- *   call with arguments must name a known helper, so `{{constructor.constructor "…"}}` or
- *   `{{this.push …}}` is rejected when the template is compiled;
+ * - helpers live in a `Map` (`HELPERS` in `template-render.ts`): data cannot add, replace
+ *   or reach them, and a call with arguments must name a known helper, so
+ *   `{{constructor.constructor "…"}}` or `{{this.push …}}` is rejected when the template
+ *   is compiled;
  * - templates never write anything: nothing can pollute a prototype.
  *
  * Supported: mustaches with paths (`a.b`, `a/b`, `this`, `.`, `../x`, `[weird key]`,
  * `@root`, `@index`, `@key`, `@first`, `@last`, `@../index`, and `run.…`: the reserved
- * `run` variable of `run-scope.ts` at any depth, unless a block param is named `run`), `{{{raw}}}` / `{{&raw}}`,
- * sub-expressions, hash arguments, string/number/boolean/null/undefined literals, blocks
- * `#if` / `#unless` (hash `includeZero=true`), `#each` (arrays and objects, `else` when
- * empty), `#with` (with `else`), block params (`as |item i|` on `#each`, `as |x|` on
- * `#with`), `else if` / `else each` … chains, `{{^inverted}}` sections, Mustache-style
- * sections `{{#path}}…{{/path}}` (Handlebars' `blockHelperMissing`), comparison helpers as
- * blocks (`{{#eq a b}}…{{else}}…{{/eq}}`), whitespace control `{{~ ~}}`, standalone-line
+ * `run` variable of `run-scope.ts` at any depth, unless a block param is named `run`),
+ * `{{{raw}}}` / `{{&raw}}`, sub-expressions, hash arguments of helpers,
+ * string/number/boolean/null/undefined literals, blocks `#if` / `#unless` (hash
+ * `includeZero=true`), `#each` (arrays and objects, `else` when empty), `#with` (with
+ * `else`), block params (`as |item i|` on `#each`, `as |x|` on `#with`), `else if` /
+ * `else each` … chains, `{{^inverted}}` sections, Mustache-style sections
+ * `{{#path}}…{{/path}}` (Handlebars' `blockHelperMissing`), comparison helpers as blocks
+ * (`{{#eq a b}}…{{else}}…{{/eq}}`), whitespace control `{{~ ~}}`, standalone-line
  * stripping, comments, raw blocks `{{{{raw}}}}…{{{{/raw}}}}` (content emitted verbatim,
- * whatever the block's name), partials `{{> name}}` / `{{> name ctx key=value}}` from
- * {@link RenderOptions.partials} with standalone indentation, inline partials
- * `{{#*inline "name"}}…{{/inline}}`, and (unlike Handlebars) a mustache followed by `}`:
+ * whatever the block's name), and (unlike Handlebars) a mustache followed by `}`:
  * `{"a": {{json a}}}` is `{{json a}}` and the text `}` (`standInForBraces`).
  *
- * Rejected at compile time (`template.invalid`): unknown helpers, calls whose callee is
- * not a helper, wrong helper arity or unknown hash keys, decorators other than `inline`,
- * partial blocks `{{#> name}}` and `@partial-block`, dynamic partials `{{> (expr)}}`,
- * hash literals `{{key=value}}`, block params on anything but `#each` / `#with`.
+ * Rejected at compile time (`template.invalid`, "… not supported"): partials in every
+ * form (`{{> name}}`, `{{> (expr)}}`, `{{#> name}}…{{/name}}`, `@partial-block`: no
+ * definition field can supply one), decorators (`{{*name}}`, `{{#*name}}`, inline partials
+ * `{{#*inline "name"}}` among them), hash literals `{{key=value}}`; unknown helpers, calls
+ * whose callee is not a helper, wrong helper arity or unknown hash keys, block params on
+ * anything but `#each` / `#with`.
  *
  * Helpers (a helper is called only when it has arguments, or in a sub-expression or block;
  * a bare `{{name}}` always reads data, so a field called `length` or `json` is safe — a
@@ -75,46 +78,53 @@
  * strings: `{{name.length}}` is empty, use `{{length name}}`.
  *
  * Escaping ({@link RenderOptions.escape}): `none` (default) leaves `{{x}}` and `{{{x}}}`
- * raw; `html` escapes `{{x}}` as Handlebars does (`& < > " ' \` =`); `url` applies
- * `encodeURIComponent` to `{{x}}`, for URL templates. `{{{x}}}` is always raw.
+ * raw; `url` applies `encodeURIComponent` to `{{x}}`, for URL templates. `{{{x}}}` is
+ * always raw.
  */
 
 import { setBounded } from "../bounded-cache.ts";
 import { type AST, parse } from "@handlebars/parser";
 import { EngineError } from "../errors.ts";
-import { CompiledKind, compileInScope, evaluationAllowance, WORK_UNITS_PER_TEMPLATE_STEP } from "./work-budget.ts";
-import {
-  MAX_TEMPLATE_NESTING_DEPTH,
-  MAX_TEMPLATE_RENDER_STEPS,
-  MAX_TEMPLATE_SOURCE,
-  type RenderOptions,
-  type Template,
-  TEMPLATE_CACHE_LIMIT,
-  type TemplateCompileResult,
-} from "./template-types.ts";
+import { CompiledKind, compileInScope } from "./work-budget.ts";
 import { describeParseError, measureNesting, restoreBraces, standInForBraces } from "./template-parse.ts";
-import { TemplateProblem } from "./template-ast.ts";
-import { type PartialProgram, type RenderState, type Scope, scopeExceeded } from "./template-scope.ts";
-import { checkProgram } from "./template-check.ts";
-import { renderProgram } from "./template-render.ts";
-import { currentRunVariables } from "./run-scope.ts";
+import { checkProgram, TemplateProblem } from "./template-check.ts";
+import { type RenderOptions, renderProgram } from "./template-render.ts";
 
-export type {
-  RenderOptions,
-  Template,
-  TemplateCompileErrorCode,
-  TemplateCompileResult,
-  TemplateEscape,
-} from "./template-types.ts";
-export {
-  MAX_PARTIAL_DEPTH,
-  MAX_TEMPLATE_NESTING_DEPTH,
-  MAX_TEMPLATE_OUTPUT,
-  MAX_TEMPLATE_RENDER_STEPS,
-  MAX_TEMPLATE_SOURCE,
-  TEMPLATE_CACHE_LIMIT,
-  TEMPLATE_CHARS_PER_RENDER_STEP,
-} from "./template-types.ts";
+export type { RenderOptions } from "./template-render.ts";
+export { MAX_TEMPLATE_OUTPUT, MAX_TEMPLATE_RENDER_STEPS, TEMPLATE_CHARS_PER_RENDER_STEP } from "./template-render.ts";
+
+/** A parsed and checked template; rendering it never re-parses. */
+export interface Template {
+  readonly source: string;
+  /**
+   * @throws EngineError `template.render_failed`, `template.unresolved` (strict),
+   *   `template.budget_exceeded` past {@link MAX_TEMPLATE_RENDER_STEPS},
+   *   `expr.budget_exceeded` past what its work-budget scope has left (`work-budget.ts`).
+   */
+  render(data: unknown, options?: RenderOptions): string;
+}
+
+/**
+ * Outcome of {@link compileTemplate}: registration rejects a definition with `message`;
+ * `code` is what rendering the template fails with (`template.too_deep` past
+ * {@link MAX_TEMPLATE_NESTING_DEPTH}, else `template.invalid`).
+ */
+export type TemplateCompileResult =
+  { ok: true; template: Template } | { ok: false; message: string; code: "template.invalid" | "template.too_deep" };
+
+/** How many compiled templates an isolate keeps (least recently used are dropped). */
+export const TEMPLATE_CACHE_LIMIT = 500;
+
+/** Longest accepted template source, in UTF-16 code units. */
+export const MAX_TEMPLATE_SOURCE = 1_000_000;
+
+/**
+ * Deepest nesting a template may have, counting open blocks (`{{#…}}`, `{{^…}}`), each
+ * chained `{{else if …}}` inside them, and sub-expression parentheses inside one mustache.
+ * Checked by a linear scan before parsing: `@handlebars/parser` takes time superlinear in
+ * nesting (4,000 nested `{{#if}}` in 64 KB: 3–6 s, then a stack overflow).
+ */
+export const MAX_TEMPLATE_NESTING_DEPTH = 64;
 
 /**
  * Parses and checks `source` once (cached), for registration-time validation: a template
@@ -125,16 +135,20 @@ export function compileTemplate(source: string): TemplateCompileResult {
   if (typeof source !== "string") {
     return { ok: false, message: "a template must be a string", code: "template.invalid" };
   }
-  const cached = cacheGet(source);
+  const cached = cache.get(source);
   if (cached !== undefined) {
+    cache.delete(source); // re-inserted: most recently used
+    cache.set(source, cached);
     return cached;
   }
   const result = compileUncached(source);
-  cacheSet(source, result);
+  setBounded(cache, source, result, TEMPLATE_CACHE_LIMIT);
   return result;
 }
 
-/** Compiles without the cache; failures are cached too, so a costly refusal is paid once. */
+/** Compiled templates by source, least recently used first; failures are cached too, so a costly refusal is paid once. */
+const cache = new Map<string, TemplateCompileResult>();
+
 function compileUncached(source: string): TemplateCompileResult {
   if (source.length > MAX_TEMPLATE_SOURCE) {
     return {
@@ -172,102 +186,25 @@ function compileUncached(source: string): TemplateCompileResult {
     }
     throw thrown;
   }
-  return { ok: true, template: new CompiledTemplate(source, program) };
+  return { ok: true, template: { source, render: (data, options) => renderProgram(program, data, options) } };
 }
+
+/** Templates a work-budget scope compiled (`work-budget.ts`): each source is charged once per scope. */
+const TEMPLATE_PROGRAMS = new CompiledKind<TemplateCompileResult>("template");
 
 /**
  * Renders `source` over `data` (the template is parsed once per isolate and cached).
  *
  * @throws EngineError `template.invalid` when the template does not compile,
  *   `template.too_deep` when it nests deeper than {@link MAX_TEMPLATE_NESTING_DEPTH},
- *   `template.render_failed` when rendering fails (missing partial, cyclic data in `json`,
- *   output too large), `template.budget_exceeded` past {@link MAX_TEMPLATE_RENDER_STEPS}.
+ *   `template.render_failed` when rendering fails (cyclic data in `json`, output too
+ *   large), `template.unresolved` (strict), `template.budget_exceeded` past
+ *   {@link MAX_TEMPLATE_RENDER_STEPS}.
  */
 export function renderTemplate(source: string, data: unknown, options?: RenderOptions): string {
-  return compileOrThrow(source).render(data, options);
-}
-
-// ───────────────────────────── compiled templates and cache ─────────────────────────────
-
-class CompiledTemplate implements Template {
-  readonly source: string;
-  readonly program: AST.Program;
-
-  constructor(source: string, program: AST.Program) {
-    this.source = source;
-    this.program = program;
-  }
-
-  render(data: unknown, options: RenderOptions = {}): string {
-    const allowance = evaluationAllowance(MAX_TEMPLATE_RENDER_STEPS, 1 / WORK_UNITS_PER_TEMPLATE_STEP, scopeExceeded);
-    const state: RenderState = {
-      steps: 0,
-      limit: allowance.limit,
-      scopeReason: allowance.scopeReason,
-      root: data,
-      run: currentRunVariables(),
-      escape: options.escape ?? "none",
-      partials: options.partials,
-      substitute: options.substitute,
-      strict: options.strict ?? false,
-      compilePartial,
-    };
-    const scope: Scope = {
-      context: { value: data, parent: undefined },
-      data: { values: new Map(), parent: undefined },
-      params: undefined,
-      inline: undefined,
-      partialDepth: 0,
-      state,
-    };
-    try {
-      return renderProgram(this.program, scope);
-    } catch (thrown) {
-      if (thrown instanceof EngineError) {
-        throw thrown;
-      }
-      const reason = thrown instanceof RangeError ? "data or partials are nested too deeply" : errorText(thrown);
-      throw new EngineError("template.render_failed", `template rendering failed: ${reason}`, { cause: thrown });
-    } finally {
-      allowance.settle(state.steps);
-    }
-  }
-}
-
-/** Templates a work-budget scope compiled (`work-budget.ts`): each source is charged once per scope. */
-const TEMPLATE_PROGRAMS = new CompiledKind<TemplateCompileResult>("template");
-
-const cache = new Map<string, TemplateCompileResult>();
-
-function cacheGet(source: string): TemplateCompileResult | undefined {
-  const hit = cache.get(source);
-  if (hit !== undefined) {
-    cache.delete(source);
-    cache.set(source, hit);
-  }
-  return hit;
-}
-
-function cacheSet(source: string, result: TemplateCompileResult): void {
-  setBounded(cache, source, result, TEMPLATE_CACHE_LIMIT);
-}
-
-function compileOrThrow(source: string): CompiledTemplate {
   const compiled = compileInScope(TEMPLATE_PROGRAMS, source, compileTemplate);
   if (!compiled.ok) {
     throw new EngineError(compiled.code, compiled.message);
   }
-  // Every Template handed out by compileTemplate is a CompiledTemplate.
-  return compiled.template as CompiledTemplate;
-}
-
-/** A partial's program, compiled as any template (in the scope's cache, charged once per scope). */
-export function compilePartial(source: string): PartialProgram {
-  const compiled = compileInScope(TEMPLATE_PROGRAMS, source, compileTemplate);
-  // Every Template handed out by compileTemplate is a CompiledTemplate.
-  return compiled.ok ? { ok: true, program: (compiled.template as CompiledTemplate).program } : compiled;
-}
-
-function errorText(thrown: unknown): string {
-  return thrown instanceof Error ? thrown.message : String(thrown);
+  return compiled.template.render(data, options);
 }

@@ -233,13 +233,7 @@ describe("escaping", () => {
   const data = { x: `<a href="q">&'=\`</a>`, q: "a b/c?d=e&f" };
 
   it("leaves double and triple stashes raw by default", ({ expect }) => {
-    expect(renderTemplate("{{x}}|{{{x}}}", data)).toBe(`${data.x}|${data.x}`);
-  });
-
-  it("escapes double stashes like Handlebars in html mode but not triple stashes", ({ expect }) => {
-    expect(renderTemplate("{{x}}|{{{x}}}|{{&x}}", data, { escape: "html" })).toBe(
-      `&lt;a href&#x3D;&quot;q&quot;&gt;&amp;&#x27;&#x3D;&#x60;&lt;/a&gt;|${data.x}|${data.x}`,
-    );
+    expect(renderTemplate("{{x}}|{{{x}}}|{{&x}}", data)).toBe(`${data.x}|${data.x}|${data.x}`);
   });
 
   it("percent-encodes double stashes in url mode, leaves triple stashes raw and does not double-encode urlencode", ({
@@ -255,37 +249,49 @@ describe("escaping", () => {
   });
 });
 
-describe("partials", () => {
-  const partials = { greet: "Hello {{name}}!", list: "{{#each xs}}- {{this}}\n{{/each}}", loop: "{{> loop}}" };
+describe("partials and decorators", () => {
+  /** The code rendering fails with and the compile message, for a template that must be refused. */
+  function refusal(source: string): [string | undefined, string] {
+    return [errorCode(source, { name: "Ada", user: { name: "Bob" }, xs: [1, 2] }), compileMessage(source)];
+  }
 
-  it("renders named partials with the current context, a given context and hash values", ({ expect }) => {
-    expect(renderTemplate("{{> greet}}", { name: "Ada" }, { partials })).toBe("Hello Ada!");
-    expect(renderTemplate("{{> greet user}}", { user: { name: "Bob" } }, { partials })).toBe("Hello Bob!");
-    expect(renderTemplate('{{> greet user name="Cy"}}', { user: { name: "Bob" } }, { partials })).toBe("Hello Cy!");
-    expect(renderTemplate('{{> "greet"}}', { name: "Di" }, { partials })).toBe("Hello Di!");
+  it("refuses partials in every form at compile time with template.invalid, since no definition field supplies one", ({
+    expect,
+  }) => {
+    const partials = [
+      "{{> greet}}",
+      "{{> greet user}}",
+      '{{> greet user name="Cy"}}',
+      '{{> "greet"}}',
+      "items:\n  {{> list}}\nend",
+      "{{> constructor}}",
+      "{{> toString}}",
+      "{{> __proto__}}",
+      "{{> @partial-block}}",
+      "{{> (whichPartial)}}",
+    ];
+    for (const source of partials) {
+      const [code, message] = refusal(source);
+      expect([source, code]).toEqual([source, "template.invalid"]);
+      expect(message, source).toMatch(/partials \(\{\{> name\}\}\) are not supported at line \d+, column \d+/);
+    }
+    expect(refusal("{{#> layout}}fallback{{/layout}}")).toEqual([
+      "template.invalid",
+      expect.stringMatching(/partial blocks .* are not supported/),
+    ]);
   });
 
-  it("indents a standalone partial like the line it stands on", ({ expect }) => {
-    expect(renderTemplate("items:\n  {{> list}}\nend", { xs: ["a", "b"] }, { partials })).toBe(
-      "items:\n  - a\n  - b\nend",
-    );
-  });
-
-  it("renders inline partials declared in the template", ({ expect }) => {
-    const source = '{{#*inline "row"}}[{{this}}]{{/inline}}{{#each xs}}{{> row}}{{/each}}';
-    expect(renderTemplate(source, { xs: [1, 2] })).toBe("[1][2]");
-  });
-
-  it("fails to render a missing partial, a prototype name or a runaway recursion", ({ expect }) => {
-    expect(errorCode("{{> nope}}", {}, { partials })).toBe("template.render_failed");
-    expect(errorCode("{{> constructor}}", {}, { partials })).toBe("template.render_failed");
-    expect(errorCode("{{> toString}}", {})).toBe("template.render_failed");
-    expect(errorCode("{{> __proto__}}", {}, { partials })).toBe("template.render_failed");
-    expect(errorCode("{{> loop}}", {}, { partials })).toBe("template.render_failed");
-  });
-
-  it("reports a partial that does not parse as an invalid template", ({ expect }) => {
-    expect(errorCode("{{> bad}}", {}, { partials: { bad: "{{#if x}}" } })).toBe("template.invalid");
+  it("refuses inline partials and other decorators at compile time with template.invalid", ({ expect }) => {
+    const inline = '{{#*inline "row"}}[{{this}}]{{/inline}}{{#each xs}}{{> row}}{{/each}}';
+    expect(refusal(inline)).toEqual(["template.invalid", expect.stringMatching(/decorators are not supported/)]);
+    expect(refusal("{{#*custom}}x{{/custom}}")).toEqual([
+      "template.invalid",
+      expect.stringMatching(/decorators are not supported/),
+    ]);
+    expect(refusal("{{*decorator}}")).toEqual([
+      "template.invalid",
+      expect.stringMatching(/decorators .* are not supported/),
+    ]);
   });
 });
 
@@ -322,8 +328,8 @@ describe("compile-time validation", () => {
     expect(compileMessage("{{*decorator}}")).toMatch(/decorators/);
     expect(compileMessage("{{#*custom}}x{{/custom}}")).toMatch(/decorators are not supported/);
     expect(compileMessage("{{#> layout}}fallback{{/layout}}")).toMatch(/partial blocks/);
-    expect(compileMessage("{{> @partial-block}}")).toMatch(/@partial-block is not/);
-    expect(compileMessage("{{> (whichPartial)}}")).toMatch(/dynamic partials/);
+    expect(compileMessage("{{> @partial-block}}")).toMatch(/partials .* are not supported/);
+    expect(compileMessage("{{> (whichPartial)}}")).toMatch(/partials .* are not supported/);
     expect(compileMessage("{{a=1}}")).toMatch(/hash literals/);
   });
 
@@ -414,10 +420,6 @@ describe("budgets: nesting depth", () => {
         expect(compiled.code, hide).toBe("template.too_deep");
       }
     }
-  });
-
-  it("fails a partial that nests too deeply with template.too_deep", ({ expect }) => {
-    expect(errorCode("{{> deep}}", { a: true }, { partials: { deep: nestedIfs(200) } })).toBe("template.too_deep");
   });
 });
 
