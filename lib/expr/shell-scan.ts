@@ -530,14 +530,13 @@ class ShellReader {
 
   private commandCharacter(state: CommandState, ch: string): void {
     const next = this.at(1);
-    if (ch === MARK || "\\'\"$`".includes(ch)) {
+    if (ch === "\\" && next === "\n") {
+      // A line continuation: bash removes it, so it neither starts nor ends a word.
+      this.emit("\\\n");
+    } else if (ch === MARK || "\\'\"$`".includes(ch)) {
       const word = this.word(state);
-      if (ch === "\\" && next === "\n") {
-        this.emit("\\\n");
-      } else {
-        word.bare = false;
-        this.expansion(this.wordSink(word), "plain");
-      }
+      word.bare = false;
+      this.expansion(this.wordSink(word), "plain");
     } else if (ch === "#" && state.word === undefined && !state.test) {
       this.comment();
     } else if (ch === " " || ch === "\t" || ch === "\n") {
