@@ -135,6 +135,8 @@ export function scanShellCommand(text: string, reference: (index: number, form: 
 
 /** One reading of one command: the cursor, the output, and what was found. */
 class ShellReader {
+  private readonly text: string;
+  private readonly reference: (index: number, form: QuoteForm) => string;
   private i = 0;
   private out = "";
   private depth = 0;
@@ -147,9 +149,6 @@ class ShellReader {
   private readonly patterns = Object.fromEntries(
     Object.entries(AT_CURSOR).map(([name, pattern]) => [name, new RegExp(pattern.source, "y")]),
   ) as Record<keyof typeof AT_CURSOR, RegExp>;
-
-  private readonly text: string;
-  private readonly reference: (index: number, form: QuoteForm) => string;
 
   constructor(text: string, reference: (index: number, form: QuoteForm) => string) {
     this.text = text;
