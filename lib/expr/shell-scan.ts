@@ -6,13 +6,9 @@
  * 1. writes a variable reference in place of each mark, quoted for where the
  *    mark stands (plain, `"…"`, `'…'`, `$'…'`, or bare inside arithmetic);
  * 2. finds the marks that stand where bash **evaluates** text instead of
- *    using it as data: arithmetic (`$(( ))`, `$[ ]`, `(( ))`, `for (( ))`),
- *    array subscripts (`a[…]=`, `${a[…]}`, `([…]=…)`), substring offsets
- *    (`${v:…:…}`), the operands of `[[ … -eq/-ne/-lt/-le/-gt/-ge … ]]`,
- *    variable names (`[[ -v … ]]`, `test -v`, `${!…}`, `printf -v`, `read`,
- *    `mapfile`, `unset`, `declare`/`local`/`typeset`/`readonly`/`export`),
- *    and the arguments of `let`, `eval`, `trap`, `compgen`/`complete`, the
- *    script of `bash -c`/`sh -c`, and the values of `declare -i/-n/-a/-A`;
+ *    using it as data (the places listed in shell-template.ts: arithmetic,
+ *    subscripts, substring offsets, `[[ … -eq … ]]` operands, variable names,
+ *    `let`/`eval`/`trap`/`bash -c`, `declare -i/-n/-a/-A` values);
  * 3. follows the command's own variables: which shell variables bash
  *    evaluates in those places, and which marks (or other variables) each
  *    variable is assigned from (`x=…`, `declare x=…`, `for x in …`, `read x`
@@ -24,20 +20,985 @@
  * for indexed arrays; `$((` is arithmetic even where bash would fall back to
  * a command substitution). It does not run or expand anything.
  */
-import { Scanner } from "./shell-scan-analysis.ts";
-import type { QuoteForm, ShellScan } from "./shell-scan-core.ts";
+import { EngineError } from "../errors.ts";
 
-export { MARK, MAX_SHELL_NESTING } from "./shell-scan-core.ts";
-export type { Flow, QuoteForm, ShellScan } from "./shell-scan-core.ts";
+/** Delimits a value's mark in the rendered text: `MARK <index> MARK`. */
+export const MARK = "\u0000";
+/** How deeply quotes, expansions and command substitutions may nest before the text is refused. */
+export const MAX_SHELL_NESTING = 200;
+
+/** How a reference is written where a mark stands. */
+export type QuoteForm = "plain" | "double" | "single" | "ansi" | "bare";
+/** The forms in which `$…` expands: unquoted, in `"…"`, in arithmetic. */
+type ExpandForm = "plain" | "double" | "bare";
+
+/** Where a shell variable's value may come from. */
+interface Flow {
+  /** Marks (value indexes) assigned to the variable. */
+  marks: number[];
+  /** Other variables it is copied from (`@`: the positional parameters; `<stdin>`: what `read` reads). */
+  from: string[];
+}
+
+/** What {@link scanShellCommand} found. */
+export interface ShellScan {
+  /** The command text, each mark replaced by its reference. */
+  command: string;
+  /** Marks standing where bash evaluates them, each with the name of that context. */
+  evaluated: Map<number, string>;
+  /** Shell variables whose values bash evaluates somewhere in the command, each with the context. */
+  evaluatedNames: Map<string, string>;
+  /** What each shell variable of the command is assigned from. */
+  flows: Map<string, Flow>;
+}
+
+/** Where the text and marks of a stretch being read go (a word, evaluated text, `read`'s input). */
+interface Sink {
+  mark(index: number): void;
+  text(chunk: string): void;
+}
+
+interface Word {
+  /** The word as written, quotes included; each mark written as {@link MARK_IN_WORD}. */
+  raw: string;
+  /** Written without quotes, escapes or expansions, so it may be a keyword or an option. */
+  bare: boolean;
+  marks: number[];
+  /** The marks after the `=` of an assignment word. */
+  valueMarks: number[];
+  /** `NAME` of `NAME=…`, `NAME+=…` or `NAME[…]=…`. */
+  assign: string | undefined;
+  /** `NAME=(…)`. */
+  compound: boolean;
+}
+
+interface Heredoc {
+  delimiter: string;
+  quoted: boolean;
+  stripTabs: boolean;
+}
+
+interface Redirect {
+  operator: string;
+  word: Word;
+}
+
+/** One simple command being read, inside one command list. */
+interface CommandState {
+  words: Word[];
+  redirects: Redirect[];
+  word: Word | undefined;
+  test: boolean;
+  nextRedirect: string | undefined;
+  heredocs: Heredoc[];
+  caseDepth: number;
+  parenDepth: number;
+}
+
+/** Which names in an argument's text bash evaluates: any name, references (`$x`), or references outside single quotes. */
+type NamesIn = "all" | "references" | "unquoted references";
+
+const MARK_IN_WORD = "\u0001";
+const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const ASSIGNMENT_TARGET = /^([A-Za-z_][A-Za-z0-9_]*)(?:\[\])?\+?$/;
+const FLAG = /^[-+][A-Za-z]+$/;
+const RESERVED = new Set("if then else elif fi do done while until ! time { } coproc esac".split(" "));
+const ARITHMETIC_TEST_OPERATORS = new Set(["-eq", "-ne", "-lt", "-le", "-gt", "-ge"]);
+const DECLARATIONS = new Set(["declare", "typeset", "local", "readonly", "export"]);
+const SHELLS = new Set(["bash", "sh", "dash", "zsh", "ksh", "/bin/bash", "/bin/sh", "/usr/bin/bash"]);
+/** Identifiers and references to the positional parameters in a stretch of evaluated text. */
+const NAMES_IN_TEXT = /\$\{?[!#]?([0-9]+|[@*])|[A-Za-z_][A-Za-z0-9_]*/g;
+/** `${#x}`, `${#a[@]}`, `${#1}`: lengths, which name a variable without evaluating its value. */
+const LENGTH_EXPANSION = /\$\{#[A-Za-z0-9_@*]*(?:\[[^\]]*\])?\}/g;
+/** Only what a `$` expands: `$x`, `${x…}`, `$1`, `$@`. */
+const REFERENCES_IN_TEXT = /\$\{?[!#]?([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*])/g;
+
+/** Patterns matched at the cursor (made sticky per scan, so no match copies the rest of the text). */
+const AT_CURSOR = {
+  dollarName: /[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]/,
+  parameterName: /[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!0-]/,
+  parameterOperator: /:[-=+?]|##?|%%?|\/[/#%]?|\^\^?|,,?|@[A-Za-z]?|[-=+?]/,
+  functionParens: /\([ \t]*\)/,
+  redirection: /<<<|<<-|<<|<>|<&|>&|>>|>\||&>>|&>|<|>/,
+} as const;
 
 /**
  * Reads `text` (rendered, with marks) as bash would and places the references.
  * @param reference writes the reference to value `index` for a quoting form.
  * @throws EngineError `shell.unsafe_template` for a mark right after a backslash
  *   (the backslash would escape the reference's quoting) or inside a quoted heredoc
- *   (where it would never be expanded).
+ *   (where it would never be expanded), or for text nested deeper than {@link MAX_SHELL_NESTING}.
  */
 export function scanShellCommand(text: string, reference: (index: number, form: QuoteForm) => string): ShellScan {
-  const scanner = new Scanner(text, reference);
-  return scanner.run();
+  return new ShellReader(text, reference).run();
+}
+
+/** One reading of one command: the cursor, the output, and what was found. */
+class ShellReader {
+  private readonly text: string;
+  private readonly reference: (index: number, form: QuoteForm) => string;
+  private i = 0;
+  private out = "";
+  private depth = 0;
+  private readonly evaluated = new Map<number, string>();
+  private readonly names = new Map<string, string>();
+  private readonly flows = new Map<string, Flow>();
+  /** Functions the command defines, and every call of a command with its arguments. */
+  private readonly functions = new Set<string>();
+  private readonly calls: { name: string; args: Word[] }[] = [];
+  private readonly patterns = Object.fromEntries(
+    Object.entries(AT_CURSOR).map(([name, pattern]) => [name, new RegExp(pattern.source, "y")]),
+  ) as Record<keyof typeof AT_CURSOR, RegExp>;
+
+  constructor(text: string, reference: (index: number, form: QuoteForm) => string) {
+    this.text = text;
+    this.reference = reference;
+  }
+
+  run(): ShellScan {
+    this.commands("");
+    for (const call of this.calls) {
+      if (this.functions.has(call.name)) {
+        this.flowFrom("@", call.args);
+      }
+    }
+    return { command: this.out, evaluated: this.evaluated, evaluatedNames: this.names, flows: this.flows };
+  }
+
+  // ───────────────────────── cursor and output ─────────────────────────
+
+  private at(offset = 0): string {
+    return this.text[this.i + offset] ?? "";
+  }
+
+  /** What `pattern` matches at `offset` from the cursor, or "". */
+  private match(pattern: keyof typeof AT_CURSOR, offset = 0): string {
+    const sticky = this.patterns[pattern];
+    sticky.lastIndex = this.i + offset;
+    return sticky.exec(this.text)?.[0] ?? "";
+  }
+
+  /** Runs a nested reader, refusing text nested deeper than {@link MAX_SHELL_NESTING}. */
+  private nested(read: () => void): void {
+    if (this.depth >= MAX_SHELL_NESTING) {
+      throw EngineError.terminal(
+        "shell.unsafe_template",
+        `command_template nests quotes, expansions or substitutions more than ${MAX_SHELL_NESTING} deep`,
+      );
+    }
+    this.depth += 1;
+    read();
+    // A throw ends the whole reading, so the depth needs no `finally`.
+    this.depth -= 1;
+  }
+
+  private emit(chunk: string): void {
+    this.out += chunk;
+    this.i += chunk.length;
+  }
+
+  /** Copies `chunk` (the text at the cursor) to the output and to `sink`. */
+  private copy(sink: Sink, chunk: string): void {
+    sink.text(chunk);
+    this.emit(chunk);
+  }
+
+  /** Reads the mark at the cursor, writes its reference, and returns its index. */
+  private mark(form: QuoteForm): number {
+    const end = this.text.indexOf(MARK, this.i + 1);
+    const index = Number(this.text.slice(this.i + 1, end));
+    this.out += this.reference(index, form);
+    this.i = end + 1;
+    return index;
+  }
+
+  /** A backslash: refuses one that would escape a reference, else copies it with the character it escapes. */
+  private escape(sink: Sink): void {
+    if (this.at(1) === MARK) {
+      throw EngineError.terminal(
+        "shell.unsafe_template",
+        "a {{…}} right after a backslash in command_template: the backslash would escape the quoting of the value; remove it",
+      );
+    }
+    this.copy(sink, this.text.slice(this.i, this.i + 2));
+  }
+
+  // ───────────────────────── what was found ─────────────────────────
+
+  private evaluate(index: number, context: string): void {
+    if (!this.evaluated.has(index)) {
+      this.evaluated.set(index, context);
+    }
+  }
+
+  private noteNames(text: string, context: string, pattern: RegExp = NAMES_IN_TEXT): void {
+    // `${#x}` is x's length, never its value.
+    const plain = text.replaceAll(MARK_IN_WORD, " ").replace(LENGTH_EXPANSION, " ");
+    for (const match of plain.matchAll(pattern)) {
+      const name = match[1] !== undefined && !NAME.test(match[1]) ? "@" : (match[1] ?? match[0]);
+      if (!this.names.has(name)) {
+        this.names.set(name, context);
+      }
+    }
+  }
+
+  /** Bash evaluates `marks` and the names `pattern` finds in `text`, in `context`. */
+  private evaluateText(marks: readonly number[], text: string, context: string, pattern = REFERENCES_IN_TEXT): void {
+    marks.forEach((index) => this.evaluate(index, context));
+    this.noteNames(text, context, pattern);
+  }
+
+  private flow(name: string, marks: readonly number[], from: readonly string[]): void {
+    let flow = this.flows.get(name);
+    if (flow === undefined) {
+      flow = { marks: [], from: [] };
+      this.flows.set(name, flow);
+    }
+    flow.marks.push(...marks);
+    flow.from.push(...from);
+  }
+
+  /** `name` takes the marks of `words` and the variables they expand. */
+  private flowFrom(name: string, words: readonly Word[]): void {
+    this.flow(
+      name,
+      words.flatMap((word) => word.marks),
+      words.flatMap((word) => references(word.raw)),
+    );
+  }
+
+  /** A sink whose marks bash evaluates; the names in its text are noted when `done()` is called. */
+  private evaluatingSink(context: string): Sink & { done(): void } {
+    let buffer = "";
+    return {
+      mark: (index) => this.evaluate(index, context),
+      text: (chunk) => {
+        buffer += chunk;
+      },
+      done: () => this.noteNames(buffer, context),
+    };
+  }
+
+  // ───────────────────────── quoting and expansions ─────────────────────────
+
+  /**
+   * A mark, a backslash, a quote, `$…` or a backquote at the cursor, read in
+   * `form` (`$…` in `dollarForm`); false when the cursor is on none of them.
+   * A single quote is an ordinary character inside `"…"`.
+   */
+  private expansion(sink: Sink, form: ExpandForm, dollarForm: ExpandForm = form): boolean {
+    const ch = this.at();
+    if (ch === MARK) {
+      sink.mark(this.mark(form));
+    } else if (ch === "\\") {
+      this.escape(sink);
+    } else if (ch === "'" && form !== "double") {
+      this.singleQuoted(sink, "single");
+    } else if (ch === '"') {
+      this.double(sink);
+    } else if (ch === "$") {
+      this.dollar(sink, dollarForm);
+    } else if (ch === "`") {
+      this.backquote();
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  /** `'…'` or `$'…'` (where a backslash escapes): nothing expands, a mark steps out of the quotes. */
+  private singleQuoted(sink: Sink, form: "single" | "ansi"): void {
+    this.copy(sink, form === "ansi" ? "$'" : "'");
+    while (this.i < this.text.length) {
+      const ch = this.at();
+      if (ch === "'") {
+        this.copy(sink, ch);
+        return;
+      }
+      if (ch === "\\" && form === "ansi") {
+        this.escape(sink);
+      } else if (ch === MARK) {
+        sink.mark(this.mark(form));
+      } else {
+        this.copy(sink, ch);
+      }
+    }
+  }
+
+  private double(sink: Sink): void {
+    this.nested(() => {
+      this.copy(sink, '"');
+      this.expandingText(sink, '"');
+    });
+  }
+
+  /** The inside of `"…"`, or one line of an unquoted heredoc: up to and with `end`, expanded as in double quotes. */
+  private expandingText(sink: Sink, end: '"' | "\n"): void {
+    while (this.i < this.text.length) {
+      const ch = this.at();
+      if (ch === end) {
+        this.copy(sink, ch);
+        return;
+      }
+      if (ch === "\\" && (this.at(1) === MARK || '$`"\\\n'.includes(this.at(1)))) {
+        this.escape(sink);
+      } else if (ch === MARK) {
+        sink.mark(this.mark("double"));
+      } else if (ch === "$") {
+        this.dollar(sink, "double");
+      } else if (ch === "`") {
+        this.backquote();
+      } else {
+        this.copy(sink, ch);
+      }
+    }
+  }
+
+  /** `$…` at the cursor: an expansion, a quote, or a plain dollar. */
+  private dollar(sink: Sink, form: ExpandForm): void {
+    const next = this.at(1);
+    if (this.text.startsWith("$((", this.i)) {
+      this.emit("$((");
+      this.arithmetic("))", "arithmetic $(( ))");
+    } else if (next === "(") {
+      this.emit("$(");
+      this.commands(")");
+    } else if (next === "{") {
+      this.parameter(sink, form);
+    } else if (next === "[") {
+      this.emit("$[");
+      this.arithmetic("]", "arithmetic $[ ]");
+    } else if (next === "'" && form === "plain") {
+      this.singleQuoted(sink, "ansi");
+    } else if (next === '"' && form === "plain") {
+      this.emit("$");
+      this.double(sink);
+    } else {
+      this.copy(sink, `$${this.match("dollarName", 1)}`);
+    }
+  }
+
+  /** `${…}`: the name and subscript are evaluated, so are substring offsets; the word of an operator is not. */
+  private parameter(sink: Sink, form: ExpandForm): void {
+    this.nested(() => {
+      this.copy(sink, "${");
+      let prefix = "";
+      if ((this.at() === "!" || this.at() === "#") && this.at(1) !== "}") {
+        prefix = this.at();
+        this.copy(sink, prefix);
+      }
+      let name = "";
+      if (this.at() === MARK) {
+        this.evaluate(this.mark("bare"), "a parameter name ${…}");
+      } else {
+        name = this.match("parameterName");
+        this.copy(sink, name);
+      }
+      // `${!x}` uses x's value as a name; `${!x*}`, `${!x@}` and `${!a[@]}` list names and keys.
+      if (prefix === "!" && name !== "" && !"*@[".includes(this.at())) {
+        this.noteNames(name, "an indirection ${!…}");
+      }
+      if (this.at() === "[") {
+        this.emit("[");
+        sink.text("[]");
+        this.arithmetic("]", "an array subscript ${name[…]}");
+      }
+      const op = this.at();
+      if (op === "}") {
+        this.copy(sink, op);
+        return;
+      }
+      if (op === ":" && !"-=+?".includes(this.at(1))) {
+        this.emit(":");
+        this.arithmetic("}", "a substring offset or length ${var:…}");
+        sink.text("}");
+        return;
+      }
+      if (op === "@" && this.at(1) === "P" && name !== "") {
+        this.noteNames(name, "a prompt expansion ${…@P}");
+      }
+      this.copy(sink, this.match("parameterOperator"));
+      this.parameterWord(sink, form);
+    });
+  }
+
+  /** The word of `${x:-word}`, `${x/pattern/word}`…, up to the closing brace. */
+  private parameterWord(sink: Sink, form: ExpandForm): void {
+    this.nested(() => {
+      let depth = 0;
+      while (this.i < this.text.length) {
+        const ch = this.at();
+        if (ch === "}" && depth === 0) {
+          this.copy(sink, ch);
+          return;
+        }
+        if (ch === "{" || ch === "}") {
+          depth += ch === "{" ? 1 : -1;
+          this.copy(sink, ch);
+        } else if (!this.expansion(sink, form, form === "double" ? "double" : "plain")) {
+          this.copy(sink, ch);
+        }
+      }
+    });
+  }
+
+  /**
+   * Text bash evaluates as arithmetic, up to `closer`: every mark in it is
+   * evaluated, and so is every variable it names.
+   */
+  private arithmetic(closer: "))" | "]" | "}", context: string): void {
+    this.nested(() => {
+      const sink = this.evaluatingSink(context);
+      let parens = 0;
+      let brackets = 0;
+      while (this.i < this.text.length) {
+        const ch = this.at();
+        if (closer === "))" && parens === 0 && this.text.startsWith("))", this.i)) {
+          this.emit("))");
+          break;
+        }
+        if ((closer === "]" && ch === "]" && brackets === 0) || (closer === "}" && ch === "}")) {
+          this.emit(ch);
+          break;
+        }
+        if (!this.expansion(sink, "bare")) {
+          parens += ch === "(" ? 1 : ch === ")" ? -1 : 0;
+          brackets += ch === "[" ? 1 : ch === "]" ? -1 : 0;
+          this.copy(sink, ch);
+        }
+      }
+      sink.done();
+    });
+  }
+
+  private backquote(): void {
+    this.emit("`");
+    this.commands("`");
+  }
+
+  // ───────────────────────── command lists ─────────────────────────
+
+  /** A command list, up to `closer` (`)` of `$(`, a backquote, or the end of the text). */
+  private commands(closer: "" | ")" | "`"): void {
+    this.nested(() => {
+      const state: CommandState = {
+        words: [],
+        redirects: [],
+        word: undefined,
+        test: false,
+        nextRedirect: undefined,
+        heredocs: [],
+        caseDepth: 0,
+        parenDepth: 0,
+      };
+      while (this.i < this.text.length) {
+        const ch = this.at();
+        if (
+          (closer === "`" && ch === "`") ||
+          (closer === ")" && ch === ")" && state.parenDepth === 0 && state.caseDepth === 0 && !state.test)
+        ) {
+          this.endCommand(state);
+          this.emit(ch);
+          return;
+        }
+        this.commandCharacter(state, ch);
+      }
+      this.endCommand(state);
+    });
+  }
+
+  private word(state: CommandState): Word {
+    state.word ??= token("");
+    return state.word;
+  }
+
+  private wordSink(word: Word): Sink {
+    return {
+      mark: (index) => {
+        word.marks.push(index);
+        if (word.assign !== undefined) {
+          word.valueMarks.push(index);
+        }
+        word.raw += MARK_IN_WORD;
+      },
+      text: (chunk) => {
+        word.raw += chunk;
+      },
+    };
+  }
+
+  private commandCharacter(state: CommandState, ch: string): void {
+    const next = this.at(1);
+    if (ch === "\\" && next === "\n") {
+      // A line continuation: bash removes it, so it neither starts nor ends a word.
+      this.emit("\\\n");
+    } else if (ch === MARK || "\\'\"$`".includes(ch)) {
+      const word = this.word(state);
+      word.bare = false;
+      this.expansion(this.wordSink(word), "plain");
+    } else if (ch === "#" && state.word === undefined && !state.test) {
+      this.comment();
+    } else if (ch === " " || ch === "\t" || ch === "\n") {
+      this.endWord(state);
+      this.emit(ch);
+      if (ch === "\n" && !state.test) {
+        this.endCommand(state);
+        this.heredocBodies(state);
+      }
+    } else if (ch === ";" || ch === "&" || ch === "|") {
+      this.separator(state, ch, next);
+    } else if (ch === "(") {
+      this.openParen(state, next);
+    } else if (ch === ")") {
+      this.closeParen(state);
+    } else if (ch === "<" || ch === ">") {
+      this.redirection(state, ch, next);
+    } else if (!this.wordCharacter(state, ch)) {
+      this.word(state).raw += ch;
+      this.emit(ch);
+    }
+  }
+
+  /** `[` after a name starts a subscript; `=` after a name (or `name[…]`, `name+`) makes an assignment. */
+  private wordCharacter(state: CommandState, ch: string): boolean {
+    const word = state.word;
+    if (ch === "[" && word !== undefined && word.bare && NAME.test(word.raw)) {
+      word.raw += "[]";
+      word.bare = false;
+      this.emit("[");
+      this.arithmetic("]", "an array subscript name[…]");
+      return true;
+    }
+    if (ch === "=" && word !== undefined && word.assign === undefined && ASSIGNMENT_TARGET.test(word.raw)) {
+      word.assign = ASSIGNMENT_TARGET.exec(word.raw)?.[1];
+      word.raw += "=";
+      this.emit("=");
+      return true;
+    }
+    return false;
+  }
+
+  private separator(state: CommandState, ch: string, next: string): void {
+    this.endWord(state);
+    if (state.test && (ch === "&" || ch === "|") && next === ch) {
+      state.words.push(token(ch + ch));
+      this.emit(ch + ch);
+      return;
+    }
+    if (ch === "&" && next === ">") {
+      this.redirection(state, ch, next);
+      return;
+    }
+    this.endCommand(state);
+    this.emit(ch);
+  }
+
+  private openParen(state: CommandState, next: string): void {
+    const word = state.word;
+    if (word === undefined && next === "(" && !state.test) {
+      this.emit("((");
+      this.arithmetic("))", "arithmetic (( ))");
+      return;
+    }
+    if (word !== undefined && word.assign !== undefined && word.raw.endsWith("=")) {
+      this.compound(word);
+      return;
+    }
+    this.endWord(state);
+    if (state.test) {
+      state.words.push(token("("));
+      this.emit("(");
+      return;
+    }
+    const definition = this.match("functionParens");
+    const named = state.words.filter(
+      (candidate) => !(candidate.bare && (candidate.raw === "function" || RESERVED.has(candidate.raw))),
+    );
+    if (definition !== "" && named.length === 1 && named[0] !== undefined && named[0].bare) {
+      this.functions.add(named[0].raw);
+      state.words = [];
+      this.emit(definition);
+      return;
+    }
+    this.endCommand(state);
+    state.parenDepth += 1;
+    this.emit("(");
+  }
+
+  private closeParen(state: CommandState): void {
+    this.endWord(state);
+    if (state.test) {
+      state.words.push(token(")"));
+    } else {
+      this.endCommand(state);
+      state.parenDepth = Math.max(0, state.parenDepth - 1);
+    }
+    this.emit(")");
+  }
+
+  private redirection(state: CommandState, ch: string, next: string): void {
+    this.endWord(state);
+    if (state.test) {
+      state.words.push(token(ch));
+      this.emit(ch);
+      return;
+    }
+    if (next === "(") {
+      // Process substitution: a word whose commands are read like `$(…)`.
+      this.word(state).bare = false;
+      this.emit(`${ch}(`);
+      this.commands(")");
+      return;
+    }
+    const operator = this.match("redirection") || ch;
+    this.emit(operator);
+    state.nextRedirect = operator;
+  }
+
+  /** `NAME=(…)`: elements are data, but an element's `[…]=` subscript is evaluated. */
+  private compound(word: Word): void {
+    this.nested(() => {
+      word.compound = true;
+      word.raw += "(";
+      this.emit("(");
+      const sink = this.wordSink(word);
+      let elementStart = true;
+      while (this.i < this.text.length) {
+        const ch = this.at();
+        if (ch === ")") {
+          word.raw += ")";
+          this.emit(")");
+          return;
+        }
+        if (ch === " " || ch === "\t" || ch === "\n") {
+          this.emit(ch);
+          elementStart = true;
+          continue;
+        }
+        if (ch === "[" && elementStart) {
+          this.emit("[");
+          this.arithmetic("]", "an array subscript ([…]=…)");
+        } else if (ch === "#" && elementStart) {
+          this.comment();
+        } else if (!this.expansion(sink, "plain")) {
+          this.copy(sink, ch);
+        }
+        elementStart = false;
+      }
+    });
+  }
+
+  private comment(): void {
+    while (this.i < this.text.length && this.at() !== "\n") {
+      if (this.at() === MARK) {
+        this.mark("plain");
+      } else {
+        this.emit(this.at());
+      }
+    }
+  }
+
+  /** After a newline, the bodies of the heredocs its line opened. */
+  private heredocBodies(state: CommandState): void {
+    for (const heredoc of state.heredocs) {
+      this.heredocBody(heredoc);
+    }
+    state.heredocs = [];
+  }
+
+  /** A heredoc's lines up to its delimiter: unquoted, they expand like `"…"` (without the quotes) and feed `read`. */
+  private heredocBody(heredoc: Heredoc): void {
+    const stdin: Sink = { mark: (index) => this.flow("<stdin>", [index], []), text: () => {} };
+    while (this.i < this.text.length) {
+      const end = this.text.indexOf("\n", this.i);
+      const line = this.text.slice(this.i, end === -1 ? this.text.length : end);
+      if ((heredoc.stripTabs ? line.replace(/^\t+/, "") : line) === heredoc.delimiter) {
+        this.emit(end === -1 ? line : `${line}\n`);
+        return;
+      }
+      if (!heredoc.quoted) {
+        this.expandingText(stdin, "\n");
+      } else if (line.includes(MARK)) {
+        throw EngineError.terminal(
+          "shell.unsafe_template",
+          `a {{…}} inside a quoted heredoc (<<'${heredoc.delimiter}') is never expanded; quote nothing in the delimiter (<<${heredoc.delimiter}) to pass the value`,
+        );
+      } else {
+        this.emit(end === -1 ? line : `${line}\n`);
+      }
+    }
+  }
+
+  // ───────────────────────── words and simple commands ─────────────────────────
+
+  private endWord(state: CommandState): void {
+    const word = state.word;
+    if (word === undefined) {
+      return;
+    }
+    state.word = undefined;
+    if (state.nextRedirect !== undefined) {
+      this.endRedirect(state, state.nextRedirect, word);
+    } else if (state.test) {
+      if (word.bare && word.raw === "]]") {
+        this.analyzeTest(state.words);
+        state.words = [];
+        state.test = false;
+      } else {
+        state.words.push(word);
+      }
+    } else if (word.bare && word.raw === "[[" && isCommandPosition(state.words)) {
+      state.test = true;
+      state.words = [];
+    } else {
+      if (word.bare && isCommandPosition(state.words)) {
+        state.caseDepth = Math.max(0, state.caseDepth + (word.raw === "case" ? 1 : word.raw === "esac" ? -1 : 0));
+      }
+      state.words.push(word);
+    }
+  }
+
+  /** The word after a redirection operator: a heredoc's delimiter, or a file. */
+  private endRedirect(state: CommandState, operator: string, word: Word): void {
+    state.nextRedirect = undefined;
+    state.redirects.push({ operator, word });
+    if (operator === "<<" || operator === "<<-") {
+      state.heredocs.push({
+        delimiter: word.raw.replace(/['"\\]/g, ""),
+        quoted: /['"\\]/.test(word.raw),
+        stripTabs: operator === "<<-",
+      });
+    }
+  }
+
+  private endCommand(state: CommandState): void {
+    this.endWord(state);
+    if (!state.test) {
+      this.analyze(state.words, state.redirects);
+    }
+    state.words = [];
+    state.redirects = [];
+    state.nextRedirect = undefined;
+    state.test = false;
+  }
+
+  /** One simple command: what its command word makes of its arguments. */
+  private analyze(words: Word[], redirects: Redirect[]): void {
+    let k = 0;
+    for (let word = words[0]; word?.bare === true; word = words[k]) {
+      if (word.raw === "for" || word.raw === "select") {
+        this.forLoop(words.slice(k + 1));
+        return;
+      }
+      if (word.raw === "function") {
+        const name = words[k + 1];
+        if (name !== undefined) {
+          this.functions.add(name.raw);
+        }
+        k += 1;
+      } else if (!RESERVED.has(word.raw)) {
+        break;
+      }
+      k += 1;
+    }
+    for (let word = words[k]; word?.assign !== undefined; word = words[k]) {
+      this.flow(word.assign, word.valueMarks, references(valueOf(word)));
+      k += 1;
+    }
+    const command = words[k];
+    if (command === undefined || !command.bare) {
+      return;
+    }
+    const args = words.slice(k + 1);
+    if (command.raw === "command" || command.raw === "builtin") {
+      this.analyze(
+        args.filter((arg) => !(arg.bare && arg.raw.startsWith("-"))),
+        redirects,
+      );
+      return;
+    }
+    this.builtin(command.raw, args, redirects);
+  }
+
+  private builtin(name: string, args: Word[], redirects: Redirect[]): void {
+    const evaluateAll = (context: string, names: NamesIn) => this.evaluateArgs(args, context, names);
+    switch (name) {
+      case "let":
+        return evaluateAll("let", "all");
+      case "eval":
+      case "trap":
+        return evaluateAll(name, "unquoted references");
+      case "unset":
+      case "compgen":
+      case "complete":
+      case "mapfile":
+      case "readarray":
+        return evaluateAll(`a variable name or code (${name})`, "references");
+      case "read":
+        this.read(args, redirects);
+        return evaluateAll("a variable name (read)", "references");
+      case "printf":
+        this.afterOption(args, "-v", "a variable name (printf -v)");
+        return this.flowFrom("<stdin>", args);
+      case "echo":
+        return this.flowFrom("<stdin>", args);
+      case "test":
+      case "[":
+        return this.afterOption(args, "-v", "a variable name (test -v)");
+      case "set":
+        return this.flowFrom("@", args);
+      default:
+        if (DECLARATIONS.has(name)) {
+          return this.declaration(name, args);
+        }
+        if (SHELLS.has(name)) {
+          return this.shellScript(name, args);
+        }
+        this.calls.push({ name, args });
+    }
+  }
+
+  /** Every mark of `args` is evaluated in `context`, and the names their text mentions are noted. */
+  private evaluateArgs(args: Word[], context: string, names: NamesIn): void {
+    for (const arg of args) {
+      const text = names === "unquoted references" ? withoutSingleQuoted(arg.raw) : arg.raw;
+      this.evaluateText(arg.marks, text, context, names === "all" ? NAMES_IN_TEXT : REFERENCES_IN_TEXT);
+    }
+  }
+
+  /** Marks and references in the argument after `option` are evaluated (a variable name follows `-v`). */
+  private afterOption(args: Word[], option: string, context: string): void {
+    args.forEach((arg, index) => {
+      const value = args[index + 1];
+      if (arg.bare && arg.raw === option && value !== undefined) {
+        this.evaluateText(value.marks, value.raw, context);
+      }
+    });
+  }
+
+  /** `read x y` takes what its standard input carries: here-strings, heredocs, and what `echo`/`printf` print. */
+  private read(args: Word[], redirects: Redirect[]): void {
+    for (const { operator, word } of redirects) {
+      if (operator === "<<<") {
+        this.flowFrom("<stdin>", [word]);
+      }
+    }
+    for (const arg of args) {
+      if (arg.bare && NAME.test(arg.raw)) {
+        this.flow(arg.raw, [], ["<stdin>"]);
+      }
+    }
+  }
+
+  private forLoop(rest: Word[]): void {
+    const variable = rest[0];
+    if (variable === undefined) {
+      return;
+    }
+    const inAt = rest.findIndex((word) => word.bare && word.raw === "in");
+    if (inAt === -1) {
+      this.flow(variable.raw, [], ["@"]);
+      return;
+    }
+    this.flowFrom(variable.raw, rest.slice(inAt + 1));
+  }
+
+  /**
+   * `declare`, `local`, `typeset`, `readonly`, `export`: a name is evaluated
+   * (a subscript in it is arithmetic); so is a value with `-i` (arithmetic),
+   * `-n` (a name), or `-a`/`-A` without parentheses (bash parses a quoted
+   * `(…)` value as a compound assignment).
+   */
+  private declaration(name: string, args: Word[]): void {
+    const isFlag = (arg: Word) => arg.bare && FLAG.test(arg.raw);
+    const flags = args
+      .filter(isFlag)
+      .map((arg) => arg.raw.slice(1))
+      .join("");
+    const context = `a variable name or value (${name}${flags === "" ? "" : ` -${flags}`})`;
+    for (const arg of args.filter((candidate) => !isFlag(candidate))) {
+      const valueMarks = new Set(arg.valueMarks);
+      arg.marks.filter((index) => !valueMarks.has(index)).forEach((index) => this.evaluate(index, context));
+      const target = arg.assign ?? (NAME.test(arg.raw) ? arg.raw : undefined);
+      if (arg.assign === undefined) {
+        this.noteNames(arg.raw, context, REFERENCES_IN_TEXT);
+      } else {
+        this.flow(arg.assign, arg.valueMarks, references(valueOf(arg)));
+      }
+      if (/[in]/.test(flags) || (/[aA]/.test(flags) && !arg.compound)) {
+        this.evaluateText(arg.valueMarks, valueOf(arg), context, /i/.test(flags) ? NAMES_IN_TEXT : REFERENCES_IN_TEXT);
+      }
+      if (/i/.test(flags) && target !== undefined) {
+        this.noteNames(target, context);
+      }
+    }
+  }
+
+  /** `bash -c SCRIPT …`: the script is code. */
+  private shellScript(name: string, args: Word[]): void {
+    const at = args.findIndex((arg) => arg.bare && /^-[A-Za-z]*c[A-Za-z]*$/.test(arg.raw));
+    const script = at === -1 ? undefined : args[at + 1];
+    if (script !== undefined) {
+      this.evaluateText(script.marks, withoutSingleQuoted(script.raw), `the script of ${name} -c`);
+    }
+  }
+
+  /** `[[ … ]]`: an operand of an arithmetic comparison is evaluated as arithmetic; the word after `-v` is a name. */
+  private analyzeTest(tokens: Word[]): void {
+    const isOperator = (word: Word | undefined) =>
+      word !== undefined && word.bare && ARITHMETIC_TEST_OPERATORS.has(word.raw);
+    tokens.forEach((word, index) => {
+      const before = tokens[index - 1];
+      if (isOperator(before) || isOperator(tokens[index + 1])) {
+        this.evaluateText(word.marks, word.raw, "an operand of [[ … -eq/-ne/-lt/-le/-gt/-ge … ]]", NAMES_IN_TEXT);
+      } else if (before !== undefined && before.bare && before.raw === "-v") {
+        this.evaluateText(word.marks, word.raw, "a variable name ([[ -v … ]])");
+      }
+    });
+  }
+}
+
+/** A word read as it is written (an operator of `[[ … ]]`, or an empty word to fill). */
+function token(raw: string): Word {
+  return { raw, bare: true, marks: [], valueMarks: [], assign: undefined, compound: false };
+}
+
+/** Before the command word: only reserved words and assignments so far. */
+function isCommandPosition(words: readonly Word[]): boolean {
+  return words.every((word) => (word.bare && RESERVED.has(word.raw)) || word.assign !== undefined);
+}
+
+/** The part of an assignment word after its `=`. */
+function valueOf(word: Word): string {
+  const at = word.raw.indexOf("=");
+  return at === -1 ? word.raw : word.raw.slice(at + 1);
+}
+
+/** The variables a word expands (`$x`, `${x…}`; `@` for the positional parameters). */
+function references(text: string): string[] {
+  return [...text.matchAll(REFERENCES_IN_TEXT)].map((match) => {
+    const name = match[1] ?? "";
+    return NAME.test(name) ? name : "@";
+  });
+}
+
+/** The text without its single-quoted parts (outside double quotes), which no expansion reaches. */
+function withoutSingleQuoted(text: string): string {
+  let out = "";
+  let quote: "" | "'" | '"' = "";
+  for (const ch of text) {
+    if (quote === "'") {
+      quote = ch === "'" ? "" : quote;
+      continue;
+    }
+    if (ch === "'" && quote === "") {
+      quote = "'";
+      continue;
+    }
+    if (ch === '"') {
+      quote = quote === '"' ? "" : '"';
+    }
+    out += ch;
+  }
+  return out;
 }

@@ -89,6 +89,8 @@ const EVALUATING: [string, Evaluating][] = [
   ["eval", { template: "eval echo {{n}}", safe: ["2", "2\n"], hostile: "$(touch PWNED)" }],
   ["trap", { template: "trap {{n}} EXIT", hostile: "touch PWNED" }],
   ["bash -c", { template: "bash -c {{n}}", hostile: "touch PWNED" }],
+  ["bash -c on a continued line", { template: "FOO=1 \\\n  bash -c {{n}}", hostile: "touch PWNED" }],
+  ["let on a continued line", { template: 'FOO=1 \\\n  let "r = {{n}} * 2"; echo $r', safe: ["2", "4\n"] }],
   ["a variable assigned from a value", { template: "x={{n}}; echo $(( x * 2 ))", safe: ["2", "4\n"] }],
   [
     "a variable copied from one assigned from a value",
