@@ -48,7 +48,6 @@ declare namespace Cloudflare {
 
 /** The executor's RPC surface as the coordinator sees it (the full `Service<Executor>` type is too deep for tsc). */
 interface ExecutorBinding {
-  runTask(payload: unknown): Promise<unknown>;
   runTasks(group: unknown): Promise<ReadableStream<Uint8Array>>;
   runTaskList(group: unknown): Promise<unknown[]>;
 }

@@ -54,12 +54,9 @@ export async function sendTaskGroup(
     }
   };
   try {
-    const [single] = payloads;
-    if (payloads.length === 1 && single !== undefined) {
-      // One task (a chain's next node): a plain call costs less than setting up a stream.
-      receive(await executor.runTask(single));
-    } else if (!payloads.some(waitsOnIo)) {
-      // Pure computation ends as it starts: its results come back together, without a stream.
+    if (payloads.length === 1 || !payloads.some(waitsOnIo)) {
+      // One task (a chain's next node), or pure computation that ends as it starts: nothing to
+      // stream, and a plain call costs less than setting up a stream.
       (await executor.runTaskList(toTaskGroup(payloads))).forEach(receive);
     } else {
       for await (const line of ndjsonLines(await executor.runTasks(toTaskGroup(payloads)))) {

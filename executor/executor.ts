@@ -2,7 +2,7 @@ import { WorkerEntrypoint } from "cloudflare:workers";
 import { EngineError, ensureEngineError, toTaskError } from "../lib/errors.ts";
 import { summarize } from "../lib/validation.ts";
 import { fromTaskGroup, type TaskPayload, type TaskResult } from "../schemas/payload.ts";
-import { checkTaskGroup, checkTaskPayload } from "./task-check.ts";
+import { checkTaskGroup } from "./task-check.ts";
 import { runTask } from "./run-task.ts";
 import { SYSTEM_CLOCK } from "./invoke.ts";
 
@@ -42,10 +42,11 @@ export class Executor extends WorkerEntrypoint<Env> {
   }
 
   /**
-   * Runs a group of tasks that wait on nothing (only `context` steps: pure
-   * computation, over as soon as it starts) and answers every result at once.
-   * Streaming them would send one chunk all the same, after setting up a
-   * stream across RPC and a line of JSON per result.
+   * Runs a group of tasks and answers every result at once: a group of one (a
+   * chain's next node), or tasks that wait on nothing (only `context` steps:
+   * pure computation, over as soon as it starts). Streaming them would send one
+   * chunk all the same, after setting up a stream across RPC and a line of JSON
+   * per result.
    */
   async runTaskList(group: unknown): Promise<TaskResult[]> {
     const results: TaskResult[] = [];
@@ -74,19 +75,6 @@ export class Executor extends WorkerEntrypoint<Env> {
         ),
       ),
     );
-  }
-
-  /** Runs one task and answers its result (the coordinator sends a group of one this way: no stream to set up). */
-  async runTask(payload: unknown): Promise<TaskResult> {
-    const parsed = checkTaskPayload(payload);
-    if ("details" in parsed) {
-      return failure(
-        tokenOf(payload),
-        "executor.invalid_payload",
-        `the task payload is invalid: ${summarize(parsed.details)}`,
-      );
-    }
-    return this.execute(parsed.payload);
   }
 
   private async execute(payload: TaskPayload): Promise<TaskResult> {

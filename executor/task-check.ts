@@ -3,9 +3,9 @@ import { setBounded } from "../lib/bounded-cache.ts";
 import { isPlainObject } from "../lib/expr/template-values.ts";
 import { issuesToDetails } from "../lib/validation.ts";
 import type { ErrorDetail } from "../schemas/errors.ts";
-import { TaskGroup, TaskPayload } from "../schemas/payload.ts";
+import { TaskGroup } from "../schemas/payload.ts";
 import { ResolvedTask } from "../schemas/resolved.ts";
-import { fastPayloadEnvelope, fastTaskGroupEnvelope } from "../schemas/payload-fast.ts";
+import { fastTaskGroupEnvelope } from "../schemas/payload-fast.ts";
 
 /** Checked tasks remembered per isolate, at most. */
 const MAX_CHECKED_TASKS = 128;
@@ -14,8 +14,6 @@ const MAX_REMEMBERED_TASK_CHARS = 50_000;
 
 /** A task group as it arrives: the payloads checked as a whole, each task by {@link checkTask}. */
 const TaskGroupEnvelope = TaskGroup.extend({ tasks: z.record(z.string(), z.unknown()) });
-/** One task payload as it arrives: checked as a whole, its task by {@link checkTask}. */
-const TaskPayloadEnvelope = TaskPayload.extend({ task: z.unknown() });
 
 /**
  * Task definitions this isolate has checked, by the exact JSON text of the
@@ -50,22 +48,6 @@ export function checkTaskGroup(group: unknown): { group: TaskGroup } | { details
     }
   }
   return details.length > 0 ? { details } : { group: { tasks, payloads: envelope.data.payloads } };
-}
-
-/** One task payload checked against its schema, or the details of what is wrong with it. */
-export function checkTaskPayload(payload: unknown): { payload: TaskPayload } | { details: ErrorDetail[] } {
-  const fast = fastPayloadEnvelope(payload, "task");
-  const envelope =
-    fast === null
-      ? TaskPayloadEnvelope.safeParse(payload)
-      : { success: true as const, data: { ...fast, task: (payload as { task?: unknown }).task } };
-  if (!envelope.success) {
-    return { details: issuesToDetails(envelope.error.issues) };
-  }
-  const result = checkTask(envelope.data.task);
-  return "task" in result
-    ? { payload: { ...envelope.data, task: result.task } }
-    : { details: issuesToDetails(result.issues, "task") };
 }
 
 function checkTask(task: unknown): { task: ResolvedTask } | { issues: z.core.$ZodIssue[] } {

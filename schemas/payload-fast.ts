@@ -3,7 +3,7 @@ import type { CallAttempt, StepRecord, TaskMetrics, TaskPayload, TaskResult } fr
 
 /**
  * Exact fast paths for the two values that cross the executor boundary on
- * every dispatch: a task payload (its task aside, task-check.ts checks that)
+ * every dispatch: a task group (its tasks aside, task-check.ts checks those)
  * and a task result. Each accepts only values its zod schema accepts, and
  * hands them back as they are (the schema would return an equal copy);
  * everything else, rarer shapes included (a resumed task, a failure, an
@@ -16,9 +16,9 @@ import type { CallAttempt, StepRecord, TaskMetrics, TaskPayload, TaskResult } fr
 
 type Fields = Record<string, unknown>;
 
-/** A task payload as it arrives, its `task` not looked at (or a group's payload, naming its task by `task_key`). */
-export function fastPayloadEnvelope(value: unknown, taskField: "task" | "task_key"): Omit<TaskPayload, "task"> | null {
-  if (!isRecord(value) || !onlyKeys(value, taskField === "task" ? PAYLOAD_KEYS : GROUP_PAYLOAD_KEYS)) {
+/** A payload of a task group as it arrives: a task payload that names its task by `task_key`. */
+export function fastPayloadEnvelope(value: unknown): Omit<TaskPayload, "task"> | null {
+  if (!isRecord(value) || !onlyKeys(value, GROUP_PAYLOAD_KEYS)) {
     return null;
   }
   const ok =
@@ -32,7 +32,7 @@ export function fastPayloadEnvelope(value: unknown, taskField: "task" | "task_ke
     isCount(value.iteration, 1) &&
     isName(value.task_id) &&
     isCount(value.task_version, 0) &&
-    (taskField === "task" ? value.task !== undefined : typeof value.task_key === "string") &&
+    typeof value.task_key === "string" &&
     value.input !== undefined &&
     firstNonJson(value.input) === null &&
     isRecord(value.resources) &&
@@ -54,7 +54,7 @@ export function fastTaskGroupEnvelope(
     onlyKeys(value, GROUP_KEYS) &&
     isRecord(value.tasks) &&
     Array.isArray(value.payloads) &&
-    everyItem(value.payloads, (payload) => fastPayloadEnvelope(payload, "task_key") !== null);
+    everyItem(value.payloads, (payload) => fastPayloadEnvelope(payload) !== null);
   return ok ? (value as unknown as ReturnType<typeof fastTaskGroupEnvelope>) : null;
 }
 
@@ -74,7 +74,7 @@ export function fastTaskResult(value: unknown): TaskResult | null {
   return ok ? (value as unknown as TaskResult) : null;
 }
 
-const PAYLOAD_KEYS = new Set([
+const GROUP_PAYLOAD_KEYS = new Set([
   "token_id",
   "workflow_run_id",
   "workflow_id",
@@ -85,7 +85,7 @@ const PAYLOAD_KEYS = new Set([
   "iteration",
   "task_id",
   "task_version",
-  "task",
+  "task_key",
   "input",
   "resources",
   "timeout_ms",
@@ -93,7 +93,6 @@ const PAYLOAD_KEYS = new Set([
   "tools",
   "resume",
 ]);
-const GROUP_PAYLOAD_KEYS = new Set([...PAYLOAD_KEYS].map((key) => (key === "task" ? "task_key" : key)));
 const GROUP_KEYS = new Set(["tasks", "payloads"]);
 const RESULT_KEYS = new Set(["token_id", "success", "output", "error", "suspended", "metrics", "steps"]);
 const METRICS_KEYS = new Set<keyof TaskMetrics>(["duration_ms", "steps_executed", "llm_tokens"]);

@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, it, vi } from "vitest";
 import {
+  runOne,
   registerWorkflow,
   api,
   uniqueId,
@@ -93,7 +94,7 @@ async function readAs(
   container: string,
   command: string,
 ): Promise<{ success: boolean; error: { code: string; message: string } }> {
-  return (await env.EXECUTOR.runTask({
+  return (await runOne({
     token_id: "t1",
     workflow_run_id: runId,
     workflow_id: "wf",
@@ -878,7 +879,7 @@ describe("artifacts belong to their run and its family", () => {
 
   /** One task of run `runId` (a child of `parent` when given), as the coordinator would send it. */
   async function task(runId: string, parent: string | undefined, steps: unknown[]): Promise<Record<string, any>> {
-    const result = (await env.EXECUTOR.runTask({
+    const result = (await runOne({
       token_id: crypto.randomUUID(),
       workflow_run_id: runId,
       workflow_id: "wf",

@@ -1,7 +1,13 @@
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
-import { checkTaskPayload } from "../../executor/task-check.ts";
-import { toTaskGroup, type ResolvedTask, type TaskPayload, type TaskResult } from "../../schemas/index.ts";
+import { checkTaskGroup } from "../../executor/task-check.ts";
+import {
+  fromTaskGroup,
+  toTaskGroup,
+  type ResolvedTask,
+  type TaskPayload,
+  type TaskResult,
+} from "../../schemas/index.ts";
 
 /**
  * The coordinator sends tasks to the executor in groups (`runTasks`), each
@@ -135,6 +141,11 @@ describe("runTasks", () => {
   });
 
   it("remembers a checked task under any names, and still checks each name", ({ expect }) => {
+    // As the coordinator sends one task: a group of one.
+    const checkTaskPayload = (one: unknown) => {
+      const checked = checkTaskGroup(toTaskGroup([one as TaskPayload]));
+      return "group" in checked ? { payload: fromTaskGroup(checked.group)[0] } : checked;
+    };
     // Inline tasks and their actions are named after their nodes: a chain is many names for one definition.
     const inNode = (node: string, actionId: unknown = `wf/${node}/s`, actionVersion: unknown = 0) => {
       const task = contextTask(`wf/${node}`, "1");
@@ -149,10 +160,15 @@ describe("runTasks", () => {
     expect(second).toMatchObject({
       payload: { task: { id: "wf/n2", version: 0, steps: [{ ref: "s", action: { id: "wf/n2/s", version: 4 } }] } },
     });
-    expect(Object.keys("payload" in second ? second.payload.task : {})).toEqual(["id", "version", "steps"]);
+    const secondPayload = "payload" in second ? second.payload : undefined;
+    expect(Object.keys(secondPayload !== undefined && "task" in secondPayload ? secondPayload.task : {})).toEqual([
+      "id",
+      "version",
+      "steps",
+    ]);
     // A remembered definition does not excuse its names.
     const badTask = { ...inNode("n3"), task: { ...inNode("n3").task, id: "" } };
-    expect(checkTaskPayload(badTask)).toMatchObject({ details: [{ path: "task.id" }] });
+    expect(checkTaskPayload(badTask)).toMatchObject({ details: [{ path: "tasks.@0.id" }] });
     for (const [actionId, actionVersion] of [
       ["", 0],
       ["wf/n4/s", -1],
@@ -161,7 +177,9 @@ describe("runTasks", () => {
       [7, 0],
     ] as const) {
       const refused = checkTaskPayload(inNode("n4", actionId, actionVersion));
-      expect(refused).toMatchObject({ details: [{ path: expect.stringMatching(/^task\.steps\.0\.action/) }] });
+      expect(refused).toMatchObject({
+        details: [{ path: expect.stringMatching(/^tasks\.wf\/n4@0\.steps\.0\.action/) }],
+      });
     }
   });
 });

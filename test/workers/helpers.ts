@@ -1,7 +1,16 @@
 import { env, exports } from "cloudflare:workers";
 import { vi } from "vitest";
 import { verifyJournal, type VerifyReport } from "../../lib/journal/index.ts";
-import { ErrorBody, GateView, RunList, StepRecord, ToolResult, type RunSummary } from "../../schemas/index.ts";
+import {
+  ErrorBody,
+  GateView,
+  RunList,
+  StepRecord,
+  toTaskGroup,
+  ToolResult,
+  type RunSummary,
+  type TaskPayload,
+} from "../../schemas/index.ts";
 
 export const TOKEN = "test-token";
 
@@ -29,6 +38,12 @@ export async function api(
 }
 
 /** A definition id unique to this test, so tests never share catalog state. */
+/** Sends the executor one task, as the coordinator sends a group of one, and answers its result. */
+export async function runOne(payload: unknown): Promise<unknown> {
+  const [result] = await env.EXECUTOR.runTaskList(toTaskGroup([payload as TaskPayload]));
+  return result;
+}
+
 export function uniqueId(prefix: string): string {
   return `${prefix}-${crypto.randomUUID().slice(0, 8)}`;
 }

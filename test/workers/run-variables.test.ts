@@ -1,11 +1,10 @@
-import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { renderTemplate } from "../../lib/expr/template.ts";
 import { compileCel, evalCel } from "../../lib/expr/cel.ts";
 import { idempotencyKey, withRunVariables, type StepRunVariables } from "../../lib/expr/run-scope.ts";
 import { ErrorBody } from "../../schemas/api.ts";
 import type { TaskPayload, TaskResult } from "../../schemas/index.ts";
-import { api, httpTarget, register, runWorkflow, start, uniqueId, waitForRun } from "./helpers.ts";
+import { api, httpTarget, register, runOne, runWorkflow, start, uniqueId, waitForRun } from "./helpers.ts";
 
 /** A UUID of version 8 and the RFC 9562 variant: what `run.idempotency_key` looks like. */
 const UUID_V8 = /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -204,8 +203,8 @@ describe("the run variable", () => {
       retry_attempt: attempt,
       tools: [],
     });
-    const first = (await env.EXECUTOR.runTask(payload("t1", 0))) as TaskResult;
-    const again = (await env.EXECUTOR.runTask(payload("t2", 1))) as TaskResult;
+    const first = (await runOne(payload("t1", 0))) as TaskResult;
+    const again = (await runOne(payload("t2", 1))) as TaskResult;
     expect([first.success, again.success]).toEqual([true, true]);
     const requests = await recorded(key);
     expect(requests.map((headers) => headers["x-attempt"])).toEqual(["1", "2"]);
