@@ -7,7 +7,7 @@
 import { Validator, format as libraryFormats } from "@cfworker/json-schema";
 import { describe, it } from "vitest";
 import { checkEcmaPatternSyntax, compileEcmaPattern } from "../../lib/expr/regex-ecma.ts";
-import { compileIRegexp, compileWorkAfter, matchWork, type Regex } from "../../lib/expr/regex.ts";
+import { compileIRegexp, compileRe2, compileWorkAfter, matchWork, type Regex } from "../../lib/expr/regex.ts";
 import { WorkBudget, withWorkBudget } from "../../lib/expr/work-budget.ts";
 import { isRegex, isUrl } from "../../lib/json-schema-formats.ts";
 import {
@@ -146,10 +146,13 @@ describe("ECMAScript patterns on RE2", () => {
     const mismatches: string[] = [];
     for (const pattern of PATTERNS) {
       const regex = compiled(pattern);
+      // The same program (`(?:)` appended changes nothing it matches) with no DFA state allowed: the NFA fallback.
+      const onNfa = compileRe2(`${regex.regex.pattern()}(?:)`);
+      onNfa.regex.re2().dfa.stateLimit = 0;
       const v8 = new RegExp(pattern, "u");
       for (let i = 0; i < 2_000; i += 1) {
         const text = Array.from({ length: random(8) }, () => ALPHABET[random(ALPHABET.length)]).join("");
-        if (v8.test(text) !== regex.regex.test(text)) {
+        if (v8.test(text) !== regex.regex.test(text) || v8.test(text) !== onNfa.regex.test(text)) {
           mismatches.push(`${JSON.stringify(pattern)} on ${JSON.stringify(text)}`);
         }
       }
@@ -233,6 +236,24 @@ describe("ECMAScript patterns on RE2", () => {
       }
       expect(checkEcmaPatternSyntax(pattern) === undefined, pattern).toBe(v8);
     }
+  });
+
+  it("run a program whose DFA gives up in time linear in input × instructions (RE2JS's own fallback took 52 s in Node)", async ({
+    expect,
+  }) => {
+    const random = makeRandom(11);
+    const text = `cd${Array.from({ length: 20_000 }, () => (random(65_536) < 32_768 ? "a" : "b")).join("")}`;
+    const regex = compileRe2("[ab]*a[ab]{20}(?:[ab]*[ab]*){100}c");
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    const started = Date.now();
+    expect(regex.regex.test(text)).toBe(false);
+    expect(regex.regex.testExact(text)).toBe(false);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    const ms = Date.now() - started;
+    console.log(
+      `[ab]*a[ab]{20}(?:[ab]*[ab]*){100}c, ${regex.instructions} instructions, 20,002 characters twice: ${ms} ms`,
+    );
+    expect(ms).toBeLessThan(10_000);
   });
 
   it("charge ^(a|aa)+$ linearly in the input: the work at 100,000 characters is 100 times that at 1,000", ({
