@@ -94,6 +94,9 @@ export function compileWorkAfter(regex: Regex): number {
 
 const RE2_CACHE_LIMIT = 100;
 
+/** DFA states × (program instructions + 100) a compiled program may hold before its DFA starts over. */
+const DFA_STATE_INSTRUCTIONS = 20_000;
+
 const re2Cache = new Map<string, Regex>();
 
 /**
@@ -116,8 +119,9 @@ export function compileRe2(re2Source: string): Regex {
   }
   const instructions = program.numInst();
   re2._nfaFallback = (input, pos, anchor) => matchOnNfa(program, input, pos, anchor);
-  // A DFA state keeps its instructions (4 bytes each) and a 128-slot ASCII table: about 2 MB at most.
-  re2.dfa.stateLimit = Math.min(10_000, Math.max(16, Math.floor(2_000_000 / (4 * instructions + 1_100))));
+  // Building a DFA state walks its instructions, and RE2JS gives up on the DFA for good after
+  // five times this many states (on the NFA then): cheap where few states do, bounded where they do not.
+  re2.dfa.stateLimit = Math.min(10_000, Math.max(16, Math.floor(DFA_STATE_INSTRUCTIONS / (instructions + 100))));
   const compiled = { regex, instructions, programSize };
   setBounded(re2Cache, re2Source, compiled, RE2_CACHE_LIMIT);
   return compiled;

@@ -18,7 +18,7 @@
  * measured constructs (nested `map`s). The other kinds convert: a template render step
  * is a unit ({@link WORK_UNITS_PER_TEMPLATE_STEP}); ten JSONPath steps are a unit
  * ({@link JSONPATH_STEPS_PER_WORK_UNIT}: a step is about 12 ns at worst, a regex work
- * unit of `regex.ts` six; a
+ * unit of `regex.ts` seven; a
  * node a selector visits is ten). On top of what an evaluation spends, the scope charges
  * {@link EVALUATION_BASE_WORK_UNITS} for the evaluation itself (its fixed cost, 2–7 µs,
  * is not counted by any meter) and, the first time the scope meets a source, what
@@ -62,7 +62,7 @@ export const COMPILE_BASE_WORK_UNITS = 200;
 /** ...plus this much per character (parsing and planning measure 0.3–2 µs a character). */
 export const COMPILE_WORK_UNITS_PER_CHAR = 5;
 
-/** JSONPath steps (a regex work unit is six; a visited node is ten) per work unit. */
+/** JSONPath steps (a regex work unit is seven; a visited node is ten) per work unit. */
 export const JSONPATH_STEPS_PER_WORK_UNIT = 10;
 
 /** Work units per template render step. */
