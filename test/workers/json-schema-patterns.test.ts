@@ -205,6 +205,31 @@ describe("ECMAScript patterns on RE2", () => {
     expect(refusal("a{20000}")).toMatch(/^too_large: /);
   });
 
+  it("map \\p{…} names onto RE2's tables as V8 reads them, and refuse as unsupported the names RE2 has no table for", ({
+    expect,
+  }) => {
+    const names = ["L", "Letter", "gc=Lu", "General_Category=Cased_Letter", "LC", "C", "Other", "Cn", "Cs", "Co", "Nd"];
+    const mapped = [...names, "Any", "ASCII", "Assigned", "sc=Latin", "Script=Han", "Script=Greek"];
+    const differing: string[] = [];
+    for (const name of mapped) {
+      for (const pattern of [`^\\p{${name}}$`, `^\\P{${name}}$`, `^[^\\P{${name}}x]$`]) {
+        const regex = compiled(pattern);
+        const v8 = new RegExp(pattern, "u");
+        for (let point = 0; point <= 0x10ffff; point += point < 0x10000 ? 7 : 997) {
+          const char = String.fromCodePoint(point);
+          if (v8.test(char) !== regex.regex.test(char)) {
+            differing.push(`${pattern} U+${point.toString(16)}`);
+          }
+        }
+      }
+    }
+    expect(differing.slice(0, 20)).toEqual([]);
+    for (const name of ["Script_Extensions=Greek", "scx=Grek", "sc=Grek", "Emoji", "Alphabetic", "White_Space"]) {
+      const result = compileEcmaPattern(`\\p{${name}}`);
+      expect(result.ok ? "ok" : `${result.reason}: ${result.message}`, name).toMatch(/^unsupported: \\p\{/);
+    }
+  });
+
   it("check syntax as V8 does, \\p{…} escapes included, without V8 building their character sets", ({ expect }) => {
     const cases = [
       "\\p{L}",
