@@ -8,18 +8,19 @@
  * applied to 100,000 items, or `$ref`s that fan out (each of 30 `$defs` applying the next
  * twice: 2^30 applications) would each hold a Worker past its CPU limit.
  *
- * **Steps.** The budget counts steps, the unit of the VM of `expr/iregexp.ts` (about
- * 9 ns each); ten are a work unit of `expr/work-budget.ts`. Charged:
+ * **Steps.** The budget counts steps (25 ns each assumed); ten are a work unit of
+ * `expr/work-budget.ts`. Charged:
  * - each subschema applied to a value: {@link SUBSCHEMA_STEPS}, plus a step per item of
  *   what its keywords walk in the schema (`enum` and `const` values by their JSON nodes,
  *   `required` names, `properties` entries, `allOf` members…), plus, for an object,
  *   {@link KEY_STEPS} per key and {@link KEY_LOOP_STEPS} more per key for each keyword
  *   that loops over its keys, plus, for a string that `minLength`/`maxLength` counts, a
  *   step per 4 characters;
- * - each pattern: every VM step of every match (a `\p{…}` tested is a step too) plus
- *   {@link PATTERN_TEST_STEPS} and {@link PATTERN_STEPS_PER_CHAR} per character, and
+ * - each pattern: {@link PATTERN_TEST_STEPS} per match plus
+ *   {@link PATTERN_STEPS_PER_REGEX_WORK} per work unit of `expr/regex.ts` (input
+ *   characters × program instructions, charged up front: RE2 cannot count its work), and
  *   compiling it once per validation (cached or not, so the charge does not depend on
- *   what the isolate ran before);
+ *   what the isolate ran before), by its program, in the same units;
  * - each format check: a few steps per character (`json-schema-formats.ts`);
  * - `uniqueItems`: {@link UNIQUE_ITEM_STEPS} per item and
  *   {@link UNIQUE_ITEM_STEPS_PER_NODE} per JSON node in it (an O(n) check replaces the
@@ -34,8 +35,9 @@
  * ({@link withValidation}) and no request ever sees another's.
  */
 import { EngineError } from "./errors.ts";
-import { compileEcmaPattern } from "./expr/ecma-regexp.ts";
-import type { IRegexp, RegexBudget } from "./expr/iregexp.ts";
+import { compileEcmaPattern } from "./expr/regex-ecma.ts";
+import { matchWork, type Regex } from "./expr/regex.ts";
+import type { StepMeter } from "./expr/work-budget.ts";
 
 /**
  * Deepest nesting of subschema applications (each `$ref`, `allOf` member, property
@@ -59,29 +61,24 @@ export const KEY_STEPS = 8;
 /** Steps per key of an object value for each keyword that loops over its keys (encoding its pointer, marking it evaluated): 1.9 µs a key measured with two such keywords, subschemas included. */
 export const KEY_LOOP_STEPS = 8;
 
-/** Steps per match of a pattern besides its VM steps: each match sets up its thread lists (0.5 µs measured with ten `patternProperties`)... */
+/** Steps per match of a pattern besides its work: each match reads its input and starts its DFA... */
 export const PATTERN_TEST_STEPS = 20;
-/** ...and this much per character of the string, the VM's work at each position besides its instructions (`x` against 1,000,000 characters: 53 ms, 2,000,000 VM steps). */
-export const PATTERN_STEPS_PER_CHAR = 2;
+/** ...and this much per regex work unit (`expr/regex.ts`, up to 80 ns in Node 22), matching or compiling. */
+export const PATTERN_STEPS_PER_REGEX_WORK = 4;
 
 /** Steps per item for `uniqueItems` (0.7 µs an integer measured: a key, a map entry)... */
 export const UNIQUE_ITEM_STEPS = 28;
 /** ...plus this much per JSON node inside it (building its canonical form: 1.7 µs for an item of 22 nodes). */
 export const UNIQUE_ITEM_STEPS_PER_NODE = 4;
 
-/** Steps to compile a pattern, the first time a validation meets it: this much... */
-export const PATTERN_COMPILE_STEPS = 2_000;
-/** ...plus this much per character (parsing and emitting). */
-export const PATTERN_COMPILE_STEPS_PER_CHAR = 50;
-
 /** Most errors a validation collects under one subschema; the first ones say what is wrong. */
 export const MAX_COLLECTED_ERRORS = 1_000;
 
 /** A validation running now: its budget, nesting and compiled patterns. */
 export interface Validation {
-  readonly meter: RegexBudget;
+  readonly meter: StepMeter;
   /** Compiled patterns of the schema being applied (kept across validations of the same schema). */
-  readonly patterns: Map<string, IRegexp | EngineError>;
+  readonly patterns: Map<string, Regex | EngineError>;
   /** Patterns this validation has paid to compile. */
   readonly charged: Set<string>;
   depth: number;
@@ -221,21 +218,18 @@ export interface SchemaPattern {
 }
 
 /**
- * `source` compiled for the linear-time VM (`expr/ecma-regexp.ts`), its matches charged to
- * the validation's budget. Registration refuses what does not compile; a definition
- * stored before that check fails its validation here with the reason.
+ * `source` compiled for RE2 (`expr/regex-ecma.ts`), its matches charged to the
+ * validation's budget. Registration refuses what does not compile; a definition stored
+ * before that check fails its validation here with the reason.
  *
  * @throws EngineError `schema.invalid_pattern` / `schema.unsupported_pattern` / `schema.pattern_too_large`.
  */
 export function compilePattern(source: string): SchemaPattern {
   const validation = current();
-  if (!validation.charged.has(source)) {
-    validation.charged.add(source);
-    validation.meter.charge(PATTERN_COMPILE_STEPS + source.length * PATTERN_COMPILE_STEPS_PER_CHAR);
-  }
   let compiled = validation.patterns.get(source);
-  if (compiled === undefined) {
-    const result = compileEcmaPattern(source);
+  if (compiled === undefined || !validation.charged.has(source)) {
+    validation.charged.add(source);
+    const result = compileEcmaPattern(source, (work) => validation.meter.charge(work * PATTERN_STEPS_PER_REGEX_WORK));
     compiled = result.ok
       ? result.regex
       : new EngineError(PATTERN_REFUSAL_CODES[result.reason], `pattern ${JSON.stringify(source)}: ${result.message}`);
@@ -247,8 +241,8 @@ export function compilePattern(source: string): SchemaPattern {
   const regex = compiled;
   return {
     test: (text) => {
-      validation.meter.charge(PATTERN_TEST_STEPS + text.length * PATTERN_STEPS_PER_CHAR);
-      return regex.search(text, validation.meter);
+      validation.meter.charge(PATTERN_TEST_STEPS + matchWork(regex, text) * PATTERN_STEPS_PER_REGEX_WORK);
+      return regex.regex.test(text);
     },
   };
 }

@@ -5,7 +5,7 @@
  *
  * `match()` and `search()` are replaced: json-p3's run the backtracking `RegExp`, where
  * `(a|aa)+` against 41 characters takes seconds and the pattern may come from run input.
- * Ours run I-Regexp on the linear-time VM of `iregexp.ts`. A pattern written as a string
+ * Ours run I-Regexp on RE2, which never backtracks (`regex.ts`). A pattern written as a string
  * literal in the path is checked when the path is compiled, so a definition with a
  * literal that is not valid I-Regexp (or is over the size limits) is refused at
  * registration; a pattern that comes from data and is not I-Regexp makes the function
@@ -15,9 +15,9 @@
  * ## Budget
  *
  * One {@link selectJsonPath} call may take {@link MAX_JSONPATH_STEPS} steps
- * (`expr.budget_exceeded` past it): every I-Regexp VM step is one, compiling a pattern
- * costs {@link REGEX_COMPILE_STEPS_PER_INSTRUCTION} per character and instruction (once
- * per pattern in a call), and every node a selector returns or a filter tests, and every
+ * (`expr.budget_exceeded` past it): a regex match or compile costs
+ * {@link JSONPATH_STEPS_PER_REGEX_WORK} per work unit of `regex.ts` (input characters ×
+ * program instructions; compiles once per pattern in a call), and every node a selector returns or a filter tests, and every
  * node `..` visits, is {@link JSONPATH_STEPS_PER_NODE}. Nodes are counted because a query
  * nested in a filter runs once per candidate: `$.a[?count($..*) > 0]` over 10,000 numbers
  * visits 10^8 nodes (37 s in workerd). json-p3 offers no hook for it, so each compiled
@@ -47,8 +47,14 @@ import {
   type Token,
 } from "json-p3";
 import { EngineError } from "../errors.ts";
-import { RegexBudget, compileIRegexp, type IRegexpCompileResult } from "./iregexp.ts";
-import { CompiledKind, compileInScope, evaluationAllowance, JSONPATH_STEPS_PER_WORK_UNIT } from "./work-budget.ts";
+import { compileIRegexp, matchWork, type RegexCompileResult } from "./regex.ts";
+import {
+  CompiledKind,
+  compileInScope,
+  evaluationAllowance,
+  JSONPATH_STEPS_PER_WORK_UNIT,
+  StepMeter,
+} from "./work-budget.ts";
 
 /** Outcome of a registration-time check: definitions with bad paths are rejected, not run. */
 export type JsonPathCompileResult = { ok: true } | { ok: false; message: string };
@@ -60,37 +66,32 @@ type Compiled = { ok: true; query: JSONPathQuery; singular: boolean } | { ok: fa
 
 const CACHE_LIMIT = 500;
 
-/** Steps one {@link selectJsonPath} call may take: I-Regexp VM steps, pattern compiles and visited nodes (see the top). */
+/** Steps one {@link selectJsonPath} call may take: regex matches and compiles, and visited nodes (see the top). */
 export const MAX_JSONPATH_STEPS = 10_000_000;
 
 /**
  * Steps a node costs when a selector returns it, a filter tests it or `..` visits it:
  * json-p3 allocates a node and copies its location for each (0.2–0.6 µs in workerd, ten
- * to twenty I-Regexp steps' worth).
+ * to twenty steps' worth).
  */
 export const JSONPATH_STEPS_PER_NODE = 10;
 
 /**
- * Steps compiling a pattern costs per character and per program instruction: 4,000
- * literal characters (4,000 instructions) compile in 1.4 ms, `[a-z]{9000}` in 1.35 ms.
+ * Steps per regex work unit (`regex.ts`: a match is charged input characters × program
+ * instructions up front, compiling by its program): RE2 measured up to 80 ns a unit at
+ * worst in Node 22, seven steps at the 12 ns a step the budget assumes.
  */
-export const REGEX_COMPILE_STEPS_PER_INSTRUCTION = 20;
-
-/** How many compiled regular expressions an isolate keeps. */
-const REGEX_CACHE_LIMIT = 200;
+export const JSONPATH_STEPS_PER_REGEX_WORK = 7;
 
 /** The steps of one {@link selectJsonPath} call, and the patterns it has compiled (each charged once). */
-class SelectionMeter extends RegexBudget {
-  readonly #regexes = new Map<string, IRegexpCompileResult>();
+class SelectionMeter extends StepMeter {
+  readonly #regexes = new Map<string, RegexCompileResult>();
 
   /** `pattern`, compiled and charged the first time this selection meets it, cached or not. */
-  regex(pattern: string): IRegexpCompileResult {
+  regex(pattern: string): RegexCompileResult {
     let compiled = this.#regexes.get(pattern);
     if (compiled === undefined) {
-      // The length is known before compiling: the longest pattern is refused before it runs.
-      this.charge(pattern.length * REGEX_COMPILE_STEPS_PER_INSTRUCTION);
-      compiled = compileRegex(pattern);
-      this.charge((compiled.ok ? compiled.regex.size : 0) * REGEX_COMPILE_STEPS_PER_INSTRUCTION);
+      compiled = compileIRegexp(pattern, (work) => this.charge(work * JSONPATH_STEPS_PER_REGEX_WORK));
       this.#regexes.set(pattern, compiled);
     }
     return compiled;
@@ -100,19 +101,7 @@ class SelectionMeter extends RegexBudget {
 /** The meter of the {@link selectJsonPath} call running now (evaluation is synchronous: set and restored around it). */
 let activeMeter: SelectionMeter | undefined;
 
-const regexCache = new Map<string, IRegexpCompileResult>();
-
-function compileRegex(pattern: string): IRegexpCompileResult {
-  const hit = regexCache.get(pattern);
-  if (hit !== undefined) {
-    return hit;
-  }
-  const compiled = compileIRegexp(pattern);
-  setBounded(regexCache, pattern, compiled, REGEX_CACHE_LIMIT);
-  return compiled;
-}
-
-/** RFC 9535 `match()` (whole string) and `search()` (any substring) on the linear-time I-Regexp VM. */
+/** RFC 9535 `match()` (whole string) and `search()` (any substring), I-Regexp on RE2 (`regex.ts`). */
 class RegexFunction implements FilterFunction {
   readonly argTypes = [FunctionExpressionType.ValueType, FunctionExpressionType.ValueType];
   readonly returnType = FunctionExpressionType.LogicalType;
@@ -126,7 +115,9 @@ class RegexFunction implements FilterFunction {
     if (typeof value !== "string" || typeof pattern !== "string") {
       return false;
     }
-    const meter = activeMeter ?? new SelectionMeter(MAX_JSONPATH_STEPS);
+    const meter =
+      activeMeter ??
+      new SelectionMeter(MAX_JSONPATH_STEPS, `JSONPath selection exceeded its budget of ${MAX_JSONPATH_STEPS} steps`);
     const compiled = meter.regex(pattern);
     if (!compiled.ok) {
       if (compiled.reason === "too_large") {
@@ -137,7 +128,9 @@ class RegexFunction implements FilterFunction {
       }
       return false;
     }
-    return this.whole ? compiled.regex.matches(value, meter) : compiled.regex.search(value, meter);
+    const { regex } = compiled;
+    meter.charge(matchWork(regex, value) * JSONPATH_STEPS_PER_REGEX_WORK);
+    return this.whole ? regex.regex.testExact(value) : regex.regex.test(value);
   }
 }
 
@@ -169,7 +162,7 @@ class EngineJsonPathEnvironment extends JSONPathEnvironment {
       (token.value === "match" || token.value === "search") &&
       pattern instanceof jsonpath.expressions.StringLiteral
     ) {
-      const compiled = compileRegex(pattern.value);
+      const compiled = compileIRegexp(pattern.value);
       if (!compiled.ok) {
         throw new JSONPathTypeError(
           `${token.value}() pattern ${JSON.stringify(pattern.value)}: ${compiled.message}`,
@@ -223,7 +216,7 @@ export function selectJsonPath(path: string, doc: unknown): JsonPathSelection {
     allowance.limit,
     exceeded(
       allowance.scopeReason ??
-        `exceeded its budget of ${MAX_JSONPATH_STEPS} steps (regular expression steps, pattern compiles, visited nodes)`,
+        `exceeded its budget of ${MAX_JSONPATH_STEPS} steps (regular expression matches and compiles, visited nodes)`,
     ),
   );
   let values: JSONValue[];
@@ -363,7 +356,7 @@ function childCount(value: unknown): number {
  */
 function checkMetering(): void {
   const compiled = compile("$..a[?count(@..*) > 0]");
-  const meter = new SelectionMeter(MAX_JSONPATH_STEPS);
+  const meter = new SelectionMeter(MAX_JSONPATH_STEPS, "the metering check");
   activeMeter = meter;
   try {
     if (compiled.ok) {

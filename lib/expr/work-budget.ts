@@ -17,7 +17,8 @@
  * **Work units.** One unit is a CEL cost unit, about 0.25 µs in workerd on the slowest
  * measured constructs (nested `map`s). The other kinds convert: a template render step
  * is a unit ({@link WORK_UNITS_PER_TEMPLATE_STEP}); ten JSONPath steps are a unit
- * ({@link JSONPATH_STEPS_PER_WORK_UNIT}: an I-Regexp VM step is one step, about 9 ns; a
+ * ({@link JSONPATH_STEPS_PER_WORK_UNIT}: a step is about 12 ns at worst, a regex work
+ * unit of `regex.ts` seven; a
  * node a selector visits is ten). On top of what an evaluation spends, the scope charges
  * {@link EVALUATION_BASE_WORK_UNITS} for the evaluation itself (its fixed cost, 2–7 µs,
  * is not counted by any meter) and, the first time the scope meets a source, what
@@ -34,7 +35,7 @@
  * registration) only the per-evaluation limits apply.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import type { EngineError } from "../errors.ts";
+import { EngineError } from "../errors.ts";
 
 /**
  * Work units one coordinator event (one `decide`) may spend on expressions: about 2.5 s
@@ -61,11 +62,30 @@ export const COMPILE_BASE_WORK_UNITS = 200;
 /** ...plus this much per character (parsing and planning measure 0.3–2 µs a character). */
 export const COMPILE_WORK_UNITS_PER_CHAR = 5;
 
-/** JSONPath steps (I-Regexp VM steps; a visited node is ten) per work unit. */
+/** JSONPath steps (a regex work unit is seven; a visited node is ten) per work unit. */
 export const JSONPATH_STEPS_PER_WORK_UNIT = 10;
 
 /** Work units per template render step. */
 export const WORK_UNITS_PER_TEMPLATE_STEP = 1;
+
+/** Counts an evaluation's steps (JSONPath, JSON Schema) against its limit. */
+export class StepMeter {
+  readonly limit: number;
+  /** The message of the error once the limit is passed. */
+  readonly limitMessage: string;
+  spent = 0;
+  constructor(limit: number, limitMessage: string) {
+    this.limit = limit;
+    this.limitMessage = limitMessage;
+  }
+  /** @throws EngineError `expr.budget_exceeded` once the limit is passed. */
+  charge(steps: number): void {
+    this.spent += steps;
+    if (this.spent > this.limit) {
+      throw new EngineError("expr.budget_exceeded", this.limitMessage);
+    }
+  }
+}
 
 /** A kind of compiled program a scope remembers by source, one per expression language. */
 export class CompiledKind<T> {

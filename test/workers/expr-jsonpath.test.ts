@@ -1,13 +1,14 @@
 import { JSONPathEnvironment, type JSONValue } from "json-p3";
 import { describe, it, type ExpectStatic } from "vitest";
 import { EngineError } from "../../lib/errors.ts";
-import { compileIRegexp, MAX_IREGEXP_PROGRAM_SIZE, RegexBudget } from "../../lib/expr/iregexp.ts";
 import {
   compileJsonPath,
   createJsonPathEnvironment,
+  JSONPATH_STEPS_PER_REGEX_WORK,
   MAX_JSONPATH_STEPS,
   selectJsonPath,
 } from "../../lib/expr/jsonpath.ts";
+import { compileIRegexp, MAX_REGEX_REPEAT, matchWork } from "../../lib/expr/regex.ts";
 import cts from "../fixtures/jsonpath-cts.json";
 import { thrown } from "./helpers.ts";
 
@@ -198,20 +199,26 @@ describe("compileIRegexp", () => {
         expect(compiled.reason, pattern).toBe("too_large");
       }
     }
-    expect(compileIRegexp(`a{${MAX_IREGEXP_PROGRAM_SIZE - 10}}`).ok).toBe(true);
+    // RE2 repeats at most 1,000 times.
+    expect(compileIRegexp(`a{${MAX_REGEX_REPEAT}}`).ok).toBe(true);
+    expect(compileIRegexp(`a{${MAX_REGEX_REPEAT + 1}}`)).toMatchObject({ ok: false, reason: "too_large" });
   });
 
-  it("charges each VM step to the budget it is given", ({ expect }) => {
+  it("charges each match its worst case up front, (input length + 1) × instructions, to the selection's budget", ({
+    expect,
+  }) => {
     const compiled = compileIRegexp("(a|aa)+");
-    expect(compiled.ok).toBe(true);
-    if (compiled.ok) {
-      const budget = new RegexBudget(1_000);
-      expect(codeOf(() => compiled.regex.matches("a".repeat(1_000), budget))).toBe("expr.budget_exceeded");
-      const roomy = new RegexBudget();
-      expect(compiled.regex.matches("a".repeat(1_000), roomy)).toBe(true);
-      expect(roomy.spent).toBeGreaterThan(1_000);
-      expect(roomy.spent).toBeLessThan(20_000);
+    if (!compiled.ok) {
+      throw new Error(compiled.message);
     }
+    const text = "a".repeat(1_000);
+    expect(matchWork(compiled.regex, text)).toBe(1_001 * compiled.regex.instructions);
+    expect(compiled.regex.regex.testExact(text)).toBe(true);
+    const perMatch = matchWork(compiled.regex, text) * JSONPATH_STEPS_PER_REGEX_WORK;
+    const fits = Math.floor(MAX_JSONPATH_STEPS / perMatch / 2);
+    const items = (count: number) => ({ re: "(a|aa)+", l: Array.from({ length: count }, () => text) });
+    expect(selectJsonPath("$.l[?match(@, $.re)]", items(fits))).toMatchObject({ found: true });
+    expect(codeOf(() => selectJsonPath("$.l[?match(@, $.re)]", items(2 * fits + 2)))).toBe("expr.budget_exceeded");
   });
 });
 
