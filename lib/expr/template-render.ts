@@ -16,10 +16,9 @@ import {
   UrlEncodedText,
 } from "./template-values.ts";
 
-// The interpreter: how it reads the parser's AST, the helpers (see the table at the top of
-// `template.ts`), the scope a rendering carries, and statements and expressions rendered
-// under the render-step budget. `template-check.ts` refuses, at compile time, everything
-// this does not handle.
+// The interpreter: one walk over the parser's AST checks the template (refusing, with its
+// line, everything not handled) and builds the closures that render it; then the helpers
+// (see the table at the top of `template.ts`) and the scope a rendering carries.
 
 /** Per-render options. */
 export interface RenderOptions {
@@ -35,11 +34,10 @@ export interface RenderOptions {
    */
   substitute?: (text: string) => string;
   /**
-   * A `{{path}}` that selects nothing, or such a path given to a helper that
-   * renders it (`{{json path}}`), fails with `template.unresolved` naming
-   * it, instead of rendering as nothing: for templates that build requests
-   * and commands, where a typo must not reach the peer. `{{default path "…"}}`
-   * (or an `{{#if}}` around it) marks a value that may be absent.
+   * A `{{path}}` that selects nothing, or such a path given to a helper that renders it
+   * (`{{json path}}`), fails with `template.unresolved` naming it, instead of rendering as
+   * nothing: for templates that build requests and commands, where a typo must not reach
+   * the peer. `{{default path "…"}}` (or an `{{#if}}` around it) marks a value that may be absent.
    */
   strict?: boolean;
 }
@@ -58,120 +56,33 @@ export const MAX_TEMPLATE_RENDER_STEPS = 1_000_000;
 /** Characters of a helper's result (`json`, `join`, `concat`, …) counted as one render step. */
 export const TEMPLATE_CHARS_PER_RENDER_STEP = 20;
 
-// ───────────────────────────── the parser's AST ─────────────────────────────
+/** A template that parses but uses something this interpreter refuses. */
+export class TemplateProblem extends Error {}
 
-// The parser's d.ts is loose in places (optional `hash`, `program`, `inverse`, `blockParams`;
-// literals as paths); these accessors say what the parser really produces.
+/** A checked template, ready to render over any data. */
+export type RenderProgram = (data: unknown, options?: RenderOptions) => string;
 
-export type Callable = {
-  readonly path: AST.Expression;
-  readonly params: AST.Expression[];
-  readonly hash?: AST.Hash | undefined;
-};
+type Render = (scope: Scope) => string;
+type Evaluate = (scope: Scope) => unknown;
+type Args = readonly unknown[];
+type HashArgs = ReadonlyMap<string, unknown>;
 
-export function hashPairs(node: { readonly hash?: AST.Hash | undefined }): AST.HashPair[] {
-  return node.hash?.pairs ?? [];
-}
-
-export function hasArguments(node: Callable): boolean {
-  return node.params.length > 0 || hashPairs(node).length > 0;
-}
-
-export function blockParamsOf(program: AST.Program | undefined): readonly string[] {
-  return (program as { blockParams?: string[] } | undefined)?.blockParams ?? [];
-}
-
-export function programOf(node: AST.BlockStatement): AST.Program | undefined {
-  return (node as { program?: AST.Program }).program;
-}
-
-export function inverseOf(node: AST.BlockStatement): AST.Program | undefined {
-  return (node as { inverse?: AST.Program }).inverse;
-}
-
-/** Raw blocks (`{{{{raw}}}}`) come out of the parser as blocks with empty strip flags. */
-export function isRawBlock(node: AST.BlockStatement): boolean {
-  return typeof (node.openStrip as { open?: boolean }).open !== "boolean";
-}
-
-export const LITERAL_TYPES = new Set([
-  "StringLiteral",
-  "NumberLiteral",
-  "BooleanLiteral",
-  "UndefinedLiteral",
-  "NullLiteral",
-]);
-
-export function isPath(node: AST.Node): node is AST.PathExpression {
-  return node.type === "PathExpression";
-}
-
-/** `this.x`, `./x` and `[this]` are scoped: never helpers, never block params (Handlebars' `scopedId`). */
-function isScoped(path: AST.PathExpression): boolean {
-  return /^(?:\.|this(?:$|[./]))/.test(path.original);
-}
-
-/**
- * The name a helper call would use: a one-segment, unscoped path or a literal (Handlebars
- * turns `{{"name"}}` into a lookup of `name`).
- */
-export function simpleName(node: AST.Expression): string | undefined {
-  if (LITERAL_TYPES.has(node.type)) {
-    return String((node as { original?: unknown }).original);
-  }
-  if (
-    !isPath(node) ||
-    node.data ||
-    node.depth > 0 ||
-    node.parts.length !== 1 ||
-    typeof node.head !== "string" ||
-    isScoped(node)
-  ) {
-    return undefined;
-  }
-  return node.head;
-}
-
-export function location(node: AST.Node): string {
-  const start = node.loc?.start;
-  return start === undefined ? "" : ` at line ${start.line}, column ${start.column + 1}`;
-}
-
-/** The statements a checked template holds, by type. */
-interface StatementNodes {
-  ContentStatement: AST.ContentStatement;
-  CommentStatement: AST.CommentStatement;
-  MustacheStatement: AST.MustacheStatement;
-  BlockStatement: AST.BlockStatement;
-}
-
-/** One handler per supported statement type: the checks and the renderer dispatch through these. */
-export type StatementHandlers<R, S> = {
-  readonly [K in keyof StatementNodes]: (node: StatementNodes[K], scope: S) => R;
-};
-
-export function handlerFor<R, S>(
-  handlers: StatementHandlers<R, S>,
-  node: AST.Statement,
-): ((node: AST.Statement, scope: S) => R) | undefined {
-  return Object.hasOwn(handlers, node.type)
-    ? (handlers[node.type as keyof StatementNodes] as (node: AST.Statement, scope: S) => R)
-    : undefined;
+/** A block's compiled sections and the block params its body declares. */
+interface Block {
+  readonly body: Render;
+  readonly inverse: Render;
+  readonly declared: readonly string[];
 }
 
 // ───────────────────────────── helpers ─────────────────────────────
 
-type Args = readonly unknown[];
-
-type HashArgs = ReadonlyMap<string, unknown>;
-
 /** A helper: arity and hash keys are checked at compile time. */
-export interface HelperSpec {
+interface HelperSpec {
   readonly min: number;
   readonly max: number;
   readonly hash?: readonly string[];
   /** Present for block helpers (`#if`, `#each`, …), usable only as blocks. */
-  readonly block?: (node: AST.BlockStatement, args: Args, hash: HashArgs, scope: Scope) => string;
+  readonly block?: (block: Block, args: Args, hash: HashArgs, scope: Scope) => string;
   /** Present for value helpers, usable in mustaches and sub-expressions. */
   readonly value?: (args: Args, hash: HashArgs) => unknown;
   /** A value helper that may also open a block: the body renders when its result is truthy. */
@@ -194,31 +105,31 @@ function compare(test: (a: number | string, b: number | string) => boolean): Hel
   };
 }
 
+function conditional(when: boolean): HelperSpec {
+  return {
+    min: 1,
+    max: 1,
+    hash: ["includeZero"],
+    block: (block, [value], hash, scope) =>
+      (isTruthy(value, hash.get("includeZero")) === when ? block.body : block.inverse)(scope),
+  };
+}
+
 function textHelper(transform: (text: string) => string): HelperSpec {
   return { min: 1, max: 1, value: ([value]) => transform(renderValue(value)) };
 }
 
-export const HELPERS: ReadonlyMap<string, HelperSpec> = new Map<string, HelperSpec>([
+const HELPERS: ReadonlyMap<string, HelperSpec> = new Map<string, HelperSpec>([
+  ["if", conditional(true)],
+  ["unless", conditional(false)],
   [
-    "if",
-    {
-      min: 1,
-      max: 1,
-      hash: ["includeZero"],
-      block: (node, [value], hash, scope) => renderBranch(node, isTruthy(value, hash.get("includeZero")), scope),
-    },
+    "each",
+    { min: 1, max: 1, blockParams: 2, block: (block, [items], _hash, scope) => renderEach(block, items, scope) },
   ],
   [
-    "unless",
-    {
-      min: 1,
-      max: 1,
-      hash: ["includeZero"],
-      block: (node, [value], hash, scope) => renderBranch(node, !isTruthy(value, hash.get("includeZero")), scope),
-    },
+    "with",
+    { min: 1, max: 1, blockParams: 1, block: (block, [value], _hash, scope) => renderWith(block, value, scope) },
   ],
-  ["each", { min: 1, max: 1, blockParams: 2, block: (node, [items], _hash, scope) => renderEach(node, items, scope) }],
-  ["with", { min: 1, max: 1, blockParams: 1, block: (node, [value], _hash, scope) => renderWith(node, value, scope) }],
   ["lookup", { min: 2, max: 2, value: ([target, key]) => getOwn(target, key) }],
   ["log", { min: 0, max: Infinity, hash: ["level"], acceptsAbsent: true, value: () => undefined }],
   ["json", { min: 1, max: 2, value: ([value, indent]) => toJson(value, indent) }],
@@ -248,6 +159,271 @@ export const HELPERS: ReadonlyMap<string, HelperSpec> = new Map<string, HelperSp
   ["length", { min: 1, max: 1, value: ([value]) => lengthOf(value) }],
   ["urlencode", { min: 1, max: 1, value: ([value]) => new UrlEncodedText(urlEncode(renderValue(value))) }],
 ]);
+
+// ───────────────────────────── compiling: statements ─────────────────────────────
+
+/** Statements the parser builds that no template may use. */
+const UNSUPPORTED_STATEMENTS: Readonly<Record<string, string>> = {
+  PartialStatement: "partials ({{> name}}) are not supported",
+  PartialBlockStatement: "partial blocks ({{#> name}}…{{/name}}) are not supported",
+  Decorator: "decorators ({{*name}}) are not supported",
+  DecoratorBlock: 'decorators are not supported ({{#*name}}…{{/name}}, inline partials {{#*inline "name"}} among them)',
+};
+
+/** Block params statically in scope, innermost last. */
+type ParamNames = readonly (readonly string[])[];
+
+function problem(message: string, node: AST.Node): TemplateProblem {
+  const start = node.loc?.start;
+  return new TemplateProblem(
+    start === undefined ? message : `${message} at line ${start.line}, column ${start.column + 1}`,
+  );
+}
+
+/**
+ * Checks a parsed program and builds what renders it.
+ * @throws TemplateProblem for what this interpreter refuses; RangeError when it nests too deeply.
+ */
+export function compileProgram(program: AST.Program): RenderProgram {
+  const render = compileStatements(program, []);
+  return (data, options = {}) => renderProgram(render, data, options);
+}
+
+function compileStatements(program: AST.Program | undefined, params: ParamNames): Render {
+  const parts = (program?.body ?? []).map((statement) => compileStatement(statement, params));
+  return (scope) => {
+    let out = "";
+    for (const part of parts) {
+      chargeSteps(scope.state, 1);
+      out += part(scope);
+      checkOutputSize(out);
+    }
+    return out;
+  };
+}
+
+function compileStatement(statement: AST.Statement, params: ParamNames): Render {
+  switch (statement.type) {
+    case "ContentStatement": {
+      const text = (statement as AST.ContentStatement).value;
+      return () => text;
+    }
+    case "CommentStatement":
+      return () => "";
+    case "MustacheStatement":
+      return compileMustache(statement as AST.MustacheStatement, params);
+    case "BlockStatement":
+      return compileBlock(statement as AST.BlockStatement, params);
+    default:
+      throw problem(
+        UNSUPPORTED_STATEMENTS[statement.type] ?? `unsupported template syntax (${statement.type})`,
+        statement,
+      );
+  }
+}
+
+function compileMustache(node: AST.MustacheStatement, params: ParamNames): Render {
+  const called = hasArguments(node);
+  if (called && node.path.type === "SubExpression") {
+    throw problem("a sub-expression cannot be called with arguments", node);
+  }
+  const evaluate = called ? compileCall(node, params, "inline") : compileTarget(node.path, params);
+  const encode = node.escaped;
+  return (scope) => {
+    const value = evaluate(scope);
+    const state = scope.state;
+    if (value === undefined && state.strict && !called) {
+      throw unresolved(node.path, state.root);
+    }
+    return state.substitute === undefined
+      ? emit(value, encode && state.urlEscape)
+      : state.substitute(renderValue(value));
+  };
+}
+
+function compileBlock(node: AST.BlockStatement, params: ParamNames): Render {
+  const program = (node as { program?: AST.Program }).program;
+  // Raw blocks (`{{{{raw}}}}`) come out of the parser as blocks with empty strip flags.
+  if (typeof (node.openStrip as { open?: boolean }).open !== "boolean") {
+    if (hasArguments(node)) {
+      throw problem("a raw block ({{{{raw}}}}) takes no arguments", node);
+    }
+    const text = (program?.body ?? []).map((statement) => (statement as AST.ContentStatement).value).join("");
+    return () => text;
+  }
+  const call = hasArguments(node) ? checkCall(node, params, "block") : undefined;
+  if (call === undefined) {
+    const name = simpleName(node.path);
+    const spec = name === undefined || isParamName(params, name) ? undefined : HELPERS.get(name);
+    if (spec?.block !== undefined) {
+      throw problem(`#${name} requires ${describeArity(spec)}`, node);
+    }
+  }
+  const target = call === undefined ? compileTarget(node.path, params) : undefined;
+  const declared = (program as { blockParams?: string[] } | undefined)?.blockParams ?? [];
+  const allowed = call?.spec.blockParams ?? 0;
+  if (declared.length > allowed) {
+    throw problem(
+      allowed === 0
+        ? "block params (as |…|) are only supported on #each and #with"
+        : `#${call?.name ?? ""} takes at most ${allowed} block param${allowed === 1 ? "" : "s"}`,
+      node,
+    );
+  }
+  const block: Block = {
+    body: compileStatements(program, declared.length > 0 ? [...params, declared] : params),
+    inverse: compileStatements((node as { inverse?: AST.Program }).inverse, params),
+    declared,
+  };
+  if (target !== undefined) {
+    return (scope) => renderSection(block, target(scope), scope);
+  }
+  return (scope) => {
+    const { spec, args, hash } = call as Call;
+    chargeSteps(scope.state, 1);
+    const values = args.map((arg) => arg(scope));
+    const hashValues = evaluateHash(hash, scope);
+    if (spec.block !== undefined) {
+      return spec.block(block, values, hashValues, scope);
+    }
+    return (isTruthy(spec.value?.(values, hashValues)) ? block.body : block.inverse)(scope);
+  };
+}
+
+// ───────────────────────────── compiling: expressions ─────────────────────────────
+
+type Callable = AST.Node & {
+  readonly path: AST.Expression;
+  readonly params: AST.Expression[];
+  readonly hash?: AST.Hash | undefined;
+};
+
+/** A checked helper call: a helper is called only with arguments, or in a sub-expression or block. */
+interface Call {
+  readonly name: string;
+  readonly spec: HelperSpec;
+  readonly params: readonly AST.Expression[];
+  readonly args: readonly Evaluate[];
+  readonly hash: readonly (readonly [string, Evaluate])[];
+}
+
+function hasArguments(node: Callable): boolean {
+  return node.params.length > 0 || (node.hash?.pairs.length ?? 0) > 0;
+}
+
+function isParamName(params: ParamNames, name: string): boolean {
+  return params.some((names) => names.includes(name));
+}
+
+const LITERAL_TYPES = new Set(["StringLiteral", "NumberLiteral", "BooleanLiteral", "UndefinedLiteral", "NullLiteral"]);
+
+/** `this.x`, `./x` and `[this]` are scoped: never helpers, never block params (Handlebars' `scopedId`). */
+function isScoped(path: AST.PathExpression): boolean {
+  return /^(?:\.|this(?:$|[./]))/.test(path.original);
+}
+
+/**
+ * The name a helper call would use: a one-segment, unscoped path or a literal (Handlebars
+ * turns `{{"name"}}` into a lookup of `name`).
+ */
+function simpleName(node: AST.Expression): string | undefined {
+  if (LITERAL_TYPES.has(node.type)) {
+    return String((node as { original?: unknown }).original);
+  }
+  if (node.type !== "PathExpression") {
+    return undefined;
+  }
+  const path = node as AST.PathExpression;
+  return path.data || path.depth > 0 || path.parts.length !== 1 || typeof path.head !== "string" || isScoped(path)
+    ? undefined
+    : path.head;
+}
+
+/** Finds the helper a call names, or explains why the call is refused; then checks and compiles its arguments. */
+function checkCall(node: Callable, params: ParamNames, usage: "inline" | "block" | "subexpression"): Call {
+  const name = simpleName(node.path);
+  if (name === undefined || isParamName(params, name)) {
+    const shown = node.path.type === "PathExpression" ? (node.path as AST.PathExpression).original : node.path.type;
+    throw problem(`"${shown}" is not a helper: only helpers can take arguments`, node);
+  }
+  const spec = HELPERS.get(name);
+  if (spec === undefined) {
+    throw problem(`unknown helper "${name}" (known: ${[...HELPERS.keys()].join(", ")})`, node);
+  }
+  if (usage === "block" && spec.block === undefined && spec.predicate !== true) {
+    throw problem(`"${name}" cannot open a block; write {{${name} …}}`, node);
+  }
+  if (usage !== "block" && spec.block !== undefined) {
+    throw problem(`"${name}" is a block helper; write {{#${name} …}}…{{/${name}}}`, node);
+  }
+  if (node.params.length < spec.min || node.params.length > spec.max) {
+    throw problem(`"${name}" takes ${describeArity(spec)}, got ${node.params.length}`, node);
+  }
+  const hash = (node.hash?.pairs ?? []).map((pair) => {
+    if (!(spec.hash ?? []).includes(pair.key)) {
+      throw problem(`"${name}" takes no hash argument "${pair.key}"`, pair);
+    }
+    return [pair.key, compileTarget(pair.value, params, false)] as const;
+  });
+  const args = node.params.map((param) => compileTarget(param, params, false));
+  return { name, spec, params: node.params, args, hash };
+}
+
+function describeArity(spec: HelperSpec): string {
+  if (spec.min === spec.max) {
+    return `exactly ${spec.min} argument${spec.min === 1 ? "" : "s"}`;
+  }
+  return spec.max === Infinity
+    ? `at least ${spec.min} argument${spec.min === 1 ? "" : "s"}`
+    : `${spec.min} to ${spec.max} arguments`;
+}
+
+/** A value helper's call, charged a step and a step per {@link TEMPLATE_CHARS_PER_RENDER_STEP} characters it returns. */
+function compileCall(node: Callable, params: ParamNames, usage: "inline" | "subexpression"): Evaluate {
+  const { name, spec, params: nodes, args, hash } = checkCall(node, params, usage);
+  return (scope) => {
+    const values = args.map((arg) => arg(scope));
+    requirePresent(name, spec, nodes, values, scope.state);
+    const value = spec.value?.(values, evaluateHash(hash, scope));
+    const text = typeof value === "string" ? value : value instanceof UrlEncodedText ? value.text : "";
+    chargeSteps(scope.state, 1 + Math.floor(text.length / TEMPLATE_CHARS_PER_RENDER_STEP));
+    return value;
+  };
+}
+
+function evaluateHash(hash: Call["hash"], scope: Scope): HashArgs {
+  return new Map(hash.map(([key, value]) => [key, value(scope)]));
+}
+
+/**
+ * An expression. As a mustache's or section's path (`target`), a literal names a key of
+ * `this`, as in Handlebars; as an argument it is its value.
+ */
+function compileTarget(node: AST.Expression, params: ParamNames, target = true): Evaluate {
+  if (LITERAL_TYPES.has(node.type)) {
+    const key = simpleName(node);
+    const value = (node as { value?: unknown }).value;
+    return target ? (scope) => getOwn(scope.context.value, key) : () => value;
+  }
+  if (node.type === "PathExpression") {
+    const path = node as AST.PathExpression;
+    const head = typeof path.head === "object" ? compileTarget(path.head, params, false) : undefined;
+    return (scope) => evaluatePath(path, head, scope);
+  }
+  if (node.type === "SubExpression") {
+    const call = compileCall(node as AST.SubExpression, params, "subexpression");
+    return (scope) => {
+      const value = call(scope);
+      return value instanceof UrlEncodedText ? value.text : value;
+    };
+  }
+  throw problem(
+    node.type === "HashLiteral"
+      ? "hash literals ({{key=value}}) are not supported"
+      : `unsupported expression (${node.type})`,
+    node,
+  );
+}
 
 // ───────────────────────────── the scope of a rendering ─────────────────────────────
 
@@ -298,29 +474,13 @@ function withContext(scope: Scope, value: unknown): Scope {
   return value === scope.context.value ? scope : { ...scope, context: { value, parent: scope.context } };
 }
 
-function withParams(scope: Scope, program: AST.Program | undefined, values: Args): Scope {
-  const names = blockParamsOf(program);
+function withParams(scope: Scope, names: readonly string[], values: Args): Scope {
   if (names.length === 0) {
     return scope;
   }
   const bindings = new Map<string, unknown>();
   names.forEach((name, index) => bindings.set(name, values[index]));
   return { ...scope, params: { value: bindings, parent: scope.params } };
-}
-
-/**
- * What an unscoped path's first segment names before the data: a block param
- * in scope, else the reserved `run` variable (run-scope.ts), which the data's
- * own `run` field cannot shadow (that field is `{{this.run}}`).
- */
-function findParam(scope: Scope, name: string): { found: true; value: unknown } | { found: false } {
-  for (let frame = scope.params; frame !== undefined; frame = frame.parent) {
-    if (frame.value.has(name)) {
-      return { found: true, value: frame.value.get(name) };
-    }
-  }
-  const run = scope.state.run;
-  return name === RUN_VARIABLE && run !== undefined ? { found: true, value: run } : { found: false };
 }
 
 /** A rendering stopped by its work-budget scope (`work-budget.ts`): `expr.budget_exceeded`, as every kind of expression. */
@@ -394,17 +554,17 @@ function requirePresent(
   });
 }
 
-// ───────────────────────────── rendering: statements ─────────────────────────────
+// ───────────────────────────── rendering ─────────────────────────────
 
 /**
- * Renders a checked program over `data`, within {@link MAX_TEMPLATE_RENDER_STEPS} and
+ * Renders a compiled program over `data`, within {@link MAX_TEMPLATE_RENDER_STEPS} and
  * what the work-budget scope has left.
  *
  * @throws EngineError `template.render_failed` (cyclic data in `json`, data nested too
  *   deeply, output too large), `template.unresolved` (strict), `template.budget_exceeded`,
  *   `expr.budget_exceeded`.
  */
-export function renderProgram(program: AST.Program, data: unknown, options: RenderOptions = {}): string {
+function renderProgram(render: Render, data: unknown, options: RenderOptions): string {
   const allowance = evaluationAllowance(MAX_TEMPLATE_RENDER_STEPS, 1 / WORK_UNITS_PER_TEMPLATE_STEP, scopeExceeded);
   const state: RenderState = {
     steps: 0,
@@ -423,7 +583,7 @@ export function renderProgram(program: AST.Program, data: unknown, options: Rend
     state,
   };
   try {
-    return renderStatements(program, scope);
+    return render(scope);
   } catch (thrown) {
     if (thrown instanceof EngineError) {
       throw thrown;
@@ -440,91 +600,32 @@ export function renderProgram(program: AST.Program, data: unknown, options: Rend
   }
 }
 
-const renderers: StatementHandlers<string, Scope> = {
-  ContentStatement: (node) => node.value,
-  CommentStatement: () => "",
-  MustacheStatement: (node, scope) => {
-    const helper = calleeOf(node, scope);
-    const value = helper === undefined ? evaluateTarget(node.path, scope) : callHelper(helper, node, scope);
-    const state = scope.state;
-    if (value === undefined && state.strict && helper === undefined) {
-      throw unresolved(node.path, state.root);
-    }
-    return state.substitute === undefined
-      ? emit(value, node.escaped && state.urlEscape)
-      : state.substitute(renderValue(value));
-  },
-  BlockStatement: renderBlock,
-};
-
-function renderStatements(program: AST.Program | undefined, scope: Scope): string {
-  let out = "";
-  for (const statement of program?.body ?? []) {
-    const render = handlerFor(renderers, statement);
-    if (render === undefined) {
-      // compileTemplate refuses every other statement; this guards the invariant.
-      throw new EngineError(
-        "template.render_failed",
-        `unsupported template syntax (${statement.type})${location(statement)}`,
-      );
-    }
-    chargeSteps(scope.state, 1);
-    out += render(statement, scope);
-    checkOutputSize(out);
-  }
-  return out;
-}
-
-function renderBlock(node: AST.BlockStatement, scope: Scope): string {
-  if (isRawBlock(node)) {
-    return (programOf(node)?.body ?? []).map((statement) => (statement as AST.ContentStatement).value).join("");
-  }
-  const helper = calleeOf(node, scope);
-  if (helper === undefined) {
-    return renderSection(node, evaluateTarget(node.path, scope), scope);
-  }
-  const spec = helperSpec(helper, node);
-  chargeSteps(scope.state, 1);
-  const args = node.params.map((param) => evaluate(param, scope));
-  const hash = evaluateHash(node, scope);
-  if (spec.block !== undefined) {
-    return spec.block(node, args, hash, scope);
-  }
-  return renderBranch(node, isTruthy(spec.value?.(args, hash)), scope);
-}
-
-function renderBranch(node: AST.BlockStatement, condition: boolean, scope: Scope): string {
-  return renderStatements(condition ? programOf(node) : inverseOf(node), scope);
-}
-
 /** `{{#path}}…{{/path}}` without a helper: Handlebars' `blockHelperMissing`. */
-function renderSection(node: AST.BlockStatement, value: unknown, scope: Scope): string {
+function renderSection(block: Block, value: unknown, scope: Scope): string {
   if (value === true) {
-    return renderStatements(programOf(node), scope);
+    return block.body(scope);
   }
   if (value === false || value === undefined || value === null) {
-    return renderStatements(inverseOf(node), scope);
+    return block.inverse(scope);
   }
   if (Array.isArray(value)) {
-    return renderEach(node, value, scope);
+    return renderEach(block, value, scope);
   }
-  return renderStatements(programOf(node), withContext(scope, value));
+  return block.body(withContext(scope, value));
 }
 
-function renderWith(node: AST.BlockStatement, value: unknown, scope: Scope): string {
+function renderWith(block: Block, value: unknown, scope: Scope): string {
   if (isEmpty(value)) {
-    return renderStatements(inverseOf(node), scope);
+    return block.inverse(scope);
   }
-  const program = programOf(node);
-  return renderStatements(program, withParams(withContext(scope, value), program, [value]));
+  return block.body(withParams(withContext(scope, value), block.declared, [value]));
 }
 
-function renderEach(node: AST.BlockStatement, items: unknown, scope: Scope): string {
+function renderEach(block: Block, items: unknown, scope: Scope): string {
   const entries = iterationEntries(items);
   if (entries.length === 0) {
-    return renderStatements(inverseOf(node), scope);
+    return block.inverse(scope);
   }
-  const program = programOf(node);
   let out = "";
   entries.forEach(([key, value], index) => {
     chargeSteps(scope.state, 1);
@@ -535,108 +636,43 @@ function renderEach(node: AST.BlockStatement, items: unknown, scope: Scope): str
       ["last", index === entries.length - 1],
     ]);
     const itemScope: Scope = { ...withContext(scope, value), data: { value: values, parent: scope.data } };
-    out += renderStatements(program, withParams(itemScope, program, [value, key]));
+    out += block.body(withParams(itemScope, block.declared, [value, key]));
     checkOutputSize(out);
   });
   return out;
 }
 
-// ───────────────────────────── rendering: expressions ─────────────────────────────
-
-/** The helper a mustache, block or sub-expression calls, if it is a call (see the top of `template.ts`). */
-function calleeOf(node: Callable & AST.Node, scope: Scope): string | undefined {
-  if (node.type !== "SubExpression" && !hasArguments(node)) {
-    return undefined;
-  }
-  const name = simpleName(node.path);
-  return name !== undefined && !findParam(scope, name).found ? name : undefined;
-}
-
-function helperSpec(name: string, node: AST.Node): HelperSpec {
-  const spec = HELPERS.get(name);
-  if (spec === undefined) {
-    // compileTemplate refuses unknown helpers; this guards the invariant.
-    throw new EngineError("template.render_failed", `unknown helper "${name}"${location(node)}`);
-  }
-  return spec;
-}
-
-function callHelper(name: string, node: Callable & AST.Node, scope: Scope): unknown {
-  const spec = helperSpec(name, node);
-  if (spec.value === undefined) {
-    throw new EngineError("template.render_failed", `"${name}" is a block helper${location(node)}`);
-  }
-  const args = node.params.map((param) => evaluate(param, scope));
-  requirePresent(name, spec, node.params, args, scope.state);
-  const value = spec.value(args, evaluateHash(node, scope));
-  const text = typeof value === "string" ? value : value instanceof UrlEncodedText ? value.text : "";
-  chargeSteps(scope.state, 1 + Math.floor(text.length / TEMPLATE_CHARS_PER_RENDER_STEP));
-  return value;
-}
-
-function evaluateHash(node: Callable, scope: Scope): HashArgs {
-  return new Map(hashPairs(node).map((pair) => [pair.key, evaluate(pair.value, scope)]));
-}
-
-/** A mustache's or section's path: a literal there names a key of `this`, as in Handlebars. */
-function evaluateTarget(node: AST.Expression, scope: Scope): unknown {
-  return LITERAL_TYPES.has(node.type) ? getOwn(scope.context.value, simpleName(node)) : evaluate(node, scope);
-}
-
-interface ExpressionNodes {
-  PathExpression: AST.PathExpression;
-  SubExpression: AST.SubExpression;
-  StringLiteral: AST.StringLiteral;
-  NumberLiteral: AST.NumberLiteral;
-  BooleanLiteral: AST.BooleanLiteral;
-  UndefinedLiteral: AST.UndefinedLiteral;
-  NullLiteral: AST.NullLiteral;
-}
-
-const evaluators: { readonly [K in keyof ExpressionNodes]: (node: ExpressionNodes[K], scope: Scope) => unknown } = {
-  PathExpression: evaluatePath,
-  SubExpression: (node, scope) => {
-    const helper = calleeOf(node, scope) ?? "";
-    const value = callHelper(helper, node, scope);
-    return value instanceof UrlEncodedText ? value.text : value;
-  },
-  StringLiteral: (node) => node.value,
-  NumberLiteral: (node) => node.value,
-  BooleanLiteral: (node) => node.value,
-  UndefinedLiteral: () => undefined,
-  NullLiteral: () => null,
-};
-
-function evaluate(node: AST.Expression, scope: Scope): unknown {
-  if (!Object.hasOwn(evaluators, node.type)) {
-    throw new EngineError("template.render_failed", `unsupported expression (${node.type})${location(node)}`);
-  }
-  const evaluator = evaluators[node.type as keyof ExpressionNodes] as (node: AST.Expression, scope: Scope) => unknown;
-  return evaluator(node, scope);
-}
-
-function evaluatePath(path: AST.PathExpression, scope: Scope): unknown {
-  const head = path.parts[0] as AST.PathExpression["parts"][number] | undefined;
+/**
+ * A path's value. An unscoped first segment names, before the data, a block param in
+ * scope, else the reserved `run` variable (`run-scope.ts`), which the data's own `run`
+ * field cannot shadow (that field is `{{this.run}}`).
+ */
+function evaluatePath(path: AST.PathExpression, head: Evaluate | undefined, scope: Scope): unknown {
+  const first = path.parts[0] as AST.PathExpression["parts"][number] | undefined;
   if (path.data) {
-    return resolveTail(dataValue(scope, path.depth, typeof head === "string" ? head : ""), path.tail);
+    const name = typeof first === "string" ? first : "";
+    return resolveTail(
+      name === "root" ? scope.state.root : frameAt(scope.data, path.depth)?.value.get(name),
+      path.tail,
+    );
   }
-  if (head === undefined) {
+  if (head !== undefined) {
+    return resolveTail(head(scope), path.tail); // `(helper x).field`
+  }
+  if (typeof first !== "string") {
     return frameAt(scope.context, path.depth)?.value; // `this`, `.`, `../`
   }
-  if (typeof head === "object") {
-    return resolveTail(evaluate(head, scope), path.tail); // `(helper x).field`
-  }
   if (path.depth === 0 && !isScoped(path)) {
-    const param = findParam(scope, head);
-    if (param.found) {
-      return resolveTail(param.value, path.tail);
+    for (let frame = scope.params; frame !== undefined; frame = frame.parent) {
+      if (frame.value.has(first)) {
+        return resolveTail(frame.value.get(first), path.tail);
+      }
+    }
+    if (first === RUN_VARIABLE && scope.state.run !== undefined) {
+      return resolveTail(scope.state.run, path.tail);
     }
   }
-  return resolveTail(getOwn(frameAt(scope.context, path.depth)?.value, head), path.tail);
-}
-
-function dataValue(scope: Scope, depth: number, name: string): unknown {
-  return name === "root" ? scope.state.root : frameAt(scope.data, depth)?.value.get(name);
+  return resolveTail(getOwn(frameAt(scope.context, path.depth)?.value, first), path.tail);
 }
 
 function resolveTail(value: unknown, tail: readonly string[]): unknown {

@@ -87,8 +87,7 @@ import { type AST, parse } from "@handlebars/parser";
 import { EngineError } from "../errors.ts";
 import { CompiledKind, compileInScope } from "./work-budget.ts";
 import { describeParseError, measureNesting, restoreBraces, standInForBraces } from "./template-parse.ts";
-import { checkProgram, TemplateProblem } from "./template-check.ts";
-import { type RenderOptions, renderProgram } from "./template-render.ts";
+import { compileProgram, type RenderOptions, type RenderProgram, TemplateProblem } from "./template-render.ts";
 
 export type { RenderOptions } from "./template-render.ts";
 export { MAX_TEMPLATE_OUTPUT, MAX_TEMPLATE_RENDER_STEPS, TEMPLATE_CHARS_PER_RENDER_STEP } from "./template-render.ts";
@@ -175,8 +174,9 @@ function compileUncached(source: string): TemplateCompileResult {
   if (text !== source) {
     restoreBraces(program);
   }
+  let render: RenderProgram;
   try {
-    checkProgram(program, []);
+    render = compileProgram(program);
   } catch (thrown) {
     if (thrown instanceof TemplateProblem) {
       return { ok: false, message: thrown.message, code: "template.invalid" };
@@ -186,7 +186,7 @@ function compileUncached(source: string): TemplateCompileResult {
     }
     throw thrown;
   }
-  return { ok: true, template: { source, render: (data, options) => renderProgram(program, data, options) } };
+  return { ok: true, template: { source, render } };
 }
 
 /** Templates a work-budget scope compiled (`work-budget.ts`): each source is charged once per scope. */
