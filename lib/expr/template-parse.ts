@@ -13,38 +13,53 @@ import type { AST } from "@handlebars/parser";
  * that follows reports it.
  */
 export function measureNesting(source: string, limit: number): number {
-  const lexer = Object.create(HANDLEBARS_LEXER) as JisonLexer;
-  lexer.setInput(source, {});
   const chains: number[] = [];
   let open = 0;
   let brackets = 0;
   let deepest = 0;
+  lexTokens(source, (token) => {
+    if (
+      token === TOKENS.OPEN_BLOCK ||
+      token === TOKENS.OPEN_INVERSE ||
+      token === TOKENS.OPEN_PARTIAL_BLOCK ||
+      token === TOKENS.OPEN_RAW_BLOCK
+    ) {
+      chains.push(0);
+      open += 1;
+    } else if (token === TOKENS.OPEN_INVERSE_CHAIN) {
+      chains.push((chains.pop() ?? 0) + 1);
+      open += 1;
+    } else if (token === TOKENS.OPEN_ENDBLOCK || token === TOKENS.END_RAW_BLOCK) {
+      open = Math.max(0, open - 1 - (chains.pop() ?? 0));
+    } else if (token === TOKENS.OPEN_SEXPR || token === TOKENS.OPEN_ARRAY) {
+      brackets += 1;
+    } else if (token === TOKENS.CLOSE_SEXPR || token === TOKENS.CLOSE_ARRAY) {
+      brackets = Math.max(0, brackets - 1);
+    }
+    deepest = Math.max(deepest, open + brackets);
+    return deepest <= limit;
+  });
+  return deepest;
+}
+
+/**
+ * Runs `visit` on each token the parser's lexer reads from `source`, until the end or until
+ * `visit` returns false. A lexing error ends it: the parse that follows reports it.
+ */
+function lexTokens(source: string, visit: (token: unknown, lexer: JisonLexer) => boolean): void {
+  const lexer = Object.create(HANDLEBARS_LEXER) as JisonLexer;
+  lexer.setInput(source, {});
   try {
-    for (let token = lexer.lex(); !isEnd(lexer, token) && deepest <= limit; token = lexer.lex()) {
-      if (
-        token === TOKENS.OPEN_BLOCK ||
-        token === TOKENS.OPEN_INVERSE ||
-        token === TOKENS.OPEN_PARTIAL_BLOCK ||
-        token === TOKENS.OPEN_RAW_BLOCK
-      ) {
-        chains.push(0);
-        open += 1;
-      } else if (token === TOKENS.OPEN_INVERSE_CHAIN) {
-        chains.push((chains.pop() ?? 0) + 1);
-        open += 1;
-      } else if (token === TOKENS.OPEN_ENDBLOCK || token === TOKENS.END_RAW_BLOCK) {
-        open = Math.max(0, open - 1 - (chains.pop() ?? 0));
-      } else if (token === TOKENS.OPEN_SEXPR || token === TOKENS.OPEN_ARRAY) {
-        brackets += 1;
-      } else if (token === TOKENS.CLOSE_SEXPR || token === TOKENS.CLOSE_ARRAY) {
-        brackets = Math.max(0, brackets - 1);
+    // The lexer's own end marker is what it returns forever at the end of a raw block left
+    // open (`{{json x}}}}` opens one); the grammar's `EOF` ends every other state.
+    for (let token = lexer.lex(); token !== TOKENS.EOF && token !== lexer.EOF; token = lexer.lex()) {
+      if (!visit(token, lexer)) {
+        return;
       }
-      deepest = Math.max(deepest, open + brackets);
     }
   } catch {
     // A lexing error: the parse reports it with its position.
   }
-  return deepest;
 }
 
 /** The jison lexer of `@handlebars/parser`: exported at run time as `parser.lexer`, absent from its typings. */
@@ -58,14 +73,6 @@ interface JisonLexer {
   matched: string;
   /** What `lex()` returns at the end of input in a state without an EOF rule (the raw-block state). */
   EOF: unknown;
-}
-
-/**
- * The end of input: the grammar's `EOF` token, or the lexer's own end marker, which is what
- * it returns forever at the end of a raw block left open (`{{json x}}}}` opens one).
- */
-function isEnd(lexer: JisonLexer, token: unknown): boolean {
-  return token === TOKENS.EOF || token === lexer.EOF;
 }
 
 const TOKEN_NAMES = [
@@ -128,24 +135,12 @@ const { lexer: HANDLEBARS_LEXER, tokens: TOKENS } = loadLexer();
 const BRACE_STAND_IN = "\uFDD0";
 
 /** The tokens that open a mustache, a block or a partial, and how many `}` close each. */
-function closingBraces(token: unknown): number | undefined {
-  if (token === TOKENS.OPEN_UNESCAPED) {
-    return 3;
-  }
-  if (token === TOKENS.OPEN_RAW_BLOCK) {
-    return 4;
-  }
-  const twoBraces = [
-    TOKENS.OPEN,
-    TOKENS.OPEN_BLOCK,
-    TOKENS.OPEN_INVERSE,
-    TOKENS.OPEN_INVERSE_CHAIN,
-    TOKENS.OPEN_ENDBLOCK,
-    TOKENS.OPEN_PARTIAL,
-    TOKENS.OPEN_PARTIAL_BLOCK,
-  ];
-  return twoBraces.includes(token as number) ? 2 : undefined;
-}
+const CLOSING_BRACES = new Map<unknown, number>([
+  [TOKENS.OPEN_UNESCAPED, 3],
+  [TOKENS.OPEN_RAW_BLOCK, 4],
+  ...[TOKENS.OPEN, TOKENS.OPEN_BLOCK, TOKENS.OPEN_INVERSE, TOKENS.OPEN_INVERSE_CHAIN].map((id) => [id, 2] as const),
+  ...[TOKENS.OPEN_ENDBLOCK, TOKENS.OPEN_PARTIAL, TOKENS.OPEN_PARTIAL_BLOCK].map((id) => [id, 2] as const),
+]);
 
 /**
  * A mustache may be followed by `}`: `{"title": {{json title}}}` is the mustache
@@ -174,31 +169,26 @@ function extraBraces(source: string): number[] {
   if (!source.includes("}}}")) {
     return [];
   }
-  const lexer = Object.create(HANDLEBARS_LEXER) as JisonLexer;
-  lexer.setInput(source, {});
   const extra: number[] = [];
   let expected: number | undefined;
-  try {
-    for (let token = lexer.lex(); !isEnd(lexer, token); token = lexer.lex()) {
-      expected = closingBraces(token) ?? expected;
-      if (token !== TOKENS.CLOSE_UNESCAPED && token !== TOKENS.CLOSE_RAW_BLOCK && token !== TOKENS.CLOSE) {
-        continue;
-      }
-      const closed = lexer.match.length;
-      if (/^}+$/.test(lexer.match) && expected !== undefined && closed > expected) {
-        const end = lexer.matched.length;
-        for (let at = end - (closed - expected); at < end; at += 1) {
-          extra.push(at);
-        }
-        if (token === TOKENS.CLOSE_RAW_BLOCK) {
-          lexer.popState(); // `}}}}` entered the raw-block state; after a mustache the text goes on.
-        }
-      }
-      expected = undefined;
+  lexTokens(source, (token, lexer) => {
+    expected = CLOSING_BRACES.get(token) ?? expected;
+    if (token !== TOKENS.CLOSE_UNESCAPED && token !== TOKENS.CLOSE_RAW_BLOCK && token !== TOKENS.CLOSE) {
+      return true;
     }
-  } catch {
-    // A lexing error: the parse reports it with its position.
-  }
+    const closed = lexer.match.length;
+    if (/^}+$/.test(lexer.match) && expected !== undefined && closed > expected) {
+      const end = lexer.matched.length;
+      for (let at = end - (closed - expected); at < end; at += 1) {
+        extra.push(at);
+      }
+      if (token === TOKENS.CLOSE_RAW_BLOCK) {
+        lexer.popState(); // `}}}}` entered the raw-block state; after a mustache the text goes on.
+      }
+    }
+    expected = undefined;
+    return true;
+  });
   return extra;
 }
 

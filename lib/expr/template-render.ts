@@ -17,8 +17,8 @@ import {
 } from "./template-values.ts";
 
 // The interpreter: one walk over the parser's AST checks the template (refusing, with its
-// line, everything not handled) and builds the closures that render it; then the helpers
-// (see the table at the top of `template.ts`) and the scope a rendering carries.
+// line, everything not handled) and builds the closures that render it; the helpers (listed
+// in docs/definitions.md#templates); the scope and budget a rendering carries.
 
 /** Per-render options. */
 export interface RenderOptions {
@@ -34,10 +34,9 @@ export interface RenderOptions {
    */
   substitute?: (text: string) => string;
   /**
-   * A `{{path}}` that selects nothing, or such a path given to a helper that renders it
-   * (`{{json path}}`), fails with `template.unresolved` naming it, instead of rendering as
-   * nothing: for templates that build requests and commands, where a typo must not reach
-   * the peer. `{{default path "…"}}` (or an `{{#if}}` around it) marks a value that may be absent.
+   * A `{{path}}` that selects nothing, also as an argument of a helper that renders it
+   * (`{{json path}}`), fails with `template.unresolved`: for templates that build requests
+   * and commands, where a typo must not reach the peer.
    */
   strict?: boolean;
 }
@@ -60,7 +59,7 @@ export const TEMPLATE_CHARS_PER_RENDER_STEP = 20;
 export class TemplateProblem extends Error {}
 
 /** A checked template, ready to render over any data. */
-export type RenderProgram = (data: unknown, options?: RenderOptions) => string;
+type RenderProgram = (data: unknown, options?: RenderOptions) => string;
 
 type Render = (scope: Scope) => string;
 type Evaluate = (scope: Scope) => unknown;
@@ -380,11 +379,11 @@ function describeArity(spec: HelperSpec): string {
 
 /** A value helper's call, charged a step and a step per {@link TEMPLATE_CHARS_PER_RENDER_STEP} characters it returns. */
 function compileCall(node: Callable, params: ParamNames, usage: "inline" | "subexpression"): Evaluate {
-  const { name, spec, params: nodes, args, hash } = checkCall(node, params, usage);
+  const call = checkCall(node, params, usage);
   return (scope) => {
-    const values = args.map((arg) => arg(scope));
-    requirePresent(name, spec, nodes, values, scope.state);
-    const value = spec.value?.(values, evaluateHash(hash, scope));
+    const values = call.args.map((arg) => arg(scope));
+    requirePresent(call, values, scope.state);
+    const value = call.spec.value?.(values, evaluateHash(call.hash, scope));
     const text = typeof value === "string" ? value : value instanceof UrlEncodedText ? value.text : "";
     chargeSteps(scope.state, 1 + Math.floor(text.length / TEMPLATE_CHARS_PER_RENDER_STEP));
     return value;
@@ -537,21 +536,14 @@ function unresolved(path: AST.Expression, root: unknown, helper?: string): Engin
  * fails: `{{json titel}}` must not send `null`. Helpers that test a value (`default`, the
  * predicates `eq` … `not`, and the blocks `#if`, `#each`, `#with`) accept an absent one.
  */
-function requirePresent(
-  helper: string,
-  spec: HelperSpec,
-  params: readonly AST.Expression[],
-  args: Args,
-  state: RenderState,
-): void {
-  if (!state.strict || spec.predicate === true || spec.acceptsAbsent === true) {
-    return;
+function requirePresent({ name, spec, params }: Call, args: Args, state: RenderState): void {
+  if (state.strict && spec.predicate !== true && spec.acceptsAbsent !== true) {
+    params.forEach((param, index) => {
+      if (args[index] === undefined && param.type === "PathExpression") {
+        throw unresolved(param, state.root, name);
+      }
+    });
   }
-  params.forEach((param, index) => {
-    if (args[index] === undefined && param.type === "PathExpression") {
-      throw unresolved(param, state.root, helper);
-    }
-  });
 }
 
 // ───────────────────────────── rendering ─────────────────────────────

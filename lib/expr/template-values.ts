@@ -4,10 +4,7 @@ import { EngineError } from "../errors.ts";
 
 /** Output of `urlencode`: already URL-safe, so `url` escaping leaves it alone. */
 export class UrlEncodedText {
-  readonly text: string;
-  constructor(text: string) {
-    this.text = text;
-  }
+  constructor(readonly text: string) {}
 }
 
 export function joinItems(items: unknown, separator: unknown): string {
@@ -16,10 +13,7 @@ export function joinItems(items: unknown, separator: unknown): string {
 }
 
 export function lengthOf(value: unknown): number {
-  if (typeof value === "string") {
-    return value.length;
-  }
-  if (Array.isArray(value)) {
+  if (typeof value === "string" || Array.isArray(value)) {
     return value.length;
   }
   return isPlainObject(value) ? ownKeys(value).length : 0;
