@@ -2,18 +2,9 @@ import { EngineError } from "../errors.ts";
 import type { Json } from "../../schemas/common.ts";
 
 /**
- * `{ "concat": [<source>, …] }`: a string made of its parts' values, each part
- * a mapping source (text, a `$` JSONPath, `{ expr }`, …). It is how a plan's
- * reference embedded in text (`"Shipments of ${step[0].data[0].name}"`)
- * reaches the tool: text and references alternate as parts.
- *
- * A value becomes text as an API parameter wants it: a string as it is, a
- * number or boolean as its JSON text, an array of those joined with `,` (the
- * dependency notation's "S1,S2,S3"). An object, `null`, or an array holding
- * one has no such text: `mapping.not_text`, rather than `[object Object]` or
- * JSON a tool would take for a value. The result is at most
- * {@link MAX_CONCAT_CHARS} characters (`mapping.too_large`), so a wildcard over
- * a large array cannot build an unbounded string.
+ * `{ "concat": [<source>, …] }`: a string made of its parts' values, each part a mapping
+ * source; what a plan's reference embedded in text compiles to. How values become text and
+ * what is refused: docs/definitions.md (`concat`).
  */
 
 /** The most characters a `concat` source yields: a request body's limit. */
@@ -30,7 +21,8 @@ export function concatPartsOf(source: unknown): readonly unknown[] | undefined {
 }
 
 /**
- * The parts' values as one string (see the top of this file).
+ * The parts' values as one string: a string as it is, a number or boolean as its JSON
+ * text, an array of those joined with `,`.
  * @throws EngineError `mapping.not_text` for an object or `null` (alone or in an array),
  *   `mapping.too_large` past {@link MAX_CONCAT_CHARS} characters.
  */

@@ -6,7 +6,7 @@
  * 1. writes a variable reference in place of each mark, quoted for where the
  *    mark stands (plain, `"…"`, `'…'`, `$'…'`, or bare inside arithmetic);
  * 2. finds the marks that stand where bash **evaluates** text instead of
- *    using it as data (the places listed in shell-template.ts: arithmetic,
+ *    using it as data (the places listed in docs/containers.md: arithmetic,
  *    subscripts, substring offsets, `[[ … -eq … ]]` operands, variable names,
  *    `let`/`eval`/`trap`/`bash -c`, `declare -i/-n/-a/-A` values);
  * 3. follows the command's own variables: which shell variables bash

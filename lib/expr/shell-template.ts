@@ -1,71 +1,25 @@
 /**
- * Renders a shell `command_template` so that values stay data.
+ * Renders a shell `command_template` so that values stay data. The contract, with every
+ * place and flow, is docs/containers.md#the-quoting-rule; in short:
  *
- * What is promised, exactly:
+ * 1. **A value never becomes command text.** What each `{{…}}` (and `{{{…}}}`) renders goes
+ *    into an environment variable `TRELLIS_IN_<n>` (n in order of appearance) and the
+ *    command text gets a reference to it, quoted for where the mustache stands
+ *    ({@link REFERENCE}), so a value is always one word. Bash expands a variable after it
+ *    has parsed the command and never parses the expansion again.
+ * 2. **Where bash evaluates a variable's value, only a plain decimal integer may go**
+ *    ({@link SHELL_INTEGER_PATTERN}, else `shell.unsafe_value`, before anything is sent):
+ *    arithmetic, array subscripts, substring offsets, `[[ … -eq … ]]` operands, variable
+ *    names, `let` / `eval` / `trap` / `bash -c`, `declare -i/-n/-a/-A` values; reached
+ *    directly or through the command's own variables and the step's `env`. `shell-scan.ts`
+ *    reads the command; where it cannot tell, it assumes bash evaluates.
+ * 3. **Not covered** (the step's own logic): a value that reaches such a place through a
+ *    program the command starts, a file, another pipe or a command's output, and programs
+ *    that run their arguments as code (`ssh host {{x}}`, `su -c`, `python -c`, …).
  *
- * 1. **A value never becomes command text.** Each `{{…}}` (and `{{{…}}}`) is
- *    rendered as usual, but what it produced goes into an environment variable
- *    `TRELLIS_IN_<n>` (n = 0, 1, … in order of appearance) and the command text
- *    gets a reference to that variable instead. Bash expands a variable after
- *    it has parsed the command and never parses the expansion again, so
- *    `; rm -rf /`, `$(…)`, backquotes, quotes and newlines in a value arrive as
- *    plain data. The reference is quoted for where the mustache stands, so a
- *    value is always exactly one word (no splitting, no globbing):
- *
- *    | the template has         | the command gets                   |
- *    |--------------------------|------------------------------------|
- *    | `echo {{x}}`             | `echo "${TRELLIS_IN_0}"`           |
- *    | `echo "hi {{x}}"`        | `echo "hi ${TRELLIS_IN_0}"`        |
- *    | `echo 'hi {{x}}'`        | `echo 'hi '"${TRELLIS_IN_0}"''`    |
- *    | `echo $'hi {{x}}'`       | `echo $'hi '"${TRELLIS_IN_0}"$''`  |
- *    | `echo $(( {{x}} + 1 ))`  | `echo $(( ${TRELLIS_IN_0} + 1 ))`  |
- *    | `cat <<EOF` … `{{x}}`    | … `${TRELLIS_IN_0}` (heredoc body) |
- *
- * 2. **Where bash evaluates a variable's value, only a plain decimal integer
- *    may go.** Bash does evaluate some expansions again: as arithmetic (where
- *    `a[$(cmd)]` runs `cmd`), as a variable name, or as code. The command text
- *    is read (lib/expr/shell-scan.ts) and every value that reaches such a place
- *    must match `-?(0|[1-9][0-9]{0,17})`, checked before anything is sent;
- *    anything else fails the step with `shell.unsafe_value` (not retryable),
- *    whose message says how to write it safely. The places: `$(( ))`, `$[ ]`,
- *    `(( ))` and `for (( ))`; array subscripts (`a[…]=`, `${a[…]}`, `([…]=…)`,
- *    for indexed and associative arrays alike); `${v:offset:length}`; the
- *    operands of `[[ … -eq/-ne/-lt/-le/-gt/-ge … ]]`; variable names
- *    (`[[ -v … ]]`, `test -v`, `${!…}`, `printf -v`, `read`, `mapfile`,
- *    `unset`, names given to `declare`/`local`/`typeset`/`readonly`/`export`);
- *    the values of `declare -i/-n`, and of `-a`/`-A` without `(…)`; the
- *    arguments of `let`, `eval`, `trap`, `compgen`/`complete`; the script
- *    of `bash -c`/`sh -c`. A value reaches such a place directly (a mustache
- *    written there) or through the command's own variables: `x={{n}}` (also
- *    with `declare`/`local`/…, `x+=`, `arr=(…)`), `for x in …`, `read x` fed by
- *    a here-string, a heredoc or `echo`/`printf`, `set -- …` and the arguments
- *    of a function the command defines (`$1`, `$@`), variables copied from
- *    those (`y=$x`), variables with the integer attribute (`declare -i x`), and
- *    `env` entries of the step whose template renders a value. Where the reader
- *    cannot tell, it assumes bash evaluates (e.g. every subscript is read as
- *    an indexed array's; `$((` is always arithmetic).
- *
- * 3. **Not covered** (the step's own logic, which it must keep safe itself): a
- *    value that reaches an evaluating place through a program the command
- *    starts (`./script.sh {{x}}` whose script does `$(( $1 ))`; the script of
- *    `bash -c '…' _ {{x}}`), through files, pipes other than the above, or the
- *    output of a command (`x=$(echo {{x}})`), and programs that run their
- *    arguments as code (`ssh host {{x}}`, `su -c`, `xargs sh -c`, `find -exec
- *    sh -c`, `python -c`). A value in command position (`{{cmd}} args`) names
- *    the program that runs.
- *
- * Also refused, as `shell.unsafe_template`: a mustache right after a backslash
- * (the backslash would escape the quoting), a mustache in a quoted heredoc
- * (`<<'EOF'`, never expanded), a NUL, the text `TRELLIS_IN_` (the engine's
- * variables are reached through mustaches only), and an `env` entry that bash
- * runs as code (`BASH_ENV`, `ENV`, `SHELLOPTS`, `BASHOPTS`, `PS0`–`PS4`,
- * `PROMPT_COMMAND`) whose template renders a value.
- *
- * Limits of the reader: it follows quotes, `$(…)`, backquotes, `${…}`,
- * arithmetic, `[[ … ]]`, comments, heredocs and `case` inside `$(…)`, but it is
- * not bash: in text it misreads, a reference may come out with extra quotes or
- * unquoted (then the shell splits or globs the value, or shows the quote
- * characters), but it is still a variable expansion, never command text.
+ * Also refused, as `shell.unsafe_template`: a mustache right after a backslash, a mustache
+ * in a quoted heredoc (`<<'EOF'`), a NUL, the text `TRELLIS_IN_`, and an `env` entry that
+ * bash runs as code ({@link SHELL_CODE_ENV_NAMES}) whose template renders a value.
  */
 import { EngineError } from "../errors.ts";
 import { MARK, scanShellCommand, type QuoteForm, type ShellScan } from "./shell-scan.ts";
