@@ -103,14 +103,11 @@ export function renderShellCommand(
   checkCommandSize(scan.command);
   const env = renderEnv(envTemplates, data);
   checkEvaluated(scan, values.values, env);
-  const out: Record<string, string> = {};
-  for (const [name, entry] of Object.entries(env)) {
-    out[name] = entry.value;
-  }
-  values.values.forEach((value, index) => {
-    out[`${SHELL_VALUE_PREFIX}${index}`] = value;
-  });
-  return { command: scan.command, env: out };
+  const out = [
+    ...Object.entries(env).map(([name, entry]) => [name, entry.value] as const),
+    ...values.values.map((value, index) => [`${SHELL_VALUE_PREFIX}${index}`, value] as const),
+  ];
+  return { command: scan.command, env: Object.fromEntries(out) };
 }
 
 function checkCommandSize(command: string): void {
