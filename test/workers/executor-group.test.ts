@@ -142,7 +142,7 @@ describe("runTasks", () => {
 
   it("remembers a checked task under any names, and still checks each name", ({ expect }) => {
     // As the coordinator sends one task: a group of one.
-    const checkTaskPayload = (one: unknown) => {
+    const checkAsGroupOfOne = (one: unknown) => {
       const checked = checkTaskGroup(toTaskGroup([one as TaskPayload]));
       return "group" in checked ? { payload: fromTaskGroup(checked.group)[0] } : checked;
     };
@@ -153,10 +153,10 @@ describe("runTasks", () => {
       const action = { ...step?.action, id: actionId, version: actionVersion };
       return { ...payload(`t-${node}`, task, {}), task: { ...task, steps: [{ ...step, action }] } };
     };
-    expect(checkTaskPayload(inNode("n1"))).toMatchObject({
+    expect(checkAsGroupOfOne(inNode("n1"))).toMatchObject({
       payload: { task: { id: "wf/n1", steps: [{ action: { id: "wf/n1/s" } }] } },
     });
-    const second = checkTaskPayload(inNode("n2", "wf/n2/s", 4));
+    const second = checkAsGroupOfOne(inNode("n2", "wf/n2/s", 4));
     expect(second).toMatchObject({
       payload: { task: { id: "wf/n2", version: 0, steps: [{ ref: "s", action: { id: "wf/n2/s", version: 4 } }] } },
     });
@@ -168,7 +168,7 @@ describe("runTasks", () => {
     ]);
     // A remembered definition does not excuse its names.
     const badTask = { ...inNode("n3"), task: { ...inNode("n3").task, id: "" } };
-    expect(checkTaskPayload(badTask)).toMatchObject({ details: [{ path: "tasks.@0.id" }] });
+    expect(checkAsGroupOfOne(badTask)).toMatchObject({ details: [{ path: "tasks.@0.id" }] });
     for (const [actionId, actionVersion] of [
       ["", 0],
       ["wf/n4/s", -1],
@@ -176,7 +176,7 @@ describe("runTasks", () => {
       ["wf/n4/s", 2 ** 53],
       [7, 0],
     ] as const) {
-      const refused = checkTaskPayload(inNode("n4", actionId, actionVersion));
+      const refused = checkAsGroupOfOne(inNode("n4", actionId, actionVersion));
       expect(refused).toMatchObject({
         details: [{ path: expect.stringMatching(/^tasks\.wf\/n4@0\.steps\.0\.action/) }],
       });
