@@ -62,16 +62,12 @@ export class CelMeter {
   lastArgs: unknown;
   /** Patterns `matches` compiled in this evaluation: each is charged its compile once. */
   readonly regexes = new Map<string, Regex>();
-  /** Why the evaluation stops when it passes `limit`. */
-  readonly limitReason: string;
 
-  /** `limitReason` when the limit is not the evaluation's own (a scope's remainder, `work-budget.ts`). */
+  /** `limitReason`: why it stops at `limit`, given when that is a scope's remainder (`work-budget.ts`). */
   constructor(
     readonly limit: number,
-    limitReason?: string,
-  ) {
-    this.limitReason = limitReason ?? `exceeded its cost budget of ${limit} units`;
-  }
+    readonly limitReason = `exceeded its cost budget of ${limit} units`,
+  ) {}
 
   /** What is left, in units. */
   get remaining(): number {

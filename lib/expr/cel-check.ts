@@ -6,38 +6,11 @@ import { CEL_ITERATION_BASE_COST_UNITS, CEL_ITERATION_FUNCTION, env } from "./ce
 // the variables it reads, and the budget's instrumentation. Each walk is iterative: depth is
 // the parser's to bound.
 
-const INT64_MIN_BIG = -(2n ** 63n);
-
-const INT64_MAX_BIG = 2n ** 63n - 1n;
-
-const UINT64_MAX_BIG = 2n ** 64n - 1n;
-
 /** Calls the planner evaluates itself; they never appear in the function resolver. */
-const PLANNER_CALLS = new Set([
-  "_[_]",
-  "_[?_]",
-  "_?._",
-  "_?_:_",
-  "_&&_",
-  "_||_",
-  "@not_strictly_false",
-  "__not_strictly_false__",
-]);
+const PLANNER_CALLS = new Set("_[_] _[?_] _?._ _?_:_ _&&_ _||_ @not_strictly_false __not_strictly_false__".split(" "));
 
 /** Type names CEL binds as values (`type(x) == int`): identifiers that are not variables. */
-const TYPE_IDENTIFIERS: ReadonlySet<string> = new Set([
-  "bool",
-  "bytes",
-  "double",
-  "dyn",
-  "int",
-  "list",
-  "map",
-  "null_type",
-  "string",
-  "type",
-  "uint",
-]);
+const TYPE_IDENTIFIERS = new Set("bool bytes double dyn int list map null_type string type uint".split(" "));
 
 /**
  * The direct subexpressions of `expr`, in source order: a select's operand, a call's
@@ -86,10 +59,10 @@ export function findStaticProblem(root: Expr, sourceInfo: SourceInfo | undefined
     const kind = expr.exprKind;
     if (kind.case === "constExpr") {
       const constant = kind.value.constantKind;
-      if (constant.case === "int64Value" && (constant.value < INT64_MIN_BIG || constant.value > INT64_MAX_BIG)) {
+      if (constant.case === "int64Value" && (constant.value < -(2n ** 63n) || constant.value >= 2n ** 63n)) {
         return `integer literal out of range${at(expr.id, sourceInfo)}`;
       }
-      if (constant.case === "uint64Value" && constant.value > UINT64_MAX_BIG) {
+      if (constant.case === "uint64Value" && constant.value >= 2n ** 64n) {
         return `unsigned integer literal out of range${at(expr.id, sourceInfo)}`;
       }
     } else if (kind.case === "callExpr" && !isKnownFunction(kind.value.function, kind.value.target)) {

@@ -11,12 +11,7 @@ import {
 import { toJson } from "@bufbuild/protobuf";
 import { isReflectMessage } from "@bufbuild/protobuf/reflect";
 import { EngineError } from "../errors.ts";
-import type { CelMeter } from "./cel-budget.ts";
-import { CEL_STRING_CHARS_PER_COST_UNIT } from "./cel-budget.ts";
-
-const INT64_MIN = -(2 ** 63);
-
-const INT64_LIMIT = 2 ** 63;
+import { type CelMeter, CEL_STRING_CHARS_PER_COST_UNIT } from "./cel-budget.ts";
 
 // ---------------------------------------------------------------------------
 // JSON → CEL
@@ -110,7 +105,7 @@ export function toCelValue(value: unknown): CelValue {
     case "bigint":
       return value;
     case "number":
-      return Number.isInteger(value) && value >= INT64_MIN && value < INT64_LIMIT ? BigInt(value) : value;
+      return Number.isInteger(value) && value >= -(2 ** 63) && value < 2 ** 63 ? BigInt(value) : value;
     case "undefined": // an array's hole, as in `JSON.stringify`
       return null;
     case "object":

@@ -39,9 +39,6 @@ export type CelCompileResult = { ok: true; program: CelProgram } | { ok: false; 
 
 const CACHE_LIMIT = 500;
 
-// ---------------------------------------------------------------------------
-// Compilation and the per-isolate cache
-
 const cache = new Map<string, CelCompileResult>();
 
 /** Programs a work-budget scope compiled (`work-budget.ts`): each source is charged once per scope. */
@@ -53,13 +50,7 @@ const CEL_PROGRAMS = new CompiledKind<CelCompileResult>("cel");
  * as `has(1)`), or has an out-of-range integer literal is rejected before any run.
  */
 export function compileCel(source: string): CelCompileResult {
-  const hit = cache.get(source);
-  if (hit !== undefined) {
-    cache.delete(source);
-    cache.set(source, hit);
-    return hit;
-  }
-  const result = compileUncached(source);
+  const result = cache.get(source) ?? compileUncached(source);
   setBounded(cache, source, result, CACHE_LIMIT);
   return result;
 }
@@ -188,9 +179,6 @@ function syntaxMessage(source: string, thrown: unknown): string {
   return `CEL syntax error${where}: ${raw} (in ${quote(source)})`;
 }
 
-// ---------------------------------------------------------------------------
-// CEL → JSON
-
 /** The result as JSON; the conversion is charged (a unit per item) so shared structure cannot expand unbounded. */
 function resultToJson(result: CelValue, meter: CelMeter, source: string): unknown {
   try {
@@ -211,19 +199,11 @@ function resultToJson(result: CelValue, meter: CelMeter, source: string): unknow
   }
 }
 
-// ---------------------------------------------------------------------------
-
 function describeJson(value: unknown): string {
-  if (value === null) {
-    return "null";
+  if (value === null || typeof value !== "object") {
+    return value === null ? "null" : `${typeof value} ${JSON.stringify(value)}`;
   }
-  if (Array.isArray(value)) {
-    return "a list";
-  }
-  if (typeof value === "object") {
-    return "a map";
-  }
-  return `${typeof value} ${JSON.stringify(value)}`;
+  return Array.isArray(value) ? "a list" : "a map";
 }
 
 /** The EngineError of an evaluation stopped by its meter (`reason`: the meter's `exceeded`). */
