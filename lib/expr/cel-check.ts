@@ -1,56 +1,93 @@
-import type { Expr, SourceInfo } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
-import { childExprs } from "./cel-ast.ts";
-import { CEL_ITERATION_FUNCTION } from "./cel-budget.ts";
-import { env, PLANNER_CALLS } from "./cel-env.ts";
+import { create } from "@bufbuild/protobuf";
+import { type Expr, ExprSchema, type SourceInfo } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
+import { CEL_ITERATION_BASE_COST_UNITS, CEL_ITERATION_FUNCTION, env } from "./cel-budget.ts";
 
-// The registration-time checks the lenient parser leaves to us: integer ranges and known functions.
+// Walks of a parsed CEL expression: the registration checks the lenient parser leaves to us,
+// the variables it reads, and the budget's instrumentation. Each walk is iterative: depth is
+// the parser's to bound.
 
-const INT64_MIN_BIG = -(2n ** 63n);
+/** Calls the planner evaluates itself; they never appear in the function resolver. */
+const PLANNER_CALLS = new Set("_[_] _[?_] _?._ _?_:_ _&&_ _||_ @not_strictly_false __not_strictly_false__".split(" "));
 
-const INT64_MAX_BIG = 2n ** 63n - 1n;
+/** Type names CEL binds as values (`type(x) == int`): identifiers that are not variables. */
+const TYPE_IDENTIFIERS = new Set("bool bytes double dyn int list map null_type string type uint".split(" "));
 
-const UINT64_MAX_BIG = 2n ** 64n - 1n;
-
-/** What the lenient parser accepts but CEL does not; returns a description or undefined. */
-export function findStaticProblem(root: Expr, sourceInfo: SourceInfo | undefined): string | undefined {
-  const stack: Expr[] = [root];
-  for (let expr = stack.pop(); expr !== undefined; expr = stack.pop()) {
-    const kind = expr.exprKind;
-    switch (kind.case) {
-      case "constExpr": {
-        const constant = kind.value.constantKind;
-        if (constant.case === "int64Value" && (constant.value < INT64_MIN_BIG || constant.value > INT64_MAX_BIG)) {
-          return `integer literal out of range${at(expr, sourceInfo)}`;
-        }
-        if (constant.case === "uint64Value" && constant.value > UINT64_MAX_BIG) {
-          return `unsigned integer literal out of range${at(expr, sourceInfo)}`;
-        }
-        break;
-      }
-      case "callExpr": {
-        const call = kind.value;
-        if (!isKnownFunction(call.function, call.target)) {
-          const shown = call.target === undefined ? `${call.function}()` : `.${call.function}()`;
-          return `unknown function ${shown} or wrong use of a macro${at(expr, sourceInfo)}`;
-        }
-        break;
-      }
-      default:
-        break;
+/**
+ * The direct subexpressions of `expr`, in source order: a select's operand, a call's
+ * target and arguments, list elements, map keys and values, a comprehension's parts.
+ */
+function childExprs(expr: Expr): Expr[] {
+  const kind = expr.exprKind;
+  switch (kind.case) {
+    case "selectExpr":
+      return defined([kind.value.operand]);
+    case "callExpr":
+      return defined([kind.value.target, ...kind.value.args]);
+    case "listExpr":
+      return [...kind.value.elements];
+    case "structExpr":
+      return kind.value.entries.flatMap((entry) =>
+        defined([entry.keyKind.case === "mapKey" ? entry.keyKind.value : undefined, entry.value]),
+      );
+    case "comprehensionExpr": {
+      const c = kind.value;
+      return defined([c.iterRange, c.accuInit, c.loopCondition, c.loopStep, c.result]);
     }
+    default:
+      return [];
+  }
+}
+
+function defined(exprs: (Expr | undefined)[]): Expr[] {
+  return exprs.filter((expr): expr is Expr => expr !== undefined);
+}
+
+/** The given roots and all their subexpressions, each before its own subexpressions. */
+function subexpressions(...roots: (Expr | undefined)[]): Expr[] {
+  const out: Expr[] = [];
+  const stack = defined(roots);
+  for (let expr = stack.pop(); expr !== undefined; expr = stack.pop()) {
+    out.push(expr);
     stack.push(...childExprs(expr));
   }
+  return out;
+}
+
+/** What the lenient parser accepts but CEL does not (integer ranges, unknown functions); a description or undefined. */
+export function findStaticProblem(root: Expr, sourceInfo: SourceInfo | undefined): string | undefined {
+  for (const expr of subexpressions(root)) {
+    const kind = expr.exprKind;
+    if (kind.case === "constExpr") {
+      const constant = kind.value.constantKind;
+      if (constant.case === "int64Value" && (constant.value < -(2n ** 63n) || constant.value >= 2n ** 63n)) {
+        return `integer literal out of range${at(expr.id, sourceInfo)}`;
+      }
+      if (constant.case === "uint64Value" && constant.value >= 2n ** 64n) {
+        return `unsigned integer literal out of range${at(expr.id, sourceInfo)}`;
+      }
+    } else if (kind.case === "callExpr" && !isKnownFunction(kind.value.function, kind.value.target)) {
+      const shown = kind.value.target === undefined ? `${kind.value.function}()` : `.${kind.value.function}()`;
+      return `unknown function ${shown} or wrong use of a macro${at(expr.id, sourceInfo)}`;
+    }
+  }
   return undefined;
+}
+
+/** ` at character N` for the expression `id`, or "" when its position is unknown. */
+export function at(id: bigint | undefined, sourceInfo: SourceInfo | undefined): string {
+  const offset = id === undefined ? undefined : sourceInfo?.positions[Number(id)];
+  return offset === undefined ? "" : ` at character ${offset + 1}`;
 }
 
 function isKnownFunction(name: string, target: Expr | undefined): boolean {
   if (name === CEL_ITERATION_FUNCTION) {
     return false;
   }
-  if (PLANNER_CALLS.has(name) || env.funcs.find(name) !== undefined) {
-    return true;
-  }
-  // `strings.quote(x)` parses as method `quote` on the identifier `strings`.
+  return PLANNER_CALLS.has(name) || env.funcs.find(name) !== undefined || isNamespaced(name, target);
+}
+
+/** Whether `target.name(…)` calls a namespaced function: `strings.quote(x)` parses as method `quote` on `strings`. */
+function isNamespaced(name: string, target: Expr | undefined): boolean {
   const qualifier = target === undefined ? undefined : qualifiedName(target);
   return qualifier !== undefined && env.funcs.find(`${qualifier}.${name}`) !== undefined;
 }
@@ -67,42 +104,22 @@ function qualifiedName(expr: Expr): string | undefined {
   return undefined;
 }
 
-/** Type names CEL binds as values (`type(x) == int`): identifiers that are not variables. */
-const TYPE_IDENTIFIERS: ReadonlySet<string> = new Set([
-  "bool",
-  "bytes",
-  "double",
-  "dyn",
-  "int",
-  "list",
-  "map",
-  "null_type",
-  "string",
-  "type",
-  "uint",
-]);
-
 /**
- * The variables an expression reads, in order of first use: its identifiers,
- * less those a comprehension binds (`x` in `items.all(x, x > 0)`), type names
- * and the qualifier of a namespaced function (`strings` in `strings.quote(s)`).
- * Registration compares them with the variables the expression's context binds.
+ * The variables an expression reads, in order of first use (its identifiers, less those a
+ * comprehension binds, type names and the qualifier of a namespaced function), and the
+ * fields it selects on the variable `name` (`id` in `run.id`). Registration checks both
+ * against what the expression's context binds.
  */
-export function freeVariables(root: Expr): string[] {
-  const found = new Set<string>();
-  visitFree(root, (name) => found.add(name));
-  return [...found];
-}
-
-/** The fields an expression selects on the free variable `name` (`id` in `run.id`), in order of first use. */
-export function fieldsSelected(root: Expr, name: string): string[] {
-  const found = new Set<string>();
+export function variablesRead(root: Expr, name: string): { variables: string[]; fields: string[] } {
+  const variables = new Set<string>();
+  const fields = new Set<string>();
   visitFree(root, (variable, field) => {
+    variables.add(variable);
     if (variable === name && field !== undefined) {
-      found.add(field);
+      fields.add(field);
     }
   });
-  return [...found];
+  return { variables: [...variables], fields: [...fields] };
 }
 
 /** Calls `visit` for each read of a free variable, with the field selected on it when the read is `name.field`. */
@@ -135,24 +152,34 @@ function visitFree(root: Expr, visit: (name: string, field: string | undefined) 
         }
       }
     } else {
-      stack.push(...childrenOf(expr).map((child) => ({ expr: child, bound })));
+      // All subexpressions but the namespace of a namespaced function (`strings` in `strings.quote(s)`).
+      const namespaced = kind.case === "callExpr" && isNamespaced(kind.value.function, kind.value.target);
+      const children = namespaced ? [...kind.value.args] : childExprs(expr);
+      stack.push(...children.reverse().map((child) => ({ expr: child, bound })));
     }
   }
 }
 
-/** The subexpressions the variable scan walks: all, but the namespace of a namespaced function (`strings` in `strings.quote(s)`). */
-function childrenOf(expr: Expr): Expr[] {
-  const kind = expr.exprKind;
-  if (kind.case === "callExpr" && kind.value.target !== undefined) {
-    const qualifier = qualifiedName(kind.value.target);
-    if (qualifier !== undefined && env.funcs.find(`${qualifier}.${kind.value.function}`) !== undefined) {
-      return [...kind.value.args].reverse();
+/**
+ * Wraps the loop condition of every comprehension in `expr` in a call of
+ * {@link CEL_ITERATION_FUNCTION} charging the node count of the loop's condition and
+ * step, and returns the node count of the whole expression. Mutates `expr` (a fresh
+ * parse, owned by the caller).
+ */
+export function instrumentComprehensions(expr: Expr): number {
+  const all = subexpressions(expr);
+  let nextId = all.reduce((max, node) => (node.id > max ? node.id : max), 0n) + 1n;
+  for (const node of all) {
+    const loop = node.exprKind.case === "comprehensionExpr" ? node.exprKind.value : undefined;
+    if (loop?.loopCondition === undefined) {
+      continue;
     }
+    const weight = CEL_ITERATION_BASE_COST_UNITS + subexpressions(loop.loopCondition, loop.loopStep).length;
+    const constant = { constantKind: { case: "int64Value" as const, value: BigInt(weight) } };
+    const weightExpr = { id: nextId + 1n, exprKind: { case: "constExpr" as const, value: constant } };
+    const call = { function: CEL_ITERATION_FUNCTION, args: [loop.loopCondition, weightExpr] };
+    loop.loopCondition = create(ExprSchema, { id: nextId, exprKind: { case: "callExpr", value: call } });
+    nextId += 2n;
   }
-  return childExprs(expr).reverse();
-}
-
-export function at(expr: Expr, sourceInfo: SourceInfo | undefined): string {
-  const offset = sourceInfo?.positions[Number(expr.id)];
-  return offset === undefined ? "" : ` at character ${offset + 1}`;
+  return all.length;
 }

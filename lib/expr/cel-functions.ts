@@ -2,23 +2,16 @@
  * CEL functions the engine defines itself, replacing those of `@bufbuild/cel` (same
  * names and overloads, so they take their place in the environment):
  *
- * - **Positions count code points**, as CEL specifies (a CEL string is a sequence of
- *   Unicode code points), not UTF-16 units: `charAt`, `indexOf`, `lastIndexOf`,
- *   `substring`, and `split('')` (which splits into code points). `"😀 smile".substring(0, 1)`
- *   is `"😀"`, never half of it: a lone surrogate cannot be signed into the journal.
- *   `size()` already counts code points in the library.
- * - **`replace` runs in linear time.** The library rebuilt the whole string once per
- *   occurrence (120 KB of input took 7.7 s); this one builds the result once. An empty
- *   search string inserts the replacement before every code point and at the end (Go's
- *   `strings.Replace`, which cel-go uses), at most `n` times when `n` is given.
- * - **List `+` appends in place when it can.** The library's lazy concatenation made
- *   `list.map(x, …)` a chain of n nested lists: reading it back cost O(n²) and overflowed
- *   the stack from about 5,000 items. {@link AppendList} shares one backing array between
- *   a list and the longer lists made from it (a list sees only its own prefix), so the
- *   accumulator of a macro grows in amortised O(1) per item.
- *
- * Index errors keep the library's rules (an index outside `[0, size]`, a start outside
- * `[0, size)`), counted in code points.
+ * - **Positions count code points**, as CEL specifies, not UTF-16 units: `charAt`,
+ *   `indexOf`, `lastIndexOf`, `substring` and `split('')`, so no function cuts a surrogate
+ *   pair in half (a lone surrogate cannot be signed into the journal). Index errors keep
+ *   the library's rules, counted in code points.
+ * - **`replace` runs in linear time** (the library rebuilt the string once per occurrence).
+ *   An empty search string inserts the replacement before every code point and at the end
+ *   (Go's `strings.Replace`, which cel-go uses), at most `n` times when `n` is given.
+ * - **List `+` appends in place when it can** ({@link AppendList}): the library's lazy
+ *   concatenation made the accumulator of `list.map(x, …)` a chain of n nested lists,
+ *   quadratic to read and deep enough to overflow the stack.
  */
 import {
   CelScalar,
@@ -30,6 +23,7 @@ import {
   type CelList,
   type CelValue,
 } from "@bufbuild/cel";
+import { strings } from "@bufbuild/cel/ext";
 
 /** Longest string (UTF-16 units) or bytes value a CEL function may return. */
 export const MAX_CEL_STRING_CHARS = 1_048_576;
@@ -44,22 +38,25 @@ export const MAX_CEL_LIST_ITEMS = 100_000;
  */
 export class CelSizeLimitError extends Error {}
 
-const { STRING, INT, DYN } = CelScalar;
+const { STRING, INT, DOUBLE, DYN } = CelScalar;
 const LIST = listType(DYN);
 
 // ───────────────────────────── code points ─────────────────────────────
 
-/** The number of code points in `text` (a lone surrogate counts as one). */
-export function countCodePoints(text: string): number {
+/** Whether a surrogate pair starts at UTF-16 offset `unit` (a lone surrogate is a code point of its own). */
+function isPairAt(text: string, unit: number): boolean {
+  const code = text.charCodeAt(unit);
+  if (code < 0xd800 || code > 0xdbff || unit + 1 >= text.length) {
+    return false;
+  }
+  const next = text.charCodeAt(unit + 1);
+  return next >= 0xdc00 && next <= 0xdfff;
+}
+
+/** The number of code points in `text`. */
+function countCodePoints(text: string): number {
   let count = 0;
-  for (let unit = 0; unit < text.length; unit += 1) {
-    const code = text.charCodeAt(unit);
-    if (code >= 0xd800 && code <= 0xdbff && unit + 1 < text.length) {
-      const next = text.charCodeAt(unit + 1);
-      if (next >= 0xdc00 && next <= 0xdfff) {
-        unit += 1;
-      }
-    }
+  for (let unit = 0; unit < text.length; unit += isPairAt(text, unit) ? 2 : 1) {
     count += 1;
   }
   return count;
@@ -74,76 +71,45 @@ function unitOffset(text: string, index: number): number {
   return unit;
 }
 
-function isPairAt(text: string, unit: number): boolean {
-  const code = text.charCodeAt(unit);
-  if (code < 0xd800 || code > 0xdbff || unit + 1 >= text.length) {
-    return false;
+/** The UTF-16 offset of code point `index`, which must lie in `[0, size]`, or `[0, size)` unless `orEnd`. */
+function checkedOffset(text: string, index: bigint, orEnd: boolean): number {
+  const i = Number(index);
+  const size = countCodePoints(text);
+  if (i < 0 || i > size || (i === size && !orEnd)) {
+    throw new Error(`index ${i} out of bounds [0, ${size})`);
   }
-  const next = text.charCodeAt(unit + 1);
-  return next >= 0xdc00 && next <= 0xdfff;
+  return unitOffset(text, i);
 }
 
-function outOfBounds(index: number, size: number): Error {
-  return new Error(`index ${index} out of bounds [0, ${size})`);
+/** The code-point index of UTF-16 offset `found`, or -1 when nothing was found. */
+function pointIndex(text: string, found: number): bigint {
+  return BigInt(found < 0 ? -1 : countCodePoints(text.slice(0, found)));
 }
 
 function charAt(this: string, index: bigint): string {
-  const i = Number(index);
-  const size = countCodePoints(this);
-  if (i < 0 || i > size) {
-    throw outOfBounds(i, size);
-  }
-  const start = unitOffset(this, i);
-  return start >= this.length ? "" : this.slice(start, start + (isPairAt(this, start) ? 2 : 1));
+  const start = checkedOffset(this, index, true);
+  return this.slice(start, start + (isPairAt(this, start) ? 2 : 1));
 }
 
 function indexOf(this: string, search: string, start?: bigint): bigint {
-  let from = 0;
-  if (start !== undefined) {
-    const i = Number(start);
-    const size = countCodePoints(this);
-    if (i < 0 || i >= size) {
-      throw outOfBounds(i, size);
-    }
-    from = unitOffset(this, i);
-  }
-  const found = this.indexOf(search, from);
-  return BigInt(found < 0 ? -1 : countCodePoints(this.slice(0, found)));
+  return pointIndex(this, this.indexOf(search, start === undefined ? 0 : checkedOffset(this, start, false)));
 }
 
 function lastIndexOf(this: string, search: string, start?: bigint): bigint {
-  let found: number;
-  if (start === undefined) {
-    found = this.lastIndexOf(search);
-  } else {
-    const i = Number(start);
-    const size = countCodePoints(this);
-    if (i < 0 || i >= size) {
-      throw outOfBounds(i, size);
-    }
-    found = this.lastIndexOf(search, unitOffset(this, i));
-  }
-  return BigInt(found < 0 ? -1 : countCodePoints(this.slice(0, found)));
+  const from = start === undefined ? Infinity : checkedOffset(this, start, false);
+  return pointIndex(this, this.lastIndexOf(search, from));
 }
 
 function substring(this: string, start: bigint, end?: bigint): string {
-  const size = countCodePoints(this);
-  const i = Number(start);
-  if (i < 0 || i > size) {
-    throw outOfBounds(i, size);
-  }
+  const from = checkedOffset(this, start, true);
   if (end === undefined) {
-    return this.slice(unitOffset(this, i));
+    return this.slice(from);
   }
-  const j = Number(end);
-  if (j < 0 || j > size) {
-    throw outOfBounds(j, size);
-  }
-  if (i > j) {
+  const to = checkedOffset(this, end, true);
+  if (start > end) {
     throw new Error("invalid argument to function substring: start > end");
   }
-  const from = unitOffset(this, i);
-  return this.slice(from, from + unitOffset(this.slice(from), j - i));
+  return this.slice(from, to);
 }
 
 /** Linear-time replace of the first `limit` occurrences (all when `limit` is absent or negative). */
@@ -193,25 +159,15 @@ function insertBetweenCodePoints(text: string, insert: string, max: number): str
 
 /** `split` as in the library, except that an empty separator splits into code points, not UTF-16 units. */
 function split(this: string, separator: string, limit?: bigint): CelList {
-  const count = limit === undefined ? undefined : Number(limit);
-  if (count === 0) {
-    return celList([]);
+  const count = limit === undefined ? -1 : Number(limit);
+  if (count === 0 || count === 1) {
+    return celList(count === 0 ? [] : [this]);
   }
-  if (count === 1) {
-    return celList([this]);
+  const parts = separator === "" ? Array.from(this) : this.split(separator);
+  if (count < 0 || (separator === "" && count >= parts.length)) {
+    return celList(parts);
   }
-  if (separator !== "") {
-    if (count === undefined || count < 0) {
-      return celList(this.split(separator));
-    }
-    const parts = this.split(separator);
-    return celList([...parts.slice(0, count - 1), parts.slice(count - 1).join(separator)]);
-  }
-  const points = Array.from(this);
-  if (count === undefined || count < 0 || count >= points.length) {
-    return celList(points);
-  }
-  return celList([...points.slice(0, count - 1), points.slice(count - 1).join("")]);
+  return celList([...parts.slice(0, count - 1), parts.slice(count - 1).join(separator)]);
 }
 
 /** String functions whose positions count code points, and a linear `replace`. */
@@ -237,16 +193,16 @@ const CEL_LIST_MARK = Symbol.for("@bufbuild/cel/list");
  * A list that sees the first `size` items of a backing array it may share with the lists
  * made from it by `+`. Appending to a list whose view ends where the array ends extends
  * the array in place (no other list can see past its own `size`, so none is affected);
- * appending to any other list copies.
+ * appending to any other list copies. It implements the library's `CelList` but for the
+ * unexported brand, whose runtime form is the registered symbol above (as the JSON views
+ * of `cel-values.ts` do).
  */
 export class AppendList {
   readonly [CEL_LIST_MARK] = {};
-  readonly items: CelValue[];
-  readonly size: number;
-  constructor(items: CelValue[], size: number) {
-    this.items = items;
-    this.size = size;
-  }
+  constructor(
+    readonly items: CelValue[],
+    readonly size: number,
+  ) {}
   /** Whether `+` can append to this list without copying it. */
   get extendable(): boolean {
     return this.items.length === this.size;
@@ -265,7 +221,7 @@ export class AppendList {
 }
 
 /** `a + b` on lists: O(|b|) when `a` is extendable, else O(|a| + |b|). */
-export function concatLists(left: CelList, right: CelList): CelList {
+function concatLists(left: CelList, right: CelList): CelList {
   if (left.size + right.size > MAX_CEL_LIST_ITEMS) {
     throw new CelSizeLimitError(`list + would build a list of more than ${MAX_CEL_LIST_ITEMS} items`);
   }
@@ -273,14 +229,27 @@ export function concatLists(left: CelList, right: CelList): CelList {
   for (const item of right) {
     items.push(item);
   }
-  return asCelList(new AppendList(items, items.length));
-}
-
-// The list implements the library's interface except its unexported brand, whose runtime
-// form is the registered symbol above (as for the JSON views in cel.ts).
-function asCelList(list: AppendList): CelList {
-  return list as unknown as CelList;
+  return new AppendList(items, items.length) as unknown as CelList;
 }
 
 /** List concatenation without nesting (replaces the library's `_+_(list, list)`). */
 export const LIST_FUNCTIONS: readonly CelFunc[] = [celFunc("_+_", [LIST, LIST], LIST, concatLists)];
+
+/** `int op double` and `double op int` in double: `input.price * 1.1` works whether the price is whole or not. */
+const MIXED_ARITHMETIC: readonly CelFunc[] = Object.entries({
+  "_+_": (l: number, r: number) => l + r,
+  "_-_": (l: number, r: number) => l - r,
+  "_*_": (l: number, r: number) => l * r,
+  "_/_": (l: number, r: number) => l / r,
+}).flatMap(([name, op]) => [
+  celFunc(name, [INT, DOUBLE], DOUBLE, (l, r) => op(Number(l), r)),
+  celFunc(name, [DOUBLE, INT], DOUBLE, (l, r) => op(l, Number(r))),
+]);
+
+/** The engine's CEL functions, unmetered: the library's `strings` extension, replaced and extended as above. */
+export const ENGINE_FUNCTIONS: readonly CelFunc[] = [
+  ...strings,
+  ...MIXED_ARITHMETIC,
+  ...CODE_POINT_STRING_FUNCTIONS,
+  ...LIST_FUNCTIONS,
+];

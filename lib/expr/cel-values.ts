@@ -1,7 +1,5 @@
 import {
-  celList,
   type CelList,
-  celMap,
   type CelMap,
   type CelUint,
   type CelValue,
@@ -13,23 +11,17 @@ import {
 import { toJson } from "@bufbuild/protobuf";
 import { isReflectMessage } from "@bufbuild/protobuf/reflect";
 import { EngineError } from "../errors.ts";
-import type { CelMeter } from "./cel-budget.ts";
-import { CEL_STRING_CHARS_PER_COST_UNIT } from "./cel-budget.ts";
-
-const INT64_MIN = -(2 ** 63);
-
-const INT64_LIMIT = 2 ** 63;
+import { type CelMeter, CEL_STRING_CHARS_PER_COST_UNIT } from "./cel-budget.ts";
 
 // ---------------------------------------------------------------------------
 // JSON → CEL
 
 /**
- * `@bufbuild/cel` recognises its maps and lists by these registered symbols
- * (`Symbol.for`), which is what lets the lazy JSON views below take part in
- * evaluation (equality, `size`, comprehensions, `type()`). The views are checked at
- * load: should a later version change the marker, conversion falls back to eager
- * copies through the library's own `celMap`/`celList` (correct except `has()` on a
- * null value), and the tests of that behaviour fail loudly.
+ * `@bufbuild/cel` recognises its maps and lists by these registered symbols (`Symbol.for`),
+ * which is what lets the lazy JSON views below take part in evaluation (equality, `size`,
+ * comprehensions, `type()`): they implement its `CelMap` and `CelList` but for the
+ * unexported brand, hence the casts. Should a later version change the marker, every test
+ * that reads a JSON variable fails.
  */
 const CEL_MAP_MARK = Symbol.for("@bufbuild/cel/map");
 
@@ -37,33 +29,23 @@ const CEL_LIST_MARK = Symbol.for("@bufbuild/cel/list");
 
 type MapKey = string | bigint | boolean | CelUint | number;
 
-/** A JSON object seen as a CEL `map(string, dyn)`, converting values on access. */
+/** A JSON object seen as a CEL `map(string, dyn)`, converting values on access; an `undefined` value is absent. */
 class JsonMap {
   readonly [CEL_MAP_MARK] = {};
-  readonly raw: Readonly<Record<string, unknown>>;
-  constructor(raw: Readonly<Record<string, unknown>>) {
-    this.raw = raw;
-  }
   /** Counted once: a JSON value is not mutated while an expression reads it, and `size(m)` in a loop must stay O(1). */
-  private counted: number | undefined;
+  #size: number | undefined;
+  constructor(readonly raw: Readonly<Record<string, unknown>>) {}
   get size(): number {
-    if (this.counted === undefined) {
-      let n = 0;
-      for (const key of Object.keys(this.raw)) {
-        if (this.raw[key] !== undefined) {
-          n++;
-        }
+    if (this.#size === undefined) {
+      this.#size = 0;
+      for (const _ of this.keys()) {
+        this.#size += 1;
       }
-      this.counted = n;
     }
-    return this.counted;
+    return this.#size;
   }
   get(key: MapKey): CelValue | undefined {
-    if (typeof key !== "string" || !Object.hasOwn(this.raw, key)) {
-      return undefined;
-    }
-    const value = this.raw[key];
-    return value === undefined ? undefined : toCelValue(value);
+    return typeof key === "string" && this.has(key) ? toCelValue(this.raw[key]) : undefined;
   }
   has(key: MapKey): boolean {
     return typeof key === "string" && Object.hasOwn(this.raw, key) && this.raw[key] !== undefined;
@@ -76,21 +58,18 @@ class JsonMap {
     }
   }
   *values(): Generator<CelValue, void, undefined> {
-    for (const [, value] of this.entries()) {
-      yield value;
+    for (const key of this.keys()) {
+      yield toCelValue(this.raw[key]);
     }
   }
   *entries(): Generator<[string, CelValue], void, undefined> {
-    for (const key of Object.keys(this.raw)) {
-      const value = this.raw[key];
-      if (value !== undefined) {
-        yield [key, toCelValue(value)];
-      }
+    for (const key of this.keys()) {
+      yield [key, toCelValue(this.raw[key])];
     }
   }
   forEach(callback: (value: CelValue, key: string, map: CelMap) => void, thisArg?: unknown): void {
     for (const [key, value] of this.entries()) {
-      callback.call(thisArg, value, key, asCelMap(this));
+      callback.call(thisArg, value, key, this as unknown as CelMap);
     }
   }
   [Symbol.iterator](): Generator<[string, CelValue], void, undefined> {
@@ -101,22 +80,16 @@ class JsonMap {
 /** A JSON array seen as a CEL `list(dyn)`, converting elements on access. */
 class JsonList {
   readonly [CEL_LIST_MARK] = {};
-  readonly raw: readonly unknown[];
-  constructor(raw: readonly unknown[]) {
-    this.raw = raw;
-  }
+  constructor(readonly raw: readonly unknown[]) {}
   get size(): number {
     return this.raw.length;
   }
   get(index: number): CelValue | undefined {
-    if (!Number.isInteger(index) || index < 0 || index >= this.raw.length) {
-      return undefined;
-    }
-    return toCelValue(this.raw[index] ?? null);
+    return Number.isInteger(index) && index >= 0 && index < this.raw.length ? toCelValue(this.raw[index]) : undefined;
   }
   *values(): Generator<CelValue, void, undefined> {
-    for (let i = 0; i < this.raw.length; i++) {
-      yield toCelValue(this.raw[i] ?? null);
+    for (const value of this.raw) {
+      yield toCelValue(value);
     }
   }
   [Symbol.iterator](): Generator<CelValue, void, undefined> {
@@ -124,55 +97,31 @@ class JsonList {
   }
 }
 
-// The views implement the library's interfaces except the unexported brand, whose
-// runtime form is the registered symbol above; these casts are the one place that knows.
-function asCelMap(view: JsonMap): CelMap {
-  return view as unknown as CelMap;
-}
-
-function asCelList(view: JsonList): CelList {
-  return view as unknown as CelList;
-}
-
-const lazyViewsWork = isCelMap(new JsonMap({})) && isCelList(new JsonList([]));
-
+/** A JSON value (or a `bigint` or `Uint8Array`) as CEL, lazily (above); any other value is not JSON and throws. */
 export function toCelValue(value: unknown): CelValue {
   switch (typeof value) {
     case "string":
     case "boolean":
-      return value;
-    case "number":
-      return Number.isInteger(value) && value >= INT64_MIN && value < INT64_LIMIT ? BigInt(value) : value;
     case "bigint":
       return value;
+    case "number":
+      return Number.isInteger(value) && value >= -(2 ** 63) && value < 2 ** 63 ? BigInt(value) : value;
+    case "undefined": // an array's hole, as in `JSON.stringify`
+      return null;
     case "object":
       if (value === null || value instanceof Uint8Array) {
         return value;
       }
       if (Array.isArray(value)) {
-        return lazyViewsWork ? asCelList(new JsonList(value)) : eagerList(value);
+        return new JsonList(value) as unknown as CelList;
       }
       if (isPlainObject(value)) {
-        return lazyViewsWork ? asCelMap(new JsonMap(value)) : eagerMap(value);
+        return new JsonMap(value) as unknown as CelMap;
       }
       throw new TypeError(`value is not JSON (${Object.prototype.toString.call(value)})`);
     default:
       throw new TypeError(`value is not JSON (${typeof value})`);
   }
-}
-
-function eagerList(value: readonly unknown[]): CelValue {
-  return celList(value.map((element) => toCelValue(element ?? null)));
-}
-
-function eagerMap(value: Readonly<Record<string, unknown>>): CelValue {
-  const map = new Map<string, CelValue>();
-  for (const [key, element] of Object.entries(value)) {
-    if (element !== undefined) {
-      map.set(key, toCelValue(element));
-    }
-  }
-  return celMap(map);
 }
 
 function isPlainObject(value: object): value is Record<string, unknown> {
@@ -259,13 +208,7 @@ function intToJson(value: bigint): number | string {
 }
 
 function mapKeyToJson(key: string | bigint | boolean | CelUint): string {
-  if (typeof key === "string") {
-    return key;
-  }
-  if (typeof key === "bigint" || typeof key === "boolean") {
-    return String(key);
-  }
-  return key.value.toString();
+  return typeof key === "object" ? key.value.toString() : String(key);
 }
 
 function bytesToBase64(bytes: Uint8Array): string {

@@ -1,33 +1,13 @@
 /**
  * The work budget of a scope: every expression evaluated inside one coordinator event
  * (`decide`) or one task attempt (`runTask`) draws from one budget, whatever its kind.
- *
- * Why: each evaluation has its own limit (a CEL evaluation 1,000,000 cost units, a
- * JSONPath selection 10,000,000 steps, a template rendering 1,000,000 steps; each about
- * 0.1–0.25 s in workerd at worst), but a definition decides how many evaluations one
- * event makes. A foreach evaluates its `when` and input mapping once per item, up to
- * 10,000 items, all in one coordinator event: 10,000 evaluations at their limit are
- * half an hour of CPU. workerd ends an event past its CPU limit (30 s by default), its
- * work is refused, and the same event is tried again: a run would burn CPU without end.
- * With a budget per scope, the evaluation that passes it fails with
- * `expr.budget_exceeded` (not retryable), which the coordinator turns into a failed
- * node, as any expression error: the event completes, and decides the same way every
- * time (the budget counts work, never time, so it is deterministic).
- *
- * **Work units.** One unit is a CEL cost unit, about 0.25 µs in workerd on the slowest
- * measured constructs (nested `map`s). The other kinds convert: a template render step
- * is a unit ({@link WORK_UNITS_PER_TEMPLATE_STEP}); ten JSONPath steps are a unit
- * ({@link JSONPATH_STEPS_PER_WORK_UNIT}: a step is about 12 ns at worst, a regex work
- * unit of `regex.ts` seven; a
- * node a selector visits is ten). On top of what an evaluation spends, the scope charges
- * {@link EVALUATION_BASE_WORK_UNITS} for the evaluation itself (its fixed cost, 2–7 µs,
- * is not counted by any meter) and, the first time the scope meets a source, what
- * compiling it costs ({@link compileInScope}).
- *
- * **How an evaluation draws.** An evaluation may spend its own limit or what the scope
- * has left, whichever is smaller ({@link evaluationAllowance}); it stops at that limit the
- * way it stops at its own, and its spending is charged to the scope when it ends. Once
- * the scope is spent, every later evaluation in it fails at once.
+ * Each evaluation has its own limit, but a definition decides how many evaluations one
+ * event makes (a foreach evaluates its `when` once per item, up to 10,000), and workerd
+ * ends an event past its CPU limit only for the same event to come again. With a budget
+ * per scope the evaluation that passes it fails with `expr.budget_exceeded` (not
+ * retryable), and the event completes and decides the same way every time: the budget
+ * counts work, never time. Units, charges and margins: docs/definitions.md ("The budget
+ * of a scope").
  *
  * The scope travels with the code that runs in it (`AsyncLocalStorage`), so a task's
  * actions, which run across `await`s alongside other tasks of the same executor call,
@@ -37,23 +17,16 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { EngineError } from "../errors.ts";
 
-/**
- * Work units one coordinator event (one `decide`) may spend on expressions: about 2.5 s
- * of CPU in workerd at the slowest measured rate, against the 30 s an event may use. A
- * 10,000-item foreach with a `when`, an input mapping and an output mapping of a path
- * each spends about 500,000 (see docs/definitions.md, "Budgets").
- */
+/** Work units one coordinator event (one `decide`) may spend on expressions: about 2.5 s of CPU at worst, of 30 s. */
 export const MAX_EVENT_WORK_UNITS = 10_000_000;
 
 /**
- * Work units one task attempt may spend on expressions, over all its steps (conditions,
- * mappings, `context` and `metric` actions, templates). A task's timeout does not bound
- * this: workerd's clock stands still while code runs without I/O, so a timer cannot fire
- * between steps that do none. An executor call runs up to six tasks at once.
+ * Work units one task attempt may spend on expressions, over all its steps. A task's
+ * timeout does not bound this: workerd's clock stands still while code runs without I/O.
  */
 export const MAX_TASK_WORK_UNITS = 10_000_000;
 
-/** What the scope charges for each evaluation besides what its meter counted. */
+/** What the scope charges for each evaluation besides what its meter counted (its fixed cost, which no meter sees). */
 export const EVALUATION_BASE_WORK_UNITS = 10;
 
 /** What compiling a source costs the scope, the first time the scope meets it: this much... */
@@ -70,14 +43,12 @@ export const WORK_UNITS_PER_TEMPLATE_STEP = 1;
 
 /** Counts an evaluation's steps (JSONPath, JSON Schema) against its limit. */
 export class StepMeter {
-  readonly limit: number;
-  /** The message of the error once the limit is passed. */
-  readonly limitMessage: string;
   spent = 0;
-  constructor(limit: number, limitMessage: string) {
-    this.limit = limit;
-    this.limitMessage = limitMessage;
-  }
+  /** `limitMessage`: the message of the error once the limit is passed. */
+  constructor(
+    readonly limit: number,
+    readonly limitMessage: string,
+  ) {}
   /** @throws EngineError `expr.budget_exceeded` once the limit is passed. */
   charge(steps: number): void {
     this.spent += steps;
@@ -89,26 +60,21 @@ export class StepMeter {
 
 /** A kind of compiled program a scope remembers by source, one per expression language. */
 export class CompiledKind<T> {
-  readonly name: string;
   /** Never read: it ties the kind to the type of its programs. */
   declare readonly program: T;
-  constructor(name: string) {
-    this.name = name;
-  }
+  constructor(readonly name: string) {}
 }
 
 /** The budget of one scope: a limit, what is spent, and the programs compiled in it. */
 export class WorkBudget {
-  readonly limit: number;
-  /** What the scope is, for messages: `coordinator event`, `task`. */
-  readonly scope: string;
   spent = 0;
   readonly #compiled = new Map<CompiledKind<unknown>, Map<string, unknown>>();
 
-  constructor(limit: number, scope: string) {
-    this.limit = limit;
-    this.scope = scope;
-  }
+  /** `scope`: what the scope is, for messages (`coordinator event`, `task`). */
+  constructor(
+    readonly limit: number,
+    readonly scope: string,
+  ) {}
 
   /** Units left, never negative. */
   get remaining(): number {
@@ -132,11 +98,8 @@ export class WorkBudget {
    * more sources than it keeps) compiles each source at most once per scope.
    */
   compileOnce<T>(kind: CompiledKind<T>, source: string, compile: (source: string) => T): T {
-    let programs = this.#compiled.get(kind);
-    if (programs === undefined) {
-      programs = new Map();
-      this.#compiled.set(kind, programs);
-    }
+    const programs = this.#compiled.get(kind) ?? new Map<string, unknown>();
+    this.#compiled.set(kind, programs);
     if (programs.has(source)) {
       // Only `compile` results of this kind are stored under it.
       return programs.get(source) as T;
@@ -176,8 +139,6 @@ export interface EvaluationAllowance {
   settle(spent: number): void;
 }
 
-const UNSCOPED_SETTLE = (): void => undefined;
-
 /**
  * The allowance of an evaluation whose own limit is `ownLimit`, counted in a unit of
  * which `perWorkUnit` make a work unit.
@@ -192,7 +153,7 @@ export function evaluationAllowance(
 ): EvaluationAllowance {
   const budget = scopes.getStore();
   if (budget === undefined) {
-    return { limit: ownLimit, scopeReason: undefined, settle: UNSCOPED_SETTLE };
+    return { limit: ownLimit, scopeReason: undefined, settle: () => undefined };
   }
   const left = budget.remaining - EVALUATION_BASE_WORK_UNITS;
   if (left <= 0) {
