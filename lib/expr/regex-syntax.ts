@@ -35,7 +35,7 @@ export const MAX_REGEX_NESTING = 64;
 export const MAX_REGEX_REPEAT = 1_000;
 
 /** Why a pattern was refused: not the dialect (`invalid`), not regular (`unsupported`), over a limit above (`too_large`). */
-export type RegexRefusal = "invalid" | "unsupported" | "too_large";
+type RegexRefusal = "invalid" | "unsupported" | "too_large";
 
 export type RegexCompileResult = { ok: true; regex: Regex } | { ok: false; reason: RegexRefusal; message: string };
 

@@ -84,17 +84,9 @@ type Re2 = ReturnType<RE2JS["re2"]>;
 type Program = Re2["prog"];
 type MachineInput = Parameters<Re2["_nfaFallback"]>[0];
 
-// RE2JS's instruction opcodes (`Inst.js`) and empty-width flags (`Utils.js`), checked when this module loads.
-const ALT = 1;
-const ALT_MATCH = 2;
-const CAPTURE = 3;
-const EMPTY_WIDTH = 4;
-const MATCH = 6;
-const NOP = 7;
-const RUNE_FIRST = 8;
-const RUNE_LAST = 11;
-const ANCHOR_BOTH = 2;
-const UNANCHORED = 0;
+// RE2JS's instruction opcodes (`Inst.js`) and anchors (`RE2JS.js`), checked when this module loads.
+const [ALT, ALT_MATCH, CAPTURE, EMPTY_WIDTH, MATCH, NOP, RUNE_FIRST, RUNE_LAST] = [1, 2, 3, 4, 6, 7, 8, 11];
+const [UNANCHORED, ANCHOR_BOTH] = [0, 2];
 
 const isWordRune = (r: number): boolean =>
   (r >= 0x61 && r <= 0x7a) || (r >= 0x41 && r <= 0x5a) || (r >= 0x30 && r <= 0x39) || r === 0x5f;
