@@ -1,5 +1,5 @@
 import { format as libraryFormats } from "@cfworker/json-schema";
-import { checkEcmaPatternSyntax } from "./expr/regex-ecma.ts";
+import { checkEcmaPatternSyntax } from "./expr/regex-syntax.ts";
 import { chargeValidation } from "./json-schema-hooks.ts";
 
 /** Budget steps (25 ns each, `json-schema-hooks.ts`) a format check costs per character: linear checks measure up to 80 ns. */
@@ -14,7 +14,7 @@ function metered(check: (value: string) => boolean, stepsPerChar: number): (valu
   };
 }
 
-/** The library's `\Z` check, then V8's parser (`expr/regex-ecma.ts`): the library's `regex`, without building `\p{…}` sets. */
+/** The library's `\Z` check, then V8's parser (`expr/regex-syntax.ts`): the library's `regex`, without building `\p{…}` sets. */
 export function isRegex(value: string): boolean {
   return !Z_ANCHOR.test(value) && checkEcmaPatternSyntax(value) === undefined;
 }

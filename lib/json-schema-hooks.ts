@@ -35,7 +35,7 @@
  * ({@link withValidation}) and no request ever sees another's.
  */
 import { EngineError } from "./errors.ts";
-import { compileEcmaPattern } from "./expr/regex-ecma.ts";
+import { compileEcmaPattern } from "./expr/regex-syntax.ts";
 import { matchWork, type Regex } from "./expr/regex.ts";
 import type { StepMeter } from "./expr/work-budget.ts";
 
@@ -218,7 +218,7 @@ export interface SchemaPattern {
 }
 
 /**
- * `source` compiled for RE2 (`expr/regex-ecma.ts`), its matches charged to the
+ * `source` compiled for RE2 (`expr/regex-syntax.ts`), its matches charged to the
  * validation's budget. Registration refuses what does not compile; a definition stored
  * before that check fails its validation here with the reason.
  *

@@ -1,5 +1,5 @@
 import type { ErrorDetail } from "./errors.ts";
-import { compileEcmaPattern } from "./expr/regex-ecma.ts";
+import { compileEcmaPattern } from "./expr/regex-syntax.ts";
 import { PATTERN_REFUSAL_CODES } from "./json-schema-hooks.ts";
 
 // The structural check of a JSON Schema at registration (`checkJsonSchema` in `json-schema.ts`): keywords, values, patterns.
@@ -180,7 +180,7 @@ function checkType(type: unknown, fail: (keyword: string, message: string) => vo
   }
 }
 
-/** A `pattern` or `patternProperties` key must run on RE2 (`expr/regex-ecma.ts`). */
+/** A `pattern` or `patternProperties` key must run on RE2 (`expr/regex-syntax.ts`). */
 function checkPattern(pattern: unknown, path: string, problems: ErrorDetail[]): void {
   if (typeof pattern !== "string") {
     problems.push({ path, message: '"pattern" must be a string', code: "schema.invalid" });

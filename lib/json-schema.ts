@@ -207,7 +207,7 @@ export class EngineJsonSchemaValidator implements jsonSchemaValidator {
 /**
  * Checks that `schema` is a usable JSON Schema: the structure of the standard
  * keywords (the rules of the draft 2020-12 meta-schema that matter in practice),
- * patterns that RE2 runs (`expr/regex-ecma.ts`), and references
+ * patterns that RE2 runs (`expr/regex-syntax.ts`), and references
  * that resolve without a cycle that consumes nothing ({@link checkReferences}).
  */
 export function checkJsonSchema(schema: unknown, path: string): ErrorDetail[] {

@@ -47,7 +47,8 @@ import {
   type Token,
 } from "json-p3";
 import { EngineError } from "../errors.ts";
-import { compileIRegexp, matchWork, type RegexCompileResult } from "./regex.ts";
+import { matchWork } from "./regex.ts";
+import { compileIRegexp, type RegexCompileResult } from "./regex-syntax.ts";
 import {
   CompiledKind,
   compileInScope,

@@ -8,7 +8,8 @@ import {
   MAX_JSONPATH_STEPS,
   selectJsonPath,
 } from "../../lib/expr/jsonpath.ts";
-import { compileIRegexp, MAX_REGEX_REPEAT, matchWork } from "../../lib/expr/regex.ts";
+import { compileIRegexp, MAX_REGEX_REPEAT } from "../../lib/expr/regex-syntax.ts";
+import { matchWork } from "../../lib/expr/regex.ts";
 import cts from "../fixtures/jsonpath-cts.json";
 import { thrown } from "./helpers.ts";
 
