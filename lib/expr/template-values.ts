@@ -4,7 +4,10 @@ import { EngineError } from "../errors.ts";
 
 /** Output of `urlencode`: already URL-safe, so `url` escaping leaves it alone. */
 export class UrlEncodedText {
-  constructor(readonly text: string) {}
+  readonly text: string;
+  constructor(text: string) {
+    this.text = text;
+  }
 }
 
 export function joinItems(items: unknown, separator: unknown): string {

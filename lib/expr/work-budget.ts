@@ -44,11 +44,13 @@ export const WORK_UNITS_PER_TEMPLATE_STEP = 1;
 /** Counts an evaluation's steps (JSONPath, JSON Schema) against its limit. */
 export class StepMeter {
   spent = 0;
-  /** `limitMessage`: the message of the error once the limit is passed. */
-  constructor(
-    readonly limit: number,
-    readonly limitMessage: string,
-  ) {}
+  readonly limit: number;
+  /** The message of the error once the limit is passed. */
+  readonly limitMessage: string;
+  constructor(limit: number, limitMessage: string) {
+    this.limit = limit;
+    this.limitMessage = limitMessage;
+  }
   /** @throws EngineError `expr.budget_exceeded` once the limit is passed. */
   charge(steps: number): void {
     this.spent += steps;
@@ -62,7 +64,10 @@ export class StepMeter {
 export class CompiledKind<T> {
   /** Never read: it ties the kind to the type of its programs. */
   declare readonly program: T;
-  constructor(readonly name: string) {}
+  readonly name: string;
+  constructor(name: string) {
+    this.name = name;
+  }
 }
 
 /** The budget of one scope: a limit, what is spent, and the programs compiled in it. */
@@ -70,11 +75,13 @@ export class WorkBudget {
   spent = 0;
   readonly #compiled = new Map<CompiledKind<unknown>, Map<string, unknown>>();
 
-  /** `scope`: what the scope is, for messages (`coordinator event`, `task`). */
-  constructor(
-    readonly limit: number,
-    readonly scope: string,
-  ) {}
+  readonly limit: number;
+  /** What the scope is, for messages (`coordinator event`, `task`). */
+  readonly scope: string;
+  constructor(limit: number, scope: string) {
+    this.limit = limit;
+    this.scope = scope;
+  }
 
   /** Units left, never negative. */
   get remaining(): number {
