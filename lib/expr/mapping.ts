@@ -104,7 +104,7 @@ function evaluateIn(source: unknown, scope: SourceScope): Selected {
   return { found: true, value: source as Json };
 }
 
-/** `result`, unless `source` is a bare `$` path that selected nothing: `mapping.unresolved` (a typo is not an absent value). */
+/** `result`, unless `source` is a bare `$` path that selected nothing (a typo is not an absent value). */
 function required(at: string, source: unknown, result: Selected, scope: SourceScope): Selected {
   if (!result.found && typeof source === "string") {
     throw unresolvedPath(at, source, scope);
@@ -199,7 +199,7 @@ function objectOf<V>(record: Record<string, V>, select: (key: string, value: V) 
   return object;
 }
 
-/** A `$` path selected nothing: name it, what the document has and where the selection stopped, and how to mark it optional. */
+/** A `$` path selected nothing: what the document has, where the selection stopped, how to mark it optional. */
 function unresolvedPath(at: string, path: string, scope: SourceScope): EngineError {
   const stopped = stoppedAt(path, scope.doc);
   const near = stopped === undefined ? "" : `; ${describe(stopped.value, `${stopped.at} has`, stopped.at)}`;
@@ -233,11 +233,13 @@ function stoppedAt(path: string, doc: unknown): { at: string; value: unknown } |
 /** An object's keys after `keysIntro` (at most 20 shown), or what `name` is instead. */
 function describe(value: unknown, keysIntro: string, name: string): string {
   if (!isPlainObject(value)) {
-    return `${name} is ${value === null ? "null" : Array.isArray(value) ? `an array of ${value.length}` : `a ${typeof value}`}`;
+    const kind = value === null ? "null" : Array.isArray(value) ? `an array of ${value.length}` : `a ${typeof value}`;
+    return `${name} is ${kind}`;
   }
   const keys = Object.keys(value);
   const shown = keys.slice(0, 20).join(", ");
-  return `${keysIntro} ${keys.length === 0 ? "none" : keys.length > 20 ? `${shown}, … (${keys.length} in all)` : shown}`;
+  const more = keys.length > 20 ? `, … (${keys.length} in all)` : "";
+  return `${keysIntro} ${keys.length === 0 ? "none" : shown + more}`;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
