@@ -6,18 +6,7 @@
  * not copies: callers must not mutate them.
  */
 import { setBounded } from "../bounded-cache.ts";
-import {
-  FunctionExpressionType,
-  JSONPathEnvironment,
-  JSONPathError,
-  JSONPathTypeError,
-  jsonpath,
-  type FilterFunction,
-  type JSONPathNode,
-  type JSONPathQuery,
-  type JSONValue,
-  type Token,
-} from "json-p3";
+import { jsonpath, type JSONValue } from "json-p3";
 import { EngineError } from "../errors.ts";
 import { matchWork } from "./regex.ts";
 import { compileIRegexp, type RegexCompileResult } from "./regex-syntax.ts";
@@ -29,9 +18,12 @@ import {
   StepMeter,
 } from "./work-budget.ts";
 
+const { FunctionExpressionType, JSONPathEnvironment, JSONPathError, JSONPathTypeError } = jsonpath;
 const { FilterSelector } = jsonpath.selectors;
 const { FilterExpression, StringLiteral } = jsonpath.expressions;
 type FilterExpression = InstanceType<typeof FilterExpression>;
+type JSONPathNode = jsonpath.JSONPathNode;
+type JSONPathQuery = jsonpath.JSONPathQuery;
 
 const CACHE_LIMIT = 500;
 
@@ -71,7 +63,7 @@ let activeMeter: SelectionMeter | undefined;
  * RFC 9535 `match()` (whole string) or `search()` (any substring), I-Regexp on RE2 (`regex.ts`):
  * a pattern from data that is not I-Regexp makes it false; one over the size limits throws.
  */
-function regexFunction(name: "match" | "search"): FilterFunction {
+function regexFunction(name: "match" | "search"): jsonpath.FilterFunction {
   return {
     argTypes: [FunctionExpressionType.ValueType, FunctionExpressionType.ValueType],
     returnType: FunctionExpressionType.LogicalType,
@@ -89,9 +81,8 @@ function regexFunction(name: "match" | "search"): FilterFunction {
         }
         return false;
       }
-      const { regex } = compiled;
-      meter.charge(matchWork(regex, value) * JSONPATH_STEPS_PER_REGEX_WORK);
-      return name === "match" ? regex.regex.testExact(value) : regex.regex.test(value);
+      meter.charge(matchWork(compiled.regex, value) * JSONPATH_STEPS_PER_REGEX_WORK);
+      return name === "match" ? compiled.regex.regex.testExact(value) : compiled.regex.regex.test(value);
     },
   };
 }
@@ -113,7 +104,7 @@ class EngineJsonPathEnvironment extends JSONPathEnvironment {
     this.functionRegister.set("search", regexFunction("search"));
   }
 
-  override checkWellTypedness(token: Token, args: FilterExpression[]): FilterExpression[] {
+  override checkWellTypedness(token: jsonpath.Token, args: FilterExpression[]): FilterExpression[] {
     const checked = super.checkWellTypedness(token, args);
     const pattern = args[1];
     if ((token.value === "match" || token.value === "search") && pattern instanceof StringLiteral) {
@@ -130,7 +121,7 @@ class EngineJsonPathEnvironment extends JSONPathEnvironment {
 }
 
 /** A new environment with the engine's rules (above); exported for the compliance tests. */
-export function createJsonPathEnvironment(): JSONPathEnvironment {
+export function createJsonPathEnvironment(): jsonpath.JSONPathEnvironment {
   return new EngineJsonPathEnvironment();
 }
 
