@@ -1,8 +1,7 @@
 import type { ErrorDetail } from "../lib/errors.ts";
 import { compileCel } from "../lib/expr/cel.ts";
 import { compileJsonPath } from "../lib/expr/jsonpath.ts";
-import { concatPartsOf } from "../lib/expr/concat.ts";
-import { isComputed, isComputedSource, optionalPathOf } from "../lib/expr/mapping.ts";
+import { concatPartsOf, isComputed, isComputedSource, optionalPathOf } from "../lib/expr/mapping.ts";
 import { compileTemplate } from "../lib/expr/template.ts";
 import { NODE_RUN_FIELDS, STEP_RUN_FIELDS } from "../lib/expr/run-scope.ts";
 import { checkJsonSchema } from "../lib/json-schema.ts";

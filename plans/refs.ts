@@ -9,7 +9,7 @@ import type { Json } from "../schemas/index.ts";
  * - both: `${input.name}` / `$input.name`, a plan input.
  * An arg that is exactly one reference takes the referenced value as it is;
  * references embedded in longer text make a template, whose parts are joined
- * into a string when the step starts (`lib/expr/concat.ts`). A reference
+ * into a string when the step starts (`concat`, `lib/expr/mapping.ts`). A reference
  * inside an object or array arg is refused.
  */
 

@@ -1,6 +1,5 @@
 import { EngineError } from "../errors.ts";
 import { evalCel } from "./cel.ts";
-import { concatPartsOf, concatText } from "./concat.ts";
 import { selectJsonPath } from "./jsonpath.ts";
 import { renderTemplate } from "./template.ts";
 import type { Json, JsonObject } from "../../schemas/common.ts";
@@ -13,15 +12,22 @@ import type { Json, JsonObject } from "../../schemas/common.ts";
 
 type Selected = { found: true; value: Json } | { found: false };
 
+/** The value of `key` when `source` is an object with that one key. */
+function soleMember(source: unknown, key: string): unknown {
+  return isPlainObject(source) && Object.keys(source).length === 1 && Object.hasOwn(source, key)
+    ? source[key]
+    : undefined;
+}
+
 /** `{ "expr": "…" }` or `{ "template": "…" }`: an object with exactly that one string key. */
 export function isComputed<K extends "expr" | "template">(source: unknown, key: K): source is Record<K, string> {
-  return (
-    typeof source === "object" &&
-    source !== null &&
-    !Array.isArray(source) &&
-    Object.keys(source).length === 1 &&
-    typeof (source as Record<string, unknown>)[key] === "string"
-  );
+  return typeof soleMember(source, key) === "string";
+}
+
+/** The parts of a `{ "concat": [...] }` source: an object with exactly that one key, holding an array. */
+export function concatPartsOf(source: unknown): readonly unknown[] | undefined {
+  const parts = soleMember(source, "concat");
+  return Array.isArray(parts) ? parts : undefined;
 }
 
 /** A JSONPath, and what stands in for it when it selects nothing (nothing: the field is left out). */
@@ -32,10 +38,10 @@ interface PathSource {
 
 /** `{ "path": "$…", "default": v }` or `{ "path": "$…", "optional": true }`: a JSONPath that may select nothing. */
 export function optionalPathOf(source: unknown): PathSource | undefined {
-  if (typeof source !== "object" || source === null || Array.isArray(source)) {
+  if (!isPlainObject(source)) {
     return undefined;
   }
-  const { path, ...rest } = source as Record<string, unknown>;
+  const { path, ...rest } = source;
   const keys = Object.keys(rest);
   if (typeof path !== "string" || !path.startsWith("$") || keys.length !== 1) {
     return undefined;
@@ -64,9 +70,8 @@ export function isComputedSource(value: unknown): boolean {
 }
 
 /**
- * What a source is evaluated against: the document JSONPath and templates read, CEL's
- * variables, what the document is called when a path selects nothing, and whether templates
- * render strictly, as a template that builds a request does (`RenderOptions.strict`).
+ * What a source is evaluated against: the document JSONPath and templates read, CEL's variables, what the
+ * document is called when a path selects nothing, and whether templates render strictly (`RenderOptions.strict`).
  */
 interface SourceScope {
   doc: unknown;
@@ -112,10 +117,47 @@ function required(at: string, source: unknown, result: Selected, scope: SourceSc
   return result;
 }
 
+/** The most characters a `concat` source yields: a request body's limit. */
+export const MAX_CONCAT_CHARS = 1_048_576;
+
 /**
- * Codes that keep their name through a mapping: an expression out of its budget, and the
- * mapping's own (`mapping.unresolved` of a `concat` part routes a plan to its fallback as a
- * whole-value path's does). Any other becomes `mapping.failed`.
+ * A `concat`'s part values as one string (docs/definitions.md): what a plan's reference in text compiles to.
+ * @throws EngineError `mapping.not_text` for a value with no text, `mapping.too_large` past {@link MAX_CONCAT_CHARS}.
+ */
+function concatText(values: readonly Json[]): string {
+  let text = "";
+  values.forEach((value, index) => {
+    const piece = Array.isArray(value)
+      ? value.map((item, itemIndex) => scalarText(item, `concat.${index}[${itemIndex}]`)).join(",")
+      : scalarText(value, `concat.${index}`);
+    if (text.length + piece.length > MAX_CONCAT_CHARS) {
+      throw EngineError.terminal(
+        "mapping.too_large",
+        `the text built from concat would be longer than ${MAX_CONCAT_CHARS} characters`,
+      );
+    }
+    text += piece;
+  });
+  return text;
+}
+
+function scalarText(value: Json, at: string): string {
+  if (typeof value === "string") {
+    return value;
+  }
+  if (typeof value === "number" || typeof value === "boolean") {
+    return JSON.stringify(value);
+  }
+  const what = value === null ? "null" : Array.isArray(value) ? "an array" : "an object";
+  throw EngineError.terminal(
+    "mapping.not_text",
+    `${at} is ${what}, which has no text to put in a string (a string, number, boolean or an array of those has)`,
+  );
+}
+
+/**
+ * Codes that keep their name through a mapping (any other becomes `mapping.failed`): an expression out of its
+ * budget, and the mapping's own (a `concat` part's `mapping.unresolved` routes a plan to its fallback).
  */
 const KEPT_CODES: ReadonlySet<string> = new Set([
   "expr.budget_exceeded",
@@ -150,10 +192,8 @@ export function buildInput(mapping: Record<string, unknown>, doc: Record<string,
 
 /**
  * A JSON value built from a shape whose leaves may be sources (an http action's `body`,
- * docs/definitions.md): computed sources are evaluated over `doc` as an input mapping's are,
- * with strict templates; arrays and objects are walked (an optional source that selects
- * nothing leaves its member or item out); anything else is a literal. The computed values'
- * JSON totals at most `maxChars` characters (`mapping.too_large`). `at` names the shape in errors.
+ * docs/definitions.md), evaluated as an input mapping's with strict templates, the computed
+ * values' JSON at most `maxChars` characters (`mapping.too_large`). `at` names the shape in errors.
  */
 export function buildValue(shape: Json, doc: Record<string, unknown>, at: string, maxChars: number): Selected {
   const scope: SourceScope = { doc, vars: doc, noun: "document", strict: true };
@@ -183,10 +223,9 @@ export function buildValue(shape: Json, doc: Record<string, unknown>, at: string
 }
 
 /**
- * An object of what `select` finds for each member of `record` (one it finds nothing for is
- * left out), each a plain own member whatever its key: assignment to `"__proto__"` would
- * replace the prototype (registration refuses such fields; this keeps an older stored
- * definition harmless too).
+ * What `select` finds for each member of `record` (one it finds nothing for is left out), as
+ * plain own members whatever the key: assigning `"__proto__"` would replace the prototype
+ * (registration refuses such fields; this keeps an older stored definition harmless).
  */
 function objectOf<V>(record: Record<string, V>, select: (key: string, value: V) => Selected): JsonObject {
   const object: JsonObject = {};
@@ -217,15 +256,12 @@ function stoppedAt(path: string, doc: unknown): { at: string; value: unknown } |
     return undefined;
   }
   let found: { at: string; value: unknown } | undefined;
-  let current: unknown = doc;
-  let at = "$";
   for (const name of path.slice(2).split(".")) {
+    const current = found === undefined ? doc : found.value;
     if (!isPlainObject(current) || !Object.hasOwn(current, name)) {
       break;
     }
-    current = current[name];
-    at = `${at}.${name}`;
-    found = { at, value: current };
+    found = { at: `${found?.at ?? "$"}.${name}`, value: current[name] };
   }
   return found;
 }
@@ -292,10 +328,7 @@ export function setIn(object: JsonObject, segments: readonly string[], value: Js
   if (head === undefined) {
     return object;
   }
-  if (rest.length === 0) {
-    return { ...object, [head]: value };
-  }
   // Own members only: `object["__proto__"]` would read the prototype.
   const child = Object.hasOwn(object, head) ? object[head] : undefined;
-  return { ...object, [head]: setIn(isPlainObject(child) ? child : {}, rest, value) };
+  return { ...object, [head]: rest.length === 0 ? value : setIn(isPlainObject(child) ? child : {}, rest, value) };
 }

@@ -1,8 +1,7 @@
 import { describe, it } from "vitest";
 import { z } from "zod";
 import { EngineError } from "../../lib/errors.ts";
-import { MAX_CONCAT_CHARS } from "../../lib/expr/concat.ts";
-import { applyOutputMapping, buildInput } from "../../lib/expr/mapping.ts";
+import { applyOutputMapping, buildInput, MAX_CONCAT_CHARS } from "../../lib/expr/mapping.ts";
 import { JsonValue, type Json } from "../../schemas/index.ts";
 import { api, detailsOf, httpStep, httpTarget, register, resultsOf, thrown, uniqueId, waitForRun } from "./helpers.ts";
 
