@@ -63,9 +63,8 @@ interface Word {
   raw: string;
   /** Written without quotes, escapes or expansions, so it may be a keyword or an option. */
   bare: boolean;
+  /** Every mark of an assignment word stands after its `=` (a name before it has none). */
   marks: number[];
-  /** The marks after the `=` of an assignment word. */
-  valueMarks: number[];
   /** `NAME` of `NAME=…`, `NAME+=…` or `NAME[…]=…`. */
   assign: string | undefined;
   /** `NAME=(…)`. */
@@ -120,6 +119,8 @@ const AT_CURSOR = {
   parameterOperator: /:[-=+?]|##?|%%?|\/[/#%]?|\^\^?|,,?|@[A-Za-z]?|[-=+?]/,
   functionParens: /\([ \t]*\)/,
   redirection: /<<<|<<-|<<|<>|<&|>&|>>|>\||&>>|&>|<|>/,
+  /** An operator of `[[ … ]]` (`&` only as the start of `&>`). */
+  testOperator: /&&|\|\||&(?=>)|[()<>]/,
 } as const;
 
 /**
@@ -249,11 +250,8 @@ class ShellReader {
   }
 
   private flow(name: string, marks: readonly number[], from: readonly string[]): void {
-    let flow = this.flows.get(name);
-    if (flow === undefined) {
-      flow = { marks: [], from: [] };
-      this.flows.set(name, flow);
-    }
+    const flow = this.flows.get(name) ?? { marks: [], from: [] };
+    this.flows.set(name, flow);
     flow.marks.push(...marks);
     flow.from.push(...from);
   }
@@ -358,16 +356,14 @@ class ShellReader {
   private dollar(sink: Sink, form: ExpandForm): void {
     const next = this.at(1);
     if (this.text.startsWith("$((", this.i)) {
-      this.emit("$((");
-      this.arithmetic("))", "arithmetic $(( ))");
+      this.arithmetic("$((", "))", "arithmetic $(( ))");
     } else if (next === "(") {
       this.emit("$(");
       this.commands(")");
     } else if (next === "{") {
       this.parameter(sink, form);
     } else if (next === "[") {
-      this.emit("$[");
-      this.arithmetic("]", "arithmetic $[ ]");
+      this.arithmetic("$[", "]", "arithmetic $[ ]");
     } else if (next === "'" && form === "plain") {
       this.singleQuoted(sink, "ansi");
     } else if (next === '"' && form === "plain") {
@@ -399,9 +395,8 @@ class ShellReader {
         this.noteNames(name, "an indirection ${!…}");
       }
       if (this.at() === "[") {
-        this.emit("[");
         sink.text("[]");
-        this.arithmetic("]", "an array subscript ${name[…]}");
+        this.arithmetic("[", "]", "an array subscript ${name[…]}");
       }
       const op = this.at();
       if (op === "}") {
@@ -409,8 +404,7 @@ class ShellReader {
         return;
       }
       if (op === ":" && !"-=+?".includes(this.at(1))) {
-        this.emit(":");
-        this.arithmetic("}", "a substring offset or length ${var:…}");
+        this.arithmetic(":", "}", "a substring offset or length ${var:…}");
         sink.text("}");
         return;
       }
@@ -446,7 +440,8 @@ class ShellReader {
    * Text bash evaluates as arithmetic, up to `closer`: every mark in it is
    * evaluated, and so is every variable it names.
    */
-  private arithmetic(closer: "))" | "]" | "}", context: string): void {
+  private arithmetic(opener: string, closer: "))" | "]" | "}", context: string): void {
+    this.emit(opener);
     this.nested(() => {
       const sink = this.evaluatingSink(context);
       let parens = 0;
@@ -516,9 +511,6 @@ class ShellReader {
     return {
       mark: (index) => {
         word.marks.push(index);
-        if (word.assign !== undefined) {
-          word.valueMarks.push(index);
-        }
         word.raw += MARK_IN_WORD;
       },
       text: (chunk) => {
@@ -529,14 +521,14 @@ class ShellReader {
 
   private commandCharacter(state: CommandState, ch: string): void {
     const next = this.at(1);
+    const word = state.word;
     if (ch === "\\" && next === "\n") {
       // A line continuation: bash removes it, so it neither starts nor ends a word.
       this.emit("\\\n");
     } else if (ch === MARK || "\\'\"$`".includes(ch)) {
-      const word = this.word(state);
-      word.bare = false;
-      this.expansion(this.wordSink(word), "plain");
-    } else if (ch === "#" && state.word === undefined && !state.test) {
+      this.word(state).bare = false;
+      this.expansion(this.wordSink(this.word(state)), "plain");
+    } else if (ch === "#" && word === undefined && !state.test) {
       this.comment();
     } else if (ch === " " || ch === "\t" || ch === "\n") {
       this.endWord(state);
@@ -545,16 +537,32 @@ class ShellReader {
         this.endCommand(state);
         this.heredocBodies(state);
       }
-    } else if (ch === ";" || ch === "&" || ch === "|") {
-      this.separator(state, ch, next);
-    } else if (ch === "(") {
-      this.openParen(state, next);
-    } else if (ch === ")") {
-      this.closeParen(state);
-    } else if (ch === "<" || ch === ">") {
-      this.redirection(state, ch, next);
+    } else if (ch === "(" && word?.assign !== undefined && word.raw.endsWith("=")) {
+      this.compound(word);
+    } else if (";&|()<>".includes(ch)) {
+      this.endWord(state);
+      this.operator(state, ch, next, word === undefined);
     } else if (!this.wordCharacter(state, ch)) {
       this.word(state).raw += ch;
+      this.emit(ch);
+    }
+  }
+
+  /** An operator character after the word it ends (which may have opened `[[`). */
+  private operator(state: CommandState, ch: string, next: string, wordless: boolean): void {
+    const testOperator = state.test ? this.match("testOperator") : "";
+    if (testOperator !== "") {
+      state.words.push(token(testOperator));
+      this.emit(testOperator);
+    } else if (ch === "<" || ch === ">" || (ch === "&" && next === ">")) {
+      this.redirection(state, ch, next);
+    } else if (ch === "(" && wordless && next === "(") {
+      this.arithmetic("((", "))", "arithmetic (( ))");
+    } else if (ch === "(") {
+      this.openParen(state);
+    } else {
+      this.endCommand(state);
+      state.parenDepth = Math.max(0, state.parenDepth - (ch === ")" ? 1 : 0));
       this.emit(ch);
     }
   }
@@ -565,8 +573,7 @@ class ShellReader {
     if (ch === "[" && word !== undefined && word.bare && NAME.test(word.raw)) {
       word.raw += "[]";
       word.bare = false;
-      this.emit("[");
-      this.arithmetic("]", "an array subscript name[…]");
+      this.arithmetic("[", "]", "an array subscript name[…]");
       return true;
     }
     if (ch === "=" && word !== undefined && word.assign === undefined && ASSIGNMENT_TARGET.test(word.raw)) {
@@ -578,38 +585,8 @@ class ShellReader {
     return false;
   }
 
-  private separator(state: CommandState, ch: string, next: string): void {
-    this.endWord(state);
-    if (state.test && (ch === "&" || ch === "|") && next === ch) {
-      state.words.push(token(ch + ch));
-      this.emit(ch + ch);
-      return;
-    }
-    if (ch === "&" && next === ">") {
-      this.redirection(state, ch, next);
-      return;
-    }
-    this.endCommand(state);
-    this.emit(ch);
-  }
-
-  private openParen(state: CommandState, next: string): void {
-    const word = state.word;
-    if (word === undefined && next === "(" && !state.test) {
-      this.emit("((");
-      this.arithmetic("))", "arithmetic (( ))");
-      return;
-    }
-    if (word !== undefined && word.assign !== undefined && word.raw.endsWith("=")) {
-      this.compound(word);
-      return;
-    }
-    this.endWord(state);
-    if (state.test) {
-      state.words.push(token("("));
-      this.emit("(");
-      return;
-    }
+  /** `name ()` defines a function; any other `(` opens a subshell. */
+  private openParen(state: CommandState): void {
     const definition = this.match("functionParens");
     const named = state.words.filter(
       (candidate) => !(candidate.bare && (candidate.raw === "function" || RESERVED.has(candidate.raw))),
@@ -625,24 +602,7 @@ class ShellReader {
     this.emit("(");
   }
 
-  private closeParen(state: CommandState): void {
-    this.endWord(state);
-    if (state.test) {
-      state.words.push(token(")"));
-    } else {
-      this.endCommand(state);
-      state.parenDepth = Math.max(0, state.parenDepth - 1);
-    }
-    this.emit(")");
-  }
-
   private redirection(state: CommandState, ch: string, next: string): void {
-    this.endWord(state);
-    if (state.test) {
-      state.words.push(token(ch));
-      this.emit(ch);
-      return;
-    }
     if (next === "(") {
       // Process substitution: a word whose commands are read like `$(…)`.
       this.word(state).bare = false;
@@ -676,8 +636,7 @@ class ShellReader {
           continue;
         }
         if (ch === "[" && elementStart) {
-          this.emit("[");
-          this.arithmetic("]", "an array subscript ([…]=…)");
+          this.arithmetic("[", "]", "an array subscript ([…]=…)");
         } else if (ch === "#" && elementStart) {
           this.comment();
         } else if (!this.expansion(sink, "plain")) {
@@ -802,7 +761,7 @@ class ShellReader {
       k += 1;
     }
     for (let word = words[k]; word?.assign !== undefined; word = words[k]) {
-      this.flow(word.assign, word.valueMarks, references(valueOf(word)));
+      this.flow(word.assign, word.marks, references(valueOf(word)));
       k += 1;
     }
     const command = words[k];
@@ -917,16 +876,15 @@ class ShellReader {
       .join("");
     const context = `a variable name or value (${name}${flags === "" ? "" : ` -${flags}`})`;
     for (const arg of args.filter((candidate) => !isFlag(candidate))) {
-      const valueMarks = new Set(arg.valueMarks);
-      arg.marks.filter((index) => !valueMarks.has(index)).forEach((index) => this.evaluate(index, context));
       const target = arg.assign ?? (NAME.test(arg.raw) ? arg.raw : undefined);
       if (arg.assign === undefined) {
-        this.noteNames(arg.raw, context, REFERENCES_IN_TEXT);
+        this.evaluateText(arg.marks, arg.raw, context);
       } else {
-        this.flow(arg.assign, arg.valueMarks, references(valueOf(arg)));
+        this.flow(arg.assign, arg.marks, references(valueOf(arg)));
       }
       if (/[in]/.test(flags) || (/[aA]/.test(flags) && !arg.compound)) {
-        this.evaluateText(arg.valueMarks, valueOf(arg), context, /i/.test(flags) ? NAMES_IN_TEXT : REFERENCES_IN_TEXT);
+        const valueMarks = arg.assign === undefined ? [] : arg.marks;
+        this.evaluateText(valueMarks, valueOf(arg), context, /i/.test(flags) ? NAMES_IN_TEXT : REFERENCES_IN_TEXT);
       }
       if (/i/.test(flags) && target !== undefined) {
         this.noteNames(target, context);
@@ -960,7 +918,7 @@ class ShellReader {
 
 /** A word read as it is written (an operator of `[[ … ]]`, or an empty word to fill). */
 function token(raw: string): Word {
-  return { raw, bare: true, marks: [], valueMarks: [], assign: undefined, compound: false };
+  return { raw, bare: true, marks: [], assign: undefined, compound: false };
 }
 
 /** Before the command word: only reserved words and assignments so far. */
@@ -984,21 +942,5 @@ function references(text: string): string[] {
 
 /** The text without its single-quoted parts (outside double quotes), which no expansion reaches. */
 function withoutSingleQuoted(text: string): string {
-  let out = "";
-  let quote: "" | "'" | '"' = "";
-  for (const ch of text) {
-    if (quote === "'") {
-      quote = ch === "'" ? "" : quote;
-      continue;
-    }
-    if (ch === "'" && quote === "") {
-      quote = "'";
-      continue;
-    }
-    if (ch === '"') {
-      quote = quote === '"' ? "" : '"';
-    }
-    out += ch;
-  }
-  return out;
+  return text.replace(/"[^"]*"?|'[^']*'?/g, (quoted) => (quoted.startsWith("'") ? "" : quoted));
 }
