@@ -1,24 +1,10 @@
 /**
- * A conservative reader of bash command text, for `lib/expr/shell-template.ts`.
- *
- * The shell template renders each `{{…}}` as a mark (`NUL <n> NUL`); this
- * module walks the rendered text once, the way bash would parse it, and
- * 1. writes a variable reference in place of each mark, quoted for where the
- *    mark stands (plain, `"…"`, `'…'`, `$'…'`, or bare inside arithmetic);
- * 2. finds the marks that stand where bash **evaluates** text instead of
- *    using it as data (the places listed in docs/containers.md: arithmetic,
- *    subscripts, substring offsets, `[[ … -eq … ]]` operands, variable names,
- *    `let`/`eval`/`trap`/`bash -c`, `declare -i/-n/-a/-A` values);
- * 3. follows the command's own variables: which shell variables bash
- *    evaluates in those places, and which marks (or other variables) each
- *    variable is assigned from (`x=…`, `declare x=…`, `for x in …`, `read x`
- *    from a here-string, heredoc or `echo`/`printf`, `set -- …` and the
- *    arguments of functions the command defines, as the pseudo-variable `@`).
- *
- * "Conservative" means: where the reader cannot tell, it takes the reading
- * under which bash evaluates (e.g. every subscript is arithmetic, as it is
- * for indexed arrays; `$((` is arithmetic even where bash would fall back to
- * a command substitution). It does not run or expand anything.
+ * A conservative reader of bash command text, for `lib/expr/shell-template.ts`. It walks the
+ * rendered text (each `{{…}}` a mark, `NUL <n> NUL`) once, the way bash parses it, writes each
+ * mark's reference quoted for where it stands, and finds the marks and the command's own
+ * variables that reach places where bash evaluates text (listed in docs/containers.md).
+ * Where it cannot tell, it takes the reading under which bash evaluates (every subscript is
+ * arithmetic, `$((` is always arithmetic). It runs and expands nothing.
  */
 import { EngineError } from "../errors.ts";
 
@@ -77,18 +63,14 @@ interface Heredoc {
   stripTabs: boolean;
 }
 
-interface Redirect {
-  operator: string;
-  word: Word;
-}
-
 /** One simple command being read, inside one command list. */
 interface CommandState {
   words: Word[];
-  redirects: Redirect[];
-  word: Word | undefined;
+  /** The words of `<<<` (what `read` reads). */
+  hereStrings: Word[];
+  word?: Word | undefined;
   test: boolean;
-  nextRedirect: string | undefined;
+  nextRedirect?: string | undefined;
   heredocs: Heredoc[];
   caseDepth: number;
   parenDepth: number;
@@ -157,7 +139,7 @@ class ShellReader {
   }
 
   run(): ShellScan {
-    this.commands("");
+    this.commands("", "");
     for (const call of this.calls) {
       if (this.functions.has(call.name)) {
         this.flowFrom("@", call.args);
@@ -222,6 +204,14 @@ class ShellReader {
       );
     }
     this.copy(sink, this.text.slice(this.i, this.i + 2));
+  }
+
+  /** Calls `step` at each character up to the end of the text or the one that `closes` (left at the cursor). */
+  private readUntil(closes: string | ((ch: string) => boolean), step: (ch: string) => void): void {
+    const isCloser = typeof closes === "string" ? (ch: string) => ch === closes : closes;
+    for (let ch = this.at(); ch !== "" && !isCloser(ch); ch = this.at()) {
+      step(ch);
+    }
   }
 
   // ───────────────────────── what was found ─────────────────────────
@@ -297,7 +287,7 @@ class ShellReader {
     } else if (ch === "$") {
       this.dollar(sink, dollarForm);
     } else if (ch === "`") {
-      this.backquote();
+      this.commands("`", "`");
     } else {
       return false;
     }
@@ -307,12 +297,7 @@ class ShellReader {
   /** `'…'` or `$'…'` (where a backslash escapes): nothing expands, a mark steps out of the quotes. */
   private singleQuoted(sink: Sink, form: "single" | "ansi"): void {
     this.copy(sink, form === "ansi" ? "$'" : "'");
-    while (this.i < this.text.length) {
-      const ch = this.at();
-      if (ch === "'") {
-        this.copy(sink, ch);
-        return;
-      }
+    this.readUntil("'", (ch) => {
       if (ch === "\\" && form === "ansi") {
         this.escape(sink);
       } else if (ch === MARK) {
@@ -320,7 +305,8 @@ class ShellReader {
       } else {
         this.copy(sink, ch);
       }
-    }
+    });
+    this.copy(sink, this.at());
   }
 
   private double(sink: Sink): void {
@@ -332,24 +318,20 @@ class ShellReader {
 
   /** The inside of `"…"`, or one line of an unquoted heredoc: up to and with `end`, expanded as in double quotes. */
   private expandingText(sink: Sink, end: '"' | "\n"): void {
-    while (this.i < this.text.length) {
-      const ch = this.at();
-      if (ch === end) {
-        this.copy(sink, ch);
-        return;
-      }
-      if (ch === "\\" && (this.at(1) === MARK || '$`"\\\n'.includes(this.at(1)))) {
+    this.readUntil(end, (ch) => {
+      if (ch === "\\") {
         this.escape(sink);
       } else if (ch === MARK) {
         sink.mark(this.mark("double"));
       } else if (ch === "$") {
         this.dollar(sink, "double");
       } else if (ch === "`") {
-        this.backquote();
+        this.commands("`", "`");
       } else {
         this.copy(sink, ch);
       }
-    }
+    });
+    this.copy(sink, this.at());
   }
 
   /** `$…` at the cursor: an expansion, a quote, or a plain dollar. */
@@ -358,8 +340,7 @@ class ShellReader {
     if (this.text.startsWith("$((", this.i)) {
       this.arithmetic("$((", "))", "arithmetic $(( ))");
     } else if (next === "(") {
-      this.emit("$(");
-      this.commands(")");
+      this.commands("$(", ")");
     } else if (next === "{") {
       this.parameter(sink, form);
     } else if (next === "[") {
@@ -420,19 +401,18 @@ class ShellReader {
   private parameterWord(sink: Sink, form: ExpandForm): void {
     this.nested(() => {
       let depth = 0;
-      while (this.i < this.text.length) {
-        const ch = this.at();
-        if (ch === "}" && depth === 0) {
-          this.copy(sink, ch);
-          return;
-        }
-        if (ch === "{" || ch === "}") {
-          depth += ch === "{" ? 1 : -1;
-          this.copy(sink, ch);
-        } else if (!this.expansion(sink, form, form === "double" ? "double" : "plain")) {
-          this.copy(sink, ch);
-        }
-      }
+      this.readUntil(
+        (ch) => ch === "}" && depth === 0,
+        (ch) => {
+          if (ch === "{" || ch === "}") {
+            depth += ch === "{" ? 1 : -1;
+            this.copy(sink, ch);
+          } else if (!this.expansion(sink, form, form === "double" ? "double" : "plain")) {
+            this.copy(sink, ch);
+          }
+        },
+      );
+      this.copy(sink, this.at());
     });
   }
 
@@ -446,59 +426,44 @@ class ShellReader {
       const sink = this.evaluatingSink(context);
       let parens = 0;
       let brackets = 0;
-      while (this.i < this.text.length) {
-        const ch = this.at();
-        if (closer === "))" && parens === 0 && this.text.startsWith("))", this.i)) {
-          this.emit("))");
-          break;
-        }
-        if ((closer === "]" && ch === "]" && brackets === 0) || (closer === "}" && ch === "}")) {
-          this.emit(ch);
-          break;
-        }
-        if (!this.expansion(sink, "bare")) {
-          parens += ch === "(" ? 1 : ch === ")" ? -1 : 0;
-          brackets += ch === "[" ? 1 : ch === "]" ? -1 : 0;
-          this.copy(sink, ch);
-        }
-      }
+      this.readUntil(
+        (ch) =>
+          closer === "))"
+            ? parens === 0 && this.text.startsWith("))", this.i)
+            : ch === closer && (closer === "}" || brackets === 0),
+        (ch) => {
+          if (!this.expansion(sink, "bare")) {
+            parens += ch === "(" ? 1 : ch === ")" ? -1 : 0;
+            brackets += ch === "[" ? 1 : ch === "]" ? -1 : 0;
+            this.copy(sink, ch);
+          }
+        },
+      );
+      this.emit(this.text.slice(this.i, this.i + closer.length));
       sink.done();
     });
   }
 
-  private backquote(): void {
-    this.emit("`");
-    this.commands("`");
-  }
-
   // ───────────────────────── command lists ─────────────────────────
 
-  /** A command list, up to `closer` (`)` of `$(`, a backquote, or the end of the text). */
-  private commands(closer: "" | ")" | "`"): void {
+  /** A command list after `opener`, up to `closer` (`)` of `$(`, a backquote, or the end of the text). */
+  private commands(opener: string, closer: "" | ")" | "`"): void {
+    this.emit(opener);
     this.nested(() => {
       const state: CommandState = {
         words: [],
-        redirects: [],
-        word: undefined,
+        hereStrings: [],
         test: false,
-        nextRedirect: undefined,
         heredocs: [],
         caseDepth: 0,
         parenDepth: 0,
       };
-      while (this.i < this.text.length) {
-        const ch = this.at();
-        if (
-          (closer === "`" && ch === "`") ||
-          (closer === ")" && ch === ")" && state.parenDepth === 0 && state.caseDepth === 0 && !state.test)
-        ) {
-          this.endCommand(state);
-          this.emit(ch);
-          return;
-        }
-        this.commandCharacter(state, ch);
-      }
+      this.readUntil(
+        (ch) => ch === closer && (closer === "`" || (state.parenDepth === 0 && state.caseDepth === 0 && !state.test)),
+        (ch) => this.commandCharacter(state, ch),
+      );
       this.endCommand(state);
+      this.emit(this.at());
     });
   }
 
@@ -542,9 +507,8 @@ class ShellReader {
     } else if (";&|()<>".includes(ch)) {
       this.endWord(state);
       this.operator(state, ch, next, word === undefined);
-    } else if (!this.wordCharacter(state, ch)) {
-      this.word(state).raw += ch;
-      this.emit(ch);
+    } else {
+      this.wordCharacter(state, ch);
     }
   }
 
@@ -567,22 +531,21 @@ class ShellReader {
     }
   }
 
-  /** `[` after a name starts a subscript; `=` after a name (or `name[…]`, `name+`) makes an assignment. */
-  private wordCharacter(state: CommandState, ch: string): boolean {
-    const word = state.word;
-    if (ch === "[" && word !== undefined && word.bare && NAME.test(word.raw)) {
+  /** Any other character: `[` after a name starts a subscript; `=` after a name (or `name[…]`, `name+`) makes an assignment. */
+  private wordCharacter(state: CommandState, ch: string): void {
+    const word = this.word(state);
+    if (ch === "[" && word.bare && NAME.test(word.raw)) {
       word.raw += "[]";
       word.bare = false;
       this.arithmetic("[", "]", "an array subscript name[…]");
-      return true;
-    }
-    if (ch === "=" && word !== undefined && word.assign === undefined && ASSIGNMENT_TARGET.test(word.raw)) {
+    } else if (ch === "=" && word.assign === undefined && ASSIGNMENT_TARGET.test(word.raw)) {
       word.assign = ASSIGNMENT_TARGET.exec(word.raw)?.[1];
       word.raw += "=";
       this.emit("=");
-      return true;
+    } else {
+      word.raw += ch;
+      this.emit(ch);
     }
-    return false;
   }
 
   /** `name ()` defines a function; any other `(` opens a subshell. */
@@ -606,8 +569,7 @@ class ShellReader {
     if (next === "(") {
       // Process substitution: a word whose commands are read like `$(…)`.
       this.word(state).bare = false;
-      this.emit(`${ch}(`);
-      this.commands(")");
+      this.commands(`${ch}(`, ")");
       return;
     }
     const operator = this.match("redirection") || ch;
@@ -619,42 +581,28 @@ class ShellReader {
   private compound(word: Word): void {
     this.nested(() => {
       word.compound = true;
-      word.raw += "(";
-      this.emit("(");
       const sink = this.wordSink(word);
+      this.copy(sink, "(");
       let elementStart = true;
-      while (this.i < this.text.length) {
-        const ch = this.at();
-        if (ch === ")") {
-          word.raw += ")";
-          this.emit(")");
-          return;
-        }
-        if (ch === " " || ch === "\t" || ch === "\n") {
+      this.readUntil(")", (ch) => {
+        const blank = ch === " " || ch === "\t" || ch === "\n";
+        if (blank) {
           this.emit(ch);
-          elementStart = true;
-          continue;
-        }
-        if (ch === "[" && elementStart) {
+        } else if (ch === "[" && elementStart) {
           this.arithmetic("[", "]", "an array subscript ([…]=…)");
         } else if (ch === "#" && elementStart) {
           this.comment();
         } else if (!this.expansion(sink, "plain")) {
           this.copy(sink, ch);
         }
-        elementStart = false;
-      }
+        elementStart = blank;
+      });
+      this.copy(sink, this.at());
     });
   }
 
   private comment(): void {
-    while (this.i < this.text.length && this.at() !== "\n") {
-      if (this.at() === MARK) {
-        this.mark("plain");
-      } else {
-        this.emit(this.at());
-      }
-    }
+    this.readUntil("\n", (ch) => (ch === MARK ? this.mark("plain") : this.emit(ch)));
   }
 
   /** After a newline, the bodies of the heredocs its line opened. */
@@ -670,20 +618,21 @@ class ShellReader {
     const stdin: Sink = { mark: (index) => this.flow("<stdin>", [index], []), text: () => {} };
     while (this.i < this.text.length) {
       const end = this.text.indexOf("\n", this.i);
-      const line = this.text.slice(this.i, end === -1 ? this.text.length : end);
-      if ((heredoc.stripTabs ? line.replace(/^\t+/, "") : line) === heredoc.delimiter) {
-        this.emit(end === -1 ? line : `${line}\n`);
-        return;
-      }
-      if (!heredoc.quoted) {
-        this.expandingText(stdin, "\n");
-      } else if (line.includes(MARK)) {
+      const line = this.text.slice(this.i, end === -1 ? this.text.length : end + 1);
+      const last = line.replace(heredoc.stripTabs ? /^\t+|\n$/g : /\n$/, "") === heredoc.delimiter;
+      if (heredoc.quoted && line.includes(MARK)) {
         throw EngineError.terminal(
           "shell.unsafe_template",
           `a {{…}} inside a quoted heredoc (<<'${heredoc.delimiter}') is never expanded; quote nothing in the delimiter (<<${heredoc.delimiter}) to pass the value`,
         );
+      }
+      if (heredoc.quoted || last) {
+        this.emit(line);
       } else {
-        this.emit(end === -1 ? line : `${line}\n`);
+        this.expandingText(stdin, "\n");
+      }
+      if (last) {
+        return;
       }
     }
   }
@@ -720,7 +669,9 @@ class ShellReader {
   /** The word after a redirection operator: a heredoc's delimiter, or a file. */
   private endRedirect(state: CommandState, operator: string, word: Word): void {
     state.nextRedirect = undefined;
-    state.redirects.push({ operator, word });
+    if (operator === "<<<") {
+      state.hereStrings.push(word);
+    }
     if (operator === "<<" || operator === "<<-") {
       state.heredocs.push({
         delimiter: word.raw.replace(/['"\\]/g, ""),
@@ -733,16 +684,13 @@ class ShellReader {
   private endCommand(state: CommandState): void {
     this.endWord(state);
     if (!state.test) {
-      this.analyze(state.words, state.redirects);
+      this.analyze(state.words, state.hereStrings);
     }
-    state.words = [];
-    state.redirects = [];
-    state.nextRedirect = undefined;
-    state.test = false;
+    Object.assign(state, { words: [], hereStrings: [], nextRedirect: undefined, test: false });
   }
 
   /** One simple command: what its command word makes of its arguments. */
-  private analyze(words: Word[], redirects: Redirect[]): void {
+  private analyze(words: Word[], hereStrings: Word[]): void {
     let k = 0;
     for (let word = words[0]; word?.bare === true; word = words[k]) {
       if (word.raw === "for" || word.raw === "select") {
@@ -772,14 +720,14 @@ class ShellReader {
     if (command.raw === "command" || command.raw === "builtin") {
       this.analyze(
         args.filter((arg) => !(arg.bare && arg.raw.startsWith("-"))),
-        redirects,
+        hereStrings,
       );
       return;
     }
-    this.builtin(command.raw, args, redirects);
+    this.builtin(command.raw, args, hereStrings);
   }
 
-  private builtin(name: string, args: Word[], redirects: Redirect[]): void {
+  private builtin(name: string, args: Word[], hereStrings: Word[]): void {
     const evaluateAll = (context: string, names: NamesIn) => this.evaluateArgs(args, context, names);
     switch (name) {
       case "let":
@@ -794,7 +742,7 @@ class ShellReader {
       case "readarray":
         return evaluateAll(`a variable name or code (${name})`, "references");
       case "read":
-        this.read(args, redirects);
+        this.read(args, hereStrings);
         return evaluateAll("a variable name (read)", "references");
       case "printf":
         this.afterOption(args, "-v", "a variable name (printf -v)");
@@ -836,12 +784,8 @@ class ShellReader {
   }
 
   /** `read x y` takes what its standard input carries: here-strings, heredocs, and what `echo`/`printf` print. */
-  private read(args: Word[], redirects: Redirect[]): void {
-    for (const { operator, word } of redirects) {
-      if (operator === "<<<") {
-        this.flowFrom("<stdin>", [word]);
-      }
-    }
+  private read(args: Word[], hereStrings: Word[]): void {
+    this.flowFrom("<stdin>", hereStrings);
     for (const arg of args) {
       if (arg.bare && NAME.test(arg.raw)) {
         this.flow(arg.raw, [], ["<stdin>"]);
