@@ -140,10 +140,8 @@ class ShellReader {
 
   run(): ShellScan {
     this.commands("", "");
-    for (const call of this.calls) {
-      if (this.functions.has(call.name)) {
-        this.flowFrom("@", call.args);
-      }
+    for (const call of this.calls.filter(({ name }) => this.functions.has(name))) {
+      this.flowFrom("@", call.args);
     }
     return { command: this.out, evaluated: this.evaluated, evaluatedNames: this.names, flows: this.flows };
   }
@@ -217,19 +215,14 @@ class ShellReader {
   // ───────────────────────── what was found ─────────────────────────
 
   private evaluate(index: number, context: string): void {
-    if (!this.evaluated.has(index)) {
-      this.evaluated.set(index, context);
-    }
+    this.evaluated.set(index, this.evaluated.get(index) ?? context);
   }
 
   private noteNames(text: string, context: string, pattern: RegExp = NAMES_IN_TEXT): void {
     // `${#x}` is x's length, never its value.
     const plain = text.replaceAll(MARK_IN_WORD, " ").replace(LENGTH_EXPANSION, " ");
-    for (const match of plain.matchAll(pattern)) {
-      const name = match[1] !== undefined && !NAME.test(match[1]) ? "@" : (match[1] ?? match[0]);
-      if (!this.names.has(name)) {
-        this.names.set(name, context);
-      }
+    for (const name of references(plain, pattern)) {
+      this.names.set(name, this.names.get(name) ?? context);
     }
   }
 
@@ -248,11 +241,9 @@ class ShellReader {
 
   /** `name` takes the marks of `words` and the variables they expand. */
   private flowFrom(name: string, words: readonly Word[]): void {
-    this.flow(
-      name,
-      words.flatMap((word) => word.marks),
-      words.flatMap((word) => references(word.raw)),
-    );
+    const marks = words.flatMap((word) => word.marks);
+    const from = words.flatMap((word) => references(word.raw));
+    this.flow(name, marks, from);
   }
 
   /** A sink whose marks bash evaluates; the names in its text are noted when `done()` is called. */
@@ -269,11 +260,7 @@ class ShellReader {
 
   // ───────────────────────── quoting and expansions ─────────────────────────
 
-  /**
-   * A mark, a backslash, a quote, `$…` or a backquote at the cursor, read in
-   * `form` (`$…` in `dollarForm`); false when the cursor is on none of them.
-   * A single quote is an ordinary character inside `"…"`.
-   */
+  /** A mark, backslash, quote (`'` is plain inside `"…"`), `$…` or backquote at the cursor, read in `form` (`$…` in `dollarForm`); else false. */
   private expansion(sink: Sink, form: ExpandForm, dollarForm: ExpandForm = form): boolean {
     const ch = this.at();
     if (ch === MARK) {
@@ -359,11 +346,8 @@ class ShellReader {
   private parameter(sink: Sink, form: ExpandForm): void {
     this.nested(() => {
       this.copy(sink, "${");
-      let prefix = "";
-      if ((this.at() === "!" || this.at() === "#") && this.at(1) !== "}") {
-        prefix = this.at();
-        this.copy(sink, prefix);
-      }
+      const prefix = "!#".includes(this.at()) && this.at(1) !== "}" ? this.at() : "";
+      this.copy(sink, prefix);
       let name = "";
       if (this.at() === MARK) {
         this.evaluate(this.mark("bare"), "a parameter name ${…}");
@@ -500,7 +484,8 @@ class ShellReader {
       this.emit(ch);
       if (ch === "\n" && !state.test) {
         this.endCommand(state);
-        this.heredocBodies(state);
+        // The bodies of the heredocs this line opened.
+        state.heredocs.splice(0).forEach((heredoc) => this.heredocBody(heredoc));
       }
     } else if (ch === "(" && word?.assign !== undefined && word.raw.endsWith("=")) {
       this.compound(word);
@@ -551,9 +536,7 @@ class ShellReader {
   /** `name ()` defines a function; any other `(` opens a subshell. */
   private openParen(state: CommandState): void {
     const definition = this.match("functionParens");
-    const named = state.words.filter(
-      (candidate) => !(candidate.bare && (candidate.raw === "function" || RESERVED.has(candidate.raw))),
-    );
+    const named = state.words.filter((word) => !(word.bare && (word.raw === "function" || RESERVED.has(word.raw))));
     if (definition !== "" && named.length === 1 && named[0] !== undefined && named[0].bare) {
       this.functions.add(named[0].raw);
       state.words = [];
@@ -605,14 +588,6 @@ class ShellReader {
     this.readUntil("\n", (ch) => (ch === MARK ? this.mark("plain") : this.emit(ch)));
   }
 
-  /** After a newline, the bodies of the heredocs its line opened. */
-  private heredocBodies(state: CommandState): void {
-    for (const heredoc of state.heredocs) {
-      this.heredocBody(heredoc);
-    }
-    state.heredocs = [];
-  }
-
   /** A heredoc's lines up to its delimiter: unquoted, they expand like `"…"` (without the quotes) and feed `read`. */
   private heredocBody(heredoc: Heredoc): void {
     const stdin: Sink = { mark: (index) => this.flow("<stdin>", [index], []), text: () => {} };
@@ -647,19 +622,13 @@ class ShellReader {
     state.word = undefined;
     if (state.nextRedirect !== undefined) {
       this.endRedirect(state, state.nextRedirect, word);
-    } else if (state.test) {
-      if (word.bare && word.raw === "]]") {
-        this.analyzeTest(state.words);
-        state.words = [];
-        state.test = false;
-      } else {
-        state.words.push(word);
-      }
-    } else if (word.bare && word.raw === "[[" && isCommandPosition(state.words)) {
-      state.test = true;
-      state.words = [];
+    } else if (state.test && isBare(word, "]]")) {
+      this.analyzeTest(state.words);
+      Object.assign(state, { words: [], test: false });
+    } else if (!state.test && isBare(word, "[[") && isCommandPosition(state.words)) {
+      Object.assign(state, { words: [], test: true });
     } else {
-      if (word.bare && isCommandPosition(state.words)) {
+      if (!state.test && word.bare && isCommandPosition(state.words)) {
         state.caseDepth = Math.max(0, state.caseDepth + (word.raw === "case" ? 1 : word.raw === "esac" ? -1 : 0));
       }
       state.words.push(word);
@@ -718,10 +687,8 @@ class ShellReader {
     }
     const args = words.slice(k + 1);
     if (command.raw === "command" || command.raw === "builtin") {
-      this.analyze(
-        args.filter((arg) => !(arg.bare && arg.raw.startsWith("-"))),
-        hereStrings,
-      );
+      const withoutOptions = args.filter((arg) => !(arg.bare && arg.raw.startsWith("-")));
+      this.analyze(withoutOptions, hereStrings);
       return;
     }
     this.builtin(command.raw, args, hereStrings);
@@ -777,7 +744,7 @@ class ShellReader {
   private afterOption(args: Word[], option: string, context: string): void {
     args.forEach((arg, index) => {
       const value = args[index + 1];
-      if (arg.bare && arg.raw === option && value !== undefined) {
+      if (isBare(arg, option) && value !== undefined) {
         this.evaluateText(value.marks, value.raw, context);
       }
     });
@@ -786,24 +753,17 @@ class ShellReader {
   /** `read x y` takes what its standard input carries: here-strings, heredocs, and what `echo`/`printf` print. */
   private read(args: Word[], hereStrings: Word[]): void {
     this.flowFrom("<stdin>", hereStrings);
-    for (const arg of args) {
-      if (arg.bare && NAME.test(arg.raw)) {
-        this.flow(arg.raw, [], ["<stdin>"]);
-      }
-    }
+    args.filter((arg) => arg.bare && NAME.test(arg.raw)).forEach((arg) => this.flow(arg.raw, [], ["<stdin>"]));
   }
 
   private forLoop(rest: Word[]): void {
     const variable = rest[0];
-    if (variable === undefined) {
-      return;
-    }
-    const inAt = rest.findIndex((word) => word.bare && word.raw === "in");
-    if (inAt === -1) {
+    const inAt = rest.findIndex((word) => isBare(word, "in"));
+    if (variable !== undefined && inAt === -1) {
       this.flow(variable.raw, [], ["@"]);
-      return;
+    } else if (variable !== undefined) {
+      this.flowFrom(variable.raw, rest.slice(inAt + 1));
     }
-    this.flowFrom(variable.raw, rest.slice(inAt + 1));
   }
 
   /**
@@ -814,10 +774,7 @@ class ShellReader {
    */
   private declaration(name: string, args: Word[]): void {
     const isFlag = (arg: Word) => arg.bare && FLAG.test(arg.raw);
-    const flags = args
-      .filter(isFlag)
-      .map((arg) => arg.raw.slice(1))
-      .join("");
+    const flags = args.map((arg) => (isFlag(arg) ? arg.raw.slice(1) : "")).join("");
     const context = `a variable name or value (${name}${flags === "" ? "" : ` -${flags}`})`;
     for (const arg of args.filter((candidate) => !isFlag(candidate))) {
       const target = arg.assign ?? (NAME.test(arg.raw) ? arg.raw : undefined);
@@ -847,17 +804,21 @@ class ShellReader {
 
   /** `[[ … ]]`: an operand of an arithmetic comparison is evaluated as arithmetic; the word after `-v` is a name. */
   private analyzeTest(tokens: Word[]): void {
-    const isOperator = (word: Word | undefined) =>
-      word !== undefined && word.bare && ARITHMETIC_TEST_OPERATORS.has(word.raw);
+    const isOperator = (word: Word | undefined) => word?.bare === true && ARITHMETIC_TEST_OPERATORS.has(word.raw);
     tokens.forEach((word, index) => {
       const before = tokens[index - 1];
       if (isOperator(before) || isOperator(tokens[index + 1])) {
         this.evaluateText(word.marks, word.raw, "an operand of [[ … -eq/-ne/-lt/-le/-gt/-ge … ]]", NAMES_IN_TEXT);
-      } else if (before !== undefined && before.bare && before.raw === "-v") {
+      } else if (isBare(before, "-v")) {
         this.evaluateText(word.marks, word.raw, "a variable name ([[ -v … ]])");
       }
     });
   }
+}
+
+/** Whether `word` is `raw`, written without quotes or expansions. */
+function isBare(word: Word | undefined, raw: string): boolean {
+  return word?.bare === true && word.raw === raw;
 }
 
 /** A word read as it is written (an operator of `[[ … ]]`, or an empty word to fill). */
@@ -876,12 +837,11 @@ function valueOf(word: Word): string {
   return at === -1 ? word.raw : word.raw.slice(at + 1);
 }
 
-/** The variables a word expands (`$x`, `${x…}`; `@` for the positional parameters). */
-function references(text: string): string[] {
-  return [...text.matchAll(REFERENCES_IN_TEXT)].map((match) => {
-    const name = match[1] ?? "";
-    return NAME.test(name) ? name : "@";
-  });
+/** The variables a word expands (`$x`, `${x…}`), or the names `pattern` finds; `@` for the positional parameters. */
+function references(text: string, pattern = REFERENCES_IN_TEXT): string[] {
+  return [...text.matchAll(pattern)].map((match) =>
+    match[1] !== undefined && !NAME.test(match[1]) ? "@" : (match[1] ?? match[0]),
+  );
 }
 
 /** The text without its single-quoted parts (outside double quotes), which no expansion reaches. */
