@@ -69,7 +69,8 @@ interface CommandState {
   /** The words of `<<<` (what `read` reads). */
   hereStrings: Word[];
   word?: Word | undefined;
-  test: boolean;
+  /** Inside `[[ … ]]`. */
+  test?: boolean;
   nextRedirect?: string | undefined;
   heredocs: Heredoc[];
   caseDepth: number;
@@ -260,7 +261,10 @@ class ShellReader {
 
   // ───────────────────────── quoting and expansions ─────────────────────────
 
-  /** A mark, backslash, quote (`'` is plain inside `"…"`), `$…` or backquote at the cursor, read in `form` (`$…` in `dollarForm`); else false. */
+  /**
+   * A mark, backslash, quote (`'` is plain inside `"…"`), `$…` or backquote at the cursor,
+   * read in `form` (`$…` in `dollarForm`); false when the cursor is on none of them.
+   */
   private expansion(sink: Sink, form: ExpandForm, dollarForm: ExpandForm = form): boolean {
     const ch = this.at();
     if (ch === MARK) {
@@ -434,14 +438,7 @@ class ShellReader {
   private commands(opener: string, closer: "" | ")" | "`"): void {
     this.emit(opener);
     this.nested(() => {
-      const state: CommandState = {
-        words: [],
-        hereStrings: [],
-        test: false,
-        heredocs: [],
-        caseDepth: 0,
-        parenDepth: 0,
-      };
+      const state: CommandState = { words: [], hereStrings: [], heredocs: [], caseDepth: 0, parenDepth: 0 };
       this.readUntil(
         (ch) => ch === closer && (closer === "`" || (state.parenDepth === 0 && state.caseDepth === 0 && !state.test)),
         (ch) => this.commandCharacter(state, ch),
@@ -516,7 +513,7 @@ class ShellReader {
     }
   }
 
-  /** Any other character: `[` after a name starts a subscript; `=` after a name (or `name[…]`, `name+`) makes an assignment. */
+  /** Any other character; `[` after a name starts a subscript, `=` after `name`, `name[…]` or `name+` an assignment. */
   private wordCharacter(state: CommandState, ch: string): void {
     const word = this.word(state);
     if (ch === "[" && word.bare && NAME.test(word.raw)) {
