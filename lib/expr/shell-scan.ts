@@ -1,24 +1,10 @@
 /**
- * A conservative reader of bash command text, for `lib/expr/shell-template.ts`.
- *
- * The shell template renders each `{{…}}` as a mark (`NUL <n> NUL`); this
- * module walks the rendered text once, the way bash would parse it, and
- * 1. writes a variable reference in place of each mark, quoted for where the
- *    mark stands (plain, `"…"`, `'…'`, `$'…'`, or bare inside arithmetic);
- * 2. finds the marks that stand where bash **evaluates** text instead of
- *    using it as data (the places listed in docs/containers.md: arithmetic,
- *    subscripts, substring offsets, `[[ … -eq … ]]` operands, variable names,
- *    `let`/`eval`/`trap`/`bash -c`, `declare -i/-n/-a/-A` values);
- * 3. follows the command's own variables: which shell variables bash
- *    evaluates in those places, and which marks (or other variables) each
- *    variable is assigned from (`x=…`, `declare x=…`, `for x in …`, `read x`
- *    from a here-string, heredoc or `echo`/`printf`, `set -- …` and the
- *    arguments of functions the command defines, as the pseudo-variable `@`).
- *
- * "Conservative" means: where the reader cannot tell, it takes the reading
- * under which bash evaluates (e.g. every subscript is arithmetic, as it is
- * for indexed arrays; `$((` is arithmetic even where bash would fall back to
- * a command substitution). It does not run or expand anything.
+ * A conservative reader of bash command text, for `lib/expr/shell-template.ts`. It walks the
+ * rendered text (each `{{…}}` a mark, `NUL <n> NUL`) once, the way bash parses it, writes each
+ * mark's reference quoted for where it stands, and finds the marks and the command's own
+ * variables that reach places where bash evaluates text (listed in docs/containers.md).
+ * Where it cannot tell, it takes the reading under which bash evaluates (every subscript is
+ * arithmetic, `$((` is always arithmetic). It runs and expands nothing.
  */
 import { EngineError } from "../errors.ts";
 
@@ -63,9 +49,8 @@ interface Word {
   raw: string;
   /** Written without quotes, escapes or expansions, so it may be a keyword or an option. */
   bare: boolean;
+  /** Every mark of an assignment word stands after its `=` (a name before it has none). */
   marks: number[];
-  /** The marks after the `=` of an assignment word. */
-  valueMarks: number[];
   /** `NAME` of `NAME=…`, `NAME+=…` or `NAME[…]=…`. */
   assign: string | undefined;
   /** `NAME=(…)`. */
@@ -78,18 +63,15 @@ interface Heredoc {
   stripTabs: boolean;
 }
 
-interface Redirect {
-  operator: string;
-  word: Word;
-}
-
 /** One simple command being read, inside one command list. */
 interface CommandState {
   words: Word[];
-  redirects: Redirect[];
-  word: Word | undefined;
-  test: boolean;
-  nextRedirect: string | undefined;
+  /** The words of `<<<` (what `read` reads). */
+  hereStrings: Word[];
+  word?: Word | undefined;
+  /** Inside `[[ … ]]`. */
+  test?: boolean;
+  nextRedirect?: string | undefined;
   heredocs: Heredoc[];
   caseDepth: number;
   parenDepth: number;
@@ -120,6 +102,8 @@ const AT_CURSOR = {
   parameterOperator: /:[-=+?]|##?|%%?|\/[/#%]?|\^\^?|,,?|@[A-Za-z]?|[-=+?]/,
   functionParens: /\([ \t]*\)/,
   redirection: /<<<|<<-|<<|<>|<&|>&|>>|>\||&>>|&>|<|>/,
+  /** An operator of `[[ … ]]` (`&` only as the start of `&>`). */
+  testOperator: /&&|\|\||&(?=>)|[()<>]/,
 } as const;
 
 /**
@@ -156,11 +140,9 @@ class ShellReader {
   }
 
   run(): ShellScan {
-    this.commands("");
-    for (const call of this.calls) {
-      if (this.functions.has(call.name)) {
-        this.flowFrom("@", call.args);
-      }
+    this.commands("", "");
+    for (const call of this.calls.filter(({ name }) => this.functions.has(name))) {
+      this.flowFrom("@", call.args);
     }
     return { command: this.out, evaluated: this.evaluated, evaluatedNames: this.names, flows: this.flows };
   }
@@ -223,22 +205,25 @@ class ShellReader {
     this.copy(sink, this.text.slice(this.i, this.i + 2));
   }
 
+  /** Calls `step` at each character up to the end of the text or the one that `closes` (left at the cursor). */
+  private readUntil(closes: string | ((ch: string) => boolean), step: (ch: string) => void): void {
+    const isCloser = typeof closes === "string" ? (ch: string) => ch === closes : closes;
+    for (let ch = this.at(); ch !== "" && !isCloser(ch); ch = this.at()) {
+      step(ch);
+    }
+  }
+
   // ───────────────────────── what was found ─────────────────────────
 
   private evaluate(index: number, context: string): void {
-    if (!this.evaluated.has(index)) {
-      this.evaluated.set(index, context);
-    }
+    this.evaluated.set(index, this.evaluated.get(index) ?? context);
   }
 
   private noteNames(text: string, context: string, pattern: RegExp = NAMES_IN_TEXT): void {
     // `${#x}` is x's length, never its value.
     const plain = text.replaceAll(MARK_IN_WORD, " ").replace(LENGTH_EXPANSION, " ");
-    for (const match of plain.matchAll(pattern)) {
-      const name = match[1] !== undefined && !NAME.test(match[1]) ? "@" : (match[1] ?? match[0]);
-      if (!this.names.has(name)) {
-        this.names.set(name, context);
-      }
+    for (const name of references(plain, pattern)) {
+      this.names.set(name, this.names.get(name) ?? context);
     }
   }
 
@@ -249,22 +234,17 @@ class ShellReader {
   }
 
   private flow(name: string, marks: readonly number[], from: readonly string[]): void {
-    let flow = this.flows.get(name);
-    if (flow === undefined) {
-      flow = { marks: [], from: [] };
-      this.flows.set(name, flow);
-    }
+    const flow = this.flows.get(name) ?? { marks: [], from: [] };
+    this.flows.set(name, flow);
     flow.marks.push(...marks);
     flow.from.push(...from);
   }
 
   /** `name` takes the marks of `words` and the variables they expand. */
   private flowFrom(name: string, words: readonly Word[]): void {
-    this.flow(
-      name,
-      words.flatMap((word) => word.marks),
-      words.flatMap((word) => references(word.raw)),
-    );
+    const marks = words.flatMap((word) => word.marks);
+    const from = words.flatMap((word) => references(word.raw));
+    this.flow(name, marks, from);
   }
 
   /** A sink whose marks bash evaluates; the names in its text are noted when `done()` is called. */
@@ -282,9 +262,8 @@ class ShellReader {
   // ───────────────────────── quoting and expansions ─────────────────────────
 
   /**
-   * A mark, a backslash, a quote, `$…` or a backquote at the cursor, read in
-   * `form` (`$…` in `dollarForm`); false when the cursor is on none of them.
-   * A single quote is an ordinary character inside `"…"`.
+   * A mark, backslash, quote (`'` is plain inside `"…"`), `$…` or backquote at the cursor,
+   * read in `form` (`$…` in `dollarForm`); false when the cursor is on none of them.
    */
   private expansion(sink: Sink, form: ExpandForm, dollarForm: ExpandForm = form): boolean {
     const ch = this.at();
@@ -299,7 +278,7 @@ class ShellReader {
     } else if (ch === "$") {
       this.dollar(sink, dollarForm);
     } else if (ch === "`") {
-      this.backquote();
+      this.commands("`", "`");
     } else {
       return false;
     }
@@ -309,12 +288,7 @@ class ShellReader {
   /** `'…'` or `$'…'` (where a backslash escapes): nothing expands, a mark steps out of the quotes. */
   private singleQuoted(sink: Sink, form: "single" | "ansi"): void {
     this.copy(sink, form === "ansi" ? "$'" : "'");
-    while (this.i < this.text.length) {
-      const ch = this.at();
-      if (ch === "'") {
-        this.copy(sink, ch);
-        return;
-      }
+    this.readUntil("'", (ch) => {
       if (ch === "\\" && form === "ansi") {
         this.escape(sink);
       } else if (ch === MARK) {
@@ -322,7 +296,8 @@ class ShellReader {
       } else {
         this.copy(sink, ch);
       }
-    }
+    });
+    this.copy(sink, this.at());
   }
 
   private double(sink: Sink): void {
@@ -334,40 +309,33 @@ class ShellReader {
 
   /** The inside of `"…"`, or one line of an unquoted heredoc: up to and with `end`, expanded as in double quotes. */
   private expandingText(sink: Sink, end: '"' | "\n"): void {
-    while (this.i < this.text.length) {
-      const ch = this.at();
-      if (ch === end) {
-        this.copy(sink, ch);
-        return;
-      }
-      if (ch === "\\" && (this.at(1) === MARK || '$`"\\\n'.includes(this.at(1)))) {
+    this.readUntil(end, (ch) => {
+      if (ch === "\\") {
         this.escape(sink);
       } else if (ch === MARK) {
         sink.mark(this.mark("double"));
       } else if (ch === "$") {
         this.dollar(sink, "double");
       } else if (ch === "`") {
-        this.backquote();
+        this.commands("`", "`");
       } else {
         this.copy(sink, ch);
       }
-    }
+    });
+    this.copy(sink, this.at());
   }
 
   /** `$…` at the cursor: an expansion, a quote, or a plain dollar. */
   private dollar(sink: Sink, form: ExpandForm): void {
     const next = this.at(1);
     if (this.text.startsWith("$((", this.i)) {
-      this.emit("$((");
-      this.arithmetic("))", "arithmetic $(( ))");
+      this.arithmetic("$((", "))", "arithmetic $(( ))");
     } else if (next === "(") {
-      this.emit("$(");
-      this.commands(")");
+      this.commands("$(", ")");
     } else if (next === "{") {
       this.parameter(sink, form);
     } else if (next === "[") {
-      this.emit("$[");
-      this.arithmetic("]", "arithmetic $[ ]");
+      this.arithmetic("$[", "]", "arithmetic $[ ]");
     } else if (next === "'" && form === "plain") {
       this.singleQuoted(sink, "ansi");
     } else if (next === '"' && form === "plain") {
@@ -382,11 +350,8 @@ class ShellReader {
   private parameter(sink: Sink, form: ExpandForm): void {
     this.nested(() => {
       this.copy(sink, "${");
-      let prefix = "";
-      if ((this.at() === "!" || this.at() === "#") && this.at(1) !== "}") {
-        prefix = this.at();
-        this.copy(sink, prefix);
-      }
+      const prefix = "!#".includes(this.at()) && this.at(1) !== "}" ? this.at() : "";
+      this.copy(sink, prefix);
       let name = "";
       if (this.at() === MARK) {
         this.evaluate(this.mark("bare"), "a parameter name ${…}");
@@ -399,9 +364,8 @@ class ShellReader {
         this.noteNames(name, "an indirection ${!…}");
       }
       if (this.at() === "[") {
-        this.emit("[");
         sink.text("[]");
-        this.arithmetic("]", "an array subscript ${name[…]}");
+        this.arithmetic("[", "]", "an array subscript ${name[…]}");
       }
       const op = this.at();
       if (op === "}") {
@@ -409,8 +373,7 @@ class ShellReader {
         return;
       }
       if (op === ":" && !"-=+?".includes(this.at(1))) {
-        this.emit(":");
-        this.arithmetic("}", "a substring offset or length ${var:…}");
+        this.arithmetic(":", "}", "a substring offset or length ${var:…}");
         sink.text("}");
         return;
       }
@@ -426,19 +389,18 @@ class ShellReader {
   private parameterWord(sink: Sink, form: ExpandForm): void {
     this.nested(() => {
       let depth = 0;
-      while (this.i < this.text.length) {
-        const ch = this.at();
-        if (ch === "}" && depth === 0) {
-          this.copy(sink, ch);
-          return;
-        }
-        if (ch === "{" || ch === "}") {
-          depth += ch === "{" ? 1 : -1;
-          this.copy(sink, ch);
-        } else if (!this.expansion(sink, form, form === "double" ? "double" : "plain")) {
-          this.copy(sink, ch);
-        }
-      }
+      this.readUntil(
+        (ch) => ch === "}" && depth === 0,
+        (ch) => {
+          if (ch === "{" || ch === "}") {
+            depth += ch === "{" ? 1 : -1;
+            this.copy(sink, ch);
+          } else if (!this.expansion(sink, form, form === "double" ? "double" : "plain")) {
+            this.copy(sink, ch);
+          }
+        },
+      );
+      this.copy(sink, this.at());
     });
   }
 
@@ -446,64 +408,43 @@ class ShellReader {
    * Text bash evaluates as arithmetic, up to `closer`: every mark in it is
    * evaluated, and so is every variable it names.
    */
-  private arithmetic(closer: "))" | "]" | "}", context: string): void {
+  private arithmetic(opener: string, closer: "))" | "]" | "}", context: string): void {
+    this.emit(opener);
     this.nested(() => {
       const sink = this.evaluatingSink(context);
       let parens = 0;
       let brackets = 0;
-      while (this.i < this.text.length) {
-        const ch = this.at();
-        if (closer === "))" && parens === 0 && this.text.startsWith("))", this.i)) {
-          this.emit("))");
-          break;
-        }
-        if ((closer === "]" && ch === "]" && brackets === 0) || (closer === "}" && ch === "}")) {
-          this.emit(ch);
-          break;
-        }
-        if (!this.expansion(sink, "bare")) {
-          parens += ch === "(" ? 1 : ch === ")" ? -1 : 0;
-          brackets += ch === "[" ? 1 : ch === "]" ? -1 : 0;
-          this.copy(sink, ch);
-        }
-      }
+      this.readUntil(
+        (ch) =>
+          closer === "))"
+            ? parens === 0 && this.text.startsWith("))", this.i)
+            : ch === closer && (closer === "}" || brackets === 0),
+        (ch) => {
+          if (!this.expansion(sink, "bare")) {
+            parens += ch === "(" ? 1 : ch === ")" ? -1 : 0;
+            brackets += ch === "[" ? 1 : ch === "]" ? -1 : 0;
+            this.copy(sink, ch);
+          }
+        },
+      );
+      this.emit(this.text.slice(this.i, this.i + closer.length));
       sink.done();
     });
   }
 
-  private backquote(): void {
-    this.emit("`");
-    this.commands("`");
-  }
-
   // ───────────────────────── command lists ─────────────────────────
 
-  /** A command list, up to `closer` (`)` of `$(`, a backquote, or the end of the text). */
-  private commands(closer: "" | ")" | "`"): void {
+  /** A command list after `opener`, up to `closer` (`)` of `$(`, a backquote, or the end of the text). */
+  private commands(opener: string, closer: "" | ")" | "`"): void {
+    this.emit(opener);
     this.nested(() => {
-      const state: CommandState = {
-        words: [],
-        redirects: [],
-        word: undefined,
-        test: false,
-        nextRedirect: undefined,
-        heredocs: [],
-        caseDepth: 0,
-        parenDepth: 0,
-      };
-      while (this.i < this.text.length) {
-        const ch = this.at();
-        if (
-          (closer === "`" && ch === "`") ||
-          (closer === ")" && ch === ")" && state.parenDepth === 0 && state.caseDepth === 0 && !state.test)
-        ) {
-          this.endCommand(state);
-          this.emit(ch);
-          return;
-        }
-        this.commandCharacter(state, ch);
-      }
+      const state: CommandState = { words: [], hereStrings: [], heredocs: [], caseDepth: 0, parenDepth: 0 };
+      this.readUntil(
+        (ch) => ch === closer && (closer === "`" || (state.parenDepth === 0 && state.caseDepth === 0 && !state.test)),
+        (ch) => this.commandCharacter(state, ch),
+      );
       this.endCommand(state);
+      this.emit(this.at());
     });
   }
 
@@ -516,9 +457,6 @@ class ShellReader {
     return {
       mark: (index) => {
         word.marks.push(index);
-        if (word.assign !== undefined) {
-          word.valueMarks.push(index);
-        }
         word.raw += MARK_IN_WORD;
       },
       text: (chunk) => {
@@ -529,91 +467,73 @@ class ShellReader {
 
   private commandCharacter(state: CommandState, ch: string): void {
     const next = this.at(1);
+    const word = state.word;
     if (ch === "\\" && next === "\n") {
       // A line continuation: bash removes it, so it neither starts nor ends a word.
       this.emit("\\\n");
     } else if (ch === MARK || "\\'\"$`".includes(ch)) {
-      const word = this.word(state);
-      word.bare = false;
-      this.expansion(this.wordSink(word), "plain");
-    } else if (ch === "#" && state.word === undefined && !state.test) {
+      this.word(state).bare = false;
+      this.expansion(this.wordSink(this.word(state)), "plain");
+    } else if (ch === "#" && word === undefined && !state.test) {
       this.comment();
     } else if (ch === " " || ch === "\t" || ch === "\n") {
       this.endWord(state);
       this.emit(ch);
       if (ch === "\n" && !state.test) {
         this.endCommand(state);
-        this.heredocBodies(state);
+        // The bodies of the heredocs this line opened.
+        state.heredocs.splice(0).forEach((heredoc) => this.heredocBody(heredoc));
       }
-    } else if (ch === ";" || ch === "&" || ch === "|") {
-      this.separator(state, ch, next);
-    } else if (ch === "(") {
-      this.openParen(state, next);
-    } else if (ch === ")") {
-      this.closeParen(state);
-    } else if (ch === "<" || ch === ">") {
+    } else if (ch === "(" && word?.assign !== undefined && word.raw.endsWith("=")) {
+      this.compound(word);
+    } else if (";&|()<>".includes(ch)) {
+      this.endWord(state);
+      this.operator(state, ch, next, word === undefined);
+    } else {
+      this.wordCharacter(state, ch);
+    }
+  }
+
+  /** An operator character after the word it ends (which may have opened `[[`). */
+  private operator(state: CommandState, ch: string, next: string, wordless: boolean): void {
+    const testOperator = state.test ? this.match("testOperator") : "";
+    if (testOperator !== "") {
+      state.words.push(token(testOperator));
+      this.emit(testOperator);
+    } else if (ch === "<" || ch === ">" || (ch === "&" && next === ">")) {
       this.redirection(state, ch, next);
-    } else if (!this.wordCharacter(state, ch)) {
-      this.word(state).raw += ch;
+    } else if (ch === "(" && wordless && next === "(") {
+      this.arithmetic("((", "))", "arithmetic (( ))");
+    } else if (ch === "(") {
+      this.openParen(state);
+    } else {
+      this.endCommand(state);
+      state.parenDepth = Math.max(0, state.parenDepth - (ch === ")" ? 1 : 0));
       this.emit(ch);
     }
   }
 
-  /** `[` after a name starts a subscript; `=` after a name (or `name[…]`, `name+`) makes an assignment. */
-  private wordCharacter(state: CommandState, ch: string): boolean {
-    const word = state.word;
-    if (ch === "[" && word !== undefined && word.bare && NAME.test(word.raw)) {
+  /** Any other character; `[` after a name starts a subscript, `=` after `name`, `name[…]` or `name+` an assignment. */
+  private wordCharacter(state: CommandState, ch: string): void {
+    const word = this.word(state);
+    if (ch === "[" && word.bare && NAME.test(word.raw)) {
       word.raw += "[]";
       word.bare = false;
-      this.emit("[");
-      this.arithmetic("]", "an array subscript name[…]");
-      return true;
-    }
-    if (ch === "=" && word !== undefined && word.assign === undefined && ASSIGNMENT_TARGET.test(word.raw)) {
+      this.arithmetic("[", "]", "an array subscript name[…]");
+    } else if (ch === "=" && word.assign === undefined && ASSIGNMENT_TARGET.test(word.raw)) {
       word.assign = ASSIGNMENT_TARGET.exec(word.raw)?.[1];
       word.raw += "=";
       this.emit("=");
-      return true;
+    } else {
+      word.raw += ch;
+      this.emit(ch);
     }
-    return false;
   }
 
-  private separator(state: CommandState, ch: string, next: string): void {
-    this.endWord(state);
-    if (state.test && (ch === "&" || ch === "|") && next === ch) {
-      state.words.push(token(ch + ch));
-      this.emit(ch + ch);
-      return;
-    }
-    if (ch === "&" && next === ">") {
-      this.redirection(state, ch, next);
-      return;
-    }
-    this.endCommand(state);
-    this.emit(ch);
-  }
-
-  private openParen(state: CommandState, next: string): void {
-    const word = state.word;
-    if (word === undefined && next === "(" && !state.test) {
-      this.emit("((");
-      this.arithmetic("))", "arithmetic (( ))");
-      return;
-    }
-    if (word !== undefined && word.assign !== undefined && word.raw.endsWith("=")) {
-      this.compound(word);
-      return;
-    }
-    this.endWord(state);
-    if (state.test) {
-      state.words.push(token("("));
-      this.emit("(");
-      return;
-    }
+  /** `name ()` defines a function; any other `(` opens a subshell. */
+  private openParen(state: CommandState): void {
     const definition = this.match("functionParens");
-    const named = state.words.filter(
-      (candidate) => !(candidate.bare && (candidate.raw === "function" || RESERVED.has(candidate.raw))),
-    );
+    const named = state.words.filter((word) => !(word.bare && (word.raw === "function" || RESERVED.has(word.raw))));
     if (definition !== "" && named.length === 1 && named[0] !== undefined && named[0].bare) {
       this.functions.add(named[0].raw);
       state.words = [];
@@ -625,29 +545,11 @@ class ShellReader {
     this.emit("(");
   }
 
-  private closeParen(state: CommandState): void {
-    this.endWord(state);
-    if (state.test) {
-      state.words.push(token(")"));
-    } else {
-      this.endCommand(state);
-      state.parenDepth = Math.max(0, state.parenDepth - 1);
-    }
-    this.emit(")");
-  }
-
   private redirection(state: CommandState, ch: string, next: string): void {
-    this.endWord(state);
-    if (state.test) {
-      state.words.push(token(ch));
-      this.emit(ch);
-      return;
-    }
     if (next === "(") {
       // Process substitution: a word whose commands are read like `$(…)`.
       this.word(state).bare = false;
-      this.emit(`${ch}(`);
-      this.commands(")");
+      this.commands(`${ch}(`, ")");
       return;
     }
     const operator = this.match("redirection") || ch;
@@ -659,51 +561,28 @@ class ShellReader {
   private compound(word: Word): void {
     this.nested(() => {
       word.compound = true;
-      word.raw += "(";
-      this.emit("(");
       const sink = this.wordSink(word);
+      this.copy(sink, "(");
       let elementStart = true;
-      while (this.i < this.text.length) {
-        const ch = this.at();
-        if (ch === ")") {
-          word.raw += ")";
-          this.emit(")");
-          return;
-        }
-        if (ch === " " || ch === "\t" || ch === "\n") {
+      this.readUntil(")", (ch) => {
+        const blank = ch === " " || ch === "\t" || ch === "\n";
+        if (blank) {
           this.emit(ch);
-          elementStart = true;
-          continue;
-        }
-        if (ch === "[" && elementStart) {
-          this.emit("[");
-          this.arithmetic("]", "an array subscript ([…]=…)");
+        } else if (ch === "[" && elementStart) {
+          this.arithmetic("[", "]", "an array subscript ([…]=…)");
         } else if (ch === "#" && elementStart) {
           this.comment();
         } else if (!this.expansion(sink, "plain")) {
           this.copy(sink, ch);
         }
-        elementStart = false;
-      }
+        elementStart = blank;
+      });
+      this.copy(sink, this.at());
     });
   }
 
   private comment(): void {
-    while (this.i < this.text.length && this.at() !== "\n") {
-      if (this.at() === MARK) {
-        this.mark("plain");
-      } else {
-        this.emit(this.at());
-      }
-    }
-  }
-
-  /** After a newline, the bodies of the heredocs its line opened. */
-  private heredocBodies(state: CommandState): void {
-    for (const heredoc of state.heredocs) {
-      this.heredocBody(heredoc);
-    }
-    state.heredocs = [];
+    this.readUntil("\n", (ch) => (ch === MARK ? this.mark("plain") : this.emit(ch)));
   }
 
   /** A heredoc's lines up to its delimiter: unquoted, they expand like `"…"` (without the quotes) and feed `read`. */
@@ -711,20 +590,21 @@ class ShellReader {
     const stdin: Sink = { mark: (index) => this.flow("<stdin>", [index], []), text: () => {} };
     while (this.i < this.text.length) {
       const end = this.text.indexOf("\n", this.i);
-      const line = this.text.slice(this.i, end === -1 ? this.text.length : end);
-      if ((heredoc.stripTabs ? line.replace(/^\t+/, "") : line) === heredoc.delimiter) {
-        this.emit(end === -1 ? line : `${line}\n`);
-        return;
-      }
-      if (!heredoc.quoted) {
-        this.expandingText(stdin, "\n");
-      } else if (line.includes(MARK)) {
+      const line = this.text.slice(this.i, end === -1 ? this.text.length : end + 1);
+      const last = line.replace(heredoc.stripTabs ? /^\t+|\n$/g : /\n$/, "") === heredoc.delimiter;
+      if (heredoc.quoted && line.includes(MARK)) {
         throw EngineError.terminal(
           "shell.unsafe_template",
           `a {{…}} inside a quoted heredoc (<<'${heredoc.delimiter}') is never expanded; quote nothing in the delimiter (<<${heredoc.delimiter}) to pass the value`,
         );
+      }
+      if (heredoc.quoted || last) {
+        this.emit(line);
       } else {
-        this.emit(end === -1 ? line : `${line}\n`);
+        this.expandingText(stdin, "\n");
+      }
+      if (last) {
+        return;
       }
     }
   }
@@ -739,19 +619,13 @@ class ShellReader {
     state.word = undefined;
     if (state.nextRedirect !== undefined) {
       this.endRedirect(state, state.nextRedirect, word);
-    } else if (state.test) {
-      if (word.bare && word.raw === "]]") {
-        this.analyzeTest(state.words);
-        state.words = [];
-        state.test = false;
-      } else {
-        state.words.push(word);
-      }
-    } else if (word.bare && word.raw === "[[" && isCommandPosition(state.words)) {
-      state.test = true;
-      state.words = [];
+    } else if (state.test && isBare(word, "]]")) {
+      this.analyzeTest(state.words);
+      Object.assign(state, { words: [], test: false });
+    } else if (!state.test && isBare(word, "[[") && isCommandPosition(state.words)) {
+      Object.assign(state, { words: [], test: true });
     } else {
-      if (word.bare && isCommandPosition(state.words)) {
+      if (!state.test && word.bare && isCommandPosition(state.words)) {
         state.caseDepth = Math.max(0, state.caseDepth + (word.raw === "case" ? 1 : word.raw === "esac" ? -1 : 0));
       }
       state.words.push(word);
@@ -761,7 +635,9 @@ class ShellReader {
   /** The word after a redirection operator: a heredoc's delimiter, or a file. */
   private endRedirect(state: CommandState, operator: string, word: Word): void {
     state.nextRedirect = undefined;
-    state.redirects.push({ operator, word });
+    if (operator === "<<<") {
+      state.hereStrings.push(word);
+    }
     if (operator === "<<" || operator === "<<-") {
       state.heredocs.push({
         delimiter: word.raw.replace(/['"\\]/g, ""),
@@ -774,16 +650,13 @@ class ShellReader {
   private endCommand(state: CommandState): void {
     this.endWord(state);
     if (!state.test) {
-      this.analyze(state.words, state.redirects);
+      this.analyze(state.words, state.hereStrings);
     }
-    state.words = [];
-    state.redirects = [];
-    state.nextRedirect = undefined;
-    state.test = false;
+    Object.assign(state, { words: [], hereStrings: [], nextRedirect: undefined, test: false });
   }
 
   /** One simple command: what its command word makes of its arguments. */
-  private analyze(words: Word[], redirects: Redirect[]): void {
+  private analyze(words: Word[], hereStrings: Word[]): void {
     let k = 0;
     for (let word = words[0]; word?.bare === true; word = words[k]) {
       if (word.raw === "for" || word.raw === "select") {
@@ -802,7 +675,7 @@ class ShellReader {
       k += 1;
     }
     for (let word = words[k]; word?.assign !== undefined; word = words[k]) {
-      this.flow(word.assign, word.valueMarks, references(valueOf(word)));
+      this.flow(word.assign, word.marks, references(valueOf(word)));
       k += 1;
     }
     const command = words[k];
@@ -811,16 +684,14 @@ class ShellReader {
     }
     const args = words.slice(k + 1);
     if (command.raw === "command" || command.raw === "builtin") {
-      this.analyze(
-        args.filter((arg) => !(arg.bare && arg.raw.startsWith("-"))),
-        redirects,
-      );
+      const withoutOptions = args.filter((arg) => !(arg.bare && arg.raw.startsWith("-")));
+      this.analyze(withoutOptions, hereStrings);
       return;
     }
-    this.builtin(command.raw, args, redirects);
+    this.builtin(command.raw, args, hereStrings);
   }
 
-  private builtin(name: string, args: Word[], redirects: Redirect[]): void {
+  private builtin(name: string, args: Word[], hereStrings: Word[]): void {
     const evaluateAll = (context: string, names: NamesIn) => this.evaluateArgs(args, context, names);
     switch (name) {
       case "let":
@@ -835,7 +706,7 @@ class ShellReader {
       case "readarray":
         return evaluateAll(`a variable name or code (${name})`, "references");
       case "read":
-        this.read(args, redirects);
+        this.read(args, hereStrings);
         return evaluateAll("a variable name (read)", "references");
       case "printf":
         this.afterOption(args, "-v", "a variable name (printf -v)");
@@ -870,37 +741,26 @@ class ShellReader {
   private afterOption(args: Word[], option: string, context: string): void {
     args.forEach((arg, index) => {
       const value = args[index + 1];
-      if (arg.bare && arg.raw === option && value !== undefined) {
+      if (isBare(arg, option) && value !== undefined) {
         this.evaluateText(value.marks, value.raw, context);
       }
     });
   }
 
   /** `read x y` takes what its standard input carries: here-strings, heredocs, and what `echo`/`printf` print. */
-  private read(args: Word[], redirects: Redirect[]): void {
-    for (const { operator, word } of redirects) {
-      if (operator === "<<<") {
-        this.flowFrom("<stdin>", [word]);
-      }
-    }
-    for (const arg of args) {
-      if (arg.bare && NAME.test(arg.raw)) {
-        this.flow(arg.raw, [], ["<stdin>"]);
-      }
-    }
+  private read(args: Word[], hereStrings: Word[]): void {
+    this.flowFrom("<stdin>", hereStrings);
+    args.filter((arg) => arg.bare && NAME.test(arg.raw)).forEach((arg) => this.flow(arg.raw, [], ["<stdin>"]));
   }
 
   private forLoop(rest: Word[]): void {
     const variable = rest[0];
-    if (variable === undefined) {
-      return;
-    }
-    const inAt = rest.findIndex((word) => word.bare && word.raw === "in");
-    if (inAt === -1) {
+    const inAt = rest.findIndex((word) => isBare(word, "in"));
+    if (variable !== undefined && inAt === -1) {
       this.flow(variable.raw, [], ["@"]);
-      return;
+    } else if (variable !== undefined) {
+      this.flowFrom(variable.raw, rest.slice(inAt + 1));
     }
-    this.flowFrom(variable.raw, rest.slice(inAt + 1));
   }
 
   /**
@@ -911,22 +771,18 @@ class ShellReader {
    */
   private declaration(name: string, args: Word[]): void {
     const isFlag = (arg: Word) => arg.bare && FLAG.test(arg.raw);
-    const flags = args
-      .filter(isFlag)
-      .map((arg) => arg.raw.slice(1))
-      .join("");
+    const flags = args.map((arg) => (isFlag(arg) ? arg.raw.slice(1) : "")).join("");
     const context = `a variable name or value (${name}${flags === "" ? "" : ` -${flags}`})`;
     for (const arg of args.filter((candidate) => !isFlag(candidate))) {
-      const valueMarks = new Set(arg.valueMarks);
-      arg.marks.filter((index) => !valueMarks.has(index)).forEach((index) => this.evaluate(index, context));
       const target = arg.assign ?? (NAME.test(arg.raw) ? arg.raw : undefined);
       if (arg.assign === undefined) {
-        this.noteNames(arg.raw, context, REFERENCES_IN_TEXT);
+        this.evaluateText(arg.marks, arg.raw, context);
       } else {
-        this.flow(arg.assign, arg.valueMarks, references(valueOf(arg)));
+        this.flow(arg.assign, arg.marks, references(valueOf(arg)));
       }
       if (/[in]/.test(flags) || (/[aA]/.test(flags) && !arg.compound)) {
-        this.evaluateText(arg.valueMarks, valueOf(arg), context, /i/.test(flags) ? NAMES_IN_TEXT : REFERENCES_IN_TEXT);
+        const valueMarks = arg.assign === undefined ? [] : arg.marks;
+        this.evaluateText(valueMarks, valueOf(arg), context, /i/.test(flags) ? NAMES_IN_TEXT : REFERENCES_IN_TEXT);
       }
       if (/i/.test(flags) && target !== undefined) {
         this.noteNames(target, context);
@@ -945,22 +801,26 @@ class ShellReader {
 
   /** `[[ … ]]`: an operand of an arithmetic comparison is evaluated as arithmetic; the word after `-v` is a name. */
   private analyzeTest(tokens: Word[]): void {
-    const isOperator = (word: Word | undefined) =>
-      word !== undefined && word.bare && ARITHMETIC_TEST_OPERATORS.has(word.raw);
+    const isOperator = (word: Word | undefined) => word?.bare === true && ARITHMETIC_TEST_OPERATORS.has(word.raw);
     tokens.forEach((word, index) => {
       const before = tokens[index - 1];
       if (isOperator(before) || isOperator(tokens[index + 1])) {
         this.evaluateText(word.marks, word.raw, "an operand of [[ … -eq/-ne/-lt/-le/-gt/-ge … ]]", NAMES_IN_TEXT);
-      } else if (before !== undefined && before.bare && before.raw === "-v") {
+      } else if (isBare(before, "-v")) {
         this.evaluateText(word.marks, word.raw, "a variable name ([[ -v … ]])");
       }
     });
   }
 }
 
+/** Whether `word` is `raw`, written without quotes or expansions. */
+function isBare(word: Word | undefined, raw: string): boolean {
+  return word?.bare === true && word.raw === raw;
+}
+
 /** A word read as it is written (an operator of `[[ … ]]`, or an empty word to fill). */
 function token(raw: string): Word {
-  return { raw, bare: true, marks: [], valueMarks: [], assign: undefined, compound: false };
+  return { raw, bare: true, marks: [], assign: undefined, compound: false };
 }
 
 /** Before the command word: only reserved words and assignments so far. */
@@ -974,31 +834,14 @@ function valueOf(word: Word): string {
   return at === -1 ? word.raw : word.raw.slice(at + 1);
 }
 
-/** The variables a word expands (`$x`, `${x…}`; `@` for the positional parameters). */
-function references(text: string): string[] {
-  return [...text.matchAll(REFERENCES_IN_TEXT)].map((match) => {
-    const name = match[1] ?? "";
-    return NAME.test(name) ? name : "@";
-  });
+/** The variables a word expands (`$x`, `${x…}`), or the names `pattern` finds; `@` for the positional parameters. */
+function references(text: string, pattern = REFERENCES_IN_TEXT): string[] {
+  return [...text.matchAll(pattern)].map((match) =>
+    match[1] !== undefined && !NAME.test(match[1]) ? "@" : (match[1] ?? match[0]),
+  );
 }
 
 /** The text without its single-quoted parts (outside double quotes), which no expansion reaches. */
 function withoutSingleQuoted(text: string): string {
-  let out = "";
-  let quote: "" | "'" | '"' = "";
-  for (const ch of text) {
-    if (quote === "'") {
-      quote = ch === "'" ? "" : quote;
-      continue;
-    }
-    if (ch === "'" && quote === "") {
-      quote = "'";
-      continue;
-    }
-    if (ch === '"') {
-      quote = quote === '"' ? "" : '"';
-    }
-    out += ch;
-  }
-  return out;
+  return text.replace(/"[^"]*"?|'[^']*'?/g, (quoted) => (quoted.startsWith("'") ? "" : quoted));
 }
