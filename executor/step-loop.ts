@@ -17,7 +17,7 @@ import {
 import type { ResolvedStep } from "../schemas/resolved.ts";
 import { suspensionFor, type ActionContext } from "./actions/index.ts";
 import { invokeAction, type Clock, type InvokeOptions } from "./invoke.ts";
-import { onStepFailure, stepRecord, writeStepOutput, type StepOutcome } from "./step-outcome.ts";
+import { onStepFailure, stepRecord, writeStepOutput, type StepOutcome, type TaskFailure } from "./step-outcome.ts";
 import type { TaskStart } from "./task-start.ts";
 
 /** What the step loop needs from outside: the action context and the clock. */
@@ -33,7 +33,7 @@ export interface StepLoopDeps {
 /** How the step loop ended: every step done, a step failed, or a step waits. */
 export type LoopEnd =
   | { end: "done"; context: TaskContext }
-  | { end: "fail"; error: EngineError; stepRef: string; context: TaskContext }
+  | ({ end: "fail" } & TaskFailure)
   | { end: "suspend"; stepRef: string; stepIndex: number; context: TaskContext; wait: TaskSuspension["wait"] };
 
 /** What the loop counts as it goes, for the result's metrics and its step records. */

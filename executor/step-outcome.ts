@@ -16,6 +16,17 @@ const DETERMINISTIC_FAILURES: ReadonlySet<string> = new Set([
   "action.unsignable_output",
 ]);
 
+/**
+ * How a task fails: the error, the ref of the step it failed in (null: before
+ * or after its steps) and its context then (null: none worth reporting). Where
+ * it starts and where its step loop ends both fail this way.
+ */
+export interface TaskFailure {
+  error: EngineError;
+  stepRef: string | null;
+  context: TaskContext | null;
+}
+
 /** How a failed step ends: the task goes on (`on_failure: "continue"`) or fails. */
 export type FailedStepOutcome = (
   | { next: "continue"; context: TaskContext; ran: boolean; failure?: EngineError }
