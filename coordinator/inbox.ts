@@ -1,5 +1,6 @@
 import { Mutex } from "../lib/mutex.ts";
 import type { CallBudget } from "./call-budget.ts";
+import type { TaskResult } from "../schemas/payload.ts";
 import type { RunEvent } from "./events.ts";
 
 /**
@@ -121,13 +122,16 @@ export class EventInbox {
  */
 export function coalesceResults(events: readonly RunEvent[]): RunEvent[] {
   const out: RunEvent[] = [];
+  // The results of the event last added, when it is a `task_results`: a result joins this array, not a copy of it.
+  let results: TaskResult[] | null = null;
   for (const event of events) {
-    const last = out.at(-1);
-    if (event.type === "task_result" && last?.type === "task_results") {
-      out[out.length - 1] = { type: "task_results", results: [...last.results, event.result] };
-    } else if (event.type === "task_result") {
-      out.push({ type: "task_results", results: [event.result] });
+    if (event.type === "task_result" && results !== null) {
+      results.push(event.result);
+    } else if (event.type === "task_result" || event.type === "task_results") {
+      results = event.type === "task_result" ? [event.result] : [...event.results];
+      out.push({ type: "task_results", results });
     } else {
+      results = null;
       out.push(event);
     }
   }

@@ -11,7 +11,7 @@ import type { StepRecord } from "../schemas/payload.ts";
 import type { InvocationRecord, NodeRecord } from "../schemas/run.ts";
 import { journalChoices } from "./choices.ts";
 import { closeInvocation, isOpen, type Draft } from "./draft.ts";
-import { contextDocument, inNodeScope } from "./node-context.ts";
+import { inNodeScope } from "./node-context.ts";
 import { topologyOf } from "./topology.ts";
 
 /**
@@ -118,7 +118,8 @@ function skipNode(draft: Draft, nodeId: string, reason: string): void {
 function startIteration(draft: Draft, nodeId: string, definition: NodeDefinition): boolean {
   const iteration = draft.node(nodeId).iterations + 1;
   try {
-    const doc = contextDocument(draft);
+    // What a node's expressions read: the run context (`input`, `state`, `output`), and `item`, `index` in a foreach.
+    const doc = draft.record.context;
     const items: { vars: Record<string, unknown>; fallback: Json }[] = definition.foreach
       ? foreachItems(draft, definition.foreach.items).map((item, index) => ({
           vars: { ...doc, item, index },
@@ -183,7 +184,7 @@ function startIteration(draft: Draft, nodeId: string, definition: NodeDefinition
 export const MAX_FOREACH_ITEMS = 10_000;
 
 function foreachItems(draft: Draft, itemsPath: string): Json[] {
-  const selected = selectJsonPath(itemsPath, contextDocument(draft));
+  const selected = selectJsonPath(itemsPath, draft.record.context);
   const items = selected.found ? selected.value : undefined;
   if (!Array.isArray(items)) {
     throw EngineError.terminal("node.foreach_not_array", `foreach.items ${itemsPath} did not select an array`);
@@ -307,7 +308,7 @@ function completeIteration(draft: Draft, nodeId: string): void {
       draft.record.context = { ...context, state: next.state, output: next.output };
       const repeat = definition.repeat;
       const at = { node: nodeId, item: null, iteration };
-      if (repeat && !inNodeScope(draft, at, () => evalCelBool(repeat.until, contextDocument(draft)))) {
+      if (repeat && !inNodeScope(draft, at, () => evalCelBool(repeat.until, draft.record.context))) {
         if (node.iterations < repeat.max_iterations) {
           draft.journal("node.repeat", { node: nodeId, iteration: node.iterations, until: repeat.until });
           if (startIteration(draft, nodeId, definition)) {

@@ -1,4 +1,4 @@
-import { EngineError, ensureEngineError } from "../lib/errors.ts";
+import { EngineError, ensureEngineError, toCallError } from "../lib/errors.ts";
 import { canonicalProblem } from "../lib/journal/canonical.ts";
 import { scrubbedSecretValues, scrubSecrets } from "../lib/secrets.ts";
 import { validateJson } from "../lib/json-schema.ts";
@@ -78,21 +78,16 @@ function withoutMeta(output: Json): Json {
   return answer;
 }
 
-/** What one action call did: its output, and how many attempts it took. */
-export interface Invocation {
-  output: Json;
-  attempts: number;
-}
-
 /**
- * Runs one action: checks its input against `requires`, calls its handler
- * with a timeout signal, retries infrastructure failures (retryable errors)
- * by `execution.retry_policy` with backoff and `Retry-After`, and checks the
- * output against `produces`. What comes back is scrubbed of secrets (an
+ * Runs one action and returns its output: checks its input against
+ * `requires`, calls its handler with a timeout signal, retries infrastructure
+ * failures (retryable errors) by `execution.retry_policy` with backoff and
+ * `Retry-After`, and checks the output against `produces`; each call's record
+ * goes to `options.attempts`. What comes back is scrubbed of secrets (an
  * output, an error message) before anything else sees it, and an output that
  * could not be signed into the journal fails the call at once.
  */
-export async function invokeAction(action: ResolvedAction, input: Json, options: InvokeOptions): Promise<Invocation> {
+export async function invokeAction(action: ResolvedAction, input: Json, options: InvokeOptions): Promise<Json> {
   const secrets = scrubbedSecretValues(options.context.env);
   try {
     return await invokeChecked(action, input, options, secrets);
@@ -106,7 +101,7 @@ async function invokeChecked(
   input: Json,
   options: InvokeOptions,
   secrets: readonly string[],
-): Promise<Invocation> {
+): Promise<Json> {
   const problems = validateJson(action.requires, input, "input");
   if (problems.length > 0) {
     throw EngineError.terminal(
@@ -124,16 +119,16 @@ async function invokeChecked(
     };
     const noted = (): { call?: JsonObject } => (call === undefined ? {} : { call: scrubSecrets(call, secrets) });
     try {
-      const output = scrubSecrets(signable(action, await callOnce(action, input, { ...options, note })), secrets);
+      const output = scrubSecrets(signable(action, await callOnce(action, input, options, note)), secrets);
       checkProduces(action, output);
       options.attempts?.push({ attempt, duration_ms: options.clock.now() - started, ...noted() });
-      return { output, attempts: attempt };
+      return output;
     } catch (thrown) {
       const error = scrubError(ensureEngineError(thrown, "action.failed"), secrets);
       const record: CallAttempt = {
         attempt,
         duration_ms: options.clock.now() - started,
-        error: attemptErrorOf(error),
+        error: toCallError(error),
         ...noted(),
       };
       options.attempts?.push(record);
@@ -146,16 +141,6 @@ async function invokeChecked(
       await options.clock.sleep(delay, options.taskSignal);
     }
   }
-}
-
-/** A failed call as its attempt record says it: code, message, whether a retry may help. */
-function attemptErrorOf(error: EngineError): NonNullable<CallAttempt["error"]> {
-  return {
-    code: error.code,
-    message: error.message,
-    retryable: error.retryable,
-    ...(error.retryAfterMs === undefined ? {} : { retry_after_ms: error.retryAfterMs }),
-  };
 }
 
 /**
@@ -197,7 +182,8 @@ function scrubError(error: EngineError, secrets: readonly string[]): EngineError
 async function callOnce(
   action: ResolvedAction,
   input: Json,
-  options: InvokeOptions & { note: (detail: JsonObject) => void },
+  options: InvokeOptions,
+  note: (detail: JsonObject) => void,
 ): Promise<Json> {
   if (!ACTION_TRAITS[action.kind].waitsOnIo) {
     // Pure computation (a `context` step) runs to its end in this turn: no timer could
@@ -205,12 +191,12 @@ async function callOnce(
     return runHandler(action.kind, action, input, {
       ...options.context,
       signal: options.taskSignal,
-      note: options.note,
+      note,
     });
   }
   const timeoutMs = action.execution?.timeout_ms ?? DEFAULT_ACTION_TIMEOUT_MS;
   const signal = AbortSignal.any([options.taskSignal, options.clock.timeout(timeoutMs)]);
-  const context = { ...options.context, signal, note: options.note };
+  const context = { ...options.context, signal, note };
   try {
     return await raceAbort(runHandler(action.kind, action, input, context), signal);
   } catch (thrown) {

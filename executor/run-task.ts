@@ -56,19 +56,19 @@ async function runWithTally(payload: TaskPayload, deps: RunTaskDeps, tally: Step
     tally.steps.push(start.resumed);
   }
   if (!start.ok) {
-    return failureResult(payload, start.error, start.stepRef, start.context, metrics());
+    return failureResult(payload, start, metrics());
   }
   const end = await runSteps(payload, start, { context: deps.context, clock, signal, run }, tally);
   switch (end.end) {
     case "fail":
-      return failureResult(payload, end.error, end.stepRef, end.context, metrics());
+      return failureResult(payload, end, metrics());
     case "suspend":
       return suspendedResult(payload, end, metrics());
     case "done": {
       const problem = outputProblem(payload, end.context.output);
       return problem === null
         ? successResult(payload, end.context.output, metrics())
-        : failureResult(payload, problem, null, end.context, metrics());
+        : failureResult(payload, { error: problem, stepRef: null, context: end.context }, metrics());
     }
   }
 }

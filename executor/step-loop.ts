@@ -16,8 +16,8 @@ import {
 } from "../schemas/payload.ts";
 import type { ResolvedStep } from "../schemas/resolved.ts";
 import { suspensionFor, type ActionContext } from "./actions/index.ts";
-import { invokeAction, type Clock } from "./invoke.ts";
-import { onStepFailure, stepRecord, writeStepOutput, type StepOutcome } from "./step-outcome.ts";
+import { invokeAction, type Clock, type InvokeOptions } from "./invoke.ts";
+import { onStepFailure, stepRecord, writeStepOutput, type StepOutcome, type TaskFailure } from "./step-outcome.ts";
 import type { TaskStart } from "./task-start.ts";
 
 /** What the step loop needs from outside: the action context and the clock. */
@@ -33,7 +33,7 @@ export interface StepLoopDeps {
 /** How the step loop ended: every step done, a step failed, or a step waits. */
 export type LoopEnd =
   | { end: "done"; context: TaskContext }
-  | { end: "fail"; error: EngineError; stepRef: string; context: TaskContext }
+  | ({ end: "fail" } & TaskFailure)
   | { end: "suspend"; stepRef: string; stepIndex: number; context: TaskContext; wait: TaskSuspension["wait"] };
 
 /** What the loop counts as it goes, for the result's metrics and its step records. */
@@ -60,9 +60,13 @@ export async function runSteps(
     const started = deps.clock.now();
     const attempts: CallAttempt[] = [];
     const run = deps.run[index];
-    const outcome = await inRunScope(run, () =>
-      runStep(step, context, payload, { ...deps, attempts, stepRun: run }, start.approvedIndex === index),
-    );
+    const call: InvokeOptions = {
+      context: { ...deps.context, payload, ...(run === undefined ? {} : { run }) },
+      taskSignal: deps.signal,
+      clock: deps.clock,
+      attempts,
+    };
+    const outcome = await inRunScope(run, () => runStep(step, context, call, start.approvedIndex === index));
     tally.steps.push(stepRecord(step, outcome, attempts, deps.clock.now() - started));
     tally.stepsExecuted += outcome.ran ? 1 : 0;
     addUsage(tally.usage, outcome.usage);
@@ -80,32 +84,28 @@ export async function runSteps(
   return { end: "done", context };
 }
 
-/** One step: its condition, then its action (or its wait), then its output or its `on_failure`. */
+/**
+ * One step: its condition, then its action (or its wait), then its output or its `on_failure`.
+ * The context is the document its condition and input mapping read (`input`, `state`, `output`).
+ */
 async function runStep(
   step: ResolvedStep,
   context: TaskContext,
-  payload: TaskPayload,
-  deps: StepLoopDeps & { attempts: CallAttempt[]; stepRun: StepRunVariables | undefined },
+  call: InvokeOptions,
   approved: boolean,
 ): Promise<StepOutcome> {
-  const doc = { input: context.input, state: context.state, output: context.output };
-  const skipped = checkCondition(step, context, doc);
+  const skipped = checkCondition(step, context);
   if (skipped !== null) {
     return skipped;
   }
   try {
-    const input: Json = step.input_mapping ? buildInput(step.input_mapping, doc) : context.input;
+    const input: Json = step.input_mapping ? buildInput(step.input_mapping, context) : context.input;
     const wait = waitFor(step, input, approved, context);
     if (wait) {
       checkWaitInput(step, input);
       return { next: "suspend", wait, ran: false };
     }
-    const { output } = await invokeAction(step.action, input, {
-      context: { ...deps.context, payload, ...(deps.stepRun === undefined ? {} : { run: deps.stepRun }) },
-      taskSignal: deps.signal,
-      clock: deps.clock,
-      attempts: deps.attempts,
-    });
+    const output = await invokeAction(step.action, input, call);
     const undo = undoOf(step, input, output);
     const done = { ran: true, usage: metaOf(output), ...(undo === undefined ? {} : { undo }) };
     try {
@@ -113,11 +113,11 @@ async function runStep(
     } catch (thrown) {
       // The call happened: its undo stays enqueued though its output could not be written.
       const error = ensureEngineError(thrown, "mapping.failed");
-      return { ...onStepFailure(step, error, context, deps.signal), ...done };
+      return { ...onStepFailure(step, error, context, call.taskSignal), ...done };
     }
   } catch (thrown) {
     const error = ensureEngineError(thrown, "step.failed");
-    const outcome = onStepFailure(step, error, context, deps.signal);
+    const outcome = onStepFailure(step, error, context, call.taskSignal);
     // A failed call may still have been paid for (an llm answer that did not match).
     return error.meta === undefined ? outcome : { ...outcome, usage: error.meta as Json };
   }
@@ -149,13 +149,13 @@ function undoOf(step: ResolvedStep, input: Json, output: Json): StepUndo | undef
  * runs; otherwise how the step ends by `else` (skip, succeed, fail). A
  * condition that errors fails the task.
  */
-function checkCondition(step: ResolvedStep, context: TaskContext, doc: Record<string, unknown>): StepOutcome | null {
+function checkCondition(step: ResolvedStep, context: TaskContext): StepOutcome | null {
   if (!step.condition) {
     return null;
   }
   let holds: boolean;
   try {
-    holds = evalCelBool(step.condition.if, doc);
+    holds = evalCelBool(step.condition.if, context);
   } catch (thrown) {
     return { next: "fail", error: ensureEngineError(thrown, "step.condition_failed"), ran: false };
   }

@@ -1,4 +1,4 @@
-import { EngineError } from "../lib/errors.ts";
+import { EngineError, toCallError } from "../lib/errors.ts";
 import { applyOutputMapping, setTargetPath } from "../lib/expr/mapping.ts";
 import type { Json } from "../schemas/common.ts";
 import type { CallAttempt, StepRecord, StepUndo, TaskContext, TaskSuspension } from "../schemas/payload.ts";
@@ -15,6 +15,17 @@ const DETERMINISTIC_FAILURES: ReadonlySet<string> = new Set([
   "template.too_deep",
   "action.unsignable_output",
 ]);
+
+/**
+ * How a task fails: the error, the ref of the step it failed in (null: before
+ * or after its steps) and its context then (null: none worth reporting). Where
+ * it starts and where its step loop ends both fail this way.
+ */
+export interface TaskFailure {
+  error: EngineError;
+  stepRef: string | null;
+  context: TaskContext | null;
+}
 
 /** How a failed step ends: the task goes on (`on_failure: "continue"`) or fails. */
 export type FailedStepOutcome = (
@@ -101,7 +112,7 @@ export function stepRecord(
     case "suspend":
       return { ...base, status: "suspended" };
     case "fail":
-      return { ...base, status: "failed", error: recordedError(outcome.error), ...undoOf(outcome) };
+      return { ...base, status: "failed", error: toCallError(outcome.error), ...undoOf(outcome) };
     case "succeed":
       return { ...base, status: "skipped", else: "succeed" };
     case "continue":
@@ -110,20 +121,11 @@ export function stepRecord(
       }
       return outcome.failure === undefined
         ? { ...base, status: "completed", ...undoOf(outcome) }
-        : { ...base, status: "continued", error: recordedError(outcome.failure), ...undoOf(outcome) };
+        : { ...base, status: "continued", error: toCallError(outcome.failure), ...undoOf(outcome) };
   }
 }
 
 /** The undo a step's call enqueued, for its record: a call that completed may still fail its step (its output mapping). */
 function undoOf(outcome: { undo?: StepUndo }): { undo?: StepUndo } {
   return outcome.undo === undefined ? {} : { undo: outcome.undo };
-}
-
-function recordedError(error: EngineError): NonNullable<StepRecord["error"]> {
-  return {
-    code: error.code,
-    message: error.message,
-    retryable: error.retryable,
-    ...(error.retryAfterMs === undefined ? {} : { retry_after_ms: error.retryAfterMs }),
-  };
 }

@@ -3,6 +3,7 @@ import { validateJson } from "../lib/json-schema.ts";
 import type { Json } from "../schemas/common.ts";
 import type { TaskContext, TaskPayload, TaskResult } from "../schemas/payload.ts";
 import type { LoopEnd, StepTally } from "./step-loop.ts";
+import type { TaskFailure } from "./step-outcome.ts";
 
 /**
  * The largest task output, in characters of JSON (about 1 MB). Outputs are
@@ -41,18 +42,13 @@ export function successResult(payload: TaskPayload, output: Json, metrics: Metri
     "task.output_too_large",
     `the task output is ${size} characters of JSON; the limit is ${MAX_TASK_OUTPUT_CHARS} (store large data elsewhere, e.g. as an artifact, and pass a reference)`,
   );
-  return failureResult(payload, tooLarge, null, null, metrics);
+  return failureResult(payload, { error: tooLarge, stepRef: null, context: null }, metrics);
 }
 
-/** A task that failed, in step `stepRef` (null: before or after its steps), with its context at that point. */
-export function failureResult(
-  payload: TaskPayload,
-  error: EngineError,
-  stepRef: string | null,
-  context: TaskContext | null,
-  metrics: Metrics,
-): TaskResult {
-  return { token_id: payload.token_id, success: false, error: toTaskError(error, stepRef, context), metrics };
+/** A task that failed, in the step and with the context its failure names. */
+export function failureResult(payload: TaskPayload, failure: TaskFailure, metrics: Metrics): TaskResult {
+  const error = toTaskError(failure.error, failure.stepRef, failure.context);
+  return { token_id: payload.token_id, success: false, error, metrics };
 }
 
 /** A task that waits in a step (a gate, an approval, a child run), with what it needs to continue. */

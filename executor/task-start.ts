@@ -4,7 +4,13 @@ import type { StepRecord, TaskContext, TaskPayload, TaskResume } from "../schema
 import type { StepRunVariables } from "../lib/expr/run-scope.ts";
 import { inRunScope } from "./run-variables.ts";
 import { checkProduces } from "./invoke.ts";
-import { onStepFailure, stepRecord, writeStepOutput, type FailedStepOutcome } from "./step-outcome.ts";
+import {
+  onStepFailure,
+  stepRecord,
+  writeStepOutput,
+  type FailedStepOutcome,
+  type TaskFailure,
+} from "./step-outcome.ts";
 
 /**
  * Where a task's step loop starts: a fresh task at its first step, or a task
@@ -12,8 +18,7 @@ import { onStepFailure, stepRecord, writeStepOutput, type FailedStepOutcome } fr
  * point. `approvedIndex` is the step whose approval this dispatch carries.
  */
 export type TaskStart = (
-  | { ok: true; first: number; context: TaskContext; approvedIndex: number | null }
-  | { ok: false; error: EngineError; stepRef: string | null; context: TaskContext }
+  { ok: true; first: number; context: TaskContext; approvedIndex: number | null } | ({ ok: false } & TaskFailure)
 ) & {
   /** A continuation's waiting step, finished here (its gate answered, its child ended): its record. */
   resumed?: StepRecord;

@@ -1,4 +1,4 @@
-import type { ErrorData, ErrorDetail } from "../schemas/errors.ts";
+import type { AttemptError, ErrorData, ErrorDetail } from "../schemas/errors.ts";
 import type { TaskContext, TaskError } from "../schemas/payload.ts";
 
 /**
@@ -101,6 +101,19 @@ export function toTaskError(error: EngineError, step: string | null, contextSnap
     ...(error.retryAfterMs === undefined ? {} : { retry_after_ms: error.retryAfterMs }),
     ...(step === null ? {} : { step }),
     context_snapshot: contextSnapshot,
+  };
+}
+
+/**
+ * Executor → step record: a failed call's error (each attempt's) or a failed step's, as the
+ * step's record in the journal carries it: code, message, whether a retry may help.
+ */
+export function toCallError(error: EngineError): Omit<AttemptError, "step"> {
+  return {
+    code: error.code,
+    message: error.message,
+    retryable: error.retryable,
+    ...(error.retryAfterMs === undefined ? {} : { retry_after_ms: error.retryAfterMs }),
   };
 }
 

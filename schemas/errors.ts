@@ -10,6 +10,7 @@ import { z } from "zod";
  * `lib/errors.ts` between thrown errors and data):
  *
  * - executor → task result: `EngineError` → {@link TaskError} (`toTaskError`, lib/errors.ts);
+ * - executor → step record: `EngineError` → a call's or a step's error (`toCallError`, lib/errors.ts);
  * - task result → run record: {@link TaskError} → {@link Failure} (`attemptErrorOf` in payload.ts, then `toFailure`);
  * - run record → API: {@link Failure} as the run view shows it (`toFailureView`);
  * - any call → RPC / HTTP: `EngineError` ⇄ {@link ErrorData} (`toData` / `fromData`, lib/errors.ts).

@@ -140,7 +140,7 @@ export async function startRun(
   );
   const runId =
     request.idempotency_key === undefined ? newRunId() : await idempotentRunId(workflowId, request.idempotency_key);
-  const outcome = await createRun(
+  return createRun(
     env,
     {
       run_id: runId,
@@ -153,7 +153,6 @@ export async function startRun(
     },
     waitMs,
   );
-  return { created: outcome.created, run: outcome.run };
 }
 
 /**
