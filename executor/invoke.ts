@@ -70,6 +70,18 @@ export function checkProduces(action: Pick<ResolvedAction, "id" | "kind" | "prod
   }
 }
 
+/** Checks an action's input against its `requires` (`action.invalid_input` with each problem's path). */
+export function checkRequires(action: Pick<ResolvedAction, "id" | "requires">, input: Json): void {
+  const problems = validateJson(action.requires, input, "input");
+  if (problems.length > 0) {
+    throw EngineError.terminal(
+      "action.invalid_input",
+      `the input of action ${action.id} does not match its "requires" schema`,
+      problems,
+    );
+  }
+}
+
 function withoutMeta(output: Json): Json {
   if (output === null || typeof output !== "object" || Array.isArray(output) || !Object.hasOwn(output, "_meta")) {
     return output;
@@ -102,14 +114,7 @@ async function invokeChecked(
   options: InvokeOptions,
   secrets: readonly string[],
 ): Promise<Json> {
-  const problems = validateJson(action.requires, input, "input");
-  if (problems.length > 0) {
-    throw EngineError.terminal(
-      "action.invalid_input",
-      `the input of action ${action.id} does not match its "requires" schema`,
-      problems,
-    );
-  }
+  checkRequires(action, input);
   const policy = resolveRetryPolicy(action.execution?.retry_policy);
   for (let attempt = 1; ; attempt += 1) {
     const started = options.clock.now();

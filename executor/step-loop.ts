@@ -3,7 +3,6 @@ import { evalCelBool } from "../lib/expr/cel.ts";
 import { buildInput } from "../lib/expr/mapping.ts";
 import { inRunScope } from "./run-variables.ts";
 import type { StepRunVariables } from "../lib/expr/run-scope.ts";
-import { validateJson } from "../lib/json-schema.ts";
 import type { Json } from "../schemas/common.ts";
 import {
   APPROVAL_SCHEMA,
@@ -16,7 +15,7 @@ import {
 } from "../schemas/payload.ts";
 import type { ResolvedStep } from "../schemas/resolved.ts";
 import { suspensionFor, type ActionContext } from "./actions/index.ts";
-import { invokeAction, type Clock, type InvokeOptions } from "./invoke.ts";
+import { checkRequires, invokeAction, type Clock, type InvokeOptions } from "./invoke.ts";
 import { onStepFailure, stepRecord, writeStepOutput, type StepOutcome, type TaskFailure } from "./step-outcome.ts";
 import type { TaskStart } from "./task-start.ts";
 
@@ -102,7 +101,8 @@ async function runStep(
     const input: Json = step.input_mapping ? buildInput(step.input_mapping, context) : context.input;
     const wait = waitFor(step, input, approved, context);
     if (wait) {
-      checkWaitInput(step, input);
+      // A step that waits is still an action call: its input is checked now, its output on resume.
+      checkRequires(step.action, input);
       return { next: "suspend", wait, ran: false };
     }
     const output = await invokeAction(step.action, input, call);
@@ -168,18 +168,6 @@ function checkCondition(step: ResolvedStep, context: TaskContext): StepOutcome |
     return { next: "fail", error: EngineError.terminal("step.condition_failed", message), ran: false };
   }
   return { next: otherwise === "succeed" ? "succeed" : "continue", context, ran: false };
-}
-
-/** A step that waits is still an action call: its input is checked now, its output on resume. */
-function checkWaitInput(step: ResolvedStep, input: Json): void {
-  const problems = validateJson(step.action.requires, input, "input");
-  if (problems.length > 0) {
-    throw EngineError.terminal(
-      "action.invalid_input",
-      `the input of action ${step.action.id} does not match its "requires" schema`,
-      problems,
-    );
-  }
 }
 
 /**
