@@ -1,6 +1,13 @@
 import type { ErrorDetail } from "../lib/errors.ts";
 import { validateJson } from "../lib/json-schema.ts";
-import type { ActionImplementation, ActionKind, InlineAction, Model, Prompt } from "../schemas/actions.ts";
+import {
+  ACTION_TRAITS,
+  type ActionImplementation,
+  type ActionKind,
+  type InlineAction,
+  type Model,
+  type Prompt,
+} from "../schemas/actions.ts";
 import { isToolName, TOOL_NAMES } from "../schemas/tools.ts";
 import {
   CEL_SCOPES,
@@ -64,6 +71,11 @@ export const IMPLEMENTATION_CHECKS: ImplementationChecks = {
     );
   },
   human: checkHuman,
+  sleep: (implementation, at, { report }) => {
+    if (implementation.duration_ms !== undefined && implementation.until !== undefined) {
+      report(at, "set duration_ms or until, not both (the step's input may carry either)", "definition.invalid_sleep");
+    }
+  },
   vector: (implementation, at, { report }) => checkVector(implementation, at, report),
   metric: (implementation, at, { report }) => {
     if (typeof implementation.value === "object") {
@@ -92,9 +104,6 @@ export function checkAction(action: InlineAction, path: string, check: CheckCont
   }
 }
 
-/** Kinds an undo cannot be: a compensation runs each undo as one call, with nothing to wait for. */
-const UNDO_REFUSED_KINDS: ReadonlySet<ActionKind> = new Set(["human", "workflow"]);
-
 /** An undo's action (a registered one, or inline and checked as any action) and its mapping over `{ input, output }`. */
 function checkUndo(undo: NonNullable<InlineAction["undo"]>, path: string, check: CheckContext): void {
   checkMappings(undo.input_mapping, `${path}.input_mapping`, check.report, CEL_SCOPES.undo);
@@ -102,10 +111,10 @@ function checkUndo(undo: NonNullable<InlineAction["undo"]>, path: string, check:
     checkReference("actions", undo.action, `${path}.action`, check.lookup, check.report);
     return;
   }
-  if (UNDO_REFUSED_KINDS.has(undo.action.kind) || undo.action.risk === "high") {
+  if (ACTION_TRAITS[undo.action.kind].suspends || undo.action.risk === "high") {
     check.report(
       `${path}.action`,
-      "an undo cannot be a human, workflow or high-risk action: a compensation runs it as one call, with nothing to wait for",
+      "an undo cannot be a human, workflow, sleep or high-risk action: a compensation runs it as one call, with nothing to wait for",
       "definition.invalid_undo",
     );
   }

@@ -1,5 +1,6 @@
 import { EngineError } from "../lib/errors.ts";
 import {
+  ACTION_TRAITS,
   Action,
   McpServer,
   Model,
@@ -97,13 +98,6 @@ function resolveAction(reader: DefinitionReader, action: string | InlineAction, 
   return undo === undefined ? resolved : { ...resolved, undo: resolveUndo(reader, undo, `${id}/undo`) };
 }
 
-/**
- * Undo kinds that cannot run in a compensation: a compensation runs each undo
- * as one call through the executor, after the run ended, so nothing in it may
- * wait for a person, an approval or a child run.
- */
-const UNDO_REFUSED_KINDS: ReadonlySet<string> = new Set(["human", "workflow"]);
-
 /** An action's `undo` with its action resolved (a referenced action's own `undo` is not followed). */
 function resolveUndo(reader: DefinitionReader, undo: Undo, inlineId: string): ResolvedUndo {
   const { id, version, definition } =
@@ -111,7 +105,8 @@ function resolveUndo(reader: DefinitionReader, undo: Undo, inlineId: string): Re
       ? load(reader, "actions", undo.action, Action)
       : { id: undo.action.id ?? inlineId, version: 0, definition: undo.action };
   const { undo: _ignored, ...action } = definition as InlineUndoAction & { undo?: unknown };
-  if (UNDO_REFUSED_KINDS.has(action.kind) || action.risk === "high") {
+  // A compensation runs each undo as one call, after the run ended: nothing in it may wait.
+  if (ACTION_TRAITS[action.kind].suspends || action.risk === "high") {
     throw EngineError.terminal(
       "definition.invalid_undo",
       `the undo action ${id}@${version} is a ${action.risk === "high" ? "high-risk" : action.kind} action: an undo runs as one call, with nothing to wait for`,

@@ -138,6 +138,19 @@ export type Action = {
   undo?: Undo;
   kind: "context";
   implementation: ContextImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  undo?: Undo;
+  kind: "sleep";
+  implementation: SleepImplementation;
 };
 
 /** Optional: approved_steps answers every matching open approval gate (step-02 matches step-02-*). */
@@ -407,6 +420,19 @@ export type InlineAction = {
   undo?: Undo;
   kind: "context";
   implementation: ContextImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  undo?: Undo;
+  kind: "sleep";
+  implementation: SleepImplementation;
 };
 
 /** A task written inline in a node; its id is optional. */
@@ -539,6 +565,18 @@ export type InlineUndoAction = {
   id?: string;
   kind: "context";
   implementation: ContextImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "sleep";
+  implementation: SleepImplementation;
 };
 
 /** { "<field>": <source> }: a "$…" JSONPath, { "expr" }, { "template" }, { "path", "default" | "optional" }, { "concat" } or a literal. */
@@ -783,6 +821,17 @@ export type NodeDetail = {
         };
       })[];
     })[];
+    waiting_for?: {
+      kind: "gate";
+      gate_id: string;
+    } | {
+      kind: "child";
+      run_id: string | null;
+      workflow: string;
+    } | {
+      kind: "timer";
+      until: string;
+    };
   })[];
   node: string;
   iterations: number;
@@ -962,10 +1011,41 @@ export type RunView = {
           };
           cost_usd?: number;
         })[];
+        waiting_for?: {
+          kind: "gate";
+          gate_id: string;
+        } | {
+          kind: "child";
+          run_id: string | null;
+          workflow: string;
+        } | {
+          kind: "timer";
+          until: string;
+        };
       })[];
     };
   };
   gates: GateView[];
+  waiting_for: ({
+    kind: "gate";
+    gate_id: string;
+    node: string;
+    item: number | null;
+    step: string | null;
+  } | {
+    kind: "child";
+    run_id: string | null;
+    workflow: string;
+    node: string;
+    item: number | null;
+    step: string | null;
+  } | {
+    kind: "timer";
+    until: string;
+    node: string;
+    item: number | null;
+    step: string | null;
+  })[];
   usage: {
     input_tokens: number;
     output_tokens: number;
@@ -1035,6 +1115,12 @@ export type ShellImplementation = {
   ok_exit_codes?: number[];
   timeout_ms?: number;
   max_output_bytes?: number;
+};
+
+/** The implementation of an action of kind "sleep" (docs/definitions.md#implementation-per-kind). */
+export type SleepImplementation = {
+  duration_ms?: number;
+  until?: string | number;
 };
 
 /** A started plan run (or a preview: run_id null), with the graph the plan compiled to. */
@@ -1248,6 +1334,7 @@ export interface Components {
   RunList: RunList;
   RunView: RunView;
   ShellImplementation: ShellImplementation;
+  SleepImplementation: SleepImplementation;
   StartPlanResponse: StartPlanResponse;
   StartRunBody: StartRunBody;
   StartRunResponse: StartRunResponse;

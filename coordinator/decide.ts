@@ -11,25 +11,21 @@ import {
   wakeCompensation,
 } from "./compensation.ts";
 import { allows } from "./controls.ts";
-import { dispatchReady, FULL_WAKE_BUDGET, startPendingChildren, TASKS_PER_EXECUTOR_CALL } from "./dispatch.ts";
+import { childFinished, childStarted } from "./child-results.ts";
+import { dispatchReady, FULL_WAKE_BUDGET, TASKS_PER_EXECUTOR_CALL } from "./dispatch.ts";
 import { Draft, type Command, type DecideContext, type RunState } from "./draft.ts";
 import type { RunEvent, WakeBudget } from "./events.ts";
 import { isTerminal } from "./lifecycle.ts";
 import type { LiveWork } from "./live.ts";
 import { journalStepChoice } from "./choices.ts";
-import { completeInvocation, failInvocation, itemOf, startReadyNodes } from "./nodes.ts";
+import { completeInvocation, failInvocation, startReadyNodes } from "./nodes.ts";
 import { advance, nextWakeAt } from "./schedule.ts";
 import { approveSteps, grantApprovedGates } from "./standing-approvals.ts";
 import { mergeStepSummaries } from "./summaries.ts";
 import { MAX_EVENT_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
-import {
-  answerGate,
-  childFinished,
-  childStarted,
-  expireGates,
-  MAX_CHILD_STARTS_PER_EVENT,
-  suspendInvocation,
-} from "./waits.ts";
+import { answerGate } from "./wait-gates.ts";
+import { expireDue, sendWaits, suspendInvocation } from "./wait-kinds.ts";
+import { MAX_CHILD_STARTS_PER_EVENT } from "./waits.ts";
 
 export { LIVENESS_CHECK_MS, MAX_CLEANUP_RETRY_MS, PARENT_NOTIFY_RETRY_MS } from "./schedule.ts";
 export type { RunEvent, WakeBudget } from "./events.ts";
@@ -212,7 +208,7 @@ function onWake(draft: Draft, live: LiveWork, budget: WakeBudget): void {
     });
     return;
   }
-  expireGates(draft);
+  expireDue(draft);
   for (const nodeId in draft.nodes) {
     for (const { index, status } of draft.nodes[nodeId]?.invocations ?? []) {
       if (status !== "running" && status !== "retrying") {
@@ -232,7 +228,7 @@ function onWake(draft: Draft, live: LiveWork, budget: WakeBudget): void {
     // alike, less the calls cleanup took (a start is two calls, a cancel or release one).
     const starts = Math.min(MAX_CHILD_STARTS_PER_EVENT, Math.floor(budget.otherCalls / 2));
     const startBudget = Math.max(0, starts - Math.ceil(cleanupCalls / 2));
-    const childStarts = startPendingChildren(draft, live, startBudget);
+    const childStarts = sendWaits(draft, live, startBudget);
     startReadyNodes(draft);
     dispatchReady(draft, startBudget - childStarts, budget.executorCalls * TASKS_PER_EXECUTOR_CALL);
   }
@@ -240,7 +236,7 @@ function onWake(draft: Draft, live: LiveWork, budget: WakeBudget): void {
 
 /** Deadlines, lost dispatches and due retries of one invocation. */
 function checkInvocationTimers(draft: Draft, nodeId: string, invocation: InvocationRecord, live: LiveWork): void {
-  const item = itemOf(draft, nodeId, invocation);
+  const item = draft.itemOf(nodeId, invocation);
   if (invocation.status === "running" && invocation.token !== null) {
     if (!live.tokens.has(invocation.token)) {
       // The coordinator restarted while this dispatch was in flight: its result can never
@@ -296,7 +292,7 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
   // Each outcome journals the result's step records first: that entry is where its undos were enqueued.
   enqueueUndos(
     draft,
-    { node: nodeId, item: itemOf(draft, nodeId, invocation) },
+    { node: nodeId, item: draft.itemOf(nodeId, invocation) },
     result.steps,
     draft.record.journal_seq + 1,
   );

@@ -1,9 +1,8 @@
-import type { ResourceHandle } from "../schemas/payload.ts";
 import type { InvocationRecord } from "../schemas/run.ts";
 import { DEADLINE_GRACE_MS, DEFAULT_TASK_TIMEOUT_MS, runFieldsOf, type Draft } from "./draft.ts";
-import type { LiveWork } from "./live.ts";
 import { failNode } from "./nodes.ts";
-import { childKey, MAX_CHILD_STARTS_PER_EVENT, requestChild, unstartedChild } from "./waits.ts";
+import { handedDown, resourcesOf } from "./resources.ts";
+import { MAX_CHILD_STARTS_PER_EVENT, requestChild, waitKey } from "./waits.ts";
 
 /**
  * Tasks travel to the executor in groups of at most this many per call; each
@@ -85,40 +84,6 @@ export function dispatchable(draft: Draft, budget: number): { nodeId: string; in
 }
 
 /**
- * Asks for the child runs that suspended invocations wait for and that nobody
- * is starting: new ones (never requested), and ones whose start was lost with
- * a restart (requested, but not among the `childStarts` live in this
- * instance; starting is idempotent by key). At most `budget` of them; returns how many.
- */
-export function startPendingChildren(draft: Draft, live: LiveWork, budget: number): number {
-  let started = 0;
-  for (const [nodeId, node] of Object.entries(draft.nodes)) {
-    if (SETTLED_NODE.has(node.status)) {
-      continue; // its invocations are closed: none waits for a child
-    }
-    for (const invocation of node.invocations) {
-      const suspension = invocation.suspension;
-      const waiting = unstartedChild(invocation);
-      if (started >= budget || !suspension || !waiting) {
-        continue;
-      }
-      if (waiting.requested_at != null && live.childStarts.has(waiting.key)) {
-        continue; // Being started by this instance right now.
-      }
-      // A node that is a sub-workflow hands its resources down; a workflow step does not.
-      const resources =
-        suspension.step_ref === null ? handedDown(draft, draft.nodeDefinition(nodeId).resource_bindings) : undefined;
-      requestChild(draft, waiting.key, waiting.workflow, waiting.input, resources);
-      draft.setInvocation(nodeId, invocation.index, {
-        suspension: { ...suspension, waiting_for: { ...waiting, requested_at: draft.now } },
-      });
-      started += 1;
-    }
-  }
-  return started;
-}
-
-/**
  * Dispatches what is ready, at most `taskBudget` tasks (≤ {@link MAX_DISPATCHES_PER_EVENT})
  * and `childBudget` sub-workflow nodes; only a wake calls this.
  */
@@ -156,7 +121,7 @@ function startNodeChild(draft: Draft, nodeId: string, invocation: InvocationReco
   }
   const attempt = invocation.attempts + 1;
   const started = { ...invocation, attempts: attempt };
-  const key = childKey(draft, nodeId, started, null);
+  const key = waitKey(draft, nodeId, started, null);
   draft.setInvocation(nodeId, invocation.index, {
     status: "suspended",
     attempts: attempt,
@@ -235,50 +200,4 @@ function dispatchInvocation(draft: Draft, nodeId: string, invocation: Invocation
       ...(invocation.resume ? { resume: invocation.resume } : {}),
     },
   });
-}
-
-/**
- * The durable name of a run's container for one declared resource: one
- * container per (run, resource), the same for every node that binds it.
- */
-export function containerName(runId: string, resource: string): string {
-  return `${runId}/${resource}`;
-}
-
-/**
- * `resource_bindings` (name → declared resource) resolved to container
- * handles: this run's own container for the resource, or the one its parent
- * handed down under that resource's name.
- */
-export function resourcesOf(
-  draft: Draft,
-  bindings: Record<string, string> | undefined,
-): Record<string, ResourceHandle> {
-  const resources: Record<string, ResourceHandle> = {};
-  for (const [name, resource] of Object.entries(bindings ?? {})) {
-    resources[name] = draft.record.inherited_resources[resource] ?? {
-      type: "container",
-      id: containerName(draft.record.run_id, resource),
-    };
-  }
-  return resources;
-}
-
-/**
- * What a sub-workflow node hands its child: each binding maps a resource the
- * child declares to one of this run's, and the child uses that container as
- * this run (its owner) would.
- */
-function handedDown(
-  draft: Draft,
-  bindings: Record<string, string> | undefined,
-): Record<string, ResourceHandle> | undefined {
-  if (!bindings || Object.keys(bindings).length === 0) {
-    return undefined;
-  }
-  const handles: Record<string, ResourceHandle> = {};
-  for (const [childResource, handle] of Object.entries(resourcesOf(draft, bindings))) {
-    handles[childResource] = { ...handle, owner: handle.owner ?? draft.record.run_id };
-  }
-  return handles;
 }

@@ -6,6 +6,7 @@ import type { ResourceHandle, TaskPayload } from "../schemas/payload.ts";
 import type { RunSnapshot } from "../schemas/resolved.ts";
 import type { InvocationRecord, NodeRecord, RunRecord, RunStatus } from "../schemas/run.ts";
 import { assertTransition } from "./lifecycle.ts";
+import { closeWaits } from "./wait-kinds.ts";
 
 export interface RunState {
   record: RunRecord;
@@ -109,6 +110,11 @@ export class Draft {
       throw new Error(`node ${nodeId} is not in the snapshot`);
     }
     return node;
+  }
+
+  /** The item an invocation is (its index) in a foreach node; null in any other node. */
+  itemOf(nodeId: string, invocation: InvocationRecord): number | null {
+    return this.nodeDefinition(nodeId).foreach ? invocation.index : null;
   }
 
   node(nodeId: string): NodeRecord {
@@ -256,53 +262,6 @@ export class Draft {
     }
   }
 
-  /** The run is ending: open gates close (as expired) and child runs are cancelled. */
-  closeWaits(reason: string): void {
-    this.record.gates = this.record.gates.map((gate) => {
-      if (gate.status !== "open") {
-        return gate;
-      }
-      this.journal("gate.expired", { gate_id: gate.gate_id, node: gate.node, step: gate.step, reason });
-      return { ...gate, status: "expired" as const, reason };
-    });
-    for (const nodeId of Object.keys(this.nodes)) {
-      this.cancelChildren(nodeId);
-    }
-  }
-
-  /**
-   * The node's invocations that wait on a child run are about to close: each
-   * child that was asked for is cancelled. The cancel is journaled
-   * (`child.cancel_requested`) and recorded in `pending_cancels`, committed
-   * with this event, and a wake sends it until the child confirms. A child
-   * never asked for does not exist and needs nothing.
-   */
-  cancelChildren(nodeId: string): void {
-    const keys: string[] = [];
-    const foreach = this.nodeDefinition(nodeId).foreach !== undefined;
-    for (const invocation of this.node(nodeId).invocations) {
-      const suspension = invocation.suspension;
-      const waiting = suspension?.waiting_for;
-      if (
-        invocation.status !== "suspended" ||
-        waiting?.kind !== "child" ||
-        (waiting.run_id === null && waiting.requested_at === null)
-      ) {
-        continue;
-      }
-      const item = foreach ? invocation.index : null;
-      this.journal("child.cancel_requested", {
-        node: nodeId,
-        item,
-        step: suspension?.step_ref ?? null,
-        child_run_id: waiting.run_id,
-        key: waiting.key,
-      });
-      keys.push(waiting.key);
-    }
-    this.addCleanup("pending_cancels", keys);
-  }
-
   /** Records cleanup to do (once each); a wake sends it. */
   addCleanup(field: CleanupField, values: readonly string[]): void {
     const current = this.record[field] ?? [];
@@ -335,10 +294,10 @@ export class Draft {
 
   /** Abandons every node not settled: dispatches in flight are forgotten, their late results ignored. */
   cancelOpenNodes(reason: string): void {
-    // First, while the suspensions still say what they wait for: close gates, cancel children.
-    this.closeWaits(reason);
     for (const [nodeId, node] of Object.entries(this.nodes)) {
       if (node.status === "pending" || node.status === "running" || node.status === "waiting") {
+        // First, while the suspensions still say what they wait for: gates close, children are cancelled.
+        closeWaits(this, nodeId, reason);
         const invocations = node.invocations.map((invocation) =>
           isOpen(invocation) ? closeInvocation(invocation, "cancelled") : invocation,
         );

@@ -1,7 +1,7 @@
 import type { Json } from "../schemas/common.ts";
 import type { TaskResult } from "../schemas/payload.ts";
 import type { LiveWork } from "./live.ts";
-import type { ChildOutcome } from "./waits.ts";
+import type { ChildOutcome } from "./child-results.ts";
 
 /** The calls a wake may make: executor calls, and calls to other runs and containers (child starts, cleanup). */
 export interface WakeBudget {

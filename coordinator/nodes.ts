@@ -13,6 +13,7 @@ import { journalChoices } from "./choices.ts";
 import { closeInvocation, isOpen, type Draft } from "./draft.ts";
 import { inNodeScope } from "./node-context.ts";
 import { topologyOf } from "./topology.ts";
+import { closeWaits } from "./wait-kinds.ts";
 
 /**
  * A node's life: started when its dependencies settle (or skipped), one task
@@ -199,9 +200,6 @@ function foreachItems(draft: Draft, itemsPath: string): Json[] {
 }
 
 /** Where in the node an invocation sits, for journal bodies: the item index of a foreach, else null. */
-export function itemOf(draft: Draft, nodeId: string, invocation: InvocationRecord): number | null {
-  return draft.nodeDefinition(nodeId).foreach ? invocation.index : null;
-}
 
 export function completeInvocation(
   draft: Draft,
@@ -213,7 +211,7 @@ export function completeInvocation(
 ): void {
   draft.journal("task.completed", {
     node: nodeId,
-    item: itemOf(draft, nodeId, invocation),
+    item: draft.itemOf(nodeId, invocation),
     token: invocation.token,
     attempt: invocation.attempts,
     duration_ms: durationMs,
@@ -257,7 +255,7 @@ export function failInvocation(
 ): void {
   const policy = resolveRetryPolicy(draft.nodeDefinition(nodeId).retry);
   const error = toFailure(failure, nodeId);
-  const item = itemOf(draft, nodeId, invocation);
+  const item = draft.itemOf(nodeId, invocation);
   draft.journal("task.failed", {
     node: nodeId,
     item,
@@ -347,8 +345,8 @@ function nodeFailure(thrown: unknown, fallbackCode: string, nodeId: string): Fai
 /** The node fails: with `continue` the run goes on (the error lands in `state._errors`), else the run is failing. */
 export function failNode(draft: Draft, nodeId: string, error: Failure): void {
   const definition = draft.nodeDefinition(nodeId);
-  // Its other invocations close here: the children they wait for are cancelled (fail_fast or not).
-  draft.cancelChildren(nodeId);
+  // Its other invocations close here, and what they wait for with them: gates close, children are cancelled.
+  closeWaits(draft, nodeId, `node ${nodeId} failed`);
   const invocations = draft
     .node(nodeId)
     .invocations.map((invocation) => (isOpen(invocation) ? closeInvocation(invocation, "cancelled") : invocation));

@@ -7,7 +7,7 @@ import { dispatchable, inFlightCount, SETTLED_NODE } from "./dispatch.ts";
 import type { Draft } from "./draft.ts";
 import { isTerminal } from "./lifecycle.ts";
 import { isSettled, startReadyNodes } from "./nodes.ts";
-import { hasUnrequestedChild, nextGateExpiry, unstartedChild } from "./waits.ts";
+import { waitTimes } from "./wait-kinds.ts";
 
 /**
  * What `decide` does after every event: settle the run and keep its status
@@ -120,11 +120,13 @@ export function nextWakeAt(draft: Draft): number | null {
   if (status === "drafting") {
     return draft.record.mode === "auto" ? draft.now : null;
   }
-  if (status === "queued" || (status !== "paused" && hasUnrequestedChild(draft)) || dispatchable(draft, 1).length > 0) {
+  const waits = waitTimes(draft);
+  if (status === "queued" || (status !== "paused" && waits.unsent) || dispatchable(draft, 1).length > 0) {
     return draft.now;
   }
-  let wakeAt = Math.min(draft.record.deadline_at ?? Number.POSITIVE_INFINITY, nextGateExpiry(draft));
-  let outstanding = false;
+  let wakeAt = Math.min(draft.record.deadline_at ?? Number.POSITIVE_INFINITY, waits.expiresAt);
+  // A call out for a wait (a child being started) is lost with a restart (a paused run asks again only once resumed).
+  let outstanding = status !== "paused" && waits.inFlight;
   for (const node of Object.values(draft.nodes)) {
     if (SETTLED_NODE.has(node.status)) {
       continue; // no open invocations: no deadlines, retries or children to ask for
@@ -135,9 +137,6 @@ export function nextWakeAt(draft: Draft): number | null {
         wakeAt = Math.min(wakeAt, invocation.deadline_at ?? Number.POSITIVE_INFINITY);
       } else if (invocation.status === "retrying" && invocation.retry_at !== null) {
         wakeAt = Math.min(wakeAt, invocation.retry_at);
-      } else if (status !== "paused" && unstartedChild(invocation) !== null) {
-        // Asked for, not known to exist yet (a paused run asks again only once resumed).
-        outstanding = true;
       }
     }
   }

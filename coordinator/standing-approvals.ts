@@ -5,7 +5,7 @@ import type { GateRecord, RunRecord } from "../schemas/run.ts";
 import type { Draft } from "./draft.ts";
 import type { RunEvent } from "./events.ts";
 import { isTerminal } from "./lifecycle.ts";
-import { answerGate } from "./waits.ts";
+import { answerGate } from "./wait-gates.ts";
 
 /**
  * Standing approvals of plan steps (docs/plans.md, "Approvals"): `approved_steps`

@@ -1,4 +1,4 @@
-import type { DispatchView, NodeDetail, NodeView, RunView } from "../schemas/api.ts";
+import type { DispatchView, NodeDetail, NodeView, RunView, RunWait } from "../schemas/api.ts";
 import { toFailureView } from "../schemas/errors.ts";
 import type { JournalEntry } from "../schemas/journal.ts";
 import { StepRecord } from "../schemas/payload.ts";
@@ -11,6 +11,7 @@ import { layersOf } from "./plan.ts";
 import type { CreateRunOutcome } from "./create.ts";
 import type { RunState } from "./decide.ts";
 import { isTerminal } from "./lifecycle.ts";
+import { waitingForView } from "./wait-kinds.ts";
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
@@ -37,6 +38,7 @@ export function toRunView(state: RunState, snapshot: RunSnapshot | null): RunVie
   const nodes = snapshot?.workflow.definition.nodes ?? {};
   const foreachNodes = new Set(Object.keys(nodes).filter((id) => nodes[id]?.foreach !== undefined));
   const { record } = state;
+  const ordered = inDependencyOrder(state.nodes, nodes);
   return {
     run_id: record.run_id,
     workflow: record.workflow,
@@ -46,10 +48,9 @@ export function toRunView(state: RunState, snapshot: RunSnapshot | null): RunVie
     ...outcomeOf(record),
     created_at: new Date(record.created_at).toISOString(),
     updated_at: new Date(record.updated_at).toISOString(),
-    nodes: Object.fromEntries(
-      inDependencyOrder(state.nodes, nodes).map(([id, node]) => [id, toNodeView(node, foreachNodes.has(id))]),
-    ),
+    nodes: Object.fromEntries(ordered.map(([id, node]) => [id, toNodeView(node, foreachNodes.has(id))])),
     gates: record.gates.map(toGateView),
+    waiting_for: runWaits(ordered, foreachNodes),
     usage: record.usage,
     parent: record.parent && parentOf(record.parent.run_id, record.parent.key),
     children: Object.entries(state.nodes)
@@ -107,13 +108,39 @@ function toCompensationView(record: RunRecord): NonNullable<RunView["compensatio
   };
 }
 
+/** The run's open waits, in node order: the first {@link VIEW_INVOCATIONS} of them. */
+function runWaits(nodes: [string, NodeRecord][], foreachNodes: ReadonlySet<string>): RunWait[] {
+  const waits: RunWait[] = [];
+  for (const [node, record] of nodes) {
+    for (const invocation of record.invocations) {
+      const waitingFor = waitingForView(invocation);
+      if (waitingFor === undefined) {
+        continue;
+      }
+      const item = foreachNodes.has(node) ? invocation.index : null;
+      waits.push({ ...waitingFor, node, item, step: invocation.suspension?.step_ref ?? null });
+      if (waits.length === VIEW_INVOCATIONS) {
+        return waits;
+      }
+    }
+  }
+  return waits;
+}
+
+function waitingFor(
+  invocation: NodeRecord["invocations"][number],
+): Pick<NodeView["invocations"][number], "waiting_for"> {
+  const view = waitingForView(invocation);
+  return view === undefined ? {} : { waiting_for: view };
+}
+
 /** How many invocations of a foreach node the run view lists (the node view lists them all). */
 const VIEW_INVOCATIONS = 100;
 
 /**
  * Where a child run was started, read from its start key
  * (`<parent>/<redrives>/<node>/<index>/<attempt>/<step or ->[/<iteration>]`,
- * coordinator/waits.ts childKey): node ids and step refs never hold a `/`.
+ * coordinator/waits.ts waitKey): node ids and step refs never hold a `/`.
  */
 function parentOf(runId: string, key: string): RunView["parent"] {
   const [, node, , , step] = key.startsWith(`${runId}/`) ? key.slice(runId.length + 1).split("/") : [];
@@ -146,6 +173,7 @@ function toNodeView(node: NodeRecord, foreach: boolean): NodeView {
       status: invocation.status,
       attempts: invocation.attempts,
       steps: invocation.steps ?? [],
+      ...waitingFor(invocation),
     })),
   };
 }
@@ -187,6 +215,7 @@ export function toNodeDetail(nodeId: string, node: NodeRecord, foreach: boolean,
       output: invocation.output ?? null,
       error: invocation.error && toFailureView(invocation.error),
       dispatches: dispatches.get(invocation.index) ?? [],
+      ...waitingFor(invocation),
     })),
   };
 }

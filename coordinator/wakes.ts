@@ -1,7 +1,7 @@
 import { ensureEngineError } from "../lib/errors.ts";
 import { hasPendingCleanup } from "./cleanup.ts";
 import type { RunState } from "./draft.ts";
-import { unstartedChild } from "./waits.ts";
+import { needsWakeAfterRestart } from "./wait-kinds.ts";
 
 /**
  * At most this many self-wakes follow each other before an alarm takes over:
@@ -152,6 +152,6 @@ function hasWorkToResume(state: RunState): boolean {
     return true;
   }
   return Object.values(state.nodes).some((node) =>
-    node.invocations.some((invocation) => invocation.status === "running" || unstartedChild(invocation) !== null),
+    node.invocations.some((invocation) => invocation.status === "running" || needsWakeAfterRestart(invocation)),
   );
 }

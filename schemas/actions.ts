@@ -186,6 +186,22 @@ const VectorImplementation = z.strictObject({
   text_template: z.string().optional(),
 });
 
+/** The furthest ahead a `sleep` may wake: 365 days. */
+export const MAX_SLEEP_MS = 365 * 86_400_000;
+
+/** When a sleep ends: ISO-8601 with an offset (`2026-12-01T09:00:00+01:00`), or epoch milliseconds. */
+export const SleepUntil = z.union([z.iso.datetime({ offset: true }), z.number().int().min(0)]);
+
+/**
+ * `sleep`: the step waits, holding nothing, until a time. The step's input may
+ * carry `duration_ms` or `until` too, and wins, so the time can come from data;
+ * exactly one must be known when the step runs.
+ */
+const SleepImplementation = z.strictObject({
+  duration_ms: z.number().int().min(0).max(MAX_SLEEP_MS).optional(),
+  until: SleepUntil.optional(),
+});
+
 const MetricImplementation = z.strictObject({
   metric_name: z.string().min(1),
   value: z.union([z.number(), z.strictObject({ expr: CelSource })]),
@@ -210,11 +226,12 @@ export const ACTION_IMPLEMENTATIONS = {
   vector: VectorImplementation,
   metric: MetricImplementation,
   context: ContextImplementation,
+  sleep: SleepImplementation,
 } as const satisfies Record<string, z.ZodType>;
 
 export type ActionKind = keyof typeof ACTION_IMPLEMENTATIONS;
 
-/** The ten action kinds (docs/definitions.md, "Implementation per kind"), in the table's order. */
+/** The action kinds (docs/definitions.md, "Implementation per kind"), in the table's order. */
 export const ACTION_KINDS = Object.freeze(Object.keys(ACTION_IMPLEMENTATIONS) as [ActionKind, ...ActionKind[]]);
 export const ActionKind = z.enum(ACTION_KINDS);
 
@@ -232,20 +249,28 @@ export interface ActionTraits {
    * action's `produces` describes the answer, so it is checked without `_meta`.
    */
   reportsMeta: boolean;
+  /**
+   * Whether a step of the kind suspends its task instead of calling anything:
+   * it waits, holding nothing, for a person, a child run or the clock, and the
+   * coordinator resumes the task. Such a kind cannot be an undo, which a
+   * compensation runs as one call.
+   */
+  suspends: boolean;
 }
 
 /** Each kind's traits, so code that depends on one reads the row instead of naming kinds. */
 export const ACTION_TRAITS: { readonly [K in ActionKind]: ActionTraits } = {
-  llm: { waitsOnIo: true, reportsMeta: true },
-  mcp: { waitsOnIo: true, reportsMeta: false },
-  http: { waitsOnIo: true, reportsMeta: false },
-  tool: { waitsOnIo: true, reportsMeta: false },
-  shell: { waitsOnIo: true, reportsMeta: false },
-  workflow: { waitsOnIo: true, reportsMeta: false },
-  human: { waitsOnIo: true, reportsMeta: false },
-  vector: { waitsOnIo: true, reportsMeta: false },
-  metric: { waitsOnIo: true, reportsMeta: false },
-  context: { waitsOnIo: false, reportsMeta: false },
+  llm: { waitsOnIo: true, reportsMeta: true, suspends: false },
+  mcp: { waitsOnIo: true, reportsMeta: false, suspends: false },
+  http: { waitsOnIo: true, reportsMeta: false, suspends: false },
+  tool: { waitsOnIo: true, reportsMeta: false, suspends: false },
+  shell: { waitsOnIo: true, reportsMeta: false, suspends: false },
+  workflow: { waitsOnIo: true, reportsMeta: false, suspends: true },
+  human: { waitsOnIo: true, reportsMeta: false, suspends: true },
+  vector: { waitsOnIo: true, reportsMeta: false, suspends: false },
+  metric: { waitsOnIo: true, reportsMeta: false, suspends: false },
+  context: { waitsOnIo: false, reportsMeta: false, suspends: false },
+  sleep: { waitsOnIo: true, reportsMeta: false, suspends: true },
 };
 
 export type ActionImplementation<K extends ActionKind> = z.infer<(typeof ACTION_IMPLEMENTATIONS)[K]>;

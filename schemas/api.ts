@@ -51,6 +51,26 @@ export const DefinitionRecord = z.strictObject({
 });
 export type DefinitionRecord = z.infer<typeof DefinitionRecord>;
 
+/**
+ * What a suspended invocation waits for, as the views show it: one member per
+ * kind of wait (coordinator/wait-kinds.ts), with `position` added.
+ */
+function waitViews<P extends z.ZodRawShape>(position: P) {
+  return z.discriminatedUnion("kind", [
+    z.strictObject({ kind: z.literal("gate"), gate_id: z.string(), ...position }),
+    z.strictObject({ kind: z.literal("child"), run_id: z.string().nullable(), workflow: z.string(), ...position }),
+    z.strictObject({ kind: z.literal("timer"), until: z.string(), ...position }),
+  ]);
+}
+
+/** An invocation's `waiting_for` in the run and node views. */
+export const WaitingFor = waitViews({});
+export type WaitingFor = z.infer<typeof WaitingFor>;
+
+/** One entry of the run view's `waiting_for`: a wait and where it is. */
+export const RunWait = waitViews({ node: z.string(), item: z.number().int().nullable(), step: z.string().nullable() });
+export type RunWait = z.infer<typeof RunWait>;
+
 export const NodeView = z.strictObject({
   status: NodeStatus,
   attempts: z.number().int(),
@@ -79,6 +99,8 @@ export const NodeView = z.strictObject({
       status: z.enum(INVOCATION_STATUSES),
       attempts: z.number().int(),
       steps: z.array(StepSummary),
+      /** While the invocation is suspended: what it waits for. */
+      waiting_for: WaitingFor.optional(),
     }),
   ),
 });
@@ -106,6 +128,8 @@ export const NodeDetail = NodeView.extend({
       output: JsonValue.nullable(),
       error: Failure.nullable(),
       dispatches: z.array(DispatchView),
+      /** While the invocation is suspended: what it waits for. */
+      waiting_for: WaitingFor.optional(),
     }),
   ),
   /** The child runs the node started (a sub-workflow node, or its tasks' `workflow` steps), from the journal. */
@@ -160,6 +184,8 @@ export const RunView = z.strictObject({
   updated_at: z.string(),
   nodes: z.record(z.string(), NodeView),
   gates: z.array(z.lazy(() => GateView)),
+  /** Every open wait of the run (its first 100), in node order: gates, child runs, timers. */
+  waiting_for: z.array(RunWait),
   /** LLM tokens and cost so far. */
   usage: Usage,
   /** For a child run: the run, node and step (null for a sub-workflow node) that started it. */

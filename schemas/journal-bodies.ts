@@ -174,6 +174,29 @@ export const JOURNAL_BODIES = {
     child_run_id: z.string().nullable(),
     key: z.string(),
   }),
+  /** A `sleep` step's timer: where it is (`key`), and when it ends. */
+  "timer.started": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    key: z.string(),
+    until: IsoTime,
+  }),
+  "timer.fired": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    key: z.string(),
+    slept_ms: z.number().min(0),
+  }),
+  /** The timer ended before its time: its run ended, or its node failed or was cancelled. */
+  "timer.cancelled": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    key: z.string(),
+    reason: z.string(),
+  }),
   "compensation.started": z.strictObject({
     trigger: z.enum(COMPENSATION_TRIGGERS),
     /** The undos still to run, by index, in the order they will run (reverse order of completion). */

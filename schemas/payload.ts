@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { JsonValue, type JsonObject } from "./common.ts";
+import { MAX_SLEEP_MS } from "./actions.ts";
 import { AttemptError, ErrorSummary } from "./errors.ts";
 import { ResolvedTask } from "./resolved.ts";
 
@@ -186,6 +187,12 @@ export const TaskSuspension = z.strictObject({
       on_failure: z.enum(["propagate", "return"]),
       /** When the step chose its child at run time: its `from` and what that selected (journaled as `workflow.chosen`). */
       chosen: z.strictObject({ from: z.string(), value: JsonValue }).optional(),
+    }),
+    /** A `sleep` step: an absolute wake-up (epoch ms), or a duration the coordinator counts from its own clock. */
+    z.strictObject({
+      kind: z.literal("timer"),
+      until: z.number().int().optional(),
+      duration_ms: z.number().int().min(1).max(MAX_SLEEP_MS).optional(),
     }),
   ]),
 });

@@ -49,8 +49,9 @@ export const INVOCATION_STATUSES = [
 ] as const;
 
 /**
- * Where a suspended invocation stopped and what it waits for: a gate (by id)
- * or a child run (by its start key; `run_id` once it has started).
+ * Where a suspended invocation stopped and what it waits for: a gate (by id),
+ * a child run (by its start key; `run_id` once it has started) or a timer.
+ * Each kind is a row of coordinator/wait-kinds.ts.
  */
 export const Suspension = z.strictObject({
   /** Null for a node that runs a sub-workflow itself (no task, no step). */
@@ -71,6 +72,13 @@ export const Suspension = z.strictObject({
        * are spread over wakes, a few per event (MAX_CHILD_STARTS_PER_EVENT).
        */
       requested_at: z.number().nullable().optional(),
+    }),
+    z.strictObject({
+      kind: z.literal("timer"),
+      /** Where the timer is (run, redrive, node, item, attempt, step, iteration): never its duration. */
+      key: z.string(),
+      started_at: z.number(),
+      until: z.number(),
     }),
   ]),
 });

@@ -9,6 +9,7 @@ import { llmAction } from "./llm.ts";
 import { mcpAction } from "./mcp.ts";
 import { metricAction } from "./metric.ts";
 import { shellAction } from "./shell.ts";
+import { sleepAction } from "./sleep.ts";
 import { toolAction } from "./tool.ts";
 import type { ActionRegistry, ActionWait, ResolvedActionOf } from "./types.ts";
 import { vectorAction } from "./vector.ts";
@@ -32,11 +33,13 @@ export const ACTION_HANDLERS: ActionRegistry = {
   human: humanAction,
   vector: vectorAction,
   metric: metricAction,
+  sleep: sleepAction,
 };
 
 /**
  * What a step of a suspending kind (its handler has `suspend`: `human`,
- * `workflow`) waits for before it can finish; undefined for a kind that runs.
+ * `workflow`, `sleep`) waits for before it can finish; undefined for a kind
+ * that runs (and for a sleep whose time has already come).
  */
 export function suspensionFor(action: ResolvedAction, input: Json, context: TaskContext): ActionWait | undefined {
   return suspendWith(action.kind, action, input, context);

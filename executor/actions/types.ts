@@ -26,7 +26,7 @@ export interface ActionContext {
 /** A resolved action of kind `K`. */
 export type ResolvedActionOf<K extends ActionKind> = Extract<ResolvedAction, { kind: K }>;
 
-/** What a step waits for while its task is suspended: a gate's answer, or a child run. */
+/** What a step waits for while its task is suspended: a gate's answer, a child run, or a time. */
 export type ActionWait = TaskSuspension["wait"];
 
 /** One action kind. Errors are thrown as `EngineError` with a dotted code and `retryable`. */
@@ -34,10 +34,11 @@ export interface ActionHandler<K extends ActionKind> {
   run(action: ResolvedActionOf<K>, input: Json, context: ActionContext): Promise<Json>;
   /**
    * Set for a kind the task runner suspends at instead of running (`human`,
-   * `workflow`): what the step waits for, from its input. The coordinator
-   * takes over and resumes the task with the outcome; `run` is never called.
+   * `workflow`, `sleep`): what the step waits for, from its input. The
+   * coordinator takes over and resumes the task with the outcome. `run` is
+   * called only when this answers undefined: nothing to wait for.
    */
-  suspend?(action: ResolvedActionOf<K>, input: Json, context: TaskContext): ActionWait;
+  suspend?(action: ResolvedActionOf<K>, input: Json, context: TaskContext): ActionWait | undefined;
 }
 
 /** The registry's type: exactly one handler per kind, so a new kind breaks the build until handled. */

@@ -27,6 +27,7 @@ function view(nodes: RunView["nodes"]): RunView {
     updated_at: "2026-11-24T00:00:01.000Z",
     nodes,
     gates: [],
+    waiting_for: [],
     usage: { input_tokens: 0, output_tokens: 0, cost_usd: 0 },
     parent: null,
     children: [],

@@ -60,7 +60,7 @@ describe("action kinds", () => {
     expect,
   }) => {
     const kinds = sorted(ACTION_KINDS);
-    expect(kinds).toHaveLength(10);
+    expect(kinds).toHaveLength(11);
     expect(sorted(Object.keys(ACTION_IMPLEMENTATIONS))).toEqual(kinds);
     expect(sorted(Object.keys(ACTION_TRAITS))).toEqual(kinds);
     expect(sorted(Object.keys(IMPLEMENTATION_CHECKS))).toEqual(kinds);
@@ -73,7 +73,7 @@ describe("action kinds", () => {
     }
   });
 
-  it("suspend a task only at human and workflow steps, with the wait their handler builds", ({ expect }) => {
+  it("suspend a task only at human, workflow and sleep steps, with the wait their handler builds", ({ expect }) => {
     const human = ResolvedAction.parse({
       id: "ask",
       version: 1,
@@ -125,7 +125,38 @@ describe("action kinds", () => {
     });
     expect(suspensionFor(compute, {}, NO_CONTEXT)).toBeUndefined();
     const suspending = ACTION_KINDS.filter((kind) => ACTION_HANDLERS[kind].suspend !== undefined);
-    expect(suspending).toEqual(["workflow", "human"]);
+    expect(suspending).toEqual(["workflow", "human", "sleep"]);
+    // The suspending kinds are the ones whose trait says so.
+    expect(ACTION_KINDS.filter((kind) => ACTION_TRAITS[kind].suspends)).toEqual(suspending);
+  });
+
+  it("sleep on a duration or an absolute time, the input's winning, and continue at once when the time is past", ({
+    expect,
+  }) => {
+    const sleep = (implementation: Record<string, unknown>) =>
+      ResolvedAction.parse({ id: "nap", version: 1, kind: "sleep", implementation });
+    expect(suspensionFor(sleep({ duration_ms: 2_000 }), {}, NO_CONTEXT)).toEqual({ kind: "timer", duration_ms: 2_000 });
+    const later = Date.now() + 3_600_000;
+    expect(suspensionFor(sleep({ duration_ms: 2_000 }), { until: later }, NO_CONTEXT)).toEqual({
+      kind: "timer",
+      until: later,
+    });
+    const iso = `${new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 19)}+01:00`;
+    expect(suspensionFor(sleep({}), { until: iso }, NO_CONTEXT)).toEqual({ kind: "timer", until: Date.parse(iso) });
+    expect(suspensionFor(sleep({ until: "2001-01-01T00:00:00Z" }), {}, NO_CONTEXT)).toBeUndefined();
+    expect(suspensionFor(sleep({ duration_ms: 0 }), {}, NO_CONTEXT)).toBeUndefined();
+    for (const [implementation, input, message] of [
+      [{}, {}, /exactly one of duration_ms and until; it has neither/],
+      [{}, { duration_ms: 5, until: later }, /it has both/],
+      [{}, { until: "tomorrow" }, /ISO-8601 with an offset or epoch milliseconds/],
+      [{}, { until: "2026-12-02T03:04:05" }, /ISO-8601 with an offset/],
+      [{}, { duration_ms: -1 }, /integer from 0 to 31536000000/],
+      [{}, { until: Date.now() + 400 * 86_400_000 }, /more than 365 days ahead/],
+    ] as const) {
+      expect(() => suspensionFor(sleep(implementation), input, NO_CONTEXT)).toThrow(
+        expect.objectContaining({ code: "sleep.invalid", retryable: false, message: expect.stringMatching(message) }),
+      );
+    }
   });
 
   it("never run a suspending kind as an action: reaching its handler is an internal error", async ({ expect }) => {

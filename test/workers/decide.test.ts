@@ -2137,3 +2137,60 @@ describe("cleanup: cancels and releases are committed with the decision and sent
     expect(again.wakeAt).toBeNull();
   });
 });
+
+describe("timers", () => {
+  /** A result that says the task stopped at a `sleep` step. */
+  const sleepOf = (token: string, wait: { duration_ms?: number; until?: number }): TaskResult => ({
+    token_id: token,
+    success: false,
+    suspended: {
+      step_ref: "nap",
+      step_index: 1,
+      context: { input: {}, state: {}, output: {} },
+      wait: { kind: "timer", ...wait },
+    },
+    metrics: METRICS,
+  });
+
+  it("set the alarm to the timer's end by the coordinator's clock, and resume the step then, once", ({ expect }) => {
+    const run = makeRun({ only: {} });
+    const token = dispatchesOf(startRun(run))[0]?.token_id ?? "";
+    const suspended = run.send(resultOf(sleepOf(token, { duration_ms: 60_000 })), NOW + 10);
+    expect(suspended.state.record.status).toBe("waiting");
+    expect(suspended.wakeAt).toBe(NOW + 10 + 60_000);
+    expect(bodiesOf(suspended, "timer.started")).toEqual([
+      expect.objectContaining({ step: "nap", until: new Date(NOW + 60_010).toISOString() }),
+    ]);
+    // Early wakes (a restart's, a liveness check's) leave it sleeping.
+    expect(dispatchesOf(run.wake(NOW + 30_000, {}))).toEqual([]);
+    expect(run.state.nodes.only?.invocations[0]?.status).toBe("suspended");
+    const woke = run.wake(NOW + 60_010, {});
+    expect(kindsOf(woke)).toContain("timer.fired");
+    const [resumed] = dispatchesOf(woke);
+    expect(resumed?.resume).toMatchObject({
+      mode: "after",
+      step_index: 1,
+      outcome: { ok: true, output: { slept_ms: 60_000, woke_at: new Date(NOW + 60_010).toISOString() } },
+    });
+    expect(kindsOf(run.wake(NOW + 60_020))).not.toContain("timer.fired");
+  });
+
+  it("end a timer already due in the event that opens it", ({ expect }) => {
+    const run = makeRun({ only: {} });
+    const token = dispatchesOf(startRun(run))[0]?.token_id ?? "";
+    const decision = run.send(resultOf(sleepOf(token, { until: NOW - 5 })));
+    expect(kindsOf(decision)).toEqual(expect.arrayContaining(["timer.started", "timer.fired"]));
+    expect(decision.wakeAt).toBe(NOW);
+    expect(decision.state.nodes.only?.invocations[0]?.status).toBe("pending");
+  });
+
+  it("are cancelled with the run, and leave no alarm behind", ({ expect }) => {
+    const run = makeRun({ only: {} });
+    const token = dispatchesOf(startRun(run))[0]?.token_id ?? "";
+    run.send(resultOf(sleepOf(token, { duration_ms: 60_000 })));
+    const cancelled = run.send({ type: "cancel", reason: "not needed" });
+    expect(cancelled.state.record.status).toBe("cancelled");
+    expect(bodiesOf(cancelled, "timer.cancelled")).toEqual([expect.objectContaining({ step: "nap" })]);
+    expect(cancelled.wakeAt).toBeNull();
+  });
+});

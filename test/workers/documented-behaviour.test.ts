@@ -403,7 +403,7 @@ const REPEAT_TWICE = {
 
 describe("repeat on a node that starts a child run", () => {
   // Each iteration gets a child of its own: the child key carries the iteration from the
-  // second one on (coordinator/waits.ts childKey), so iteration 2 does not find iteration 1's
+  // second one on (coordinator/waits.ts waitKey), so iteration 2 does not find iteration 1's
   // child, which had ended and reported already.
   async function expectTwoIterations(expect: ExpectStatic, parentId: string, firstKey: string): Promise<void> {
     const run = await waitForRun(parentId);

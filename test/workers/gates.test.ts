@@ -584,3 +584,60 @@ describe("gate definitions", () => {
     ]);
   });
 });
+
+describe("a node that fails while its other items wait", () => {
+  it("closes their gates with it: expired, journaled, and gone from GET /v1/gates, while the run goes on", async ({
+    expect,
+  }) => {
+    const id = uniqueId("item-fails");
+    await registerWorkflow({
+      id,
+      nodes: {
+        review: {
+          foreach: { items: "$.input.items" },
+          on_failure: "continue",
+          task: {
+            steps: [
+              // Item 1 sleeps first and then fails; item 2 goes straight to its gate.
+              {
+                ref: "pause",
+                action: { kind: "sleep", implementation: { duration_ms: 0 } },
+                input_mapping: { duration_ms: "$.input.wait" },
+              },
+              {
+                ...contextStep("check", "ok", "true"),
+                condition: { if: "input.n != 1", else: "fail" },
+                input_mapping: { n: "$.input.n" },
+              },
+              { ref: "ask", action: humanAction() },
+            ],
+          },
+          input_mapping: { n: "$.item", wait: { expr: "item == 1 ? 400 : 0" } },
+        },
+        hold: { task: { steps: [{ ref: "ask", action: humanAction() }] } },
+      },
+    });
+    const runId = await start(id, { input: { items: [1, 2] } });
+    const run = await waitForRun(runId, (view) => view.nodes.review.status === "failed");
+    const gates = run.gates.filter((gate: { node: string }) => gate.node === "review");
+    expect(gates).toEqual([expect.objectContaining({ item: 1, status: "expired", reason: "node review failed" })]);
+    expect(run.status).toBe("waiting");
+    expect(run.waiting_for).toEqual([expect.objectContaining({ kind: "gate", node: "hold" })]);
+    const entries = await journal(runId);
+    expect(entries.find((entry) => entry.kind === "gate.expired")?.body).toMatchObject({
+      gate_id: gates[0].gate_id,
+      reason: "node review failed",
+    });
+    const listed: { node: string }[] = [];
+    for (let cursor = ""; ;) {
+      const page = await api("GET", `/v1/gates?limit=50${cursor}`);
+      expect(page.status, JSON.stringify(page.json)).toBe(200);
+      listed.push(...page.json.gates.filter((gate: { run_id: string }) => gate.run_id === runId));
+      if (page.json.next_cursor === null) {
+        break;
+      }
+      cursor = `&cursor=${encodeURIComponent(page.json.next_cursor)}`;
+    }
+    expect(listed.map((gate: { node: string }) => gate.node)).toEqual(["hold"]);
+  });
+});

@@ -67,6 +67,7 @@ describe("the journal of real runs", () => {
     const risky = uniqueId("risky");
     const gated = uniqueId("gated");
     const waiter = uniqueId("waiter");
+    const napper = uniqueId("napper");
     const key = uniqueId("flaky");
     await register({
       workflows: [
@@ -153,6 +154,22 @@ describe("the journal of real runs", () => {
         { id: risky, nodes: { only: { task: { steps: [riskyStep(uniqueId("deploy"))] } } } },
         { id: gated, nodes: { ask: { task: { steps: [humanStep("ask")] } } } },
         { id: waiter, nodes: { sub: { workflow: gated } } },
+        {
+          id: napper,
+          nodes: {
+            nap: {
+              task: {
+                steps: [
+                  {
+                    ref: "nap",
+                    action: { kind: "sleep", implementation: {} },
+                    input_mapping: { duration_ms: "$.input.ms" },
+                  },
+                ],
+              },
+            },
+          },
+        },
       ],
     });
 
@@ -199,6 +216,14 @@ describe("the journal of real runs", () => {
       interval: 20,
     });
     expect((await api("POST", `/v1/runs/${waiterRun}/cancel`, { reason: "no longer needed" })).status).toBe(200);
+
+    // A sleep that ends, and one cancelled while it sleeps.
+    const napped = await start(napper, { input: { ms: 50 } });
+    const cancelledNap = await start(napper, { input: { ms: 60_000 } });
+    runs.push(napped, cancelledNap);
+    expect((await waitForRun(napped)).status).toBe("completed");
+    await waitForRun(cancelledNap, (run) => run.status === "waiting");
+    expect((await api("POST", `/v1/runs/${cancelledNap}/cancel`, { reason: "woken early" })).status).toBe(200);
 
     const kinds = new Set<string>();
     for (const runId of runs) {
