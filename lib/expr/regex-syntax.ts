@@ -504,15 +504,24 @@ function propertyItems(name: string, negated: boolean, unsupported: () => RegexR
 const re2Scripts = new Map<string, boolean>();
 
 function isRe2Script(name: string): boolean {
-  let known = re2Scripts.get(name);
+  return (
+    /^[A-Z][A-Za-z_]+$/.test(name) &&
+    !GENERAL_CATEGORIES.has(name) &&
+    compiles(re2Scripts, 1_024, () => RE2JS.compile(`\\p{${name}}`), name)
+  );
+}
+
+/** Whether `compile` returns without throwing, remembered by `name` in `cache` (of at most `limit` names). */
+function compiles(cache: Map<string, boolean>, limit: number, compile: () => unknown, name: string): boolean {
+  let known = cache.get(name);
   if (known === undefined) {
-    known = /^[A-Z][A-Za-z_]+$/.test(name) && !GENERAL_CATEGORIES.has(name);
     try {
-      known &&= RE2JS.compile(`\\p{${name}}`) !== undefined;
+      compile();
+      known = true;
     } catch {
       known = false;
     }
-    setBounded(re2Scripts, name, known, 1_024);
+    setBounded(cache, name, known, limit);
   }
   return known;
 }
@@ -571,15 +580,5 @@ const MAX_PROPERTY_ESCAPE_CHARS = 65;
 const propertyNames = new Map<string, boolean>();
 
 function isPropertyName(name: string): boolean {
-  let known = propertyNames.get(name);
-  if (known === undefined) {
-    try {
-      new RegExp(`\\p{${name}}`, "u");
-      known = true;
-    } catch {
-      known = false;
-    }
-    setBounded(propertyNames, name, known, 4_096);
-  }
-  return known;
+  return compiles(propertyNames, 4_096, () => new RegExp(`\\p{${name}}`, "u"), name);
 }

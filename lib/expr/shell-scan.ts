@@ -5,6 +5,11 @@
  * variables that reach places where bash evaluates text (listed in docs/containers.md).
  * Where it cannot tell, it takes the reading under which bash evaluates (every subscript is
  * arithmetic, `$((` is always arithmetic). It runs and expands nothing.
+ *
+ * Why not a parser library: `sh-syntax` (mvdan/sh as wasm) returns a command as its position
+ * only, asynchronously, starting a Go runtime per parse; `tree-sitter-bash` reads
+ * `$(( … ))` in a heredoc as a command substitution and `([2]=v)` as plain words, both places
+ * where bash evaluates.
  */
 import { EngineError } from "../errors.ts";
 

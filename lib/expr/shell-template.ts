@@ -46,18 +46,9 @@ export const MAX_SHELL_COMMAND_BYTES = 128 * 1024 - 64;
 /** The only values that may stand where bash evaluates: plain decimal integers that fit 64 bits. */
 export const SHELL_INTEGER_PATTERN = /^-?(?:0|[1-9][0-9]{0,17})$/;
 /** Environment variables bash itself reads as code or options: their value may not come from a mustache. */
-export const SHELL_CODE_ENV_NAMES: ReadonlySet<string> = new Set([
-  "BASH_ENV",
-  "ENV",
-  "SHELLOPTS",
-  "BASHOPTS",
-  "PS0",
-  "PS1",
-  "PS2",
-  "PS3",
-  "PS4",
-  "PROMPT_COMMAND",
-]);
+export const SHELL_CODE_ENV_NAMES: ReadonlySet<string> = new Set(
+  "BASH_ENV ENV SHELLOPTS BASHOPTS PS0 PS1 PS2 PS3 PS4 PROMPT_COMMAND".split(" "),
+);
 
 /** A command ready to run: its text and the environment its references (and the step's `env`) expand. */
 export interface RenderedCommand {

@@ -1,6 +1,6 @@
 import type { AST } from "@handlebars/parser";
 import { EngineError } from "../errors.ts";
-import { evaluationAllowance, WORK_UNITS_PER_TEMPLATE_STEP } from "./work-budget.ts";
+import { evaluationAllowance, StepMeter, WORK_UNITS_PER_TEMPLATE_STEP } from "./work-budget.ts";
 import { currentRunVariables, RUN_VARIABLE } from "./run-scope.ts";
 import {
   emit,
@@ -193,7 +193,7 @@ function compileStatements(program: AST.Program | undefined, params: ParamNames)
   return (scope) => {
     let out = "";
     for (const part of parts) {
-      chargeSteps(scope.state, 1);
+      scope.state.steps.charge(1);
       out += part(scope);
       checkOutputSize(out);
     }
@@ -250,15 +250,10 @@ function compileBlock(node: AST.BlockStatement, params: ParamNames): Render {
     const text = (program?.body ?? []).map((statement) => (statement as AST.ContentStatement).value).join("");
     return () => text;
   }
-  const call = hasArguments(node) ? checkCall(node, params, "block") : undefined;
-  if (call === undefined) {
-    const name = simpleName(node.path);
-    const spec = name === undefined || isParamName(params, name) ? undefined : HELPERS.get(name);
-    if (spec?.block !== undefined) {
-      throw problem(`#${name} requires ${describeArity(spec)}`, node);
-    }
-  }
-  const target = call === undefined ? compileTarget(node.path, params) : undefined;
+  // A block helper is called even without arguments, so `{{#each}}` is refused for its arity.
+  const name = simpleName(node.path);
+  const blockHelper = name !== undefined && !isParamName(params, name) && HELPERS.get(name)?.block !== undefined;
+  const call = hasArguments(node) || blockHelper ? checkCall(node, params, "block") : undefined;
   const declared = (program as { blockParams?: string[] } | undefined)?.blockParams ?? [];
   const allowed = call?.spec.blockParams ?? 0;
   if (declared.length > allowed) {
@@ -274,12 +269,13 @@ function compileBlock(node: AST.BlockStatement, params: ParamNames): Render {
     inverse: compileStatements((node as { inverse?: AST.Program }).inverse, params),
     declared,
   };
-  if (target !== undefined) {
+  if (call === undefined) {
+    const target = compileTarget(node.path, params);
     return (scope) => renderSection(block, target(scope), scope);
   }
+  const { spec, args, hash } = call;
   return (scope) => {
-    const { spec, args, hash } = call as Call;
-    chargeSteps(scope.state, 1);
+    scope.state.steps.charge(1);
     const values = args.map((arg) => arg(scope));
     const hashValues = evaluateHash(hash, scope);
     if (spec.block !== undefined) {
@@ -385,7 +381,7 @@ function compileCall(node: Callable, params: ParamNames, usage: "inline" | "sube
     requirePresent(call, values, scope.state);
     const value = call.spec.value?.(values, evaluateHash(call.hash, scope));
     const text = typeof value === "string" ? value : value instanceof UrlEncodedText ? value.text : "";
-    chargeSteps(scope.state, 1 + Math.floor(text.length / TEMPLATE_CHARS_PER_RENDER_STEP));
+    scope.state.steps.charge(1 + Math.floor(text.length / TEMPLATE_CHARS_PER_RENDER_STEP));
     return value;
   };
 }
@@ -443,12 +439,8 @@ function frameAt<T>(frame: Frame<T> | undefined, depth: number): Frame<T> | unde
 
 /** What one rendering shares across its scopes. */
 interface RenderState {
-  /** Render steps taken so far, against {@link limit}. */
-  steps: number;
-  /** {@link MAX_TEMPLATE_RENDER_STEPS}, or less when the work-budget scope has less left. */
-  readonly limit: number;
-  /** Why the rendering stops at {@link limit} when the scope, not its own budget, set it. */
-  readonly scopeReason: string | undefined;
+  /** Render steps, against {@link MAX_TEMPLATE_RENDER_STEPS} or what the work-budget scope has left. */
+  readonly steps: StepMeter;
   readonly root: unknown;
   /** The reserved `run` variable (`run-scope.ts`), or undefined outside a run scope. */
   readonly run: unknown;
@@ -480,28 +472,6 @@ function withParams(scope: Scope, names: readonly string[], values: Args): Scope
   const bindings = new Map<string, unknown>();
   names.forEach((name, index) => bindings.set(name, values[index]));
   return { ...scope, params: { value: bindings, parent: scope.params } };
-}
-
-/** A rendering stopped by its work-budget scope (`work-budget.ts`): `expr.budget_exceeded`, as every kind of expression. */
-function scopeExceeded(reason: string): EngineError {
-  return new EngineError("expr.budget_exceeded", `template rendering ${reason}`);
-}
-
-/**
- * @throws EngineError `template.budget_exceeded` past {@link MAX_TEMPLATE_RENDER_STEPS},
- *   `expr.budget_exceeded` past what the work-budget scope had left.
- */
-function chargeSteps(state: RenderState, steps: number): void {
-  state.steps += steps;
-  if (state.steps > state.limit) {
-    if (state.scopeReason !== undefined) {
-      throw scopeExceeded(state.scopeReason);
-    }
-    throw new EngineError(
-      "template.budget_exceeded",
-      `template rendering exceeded its budget of ${MAX_TEMPLATE_RENDER_STEPS} steps (statements, #each iterations and helper calls)`,
-    );
-  }
 }
 
 function checkOutputSize(out: string): void {
@@ -557,11 +527,19 @@ function requirePresent({ name, spec, params }: Call, args: Args, state: RenderS
  *   `expr.budget_exceeded`.
  */
 function renderProgram(render: Render, data: unknown, options: RenderOptions): string {
-  const allowance = evaluationAllowance(MAX_TEMPLATE_RENDER_STEPS, 1 / WORK_UNITS_PER_TEMPLATE_STEP, scopeExceeded);
+  const allowance = evaluationAllowance(
+    MAX_TEMPLATE_RENDER_STEPS,
+    1 / WORK_UNITS_PER_TEMPLATE_STEP,
+    (reason) => new EngineError("expr.budget_exceeded", `template rendering ${reason}`),
+  );
+  // Stopped by the work-budget scope (`work-budget.ts`): `expr.budget_exceeded`, as every kind of expression.
+  const steps = new StepMeter(
+    allowance.limit,
+    `template rendering ${allowance.scopeReason ?? `exceeded its budget of ${MAX_TEMPLATE_RENDER_STEPS} steps (statements, #each iterations and helper calls)`}`,
+    allowance.scopeReason === undefined ? "template.budget_exceeded" : "expr.budget_exceeded",
+  );
   const state: RenderState = {
-    steps: 0,
-    limit: allowance.limit,
-    scopeReason: allowance.scopeReason,
+    steps,
     root: data,
     run: currentRunVariables(),
     urlEscape: options.escape === "url",
@@ -588,7 +566,7 @@ function renderProgram(render: Render, data: unknown, options: RenderOptions): s
           : String(thrown);
     throw new EngineError("template.render_failed", `template rendering failed: ${reason}`, { cause: thrown });
   } finally {
-    allowance.settle(state.steps);
+    allowance.settle(steps.spent);
   }
 }
 
@@ -620,7 +598,7 @@ function renderEach(block: Block, items: unknown, scope: Scope): string {
   }
   let out = "";
   entries.forEach(([key, value], index) => {
-    chargeSteps(scope.state, 1);
+    scope.state.steps.charge(1);
     const values = new Map<string, unknown>([
       ["index", index],
       ["key", key],

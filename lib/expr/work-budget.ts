@@ -41,21 +41,23 @@ export const JSONPATH_STEPS_PER_WORK_UNIT = 10;
 /** Work units per template render step. */
 export const WORK_UNITS_PER_TEMPLATE_STEP = 1;
 
-/** Counts an evaluation's steps (JSONPath, JSON Schema) against its limit. */
+/** Counts an evaluation's steps (JSONPath, JSON Schema, a template rendering) against its limit. */
 export class StepMeter {
   spent = 0;
   readonly limit: number;
   /** The message of the error once the limit is passed. */
   readonly limitMessage: string;
-  constructor(limit: number, limitMessage: string) {
+  readonly code: string;
+  constructor(limit: number, limitMessage: string, code = "expr.budget_exceeded") {
     this.limit = limit;
     this.limitMessage = limitMessage;
+    this.code = code;
   }
-  /** @throws EngineError `expr.budget_exceeded` once the limit is passed. */
+  /** @throws EngineError `code` once the limit is passed. */
   charge(steps: number): void {
     this.spent += steps;
     if (this.spent > this.limit) {
-      throw new EngineError("expr.budget_exceeded", this.limitMessage);
+      throw new EngineError(this.code, this.limitMessage);
     }
   }
 }

@@ -316,7 +316,7 @@ describe("compile-time validation", () => {
 
   it("rejects helpers used the wrong way", ({ expect }) => {
     expect(compileMessage("{{if a}}")).toMatch(/"if" is a block helper/);
-    expect(compileMessage("{{#each}}x{{/each}}")).toMatch(/#each requires exactly 1 argument/);
+    expect(compileMessage("{{#each}}x{{/each}}")).toMatch(/"each" takes exactly 1 argument, got 0/);
     expect(compileMessage("{{#json a}}x{{/json}}")).toMatch(/"json" cannot open a block/);
     expect(compileMessage("{{eq a}}")).toMatch(/"eq" takes exactly 2 arguments, got 1/);
     expect(compileMessage("{{json a bogus=1}}")).toMatch(/takes no hash argument "bogus"/);
