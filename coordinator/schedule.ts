@@ -120,7 +120,11 @@ export function nextWakeAt(draft: Draft): number | null {
   if (status === "drafting") {
     return draft.record.mode === "auto" ? draft.now : null;
   }
-  if (status === "queued" || (status !== "paused" && hasUnrequestedChild(draft)) || dispatchable(draft, 1).length > 0) {
+  if (status === "queued") {
+    // At once, or when a delayed start is due (cleanup a redrive left pending may come first).
+    return Math.min(Math.max(draft.now, draft.record.start_at ?? draft.now), cleanupAt ?? Number.POSITIVE_INFINITY);
+  }
+  if ((status !== "paused" && hasUnrequestedChild(draft)) || dispatchable(draft, 1).length > 0) {
     return draft.now;
   }
   let wakeAt = Math.min(draft.record.deadline_at ?? Number.POSITIVE_INFINITY, nextGateExpiry(draft));

@@ -46,6 +46,7 @@ export function toRunView(state: RunState, snapshot: RunSnapshot | null): RunVie
     ...outcomeOf(record),
     created_at: new Date(record.created_at).toISOString(),
     updated_at: new Date(record.updated_at).toISOString(),
+    start_at: iso(record.start_at ?? null),
     nodes: Object.fromEntries(
       inDependencyOrder(state.nodes, nodes).map(([id, node]) => [id, toNodeView(node, foreachNodes.has(id))]),
     ),
