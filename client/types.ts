@@ -973,6 +973,7 @@ export type RunView = {
   } | null;
   created_at: string;
   updated_at: string;
+  start_at: string | null;
   nodes: {
     [key: string]: {
       status: "pending" | "running" | "waiting" | "completed" | "failed" | "skipped" | "cancelled";
@@ -1180,6 +1181,8 @@ export type StartRunBody = {
   version?: number;
   idempotency_key?: string;
   mode?: "auto" | "approval" | "preview";
+  start_at?: string;
+  delay_ms?: number;
 };
 
 /** A started run (or, for a preview, run_id null, status "preview" and the plan). */

@@ -27,6 +27,10 @@ export interface CreateRunRequest {
   parent?: { run_id: string; key: string; depth: number };
   /** Set for a plan run (POST /v1/plans): recorded on `run.created`; its steps go on the record. */
   plan?: { origin: PlanOrigin; steps: PlanStepRecord[] };
+  /** A delayed start, at most one of the two: when the run is due (ms since the epoch)… */
+  start_at?: number;
+  /** …or how long after its creation (counted on the coordinator's clock, the one its timers use). */
+  delay_ms?: number;
 }
 
 /**
@@ -44,6 +48,10 @@ export interface CreateRunOutcome {
 /** A run in `drafting`, every node `pending`. */
 export function newRunState(request: CreateRunRequest, now: number): RunState {
   const workflow = request.snapshot.workflow;
+  const startAt = request.start_at ?? (request.delay_ms === undefined ? undefined : now + request.delay_ms);
+  // The run's timeout counts from its start: a delayed run's from when it is due.
+  const timeout = workflow.definition.timeout_ms;
+  const deadlineAt = timeout === undefined ? null : Math.max(now, startAt ?? now) + timeout;
   const nodes: Record<string, NodeRecord> = {};
   for (const nodeId of Object.keys(workflow.definition.nodes)) {
     nodes[nodeId] = {
@@ -67,7 +75,8 @@ export function newRunState(request: CreateRunRequest, now: number): RunState {
       error: null,
       created_at: now,
       updated_at: now,
-      deadline_at: workflow.definition.timeout_ms === undefined ? null : now + workflow.definition.timeout_ms,
+      deadline_at: deadlineAt,
+      ...(startAt === undefined ? {} : { start_at: startAt }),
       dispatch_count: 0,
       redrives: 0,
       usage: { input_tokens: 0, output_tokens: 0, cost_usd: 0 },
@@ -108,6 +117,7 @@ export function runCreatedEntry(
       mode: request.mode,
       input: request.input,
       idempotency_key: request.idempotency_key,
+      ...(record.start_at === undefined ? {} : { start_at: new Date(record.start_at).toISOString() }),
       ...(request.plan ? { plan: request.plan.origin } : {}),
     },
   };

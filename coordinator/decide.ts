@@ -15,7 +15,7 @@ import { childFinished, childStarted } from "./child-results.ts";
 import { dispatchReady, FULL_WAKE_BUDGET, TASKS_PER_EXECUTOR_CALL } from "./dispatch.ts";
 import { Draft, type Command, type DecideContext, type RunState } from "./draft.ts";
 import type { RunEvent, WakeBudget } from "./events.ts";
-import { isTerminal } from "./lifecycle.ts";
+import { isStartDue, isTerminal } from "./lifecycle.ts";
 import type { LiveWork } from "./live.ts";
 import { journalStepChoice } from "./choices.ts";
 import { completeInvocation, failInvocation, startReadyNodes } from "./nodes.ts";
@@ -89,7 +89,8 @@ const HANDLERS: Handlers = {
   },
   resume: (draft) => {
     if (allows("resume", draft.record)) {
-      draft.transition("running", RUN_STATUS_REASONS.resumed);
+      // A run paused before its delayed start was due waits for it again.
+      draft.transition(isStartDue(draft.record, draft.now) ? "running" : "queued", RUN_STATUS_REASONS.resumed);
     }
   },
   redrive: (draft) => {
@@ -199,6 +200,9 @@ function onWake(draft: Draft, live: LiveWork, budget: WakeBudget): void {
     draft.transition("queued", RUN_STATUS_REASONS.started);
   }
   if (draft.record.status === "queued") {
+    if (!isStartDue(draft.record, draft.now)) {
+      return; // A delayed start: nothing runs before its start_at, when nextWakeAt wakes it.
+    }
     draft.transition("running", RUN_STATUS_REASONS.dispatching);
   }
   if (draft.record.deadline_at !== null && draft.now >= draft.record.deadline_at) {

@@ -1,5 +1,5 @@
 import { EngineError } from "../lib/errors.ts";
-import type { RunStatus } from "../schemas/run.ts";
+import type { RunRecord, RunStatus } from "../schemas/run.ts";
 
 /**
  * The run lifecycle (docs/api.md, `GET /v1/runs/{run_id}`: the statuses and
@@ -13,7 +13,8 @@ export const TRANSITIONS = {
   running: ["waiting", "paused", "completed", "failed", "cancelled"],
   waiting: ["running", "paused", "completed", "failed", "cancelled"],
   // A paused run dispatches nothing new, but what is in flight may still finish it.
-  paused: ["running", "waiting", "completed", "failed", "cancelled"],
+  // `paused → queued`: resumed before its delayed start is due.
+  paused: ["queued", "running", "waiting", "completed", "failed", "cancelled"],
   // Terminal. `failed → queued` is the one way back: a redrive.
   completed: [],
   failed: ["queued"],
@@ -24,6 +25,11 @@ export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set(["completed", "
 
 export function isTerminal(status: RunStatus): boolean {
   return TERMINAL_STATUSES.has(status);
+}
+
+/** Whether a queued run may start now: it has no delayed start, or its `start_at` has come. */
+export function isStartDue(record: Pick<RunRecord, "start_at">, now: number): boolean {
+  return record.start_at === undefined || record.start_at <= now;
 }
 
 export function canTransition(from: RunStatus, to: RunStatus): boolean {

@@ -120,8 +120,12 @@ export function nextWakeAt(draft: Draft): number | null {
   if (status === "drafting") {
     return draft.record.mode === "auto" ? draft.now : null;
   }
+  if (status === "queued") {
+    // At once, or when a delayed start is due (cleanup a redrive left pending may come first).
+    return Math.min(Math.max(draft.now, draft.record.start_at ?? draft.now), cleanupAt ?? Number.POSITIVE_INFINITY);
+  }
   const waits = waitTimes(draft);
-  if (status === "queued" || (status !== "paused" && waits.unsent) || dispatchable(draft, 1).length > 0) {
+  if ((status !== "paused" && waits.unsent) || dispatchable(draft, 1).length > 0) {
     return draft.now;
   }
   let wakeAt = Math.min(draft.record.deadline_at ?? Number.POSITIVE_INFINITY, waits.expiresAt);

@@ -48,6 +48,7 @@ export function toRunView(state: RunState, snapshot: RunSnapshot | null): RunVie
     ...outcomeOf(record),
     created_at: new Date(record.created_at).toISOString(),
     updated_at: new Date(record.updated_at).toISOString(),
+    start_at: iso(record.start_at ?? null),
     nodes: Object.fromEntries(ordered.map(([id, node]) => [id, toNodeView(node, foreachNodes.has(id))])),
     gates: record.gates.map(toGateView),
     waiting_for: runWaits(ordered, foreachNodes),

@@ -1,6 +1,7 @@
 import { ensureEngineError } from "../lib/errors.ts";
 import { hasPendingCleanup } from "./cleanup.ts";
 import type { RunState } from "./draft.ts";
+import { isStartDue } from "./lifecycle.ts";
 import { needsWakeAfterRestart } from "./wait-kinds.ts";
 
 /**
@@ -47,7 +48,7 @@ export class WakeScheduler {
    */
   async restore(state: RunState): Promise<void> {
     this.alarmAt = await this.deps.storage.getAlarm();
-    if (hasWorkToResume(state)) {
+    if (hasWorkToResume(state, Date.now())) {
       this.idle = false;
       await this.setAlarm(Date.now());
     }
@@ -142,13 +143,17 @@ export class WakeScheduler {
 }
 
 /**
- * Work that a restart interrupts and a wake resumes: a start (a queued run, or
- * an auto run stored in drafting), dispatches in flight, children asked for
- * but not yet known to exist, and children to cancel or containers to release.
+ * Work that a restart interrupts and a wake resumes: a start (a queued run
+ * that is due, or an auto run stored in drafting), dispatches in flight,
+ * children asked for but not yet known to exist, and children to cancel or
+ * containers to release. A delayed start not yet due is left to its stored
+ * alarm, set at its `start_at`.
  */
-function hasWorkToResume(state: RunState): boolean {
+function hasWorkToResume(state: RunState, now: number): boolean {
   const { status, mode } = state.record;
-  if (status === "queued" || (status === "drafting" && mode === "auto") || hasPendingCleanup(state.record)) {
+  const startable =
+    (status === "queued" && isStartDue(state.record, now)) || (status === "drafting" && mode === "auto");
+  if (startable || hasPendingCleanup(state.record)) {
     return true;
   }
   return Object.values(state.nodes).some((node) =>

@@ -17,13 +17,34 @@ import {
   Usage,
 } from "./run.ts";
 
-/** `POST /v1/workflows/{id}/runs` body. */
-export const StartRunBody = z.strictObject({
-  input: JsonValue.optional(),
-  version: z.number().int().min(1).optional(),
-  idempotency_key: z.string().min(1).max(256).optional(),
-  mode: RunMode.optional(),
-});
+/** The furthest ahead a delayed start may be: 365 days. */
+export const MAX_START_DELAY_MS = 365 * 24 * 60 * 60_000;
+
+/**
+ * `POST /v1/workflows/{id}/runs` body. `start_at` (ISO-8601 with an offset)
+ * or `delay_ms`, not both, delays the start: the run is created `queued` and
+ * starts then. That `start_at` is at most {@link MAX_START_DELAY_MS} ahead is
+ * checked where the clock is read (src/service.ts).
+ */
+export const StartRunBody = z
+  .strictObject({
+    input: JsonValue.optional(),
+    version: z.number().int().min(1).optional(),
+    idempotency_key: z.string().min(1).max(256).optional(),
+    mode: RunMode.optional(),
+    start_at: z.iso.datetime({ offset: true }).optional(),
+    delay_ms: z.number().int().min(0).max(MAX_START_DELAY_MS).optional(),
+  })
+  .check((ctx) => {
+    if (ctx.value.start_at !== undefined && ctx.value.delay_ms !== undefined) {
+      ctx.issues.push({
+        code: "custom",
+        input: ctx.value,
+        path: ["delay_ms"],
+        message: "give start_at or delay_ms, not both",
+      });
+    }
+  });
 export type StartRunBody = z.infer<typeof StartRunBody>;
 
 export const CreatedDefinition = z.strictObject({
@@ -182,6 +203,8 @@ export const RunView = z.strictObject({
   error: Failure.nullable(),
   created_at: z.string(),
   updated_at: z.string(),
+  /** A delayed start's time (`start_at`, or `delay_ms` after creation); null for a run started at once. */
+  start_at: z.string().nullable(),
   nodes: z.record(z.string(), NodeView),
   gates: z.array(z.lazy(() => GateView)),
   /** Every open wait of the run (its first 100), in node order: gates, child runs, timers. */

@@ -87,6 +87,8 @@ export const JOURNAL_BODIES = {
     mode: RunMode,
     input: JsonValue,
     idempotency_key: z.string().nullable(),
+    /** Only on a delayed start: when the run is due to start. */
+    start_at: IsoTime.optional(),
     /** Only on a plan run (POST /v1/plans): the plan as given and the graph it compiled to. */
     plan: PlanOrigin.optional(),
   }),

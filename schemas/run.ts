@@ -246,8 +246,10 @@ export const RunRecord = z.strictObject({
   error: Failure.nullable(),
   created_at: z.number(),
   updated_at: z.number(),
-  /** Absolute deadline from `workflow.timeout_ms`, or null. */
+  /** Absolute deadline from `workflow.timeout_ms` (counted from `start_at` for a delayed start), or null. */
   deadline_at: z.number().nullable(),
+  /** When a delayed start is due (ms); absent for a run started at once. Queued until then. */
+  start_at: z.number().optional(),
   /** Counter for dispatch tokens: a token is never reused. */
   dispatch_count: z.number().int().min(0),
   /** LLM tokens and cost of every task result accepted so far. */

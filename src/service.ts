@@ -8,11 +8,12 @@ import { EngineError } from "../lib/errors.ts";
 import { newRunId, RUN_ID_PATTERN, runIdFor, sha256Hex } from "../lib/ids.ts";
 import { canonicalJson, importSigningKey, toJwks, type JournalEntry } from "../lib/journal/index.ts";
 import { unwrap } from "../lib/result.ts";
-import { parseOrThrow } from "../lib/validation.ts";
+import { parseOrThrow, summarize } from "../lib/validation.ts";
 import { planRun } from "../coordinator/plan.ts";
 import {
   DefinitionListCursor,
   DefinitionListQuery,
+  MAX_START_DELAY_MS,
   StartRunBody,
   type DefinitionList,
   type DefinitionRecord,
@@ -118,6 +119,7 @@ export async function startRun(
   waitMs = 0,
 ): Promise<{ created: boolean; run: StartRunResponse }> {
   const request = parseOrThrow(StartRunBody, body ?? {}, "run.invalid_request", "the run request");
+  const delay = delayedStart(request, Date.now());
   const mode = request.mode ?? "auto";
   // Through the snapshot caches (catalog/snapshots.ts): a pinned start may not call the catalog at all.
   const snapshot = await resolveSnapshot(env, workflowId, request.version);
@@ -135,8 +137,10 @@ export async function startRun(
       },
     };
   }
+  // The delay as sent, and only when sent: a retry with the same delay_ms is the same request.
+  const { start_at, delay_ms } = request;
   const requestHash = await sha256Hex(
-    canonicalJson({ workflow: workflowId, version: request.version ?? null, input, mode }),
+    canonicalJson({ workflow: workflowId, version: request.version ?? null, input, mode, start_at, delay_ms }),
   );
   const runId =
     request.idempotency_key === undefined ? newRunId() : await idempotentRunId(workflowId, request.idempotency_key);
@@ -150,9 +154,30 @@ export async function startRun(
       idempotency_key: request.idempotency_key ?? null,
       request_hash: requestHash,
       created_by: createdBy,
+      ...delay,
     },
     waitMs,
   );
+}
+
+/**
+ * A start's delay as the coordinator takes it: `start_at` as a time, at most
+ * MAX_START_DELAY_MS after `now` (one in the past starts the run at once), or
+ * `delay_ms`, which the coordinator counts from its own clock.
+ */
+function delayedStart(request: StartRunBody, now: number): Pick<CreateRunRequest, "start_at" | "delay_ms"> {
+  if (request.delay_ms !== undefined) {
+    return { delay_ms: request.delay_ms };
+  }
+  if (request.start_at === undefined) {
+    return {};
+  }
+  const startAt = Date.parse(request.start_at);
+  if (startAt - now > MAX_START_DELAY_MS) {
+    const details = [{ path: "start_at", message: "must be at most 365 days ahead", code: "run.start_too_late" }];
+    throw EngineError.terminal("run.invalid_request", `the run request is invalid: ${summarize(details)}`, details);
+  }
+  return { start_at: startAt };
 }
 
 /**

@@ -30,6 +30,12 @@ export function RunHeader(props: { view: RunView; cancelReason: string | null })
       </p>
       <p class="muted">
         created <Time at={view.created_at} /> · updated <Time at={view.updated_at} />
+        {view.start_at === null ? null : (
+          <span data-start-at>
+            {" "}
+            · {view.status === "queued" ? "starts" : "start due"} <Time at={view.start_at} />
+          </span>
+        )}
         {isTerminal(view.status) ? "" : " · live"}
       </p>
       <p class="usage" data-usage>

@@ -315,6 +315,28 @@ describe("web console in headless Chromium", () => {
     await context.close();
   });
 
+  test("a run queued for a delayed start shows when it starts, and the controls it accepts while queued", async () => {
+    const id = uid("console-delayed");
+    const step = { ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } };
+    await register({ workflows: [{ id, nodes: { work: { task: { steps: [step] } } } }] });
+    const started = await startRun(id, { input: {}, delay_ms: 600_000 });
+    assert.equal(started.status, 201, show(started));
+    const runId = started.json.run_id;
+
+    const context = await browser.newContext();
+    await context.addInitScript((value) => sessionStorage.setItem("trellis.api_token", value), token);
+    const page = await context.newPage();
+    await page.goto(`${url}/runs/${runId}`);
+    const startAt = page.locator("[data-start-at]");
+    await startAt.waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.match(await startAt.innerText(), /starts/);
+    const controls = page.locator(".controls");
+    await controls.getByRole("button", { name: "pause" }).waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.deepEqual(await controls.getByRole("button").allInnerTexts(), ["cancel", "pause"]);
+    await context.close();
+    assert.equal((await api("POST", `/v1/runs/${runId}/cancel`, { body: {} })).status, 200);
+  });
+
   test("a journal altered on its way to the browser fails verification at the altered entry", async () => {
     const id = uid("console-tamper");
     await register({

@@ -1,13 +1,16 @@
 // Recovery needs no reader, against real workerd: the whole `wrangler dev` is
-// killed (SIGKILL to its process group) while four runs are mid-flight — a
+// killed (SIGKILL to its process group) while five runs are mid-flight — a
 // parent whose child is calling a peer, a wide foreach whose items are all
-// calling it, a task resumed after a gate answer and calling it, and a node
-// waiting out a retry backoff — then restarted on the same state directory.
+// calling it, a task resumed after a gate answer and calling it, a node
+// waiting out a retry backoff, and a run queued for a delayed start — then
+// restarted on the same state directory.
 // Afterwards nothing reads a run: the test watches only the HTTP peer's
 // counters (each run's last node marks the peer), then reads each run once
 // and checks that it completed, that every node (and foreach item) completed
 // exactly once, that the lost calls were journaled `task.lost` (never a
-// timeout), and that every journal verifies offline.
+// timeout), that the delayed run started at its start_at (not before; late
+// only by as long as the server was down past it), and that every journal
+// verifies offline.
 //
 // This file starts its own HTTP target and its own `wrangler dev` (it kills
 // it), whatever scripts/e2e.mjs started for the other files.
@@ -27,6 +30,8 @@ const SLOW_MS = 4_000;
 const ITEMS = 30;
 /** The retry's backoff: the kill lands inside it. */
 const BACKOFF_MS = 4_000;
+/** How late the delayed run may start: after its start_at, or after the restart when that came later. */
+const START_SLACK_MS = 2_000;
 /** Bound on any one wait below; the whole file takes a few tens of seconds. */
 const WAIT_MS = 60_000;
 
@@ -83,7 +88,7 @@ const httpStep = (ref, url) => ({
   action: { kind: "http", implementation: { method: "GET", url_template: url } },
 });
 
-test("a killed and restarted wrangler dev finishes every interrupted run by itself: each node completed once, lost calls journaled task.lost, journals verified", async () => {
+test("a killed and restarted wrangler dev finishes every interrupted run by itself: each node completed once, lost calls journaled task.lost, a delayed start on time, journals verified", async () => {
   const target = await startHttpTarget({ port: 0 });
   const stateDir = mkdtempSync(join(tmpdir(), "trellis-restart-"));
   const token = `restart-${uid("t")}`;
@@ -100,6 +105,7 @@ test("a killed and restarted wrangler dev finishes every interrupted run by itse
       wide: uid("rs-wide"),
       gate: uid("rs-gate"),
       retry: uid("rs-retry"),
+      delayed: uid("rs-delayed"),
     };
     /** The run's last node: it marks the peer, which is how the test sees the run get there. */
     const done = (/** @type {string} */ name, /** @type {string} */ after) => ({
@@ -158,6 +164,10 @@ test("a killed and restarted wrangler dev finishes every interrupted run by itse
             done: done("retry", "flaky"),
           },
         },
+        {
+          id: ids.delayed,
+          nodes: { done: { task: { steps: [httpStep("mark", `${target.url}/mark/${k}-delayed-done`)] } } },
+        },
       ],
     });
     assert.equal(registered.status, 201, registered.text);
@@ -190,6 +200,14 @@ test("a killed and restarted wrangler dev finishes every interrupted run by itse
       const entries = (await api("GET", `/v1/runs/${runs.retry}/journal`)).json.entries;
       return entries.some((/** @type {{ kind: string }} */ entry) => entry.kind === "task.retry_scheduled");
     });
+    // Started last, due well after the restart should be done (twice the first start-up, plus 2 s):
+    // the kill and the restart fall inside its delay, and only its stored alarm can start it.
+    const delayMs = 2 * dev.startupMs + 2_000;
+    const delayed = await api("POST", `/v1/workflows/${ids.delayed}/runs`, { input: {}, delay_ms: delayMs });
+    assert.equal(delayed.status, 201, delayed.text);
+    assert.equal(delayed.json.status, "queued");
+    const delayedRun = /** @type {string} */ (delayed.json.run_id);
+    const startAt = Date.parse((await api("GET", `/v1/runs/${delayedRun}`)).json.start_at);
 
     await dev.kill();
     dev = await startWranglerDev({ vars, persistTo: stateDir });
@@ -204,9 +222,10 @@ test("a killed and restarted wrangler dev finishes every interrupted run by itse
     console.log(
       `restart: every run reached its last node ${Date.now() - restarted}ms after the restarted wrangler answered (interrupted calls take ${SLOW_MS}ms)`,
     );
+    await until("the delayed run to reach its node", async () => target.hits(`${k}-delayed-done`) >= 1);
 
     const childRunIds = [];
-    for (const [name, runId] of Object.entries(runs)) {
+    for (const [name, runId] of Object.entries({ ...runs, delayed: delayedRun })) {
       // The last mark's result may still be on its way into the journal: only now is the run read.
       const run = await until(`${name} to end`, async () => {
         const read = await api("GET", `/v1/runs/${runId}`);
@@ -252,12 +271,26 @@ test("a killed and restarted wrangler dev finishes every interrupted run by itse
       },
       { child: 2, each: 2 * ITEMS, gate: 2, flaky: 2 },
     );
-    for (const name of ["parent", "wide", "gate", "retry"]) {
+    for (const name of ["parent", "wide", "gate", "retry", "delayed"]) {
       assert.equal(target.hits(`${k}-${name}-done`), 1, `${name}: its last node ran once`);
     }
 
+    // The delayed run started at its start_at, not before, and late only by the time the server was down past it.
+    const delayedEntries = await journalOf(api, delayedRun);
+    assert.equal(delayedEntries[0]?.body.start_at, new Date(startAt).toISOString());
+    const running = delayedEntries.find((entry) => entry.kind === "run.status" && entry.body.to === "running");
+    const startedAt = Date.parse(String(running?.at));
+    assert.ok(startedAt >= startAt, `started ${startAt - startedAt}ms before its start_at`);
+    assert.ok(
+      startedAt <= Math.max(startAt, restarted) + START_SLACK_MS,
+      `started ${startedAt - Math.max(startAt, restarted)}ms after it could have`,
+    );
+    console.log(
+      `restart: the delayed run (delay_ms ${delayMs}) started ${startedAt - startAt}ms after its start_at; the restarted wrangler answered ${startAt - restarted}ms before it`,
+    );
+
     const jwks = (await api("GET", "/v1/journal-keys")).json;
-    for (const runId of [...Object.values(runs), ...childRunIds]) {
+    for (const runId of [...Object.values(runs), delayedRun, ...childRunIds]) {
       const report = await verifyJournal(await journalOf(api, runId), jwks, { requireAttestation: true });
       assert.equal(report.ok, true, `${runId}: ${JSON.stringify(report)}`);
     }

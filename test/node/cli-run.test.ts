@@ -39,6 +39,7 @@ const view = (status: string) => ({
   error: null,
   created_at: "2026-11-24T00:00:00.000Z",
   updated_at: "2026-11-24T00:00:00.010Z",
+  start_at: null,
   nodes: {},
   gates: [],
   usage: { input_tokens: 0, output_tokens: 0, cost_usd: 0 },

@@ -25,6 +25,7 @@ function view(nodes: RunView["nodes"]): RunView {
     error: null,
     created_at: "2026-11-24T00:00:00.000Z",
     updated_at: "2026-11-24T00:00:01.000Z",
+    start_at: null,
     nodes,
     gates: [],
     waiting_for: [],

@@ -122,6 +122,40 @@ describe("pause, resume and redrive", () => {
     expect(await verified(runId)).toBe(true);
   });
 
+  it("a run paused while queued for a delayed start resumes into queued and starts when due", async ({ expect }) => {
+    const runId = await startWorkflow(
+      { id: uniqueId("pause-queued"), nodes: { main: { task: contextTask("1") } } },
+      { input: {}, delay_ms: 1_500 },
+    );
+    const paused = await api("POST", `/v1/runs/${runId}/pause`);
+    expect(paused.json.status).toBe("paused");
+    expect(paused.json.controls).toEqual(["cancel", "resume"]);
+    const resumed = await api("POST", `/v1/runs/${runId}/resume`);
+    expect(resumed.json.status).toBe("queued");
+    const run = await waitForRun(runId);
+    expect(run.status).toBe("completed");
+    const moves = (await journal(runId))
+      .filter((entry) => entry.kind === "run.status")
+      .map((entry) => `${entry.body.from}→${entry.body.to}`);
+    expect(moves).toEqual(["drafting→queued", "queued→paused", "paused→queued", "queued→running", "running→completed"]);
+    const running = (await journal(runId)).find((entry) => entry.kind === "run.status" && entry.body.to === "running");
+    expect(Date.parse(String(running?.at))).toBeGreaterThanOrEqual(Date.parse(run.start_at));
+  });
+
+  it("a run paused while queued stays paused past its start_at, and runs once resumed", async ({ expect }) => {
+    const runId = await startWorkflow(
+      { id: uniqueId("pause-past"), nodes: { main: { task: contextTask("1") } } },
+      { input: {}, delay_ms: 1_000 },
+    );
+    expect((await api("POST", `/v1/runs/${runId}/pause`)).json.status).toBe("paused");
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const still = (await api("GET", `/v1/runs/${runId}`)).json;
+    expect(still.status).toBe("paused");
+    expect(still.nodes.main.status).toBe("pending");
+    expect((await api("POST", `/v1/runs/${runId}/resume`)).json.status).toBe("running");
+    expect((await waitForRun(runId)).status).toBe("completed");
+  });
+
   it("redrives a failed run from its failed node, keeping completed results, in the same journal", async ({
     expect,
   }) => {
@@ -170,6 +204,21 @@ describe("pause, resume and redrive", () => {
     expect(approved.json.status).toBe("running");
     expect((await waitForRun(runId)).status).toBe("completed");
     expect((await api("POST", `/v1/runs/${runId}/approve`)).status).toBe(409);
+  });
+  it("keeps an approval run with a delayed start in drafting until approved, then queued until due", async ({
+    expect,
+  }) => {
+    const runId = await startWorkflow(
+      { id: uniqueId("approve-later"), nodes: { main: { task: contextTask("1") } } },
+      { input: {}, mode: "approval", delay_ms: 1_000 },
+    );
+    expect((await api("GET", `/v1/runs/${runId}`)).json.status).toBe("drafting");
+    const approved = await api("POST", `/v1/runs/${runId}/approve`);
+    expect(approved.json.status).toBe("queued");
+    const run = await waitForRun(runId);
+    expect(run.status).toBe("completed");
+    const running = (await journal(runId)).find((entry) => entry.kind === "run.status" && entry.body.to === "running");
+    expect(Date.parse(String(running?.at))).toBeGreaterThanOrEqual(Date.parse(run.start_at));
   });
 });
 

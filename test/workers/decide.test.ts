@@ -1,5 +1,5 @@
 import { describe, it } from "vitest";
-import { newRunState } from "../../coordinator/create.ts";
+import { newRunState, runCreatedEntry, type CreateRunRequest } from "../../coordinator/create.ts";
 import { MAX_CLEANUP_CALLS_PER_EVENT } from "../../coordinator/cleanup.ts";
 import { toLiveWork } from "../../coordinator/live.ts";
 import { MAX_CHILD_STARTS_PER_EVENT } from "../../coordinator/waits.ts";
@@ -94,11 +94,24 @@ function makeSnapshot(
   });
 }
 
-function makeState(snapshot: RunSnapshot, input: Json = {}, mode: "auto" | "approval" = "auto"): RunState {
-  return newRunState(
-    { run_id: RUN_ID, snapshot, input, mode, idempotency_key: null, request_hash: "hash", created_by: "token:tester" },
-    NOW,
-  );
+/** What a start asks besides the snapshot: its input and mode, and a delayed start's `start_at` or `delay_ms`. */
+type StartRequest = Partial<Pick<CreateRunRequest, "input" | "mode" | "start_at" | "delay_ms">>;
+
+function makeRequest(snapshot: RunSnapshot, request: StartRequest = {}): CreateRunRequest {
+  return {
+    run_id: RUN_ID,
+    snapshot,
+    input: {},
+    mode: "auto",
+    idempotency_key: null,
+    request_hash: "hash",
+    created_by: "token:tester",
+    ...request,
+  };
+}
+
+function makeState(snapshot: RunSnapshot, request: StartRequest = {}): RunState {
+  return newRunState(makeRequest(snapshot, request), NOW);
 }
 
 const METRICS = { duration_ms: 5, steps_executed: 1, llm_tokens: { input: 0, output: 0, cost_usd: 0 } };
@@ -147,12 +160,13 @@ interface TestRun {
 /** A run in `drafting`, driven one event at a time: each decision becomes the next state. */
 function makeRun(
   nodes: Record<string, Partial<Node>>,
-  options: { workflow?: Partial<Omit<Workflow, "nodes">>; input?: Json; mode?: "auto" | "approval" } = {},
+  options: { workflow?: Partial<Omit<Workflow, "nodes">> } & StartRequest = {},
 ): TestRun {
-  const snapshot = makeSnapshot(nodes, options.workflow);
+  const { workflow, ...request } = options;
+  const snapshot = makeSnapshot(nodes, workflow);
   const run: TestRun = {
     snapshot,
-    state: makeState(snapshot, options.input, options.mode),
+    state: makeState(snapshot, request),
     send(event, now = NOW, random = () => 0) {
       const decision = decide(run.state, event, { snapshot, now, random });
       run.state = decision.state;
@@ -365,6 +379,96 @@ describe("starting a run", () => {
     const copy = structuredClone(before);
     run.succeed(run.token("a"));
     expect(before).toEqual(copy);
+  });
+});
+
+describe("delayed starts", () => {
+  const DELAY_MS = 2_000;
+
+  it("a start with delay_ms is queued until NOW + delay_ms: a wake before then dispatches nothing and keeps the alarm there", ({
+    expect,
+  }) => {
+    const run = makeRun({ a: {} }, { delay_ms: DELAY_MS });
+    expect(run.state.record.start_at).toBe(NOW + DELAY_MS);
+    const started = run.send({ type: "start" });
+    expect(started.state.record.status).toBe("queued");
+    expect(started.wakeAt).toBe(NOW + DELAY_MS);
+
+    const early = run.wake(NOW + DELAY_MS - 1);
+    expect(early.commands).toEqual([]);
+    expect(early.state.record.status).toBe("queued");
+    expect(early.wakeAt).toBe(NOW + DELAY_MS);
+
+    const due = run.wake(NOW + DELAY_MS);
+    expect(entryOf(due, "run.status").body).toEqual({ from: "queued", to: "running", reason: "dispatching" });
+    expect(nodeIdsOf(due)).toEqual(["a"]);
+  });
+
+  it("an auto run's start decided with its first wake leaves a delayed start queued, with the alarm at start_at", ({
+    expect,
+  }) => {
+    const run = makeRun({ a: {} }, { start_at: NOW + DELAY_MS });
+    const wake: RunEvent = { type: "wake", live: toLiveWork({ tokens: [] }) };
+    const decision = decide(run.state, { type: "start" }, { snapshot: run.snapshot, now: NOW, random: () => 0 }, wake);
+    expect(decision.state.record.status).toBe("queued");
+    expect(dispatchesOf(decision)).toEqual([]);
+    expect(decision.wakeAt).toBe(NOW + DELAY_MS);
+  });
+
+  it("a start_at already past starts the run at once", ({ expect }) => {
+    const run = makeRun({ a: {} }, { start_at: NOW - DELAY_MS });
+    expect(run.send({ type: "start" }).wakeAt).toBe(NOW);
+    expect(nodeIdsOf(run.wake())).toEqual(["a"]);
+  });
+
+  it("the run's timeout_ms counts from start_at, not from creation", ({ expect }) => {
+    const delayed = makeRun({ a: {} }, { workflow: { timeout_ms: 5_000 }, delay_ms: DELAY_MS });
+    expect(delayed.state.record.deadline_at).toBe(NOW + DELAY_MS + 5_000);
+    const past = makeRun({ a: {} }, { workflow: { timeout_ms: 5_000 }, start_at: NOW - DELAY_MS });
+    expect(past.state.record.deadline_at).toBe(NOW + 5_000);
+  });
+
+  it("run.created records start_at; a run started at once has none", ({ expect }) => {
+    const snapshot = makeSnapshot({ a: {} });
+    const request = makeRequest(snapshot, { delay_ms: DELAY_MS });
+    const delayed = runCreatedEntry(newRunState(request, NOW).record, request, new Date(NOW).toISOString());
+    expect(delayed.body.start_at).toBe(new Date(NOW + DELAY_MS).toISOString());
+    const plain = makeRequest(snapshot);
+    expect(runCreatedEntry(newRunState(plain, NOW).record, plain, "").body).not.toHaveProperty("start_at");
+  });
+
+  it("a run paused before its start is due resumes into queued, and one resumed after it runs", ({ expect }) => {
+    const run = makeRun({ a: {} }, { delay_ms: DELAY_MS });
+    run.send({ type: "start" });
+    expect(run.send({ type: "pause" }, NOW + 100).wakeAt).toBeNull();
+    const early = run.send({ type: "resume" }, NOW + 200);
+    expect(entryOf(early, "run.status").body).toEqual({ from: "paused", to: "queued", reason: "resumed by request" });
+    expect(early.wakeAt).toBe(NOW + DELAY_MS);
+    expect(dispatchesOf(run.wake(NOW + 300))).toEqual([]);
+
+    run.send({ type: "pause" }, NOW + 400);
+    const late = run.send({ type: "resume" }, NOW + DELAY_MS + 1);
+    expect(late.state.record.status).toBe("running");
+    expect(nodeIdsOf(run.wake(NOW + DELAY_MS + 1))).toEqual(["a"]);
+  });
+
+  it("a cancel while queued ends the run and asks for no wake", ({ expect }) => {
+    const run = makeRun({ a: {} }, { delay_ms: DELAY_MS });
+    run.send({ type: "start" });
+    const cancelled = run.send({ type: "cancel", reason: "not needed" }, NOW + 100);
+    expect(cancelled.state.record.status).toBe("cancelled");
+    expect(cancelled.wakeAt).toBeNull();
+    expect(dispatchesOf(run.wake(NOW + DELAY_MS))).toEqual([]);
+  });
+
+  it("an approval run with a delayed start waits for its approval, then for start_at", ({ expect }) => {
+    const run = makeRun({ a: {} }, { mode: "approval", delay_ms: DELAY_MS });
+    expect(run.wake().wakeAt).toBeNull();
+    const approved = run.send({ type: "start" }, NOW + 100);
+    expect(approved.state.record.status).toBe("queued");
+    expect(approved.wakeAt).toBe(NOW + DELAY_MS);
+    expect(dispatchesOf(run.wake(NOW + 100))).toEqual([]);
+    expect(nodeIdsOf(run.wake(NOW + DELAY_MS))).toEqual(["a"]);
   });
 });
 

@@ -310,6 +310,33 @@ describe("recovery needs no reader", () => {
     expect(await verified(runId)).toBe(true);
   });
 
+  it("a run queued for a delayed start keeps its alarm at start_at across a restart, and that alarm alone starts it", async ({
+    expect,
+  }) => {
+    const key = uniqueId("delayed");
+    const id = uniqueId("delayed-flow");
+    await registerWorkflow({
+      id,
+      nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } },
+    });
+    const runId: string = (await api("POST", `/v1/workflows/${id}/runs`, { input: {}, delay_ms: 1_500 })).json.run_id;
+    const startAt = Date.parse((await api("GET", `/v1/runs/${runId}`)).json.start_at);
+    expect(await storedAlarm(runId)).toBe(startAt);
+    await abortAllDurableObjects();
+    // Loading the object again (here, to read its alarm) wakes nothing early: the alarm is still start_at.
+    expect(await storedAlarm(runId)).toBe(startAt);
+    expect(await hits(key)).toBe(0);
+
+    await untilHits(key, 1);
+    expect(Date.now()).toBeGreaterThanOrEqual(startAt);
+    const run = await waitForRun(runId);
+    expect(run.status).toBe("completed");
+    const entries = await journal(runId);
+    const running = entries.find((entry) => entry.kind === "run.status" && entry.body.to === "running");
+    expect(Date.parse(String(running?.at))).toBeGreaterThanOrEqual(startAt);
+    expect(await verified(runId)).toBe(true);
+  });
+
   it("a run that ended with no children and no containers keeps no alarm and stores no cleanup fields", async ({
     expect,
   }) => {

@@ -141,3 +141,24 @@ it("holds RPC arguments to the HTTP body limits: lone surrogates, depth, size, s
   expect((await rpc.answerGate(runId, gateId, { response: { ok: true } })).ok).toBe(true);
   expect((await waitForRun(runId)).status).toBe("completed");
 });
+
+it("starts a delayed run over RPC: queued until its start_at, then completed; both fields at once are refused as data", async ({
+  expect,
+}) => {
+  const rpc = exports.TrellisApi as unknown as TrellisApi;
+  const id = uniqueId("rpcdelay");
+  const step = { ref: "s", action: { kind: "context", implementation: { updates: [{ path: "n", expr: "1" }] } } };
+  expect((await rpc.registerDefinitions({ workflows: [oneStepWorkflow(id, "a", step)] })).ok).toBe(true);
+  const started = await rpc.startRun(id, { input: {}, delay_ms: 1_000 });
+  expect(started).toMatchObject({ ok: true, value: { status: "queued", created: true } });
+  const runId = (started.ok ? started.value.run_id : null) ?? "";
+  const queued = await rpc.getRun(runId);
+  expect(queued.ok && queued.value.start_at).toEqual(expect.any(String));
+  expect((await waitForRun(runId)).status).toBe("completed");
+
+  const both = await rpc.startRun(id, { start_at: new Date(Date.now() + 1_000).toISOString(), delay_ms: 1_000 });
+  expect(both.ok ? null : { code: both.error.code, paths: both.error.details?.map((detail) => detail.path) }).toEqual({
+    code: "run.invalid_request",
+    paths: ["delay_ms"],
+  });
+});

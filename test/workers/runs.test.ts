@@ -2,7 +2,18 @@ import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import { principalOf } from "../../src/auth.ts";
-import { registerWorkflow, api, uniqueId, waitForRun, httpTarget, start, journal, httpStep } from "./helpers.ts";
+import {
+  registerWorkflow,
+  api,
+  uniqueId,
+  waitForRun,
+  httpTarget,
+  start,
+  journal,
+  httpStep,
+  detailsOf,
+  verified,
+} from "./helpers.ts";
 
 const contextTask = (expr: string, path = "v") => ({
   steps: [
@@ -195,7 +206,129 @@ describe("starting runs", () => {
   });
 });
 
+/** How long the delayed starts below wait: long enough to read them queued, short enough for a test. */
+const DELAY_MS = 1_500;
+const DAY_MS = 24 * 60 * 60_000;
+
+/** The `at` of a run's `run.status` entry into `to`. */
+async function movedAt(runId: string, to: string): Promise<number> {
+  const entry = (await journal(runId)).find((candidate) => candidate.kind === "run.status" && candidate.body.to === to);
+  return Date.parse(String(entry?.at));
+}
+
+describe("delayed starts", () => {
+  it("a start with delay_ms is created queued, shows its start_at, and runs to completion once it is due", async ({
+    expect,
+  }) => {
+    const id = uniqueId("delay");
+    await registerWorkflow({ id, nodes: { a: { task: contextTask("input.n", "n") } } });
+    const started = await api("POST", `/v1/workflows/${id}/runs`, { input: { n: 7 }, delay_ms: DELAY_MS });
+    expect(started.status).toBe(201);
+    expect(started.json.status).toBe("queued");
+    const queued = (await api("GET", `/v1/runs/${started.json.run_id}`)).json;
+    expect(queued.status).toBe("queued");
+    expect(queued.nodes.a.status).toBe("pending");
+    const startAt = Date.parse(queued.start_at);
+    expect(startAt - Date.parse(queued.created_at)).toBe(DELAY_MS);
+    expect(queued.controls).toEqual(["cancel", "pause"]);
+
+    const run = await waitForRun(started.json.run_id);
+    expect(run.status).toBe("completed");
+    expect(run.nodes.a.status).toBe("completed");
+    expect(await movedAt(run.run_id, "running")).toBeGreaterThanOrEqual(startAt);
+    const created = (await journal(run.run_id))[0];
+    expect(created?.kind).toBe("run.created");
+    expect(created?.body.start_at).toBe(queued.start_at);
+    expect(await verified(run.run_id)).toBe(true);
+  });
+
+  it("a start with start_at (an ISO-8601 time with any offset) starts then; one already past starts at once", async ({
+    expect,
+  }) => {
+    const id = uniqueId("start-at");
+    await registerWorkflow({ id, nodes: { a: { task: contextTask("1") } } });
+    const due = Date.now() + DELAY_MS;
+    // The same instant written one hour east of UTC.
+    const startAt = new Date(due + 3_600_000).toISOString().replace("Z", "+01:00");
+    const later = await api("POST", `/v1/workflows/${id}/runs`, { start_at: startAt });
+    expect(later.status).toBe(201);
+    expect(later.json.status).toBe("queued");
+    expect((await api("GET", `/v1/runs/${later.json.run_id}`)).json.start_at).toBe(new Date(due).toISOString());
+
+    const past = await api("POST", `/v1/workflows/${id}/runs`, {
+      start_at: new Date(Date.now() - DAY_MS).toISOString(),
+    });
+    expect(past.json.status).not.toBe("queued");
+    expect((await waitForRun(past.json.run_id)).status).toBe("completed");
+
+    expect((await waitForRun(later.json.run_id)).status).toBe("completed");
+    expect(await movedAt(later.json.run_id, "running")).toBeGreaterThanOrEqual(due);
+  });
+
+  it("refuses both fields, a start more than 365 days ahead and a malformed time with 400 and the path of the problem", async ({
+    expect,
+  }) => {
+    const id = uniqueId("delay-bad");
+    await registerWorkflow({ id, nodes: { a: { task: contextTask("1") } } });
+    const soon = new Date(Date.now() + 60_000).toISOString();
+    const cases: [Record<string, unknown>, string][] = [
+      [{ start_at: soon, delay_ms: 1_000 }, "delay_ms"],
+      [{ delay_ms: 366 * DAY_MS }, "delay_ms"],
+      [{ delay_ms: -1 }, "delay_ms"],
+      [{ delay_ms: 1.5 }, "delay_ms"],
+      [{ start_at: new Date(Date.now() + 366 * DAY_MS).toISOString() }, "start_at"],
+      [{ start_at: "tomorrow" }, "start_at"],
+      [{ start_at: "2030-01-01T09:00:00" }, "start_at"], // no offset
+      [{ start_at: "2030-02-30T09:00:00Z" }, "start_at"],
+      [{ start_at: 1_900_000_000_000 }, "start_at"],
+    ];
+    for (const [body, path] of cases) {
+      const response = await api("POST", `/v1/workflows/${id}/runs`, { input: {}, idempotency_key: "k", ...body });
+      expect(response.status, JSON.stringify(body)).toBe(400);
+      expect(response.json.error.code).toBe("run.invalid_request");
+      expect(detailsOf(response.json).map((detail) => detail.path)).toEqual([path]);
+    }
+    expect((await api("POST", `/v1/workflows/${id}/runs`, { delay_ms: 365 * DAY_MS })).json.status).toBe("queued");
+    // The refused requests created nothing: the key is free.
+    expect((await api("POST", `/v1/workflows/${id}/runs`, { input: {}, idempotency_key: "k" })).status).toBe(201);
+  });
+
+  it("a retried start with the same idempotency_key and delay_ms finds its run; another delay is a conflict", async ({
+    expect,
+  }) => {
+    const id = uniqueId("delay-idem");
+    await registerWorkflow({ id, nodes: { a: { task: contextTask("1") } } });
+    const body = { input: {}, idempotency_key: "order-9", delay_ms: DELAY_MS };
+    const first = await api("POST", `/v1/workflows/${id}/runs`, body);
+    const second = await api("POST", `/v1/workflows/${id}/runs`, body);
+    expect([first.status, second.status]).toEqual([201, 200]);
+    expect(second.json).toMatchObject({ run_id: first.json.run_id, status: "queued" });
+    const other = await api("POST", `/v1/workflows/${id}/runs`, { ...body, delay_ms: DELAY_MS + 1 });
+    expect(other.status).toBe(409);
+    expect(other.json.error.code).toBe("run.idempotency_conflict");
+    const undelayed = await api("POST", `/v1/workflows/${id}/runs`, { input: {}, idempotency_key: "order-9" });
+    expect(undelayed.status).toBe(409);
+    expect((await waitForRun(first.json.run_id)).status).toBe("completed");
+  });
+});
+
 describe("cancel", () => {
+  it("cancels a run queued for a delayed start: it never starts", async ({ expect }) => {
+    const id = uniqueId("cancel-queued");
+    await registerWorkflow({ id, nodes: { a: { task: contextTask("1") } } });
+    const start = await api("POST", `/v1/workflows/${id}/runs`, { delay_ms: DELAY_MS });
+    const cancelled = await api("POST", `/v1/runs/${start.json.run_id}/cancel`, {});
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.json.status).toBe("cancelled");
+    await new Promise((resolve) => setTimeout(resolve, DELAY_MS + 500));
+    const run = (await api("GET", `/v1/runs/${start.json.run_id}`)).json;
+    expect(run.status).toBe("cancelled");
+    expect(run.nodes.a.status).toBe("cancelled");
+    const kinds = (await journal(run.run_id)).map((entry) => entry.kind);
+    expect(kinds).not.toContain("task.dispatched");
+    expect(kinds.at(-1)).toBe("attest");
+  });
+
   it("cancels a running run, ignores the late result, and refuses a second cancel with 409", async ({ expect }) => {
     const id = uniqueId("cancel");
     await registerWorkflow({
