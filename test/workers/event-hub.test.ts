@@ -10,7 +10,9 @@ import {
   MAX_WAIT_INPUT_BYTES,
   planRound,
   retryAt,
+  sendEvents,
   shardOf,
+  waitHub,
   WAIT_GRACE_MS,
   type DeliveryTarget,
   type EventHub,
@@ -411,5 +413,32 @@ describe("routing waits and events to hubs", () => {
     const shards = new Set(Array.from({ length: 200 }, (_, i) => shardOf(`run_${i}`, 4)));
     expect([...shards].sort()).toEqual([0, 1, 2, 3]);
     expect(shardOf("run_x", 1)).toBe(0);
+  });
+
+  it("with shards, gives each event to every shard of its name and a wait to its run's shard", async ({ expect }) => {
+    const name = uniqueId("sharded");
+    const sharded: Env = { ...env, EVENT_HUB_SHARDS: "3" };
+    expect(await sendEvents(sharded, { name, id: "s1", data: { n: 1 } })).toEqual({
+      events: [{ event_id: "s1", duplicate: false }],
+    });
+    for (const shard of [0, 1, 2]) {
+      expect(await count(hubName(name, shard), "events"), `shard ${shard}`).toBe(1);
+    }
+    // A duplicate only when every shard had it: one that lost it (an accept that failed there) takes it again.
+    await insideHub(hubName(name, 2), (_instance, state) => state.storage.sql.exec("DELETE FROM events"));
+    expect((await sendEvents(sharded, { name, id: "s1" })).events[0]?.duplicate).toBe(false);
+    expect((await sendEvents(sharded, { name, id: "s1" })).events[0]?.duplicate).toBe(true);
+    const runId = "run_0123456789abcdef0123456789abcdef";
+    const registered = unwrap(
+      await waitHub(sharded, name, runId).register(wait({ wait_key: "w", run_id: runId, names: [name], since: 0 })),
+    );
+    expect(registered.events.map((event) => event.event_id)).toEqual(["s1"]);
+    expect(await count(hubName(name, shardOf(runId, 3)), "waits")).toBe(1);
+  });
+
+  it("refuses a shard count out of range as the operator's misconfiguration", async ({ expect }) => {
+    await expect(sendEvents({ ...env, EVENT_HUB_SHARDS: "0" }, { name: "x" })).rejects.toMatchObject({
+      code: "events.misconfigured",
+    });
   });
 });
