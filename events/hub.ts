@@ -24,7 +24,7 @@ import {
   type PendingDelivery,
   type RoundPlan,
 } from "./rounds.ts";
-import { HubStore, type StoredWait } from "./store.ts";
+import { EVENT_RETENTION_MS, HubStore, type StoredWait } from "./store.ts";
 
 /** The most retained events `register` answers (its lookback), oldest first. */
 export const MAX_LOOKBACK_EVENTS = 10;
@@ -81,11 +81,17 @@ export class EventHub extends DurableObject<Env> {
     return toResult(async () => {
       const batch = parseOrThrow(EventBatch, events, "events.invalid_request", "the events");
       const now = this.now();
-      await this.armAt(now + SELF_CALL_BACKSTOP_MS); // before the commit: the outbox is never without an alarm
+      const waited = this.store.hasWaits();
+      if (waited) {
+        await this.armAt(now + SELF_CALL_BACKSTOP_MS); // before the commit: an outbox row is never without an alarm
+      }
       const answers = withWorkBudget(new WorkBudget(MAX_EVENT_WORK_UNITS, "event hub call"), () =>
         this.ctx.storage.transactionSync(() => acceptAll(this.store, batch, now)),
       );
-      this.ctx.waitUntil(this.deliverLogged());
+      await this.armAt(this.store.nextPruneAt() ?? now + EVENT_RETENTION_MS);
+      if (waited) {
+        this.ctx.waitUntil(this.deliverLogged());
+      }
       return answers;
     });
   }
@@ -193,10 +199,7 @@ export class EventHub extends DurableObject<Env> {
 
   private async send(delivery: PendingDelivery, event: EventRecord): Promise<void> {
     const answer = await this.target(delivery.run_id).deliverEvent({ wait_key: delivery.wait_key, event });
-    const parsed = DeliveryAnswer.safeParse(answer);
-    if (!parsed.success) {
-      throw new EngineError("event.bad_delivery_answer", `the coordinator answered ${JSON.stringify(answer)}`);
-    }
+    toDeliveryAnswer(answer);
   }
 
   private settle(delivery: PendingDelivery, outcome: PromiseSettledResult<void>, now: number): void {
@@ -257,7 +260,7 @@ export class EventHub extends DurableObject<Env> {
   }
 }
 
-/** Stores each event of a batch (or finds it stored) and offers each new one to the live waits it may match. */
+/** Stores each event of a batch (or finds it stored) and offers each new one to the waits of its name it may match. */
 function acceptAll(store: HubStore, batch: readonly EventInput[], now: number): AcceptedEvent[] {
   const waitsByName = new Map<string, StoredWait[]>();
   return batch.map((input) => {
@@ -267,7 +270,7 @@ function acceptAll(store: HubStore, batch: readonly EventInput[], now: number): 
     }
     const record: EventRecord = { event_id: eventId, name: input.name, data: input.data ?? null, received_at: now };
     const { seq } = store.insertEvent(record);
-    const waits = waitsByName.get(input.name) ?? store.liveWaits(input.name, now);
+    const waits = waitsByName.get(input.name) ?? store.waitsFor(input.name);
     waitsByName.set(input.name, waits);
     for (const wait of waits) {
       if (isCandidate(wait, record)) {
@@ -290,6 +293,25 @@ function lookback(store: HubStore, wait: StoredWait & { names: string[] }, now: 
     }
   }
   return found;
+}
+
+/**
+ * A coordinator's answer to a delivery: `{ outcome }`, or that inside an ok
+ * Result. An error Result, or anything else, is a failed delivery, tried again.
+ */
+function toDeliveryAnswer(answer: unknown): DeliveryAnswer {
+  const plain = DeliveryAnswer.safeParse(answer);
+  if (plain.success) {
+    return plain.data;
+  }
+  const result = answer as Partial<Result<unknown>> | null;
+  if (typeof result === "object" && result !== null && result.ok === true) {
+    return toDeliveryAnswer(result.value);
+  }
+  if (typeof result === "object" && result !== null && result.ok === false && result.error !== undefined) {
+    throw EngineError.fromData(result.error);
+  }
+  throw new EngineError("event.bad_delivery_answer", `the coordinator answered ${JSON.stringify(answer) ?? "nothing"}`);
 }
 
 /** A generated event id: `evt_` and 32 hex digits. */

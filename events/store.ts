@@ -99,18 +99,23 @@ export class HubStore {
     return { seq: row.seq, record };
   }
 
-  /** The waits listening for `name` that take an event received at `now`: registered, not expired, `since` passed. */
-  liveWaits(name: string, now: number): StoredWait[] {
+  /**
+   * The waits listening for `name`: every one the hub still holds. Neither
+   * `since` nor `expires_at` is compared with the hub's clock here: a wait
+   * registered before an event was accepted began before it (whatever the
+   * clocks of the machines say), and whether a wait has timed out is its
+   * run's to say (it answers `not_waiting`).
+   */
+  waitsFor(name: string): StoredWait[] {
     return this.sql
-      .exec<WaitRow>(
-        `SELECT w.* FROM wait_names n JOIN waits w ON w.wait_key = n.wait_key
-         WHERE n.name = ? AND w.since <= ? AND (w.expires_at IS NULL OR w.expires_at > ?)`,
-        name,
-        now,
-        now,
-      )
+      .exec<WaitRow>("SELECT w.* FROM wait_names n JOIN waits w ON w.wait_key = n.wait_key WHERE n.name = ?", name)
       .toArray()
       .map(toStoredWait);
+  }
+
+  /** Whether any wait is registered here: an accept with none writes no delivery. */
+  hasWaits(): boolean {
+    return this.sql.exec("SELECT 1 FROM waits LIMIT 1").toArray().length > 0;
   }
 
   /** Offers an event to a wait (once: the same pair again changes nothing). */
@@ -233,20 +238,31 @@ export class HubStore {
 
   /** When the next delivery or prune is due, or null when the hub holds nothing that will need one. */
   nextDueAt(): number | null {
+    return earliest([this.nextDeliveryAt(), this.nextPruneAt()]);
+  }
+
+  /** When the next pending delivery may be sent, or null when none is pending. */
+  nextDeliveryAt(): number | null {
+    return this.sql.exec<{ at: number | null }>("SELECT MIN(due_at) AS at FROM deliveries").one().at;
+  }
+
+  /** When the next event passes retention or wait its grace, or null when the hub holds neither. */
+  nextPruneAt(): number | null {
     const row = this.sql
-      .exec<{ delivery: number | null; event: number | null; wait: number | null }>(
-        `SELECT (SELECT MIN(due_at) FROM deliveries) AS delivery,
-                (SELECT MIN(received_at) FROM events) AS event,
-                (SELECT MIN(expires_at) FROM waits) AS wait`,
+      .exec<{ event: number | null; wait: number | null }>(
+        "SELECT (SELECT MIN(received_at) FROM events) AS event, (SELECT MIN(expires_at) FROM waits) AS wait",
       )
       .one();
-    const times = [
-      row.delivery,
+    return earliest([
       row.event === null ? null : row.event + EVENT_RETENTION_MS,
       row.wait === null ? null : row.wait + WAIT_GRACE_MS,
-    ].filter((time): time is number => time !== null);
-    return times.length === 0 ? null : Math.min(...times);
+    ]);
   }
+}
+
+function earliest(times: (number | null)[]): number | null {
+  const known = times.filter((time): time is number => time !== null);
+  return known.length === 0 ? null : Math.min(...known);
 }
 
 /** Whether an event received at `receivedAt` is still kept at `now`: for less than {@link EVENT_RETENTION_MS}. */

@@ -181,7 +181,6 @@ describe("delivering to waiting runs", () => {
     await hub(name).register(
       wait({ wait_key: "no", run_id: "run_b", names: [name], match: "event.data.to == input.to", input: { to: 2 } }),
     );
-    await hub(name).register(wait({ wait_key: "expired", run_id: "run_c", names: [name], expires_at: Date.now() }));
     await hub(name).register(wait({ wait_key: "any", run_id: "run_d", names: [name, "other"] }));
     const [accepted] = await hub(name).accept([{ name, data: { to: 1 } }]);
     await vi.waitUntil(() => seen.length === 2);
@@ -191,7 +190,41 @@ describe("delivering to waiting runs", () => {
     ]);
     expect(seen[0]?.delivery.event).toMatchObject({ event_id: accepted?.event_id, name, data: { to: 1 } });
     await vi.waitUntil(async () => (await count(name, "deliveries")) === 0);
-    expect(await count(name, "waits")).toBe(2); // "no" still waits; "expired" waits for its prune
+    expect(await count(name, "waits")).toBe(1); // "no" still waits
+  });
+
+  it("offers an event to every wait registered before it, whatever the clocks say; its run decides", async ({
+    expect,
+  }) => {
+    const name = uniqueId("skew");
+    const { seen } = await recordDeliveries(name);
+    // A run whose clock is ahead of the hub's (since in the hub's future), and one whose wait has timed out by
+    // the hub's clock but whose run may not have seen it yet: both registered before the event, both offered it.
+    await hub(name).register(wait({ wait_key: "ahead", run_id: "run_a", names: [name], since: Date.now() + 60_000 }));
+    await hub(name).register(wait({ wait_key: "expiring", run_id: "run_b", names: [name], expires_at: Date.now() }));
+    await hub(name).accept([{ name }]);
+    await vi.waitUntil(() => seen.length === 2);
+    expect(seen.map((call) => call.delivery.wait_key).sort()).toEqual(["ahead", "expiring"]);
+  });
+
+  it("takes a coordinator's answer inside a Result, and retries an error Result", async ({ expect }) => {
+    const name = uniqueId("results");
+    const { seen } = await recordDeliveries(name, async (delivery) =>
+      delivery.wait_key === "ok"
+        ? { ok: true, value: { outcome: "consumed" } }
+        : { ok: false, error: { code: "run.busy", message: "later", retryable: true } },
+    );
+    await hub(name).register(wait({ wait_key: "ok", run_id: "run_a", names: [name] }));
+    await hub(name).register(wait({ wait_key: "error", run_id: "run_b", names: [name] }));
+    await hub(name).accept([{ name }]);
+    await vi.waitUntil(() => seen.length === 2);
+    await vi.waitUntil(async () => (await count(name, "waits")) === 1);
+    const left = await insideHub(name, (_instance, state) =>
+      state.storage.sql
+        .exec<{ wait_key: string; attempts: number }>("SELECT wait_key, attempts FROM deliveries")
+        .toArray(),
+    );
+    expect(left).toEqual([{ wait_key: "error", attempts: 1 }]);
   });
 
   it("treats a match that fails on an event, and a wait whose input was too large to keep, as candidates", async ({
@@ -278,6 +311,15 @@ describe("delivering to waiting runs", () => {
 });
 
 describe("unregistering and pruning", () => {
+  it("an accept at a hub without waits sets only the alarm of its events' retention", async ({ expect }) => {
+    const name = uniqueId("quiet");
+    const before = Date.now();
+    await hub(name).accept([{ name }]);
+    const alarm = await insideHub(name, (_instance, state) => state.storage.getAlarm());
+    expect(alarm).toBeGreaterThanOrEqual(before + EVENT_RETENTION_MS);
+    expect(alarm).toBeLessThanOrEqual(Date.now() + EVENT_RETENTION_MS);
+  });
+
   it("an unregistered wait gets nothing", async ({ expect }) => {
     const name = uniqueId("cancelled");
     const { seen } = await recordDeliveries(name);
