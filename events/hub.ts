@@ -72,7 +72,7 @@ export class EventHub extends DurableObject<Env> {
   /**
    * Stores events (one already kept under the same name and id is a
    * duplicate, stored once) and, in the same transaction, offers each new one
-   * to every live wait of its name that it may match; then starts delivering.
+   * to every wait of its name that it may match; then starts delivering.
    * Answers per event, in order.
    *
    * Like every method here, it answers a Result: an error crosses RPC as data, with its code.
@@ -102,7 +102,7 @@ export class EventHub extends DurableObject<Env> {
    * match, oldest first, at most {@link MAX_LOOKBACK_EVENTS}: events accepted
    * before it. Those accepted after it are delivered.
    *
-   * @throws EngineError `event.invalid_wait` (with each problem's path), `event.invalid_match`.
+   * Fails with `event.invalid_wait` (each problem's path in `details`) or `event.invalid_match`.
    */
   async register(wait: unknown): Promise<Result<RegisterAnswer>> {
     return toResult(async () => {

@@ -14,9 +14,11 @@ export {
   hubShards,
   MAX_EVENT_HUB_SHARDS,
   MAX_HUBS_PER_REQUEST,
+  registerWait,
   sendEvents,
   shardOf,
   toEventList,
+  unregisterWait,
   waitHub,
   type EventHubApi,
 } from "./route.ts";

@@ -7,6 +7,7 @@ import {
   EventBatchBody,
   EventInput,
   type AcceptedEvent,
+  type EventRecord,
   type RegisterAnswer,
   type SendEventsResponse,
   type WaitRegistration,
@@ -74,6 +75,40 @@ export function shardOf(runId: string, shards: number): number {
 /** The hub where a run registers (and unregisters) its wait for `name`. */
 export function waitHub(env: Env, name: string, runId: string): EventHubApi {
   return hubStub(env, hubName(name, shardOf(runId, hubShards(env))));
+}
+
+/**
+ * Registers a wait at the hub of each of its names (one call per name, all at
+ * once) and answers the events they hold for it: the first
+ * `MAX_LOOKBACK_EVENTS` of each, merged oldest first (by `received_at`, then
+ * by name and id). A run that consumes one of them unregisters the wait.
+ */
+export async function registerWait(env: Env, wait: WaitRegistration): Promise<EventRecord[]> {
+  const names = [...new Set(wait.names)];
+  const answers = await Promise.all(
+    names.map(async (name) => unwrap(await waitHub(env, name, wait.run_id).register(wait)).events),
+  );
+  // Two names may share a hub (`a#1` is also shard 1 of `a`): the same event is then answered twice.
+  const unique = new Map(answers.flat().map((event) => [JSON.stringify([event.name, event.event_id]), event]));
+  return [...unique.values()].sort(
+    (a, b) => a.received_at - b.received_at || compareText(a.name, b.name) || compareText(a.event_id, b.event_id),
+  );
+}
+
+/** Forgets a wait at the hub of each of its names (it consumed an event, timed out, or its run ended). */
+export async function unregisterWait(
+  env: Env,
+  wait: Pick<WaitRegistration, "wait_key" | "run_id" | "names">,
+): Promise<void> {
+  await Promise.all(
+    [...new Set(wait.names)].map(async (name) =>
+      unwrap(await waitHub(env, name, wait.run_id).unregister(wait.wait_key)),
+    ),
+  );
+}
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 function hubStub(env: Env, name: string): EventHubApi {

@@ -9,9 +9,11 @@ import {
   MAX_LOOKBACK_EVENTS,
   MAX_WAIT_INPUT_BYTES,
   planRound,
+  registerWait,
   retryAt,
   sendEvents,
   shardOf,
+  unregisterWait,
   waitHub,
   WAIT_GRACE_MS,
   type DeliveryTarget,
@@ -476,6 +478,26 @@ describe("routing waits and events to hubs", () => {
     );
     expect(registered.events.map((event) => event.event_id)).toEqual(["s1"]);
     expect(await count(hubName(name, shardOf(runId, 3)), "waits")).toBe(1);
+  });
+
+  it("registers a wait of several names at each name's hub and merges their lookback, oldest first", async ({
+    expect,
+  }) => {
+    const [a, b] = [uniqueId("first"), uniqueId("second")];
+    await shiftClock(b, -1_000); // b's events are a second older than a's
+    await sendEvents(env, { name: b, id: "b1" });
+    await sendEvents(env, {
+      events: [
+        { name: a, id: "a1" },
+        { name: b, id: "b2" },
+      ],
+    });
+    const registration = wait({ wait_key: "both", names: [a, b, a], since: 0 });
+    const events = await registerWait(env, registration);
+    expect(events.map((event) => event.event_id)).toEqual(["b1", "b2", "a1"]);
+    expect([await count(a, "waits"), await count(b, "waits")]).toEqual([1, 1]);
+    await unregisterWait(env, registration);
+    expect([await count(a, "waits"), await count(b, "waits")]).toEqual([0, 0]);
   });
 
   it("refuses a shard count out of range as the operator's misconfiguration", async ({ expect }) => {
