@@ -2,6 +2,10 @@
 interface Env {
   COORDINATOR: DurableObjectNamespace<import("./coordinator/coordinator.ts").Coordinator>;
   CATALOG: DurableObjectNamespace<import("./catalog/catalog.ts").Catalog>;
+  /** One event hub per event name and shard (events/): retained events, waits, deliveries. */
+  EVENT_HUB: DurableObjectNamespace<import("./events/hub.ts").EventHub>;
+  /** Hubs per event name, `1` to `16` (default 1; events/route.ts). */
+  EVENT_HUB_SHARDS?: string;
   /** This deployment's version (wrangler.toml `[version_metadata]`): keys the shared snapshot cache (catalog/snapshots.ts). */
   CF_VERSION_METADATA?: WorkerVersionMetadata;
   /** This Worker's own `Executor` entrypoint. Typed narrowly: results are parsed at the call site. */

@@ -252,6 +252,26 @@ export async function verifyCommand(io: Io, target: string, jwks: string | undef
   return report.ok ? 0 : 1;
 }
 
+/**
+ * `trellis events send <name>`: one event (`POST /v1/events`); `--data` is
+ * JSON or a file holding it, `--id` makes a resend safe (the same id of the
+ * same name is accepted once in 24 h).
+ */
+export async function sendEventCommand(io: Io, name: string, options: { data?: string; id?: string }): Promise<Exit> {
+  const body = {
+    name,
+    ...(options.data === undefined ? {} : { data: readInput(options.data, "--data") }),
+    ...(options.id === undefined ? {} : { id: options.id }),
+  };
+  const answer = await io.api.json<{ events: { event_id: string; duplicate: boolean }[] }>("POST", "/v1/events", {
+    body,
+  });
+  print(io, answer, () =>
+    answer.events.map((event) => `${event.event_id}  ${event.duplicate ? "duplicate" : "accepted"}`).join("\n"),
+  );
+  return 0;
+}
+
 export async function mcpToolsCommand(io: Io, server: string): Promise<Exit> {
   const listing = await io.api.json<{
     tools: { name: string; pin: string; description: string | null; allowed: boolean }[];

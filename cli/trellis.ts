@@ -5,6 +5,7 @@
  *   npx trellis define examples/            register YAML/JSON bundles
  *   npx trellis run fan-out --follow        start a run and watch it
  *   npx trellis plan examples/plan-dependency.json --mode preview   run or preview an agent plan
+ *   npx trellis events send order.paid --data '{"order":42}' --id pay-42   resume the runs waiting for it
  *   npx trellis runs | show | tail | gates | answer | approve | cancel | pause | resume | redrive | compensate | verify | mcp tools
  *
  * Talks to TRELLIS_URL (default http://127.0.0.1:$PORT, port 8787 without PORT) with TRELLIS_TOKEN
@@ -23,6 +24,7 @@ import {
   mcpToolsCommand,
   runCommand,
   runsCommand,
+  sendEventCommand,
   showCommand,
   tailCommand,
   verifyCommand,
@@ -140,8 +142,14 @@ function watching({ cli, command, act }: Builder): void {
     .action(act((io, target: string, jwks: string | undefined) => verifyCommand(io, target, jwks)));
 }
 
-/** Answering gates and the run controls. */
+/** Answering gates, sending events and the run controls. */
 function controlling({ cli, command, act }: Builder): void {
+  command(cli.command("events").description("external events"), "send")
+    .argument("<name>", "the event name")
+    .description("send an event: it resumes the runs waiting for its name that it matches")
+    .option("--data <json|file>", "the event's data: JSON, or a file holding it")
+    .option("--id <id>", "the event's id: the same id of the same name is accepted once in 24 h")
+    .action(act((io, name: string, options: { data?: string; id?: string }) => sendEventCommand(io, name, options)));
   command(cli, "answer", false)
     .argument("<run_id>")
     .argument("<gate_id>")

@@ -32,6 +32,8 @@ import type {
   RunList,
   RunView,
   PlanRequest,
+  SendEventsBody,
+  SendEventsResponse,
   StartPlanResponse,
   StartRunBody,
   StartRunResponse,
@@ -124,6 +126,11 @@ export interface TrellisApi {
   listOpenGates(query?: Record<string, string>): Promise<Result<OpenGateList>>;
   /** `POST /v1/runs/{run_id}/gates/{gate_id}`. */
   answerGate(runId: string, gateId: string, answer: GateAnswerBody): Promise<Result<GateView>>;
+  /**
+   * `POST /v1/events`: one event `{ name, data?, id? }`, or `{ events: [...] }` (up to 100); each resumes the runs
+   * waiting for its name that it matches. The same `id` of the same name is accepted once in 24 h (`duplicate: true`).
+   */
+  sendEvents(body: SendEventsBody): Promise<Result<SendEventsResponse>>;
   /** `GET /v1/journal-keys`. */
   journalKeys(): Promise<Result<Jwks>>;
 }

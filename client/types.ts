@@ -1104,6 +1104,27 @@ export type RunView = {
   controls: ("cancel" | "pause" | "resume" | "redrive" | "compensate" | "approve")[];
 };
 
+/** One event { name, data?, id? }, or { events: [...] } with up to 100 of them. */
+export type SendEventsBody = {
+  name: string;
+  data?: JsonValue;
+  id?: string;
+} | {
+  events: ({
+    name: string;
+    data?: JsonValue;
+    id?: string;
+  })[];
+};
+
+/** Each event sent, in order: its id (the one given, or a generated evt_…), and whether it was a duplicate. */
+export type SendEventsResponse = {
+  events: ({
+    event_id: string;
+    duplicate: boolean;
+  })[];
+};
+
 /** The implementation of an action of kind "shell" (docs/definitions.md#implementation-per-kind). */
 export type ShellImplementation = {
   command_template: string;
@@ -1336,6 +1357,8 @@ export interface Components {
   RetryPolicy: RetryPolicy;
   RunList: RunList;
   RunView: RunView;
+  SendEventsBody: SendEventsBody;
+  SendEventsResponse: SendEventsResponse;
   ShellImplementation: ShellImplementation;
   SleepImplementation: SleepImplementation;
   StartPlanResponse: StartPlanResponse;

@@ -7,6 +7,7 @@ export * from "./api.ts";
 export * from "./common.ts";
 export * from "./definitions.ts";
 export * from "./errors.ts";
+export * from "./events.ts";
 export * from "./journal.ts";
 export * from "./journal-bodies.ts";
 export * from "./payload.ts";

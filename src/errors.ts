@@ -26,6 +26,9 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   // The run index (D1) cannot be read right now; the runs themselves are unaffected.
   "index.unavailable": 503,
   "action.not_implemented": 501,
+  // External events (docs/api.md, "POST /v1/events").
+  "events.too_many_names": 400,
+  "events.unavailable": 503,
   // Agent plans (docs/plans.md).
   "plan.args_invalid": 400,
   "plan.tool_not_allowed": 403,

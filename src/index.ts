@@ -10,6 +10,8 @@ export default createApp();
 export { Coordinator } from "../coordinator/coordinator.ts";
 /** The definition catalog (SQLite). */
 export { Catalog } from "../catalog/catalog.ts";
+/** One event hub per event name (and shard): retained events, waits, deliveries. */
+export { EventHub } from "../events/hub.ts";
 /** The stateless executor entrypoint the coordinator dispatches tasks to. */
 export { Executor } from "../executor/executor.ts";
 /** The API over Workers RPC. */

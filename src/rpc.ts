@@ -16,10 +16,12 @@ import type {
   RunView,
   StartRunResponse,
 } from "../schemas/api.ts";
+import type { SendEventsResponse } from "../schemas/events.ts";
 import type { Jwks } from "../schemas/journal.ts";
 import type { StartPlanResponse } from "../schemas/plans.ts";
 import type { RunControl } from "../coordinator/controls.ts";
 import type { TrellisApi as TrellisApiClient } from "../client/index.ts";
+import { sendEvents } from "../events/index.ts";
 import { listOpenGates } from "./gate-list.ts";
 import { startPlan } from "./plans.ts";
 import { listRuns } from "./run-list.ts";
@@ -178,6 +180,14 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
       const gate = idArgument(gateId, "gateId");
       checkBodyLimits(answer);
       return service.answerGate(this.env, run, gate, answer);
+    });
+  }
+
+  /** `POST /v1/events`: one event `{ name, data?, id? }`, or `{ events: [...] }`. */
+  sendEvents(body: unknown): Promise<Result<SendEventsResponse>> {
+    return toResult(() => {
+      checkBodyLimits(body);
+      return sendEvents(this.env, body);
     });
   }
 

@@ -19,6 +19,7 @@ export const EXPECTED = {
   COORDINATOR: { kind: "durable_object", className: "Coordinator" },
   CATALOG: { kind: "durable_object", className: "Catalog" },
   SANDBOX: { kind: "durable_object", className: "Sandbox" },
+  EVENT_HUB: { kind: "durable_object", className: "EventHub" },
   EXECUTOR: { kind: "service", entrypoint: "Executor" },
   RUN_INDEX: { kind: "d1" },
   ARTIFACTS: { kind: "r2" },
@@ -29,6 +30,8 @@ export const EXPECTED = {
   CF_VERSION_METADATA: { kind: "version_metadata" },
   WORKFLOW_SECRETS: { kind: "var" },
   WORKFLOW_VARS: { kind: "var" },
+  // Hubs per event name (events/route.ts); 1 when unset.
+  EVENT_HUB_SHARDS: { kind: "var" },
   API_TOKENS: { kind: "secret" },
   JOURNAL_SIGNING_KEY: { kind: "secret" },
   JOURNAL_RETIRED_KEYS: { kind: "var" },

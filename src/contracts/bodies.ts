@@ -20,6 +20,7 @@ import {
   StartRunResponse,
 } from "../../schemas/api.ts";
 import { DefinitionBundle } from "../../schemas/definitions.ts";
+import { SendEventsBody, SendEventsResponse } from "../../schemas/events.ts";
 import { JournalEntry, JournalResponse, Jwks } from "../../schemas/journal.ts";
 import { PlanRequest, ApproveBody, StartPlanResponse } from "../../schemas/plans.ts";
 
@@ -32,6 +33,7 @@ export const REQUEST_SCHEMAS = {
   CancelBody: z.object({ reason: z.string().optional() }),
   PlanRequest,
   ApproveBody,
+  SendEventsBody,
 } as const satisfies Record<string, z.ZodType>;
 
 /** Response bodies, by their OpenAPI component name (converted as output: what the server sends). */
@@ -54,6 +56,7 @@ export const RESPONSE_SCHEMAS = {
   JournalEntry,
   JournalResponse,
   Jwks,
+  SendEventsResponse,
   /** The generated contracts themselves: a JSON Schema and an OpenAPI document. */
   JsonDocument: z.record(z.string(), z.unknown()),
 } as const satisfies Record<string, z.ZodType>;
@@ -70,6 +73,9 @@ export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName,
   PlanRequest:
     "An agent plan in either notation, its tools allowlist, input, mode, pre-approved steps (docs/plans.md).",
   ApproveBody: "Optional: approved_steps answers every matching open approval gate (step-02 matches step-02-*).",
+  SendEventsBody: "One event { name, data?, id? }, or { events: [...] } with up to 100 of them.",
+  SendEventsResponse:
+    "Each event sent, in order: its id (the one given, or a generated evt_…), and whether it was a duplicate.",
   StartPlanResponse: "A started plan run (or a preview: run_id null), with the graph the plan compiled to.",
   Health: "The Worker is up.",
   ErrorBody: "The body of every error: a dotted code, a message, and the problems with their paths.",

@@ -31,6 +31,7 @@ const ERROR_STATUSES: Record<number, string> = {
   404: "No such definition, run, node or gate.",
   409: "Conflict: a terminal run, an answered or expired gate, another body under the same idempotency key.",
   413: "The body is larger than the input limits allow.",
+  503: "A part of the service (the run index, an event hub) is unavailable for now: try again.",
 };
 
 /**
@@ -56,7 +57,7 @@ export function openApiDocument(): Doc {
         "A durable workflow engine on Cloudflare Workers (docs/api.md). Generated from the zod " +
         "schemas in schemas/ and the route table in src/contracts/routes.ts by `npm run schemas`; do not edit.",
     },
-    tags: ["meta", "definitions", "runs", "gates", "journal"].map((name) => ({ name })),
+    tags: ["meta", "definitions", "runs", "gates", "journal", "events"].map((name) => ({ name })),
     security: [{ bearer: [] }],
     paths,
     components: {

@@ -33,16 +33,16 @@ export interface RouteSpec {
   auth: "bearer" | "public";
   /** The heading of docs/api.md that documents the route. */
   docs: string;
-  tag: "meta" | "definitions" | "runs" | "gates" | "journal";
+  tag: "meta" | "definitions" | "runs" | "gates" | "journal" | "events";
   query?: Record<string, QueryParam>;
   /** Request headers the route reads. */
   headers?: Record<string, QueryParam>;
   /** `required: false`: an empty body is `{}`. `yaml`: also accepted as application/yaml. */
   body?: { schema: RequestSchemaName; required: boolean; yaml?: boolean };
   /** Success statuses; `events` is a Server-Sent Events stream of journal entries. */
-  responses: Partial<Record<200 | 201, { description: string; schema: ResponseSchemaName | "events" }>>;
+  responses: Partial<Record<200 | 201 | 202, { description: string; schema: ResponseSchemaName | "events" }>>;
   /** Error statuses beyond those every route of its kind has (401 with a token, 400/413 with a body). */
-  errors?: (400 | 404 | 409)[];
+  errors?: (400 | 404 | 409 | 503)[];
 }
 
 /**
@@ -234,6 +234,23 @@ export const API_ROUTES: RouteSpec[] = [
       200: { description: "The run this idempotency key started, or a preview's graph.", schema: "StartPlanResponse" },
     },
     errors: [404, 409],
+  },
+  {
+    method: "post",
+    path: "/v1/events",
+    operationId: "sendEvents",
+    summary: "Send events (one, or up to 100): each resumes the runs waiting for its name that it matches.",
+    auth: "bearer",
+    docs: "POST /v1/events",
+    tag: "events",
+    body: { schema: "SendEventsBody", required: true },
+    responses: {
+      202: {
+        description: "Accepted: each event's id, and whether that id was accepted before.",
+        schema: "SendEventsResponse",
+      },
+    },
+    errors: [503],
   },
   {
     method: "get",

@@ -203,6 +203,31 @@ describe("fuzz: hostile input at every route never gets a 5xx", () => {
     },
   );
 
+  it("POST /v1/events: hostile events, batches and names", { timeout: TIMEOUT_MS }, async () => {
+    const event = fc.oneof(
+      fc.record(
+        {
+          name: fc.oneof(hostileString, fc.constantFrom("order.paid", "__proto__", "a#1", "")),
+          data: fc.option(hostileJson, { nil: undefined }),
+          id: fc.option(hostileString, { nil: undefined }),
+        },
+        { noNullPrototype: true, requiredKeys: ["name"] },
+      ),
+      hostileJson,
+    );
+    const body = fc.oneof(
+      event,
+      fc.record({ events: fc.array(event, { maxLength: 30 }) }, { noNullPrototype: true }),
+      hostileJson,
+    );
+    await check(
+      fc.asyncProperty(body, bodyEncoding, async (value, encoding) => {
+        await send("POST", "/v1/events", bodyText(value, encoding), encoding);
+      }),
+      30,
+    );
+  });
+
   it(
     "POST /v1/runs/{id}/gates/{gate_id}: hostile answers to open, answered and unknown gates",
     { timeout: TIMEOUT_MS },
@@ -431,6 +456,10 @@ describe("fuzz: hostile input at every route never gets a 5xx", () => {
       ),
       fc.tuple(fc.constant("journalKeys"), fc.constant([])),
       fc.tuple(fc.constant("listRuns"), fc.tuple(cloneable)),
+      fc.tuple(
+        fc.constant("sendEvents"),
+        fc.tuple(fc.oneof(fc.record({ name: hostileString, data: cloneable }, { noNullPrototype: true }), cloneable)),
+      ),
     );
     await check(
       fc.asyncProperty(call, async ([method, args]) => {

@@ -1,0 +1,320 @@
+import { DurableObject } from "cloudflare:workers";
+import { z } from "zod";
+import { EngineError, ensureEngineError } from "../lib/errors.ts";
+import { MAX_EVENT_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
+import { toResult, type Result } from "../lib/result.ts";
+import { parseOrThrow } from "../lib/validation.ts";
+import {
+  DeliveryAnswer,
+  EventInput,
+  MAX_EVENTS_PER_REQUEST,
+  MAX_WAIT_KEY_CHARS,
+  WaitRegistration,
+  type AcceptedEvent,
+  type EventDelivery,
+  type EventRecord,
+  type RegisterAnswer,
+} from "../schemas/events.ts";
+import { checkMatch, inputToStore, isCandidate } from "./match.ts";
+import {
+  DELIVERY_LEASE_MS,
+  MAX_DELIVERIES_PER_ROUND,
+  planRound,
+  retryAt,
+  type PendingDelivery,
+  type RoundPlan,
+} from "./rounds.ts";
+import { EVENT_RETENTION_MS, HubStore, type StoredWait } from "./store.ts";
+
+/** The most retained events `register` answers (its lookback), oldest first. */
+export const MAX_LOOKBACK_EVENTS = 10;
+/**
+ * At most this many self-calls follow each other before an alarm continues
+ * the delivery: each nests one subrequest deeper than the event that made it
+ * (as the coordinator's self-wakes, coordinator/wakes.ts).
+ */
+const MAX_SELF_CALL_STREAK = 4;
+/** The alarm set behind a self-call, in case that call is lost. */
+const SELF_CALL_BACKSTOP_MS = 2_000;
+
+const EventBatch = z.array(EventInput).max(MAX_EVENTS_PER_REQUEST);
+const WaitKey = z.string().min(1).max(MAX_WAIT_KEY_CHARS);
+
+/** Where a hub sends a delivery: the run's coordinator (`deliverEvent`), answered as {@link DeliveryAnswer}. */
+export interface DeliveryTarget {
+  deliverEvent(delivery: EventDelivery): Promise<unknown>;
+}
+
+/**
+ * One event hub per event name (per shard of a name; events/route.ts): the
+ * one place where "an event arrives" and "a run starts waiting for it" are
+ * serialized. It keeps the name's events for `EVENT_RETENTION_MS` (24 h, for
+ * lookback and deduplication by id), the waits registered for the name, and
+ * an outbox of deliveries, which it sends to the runs' coordinators in rounds
+ * of at most {@link MAX_DELIVERIES_PER_ROUND} calls per Durable Object event
+ * (docs/architecture.md, "Event routing").
+ */
+export class EventHub extends DurableObject<Env> {
+  private readonly store: HubStore;
+  /** The hub's clock (ms since the epoch). Tests set it to move a hub through retention without waiting. */
+  now: () => number = Date.now;
+  /** The coordinator of a run, as deliveries reach it. */
+  target: (runId: string) => DeliveryTarget;
+  private selfCallStreak = 0;
+  private selfCallPending = false;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    this.store = new HubStore(ctx.storage.sql);
+    this.target = (runId) => env.COORDINATOR.get(env.COORDINATOR.idFromName(runId)) as unknown as DeliveryTarget;
+  }
+
+  /**
+   * Stores events (one already kept under the same name and id is a
+   * duplicate, stored once) and, in the same transaction, offers each new one
+   * to every wait of its name that it may match; then starts delivering.
+   * Answers per event, in order.
+   *
+   * Like every method here, it answers a Result: an error crosses RPC as data, with its code.
+   */
+  async accept(events: unknown): Promise<Result<AcceptedEvent[]>> {
+    return toResult(async () => {
+      const batch = parseOrThrow(EventBatch, events, "events.invalid_request", "the events");
+      const now = this.now();
+      const waited = this.store.hasWaits();
+      if (waited) {
+        await this.armAt(now + SELF_CALL_BACKSTOP_MS); // before the commit: an outbox row is never without an alarm
+      }
+      const answers = withWorkBudget(new WorkBudget(MAX_EVENT_WORK_UNITS, "event hub call"), () =>
+        this.ctx.storage.transactionSync(() => acceptAll(this.store, batch, now)),
+      );
+      await this.armAt(this.store.nextPruneAt() ?? now + EVENT_RETENTION_MS);
+      if (waited) {
+        this.ctx.waitUntil(this.deliverLogged());
+      }
+      return answers;
+    });
+  }
+
+  /**
+   * Stores a wait (a key stored already keeps what it has) and answers the
+   * retained events of its names received at or after its `since` that it may
+   * match, oldest first, at most {@link MAX_LOOKBACK_EVENTS}: events accepted
+   * before it. Those accepted after it are delivered.
+   *
+   * Fails with `event.invalid_wait` (each problem's path in `details`) or `event.invalid_match`.
+   */
+  async register(wait: unknown): Promise<Result<RegisterAnswer>> {
+    return toResult(async () => {
+      const parsed = parseOrThrow(WaitRegistration, wait, "event.invalid_wait", "the wait");
+      if (parsed.match !== undefined) {
+        checkMatch(parsed.match);
+      }
+      const now = this.now();
+      const answer = withWorkBudget(new WorkBudget(MAX_EVENT_WORK_UNITS, "event hub call"), () =>
+        this.ctx.storage.transactionSync(() => {
+          const stored = this.store.registerWait(parsed, inputToStore(parsed.input));
+          return { events: lookback(this.store, stored, now) };
+        }),
+      );
+      await this.armNext();
+      return answer;
+    });
+  }
+
+  /** Forgets a wait (its run consumed an event, timed out, or ended) and what was to be delivered to it. */
+  async unregister(waitKey: unknown): Promise<Result<null>> {
+    return toResult(() => {
+      const key = parseOrThrow(WaitKey, waitKey, "event.invalid_wait", "the wait key");
+      this.store.deleteWait(key);
+      return null;
+    });
+  }
+
+  /** Sends one round of deliveries. `self`: the hub's own call, continuing a delivery in a fresh event. */
+  async deliver(self = false): Promise<void> {
+    if (self) {
+      this.selfCallPending = false;
+      this.selfCallStreak += 1;
+    } else {
+      this.selfCallStreak = 0;
+    }
+    await this.round();
+  }
+
+  /** Prunes what is past retention or expiry, and sends a round of whatever is due (a lost round's resend, a retry). */
+  override async alarm(): Promise<void> {
+    this.selfCallStreak = 0;
+    this.store.prune(this.now());
+    await this.round();
+  }
+
+  /** {@link deliver} from inside the hub: a failure is logged, and the alarm sends again. */
+  private async deliverLogged(): Promise<void> {
+    try {
+      await this.round();
+    } catch (error) {
+      console.error(JSON.stringify({ msg: "event delivery round failed", error: ensureEngineError(error).message }));
+    }
+  }
+
+  /**
+   * Plans a round and leases what it sends in one transaction (a round
+   * running beside it never sends the same), sends, and applies the answers:
+   * any answer forgets the wait; a failure is tried again later.
+   */
+  private async round(): Promise<void> {
+    const now = this.now();
+    const { plan, sends } = this.ctx.storage.transactionSync(() => this.leaseRound(now));
+    if (typeof plan.next === "number") {
+      await this.armAt(plan.next);
+    }
+    const outcomes = await Promise.allSettled(sends.map(({ delivery, event }) => this.send(delivery, event)));
+    const failedAt = this.now();
+    this.ctx.storage.transactionSync(() => {
+      outcomes.forEach((outcome, index) => {
+        const delivery = sends[index]?.delivery;
+        if (delivery !== undefined) {
+          this.settle(delivery, outcome, failedAt);
+        }
+      });
+    });
+    await this.continueAfter(plan, failedAt);
+  }
+
+  private leaseRound(now: number): { plan: RoundPlan; sends: { delivery: PendingDelivery; event: EventRecord }[] } {
+    const plan = planRound(this.store.pendingHeads(MAX_DELIVERIES_PER_ROUND + 1), now);
+    const sends: { delivery: PendingDelivery; event: EventRecord }[] = [];
+    for (const delivery of plan.send) {
+      const event = this.store.eventAt(delivery.seq);
+      if (event === undefined) {
+        this.store.deleteDelivery(delivery.wait_key, delivery.seq); // its event was pruned meanwhile
+        continue;
+      }
+      this.store.reschedule(delivery.wait_key, delivery.seq, now + DELIVERY_LEASE_MS, delivery.attempts);
+      sends.push({ delivery, event });
+    }
+    return { plan, sends };
+  }
+
+  private async send(delivery: PendingDelivery, event: EventRecord): Promise<void> {
+    const answer = await this.target(delivery.run_id).deliverEvent({ wait_key: delivery.wait_key, event });
+    toDeliveryAnswer(answer);
+  }
+
+  private settle(delivery: PendingDelivery, outcome: PromiseSettledResult<void>, now: number): void {
+    if (outcome.status === "fulfilled") {
+      this.store.deleteWait(delivery.wait_key);
+      return;
+    }
+    const attempts = delivery.attempts + 1;
+    this.store.reschedule(delivery.wait_key, delivery.seq, retryAt(attempts, now), attempts);
+    console.error(
+      JSON.stringify({
+        msg: "event delivery failed",
+        wait_key: delivery.wait_key,
+        attempts,
+        error: ensureEngineError(outcome.reason).message,
+      }),
+    );
+  }
+
+  /** More due now: a self-call (a fresh event, with calls of its own), or the alarm after a streak of them. */
+  private async continueAfter(plan: RoundPlan, now: number): Promise<void> {
+    if (plan.next !== "now") {
+      await this.armNext();
+      return;
+    }
+    if (this.selfCallStreak >= MAX_SELF_CALL_STREAK) {
+      await this.armAt(now);
+      return;
+    }
+    if (this.selfCallPending) {
+      return;
+    }
+    this.selfCallPending = true;
+    await this.armAt(now + SELF_CALL_BACKSTOP_MS);
+    const self = this.env.EVENT_HUB.get(this.ctx.id) as unknown as { deliver(self: boolean): Promise<void> };
+    this.ctx.waitUntil(
+      self.deliver(true).catch((error: unknown) => {
+        this.selfCallPending = false;
+        console.error(JSON.stringify({ msg: "event hub self-call failed", error: ensureEngineError(error).message }));
+      }),
+    );
+  }
+
+  /** Sets the alarm for the next delivery or prune due, unless one is set earlier. */
+  private async armNext(): Promise<void> {
+    const next = this.store.nextDueAt();
+    if (next !== null) {
+      await this.armAt(next);
+    }
+  }
+
+  /** The one alarm, only ever moved earlier: an alarm that finds nothing due sets the next. */
+  private async armAt(at: number): Promise<void> {
+    const current = await this.ctx.storage.getAlarm();
+    if (current === null || at < current) {
+      await this.ctx.storage.setAlarm(at);
+    }
+  }
+}
+
+/** Stores each event of a batch (or finds it stored) and offers each new one to the waits of its name it may match. */
+function acceptAll(store: HubStore, batch: readonly EventInput[], now: number): AcceptedEvent[] {
+  const waitsByName = new Map<string, StoredWait[]>();
+  return batch.map((input) => {
+    const eventId = input.id ?? newEventId();
+    if (store.findEvent(input.name, eventId, now) !== undefined) {
+      return { event_id: eventId, duplicate: true };
+    }
+    const record: EventRecord = { event_id: eventId, name: input.name, data: input.data ?? null, received_at: now };
+    const { seq } = store.insertEvent(record);
+    const waits = waitsByName.get(input.name) ?? store.waitsFor(input.name);
+    waitsByName.set(input.name, waits);
+    for (const wait of waits) {
+      if (isCandidate(wait, record)) {
+        store.addDelivery(wait.wait_key, seq, now);
+      }
+    }
+    return { event_id: eventId, duplicate: false };
+  });
+}
+
+/** The retained events a new wait takes, oldest first: at most {@link MAX_LOOKBACK_EVENTS}. */
+function lookback(store: HubStore, wait: StoredWait & { names: string[] }, now: number): EventRecord[] {
+  const found: EventRecord[] = [];
+  for (const { record } of store.eventsSince(wait.names, wait.since, now)) {
+    if (isCandidate(wait, record)) {
+      found.push(record);
+      if (found.length === MAX_LOOKBACK_EVENTS) {
+        break;
+      }
+    }
+  }
+  return found;
+}
+
+/**
+ * A coordinator's answer to a delivery: `{ outcome }`, or that inside an ok
+ * Result. An error Result, or anything else, is a failed delivery, tried again.
+ */
+function toDeliveryAnswer(answer: unknown): DeliveryAnswer {
+  const plain = DeliveryAnswer.safeParse(answer);
+  if (plain.success) {
+    return plain.data;
+  }
+  const result = answer as Partial<Result<unknown>> | null;
+  if (typeof result === "object" && result !== null && result.ok === true) {
+    return toDeliveryAnswer(result.value);
+  }
+  if (typeof result === "object" && result !== null && result.ok === false && result.error !== undefined) {
+    throw EngineError.fromData(result.error);
+  }
+  throw new EngineError("event.bad_delivery_answer", `the coordinator answered ${JSON.stringify(answer) ?? "nothing"}`);
+}
+
+/** A generated event id: `evt_` and 32 hex digits. */
+export function newEventId(): string {
+  return `evt_${crypto.randomUUID().replaceAll("-", "")}`;
+}

@@ -1,0 +1,294 @@
+import type { Json } from "../schemas/common.ts";
+import type { EventRecord, WaitRegistration } from "../schemas/events.ts";
+import type { StoredMatch } from "./match.ts";
+import type { PendingDelivery } from "./rounds.ts";
+
+/**
+ * An event hub's SQLite, with every statement in one place: the events it
+ * keeps for lookback and deduplication, the waits registered at it, and the
+ * delivery outbox (one row per event offered to a wait, until the wait's run
+ * answers).
+ */
+
+/** How long a hub keeps an event: the longest lookback, and the window in which an id is accepted once. */
+export const EVENT_RETENTION_MS = 24 * 60 * 60 * 1000;
+/** How long after its `expires_at` a hub still keeps a wait (its run times it out itself, from its own alarm). */
+export const WAIT_GRACE_MS = 60 * 60 * 1000;
+
+/** A stored event with its place in the hub's order of acceptance. */
+export interface StoredEvent {
+  seq: number;
+  record: EventRecord;
+}
+
+/** A live wait as accept matches it. */
+export interface StoredWait extends StoredMatch {
+  wait_key: string;
+  since: number;
+}
+
+interface EventRow extends Record<string, SqlStorageValue> {
+  seq: number;
+  event_id: string;
+  name: string;
+  data: string;
+  received_at: number;
+}
+
+interface WaitRow extends Record<string, SqlStorageValue> {
+  wait_key: string;
+  names: string;
+  since: number;
+  match: string | null;
+  input: string | null;
+  input_kept: number;
+}
+
+const SCHEMA = [
+  `CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY, event_id TEXT NOT NULL, name TEXT NOT NULL,
+    data TEXT NOT NULL, received_at INTEGER NOT NULL, UNIQUE (name, event_id))`,
+  "CREATE INDEX IF NOT EXISTS events_by_age ON events (received_at)",
+  `CREATE TABLE IF NOT EXISTS waits (
+    wait_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, names TEXT NOT NULL, since INTEGER NOT NULL,
+    expires_at INTEGER, match TEXT, input TEXT, input_kept INTEGER NOT NULL)`,
+  "CREATE INDEX IF NOT EXISTS waits_by_expiry ON waits (expires_at)",
+  "CREATE TABLE IF NOT EXISTS wait_names (name TEXT NOT NULL, wait_key TEXT NOT NULL, PRIMARY KEY (name, wait_key))",
+  `CREATE TABLE IF NOT EXISTS deliveries (
+    wait_key TEXT NOT NULL, seq INTEGER NOT NULL, due_at INTEGER NOT NULL, attempts INTEGER NOT NULL,
+    PRIMARY KEY (wait_key, seq))`,
+  "CREATE INDEX IF NOT EXISTS deliveries_by_seq ON deliveries (seq)",
+  "CREATE INDEX IF NOT EXISTS deliveries_by_due ON deliveries (due_at)",
+];
+
+/** Waits whose `expires_at` is older than the given time. */
+const EXPIRED_WAITS = "SELECT wait_key FROM waits WHERE expires_at IS NOT NULL AND expires_at <= ?";
+
+export class HubStore {
+  constructor(private readonly sql: SqlStorage) {
+    for (const statement of SCHEMA) {
+      sql.exec(statement);
+    }
+  }
+
+  /** The event of this name and id that is still retained at `now`, if any. */
+  findEvent(name: string, eventId: string, now: number): StoredEvent | undefined {
+    const row = this.sql
+      .exec<EventRow>("SELECT * FROM events WHERE name = ? AND event_id = ?", name, eventId)
+      .toArray()[0];
+    return row && isRetained(row.received_at, now) ? toStoredEvent(row) : undefined;
+  }
+
+  /** Stores an event (replacing a row of the same name and id kept past retention, which the next prune would delete). */
+  insertEvent(record: EventRecord): StoredEvent {
+    this.sql.exec(
+      "DELETE FROM deliveries WHERE seq IN (SELECT seq FROM events WHERE name = ? AND event_id = ?)",
+      record.name,
+      record.event_id,
+    );
+    this.sql.exec("DELETE FROM events WHERE name = ? AND event_id = ?", record.name, record.event_id);
+    const row = this.sql
+      .exec<{ seq: number }>(
+        "INSERT INTO events (event_id, name, data, received_at) VALUES (?, ?, ?, ?) RETURNING seq",
+        record.event_id,
+        record.name,
+        JSON.stringify(record.data),
+        record.received_at,
+      )
+      .one();
+    return { seq: row.seq, record };
+  }
+
+  /**
+   * The waits listening for `name`: every one the hub still holds. Neither
+   * `since` nor `expires_at` is compared with the hub's clock here: a wait
+   * registered before an event was accepted began before it (whatever the
+   * clocks of the machines say), and whether a wait has timed out is its
+   * run's to say (it answers `not_waiting`).
+   */
+  waitsFor(name: string): StoredWait[] {
+    return this.sql
+      .exec<WaitRow>("SELECT w.* FROM wait_names n JOIN waits w ON w.wait_key = n.wait_key WHERE n.name = ?", name)
+      .toArray()
+      .map(toStoredWait);
+  }
+
+  /** Whether any wait is registered here: an accept with none writes no delivery. */
+  hasWaits(): boolean {
+    return this.sql.exec("SELECT 1 FROM waits LIMIT 1").toArray().length > 0;
+  }
+
+  /** Offers an event to a wait (once: the same pair again changes nothing). */
+  addDelivery(waitKey: string, seq: number, now: number): void {
+    this.sql.exec(
+      "INSERT OR IGNORE INTO deliveries (wait_key, seq, due_at, attempts) VALUES (?, ?, ?, 0)",
+      waitKey,
+      seq,
+      now,
+    );
+  }
+
+  /** Stores a wait unless its key is stored already; answers the stored one either way. */
+  registerWait(
+    wait: WaitRegistration,
+    input: { text: string | null; kept: boolean },
+  ): StoredWait & { names: string[] } {
+    const stored = this.sql.exec<WaitRow>("SELECT * FROM waits WHERE wait_key = ?", wait.wait_key).toArray()[0];
+    if (stored) {
+      return { ...toStoredWait(stored), names: JSON.parse(stored.names) as string[] };
+    }
+    this.sql.exec(
+      `INSERT INTO waits (wait_key, run_id, names, since, expires_at, match, input, input_kept)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      wait.wait_key,
+      wait.run_id,
+      JSON.stringify(wait.names),
+      wait.since,
+      wait.expires_at,
+      wait.match ?? null,
+      input.text,
+      input.kept ? 1 : 0,
+    );
+    for (const name of new Set(wait.names)) {
+      this.sql.exec("INSERT OR IGNORE INTO wait_names (name, wait_key) VALUES (?, ?)", name, wait.wait_key);
+    }
+    return {
+      wait_key: wait.wait_key,
+      since: wait.since,
+      match: wait.match ?? null,
+      input: input.text === null ? undefined : wait.input,
+      inputKept: input.kept,
+      names: wait.names,
+    };
+  }
+
+  /** Events of these names received at or after `since` and still retained at `now`, oldest first, read lazily. */
+  *eventsSince(names: readonly string[], since: number, now: number): Generator<StoredEvent> {
+    const marks = names.map(() => "?").join(", ");
+    const cursor = this.sql.exec<EventRow>(
+      `SELECT * FROM events WHERE name IN (${marks}) AND received_at >= ? ORDER BY seq`,
+      ...names,
+      since,
+    );
+    for (const row of cursor) {
+      if (isRetained(row.received_at, now)) {
+        yield toStoredEvent(row);
+      }
+    }
+  }
+
+  /** Forgets a wait and everything offered to it. */
+  deleteWait(waitKey: string): void {
+    this.sql.exec("DELETE FROM deliveries WHERE wait_key = ?", waitKey);
+    this.sql.exec("DELETE FROM wait_names WHERE wait_key = ?", waitKey);
+    this.sql.exec("DELETE FROM waits WHERE wait_key = ?", waitKey);
+  }
+
+  /**
+   * The oldest pending delivery of each wait (the only one a round may send
+   * it), those due soonest first, at most `limit`.
+   */
+  pendingHeads(limit: number): PendingDelivery[] {
+    return this.sql
+      .exec<PendingDelivery & Record<string, SqlStorageValue>>(
+        `SELECT d.wait_key, w.run_id, d.seq, d.due_at, d.attempts
+         FROM deliveries d JOIN waits w ON w.wait_key = d.wait_key
+         WHERE d.seq = (SELECT MIN(o.seq) FROM deliveries o WHERE o.wait_key = d.wait_key)
+         ORDER BY d.due_at, d.seq LIMIT ?`,
+        limit,
+      )
+      .toArray();
+  }
+
+  /** The event of a delivery (undefined once pruned). */
+  eventAt(seq: number): EventRecord | undefined {
+    const row = this.sql.exec<EventRow>("SELECT * FROM events WHERE seq = ?", seq).toArray()[0];
+    return row ? toStoredEvent(row).record : undefined;
+  }
+
+  deleteDelivery(waitKey: string, seq: number): void {
+    this.sql.exec("DELETE FROM deliveries WHERE wait_key = ? AND seq = ?", waitKey, seq);
+  }
+
+  /** Makes a delivery due at `dueAt`, counting `attempts` failures so far. */
+  reschedule(waitKey: string, seq: number, dueAt: number, attempts: number): void {
+    this.sql.exec(
+      "UPDATE deliveries SET due_at = ?, attempts = ? WHERE wait_key = ? AND seq = ?",
+      dueAt,
+      attempts,
+      waitKey,
+      seq,
+    );
+  }
+
+  /**
+   * Deletes events past retention and waits past their expiry and grace, with
+   * their deliveries. Both bounds are inclusive, so an alarm set for the
+   * moment {@link nextDueAt} names always finds what it was set for.
+   */
+  prune(now: number): void {
+    const cutoff = now - EVENT_RETENTION_MS;
+    this.sql.exec("DELETE FROM deliveries WHERE seq IN (SELECT seq FROM events WHERE received_at <= ?)", cutoff);
+    this.sql.exec("DELETE FROM events WHERE received_at <= ?", cutoff);
+    const expiry = now - WAIT_GRACE_MS;
+    this.sql.exec(`DELETE FROM deliveries WHERE wait_key IN (${EXPIRED_WAITS})`, expiry);
+    this.sql.exec(`DELETE FROM wait_names WHERE wait_key IN (${EXPIRED_WAITS})`, expiry);
+    this.sql.exec("DELETE FROM waits WHERE expires_at IS NOT NULL AND expires_at <= ?", expiry);
+  }
+
+  /** When the next delivery or prune is due, or null when the hub holds nothing that will need one. */
+  nextDueAt(): number | null {
+    return earliest([this.nextDeliveryAt(), this.nextPruneAt()]);
+  }
+
+  /** When the next pending delivery may be sent, or null when none is pending. */
+  nextDeliveryAt(): number | null {
+    return this.sql.exec<{ at: number | null }>("SELECT MIN(due_at) AS at FROM deliveries").one().at;
+  }
+
+  /** When the next event passes retention or wait its grace, or null when the hub holds neither. */
+  nextPruneAt(): number | null {
+    const row = this.sql
+      .exec<{ event: number | null; wait: number | null }>(
+        "SELECT (SELECT MIN(received_at) FROM events) AS event, (SELECT MIN(expires_at) FROM waits) AS wait",
+      )
+      .one();
+    return earliest([
+      row.event === null ? null : row.event + EVENT_RETENTION_MS,
+      row.wait === null ? null : row.wait + WAIT_GRACE_MS,
+    ]);
+  }
+}
+
+function earliest(times: (number | null)[]): number | null {
+  const known = times.filter((time): time is number => time !== null);
+  return known.length === 0 ? null : Math.min(...known);
+}
+
+/** Whether an event received at `receivedAt` is still kept at `now`: for less than {@link EVENT_RETENTION_MS}. */
+function isRetained(receivedAt: number, now: number): boolean {
+  return now - receivedAt < EVENT_RETENTION_MS;
+}
+
+function toStoredEvent(row: EventRow): StoredEvent {
+  return {
+    seq: row.seq,
+    record: {
+      event_id: row.event_id,
+      name: row.name,
+      // Written by insertEvent from a parsed JSON value.
+      data: JSON.parse(row.data) as Json,
+      received_at: row.received_at,
+    },
+  };
+}
+
+function toStoredWait(row: WaitRow): StoredWait {
+  return {
+    wait_key: row.wait_key,
+    since: row.since,
+    match: row.match,
+    input: row.input === null ? undefined : (JSON.parse(row.input) as Json),
+    inputKept: row.input_kept === 1,
+  };
+}

@@ -1,0 +1,107 @@
+import { z } from "zod";
+import { JsonValue } from "./common.ts";
+
+/**
+ * External events (docs/api.md, "POST /v1/events"; docs/architecture.md,
+ * "Event routing"): what a client sends, what the event hubs keep, and what a
+ * hub delivers to a waiting run.
+ */
+
+/** The longest event name, in characters. */
+export const MAX_EVENT_NAME_CHARS = 256;
+/** The longest event id a client may give, in characters. */
+export const MAX_EVENT_ID_CHARS = 256;
+/** The most events one `POST /v1/events` (or one hub `accept`) carries. */
+export const MAX_EVENTS_PER_REQUEST = 100;
+/** The most names one wait may list (any of them resumes it). */
+export const MAX_WAIT_NAMES = 20;
+/** The longest wait key, in characters. */
+export const MAX_WAIT_KEY_CHARS = 512;
+/** The longest `match` expression a wait may register, in characters. */
+export const MAX_MATCH_CHARS = 4_096;
+
+export const EventName = z
+  .string()
+  .min(1, "must not be empty")
+  .max(MAX_EVENT_NAME_CHARS, `must be at most ${MAX_EVENT_NAME_CHARS} characters`);
+export type EventName = z.infer<typeof EventName>;
+
+/** One event as a client sends it. `id` makes a retry safe: the same id of the same name is accepted once in 24 h. */
+export const EventInput = z.strictObject({
+  name: EventName,
+  data: JsonValue.optional(),
+  id: z
+    .string()
+    .min(1, "must not be empty")
+    .max(MAX_EVENT_ID_CHARS, `must be at most ${MAX_EVENT_ID_CHARS} characters`)
+    .optional(),
+});
+export type EventInput = z.infer<typeof EventInput>;
+
+/** Several events in one request, in order. */
+export const EventBatchBody = z.strictObject({
+  events: z
+    .array(EventInput)
+    .min(1, "must hold at least one event")
+    .max(MAX_EVENTS_PER_REQUEST, `must hold at most ${MAX_EVENTS_PER_REQUEST} events`),
+});
+export type EventBatchBody = z.infer<typeof EventBatchBody>;
+
+/** `POST /v1/events` body: one event, or `{ events: [...] }`. */
+export const SendEventsBody = z.union([EventInput, EventBatchBody]);
+export type SendEventsBody = z.infer<typeof SendEventsBody>;
+
+/** What became of one sent event: its id (the client's, or a generated `evt_…`), and whether it was already accepted. */
+export const AcceptedEvent = z.strictObject({
+  event_id: z.string(),
+  duplicate: z.boolean(),
+});
+export type AcceptedEvent = z.infer<typeof AcceptedEvent>;
+
+/** `POST /v1/events` → 202: one answer per event, in the order sent. */
+export const SendEventsResponse = z.strictObject({ events: z.array(AcceptedEvent) });
+export type SendEventsResponse = z.infer<typeof SendEventsResponse>;
+
+/** An event as a hub keeps it and delivers it; `received_at` is when the hub accepted it (ms since the epoch). */
+export const EventRecord = z.strictObject({
+  event_id: z.string(),
+  name: EventName,
+  data: JsonValue,
+  received_at: z.number().int(),
+});
+export type EventRecord = z.infer<typeof EventRecord>;
+
+/**
+ * A run's wait, registered at the hub of each of its names. `since`: the
+ * oldest `received_at` it takes (the wait's start less its lookback);
+ * `expires_at`: when it times out (null: never), after which the hub forgets
+ * it. `match` (CEL over `event` and `input`) is a pre-filter: the run checks it
+ * again. Registering the same `wait_key` again changes nothing stored.
+ */
+export const WaitRegistration = z.strictObject({
+  wait_key: z.string().min(1).max(MAX_WAIT_KEY_CHARS),
+  run_id: z.string().min(1).max(256),
+  names: z.array(EventName).min(1).max(MAX_WAIT_NAMES),
+  since: z.number().int().min(0),
+  expires_at: z.number().int().min(0).nullable(),
+  match: z.string().min(1).max(MAX_MATCH_CHARS).optional(),
+  input: JsonValue.optional(),
+});
+export type WaitRegistration = z.infer<typeof WaitRegistration>;
+
+/** `register`'s answer: the retained events the wait takes (lookback), oldest first. */
+export const RegisterAnswer = z.strictObject({ events: z.array(EventRecord) });
+export type RegisterAnswer = z.infer<typeof RegisterAnswer>;
+
+/** What a hub sends the run's coordinator (`deliverEvent`): one event for one wait. */
+export const EventDelivery = z.strictObject({
+  wait_key: z.string(),
+  event: EventRecord,
+});
+export type EventDelivery = z.infer<typeof EventDelivery>;
+
+/** The coordinator's answer to a delivery: either way the hub forgets the wait. */
+export const DeliveryAnswer = z.strictObject({
+  outcome: z.enum(["consumed", "not_waiting"]),
+});
+export type DeliveryAnswer = z.infer<typeof DeliveryAnswer>;
