@@ -71,6 +71,11 @@ export const IMPLEMENTATION_CHECKS: ImplementationChecks = {
     );
   },
   human: checkHuman,
+  event: (implementation, at, { report }) => {
+    if (implementation.match !== undefined) {
+      checkCel(implementation.match, `${at}.match`, report, CEL_SCOPES.eventMatch);
+    }
+  },
   sleep: (implementation, at, { report }) => {
     if (implementation.duration_ms !== undefined && implementation.until !== undefined) {
       report(at, "set duration_ms or until, not both (the step's input may carry either)", "definition.invalid_sleep");
@@ -114,7 +119,7 @@ function checkUndo(undo: NonNullable<InlineAction["undo"]>, path: string, check:
   if (ACTION_TRAITS[undo.action.kind].suspends || undo.action.risk === "high") {
     check.report(
       `${path}.action`,
-      "an undo cannot be a human, workflow, sleep or high-risk action: a compensation runs it as one call, with nothing to wait for",
+      "an undo cannot be a human, workflow, sleep, event or high-risk action: a compensation runs it as one call, with nothing to wait for",
       "definition.invalid_undo",
     );
   }

@@ -82,6 +82,8 @@ export const CEL_SCOPES = {
   calleeOutput: { variables: ["output", "run"], run: STEP_RUN_FIELDS },
   /** A `context` or `metric` action's expressions: the action input. */
   actionInput: { variables: ["input", "run"], run: STEP_RUN_FIELDS },
+  /** An `event` action's `match`: the event and the step input. */
+  eventMatch: { variables: ["event", "input"], run: [] },
   /** An undo's `input_mapping`: the original call's input and output. */
   undo: { variables: ["input", "output", "run"], run: STEP_RUN_FIELDS },
 } as const satisfies Record<string, { variables: readonly string[]; run: readonly string[] }>;

@@ -151,6 +151,19 @@ export type Action = {
   undo?: Undo;
   kind: "sleep";
   implementation: SleepImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  undo?: Undo;
+  kind: "event";
+  implementation: EventImplementation;
 };
 
 /** Optional: approved_steps answers every matching open approval gate (step-02 matches step-02-*). */
@@ -227,6 +240,17 @@ export type ErrorBody = {
       message: string;
       code?: string;
     })[];
+  };
+};
+
+/** The implementation of an action of kind "event" (docs/definitions.md#implementation-per-kind). */
+export type EventImplementation = {
+  name: string | string[];
+  match?: string;
+  timeout_ms?: number;
+  lookback_ms?: number;
+  on_timeout?: "fail" | {
+    default: JsonValue;
   };
 };
 
@@ -433,6 +457,19 @@ export type InlineAction = {
   undo?: Undo;
   kind: "sleep";
   implementation: SleepImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  undo?: Undo;
+  kind: "event";
+  implementation: EventImplementation;
 };
 
 /** A task written inline in a node; its id is optional. */
@@ -577,6 +614,18 @@ export type InlineUndoAction = {
   id?: string;
   kind: "sleep";
   implementation: SleepImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "event";
+  implementation: EventImplementation;
 };
 
 /** { "<field>": <source> }: a "$…" JSONPath, { "expr" }, { "template" }, { "path", "default" | "optional" }, { "concat" } or a literal. */
@@ -831,6 +880,11 @@ export type NodeDetail = {
     } | {
       kind: "timer";
       until: string;
+    } | {
+      kind: "event";
+      names: string[];
+      match?: string;
+      expires_at: string | null;
     };
   })[];
   node: string;
@@ -1022,6 +1076,11 @@ export type RunView = {
         } | {
           kind: "timer";
           until: string;
+        } | {
+          kind: "event";
+          names: string[];
+          match?: string;
+          expires_at: string | null;
         };
       })[];
     };
@@ -1043,6 +1102,14 @@ export type RunView = {
   } | {
     kind: "timer";
     until: string;
+    node: string;
+    item: number | null;
+    step: string | null;
+  } | {
+    kind: "event";
+    names: string[];
+    match?: string;
+    expires_at: string | null;
     node: string;
     item: number | null;
     step: string | null;
@@ -1324,6 +1391,7 @@ export interface Components {
   DefinitionRecord: DefinitionRecord;
   DefinitionVersions: DefinitionVersions;
   ErrorBody: ErrorBody;
+  EventImplementation: EventImplementation;
   GateAnswerBody: GateAnswerBody;
   GateList: GateList;
   GateView: GateView;

@@ -39,6 +39,10 @@ export class CallBudget {
         this.cleanupCalls += command.keys.length;
       } else if (command.kind === "release_resources") {
         this.cleanupCalls += command.containers.length;
+      } else if (command.kind === "register_event_wait" || command.kind === "unregister_event_wait") {
+        // One call per name, each to that name's hub.
+        this.cleanupCalls +=
+          command.kind === "register_event_wait" ? command.registration.names.length : command.names.length;
       }
     }
     stats.maxDispatchesPerEvent = Math.max(stats.maxDispatchesPerEvent, this.executorCalls);

@@ -5,6 +5,8 @@ import { cancelChildRuns, notifyParentRun, startChildRun, type RunPeer, type Run
 import type { Command } from "./draft.ts";
 import type { RunEvent } from "./events.ts";
 import type { LiveSet } from "./live.ts";
+import { registerWait, unregisterWait } from "../events/route.ts";
+import { dataDigest } from "./event-digest.ts";
 
 /** What a command reads of the last journal entry its decision signed. */
 type LastEntry = Pick<JournalEntry, "seq" | "kind" | "hash">;
@@ -47,6 +49,8 @@ const COMMANDS: CommandHandlers = {
   release_resources: (command, deps) => deps.waitUntil(releaseContainers(deps, command.containers)),
   start_child: (command, deps) => deps.waitUntil(startChild(deps, command)),
   cancel_children: (command, deps) => deps.waitUntil(cancelChildren(deps, command.keys)),
+  register_event_wait: (command, deps) => deps.waitUntil(registerEventWait(deps, command)),
+  unregister_event_wait: (command, deps) => deps.waitUntil(unregisterEventWait(deps, command)),
   notify_parent: (command, deps, lastEntry) => {
     const attestation =
       lastEntry?.kind === "attest" ? { seq: lastEntry.seq, hash: lastEntry.hash } : deps.attestation();
@@ -70,6 +74,54 @@ function performOne<K extends Command["kind"]>(
 ): void {
   const handler: CommandHandlers[K] = COMMANDS[kind];
   handler(command, deps, lastEntry);
+}
+
+/**
+ * Registers an event wait at its hubs, and applies what they answer (the
+ * events they kept that it takes). A failure is logged: the wait stays
+ * registered-but-unanswered, and a later wake sends the registration again.
+ */
+async function registerEventWait(
+  deps: CommandDeps,
+  command: Extract<Command, { kind: "register_event_wait" }>,
+): Promise<void> {
+  try {
+    const events = await registerWait(deps.env, command.registration);
+    const received = await Promise.all(
+      events.map(async (event) => ({ event, data_sha256: await dataDigest(event.data) })),
+    );
+    await deps.apply({ type: "event_registered", key: command.key, events: received });
+  } catch (thrown) {
+    console.error(
+      JSON.stringify({
+        msg: "event wait registration failed",
+        key: command.key,
+        error: ensureEngineError(thrown).message,
+      }),
+    );
+  }
+}
+
+/** Tells an ended event wait's hubs to forget it; a failure only costs a delivery the run answers `not_waiting`. */
+async function unregisterEventWait(
+  deps: CommandDeps,
+  command: Extract<Command, { kind: "unregister_event_wait" }>,
+): Promise<void> {
+  const runId = deps.runId();
+  if (runId === null) {
+    return;
+  }
+  try {
+    await unregisterWait(deps.env, { wait_key: command.key, run_id: runId, names: command.names });
+  } catch (thrown) {
+    console.error(
+      JSON.stringify({
+        msg: "event wait unregistration failed",
+        key: command.key,
+        error: ensureEngineError(thrown).message,
+      }),
+    );
+  }
 }
 
 /** Peers a run talks to about its children and its parent. */

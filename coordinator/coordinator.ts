@@ -14,6 +14,10 @@ import { chunk, dispatchGroup } from "./executor-client.ts";
 import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunState } from "./decide.ts";
 import { newRunState, runCreatedEntry, type CreateRunOutcome, type CreateRunRequest } from "./create.ts";
 import { coalesceResults, EventInbox } from "./inbox.ts";
+import { toEventList } from "../events/route.ts";
+import { EventDelivery, type DeliveryAnswer, type SendEventsResponse } from "../schemas/events.ts";
+import { dataDigest } from "./event-digest.ts";
+import { hasEventWait, toSignals } from "./event-delivery.ts";
 import { JournalWaiters } from "./journal-waiters.ts";
 import { isTerminal } from "./lifecycle.ts";
 import { LiveSet, NOTHING_LIVE, toLiveWork } from "./live.ts";
@@ -233,6 +237,32 @@ export class Coordinator extends DurableObject<Env> {
       }
       await this.applyAndWake([{ type: "child_finished", outcome }]);
       return { accepted: true };
+    });
+  }
+
+  /**
+   * Signals to this run (`POST /v1/runs/{id}/signals`, the body of `POST /v1/events`):
+   * each is taken by a waiting `event` step that it matches, or kept until one is or
+   * the run ends. An id this run accepted before is a duplicate, accepted once.
+   */
+  async signal(body: unknown): Promise<Result<SendEventsResponse>> {
+    return toResult(async () => {
+      const events = await toSignals(this.requireRun().record, toEventList(body), Date.now());
+      await this.applyAndWake(events.filter((event) => event.type === "signal"));
+      return { events: events.map(({ answer }) => answer) };
+    });
+  }
+
+  /** An event hub delivers an event to one of this run's event waits; the hub forgets the wait unless `declined`. */
+  async deliverEvent(delivery: unknown): Promise<Result<DeliveryAnswer>> {
+    return toResult(async () => {
+      const { wait_key: key, event } = EventDelivery.parse(delivery);
+      if (!this.state || !hasEventWait(this.state.nodes, key)) {
+        return { outcome: "not_waiting" as const };
+      }
+      const received = { event, data_sha256: await dataDigest(event.data) };
+      await this.applyAndWake([{ type: "event_delivered", key, received }]);
+      return { outcome: hasEventWait(this.requireRun().nodes, key) ? ("declined" as const) : ("consumed" as const) };
     });
   }
 

@@ -12,6 +12,7 @@ import {
 } from "./compensation.ts";
 import { allows } from "./controls.ts";
 import { childFinished, childStarted } from "./child-results.ts";
+import { deliverEvent, eventsRegistered, receiveSignal } from "./event-delivery.ts";
 import { dispatchReady, FULL_WAKE_BUDGET, TASKS_PER_EXECUTOR_CALL } from "./dispatch.ts";
 import { Draft, type Command, type DecideContext, type RunState } from "./draft.ts";
 import type { RunEvent, WakeBudget } from "./events.ts";
@@ -140,6 +141,21 @@ const HANDLERS: Handlers = {
   },
   children_cancelled: (draft, event) => draft.settleCleanup("pending_cancels", event.keys),
   containers_released: (draft, event) => draft.settleCleanup("pending_releases", event.containers),
+  signal: (draft, event) => {
+    if (!isTerminal(draft.record.status)) {
+      receiveSignal(draft, event.received);
+    }
+  },
+  event_registered: (draft, event) => {
+    if (!isTerminal(draft.record.status)) {
+      eventsRegistered(draft, event.key, event.events);
+    }
+  },
+  event_delivered: (draft, event) => {
+    if (!isTerminal(draft.record.status)) {
+      deliverEvent(draft, event.key, event.received);
+    }
+  },
 };
 
 /**

@@ -1,6 +1,7 @@
 import type { Json } from "../schemas/common.ts";
 import type { Node as NodeDefinition } from "../schemas/definitions.ts";
 import { toErrorSummary, type ErrorSummary, type Failure } from "../schemas/errors.ts";
+import type { WaitRegistration } from "../schemas/events.ts";
 import type { JournalBody, JournalKind } from "../schemas/journal-bodies.ts";
 import type { ResourceHandle, TaskPayload } from "../schemas/payload.ts";
 import type { RunSnapshot } from "../schemas/resolved.ts";
@@ -34,6 +35,10 @@ export type Command =
     }
   /** Cancel the child runs started under these keys: some of the run's `pending_cancels`, sent by a wake. */
   | { kind: "cancel_children"; keys: string[] }
+  /** Register an event wait at the hub of each of its names (idempotent by key); their answer comes back as `event_registered`. */
+  | { kind: "register_event_wait"; key: string; registration: WaitRegistration }
+  /** The event wait ended: its hubs may forget it (best effort). */
+  | { kind: "unregister_event_wait"; key: string; names: string[] }
   /** This run is a child and has ended: tell its parent (the DO adds the attestation's seq and hash). */
   | {
       kind: "notify_parent";

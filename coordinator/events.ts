@@ -2,6 +2,7 @@ import type { Json } from "../schemas/common.ts";
 import type { TaskResult } from "../schemas/payload.ts";
 import type { LiveWork } from "./live.ts";
 import type { ChildOutcome } from "./child-results.ts";
+import type { ReceivedEvent } from "./wait-events.ts";
 
 /** The calls a wake may make: executor calls, and calls to other runs and containers (child starts, cleanup). */
 export interface WakeBudget {
@@ -41,4 +42,10 @@ export type RunEvent =
   /** Child runs this run cancelled confirmed it (or had ended already, or never existed). */
   | { type: "children_cancelled"; keys: readonly string[] }
   /** These containers' `release()` answered. */
-  | { type: "containers_released"; containers: readonly string[] };
+  | { type: "containers_released"; containers: readonly string[] }
+  /** A signal to this run (the Durable Object checked the run is not over and the id is new). */
+  | { type: "signal"; received: ReceivedEvent }
+  /** The event hubs registered an event wait and answered the events they kept that it takes (its lookback). */
+  | { type: "event_registered"; key: string; events: readonly ReceivedEvent[] }
+  /** A hub delivers an event to an event wait. */
+  | { type: "event_delivered"; key: string; received: ReceivedEvent };

@@ -4,6 +4,7 @@ import type { InvocationRecord, Suspension } from "../schemas/run.ts";
 import type { Draft } from "./draft.ts";
 import type { LiveWork } from "./live.ts";
 import { childWaits } from "./wait-children.ts";
+import { eventWaits } from "./wait-events.ts";
 import { gateWaits } from "./wait-gates.ts";
 import { timerWaits } from "./wait-timers.ts";
 import { waitKey } from "./waits.ts";
@@ -61,11 +62,16 @@ export const WAIT_KINDS: { readonly [K in WaitKind]: WaitKindRow<K> } = {
   gate: gateWaits,
   child: childWaits,
   timer: timerWaits,
+  event: eventWaits,
 };
 
 /** The stored, wire and view unions name the same kinds: a kind missing from one of them does not compile. */
-export type WaitKindsAgree = Agree<TaskSuspension["wait"]["kind"], WaitKind> & Agree<WaitingFor["kind"], WaitKind>;
-type Agree<A, B> = [A] extends [B] ? ([B] extends [A] ? true : never) : never;
+export type WaitKindsAgree = [
+  Assert<Agree<TaskSuspension["wait"]["kind"], WaitKind>>,
+  Assert<Agree<WaitingFor["kind"], WaitKind>>,
+];
+type Agree<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+type Assert<T extends true> = T;
 
 /** The row of a kind; for a wait of any kind (`K` = WaitKind) its methods take any wait. */
 function rowOf<K extends WaitKind>(kind: K): WaitKindRow<K> {

@@ -161,7 +161,9 @@ export class EventHub extends DurableObject<Env> {
   /**
    * Plans a round and leases what it sends in one transaction (a round
    * running beside it never sends the same), sends, and applies the answers:
-   * any answer forgets the wait; a failure is tried again later.
+   * `consumed` and `not_waiting` forget the wait, `declined` only that
+   * delivery (the run's own match said no: the wait takes later events); a
+   * failure is tried again later.
    */
   private async round(): Promise<void> {
     const now = this.now();
@@ -197,12 +199,16 @@ export class EventHub extends DurableObject<Env> {
     return { plan, sends };
   }
 
-  private async send(delivery: PendingDelivery, event: EventRecord): Promise<void> {
+  private async send(delivery: PendingDelivery, event: EventRecord): Promise<DeliveryAnswer> {
     const answer = await this.target(delivery.run_id).deliverEvent({ wait_key: delivery.wait_key, event });
-    toDeliveryAnswer(answer);
+    return toDeliveryAnswer(answer);
   }
 
-  private settle(delivery: PendingDelivery, outcome: PromiseSettledResult<void>, now: number): void {
+  private settle(delivery: PendingDelivery, outcome: PromiseSettledResult<DeliveryAnswer>, now: number): void {
+    if (outcome.status === "fulfilled" && outcome.value.outcome === "declined") {
+      this.store.deleteDelivery(delivery.wait_key, delivery.seq);
+      return;
+    }
     if (outcome.status === "fulfilled") {
       this.store.deleteWait(delivery.wait_key);
       return;

@@ -11,6 +11,7 @@ import {
   TimeoutMs,
   WorkflowChoice,
 } from "./common.ts";
+import { EventName, MAX_WAIT_NAMES } from "./events.ts";
 
 // ─── Prompts, models, MCP servers ────────────────────────────────────────────
 
@@ -153,11 +154,14 @@ const WorkflowImplementation = z.strictObject({
   on_failure: z.enum(["propagate", "return"]).optional(),
 });
 
+/** What a `human` or `event` wait does when its time runs out: fail the step, or go on with a default. */
+const OnTimeout = z.union([z.literal("fail"), z.strictObject({ default: JsonValue })]);
+
 const HumanImplementation = z.strictObject({
   prompt_template: z.string(),
   input_schema: JsonSchema,
   timeout_ms: z.number().int().min(1).optional(),
-  on_timeout: z.union([z.literal("fail"), z.strictObject({ default: JsonValue })]).optional(),
+  on_timeout: OnTimeout.optional(),
 });
 
 /** A Vectorize index name as actions write it; `docs` is served by the binding `VECTORIZE_DOCS`. */
@@ -202,6 +206,21 @@ const SleepImplementation = z.strictObject({
   until: SleepUntil.optional(),
 });
 
+/** How long an `event` wait may look back: what the event hubs keep, 24 hours (events/store.ts). */
+export const MAX_EVENT_LOOKBACK_MS = 86_400_000;
+/**
+ * `event`: the step waits for an event from outside (`POST /v1/events`) or a
+ * signal to its run (`POST /v1/runs/{id}/signals`) with one of its names,
+ * for which `match` (CEL over `event` and `input`) holds.
+ */
+const EventImplementation = z.strictObject({
+  name: z.union([EventName, z.array(EventName).min(1).max(MAX_WAIT_NAMES)]),
+  match: CelSource.optional(),
+  timeout_ms: z.number().int().min(1).max(MAX_SLEEP_MS).optional(),
+  lookback_ms: z.number().int().min(0).max(MAX_EVENT_LOOKBACK_MS).optional(),
+  on_timeout: OnTimeout.optional(),
+});
+
 const MetricImplementation = z.strictObject({
   metric_name: z.string().min(1),
   value: z.union([z.number(), z.strictObject({ expr: CelSource })]),
@@ -227,6 +246,7 @@ export const ACTION_IMPLEMENTATIONS = {
   metric: MetricImplementation,
   context: ContextImplementation,
   sleep: SleepImplementation,
+  event: EventImplementation,
 } as const satisfies Record<string, z.ZodType>;
 
 export type ActionKind = keyof typeof ACTION_IMPLEMENTATIONS;
@@ -271,6 +291,7 @@ export const ACTION_TRAITS: { readonly [K in ActionKind]: ActionTraits } = {
   metric: { waitsOnIo: true, reportsMeta: false, suspends: false },
   context: { waitsOnIo: false, reportsMeta: false, suspends: false },
   sleep: { waitsOnIo: true, reportsMeta: false, suspends: true },
+  event: { waitsOnIo: true, reportsMeta: false, suspends: true },
 };
 
 export type ActionImplementation<K extends ActionKind> = z.infer<(typeof ACTION_IMPLEMENTATIONS)[K]>;

@@ -81,6 +81,13 @@ function waitViews<P extends z.ZodRawShape>(position: P) {
     z.strictObject({ kind: z.literal("gate"), gate_id: z.string(), ...position }),
     z.strictObject({ kind: z.literal("child"), run_id: z.string().nullable(), workflow: z.string(), ...position }),
     z.strictObject({ kind: z.literal("timer"), until: z.string(), ...position }),
+    z.strictObject({
+      kind: z.literal("event"),
+      names: z.array(z.string()),
+      match: z.string().optional(),
+      expires_at: z.string().nullable(),
+      ...position,
+    }),
   ]);
 }
 

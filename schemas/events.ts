@@ -100,8 +100,12 @@ export const EventDelivery = z.strictObject({
 });
 export type EventDelivery = z.infer<typeof EventDelivery>;
 
-/** The coordinator's answer to a delivery: either way the hub forgets the wait. */
+/**
+ * The coordinator's answer to a delivery: `consumed` (the wait took it) and
+ * `not_waiting` (no such wait is open) make the hub forget the wait;
+ * `declined` (the run's own match said no) drops only this delivery.
+ */
 export const DeliveryAnswer = z.strictObject({
-  outcome: z.enum(["consumed", "not_waiting"]),
+  outcome: z.enum(["consumed", "not_waiting", "declined"]),
 });
 export type DeliveryAnswer = z.infer<typeof DeliveryAnswer>;

@@ -199,6 +199,46 @@ export const JOURNAL_BODIES = {
     key: z.string(),
     reason: z.string(),
   }),
+  /** An `event` step began to wait: the names it takes, its match, when it times out, how far it looks back. */
+  "event.waiting": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    key: z.string(),
+    names: z.array(z.string()),
+    match: z.string().optional(),
+    expires_at: IsoTime.nullable(),
+    lookback_ms: z.number().int().min(0),
+  }),
+  /** The wait took an event (from the hubs) or a signal: its id, and the SHA-256 of its data's canonical JSON. */
+  "event.matched": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    key: z.string(),
+    event_id: z.string(),
+    name: z.string(),
+    received_at: IsoTime,
+    source: z.enum(["event", "signal"]),
+    data_sha256: Sha256Hex,
+  }),
+  "event.timeout": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    key: z.string(),
+    on_timeout: z.enum(["fail", "default"]),
+  }),
+  /** The wait ended before an event came: its run ended, or its node failed. */
+  "event.cancelled": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    key: z.string(),
+    reason: z.string(),
+  }),
+  /** A signal to this run was accepted (a wait takes it now, or it is kept until one does). */
+  "signal.received": z.strictObject({ event_id: z.string(), name: z.string(), data_sha256: Sha256Hex }),
   "compensation.started": z.strictObject({
     trigger: z.enum(COMPENSATION_TRIGGERS),
     /** The undos still to run, by index, in the order they will run (reverse order of completion). */

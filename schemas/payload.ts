@@ -194,6 +194,16 @@ export const TaskSuspension = z.strictObject({
       until: z.number().int().optional(),
       duration_ms: z.number().int().min(1).max(MAX_SLEEP_MS).optional(),
     }),
+    /** An `event` step: the names it takes, its match and the step input that match reads, and its time. */
+    z.strictObject({
+      kind: z.literal("event"),
+      names: z.array(z.string()).min(1),
+      match: z.string().optional(),
+      input: JsonValue,
+      timeout_ms: z.number().int().min(1).max(MAX_SLEEP_MS).optional(),
+      lookback_ms: z.number().int().min(0).optional(),
+      on_timeout: z.union([z.literal("fail"), z.strictObject({ default: JsonValue })]).optional(),
+    }),
   ]),
 });
 export type TaskSuspension = z.infer<typeof TaskSuspension>;

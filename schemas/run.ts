@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { EventRecord } from "./events.ts";
 import { JsonObject, JsonValue } from "./common.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
 import { ResourceHandle, StepRecord, TaskContext, TaskResume } from "./payload.ts";
@@ -79,6 +80,21 @@ export const Suspension = z.strictObject({
       key: z.string(),
       started_at: z.number(),
       until: z.number(),
+    }),
+    z.strictObject({
+      kind: z.literal("event"),
+      key: z.string(),
+      started_at: z.number(),
+      names: z.array(z.string()).min(1),
+      match: z.string().optional(),
+      /** The step input, for `match`. */
+      input: JsonValue,
+      expires_at: z.number().nullable(),
+      lookback_ms: z.number().int().min(0),
+      on_timeout: z.union([z.literal("fail"), z.strictObject({ default: JsonValue })]),
+      /** When a wake sent its registration to the event hubs (null: not yet); `registered` once they answered. */
+      requested_at: z.number().nullable(),
+      registered: z.boolean(),
     }),
   ]),
 });
@@ -268,6 +284,14 @@ export const RunRecord = z.strictObject({
   approved_steps: z.array(z.string()).optional(),
   /** How many times this run was redriven after failing. */
   redrives: z.number().int().min(0),
+  /**
+   * Signals sent to this run (`POST /v1/runs/{id}/signals`) that no wait took
+   * yet, oldest first: an `event` step that starts waiting looks here first.
+   * Absent when none.
+   */
+  signals: z.array(z.strictObject({ event: EventRecord, data_sha256: z.string() })).optional(),
+  /** Ids of the signals this run accepted (the last MAX_SIGNAL_IDS): the same id again is a duplicate. */
+  signal_ids: z.array(z.string()).optional(),
   /** Seq of the last journal entry written. */
   journal_seq: z.number().int().min(0),
   /**

@@ -97,6 +97,9 @@ function runRoutes(app: Hono<App>): void {
   app.get("/v1/runs/:runId/events", (c) => streamRunEvents(c, c.req.param("runId")));
   app.get("/v1/gates", async (c) => c.json(await listOpenGates(c.env, c.req.query())));
   app.get("/v1/runs/:runId/gates", async (c) => c.json(await service.listGates(c.env, c.req.param("runId"))));
+  app.post("/v1/runs/:runId/signals", async (c) =>
+    c.json(await service.signalRun(c.env, c.req.param("runId"), await readJson(c)), 202),
+  );
   app.post("/v1/runs/:runId/gates/:gateId", async (c) =>
     c.json(await service.answerGate(c.env, c.req.param("runId"), c.req.param("gateId"), await readJson(c))),
   );

@@ -16,6 +16,7 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   "request.reserved_key": 400,
   "request.invalid_argument": 400,
   "run.terminal": 409,
+  "run.signals_full": 409,
   "run.idempotency_conflict": 409,
   "run.conflict": 409,
   "gate.answered": 409,

@@ -183,6 +183,15 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
     });
   }
 
+  /** `POST /v1/runs/{run_id}/signals`: signals to one run, the same body as `sendEvents`. */
+  signalRun(runId: string, body: unknown): Promise<Result<SendEventsResponse>> {
+    return toResult(() => {
+      const run = idArgument(runId, "runId");
+      checkBodyLimits(body);
+      return service.signalRun(this.env, run, body);
+    });
+  }
+
   /** `POST /v1/events`: one event `{ name, data?, id? }`, or `{ events: [...] }`. */
   sendEvents(body: unknown): Promise<Result<SendEventsResponse>> {
     return toResult(() => {

@@ -26,6 +26,7 @@ import {
 } from "../schemas/api.ts";
 import type { JsonObject } from "../schemas/common.ts";
 import { DefinitionKind } from "../schemas/definitions.ts";
+import type { SendEventsResponse } from "../schemas/events.ts";
 import { Jwks, type PublicJwk } from "../schemas/journal.ts";
 
 /**
@@ -43,7 +44,7 @@ const DEFAULT_LIST_LIMIT = 50;
 type CatalogApi = Pick<Catalog, "register" | "get" | "list" | "versions" | "resolvePlan">;
 type CoordinatorApi = Pick<
   Coordinator,
-  "create" | "get" | "journal" | "events" | "control" | "gates" | "answerGate" | "node" | "approveSteps"
+  "create" | "get" | "journal" | "events" | "control" | "gates" | "answerGate" | "node" | "approveSteps" | "signal"
 >;
 
 export function catalog(env: Env): CatalogApi {
@@ -211,6 +212,11 @@ export async function getJournal(env: Env, runId: string): Promise<{ entries: Jo
 
 export async function listGates(env: Env, runId: string): Promise<{ gates: GateView[] }> {
   return { gates: unwrap(await coordinator(env, runId).gates()) };
+}
+
+/** `POST /v1/runs/{run_id}/signals`: one signal `{ name, data?, id? }`, or `{ events: [...] }`. */
+export async function signalRun(env: Env, runId: string, body: unknown): Promise<SendEventsResponse> {
+  return unwrap(await coordinator(env, runId).signal(body));
 }
 
 export async function answerGate(env: Env, runId: string, gateId: string, body: unknown): Promise<GateView> {

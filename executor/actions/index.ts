@@ -3,6 +3,7 @@ import type { Json } from "../../schemas/common.ts";
 import type { TaskContext } from "../../schemas/payload.ts";
 import type { ResolvedAction } from "../../schemas/resolved.ts";
 import { contextAction } from "./context.ts";
+import { eventAction } from "./event.ts";
 import { httpAction } from "./http.ts";
 import { humanAction } from "./human.ts";
 import { llmAction } from "./llm.ts";
@@ -34,6 +35,7 @@ export const ACTION_HANDLERS: ActionRegistry = {
   vector: vectorAction,
   metric: metricAction,
   sleep: sleepAction,
+  event: eventAction,
 };
 
 /**

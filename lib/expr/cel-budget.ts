@@ -64,10 +64,13 @@ export class CelMeter {
   readonly regexes = new Map<string, Regex>();
 
   /** `limitReason`: why it stops at `limit`, given when that is a scope's remainder (`work-budget.ts`). */
-  constructor(
-    readonly limit: number,
-    readonly limitReason = `exceeded its cost budget of ${limit} units`,
-  ) {}
+  readonly limit: number;
+  readonly limitReason: string;
+
+  constructor(limit: number, limitReason = `exceeded its cost budget of ${limit} units`) {
+    this.limit = limit;
+    this.limitReason = limitReason;
+  }
 
   /** What is left, in units. */
   get remaining(): number {

@@ -199,10 +199,12 @@ const CEL_LIST_MARK = Symbol.for("@bufbuild/cel/list");
  */
 export class AppendList {
   readonly [CEL_LIST_MARK] = {};
-  constructor(
-    readonly items: CelValue[],
-    readonly size: number,
-  ) {}
+  readonly items: CelValue[];
+  readonly size: number;
+  constructor(items: CelValue[], size: number) {
+    this.items = items;
+    this.size = size;
+  }
   /** Whether `+` can append to this list without copying it. */
   get extendable(): boolean {
     return this.items.length === this.size;

@@ -34,7 +34,10 @@ class JsonMap {
   readonly [CEL_MAP_MARK] = {};
   /** Counted once: a JSON value is not mutated while an expression reads it, and `size(m)` in a loop must stay O(1). */
   #size: number | undefined;
-  constructor(readonly raw: Readonly<Record<string, unknown>>) {}
+  readonly raw: Readonly<Record<string, unknown>>;
+  constructor(raw: Readonly<Record<string, unknown>>) {
+    this.raw = raw;
+  }
   get size(): number {
     if (this.#size === undefined) {
       this.#size = 0;
@@ -80,7 +83,10 @@ class JsonMap {
 /** A JSON array seen as a CEL `list(dyn)`, converting elements on access. */
 class JsonList {
   readonly [CEL_LIST_MARK] = {};
-  constructor(readonly raw: readonly unknown[]) {}
+  readonly raw: readonly unknown[];
+  constructor(raw: readonly unknown[]) {
+    this.raw = raw;
+  }
   get size(): number {
     return this.raw.length;
   }

@@ -237,6 +237,23 @@ export const API_ROUTES: RouteSpec[] = [
   },
   {
     method: "post",
+    path: "/v1/runs/{run_id}/signals",
+    operationId: "signalRun",
+    summary: "Send signals to one run: each is taken by a waiting event step it matches, or kept until one is.",
+    auth: "bearer",
+    docs: "POST /v1/runs/{run_id}/signals",
+    tag: "events",
+    body: { schema: "SendEventsBody", required: true },
+    responses: {
+      202: {
+        description: "Accepted: each signal's id, and whether this run accepted that id before.",
+        schema: "SendEventsResponse",
+      },
+    },
+    errors: [404, 409],
+  },
+  {
+    method: "post",
     path: "/v1/events",
     operationId: "sendEvents",
     summary: "Send events (one, or up to 100): each resumes the runs waiting for its name that it matches.",

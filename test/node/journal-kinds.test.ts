@@ -48,7 +48,7 @@ function withoutParentheses(text: string): string {
 function documentedFields(body: string): string[] {
   const fields = new Set<string>();
   for (const match of withoutParentheses(body).matchAll(/`([^`]+)`/g)) {
-    const field = /^([a-z_]+)\??(\s*\{.*\})?$/.exec(match[1] ?? "")?.[1];
+    const field = /^([a-z_][a-z0-9_]*)\??(\s*\{.*\})?$/.exec(match[1] ?? "")?.[1];
     if (field !== undefined) {
       fields.add(field);
     }
