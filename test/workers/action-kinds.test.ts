@@ -60,7 +60,7 @@ describe("action kinds", () => {
     expect,
   }) => {
     const kinds = sorted(ACTION_KINDS);
-    expect(kinds).toHaveLength(11);
+    expect(kinds).toHaveLength(12);
     expect(sorted(Object.keys(ACTION_IMPLEMENTATIONS))).toEqual(kinds);
     expect(sorted(Object.keys(ACTION_TRAITS))).toEqual(kinds);
     expect(sorted(Object.keys(IMPLEMENTATION_CHECKS))).toEqual(kinds);
@@ -73,7 +73,9 @@ describe("action kinds", () => {
     }
   });
 
-  it("suspend a task only at human, workflow and sleep steps, with the wait their handler builds", ({ expect }) => {
+  it("suspend a task only at human, workflow, sleep and event steps, with the wait their handler builds", ({
+    expect,
+  }) => {
     const human = ResolvedAction.parse({
       id: "ask",
       version: 1,
@@ -125,9 +127,34 @@ describe("action kinds", () => {
     });
     expect(suspensionFor(compute, {}, NO_CONTEXT)).toBeUndefined();
     const suspending = ACTION_KINDS.filter((kind) => ACTION_HANDLERS[kind].suspend !== undefined);
-    expect(suspending).toEqual(["workflow", "human", "sleep"]);
+    expect(suspending).toEqual(["workflow", "human", "sleep", "event"]);
     // The suspending kinds are the ones whose trait says so.
     expect(ACTION_KINDS.filter((kind) => ACTION_TRAITS[kind].suspends)).toEqual(suspending);
+  });
+
+  it("wait for an event by its names (one or a list, each once), with the step input its match reads", ({ expect }) => {
+    const wait = (implementation: Record<string, unknown>) =>
+      suspensionFor(
+        ResolvedAction.parse({ id: "reply", version: 1, kind: "event", implementation }),
+        { id: 7 },
+        NO_CONTEXT,
+      );
+    expect(wait({ name: "paid" })).toEqual({ kind: "event", names: ["paid"], input: { id: 7 } });
+    expect(
+      wait({
+        name: ["paid", "refunded", "paid"],
+        match: "event.data.id == input.id",
+        timeout_ms: 5,
+        on_timeout: "fail",
+      }),
+    ).toEqual({
+      kind: "event",
+      names: ["paid", "refunded"],
+      input: { id: 7 },
+      match: "event.data.id == input.id",
+      timeout_ms: 5,
+      on_timeout: "fail",
+    });
   });
 
   it("sleep on a duration or an absolute time, the input's winning, and continue at once when the time is past", ({

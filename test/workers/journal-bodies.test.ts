@@ -68,6 +68,7 @@ describe("the journal of real runs", () => {
     const gated = uniqueId("gated");
     const waiter = uniqueId("waiter");
     const napper = uniqueId("napper");
+    const listener = uniqueId("listener");
     const key = uniqueId("flaky");
     await register({
       workflows: [
@@ -155,6 +156,24 @@ describe("the journal of real runs", () => {
         { id: gated, nodes: { ask: { task: { steps: [humanStep("ask")] } } } },
         { id: waiter, nodes: { sub: { workflow: gated } } },
         {
+          id: listener,
+          nodes: {
+            listen: {
+              task: {
+                steps: [
+                  {
+                    ref: "ping",
+                    action: {
+                      kind: "event",
+                      implementation: { name: "ping", timeout_ms: 1_000, on_timeout: { default: null } },
+                    },
+                  },
+                ],
+              },
+            },
+          },
+        },
+        {
           id: napper,
           nodes: {
             nap: {
@@ -224,6 +243,19 @@ describe("the journal of real runs", () => {
     expect((await waitForRun(napped)).status).toBe("completed");
     await waitForRun(cancelledNap, (run) => run.status === "waiting");
     expect((await api("POST", `/v1/runs/${cancelledNap}/cancel`, { reason: "woken early" })).status).toBe(200);
+
+    // Event waits: one takes a signal, one times out with its default, one is cancelled.
+    const listening = async () => {
+      const runId = await start(listener);
+      runs.push(runId);
+      await waitForRun(runId, (run) => run.waiting_for?.length > 0);
+      return runId;
+    };
+    const [signalled, timedOut, abandoned] = [await listening(), await listening(), await listening()];
+    expect((await api("POST", `/v1/runs/${signalled}/signals`, { name: "ping", data: 1 })).status).toBe(202);
+    expect((await api("POST", `/v1/runs/${abandoned}/cancel`, {})).status).toBe(200);
+    expect((await waitForRun(signalled)).status).toBe("completed");
+    expect((await waitForRun(timedOut)).status).toBe("completed");
 
     const kinds = new Set<string>();
     for (const runId of runs) {
