@@ -389,6 +389,11 @@ describe("web console in headless Chromium", () => {
       `/runs/${childRunId}`,
     );
     await page.screenshot({ path: join(SCREENSHOTS, "run-page-waiting.png"), fullPage: true });
+    // On a phone the box still fits the screen.
+    await page.setViewportSize({ width: 390, height: 844 });
+    const widths = await box.evaluate((element) => ({ box: element.scrollWidth, page: window.innerWidth }));
+    assert.ok(widths.box <= widths.page, `the box is ${widths.box} px wide in a ${widths.page} px viewport`);
+    await page.setViewportSize({ width: 1360, height: 900 });
 
     // The gate's link goes to its card, further down the page.
     await box.locator('[data-wait="gate"]').getByRole("link", { name: "gate_1" }).click();
