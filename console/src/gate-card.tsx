@@ -20,12 +20,14 @@ export interface GateCardProps {
   onDone: () => void;
   /** Shown in the head, after where the gate waits (e.g. the run it belongs to). */
   context?: ComponentChildren;
+  /** The card's element id, for links to it (gate ids are unique only within a run). */
+  anchor?: string;
 }
 
 export function GateCard(props: GateCardProps) {
   const { gate } = props;
   return (
-    <li class={`gate gate-${gate.status}`} data-gate={gate.gate_id} data-run={props.runId}>
+    <li id={props.anchor} class={`gate gate-${gate.status}`} data-gate={gate.gate_id} data-run={props.runId}>
       <div class="gate-head">
         <strong>{gate.gate_id}</strong> <StatusBadge status={gate.status} /> {gate.kind} at {gate.node}
         {gate.item === null ? "" : `[${gate.item}]`} / {props.stepLabel} · opened <Time at={gate.opened_at} />

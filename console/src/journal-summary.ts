@@ -31,6 +31,11 @@ function itemText(body: Body): string {
   return typeof body["item"] === "number" ? ` item ${body["item"]}` : "";
 }
 
+/** `item 3 ` before a phrase about one item, nothing outside a foreach. */
+function itemPrefix(body: Body): string {
+  return typeof body["item"] === "number" ? `item ${body["item"]} ` : "";
+}
+
 const SUMMARIES: Record<string, (body: Body) => string> = {
   "run.created": (b) => `${text(b["mode"])} run of ${workflowText(b["workflow"])}`,
   "run.status": (b) => `${text(b["from"])} → ${text(b["to"])}: ${text(b["reason"])}`,
@@ -58,6 +63,9 @@ const SUMMARIES: Record<string, (body: Body) => string> = {
   "approval.requested": (b) => `${text(b["gate_id"])}: approve ${actionText(b["action"])}?`,
   "approval.granted": (b) => `${text(b["gate_id"])} granted by ${text(b["responder"])}`,
   "approval.rejected": (b) => `${text(b["gate_id"])} rejected by ${text(b["responder"])}`,
+  "timer.started": (b) => `${itemPrefix(b)}sleeps until ${text(b["until"])}`,
+  "timer.fired": (b) => `${itemPrefix(b)}woke after ${text(b["slept_ms"])} ms`,
+  "timer.cancelled": (b) => `${itemPrefix(b)}sleep cancelled: ${text(b["reason"])}`,
   "child.started": (b) => `child ${text(b["child_run_id"])} (${text(b["workflow"])})`,
   "child.finished": (b) =>
     `child ${text(b["child_run_id"])} ${text(b["status"])}` + (b["error"] ? `: ${errorText(b["error"])}` : ""),

@@ -12,6 +12,7 @@ import { encodeSegment, postJson } from "./api.ts";
 import { GateCard } from "./gate-card.tsx";
 import { stepName, type PlanStep } from "./plan-graph.ts";
 import { ErrorNote } from "./ui.tsx";
+import { gateAnchor } from "./waits.ts";
 
 export function RunControls(props: { view: RunView; onDone: () => void }) {
   const [error, setError] = useState<unknown>(null);
@@ -95,6 +96,7 @@ export function Gates(props: { view: RunView; plan: readonly PlanStep[] | null; 
           gate={gate}
           stepLabel={stepName(gate.step, gate.node, props.plan)}
           onDone={props.onDone}
+          anchor={gateAnchor(gate.gate_id)}
         />
       ))}
     </ul>

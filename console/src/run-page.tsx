@@ -1,6 +1,7 @@
 /**
  * `/runs/{run_id}`: one run, live. Header (status, workflow, parent, times,
- * error, cancel reason, LLM usage), the controls the run accepts, its gates
+ * error, cancel reason, LLM usage), what it waits for (timers counting down,
+ * gates, children), the controls the run accepts, its gates
  * with their answers, the DAG (a plan run's drawn from its plan), the node
  * durations on a time axis, the compensation, the verification of the
  * journal in this browser, and the journal as a timeline.
@@ -19,6 +20,7 @@ import { useRunState } from "./run-state.ts";
 import { Link } from "./router.tsx";
 import { ErrorNote, JsonBlock, Section } from "./ui.tsx";
 import { verificationText, type Verification } from "./verify.ts";
+import { WaitingFor } from "./waiting-for.tsx";
 
 export function RunPage(props: { runId: string }) {
   const state = useRunState(props.runId);
@@ -38,6 +40,7 @@ export function RunPage(props: { runId: string }) {
   return (
     <>
       <RunHeader view={view} cancelReason={cancelReasonOf(entries)} />
+      <WaitingFor view={view} plan={plan} />
       <ErrorNote error={state.error} />
       <RunControls view={view} onDone={state.refresh} />
       <VerifyLine verification={state.verification} />

@@ -337,6 +337,79 @@ describe("web console in headless Chromium", () => {
     assert.equal((await api("POST", `/v1/runs/${runId}/cancel`, { body: {} })).status, 200);
   });
 
+  test("a waiting run says what it waits for: a timer counting down, a link to its gate's card and one to its child run", async () => {
+    const id = uid("console-waits");
+    const childId = uid("console-waits-child");
+    const nap = (ref) => ({ ref, action: { kind: "sleep", implementation: { duration_ms: 60_000 } } });
+    const ask = { kind: "human", implementation: { prompt_template: "Go on?", input_schema: { type: "object" } } };
+    await register({
+      workflows: [
+        { id: childId, nodes: { rest: { task: { steps: [nap("rest")] } } } },
+        {
+          id,
+          nodes: {
+            remind: { task: { steps: [nap("nap")] } },
+            ask: { task: { steps: [{ ref: "approve", action: ask }] } },
+            sub: { workflow: childId },
+          },
+        },
+      ],
+    });
+    const started = await startRun(id, { input: {} });
+    assert.equal(started.status, 201, show(started));
+    const runId = started.json.run_id;
+    const run = await waitFor("three waits", async () => {
+      const read = await api("GET", `/v1/runs/${runId}`);
+      return read.json.waiting_for.length === 3 && read.json.waiting_for.every((w) => w.run_id !== null) && read.json;
+    });
+    const childRunId = run.waiting_for.find((wait) => wait.kind === "child").run_id;
+
+    const context = await browser.newContext({ viewport: { width: 1360, height: 900 } });
+    await context.addInitScript((value) => sessionStorage.setItem("trellis.api_token", value), token);
+    const page = await context.newPage();
+    await page.goto(`${url}/runs/${runId}`);
+    const box = page.locator("[data-waiting-for]");
+    const countdown = box.locator('[data-wait="timer"] [data-countdown]');
+    await countdown.waitFor({ timeout: UI_TIMEOUT_MS });
+    const first = secondsLeft(await countdown.innerText());
+    assert.ok(first > 30 && first <= 60, `${first}s left of a 60 s sleep`);
+    await page.waitForTimeout(1_500);
+    const second = secondsLeft(await countdown.innerText());
+    assert.ok(second < first, `the countdown went from ${first}s to ${second}s`);
+    assert.match(
+      await box.locator('[data-wait="timer"]').innerText(),
+      /^remind \/ nap · sleeping · wakes in .+ \(at .+\)$/,
+    );
+    assert.equal(
+      await box.locator('[data-wait="timer"] time').getAttribute("datetime"),
+      run.waiting_for.find((wait) => wait.kind === "timer").until,
+    );
+    assert.equal(
+      await box.locator('[data-wait="child"]').getByRole("link").getAttribute("href"),
+      `/runs/${childRunId}`,
+    );
+    await page.screenshot({ path: join(SCREENSHOTS, "run-page-waiting.png"), fullPage: true });
+    // On a phone the box still fits the screen.
+    await page.setViewportSize({ width: 390, height: 844 });
+    const widths = await box.evaluate((element) => ({ box: element.scrollWidth, page: window.innerWidth }));
+    assert.ok(widths.box <= widths.page, `the box is ${widths.box} px wide in a ${widths.page} px viewport`);
+    await page.setViewportSize({ width: 1360, height: 900 });
+
+    // The gate's link goes to its card, further down the page.
+    await box.locator('[data-wait="gate"]').getByRole("link", { name: "gate_1" }).click();
+    await page.waitForURL(`${url}/runs/${runId}#gate-gate_1`);
+    assert.equal(await page.locator("#gate-gate_1").getAttribute("data-gate"), "gate_1");
+    await page.locator("#gate-gate_1").getByText("Go on?").waitFor({ timeout: UI_TIMEOUT_MS });
+
+    const controls = page.locator(".controls");
+    await controls.getByRole("button", { name: "cancel" }).click();
+    await controls.getByRole("button", { name: "Confirm cancel" }).click();
+    await page.locator(".run-head .badge.status-cancelled").waitFor({ timeout: UI_TIMEOUT_MS });
+    await box.waitFor({ state: "detached", timeout: UI_TIMEOUT_MS });
+    await context.close();
+    assert.equal((await waitTerminal(runId)).status, "cancelled");
+  });
+
   test("a journal altered on its way to the browser fails verification at the altered entry", async () => {
     const id = uid("console-tamper");
     await register({
@@ -398,6 +471,26 @@ describe("web console in headless Chromium", () => {
     assert.deepEqual(await health.json(), { ok: true });
   });
 });
+
+/** The seconds a countdown such as `wakes in 1m 05s` or `wakes in 59s` names. */
+function secondsLeft(text) {
+  const match = /wakes in (?:(\d+)m )?(\d+)s/.exec(text);
+  assert.ok(match, `not a countdown: ${text}`);
+  return Number(match[1] ?? 0) * 60 + Number(match[2]);
+}
+
+/** Polls `probe` until it gives a truthy value. */
+async function waitFor(what, probe) {
+  const deadline = Date.now() + UI_TIMEOUT_MS;
+  for (;;) {
+    const value = await probe();
+    if (value) {
+      return value;
+    }
+    assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
 
 async function waitTerminal(runId) {
   const deadline = Date.now() + UI_TIMEOUT_MS;

@@ -12,7 +12,12 @@
 // only by as long as the server was down past it), and that every journal
 // verifies offline.
 //
-// This file starts its own HTTP target and its own `wrangler dev` (it kills
+// A second test kills it during a `sleep` step and checks, again without
+// reading the run until the step after the sleep has run, that the timer fired
+// once, not before its time and soon after it (or after the restart, when that
+// came later), and that the journal verifies.
+//
+// Each test starts its own HTTP target and its own `wrangler dev` (it kills
 // it), whatever scripts/e2e.mjs started for the other files.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -294,6 +299,99 @@ test("a killed and restarted wrangler dev finishes every interrupted run by itse
       const report = await verifyJournal(await journalOf(api, runId), jwks, { requireAttestation: true });
       assert.equal(report.ok, true, `${runId}: ${JSON.stringify(report)}`);
     }
+  } finally {
+    await dev?.stop();
+    await target.close();
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+});
+
+test("a sleep survives a killed and restarted wrangler dev: it wakes once, not before its time and soon after it, and its journal verifies", async () => {
+  const target = await startHttpTarget({ port: 0 });
+  const stateDir = mkdtempSync(join(tmpdir(), "trellis-restart-sleep-"));
+  const token = `restart-${uid("t")}`;
+  const vars = { API_TOKENS: token, JOURNAL_SIGNING_KEY: freshSigningKey(), HTTP_TARGET_URL: target.url };
+  /** @type {Awaited<ReturnType<typeof startWranglerDev>> | undefined} */
+  let dev;
+  try {
+    dev = await startWranglerDev({ vars, persistTo: stateDir });
+    let api = client(dev.url, token);
+    const k = uid("sl");
+    const id = uid("rs-sleep");
+    // Due well after the restart should be done (twice the first start-up, plus 2 s): the kill and
+    // the restart fall inside the sleep, and only the run's stored alarm can wake it.
+    const sleepMs = 2 * dev.startupMs + 2_000;
+    const registered = await api("POST", "/v1/definitions", {
+      workflows: [
+        {
+          id,
+          nodes: {
+            nap: {
+              task: {
+                steps: [
+                  { ref: "nap", action: { kind: "sleep", implementation: { duration_ms: sleepMs } } },
+                  httpStep("mark", `${target.url}/mark/${k}-woke`),
+                ],
+              },
+            },
+          },
+        },
+      ],
+    });
+    assert.equal(registered.status, 201, registered.text);
+    const started = await api("POST", `/v1/workflows/${id}/runs`, { input: {} });
+    assert.equal(started.status, 201, started.text);
+    const runId = /** @type {string} */ (started.json.run_id);
+    const timer = await until("the run to wait on its timer", async () => {
+      const run = (await api("GET", `/v1/runs/${runId}`)).json;
+      return run?.status === "waiting"
+        ? run.waiting_for.find((/** @type {{ kind: string }} */ wait) => wait.kind === "timer")
+        : undefined;
+    });
+    assert.deepEqual(
+      { ...timer, until: undefined },
+      { kind: "timer", until: undefined, node: "nap", item: null, step: "nap" },
+    );
+    const due = Date.parse(timer.until);
+
+    await dev.kill();
+    assert.ok(Date.now() < due, "the kill landed during the sleep");
+    dev = await startWranglerDev({ vars, persistTo: stateDir });
+    api = client(dev.url, token);
+    const restarted = Date.now();
+
+    // Nothing reads the run now: the step after the sleep marks the peer when it gets there.
+    await until("the step after the sleep", async () => target.hits(`${k}-woke`) >= 1);
+    const run = await until("the run to end", async () => {
+      const read = await api("GET", `/v1/runs/${runId}`);
+      return TERMINAL.has(read.json?.status) ? read.json : undefined;
+    });
+    assert.equal(run.status, "completed", JSON.stringify(run.error));
+    assert.deepEqual(run.waiting_for, []);
+    assert.equal(target.hits(`${k}-woke`), 1, "the step after the sleep ran once");
+
+    const entries = await journalOf(api, runId);
+    const count = (/** @type {string} */ kind) =>
+      entries.filter((entry) => entry.kind === kind && entry.body.node === "nap").length;
+    assert.deepEqual(
+      { started: count("timer.started"), fired: count("timer.fired"), completed: count("task.completed") },
+      { started: 1, fired: 1, completed: 1 },
+    );
+    assert.equal(count("timer.cancelled"), 0);
+    const fired = entries.find((entry) => entry.kind === "timer.fired");
+    const firedAt = Date.parse(String(fired?.at));
+    assert.ok(firedAt >= due, `woke ${due - firedAt}ms before its time`);
+    assert.ok(
+      firedAt <= Math.max(due, restarted) + START_SLACK_MS,
+      `woke ${firedAt - Math.max(due, restarted)}ms after it could have`,
+    );
+    console.log(
+      `restart: the sleep (duration_ms ${sleepMs}) woke ${firedAt - due}ms after its time; the restarted wrangler answered ${due - restarted}ms before it`,
+    );
+
+    const jwks = (await api("GET", "/v1/journal-keys")).json;
+    const report = await verifyJournal(entries, jwks, { requireAttestation: true });
+    assert.equal(report.ok, true, JSON.stringify(report));
   } finally {
     await dev?.stop();
     await target.close();

@@ -1,11 +1,12 @@
 // The web console's pure parts (console/src): the SSE parser that reads the
-// event stream, the DAG layout, the form built from a JSON Schema and the
-// journal timeline's summaries. The console as a whole is driven in a real
-// browser by test/e2e/console.test.mjs.
+// event stream, the DAG layout, the form built from a JSON Schema, the
+// journal timeline's summaries and what a waiting run waits for. The console
+// as a whole is driven in a real browser by test/e2e/console.test.mjs.
 import { describe, expect, test } from "vitest";
 import { layersOf, layoutDag, NODE_WIDTH_PX } from "../../console/src/dag-layout.ts";
 import { childrenByNode, summarizeEntry } from "../../console/src/journal-summary.ts";
 import { parseRoute } from "../../console/src/routes.ts";
+import { formatCountdown, gateAnchor, waitPlace } from "../../console/src/waits.ts";
 import { fieldsOf, valueOf } from "../../console/src/schema-fields.ts";
 import { SseParser } from "../../console/src/sse.ts";
 
@@ -137,6 +138,18 @@ describe("journal timeline lines", () => {
     expect(
       summarizeEntry("task.failed", { node: "n", attempt: 2, item: 0, error: { code: "x.y", message: "m" } }).summary,
     ).toBe("attempt 2 item 0: x.y: m");
+    const timer = { node: "remind", item: null, step: "nap", key: "run_1/0/remind/0/1/nap" };
+    expect(summarizeEntry("timer.started", { ...timer, until: "2026-12-01T08:00:00.000Z" })).toEqual({
+      node: "remind",
+      step: "nap",
+      summary: "sleeps until 2026-12-01T08:00:00.000Z",
+    });
+    expect(summarizeEntry("timer.fired", { ...timer, item: 2, slept_ms: 60_004 }).summary).toBe(
+      "item 2 woke after 60004 ms",
+    );
+    expect(summarizeEntry("timer.cancelled", { ...timer, reason: "run cancelled" }).summary).toBe(
+      "sleep cancelled: run cancelled",
+    );
     expect(summarizeEntry("some.new_kind", { a: "x".repeat(400) }).summary).toHaveLength(160);
   });
 
@@ -147,6 +160,44 @@ describe("journal timeline lines", () => {
       { kind: "child.started", body: { node: "sub", child_run_id: "run_b" } },
     ];
     expect([...childrenByNode(entries)]).toEqual([["sub", ["run_a", "run_b"]]]);
+  });
+});
+
+describe("what a run waits for", () => {
+  test("a timer's time left, to the second, rounded up; null once due", () => {
+    expect(
+      [0, -5, 1, 999, 1_000, 59_001, 60_000, 65_000, 3_599_000, 3_600_000, 7_390_000, 86_400_000, 273_120_000].map(
+        formatCountdown,
+      ),
+    ).toEqual([
+      null,
+      null,
+      "1s",
+      "1s",
+      "1s",
+      "1m 00s",
+      "1m 00s",
+      "1m 05s",
+      "59m 59s",
+      "1h 00m 00s",
+      "2h 03m 10s",
+      "1d 00h 00m",
+      "3d 03h 52m",
+    ]);
+  });
+
+  test("where a wait is, and the anchor of a gate's card", () => {
+    const at = { node: "remind", item: null, step: "nap" };
+    expect(waitPlace({ kind: "timer", until: "2026-12-01T08:00:00.000Z", ...at }, null)).toBe("remind / nap");
+    expect(waitPlace({ kind: "gate", gate_id: "gate_2", ...at, item: 3 }, null)).toBe("remind[3] / nap");
+    expect(waitPlace({ kind: "child", run_id: null, workflow: "w@1", node: "sub", item: null, step: null }, null)).toBe(
+      "sub",
+    );
+    const plan = [{ id: "step-2", tool: "remind", dependsOn: [] }];
+    expect(waitPlace({ kind: "gate", gate_id: "gate_1", node: "step-2", item: null, step: "call" }, plan)).toBe(
+      "step-2 / step-2 (remind)",
+    );
+    expect(gateAnchor("gate_1")).toBe("gate-gate_1");
   });
 });
 

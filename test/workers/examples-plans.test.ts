@@ -4,12 +4,13 @@ import { z } from "zod";
 import dependencyPlan from "../../examples/plan-dependency.yaml?raw";
 import placeholderPlan from "../../examples/plan-placeholder.yaml?raw";
 import planTools from "../../examples/plan-tools.yaml?raw";
+import remindLater from "../../examples/remind-later.yaml?raw";
 import saga from "../../examples/saga.yaml?raw";
 import { CompensationView, JsonValue } from "../../schemas/index.ts";
-import { api, register, resultsOf, waitForRun } from "./helpers.ts";
+import { api, journal, register, resultsOf, waitForRun } from "./helpers.ts";
 
 /**
- * The plan and saga examples (examples/), as files, against the local HTTP
+ * The plan, saga and reminder examples (examples/), as files, against the local HTTP
  * target and MCP server in workerd. The end-to-end suite runs them through the
  * CLI commands their headers list (test/e2e/examples.test.mjs); this checks
  * what they are meant to show.
@@ -26,7 +27,7 @@ async function runExamplePlan(text: string) {
   return waitForRun(String(response.json.run_id));
 }
 
-describe("the plan and saga examples", () => {
+describe("the plan, saga and reminder examples", () => {
   it("plan-dependency.yaml joins both users' repos into one query parameter", async ({ expect }) => {
     const run = await runExamplePlan(dependencyPlan);
     expect(run.status).toBe("completed");
@@ -71,5 +72,28 @@ describe("the plan and saga examples", () => {
       ["reserve", "http saga-release@1", "completed"],
       ["charge", "http saga-refund@1", "completed"],
     ]);
+  });
+
+  it("remind-later.yaml sleeps until its input's remind_at, then sends the reminder; it needs one of the two times", async ({
+    expect,
+  }) => {
+    await register(parse(remindLater));
+    const remindAt = new Date(Date.now() + 1_500).toISOString();
+    const started = await api("POST", "/v1/workflows/remind-later/runs", {
+      input: { message: "Stretch your legs", remind_at: remindAt },
+    });
+    expect(started.status).toBe(201);
+    const runId = String(started.json.run_id);
+    const waiting = await waitForRun(runId, (view) => view.status === "waiting");
+    expect(waiting.waiting_for).toEqual([{ kind: "timer", until: remindAt, node: "remind", item: null, step: "wait" }]);
+    const run = await waitForRun(runId, undefined, 10_000);
+    expect(run.status).toBe("completed");
+    expect(run.output.sent).toBe("Stretch your legs");
+    expect(Date.parse(run.output.woke_at)).toBeGreaterThanOrEqual(Date.parse(remindAt));
+    const kinds = (await journal(runId)).map((entry) => entry.kind);
+    expect(kinds.filter((kind) => kind.startsWith("timer."))).toEqual(["timer.started", "timer.fired"]);
+
+    const neither = await api("POST", "/v1/workflows/remind-later/runs", { input: { message: "when?" } });
+    expect(neither.status).toBe(400);
   });
 });

@@ -1,0 +1,91 @@
+/**
+ * The run page's "Waiting for" box, under the header: each open wait of the
+ * run (the run view's `waiting_for`) and where it is. A timer counts down to
+ * its time, live, to the second; a gate links to its card further down, where
+ * it is answered; a child links to the child run.
+ */
+import { useEffect, useState } from "preact/hooks";
+import type { RunView, RunWait } from "../../schemas/api.ts";
+import type { PlanStep } from "./plan-graph.ts";
+import { Link } from "./router.tsx";
+import { Time } from "./ui.tsx";
+import { formatCountdown, gateAnchor, waitPlace } from "./waits.ts";
+
+const TICK_MS = 1_000;
+
+export function WaitingFor(props: { view: RunView; plan: readonly PlanStep[] | null }) {
+  const waits = props.view.waiting_for;
+  const now = useNow(waits.some((wait) => wait.kind === "timer"));
+  if (waits.length === 0) {
+    return null;
+  }
+  return (
+    <section class="waiting-for" data-waiting-for aria-label="Waiting for">
+      <h2>Waiting for</h2>
+      <ul>
+        {waits.map((wait, index) => (
+          <li key={index} data-wait={wait.kind}>
+            <span class="wait-place">{waitPlace(wait, props.plan)}</span>{" "}
+            <WaitLine wait={wait} now={now} gates={props.view.gates} />
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
+
+function WaitLine(props: { wait: RunWait; now: number; gates: RunView["gates"] }) {
+  const { wait } = props;
+  if (wait.kind === "timer") {
+    const left = formatCountdown(Date.parse(wait.until) - props.now);
+    return (
+      <span>
+        · sleeping ·{" "}
+        <strong class="countdown" data-countdown>
+          {left === null ? "waking now" : `wakes in ${left}`}
+        </strong>{" "}
+        <span class="muted">
+          (at <Time at={wait.until} />)
+        </span>
+      </span>
+    );
+  }
+  if (wait.kind === "gate") {
+    const gate = props.gates.find((candidate) => candidate.gate_id === wait.gate_id);
+    return (
+      <span>
+        · {gate?.kind === "approval" ? "an approval" : "an answer"} at{" "}
+        <a href={`#${gateAnchor(wait.gate_id)}`} title={gate?.prompt}>
+          {wait.gate_id}
+        </a>{" "}
+        <span class="muted">(in Gates below)</span>
+      </span>
+    );
+  }
+  return (
+    <span>
+      · child run of <span class="mono">{wait.workflow}</span>:{" "}
+      {wait.run_id === null ? (
+        <span class="muted">not created yet</span>
+      ) : (
+        <Link href={`/runs/${wait.run_id}`} class="mono">
+          {wait.run_id}
+        </Link>
+      )}
+    </span>
+  );
+}
+
+/** The time now, read again every second while `ticking`. */
+function useNow(ticking: boolean): number {
+  const [now, setNow] = useState(Date.now);
+  useEffect(() => {
+    if (!ticking) {
+      return undefined;
+    }
+    setNow(Date.now());
+    const timer = setInterval(() => setNow(Date.now()), TICK_MS);
+    return () => clearInterval(timer);
+  }, [ticking]);
+  return now;
+}
