@@ -62,6 +62,25 @@ function WaitLine(props: { wait: RunWait; now: number; gates: RunView["gates"] }
       </span>
     );
   }
+  if (wait.kind === "event") {
+    return (
+      <span>
+        · an event named <span class="mono">{wait.names.join(" or ")}</span>
+        {wait.match === undefined ? null : (
+          <>
+            {" "}
+            where <span class="mono">{wait.match}</span>
+          </>
+        )}
+        {wait.expires_at === null ? null : (
+          <span class="muted">
+            {" "}
+            (until <Time at={wait.expires_at} />)
+          </span>
+        )}
+      </span>
+    );
+  }
   return (
     <span>
       · child run of <span class="mono">{wait.workflow}</span>:{" "}
