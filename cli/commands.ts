@@ -252,20 +252,39 @@ export async function verifyCommand(io: Io, target: string, jwks: string | undef
   return report.ok ? 0 : 1;
 }
 
+/** What `--data` and `--id` give an event or a signal. */
+export interface EventOptions {
+  data?: string;
+  id?: string;
+}
+
 /**
  * `trellis events send <name>`: one event (`POST /v1/events`); `--data` is
  * JSON or a file holding it, `--id` makes a resend safe (the same id of the
  * same name is accepted once in 24 h).
  */
-export async function sendEventCommand(io: Io, name: string, options: { data?: string; id?: string }): Promise<Exit> {
+export function sendEventCommand(io: Io, name: string, options: EventOptions): Promise<Exit> {
+  return postEvent(io, "/v1/events", name, options);
+}
+
+/**
+ * `trellis signal <run_id> <name>`: one signal to one run
+ * (`POST /v1/runs/{run_id}/signals`), taken by its waiting `event` step or
+ * kept until one waits; `--data` and `--id` as for `events send` (the run
+ * accepts the same id once).
+ */
+export function signalCommand(io: Io, runId: string, name: string, options: EventOptions): Promise<Exit> {
+  return postEvent(io, `${runPath(runId)}/signals`, name, options);
+}
+
+/** Posts `{ name, data?, id? }` to `path` and prints each event's id and whether it was new. */
+async function postEvent(io: Io, path: string, name: string, options: EventOptions): Promise<Exit> {
   const body = {
     name,
     ...(options.data === undefined ? {} : { data: readInput(options.data, "--data") }),
     ...(options.id === undefined ? {} : { id: options.id }),
   };
-  const answer = await io.api.json<{ events: { event_id: string; duplicate: boolean }[] }>("POST", "/v1/events", {
-    body,
-  });
+  const answer = await io.api.json<{ events: { event_id: string; duplicate: boolean }[] }>("POST", path, { body });
   print(io, answer, () =>
     answer.events.map((event) => `${event.event_id}  ${event.duplicate ? "duplicate" : "accepted"}`).join("\n"),
   );

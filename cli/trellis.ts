@@ -6,6 +6,7 @@
  *   npx trellis run fan-out --follow        start a run and watch it
  *   npx trellis plan examples/plan-dependency.json --mode preview   run or preview an agent plan
  *   npx trellis events send order.paid --data '{"order":42}' --id pay-42   resume the runs waiting for it
+ *   npx trellis signal run_… order.paid --data '{"order":42}'   the same, to one run only
  *   npx trellis runs | show | tail | gates | answer | approve | cancel | pause | resume | redrive | compensate | verify | mcp tools
  *
  * Talks to TRELLIS_URL (default http://127.0.0.1:$PORT, port 8787 without PORT) with TRELLIS_TOKEN
@@ -26,8 +27,10 @@ import {
   runsCommand,
   sendEventCommand,
   showCommand,
+  signalCommand,
   tailCommand,
   verifyCommand,
+  type EventOptions,
   type Exit,
   type Io,
   type RunOptions,
@@ -149,7 +152,14 @@ function controlling({ cli, command, act }: Builder): void {
     .description("send an event: it resumes the runs waiting for its name that it matches")
     .option("--data <json|file>", "the event's data: JSON, or a file holding it")
     .option("--id <id>", "the event's id: the same id of the same name is accepted once in 24 h")
-    .action(act((io, name: string, options: { data?: string; id?: string }) => sendEventCommand(io, name, options)));
+    .action(act((io, name: string, options: EventOptions) => sendEventCommand(io, name, options)));
+  command(cli, "signal")
+    .argument("<run_id>")
+    .argument("<name>", "the signal's name")
+    .description("send a signal to one run: its waiting event step takes it, or the run keeps it until one waits")
+    .option("--data <json|file>", "the signal's data: JSON, or a file holding it")
+    .option("--id <id>", "the signal's id: the run accepts the same id once")
+    .action(act((io, runId: string, name: string, options: EventOptions) => signalCommand(io, runId, name, options)));
   command(cli, "answer", false)
     .argument("<run_id>")
     .argument("<gate_id>")

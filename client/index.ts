@@ -131,6 +131,11 @@ export interface TrellisApi {
    * waiting for its name that it matches. The same `id` of the same name is accepted once in 24 h (`duplicate: true`).
    */
   sendEvents(body: SendEventsBody): Promise<Result<SendEventsResponse>>;
+  /**
+   * `POST /v1/runs/{run_id}/signals`: the same body and answer as `sendEvents`, delivered to this run only: its
+   * waiting `event` step takes a signal, or the run keeps it until one waits. The run accepts the same `id` once.
+   */
+  signalRun(runId: string, body: SendEventsBody): Promise<Result<SendEventsResponse>>;
   /** `GET /v1/journal-keys`. */
   journalKeys(): Promise<Result<Jwks>>;
 }
