@@ -66,6 +66,16 @@ const SUMMARIES: Record<string, (body: Body) => string> = {
   "timer.started": (b) => `${itemPrefix(b)}sleeps until ${text(b["until"])}`,
   "timer.fired": (b) => `${itemPrefix(b)}woke after ${text(b["slept_ms"])} ms`,
   "timer.cancelled": (b) => `${itemPrefix(b)}sleep cancelled: ${text(b["reason"])}`,
+  "event.waiting": (b) =>
+    `${itemPrefix(b)}waits for ${namesText(b["names"])}` +
+    (b["match"] === undefined ? "" : ` where ${text(b["match"])}`) +
+    (b["expires_at"] ? ` until ${text(b["expires_at"])}` : "") +
+    (typeof b["lookback_ms"] === "number" && b["lookback_ms"] > 0 ? `, looking back ${b["lookback_ms"]} ms` : ""),
+  "event.matched": (b) => `${itemPrefix(b)}took ${text(b["source"])} ${text(b["name"])} (${text(b["event_id"])})`,
+  "event.timeout": (b) =>
+    `${itemPrefix(b)}timed out waiting; ` + (b["on_timeout"] === "default" ? "goes on with the default" : "fails"),
+  "event.cancelled": (b) => `${itemPrefix(b)}wait cancelled: ${text(b["reason"])}`,
+  "signal.received": (b) => `signal ${text(b["name"])} (${text(b["event_id"])}) received`,
   "child.started": (b) => `child ${text(b["child_run_id"])} (${text(b["workflow"])})`,
   "child.finished": (b) =>
     `child ${text(b["child_run_id"])} ${text(b["status"])}` + (b["error"] ? `: ${errorText(b["error"])}` : ""),
@@ -84,6 +94,11 @@ function workflowText(value: unknown): string {
     return `${text(value.id)}@${text(value.version)}`;
   }
   return text(value);
+}
+
+/** An event wait's names, `a or b`. */
+function namesText(value: unknown): string {
+  return Array.isArray(value) ? value.map(text).join(" or ") : text(value);
 }
 
 function actionText(value: unknown): string {

@@ -1,7 +1,7 @@
 /**
  * `/runs/{run_id}`: one run, live. Header (status, workflow, parent, times,
  * error, cancel reason, LLM usage), what it waits for (timers counting down,
- * gates, children), the controls the run accepts, its gates
+ * gates, children, events, with a form to send a signal), the controls the run accepts, its gates
  * with their answers, the DAG (a plan run's drawn from its plan), the node
  * durations on a time axis, the compensation, the verification of the
  * journal in this browser, and the journal as a timeline.
@@ -40,7 +40,7 @@ export function RunPage(props: { runId: string }) {
   return (
     <>
       <RunHeader view={view} cancelReason={cancelReasonOf(entries)} />
-      <WaitingFor view={view} plan={plan} />
+      <WaitingFor view={view} plan={plan} onDone={state.refresh} />
       <ErrorNote error={state.error} />
       <RunControls view={view} onDone={state.refresh} />
       <VerifyLine verification={state.verification} />

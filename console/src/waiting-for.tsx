@@ -2,20 +2,25 @@
  * The run page's "Waiting for" box, under the header: each open wait of the
  * run (the run view's `waiting_for`) and where it is. A timer counts down to
  * its time, live, to the second; a gate links to its card further down, where
- * it is answered; a child links to the child run.
+ * it is answered; a child links to the child run; an event wait names the
+ * names it takes and its match, counts down to its timeout when it has one,
+ * and opens a form that sends this run a signal (signal-form.tsx).
  */
 import { useEffect, useState } from "preact/hooks";
 import type { RunView, RunWait } from "../../schemas/api.ts";
 import type { PlanStep } from "./plan-graph.ts";
 import { Link } from "./router.tsx";
+import { SignalForm } from "./signal-form.tsx";
 import { Time } from "./ui.tsx";
 import { formatCountdown, gateAnchor, waitPlace } from "./waits.ts";
 
 const TICK_MS = 1_000;
 
-export function WaitingFor(props: { view: RunView; plan: readonly PlanStep[] | null }) {
+export function WaitingFor(props: { view: RunView; plan: readonly PlanStep[] | null; onDone: () => void }) {
   const waits = props.view.waiting_for;
-  const now = useNow(waits.some((wait) => wait.kind === "timer"));
+  const now = useNow(
+    waits.some((wait) => wait.kind === "timer" || (wait.kind === "event" && wait.expires_at !== null)),
+  );
   if (waits.length === 0) {
     return null;
   }
@@ -27,6 +32,17 @@ export function WaitingFor(props: { view: RunView; plan: readonly PlanStep[] | n
           <li key={index} data-wait={wait.kind}>
             <span class="wait-place">{waitPlace(wait, props.plan)}</span>{" "}
             <WaitLine wait={wait} now={now} gates={props.view.gates} />
+            {wait.kind === "event" ? (
+              <details class="signal">
+                <summary>Send a signal</summary>
+                <SignalForm
+                  runId={props.view.run_id}
+                  names={wait.names}
+                  idPrefix={`signal-${index}`}
+                  onDone={props.onDone}
+                />
+              </details>
+            ) : null}
           </li>
         ))}
       </ul>
@@ -63,23 +79,7 @@ function WaitLine(props: { wait: RunWait; now: number; gates: RunView["gates"] }
     );
   }
   if (wait.kind === "event") {
-    return (
-      <span>
-        · an event named <span class="mono">{wait.names.join(" or ")}</span>
-        {wait.match === undefined ? null : (
-          <>
-            {" "}
-            where <span class="mono">{wait.match}</span>
-          </>
-        )}
-        {wait.expires_at === null ? null : (
-          <span class="muted">
-            {" "}
-            (until <Time at={wait.expires_at} />)
-          </span>
-        )}
-      </span>
-    );
+    return <EventLine wait={wait} now={props.now} />;
   }
   return (
     <span>
@@ -90,6 +90,34 @@ function WaitLine(props: { wait: RunWait; now: number; gates: RunView["gates"] }
         <Link href={`/runs/${wait.run_id}`} class="mono">
           {wait.run_id}
         </Link>
+      )}
+    </span>
+  );
+}
+
+function EventLine(props: { wait: Extract<RunWait, { kind: "event" }>; now: number }) {
+  const { wait } = props;
+  const left = wait.expires_at === null ? null : formatCountdown(Date.parse(wait.expires_at) - props.now);
+  return (
+    <span>
+      · an event named <span class="mono">{wait.names.join(" or ")}</span>
+      {wait.match === undefined ? null : (
+        <>
+          {" "}
+          where <span class="mono">{wait.match}</span>
+        </>
+      )}
+      {wait.expires_at === null ? null : (
+        <>
+          {" "}
+          ·{" "}
+          <strong class="countdown" data-countdown>
+            {left === null ? "timing out now" : `times out in ${left}`}
+          </strong>{" "}
+          <span class="muted">
+            (at <Time at={wait.expires_at} />)
+          </span>
+        </>
       )}
     </span>
   );

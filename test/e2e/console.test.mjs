@@ -410,6 +410,137 @@ describe("web console in headless Chromium", () => {
     assert.equal((await waitTerminal(runId)).status, "cancelled");
   });
 
+  test("an event wait counts down to its timeout and takes a signal sent from its form: bad JSON refused inline, a non-matching signal kept, the matching one completes the run", async () => {
+    const id = uid("console-event");
+    const [replied, closed] = [uid("customer.replied"), uid("customer.closed")];
+    const match = "event.data.ticket_id == input.ticket_id";
+    await register({
+      workflows: [
+        {
+          id,
+          input_schema: { type: "object", required: ["ticket_id"], properties: { ticket_id: { type: "integer" } } },
+          nodes: {
+            await_reply: {
+              task: {
+                steps: [
+                  {
+                    ref: "reply",
+                    action: { kind: "event", implementation: { name: [replied, closed], match, timeout_ms: 600_000 } },
+                    input_mapping: { ticket_id: "$.input.ticket_id" },
+                    output_mapping: { "output.got": "$" },
+                  },
+                ],
+              },
+              output_mapping: { "output.got": "$.got" },
+            },
+          },
+        },
+      ],
+    });
+    const started = await startRun(id, { input: { ticket_id: 7 } });
+    assert.equal(started.status, 201, show(started));
+    const runId = started.json.run_id;
+    const run = await waitFor("the event wait", async () => {
+      const read = await api("GET", `/v1/runs/${runId}`);
+      return read.json.waiting_for.some((wait) => wait.kind === "event") && read.json;
+    });
+
+    const context = await browser.newContext({ viewport: { width: 1360, height: 900 } });
+    await context.addInitScript((value) => sessionStorage.setItem("trellis.api_token", value), token);
+    const page = await context.newPage();
+    const signals = [];
+    page.on("request", (request) => request.url().endsWith(`/v1/runs/${runId}/signals`) && signals.push(request));
+    const problems = [];
+    page.on("pageerror", (error) => problems.push(error.message));
+    await page.goto(`${url}/runs/${runId}`);
+    const line = page.locator('[data-waiting-for] [data-wait="event"]');
+    const countdown = line.locator("[data-countdown]");
+    await countdown.waitFor({ timeout: UI_TIMEOUT_MS });
+    const first = secondsLeft(await countdown.innerText());
+    assert.ok(first > 500 && first <= 600, `${first}s left of a 600 s wait`);
+    await page.waitForTimeout(1_500);
+    const second = secondsLeft(await countdown.innerText());
+    assert.ok(second < first, `the countdown went from ${first}s to ${second}s`);
+    assert.match(
+      (await line.innerText()).split("\n")[0],
+      new RegExp(
+        `^await_reply / reply · an event named ${replied} or ${closed} where ${match} · times out in .+ \\(at .+\\)$`,
+      ),
+    );
+    assert.equal(await line.locator("time").getAttribute("datetime"), run.waiting_for[0].expires_at);
+
+    // Data that is not JSON is refused in the form, and nothing is sent.
+    await line.getByText("Send a signal").click();
+    const form = line.locator("[data-signal-form]");
+    const data = form.getByLabel("Data (JSON)");
+    await data.fill("{ticket_id: 7}");
+    await form.getByRole("button", { name: "Send signal" }).click();
+    const dataError = form.locator("[data-signal-data-error]");
+    await dataError.waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.match(await dataError.innerText(), /^Data is not JSON: /);
+    assert.equal(await data.getAttribute("aria-invalid"), "true");
+    await page.screenshot({ path: join(SCREENSHOTS, "run-page-signal-invalid.png"), fullPage: true });
+    assert.equal(signals.length, 0);
+
+    // Another ticket's reply: accepted, kept by the run, and the wait goes on waiting.
+    await data.fill('{"ticket_id": 8}');
+    await form.getByLabel("Id").fill("reply-8");
+    await form.getByRole("button", { name: "Send signal" }).click();
+    const answer = form.locator("[data-signal-answer]");
+    await answer.getByText("accepted as reply-8").waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.equal(await dataError.count(), 0);
+    await form.getByRole("button", { name: "Send signal" }).click();
+    await answer.getByText("duplicate: reply-8 was accepted before").waitFor({ timeout: UI_TIMEOUT_MS });
+    await page
+      .locator("li.entry")
+      .getByText(`signal ${replied} (reply-8) received`)
+      .waitFor({ timeout: UI_TIMEOUT_MS });
+    const still = await api("GET", `/v1/runs/${runId}`);
+    assert.equal(still.json.status, "waiting", show(still));
+    assert.equal(await line.count(), 1);
+    await page.screenshot({ path: join(SCREENSHOTS, "run-page-signal.png"), fullPage: true });
+    // On a phone the box, its form open, still fits the screen.
+    await page.setViewportSize({ width: 390, height: 844 });
+    const widths = await page
+      .locator("[data-waiting-for]")
+      .evaluate((element) => ({ box: element.scrollWidth, page: window.innerWidth }));
+    assert.ok(widths.box <= widths.page, `the box is ${widths.box} px wide in a ${widths.page} px viewport`);
+    await page.screenshot({ path: join(SCREENSHOTS, "run-page-signal-phone.png") });
+    await page.setViewportSize({ width: 1360, height: 900 });
+
+    // This ticket's, under the wait's other name: taken, and the run completes.
+    await form.getByLabel("Name").selectOption(closed);
+    await data.fill('{"ticket_id": 7, "text": "solved, thanks"}');
+    await form.getByLabel("Id").fill("");
+    await form.getByRole("button", { name: "Send signal" }).click();
+    await page.locator(".run-head .badge.status-completed").waitFor({ timeout: UI_TIMEOUT_MS });
+    await page.locator("[data-waiting-for]").waitFor({ state: "detached", timeout: UI_TIMEOUT_MS });
+    await page
+      .locator("li.entry")
+      .getByText(new RegExp(`^took signal ${closed} \\(evt_`))
+      .waitFor({ timeout: UI_TIMEOUT_MS });
+    await page.screenshot({ path: join(SCREENSHOTS, "run-page-signal-taken.png"), fullPage: true });
+    assert.equal(signals.length, 3);
+    assert.deepEqual(problems, []);
+    await context.close();
+    const ended = await waitTerminal(runId);
+    assert.equal(ended.status, "completed");
+    assert.deepEqual(
+      {
+        ...ended.output.got,
+        event_id: ended.output.got.event_id.slice(0, 4),
+        received_at: typeof ended.output.got.received_at,
+      },
+      {
+        event_id: "evt_",
+        name: closed,
+        data: { ticket_id: 7, text: "solved, thanks" },
+        received_at: "string",
+        timed_out: false,
+      },
+    );
+  });
+
   test("a journal altered on its way to the browser fails verification at the altered entry", async () => {
     const id = uid("console-tamper");
     await register({
@@ -472,9 +603,9 @@ describe("web console in headless Chromium", () => {
   });
 });
 
-/** The seconds a countdown such as `wakes in 1m 05s` or `wakes in 59s` names. */
+/** The seconds a countdown such as `wakes in 1m 05s`, `wakes in 59s` or `times out in 9m 58s` names. */
 function secondsLeft(text) {
-  const match = /wakes in (?:(\d+)m )?(\d+)s/.exec(text);
+  const match = /(?:wakes|times out) in (?:(\d+)m )?(\d+)s/.exec(text);
   assert.ok(match, `not a countdown: ${text}`);
   return Number(match[1] ?? 0) * 60 + Number(match[2]);
 }

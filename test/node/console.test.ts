@@ -6,7 +6,7 @@ import { describe, expect, test } from "vitest";
 import { layersOf, layoutDag, NODE_WIDTH_PX } from "../../console/src/dag-layout.ts";
 import { childrenByNode, summarizeEntry } from "../../console/src/journal-summary.ts";
 import { parseRoute } from "../../console/src/routes.ts";
-import { formatCountdown, gateAnchor, waitPlace } from "../../console/src/waits.ts";
+import { formatCountdown, gateAnchor, signalAnswerText, toSignalBody, waitPlace } from "../../console/src/waits.ts";
 import { fieldsOf, valueOf } from "../../console/src/schema-fields.ts";
 import { SseParser } from "../../console/src/sse.ts";
 
@@ -153,6 +153,48 @@ describe("journal timeline lines", () => {
     expect(summarizeEntry("some.new_kind", { a: "x".repeat(400) }).summary).toHaveLength(160);
   });
 
+  test("summarize an event wait: what it waits for, what it took, its timeout, its cancelling, and a signal", () => {
+    const wait = { node: "await_reply", item: null, step: "reply", key: "run_1/0/await_reply/0/1/reply" };
+    expect(
+      summarizeEntry("event.waiting", {
+        ...wait,
+        names: ["customer.replied", "customer.closed"],
+        match: "event.data.ticket_id == input.ticket_id",
+        expires_at: "2026-12-01T08:00:00.000Z",
+        lookback_ms: 0,
+      }),
+    ).toEqual({
+      node: "await_reply",
+      step: "reply",
+      summary:
+        "waits for customer.replied or customer.closed where event.data.ticket_id == input.ticket_id " +
+        "until 2026-12-01T08:00:00.000Z",
+    });
+    expect(
+      summarizeEntry("event.waiting", { ...wait, item: 1, names: ["tick"], expires_at: null, lookback_ms: 60_000 })
+        .summary,
+    ).toBe("item 1 waits for tick, looking back 60000 ms");
+    const matched = { ...wait, name: "customer.replied", received_at: "2026-12-01T07:00:00.000Z", data_sha256: "ab" };
+    expect(summarizeEntry("event.matched", { ...matched, event_id: "reply-7", source: "signal" }).summary).toBe(
+      "took signal customer.replied (reply-7)",
+    );
+    expect(summarizeEntry("event.matched", { ...matched, event_id: "evt_1", source: "event" }).summary).toBe(
+      "took event customer.replied (evt_1)",
+    );
+    expect(summarizeEntry("event.timeout", { ...wait, on_timeout: "default" }).summary).toBe(
+      "timed out waiting; goes on with the default",
+    );
+    expect(summarizeEntry("event.timeout", { ...wait, item: 0, on_timeout: "fail" }).summary).toBe(
+      "item 0 timed out waiting; fails",
+    );
+    expect(summarizeEntry("event.cancelled", { ...wait, reason: "run cancelled" }).summary).toBe(
+      "wait cancelled: run cancelled",
+    );
+    expect(
+      summarizeEntry("signal.received", { event_id: "evt_2", name: "customer.replied", data_sha256: "ab" }),
+    ).toEqual({ node: null, step: null, summary: "signal customer.replied (evt_2) received" });
+  });
+
   test("list the child runs each node started", () => {
     const entries = [
       { kind: "child.started", body: { node: "sub", child_run_id: "run_a" } },
@@ -164,7 +206,7 @@ describe("journal timeline lines", () => {
 });
 
 describe("what a run waits for", () => {
-  test("a timer's time left, to the second, rounded up; null once due", () => {
+  test("a timer's (or an event wait's) time left, to the second, rounded up; null once due", () => {
     expect(
       [0, -5, 1, 999, 1_000, 59_001, 60_000, 65_000, 3_599_000, 3_600_000, 7_390_000, 86_400_000, 273_120_000].map(
         formatCountdown,
@@ -198,6 +240,30 @@ describe("what a run waits for", () => {
       "step-2 / step-2 (remind)",
     );
     expect(gateAnchor("gate_1")).toBe("gate-gate_1");
+  });
+});
+
+describe("a signal sent from the run page", () => {
+  test("carries the name, the data parsed as JSON and the id, leaving out what is empty", () => {
+    expect(toSignalBody("customer.replied", ' {"ticket_id": 7} ', " reply-7 ")).toEqual({
+      ok: true,
+      body: { name: "customer.replied", data: { ticket_id: 7 }, id: "reply-7" },
+    });
+    expect(toSignalBody("tick", "  ", "")).toEqual({ ok: true, body: { name: "tick" } });
+    expect(toSignalBody("tick", "null", "")).toEqual({ ok: true, body: { name: "tick", data: null } });
+  });
+
+  test("refuses data that is not JSON, saying so", () => {
+    const refused = toSignalBody("tick", "{ticket_id: 7}", "");
+    expect(refused.ok).toBe(false);
+    expect(refused.ok ? "" : refused.error).toMatch(/^Data is not JSON: ./);
+  });
+
+  test("says what became of it", () => {
+    expect(signalAnswerText({ event_id: "evt_1", duplicate: false })).toBe("accepted as evt_1");
+    expect(signalAnswerText({ event_id: "reply-7", duplicate: true })).toBe(
+      "duplicate: reply-7 was accepted before, so this one changed nothing",
+    );
   });
 });
 
