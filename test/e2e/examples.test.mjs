@@ -1,7 +1,8 @@
 // Every example in examples/ runs against real workerd and the peers `npm run
 // dev` starts, driven by the very commands its header documents (`npx trellis
 // define …`, `npx trellis run … --follow`, `npx trellis answer …` when it waits
-// for a person, `npx trellis plan …` for an agent plan, `npx trellis show <run>`),
+// for a person, `npx trellis events send …` once it waits for an event,
+// `npx trellis plan …` for an agent plan, `npx trellis show <run>`),
 // through the CLI. A run completes unless its command's comment says it fails
 // (the saga), and then its compensation must complete. So an example cannot
 // rot: a change that breaks one, or its instructions, fails this suite.
@@ -10,7 +11,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { trellis } from "./helpers.mjs";
+import { api, trellis } from "./helpers.mjs";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const EXAMPLES = readdirSync(join(root, "examples"))
@@ -61,6 +62,21 @@ async function openGate(/** @type {() => string} */ runId) {
   throw new Error("no gate opened within 30 s");
 }
 
+/** Polls until the run waits for an event (its view's `waiting_for` has one). */
+async function waitingForEvent(/** @type {() => string} */ runId) {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    if (runId() !== "") {
+      const view = JSON.parse((await trellis(["show", runId(), "--json"])).stdout);
+      if (view.waiting_for.some((/** @type {{ kind: string }} */ wait) => wait.kind === "event")) {
+        return;
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error("the run did not wait for an event within 30 s");
+}
+
 const RUN_ID = /^(run_[0-9a-f]{32})\s+started$/m;
 
 /** Polls the run until its compensation (if it has one) is over, and returns the view. */
@@ -93,6 +109,13 @@ async function runWorkflowExample(
     const answered = await trellis(answer.map((word) => (word === "<run>" ? runId : word === "gate_1" ? gate : word)));
     assert.equal(answered.code, 0, answered.stderr);
   }
+  const sends = commands.filter((words) => words[0] === "events" || words[0] === "signal");
+  for (const send of sends) {
+    await waitingForEvent(() => runId);
+    const sent = await trellis(send.map((word) => (word === "<run>" ? runId : word)));
+    assert.equal(sent.code, 0, sent.stderr);
+    assert.match(sent.stdout, /\saccepted$/m);
+  }
   const result = await finished;
   assert.equal(result.code, fails ? 1 : 0, `${result.stdout}\n${result.stderr}`);
   assert.match(result.stdout, fails ? /attest\s+failed/ : /attest\s+completed/);
@@ -101,6 +124,12 @@ async function runWorkflowExample(
     const view = await settledCompensation(runId);
     assert.equal(view.compensation?.status ?? "none", "completed", JSON.stringify(view.compensation));
   }
+  // Each event or signal the header sends was taken by a wait of the run (not timed out instead).
+  const entries = (await api("GET", `/v1/runs/${runId}/journal`)).json.entries;
+  assert.equal(
+    entries.filter((/** @type {{ kind: string }} */ entry) => entry.kind === "event.matched").length,
+    sends.length,
+  );
   for (const show of commands.filter((words) => words[0] === "show")) {
     const shown = await trellis(show.map((word) => (word === "<run>" ? runId : word)));
     assert.equal(shown.code, 0, shown.stderr);

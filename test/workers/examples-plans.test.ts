@@ -6,11 +6,12 @@ import placeholderPlan from "../../examples/plan-placeholder.yaml?raw";
 import planTools from "../../examples/plan-tools.yaml?raw";
 import remindLater from "../../examples/remind-later.yaml?raw";
 import saga from "../../examples/saga.yaml?raw";
+import waitForReply from "../../examples/wait-for-reply.yaml?raw";
 import { CompensationView, JsonValue } from "../../schemas/index.ts";
-import { api, journal, register, resultsOf, waitForRun } from "./helpers.ts";
+import { api, journal, register, resultsOf, uniqueId, waitForRun } from "./helpers.ts";
 
 /**
- * The plan, saga and reminder examples (examples/), as files, against the local HTTP
+ * The plan, saga, reminder and reply examples (examples/), as files, against the local HTTP
  * target and MCP server in workerd. The end-to-end suite runs them through the
  * CLI commands their headers list (test/e2e/examples.test.mjs); this checks
  * what they are meant to show.
@@ -27,7 +28,7 @@ async function runExamplePlan(text: string) {
   return waitForRun(String(response.json.run_id));
 }
 
-describe("the plan, saga and reminder examples", () => {
+describe("the plan, saga, reminder and reply examples", () => {
   it("plan-dependency.yaml joins both users' repos into one query parameter", async ({ expect }) => {
     const run = await runExamplePlan(dependencyPlan);
     expect(run.status).toBe("completed");
@@ -96,4 +97,77 @@ describe("the plan, saga and reminder examples", () => {
     const neither = await api("POST", "/v1/workflows/remind-later/runs", { input: { message: "when?" } });
     expect(neither.status).toBe(400);
   });
+
+  it("wait-for-reply.yaml asks, lets another ticket's reply go by, takes this ticket's and records it", async ({
+    expect,
+  }) => {
+    await register(parse(waitForReply));
+    const ticket = randomTicket();
+    const started = await api("POST", "/v1/workflows/wait-for-reply/runs", {
+      input: { ticket_id: ticket, question: "Does the fix work for you?" },
+    });
+    expect(started.status).toBe(201);
+    const runId = String(started.json.run_id);
+    const waiting = await waitForRun(runId, (view) => view.status === "waiting");
+    expect(waiting.waiting_for).toEqual([
+      {
+        kind: "event",
+        names: ["customer.replied"],
+        match: "event.data.ticket_id == input.ticket_id",
+        expires_at: expect.any(String),
+        node: "await_reply",
+        item: null,
+        step: "reply",
+      },
+    ]);
+    const other = await api("POST", "/v1/events", { name: "customer.replied", data: { ticket_id: ticket + 1 } });
+    expect(other.status).toBe(202);
+    const sent = await api("POST", "/v1/events", {
+      name: "customer.replied",
+      data: { ticket_id: ticket, text: "Yes, all good now" },
+    });
+    expect(sent.status).toBe(202);
+    const run = await waitForRun(runId, undefined, 10_000);
+    expect(run.status).toBe("completed");
+    expect(run.output).toEqual({
+      asked: "Does the fix work for you?",
+      outcome: "answered",
+      reply: { ticket_id: ticket, text: "Yes, all good now" },
+    });
+    expect(run.nodes.remind.status).toBe("skipped");
+    const matched = (await journal(runId)).filter((entry) => entry.kind === "event.matched");
+    expect(matched.map((entry) => [entry.body.event_id, entry.body.source])).toEqual([
+      [sent.json.events[0].event_id, "event"],
+    ]);
+  });
+
+  it("wait-for-reply.yaml, with no reply before its timeout, goes on with the default and sends the reminder", async ({
+    expect,
+  }) => {
+    // The example as it is, under another id, but for a timeout of half a second instead of two minutes.
+    const shortened = waitForReply.replace("timeout_ms: 120000", "timeout_ms: 500");
+    expect(shortened).not.toBe(waitForReply);
+    const bundle = z.object({ workflows: z.tuple([z.record(z.string(), JsonValue)]) }).parse(parse(shortened));
+    const id = uniqueId("wait-for-reply");
+    await register({ workflows: [{ ...bundle.workflows[0], id }] });
+    const started = await api("POST", `/v1/workflows/${id}/runs`, {
+      input: { ticket_id: randomTicket(), question: "Does the fix work for you?" },
+    });
+    expect(started.status).toBe(201);
+    const run = await waitForRun(String(started.json.run_id), undefined, 10_000);
+    expect(run.status).toBe("completed");
+    expect(run.output).toEqual({
+      asked: "Does the fix work for you?",
+      outcome: "reminded",
+      reminded: "Does the fix work for you?",
+    });
+    expect(run.nodes.close.status).toBe("skipped");
+    const timeouts = (await journal(run.run_id)).filter((entry) => entry.kind === "event.timeout");
+    expect(timeouts.map((entry) => entry.body.on_timeout)).toEqual(["default"]);
+  });
 });
+
+/** A ticket number no other test's run waits for (the events go to every run waiting for the name). */
+function randomTicket(): number {
+  return 1_000_000 + Math.floor(Math.random() * 1_000_000_000);
+}
