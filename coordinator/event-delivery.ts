@@ -1,11 +1,18 @@
 import { EngineError } from "../lib/errors.ts";
 import { newEventId } from "../events/hub.ts";
-import type { AcceptedEvent, EventInput } from "../schemas/events.ts";
+import type { AcceptedEvent, EventInput, EventRecord } from "../schemas/events.ts";
 import type { NodeRecord, RunRecord } from "../schemas/run.ts";
 import { dataDigest } from "./event-digest.ts";
 import { isTerminal } from "./lifecycle.ts";
 import type { Draft } from "./draft.ts";
-import { consume, eventWait, MAX_KEPT_SIGNALS, MAX_SIGNAL_IDS, type ReceivedEvent } from "./wait-events.ts";
+import {
+  consume,
+  eventWait,
+  MAX_KEPT_SIGNAL_CHARS,
+  MAX_KEPT_SIGNALS,
+  MAX_SIGNAL_IDS,
+  type ReceivedEvent,
+} from "./wait-events.ts";
 import { openWaits, type OpenWait } from "./wait-kinds.ts";
 
 // What reaches a run's event waits (coordinator/wait-events.ts): its own signals, the events
@@ -55,6 +62,22 @@ export function deliverEvent(draft: Draft, key: string, received: ReceivedEvent)
   }
 }
 
+/**
+ * Whether the run can keep these signals should no wait take them: at most
+ * MAX_KEPT_SIGNALS of them and MAX_KEPT_SIGNAL_CHARS of their data's JSON,
+ * with those it keeps already (409 `run.signals_full` otherwise).
+ */
+function assertRoom(record: RunRecord, added: readonly EventRecord[]): void {
+  const kept = [...(record.signals ?? []).map((signal) => signal.event), ...added];
+  const chars = kept.reduce((sum, event) => sum + JSON.stringify(event.data).length, 0);
+  if (kept.length > MAX_KEPT_SIGNALS || chars > MAX_KEPT_SIGNAL_CHARS) {
+    throw EngineError.terminal(
+      "run.signals_full",
+      `a run keeps at most ${MAX_KEPT_SIGNALS} signals and ${MAX_KEPT_SIGNAL_CHARS} characters of their data that no wait has taken; these would make ${kept.length} and ${chars}`,
+    );
+  }
+}
+
 /** Whether an event wait with this key is open (the Durable Object answers a delivery by it, before and after). */
 export function hasEventWait(nodes: Readonly<Record<string, NodeRecord>>, key: string): boolean {
   return Object.values(nodes).some((node) =>
@@ -94,12 +117,9 @@ export async function toSignals(
     const received = { event, data_sha256: await dataDigest(event.data) };
     signals.push({ type: "signal" as const, received, answer: { event_id: eventId, duplicate: false } });
   }
-  const kept = (record.signals?.length ?? 0) + signals.filter((signal) => signal.type === "signal").length;
-  if (kept > MAX_KEPT_SIGNALS) {
-    throw EngineError.terminal(
-      "run.signals_full",
-      `the run keeps at most ${MAX_KEPT_SIGNALS} signals no wait has taken; it has ${record.signals?.length ?? 0}`,
-    );
-  }
+  assertRoom(
+    record,
+    signals.flatMap((signal) => (signal.type === "signal" ? [signal.received.event] : [])),
+  );
   return signals;
 }

@@ -17,6 +17,11 @@ import { findWaiter, resumeInvocation } from "./waits.ts";
 export const REGISTER_RETRY_MS = 5_000;
 /** Signals a run keeps for waits that have not started yet, at most. */
 export const MAX_KEPT_SIGNALS = 100;
+/**
+ * The data of the signals a run keeps, at most, in characters of JSON: they live in the
+ * run record, a row of at most 2 MB that every event rewrites.
+ */
+export const MAX_KEPT_SIGNAL_CHARS = 262_144;
 /** Signal ids a run remembers for deduplication, at most (the latest). */
 export const MAX_SIGNAL_IDS = 1_000;
 

@@ -55,8 +55,8 @@ export const RUN_STATUS_REASONS = {
   started: "started",
   /** queued → running. */
   dispatching: "dispatching",
-  /** running → waiting: nothing is in flight and only timers, gates or child runs are pending. */
-  waiting: "waiting for timers, gates or child runs",
+  /** running → waiting: nothing is in flight and only timers, gates, child runs or events are pending. */
+  waiting: "waiting for timers, gates, child runs or events",
   /** waiting → running. */
   workResumed: "work resumed",
   paused: "paused by request",

@@ -131,6 +131,32 @@ describe("event steps", () => {
     expect(late.json.error.code).toBe("run.terminal");
   });
 
+  it("keep at most 100 signals and 262,144 characters of their data for a run with no wait to take them", async ({
+    expect,
+  }) => {
+    const id = uniqueId("full");
+    await registerWorkflow({
+      id,
+      nodes: {
+        hold: { task: { steps: [{ ref: "nap", action: { kind: "sleep", implementation: { duration_ms: 60_000 } } }] } },
+      },
+    });
+    const runId = await start(id);
+    const hundred = Array.from({ length: 100 }, (_, n) => ({ name: "later", data: n }));
+    expect((await api("POST", `/v1/runs/${runId}/signals`, { events: hundred })).status).toBe(202);
+    const more = await api("POST", `/v1/runs/${runId}/signals`, { name: "later" });
+    expect(more.status).toBe(409);
+    expect(more.json.error.code).toBe("run.signals_full");
+    const other = await start(id);
+    const big = "x".repeat(100_000);
+    const three = await api("POST", `/v1/runs/${other}/signals`, {
+      events: [1, 2, 3].map(() => ({ name: "later", data: big })),
+    });
+    expect(three.status).toBe(409);
+    expect((await api("POST", `/v1/runs/${other}/signals`, { name: "later", data: big })).status).toBe(202);
+    await Promise.all([runId, other].map((run) => api("POST", `/v1/runs/${run}/cancel`, {})));
+  });
+
   it("are refused at registration with a match that does not compile, and bad signals get a 400", async ({
     expect,
   }) => {
