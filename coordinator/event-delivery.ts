@@ -46,20 +46,40 @@ export function eventsRegistered(draft: Draft, key: string, events: readonly Rec
   draft.setInvocation(at.nodeId, at.invocation.index, {
     suspension: { ...at.suspension, waiting_for: registered.wait },
   });
-  const now = draft.invocation(at.nodeId, at.invocation.index);
+  const invocation = draft.invocation(at.nodeId, at.invocation.index) ?? at.invocation;
   for (const received of events) {
-    if (now && consume(draft, { ...registered, invocation: now }, received, "event")) {
+    if (offer(draft, { ...registered, invocation }, received)) {
       return;
     }
   }
 }
 
-/** A hub delivers an event to one wait; delivered twice, the second finds the wait gone and changes nothing. */
+/**
+ * A hub delivers an event to one wait; delivered twice, the second finds the
+ * wait gone and changes nothing. One the run's match does not take (the hub's
+ * pre-filter let it through) is journaled as declined, and the wait goes on.
+ */
 export function deliverEvent(draft: Draft, key: string, received: ReceivedEvent): void {
   const at = eventWait(draft, key);
   if (at !== undefined) {
-    consume(draft, at, received, "event");
+    offer(draft, at, received);
   }
+}
+
+/** An event from the hubs: the wait takes it, or it is journaled as declined. */
+function offer(draft: Draft, at: OpenWait<"event">, received: ReceivedEvent): boolean {
+  if (consume(draft, at, received, "event")) {
+    return true;
+  }
+  draft.journal("event.declined", {
+    node: at.nodeId,
+    item: draft.itemOf(at.nodeId, at.invocation),
+    step: at.suspension.step_ref,
+    key: at.wait.key,
+    event_id: received.event.event_id,
+    name: received.event.name,
+  });
+  return false;
 }
 
 /**

@@ -222,6 +222,15 @@ export const JOURNAL_BODIES = {
     source: z.enum(["event", "signal"]),
     data_sha256: Sha256Hex,
   }),
+  /** A hub delivered an event the wait's match (the run's, the one that counts) does not take: the wait goes on. */
+  "event.declined": z.strictObject({
+    node: Node,
+    item: Item,
+    step: z.string().nullable(),
+    key: z.string(),
+    event_id: z.string(),
+    name: z.string(),
+  }),
   "event.timeout": z.strictObject({
     node: Node,
     item: Item,

@@ -72,6 +72,8 @@ const SUMMARIES: Record<string, (body: Body) => string> = {
     (b["expires_at"] ? ` until ${text(b["expires_at"])}` : "") +
     (typeof b["lookback_ms"] === "number" && b["lookback_ms"] > 0 ? `, looking back ${b["lookback_ms"]} ms` : ""),
   "event.matched": (b) => `${itemPrefix(b)}took ${text(b["source"])} ${text(b["name"])} (${text(b["event_id"])})`,
+  "event.declined": (b) =>
+    `${itemPrefix(b)}declined ${text(b["name"])} (${text(b["event_id"])}): its match does not take it; still waiting`,
   "event.timeout": (b) =>
     `${itemPrefix(b)}timed out waiting; ` + (b["on_timeout"] === "default" ? "goes on with the default" : "fails"),
   "event.cancelled": (b) => `${itemPrefix(b)}wait cancelled: ${text(b["reason"])}`,

@@ -190,6 +190,9 @@ describe("journal timeline lines", () => {
     expect(summarizeEntry("event.cancelled", { ...wait, reason: "run cancelled" }).summary).toBe(
       "wait cancelled: run cancelled",
     );
+    expect(summarizeEntry("event.declined", { ...wait, event_id: "evt_3", name: "paid" }).summary).toBe(
+      "declined paid (evt_3): its match does not take it; still waiting",
+    );
     expect(
       summarizeEntry("signal.received", { event_id: "evt_2", name: "customer.replied", data_sha256: "ab" }),
     ).toEqual({ node: null, step: null, summary: "signal customer.replied (evt_2) received" });

@@ -131,6 +131,42 @@ describe("event steps", () => {
     expect(late.json.error.code).toBe("run.terminal");
   });
 
+  it("decline, in the run, an event the hub let through, and go on waiting for one the match takes", async ({
+    expect,
+  }) => {
+    const id = uniqueId("declines");
+    const name = uniqueId("doc.ready");
+    await registerWorkflow({
+      id,
+      nodes: {
+        only: {
+          task: {
+            steps: [
+              {
+                ref: "reply",
+                action: { kind: "event", implementation: { name, match: "event.data.tag == input.tag" } },
+                // Over the hubs' 16 KB: they keep the wait without its input and cannot filter.
+                input_mapping: { tag: "$.input.tag", padding: "$.input.padding" },
+              },
+            ],
+          },
+        },
+      },
+    });
+    const runId = await start(id, { input: { tag: "mine", padding: "p".repeat(20_000) } });
+    await waiting(runId);
+    // Whether each reaches the wait with its registration or after it, the run decides.
+    await api("POST", "/v1/events", { name, data: { tag: "theirs" }, id: "e-theirs" });
+    await api("POST", "/v1/events", { name, data: { tag: "mine" }, id: "e-mine" });
+    const run = await waitForRun(runId, undefined, 10_000);
+    expect(run.status).toBe("completed");
+    const entries = await journal(runId);
+    expect(entries.filter((entry) => entry.kind === "event.declined").map((entry) => entry.body.event_id)).toEqual([
+      "e-theirs",
+    ]);
+    expect(entries.find((entry) => entry.kind === "event.matched")?.body.event_id).toBe("e-mine");
+  });
+
   it("keep at most 100 signals and 262,144 characters of their data for a run with no wait to take them", async ({
     expect,
   }) => {

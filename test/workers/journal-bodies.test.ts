@@ -163,9 +163,15 @@ describe("the journal of real runs", () => {
                 steps: [
                   {
                     ref: "ping",
+                    input_mapping: { padding: { path: "$.input.padding", optional: true } },
                     action: {
                       kind: "event",
-                      implementation: { name: "ping", timeout_ms: 1_000, on_timeout: { default: null } },
+                      implementation: {
+                        name: "ping",
+                        match: "size(input) >= 0 && event.data != 0",
+                        timeout_ms: 1_000,
+                        on_timeout: { default: null },
+                      },
                     },
                   },
                 ],
@@ -252,6 +258,15 @@ describe("the journal of real runs", () => {
       return runId;
     };
     const [signalled, timedOut, abandoned] = [await listening(), await listening(), await listening()];
+    // An event the hub cannot filter (the wait's input is too large to keep there) that the run declines.
+    const declining = await start(listener, { input: { padding: "p".repeat(20_000) } });
+    runs.push(declining);
+    await waitForRun(declining, (run) => run.waiting_for?.length > 0);
+    expect((await api("POST", "/v1/events", { name: "ping", data: 0 })).status).toBe(202);
+    await vi.waitUntil(async () => (await journal(declining)).some((entry) => entry.kind === "event.declined"), {
+      timeout: 10_000,
+      interval: 20,
+    });
     expect((await api("POST", `/v1/runs/${signalled}/signals`, { name: "ping", data: 1 })).status).toBe(202);
     expect((await api("POST", `/v1/runs/${abandoned}/cancel`, {})).status).toBe(200);
     expect((await waitForRun(signalled)).status).toBe("completed");
