@@ -16,6 +16,8 @@ import { COMPENSATION_TRIGGERS, RunMode, RunStatus } from "./run.ts";
 const Node = z.string();
 /** The foreach item index, or null for a node without foreach. */
 const Item = z.number().int().min(0).nullable();
+/** Where a wait is (a `sleep` timer, an `event` wait): its node, item, step and key. */
+const WaitPlace = z.strictObject({ node: Node, item: Item, step: z.string().nullable(), key: z.string() });
 const Attempt = z.number().int().min(0);
 const Count = z.number().int().min(0);
 const Pinned = z.strictObject({ id: z.string(), version: z.number().int() });
@@ -177,45 +179,19 @@ export const JOURNAL_BODIES = {
     key: z.string(),
   }),
   /** A `sleep` step's timer: where it is (`key`), and when it ends. */
-  "timer.started": z.strictObject({
-    node: Node,
-    item: Item,
-    step: z.string().nullable(),
-    key: z.string(),
-    until: IsoTime,
-  }),
-  "timer.fired": z.strictObject({
-    node: Node,
-    item: Item,
-    step: z.string().nullable(),
-    key: z.string(),
-    slept_ms: z.number().min(0),
-  }),
+  "timer.started": WaitPlace.extend({ until: IsoTime }),
+  "timer.fired": WaitPlace.extend({ slept_ms: z.number().min(0) }),
   /** The timer ended before its time: its run ended, or its node failed or was cancelled. */
-  "timer.cancelled": z.strictObject({
-    node: Node,
-    item: Item,
-    step: z.string().nullable(),
-    key: z.string(),
-    reason: z.string(),
-  }),
+  "timer.cancelled": WaitPlace.extend({ reason: z.string() }),
   /** An `event` step began to wait: the names it takes, its match, when it times out, how far it looks back. */
-  "event.waiting": z.strictObject({
-    node: Node,
-    item: Item,
-    step: z.string().nullable(),
-    key: z.string(),
+  "event.waiting": WaitPlace.extend({
     names: z.array(z.string()),
     match: z.string().optional(),
     expires_at: IsoTime.nullable(),
     lookback_ms: z.number().int().min(0),
   }),
   /** The wait took an event (from the hubs) or a signal: its id, and the SHA-256 of its data's canonical JSON. */
-  "event.matched": z.strictObject({
-    node: Node,
-    item: Item,
-    step: z.string().nullable(),
-    key: z.string(),
+  "event.matched": WaitPlace.extend({
     event_id: z.string(),
     name: z.string(),
     received_at: IsoTime,
@@ -223,29 +199,10 @@ export const JOURNAL_BODIES = {
     data_sha256: Sha256Hex,
   }),
   /** A hub delivered an event the wait's match (the run's, the one that counts) does not take: the wait goes on. */
-  "event.declined": z.strictObject({
-    node: Node,
-    item: Item,
-    step: z.string().nullable(),
-    key: z.string(),
-    event_id: z.string(),
-    name: z.string(),
-  }),
-  "event.timeout": z.strictObject({
-    node: Node,
-    item: Item,
-    step: z.string().nullable(),
-    key: z.string(),
-    on_timeout: z.enum(["fail", "default"]),
-  }),
+  "event.declined": WaitPlace.extend({ event_id: z.string(), name: z.string() }),
+  "event.timeout": WaitPlace.extend({ on_timeout: z.enum(["fail", "default"]) }),
   /** The wait ended before an event came: its run ended, or its node failed. */
-  "event.cancelled": z.strictObject({
-    node: Node,
-    item: Item,
-    step: z.string().nullable(),
-    key: z.string(),
-    reason: z.string(),
-  }),
+  "event.cancelled": WaitPlace.extend({ reason: z.string() }),
   /** A signal to this run was accepted (a wait takes it now, or it is kept until one does). */
   "signal.received": z.strictObject({ event_id: z.string(), name: z.string(), data_sha256: Sha256Hex }),
   "compensation.started": z.strictObject({
