@@ -1,4 +1,6 @@
+import { exports } from "cloudflare:workers";
 import { describe, it } from "vitest";
+import type { TrellisApi } from "../../src/rpc.ts";
 import { api, journal, registerWorkflow, start, uniqueId, verified, waitForRun } from "./helpers.ts";
 
 /** A workflow whose one step waits for an event, with the step input `{ order_id }` from the run's input. */
@@ -191,6 +193,20 @@ describe("event steps", () => {
     expect(three.status).toBe(409);
     expect((await api("POST", `/v1/runs/${other}/signals`, { name: "later", data: big })).status).toBe(202);
     await Promise.all([runId, other].map((run) => api("POST", `/v1/runs/${run}/cancel`, {})));
+  });
+
+  it("take signals over Workers RPC too, with errors as data", async ({ expect }) => {
+    const rpc = exports.TrellisApi as unknown as TrellisApi;
+    const id = uniqueId("rpc-signal");
+    await registerWorkflow(waiter(id, { name: "go" }));
+    const runId = await start(id);
+    expect(await rpc.signalRun(runId, { name: "go", id: "g1", data: 5 })).toEqual({
+      ok: true,
+      value: { events: [{ event_id: "g1", duplicate: false }] },
+    });
+    expect((await waitForRun(runId)).output.got).toMatchObject({ event_id: "g1", data: 5 });
+    expect(await rpc.signalRun(runId, { name: "go" })).toMatchObject({ ok: false, error: { code: "run.terminal" } });
+    expect(await rpc.signalRun("run_nope", { name: "go" })).toMatchObject({ ok: false });
   });
 
   it("are refused at registration with a match that does not compile, and bad signals get a 400", async ({
