@@ -17,6 +17,12 @@
 // once, not before its time and soon after it (or after the restart, when that
 // came later), and that the journal verifies.
 //
+// Two more kill an `event` wait's server: one after the wait registered at its
+// event hub (the event is sent after the restart: the run takes it once), one
+// right after `POST /v1/events` answered 202 while many runs wait (the hub's
+// outbox, its delivery lease and its alarm deliver what the kill cut off: every
+// run takes the event once).
+//
 // Each test starts its own HTTP target and its own `wrangler dev` (it kills
 // it), whatever scripts/e2e.mjs started for the other files.
 import assert from "node:assert/strict";
@@ -39,6 +45,8 @@ const BACKOFF_MS = 4_000;
 const START_SLACK_MS = 2_000;
 /** Bound on any one wait below; the whole file takes a few tens of seconds. */
 const WAIT_MS = 60_000;
+/** Runs waiting on one event when the server is killed right after the event's 202: several delivery rounds. */
+const EVENT_RUNS = 150;
 
 /**
  * A tiny client for one `wrangler dev`.
@@ -398,6 +406,164 @@ test("a sleep survives a killed and restarted wrangler dev: it wakes once, not b
     rmSync(stateDir, { recursive: true, force: true });
   }
 });
+
+test("an event wait survives a killed and restarted wrangler dev: the event sent after the restart resumes it once, and its journal verifies", async () => {
+  const target = await startHttpTarget({ port: 0 });
+  const stateDir = mkdtempSync(join(tmpdir(), "trellis-restart-event-"));
+  const token = `restart-${uid("t")}`;
+  const vars = { API_TOKENS: token, JOURNAL_SIGNING_KEY: freshSigningKey(), HTTP_TARGET_URL: target.url };
+  /** @type {Awaited<ReturnType<typeof startWranglerDev>> | undefined} */
+  let dev;
+  try {
+    dev = await startWranglerDev({ vars, persistTo: stateDir });
+    let api = client(dev.url, token);
+    const k = uid("ev");
+    const id = uid("rs-event");
+    const name = uid("order.paid");
+    const steps = [
+      { ref: "paid", action: { kind: "event", implementation: { name } } },
+      httpStep("mark", `${target.url}/mark/${k}-paid`),
+    ];
+    const registered = await api("POST", "/v1/definitions", {
+      workflows: [{ id, nodes: { pay: { task: { steps } } } }],
+    });
+    assert.equal(registered.status, 201, registered.text);
+    const started = await api("POST", `/v1/workflows/${id}/runs`, { input: {} });
+    assert.equal(started.status, 201, started.text);
+    const runId = /** @type {string} */ (started.json.run_id);
+    await until("the run to wait for the event", async () => {
+      const run = (await api("GET", `/v1/runs/${runId}`)).json;
+      return (
+        run?.status === "waiting" && run.waiting_for.some((/** @type {{ kind: string }} */ w) => w.kind === "event")
+      );
+    });
+    // The wait is shown as soon as it opens; its registration at the hub (one call) follows it.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+
+    await dev.kill();
+    dev = await startWranglerDev({ vars, persistTo: stateDir });
+    api = client(dev.url, token);
+    const sent = await api("POST", "/v1/events", { name, data: { amount: 7 }, id: "paid-1" });
+    assert.equal(sent.status, 202, sent.text);
+
+    // Nothing reads the run now: the step after the wait marks the peer when it gets there.
+    await until("the step after the event", async () => target.hits(`${k}-paid`) >= 1);
+    const run = await until("the run to end", async () => {
+      const read = await api("GET", `/v1/runs/${runId}`);
+      return TERMINAL.has(read.json?.status) ? read.json : undefined;
+    });
+    assert.equal(run.status, "completed", JSON.stringify(run.error));
+    assert.equal(target.hits(`${k}-paid`), 1, "the step after the event ran once");
+    const entries = await journalOf(api, runId);
+    const matched = entries.filter((entry) => entry.kind === "event.matched");
+    assert.deepEqual(
+      matched.map((entry) => ({ event_id: entry.body.event_id, source: entry.body.source })),
+      [{ event_id: "paid-1", source: "event" }],
+    );
+    assert.equal(entries.filter((entry) => entry.kind === "event.waiting").length, 1, "one wait");
+    assertEachCompletedOnce(entries, "event");
+    const report = await verifyJournal(entries, (await api("GET", "/v1/journal-keys")).json, {
+      requireAttestation: true,
+    });
+    assert.equal(report.ok, true, JSON.stringify(report));
+  } finally {
+    await dev?.stop();
+    await target.close();
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+});
+
+test(`an event accepted right before a kill still reaches all ${EVENT_RUNS} runs waiting for it after the restart: each takes it once, and its journal verifies`, async () => {
+  const stateDir = mkdtempSync(join(tmpdir(), "trellis-restart-events-"));
+  const token = `restart-${uid("t")}`;
+  const vars = { API_TOKENS: token, JOURNAL_SIGNING_KEY: freshSigningKey() };
+  /** @type {Awaited<ReturnType<typeof startWranglerDev>> | undefined} */
+  let dev;
+  try {
+    dev = await startWranglerDev({ vars, persistTo: stateDir });
+    let api = client(dev.url, token);
+    const id = uid("rs-events");
+    const name = uid("batch.ready");
+    const steps = [{ ref: "ready", action: { kind: "event", implementation: { name } } }];
+    const registered = await api("POST", "/v1/definitions", {
+      workflows: [{ id, nodes: { wait: { task: { steps } } } }],
+    });
+    assert.equal(registered.status, 201, registered.text);
+    const runIds = await startMany(api, id, EVENT_RUNS);
+    // The run index lists a run as waiting once its wait is open; each registration follows it.
+    await until(`${EVENT_RUNS} runs waiting`, async () => (await listed(api, id, "waiting")) === EVENT_RUNS);
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+
+    const postedAt = Date.now();
+    const sent = await api("POST", "/v1/events", { name, id: "ready-1" });
+    assert.equal(sent.status, 202, sent.text);
+    const answeredMs = Date.now() - postedAt;
+    await dev.kill();
+    dev = await startWranglerDev({ vars, persistTo: stateDir });
+    api = client(dev.url, token);
+    const restarted = Date.now();
+
+    // Nothing reads a run now: the run index (written by each run) says when all have completed.
+    await until("every run to complete", async () => (await listed(api, id, "completed")) === EVENT_RUNS);
+    const jwks = (await api("GET", "/v1/journal-keys")).json;
+    let afterRestart = 0;
+    for (const runId of runIds) {
+      const entries = await journalOf(api, runId);
+      const matched = entries.filter((entry) => entry.kind === "event.matched");
+      assert.deepEqual(
+        matched.map((entry) => entry.body.event_id),
+        ["ready-1"],
+        `${runId} took the event once`,
+      );
+      afterRestart += Date.parse(matched[0]?.at ?? "") >= restarted ? 1 : 0;
+      const report = await verifyJournal(entries, jwks, { requireAttestation: true });
+      assert.equal(report.ok, true, `${runId}: ${JSON.stringify(report)}`);
+    }
+    // A measurement, not a threshold: how many deliveries the kill cut off, resent by the hub after the restart.
+    console.log(
+      `restart: ${afterRestart} of ${EVENT_RUNS} runs took the event after the restart (the 202 came ${answeredMs}ms after the POST; the kill right after it)`,
+    );
+  } finally {
+    await dev?.stop();
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+});
+
+/**
+ * Starts `count` runs of `workflow`, eight at a time; gives their ids.
+ * @param {ReturnType<typeof client>} api @param {string} workflow @param {number} count
+ */
+async function startMany(api, workflow, count) {
+  /** @type {string[]} */
+  const ids = [];
+  while (ids.length < count) {
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(8, count - ids.length) }, async () => {
+        const started = await api("POST", `/v1/workflows/${workflow}/runs`, { input: {} });
+        assert.equal(started.status, 201, started.text);
+        return /** @type {string} */ (started.json.run_id);
+      }),
+    );
+    ids.push(...batch);
+  }
+  return ids;
+}
+
+/**
+ * How many runs of `workflow` the run index lists with `status`, every page followed.
+ * @param {ReturnType<typeof client>} api @param {string} workflow @param {string} status
+ */
+async function listed(api, workflow, status) {
+  let count = 0;
+  let cursor = "";
+  do {
+    const page = await api("GET", `/v1/runs?workflow=${workflow}&status=${status}&limit=100${cursor}`);
+    assert.equal(page.status, 200, page.text);
+    count += page.json.runs.length;
+    cursor = page.json.next_cursor ? `&cursor=${encodeURIComponent(page.json.next_cursor)}` : "";
+  } while (cursor !== "");
+  return count;
+}
 
 /**
  * A run's whole journal, each entry checked against the journal's schema.
