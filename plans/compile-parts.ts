@@ -1,5 +1,7 @@
 import { EngineError, type ErrorDetail } from "../lib/errors.ts";
-import { parseReference, type InlineAction, type Json, type JsonSchema, type Node } from "../schemas/index.ts";
+import type { InlineAction } from "../schemas/actions.ts";
+import { type Json, type JsonSchema, parseReference } from "../schemas/common.ts";
+import type { Node } from "../schemas/definitions.ts";
 import { ancestorsOf } from "./graph.ts";
 import type { NormalPlan, NormalStep } from "./normalize.ts";
 

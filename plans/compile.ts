@@ -1,5 +1,6 @@
 import { EngineError } from "../lib/errors.ts";
-import type { Json, Node, Workflow } from "../schemas/index.ts";
+import type { Json } from "../schemas/common.ts";
+import type { Node, Workflow } from "../schemas/definitions.ts";
 import {
   actionOf,
   checkAllowlist,

@@ -1,15 +1,10 @@
 import { EngineError, type ErrorDetail } from "../lib/errors.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { issuesToDetails } from "../lib/validation.ts";
-import {
-  isToolName,
-  TOOL_SCHEMAS,
-  type Json,
-  type PlanGraph,
-  type PlannedStep,
-  type ResolvedAction,
-  type RunSnapshot,
-} from "../schemas/index.ts";
+import type { Json } from "../schemas/common.ts";
+import type { PlanGraph, PlannedStep } from "../schemas/plans.ts";
+import type { ResolvedAction, RunSnapshot } from "../schemas/resolved.ts";
+import { TOOL_SCHEMAS, isToolName } from "../schemas/tools.ts";
 import type { CompiledPlan } from "./compile.ts";
 import { planExecution } from "./compile-parts.ts";
 import { layersOf } from "./graph.ts";

@@ -1,14 +1,7 @@
 import { EngineError, type ErrorDetail } from "../lib/errors.ts";
 import { issuesToDetails } from "../lib/validation.ts";
-import {
-  DependencyPlan,
-  PlaceholderPlan,
-  PLAN_CONFIG_DEFAULTS,
-  RESERVED_KEYS,
-  type DependencyPlanConfig,
-  type Json,
-  type JsonSchema,
-} from "../schemas/index.ts";
+import { type Json, type JsonSchema, RESERVED_KEYS } from "../schemas/common.ts";
+import { DependencyPlan, type DependencyPlanConfig, PLAN_CONFIG_DEFAULTS, PlaceholderPlan } from "../schemas/plans.ts";
 import { parseDependencyArg, parsePlaceholderArg, refsOf, type ArgValue } from "./refs.ts";
 
 /** The node of the input gate a plan with missing inputs starts with; no step may take its name. */

@@ -1,4 +1,4 @@
-import type { Json } from "../schemas/index.ts";
+import type { Json } from "../schemas/common.ts";
 
 /**
  * References of the two plan notations, parsed into one shape:

@@ -1,4 +1,7 @@
-import type { Failure, Json, JsonObject, NodeRecord, PlanStepRecord, ToolResult } from "../schemas/index.ts";
+import type { Json, JsonObject } from "../schemas/common.ts";
+import type { Failure } from "../schemas/errors.ts";
+import type { ToolResult } from "../schemas/plans.ts";
+import type { NodeRecord, PlanStepRecord } from "../schemas/run.ts";
 
 /**
  * The engine's codes a plan step fails with, as the plan notations name them:
