@@ -11,15 +11,20 @@
  *   first `enum`/`const`), integers and numbers its word count, booleans
  *   `true`, arrays one item, `anyOf`/`oneOf` their first branch.
  *
- * Markers in the last user message steer the peer (they are removed before
- * answering): `[[key:K]]` counts requests under K; `[[fail:S]]` answers HTTP
+ * Markers steer the peer (they are removed before answering). The server reads
+ * them from the text of every user message, in order, the first occurrence of
+ * each winning (tool results are not read); the Workers AI fake from the last
+ * user message. `[[key:K]]` counts requests under K; `[[fail:S]]` answers HTTP
  * status S (with `[[times:N]]`: only the first N requests for the key;
  * `[[retry-after:SEC]]` adds `Retry-After`); `[[invalid-json]]` answers text
  * that is not JSON where JSON was asked for; `[[wrong-shape]]` answers
  * `{"unexpected":true}`; `[[echo-credential]]` answers 401 with a body that
  * quotes the credential it received (as some providers do), to test redaction;
  * `[[echo-credential:answer]]` answers 200 with the credential in the answer's
- * text (which is then not JSON where JSON was asked for).
+ * text (which is then not JSON where JSON was asked for); `[[script:K]]` answers
+ * from the turns posted to the server's `/scripts/K`;
+ * `[[fail-model:<model_id>:<status>]]` answers HTTP status only to requests
+ * for that model (several may be given, one per model).
  *
  * Tokens: input = the words of every message, output = the words of the answer.
  */
@@ -36,16 +41,13 @@ const MARKER = /\[\[([a-z-]+)(?::([^\]]*))?\]\]/g;
  * @property {boolean} wrongShape
  * @property {boolean} echoCredential
  * @property {boolean} echoCredentialInAnswer
+ * @property {string | undefined} script
+ * @property {Record<string, number>} failModels  model id → the status its requests get
  */
 
-/**
- * The markers of a message, and its text without them.
- * @param {string} text
- * @returns {{ text: string, directives: Directives }}
- */
-export function readDirectives(text) {
-  /** @type {Directives} */
-  const directives = {
+/** @returns {Directives} */
+export function noDirectives() {
+  return {
     key: undefined,
     fail: undefined,
     times: undefined,
@@ -54,19 +56,60 @@ export function readDirectives(text) {
     wrongShape: false,
     echoCredential: false,
     echoCredentialInAnswer: false,
+    script: undefined,
+    failModels: {},
   };
+}
+
+/**
+ * The markers of a message, and its text without them. With `into`, the
+ * markers are added to those already read (an earlier message's): the first
+ * occurrence of each wins.
+ * @param {string} text
+ * @param {Directives} [into]
+ * @returns {{ text: string, directives: Directives }}
+ */
+export function readDirectives(text, into = noDirectives()) {
+  const directives = into;
   const clean = text.replace(MARKER, (_match, name, value) => {
-    if (name === "key") directives.key = value;
-    else if (name === "fail") directives.fail = Number(value);
-    else if (name === "times") directives.times = Number(value);
-    else if (name === "retry-after") directives.retryAfter = Number(value);
-    else if (name === "invalid-json") directives.invalidJson = true;
-    else if (name === "wrong-shape") directives.wrongShape = true;
-    else if (name === "echo-credential" && value === "answer") directives.echoCredentialInAnswer = true;
-    else if (name === "echo-credential") directives.echoCredential = true;
+    readMarker(directives, name, value);
     return "";
   });
   return { text: clean.replace(/\s+/g, " ").trim(), directives };
+}
+
+/**
+ * The markers of several messages, read in order (the first occurrence of each wins).
+ * @param {string[]} texts
+ * @returns {Directives}
+ */
+export function directivesOf(texts) {
+  const directives = noDirectives();
+  for (const text of texts) readDirectives(text, directives);
+  return directives;
+}
+
+/**
+ * Sets one marker unless an earlier one set it.
+ * @param {Directives} d
+ * @param {string} name
+ * @param {string | undefined} value
+ */
+function readMarker(d, name, value) {
+  if (name === "key") d.key ??= value;
+  else if (name === "fail") d.fail ??= Number(value);
+  else if (name === "times") d.times ??= Number(value);
+  else if (name === "retry-after") d.retryAfter ??= Number(value);
+  else if (name === "invalid-json") d.invalidJson = true;
+  else if (name === "wrong-shape") d.wrongShape = true;
+  else if (name === "echo-credential" && value === "answer") d.echoCredentialInAnswer = true;
+  else if (name === "echo-credential") d.echoCredential = true;
+  else if (name === "script") d.script ??= value;
+  else if (name === "fail-model" && value !== undefined) {
+    const colon = value.lastIndexOf(":");
+    const model = value.slice(0, colon);
+    if (colon > 0 && !Object.hasOwn(d.failModels, model)) d.failModels[model] = Number(value.slice(colon + 1));
+  }
 }
 
 /** @param {string} text */

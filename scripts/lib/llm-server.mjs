@@ -14,27 +14,42 @@
  *                              function: { name } }` or `"required"`) is answered as a tool call
  *                              whose arguments are built from that tool's schema.
  *                              `usage` counts words (see llm-answers.mjs).
+ *                              A scripted turn may answer with tool calls instead
+ *                              (`tool_calls`, `finish_reason: "tool_calls"`).
  *   POST /v1/messages          Anthropic Messages. Structured output through
  *                              `output_config.format` (json_schema: the text is
  *                              the JSON) or a forced tool (`tool_choice: { type:
  *                              "tool", name }` or `{ type: "any" }`: a `tool_use`
  *                              block), the two ways the AI SDK asks for it. `usage.input_tokens` /
- *                              `output_tokens`.
- *   GET  /hits/:key            { key, count }: requests that carried `[[key:K]]`.
+ *                              `output_tokens`. Scripted tool calls are `tool_use`
+ *                              blocks, `stop_reason: "tool_use"`.
+ *   POST /scripts/:key         { turns: [...] }: the answers to requests carrying
+ *                              `[[script:K]]`, by the number of assistant messages
+ *                              in the request (scripts/lib/llm-scripts.mjs). 400
+ *                              naming the first problem of a malformed script.
+ *   GET  /hits/:key            { key, count }: requests that carried `[[key:K]]`
+ *                              or `[[script:K]]`.
  *   GET  /seen/:key            { key, count, credentials }: also the credentials
  *                              (`authorization` / `x-api-key`) those requests sent.
- *   POST /reset                clears every counter.
+ *   GET  /requests/:key        { key, requests: [{ model, messages, tools,
+ *                              tool_choice?, parallel_tool_calls? }] }: each request,
+ *                              its messages normalized (scripts/lib/llm-wire.mjs).
+ *   POST /reset                clears every counter and script.
  *
- * Failures on demand come from markers in the last user message, described in
- * llm-answers.mjs (`[[fail:503]]`, `[[times:1]]`, `[[retry-after:1]]`,
- * `[[invalid-json]]`, `[[wrong-shape]]`, `[[echo-credential]]`).
+ * Failures on demand come from markers in the text of the user messages
+ * (every one, the first occurrence of each marker winning; tool results are
+ * not read), described in llm-answers.mjs (`[[fail:503]]`, `[[times:1]]`,
+ * `[[retry-after:1]]`, `[[invalid-json]]`, `[[wrong-shape]]`,
+ * `[[echo-credential]]`, `[[fail-model:<model_id>:<status>]]`).
  *
  * Standalone: `node scripts/lib/llm-server.mjs [--port N]` prints its URL and
  * runs until its standard input closes or SIGINT/SIGTERM.
  */
 import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
-import { answerText, countWords, readDirectives } from "./llm-answers.mjs";
+import { answerText, countWords, directivesOf, readDirectives } from "./llm-answers.mjs";
+import { callIdPrefix, parseScript, scriptedReply } from "./llm-scripts.mjs";
+import { inputWords, readRequest, writeReply } from "./llm-wire.mjs";
 
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
@@ -47,9 +62,11 @@ const MAX_BODY_BYTES = 4 * 1024 * 1024;
  */
 
 /**
- * What the server remembers: the requests seen per `[[key=…]]` directive (with
- * the credential each carried) and the number of the last answer.
- * @typedef {{ seen: Map<string, { count: number, credentials: string[] }>, sequence: number }} LlmState
+ * What the server remembers: per key (`[[key:K]]` or `[[script:K]]`), the
+ * requests seen (with the credential each carried and the request itself,
+ * normalized); the scripts posted; and the number of the last answer.
+ * @typedef {{ count: number, credentials: string[], requests: Record<string, unknown>[] }} Seen
+ * @typedef {{ seen: Map<string, Seen>, scripts: Map<string, import("./llm-scripts.mjs").Turn[]>, sequence: number }} LlmState
  */
 
 /**
@@ -59,7 +76,7 @@ const MAX_BODY_BYTES = 4 * 1024 * 1024;
  */
 export async function startLlmServer({ port = 0 } = {}) {
   /** @type {LlmState} */
-  const state = { seen: new Map(), sequence: 0 };
+  const state = { seen: new Map(), scripts: new Map(), sequence: 0 };
 
   const server = createServer((req, res) => {
     handle(req, res, state).catch((err) => {
@@ -91,8 +108,10 @@ export async function startLlmServer({ port = 0 } = {}) {
   };
 }
 
+const FLAVOURS = /** @type {const} */ ({ "/chat/completions": "openai", "/messages": "anthropic" });
+
 /**
- * Answers one request: the counters (`/hits/:key`, `/seen/:key`, `/reset`) or one completion.
+ * Answers one request: the counters and scripts, or one completion.
  * @param {import("node:http").IncomingMessage} req
  * @param {import("node:http").ServerResponse} res
  * @param {LlmState} state
@@ -100,172 +119,146 @@ export async function startLlmServer({ port = 0 } = {}) {
 async function handle(req, res, state) {
   const url = new URL(req.url ?? "/", "http://127.0.0.1");
   const path = url.pathname.replace(/^\/v1(?=\/)/, "");
-  const keyRoute = /^\/(hits|seen)\/([^/]+)$/.exec(path);
-  if (req.method === "GET" && keyRoute) {
-    const key = decodeURIComponent(keyRoute[2] ?? "");
-    const entry = state.seen.get(key) ?? { count: 0, credentials: [] };
-    return sendJson(res, 200, keyRoute[1] === "hits" ? { key, count: entry.count } : { key, ...entry });
+  const keyRoute = /^\/(hits|seen|requests|scripts)\/([^/]+)$/.exec(path);
+  const key = decodeURIComponent(keyRoute?.[2] ?? "");
+  if (req.method === "GET" && keyRoute && keyRoute[1] !== "scripts") {
+    const entry = state.seen.get(key) ?? { count: 0, credentials: [], requests: [] };
+    const views = {
+      hits: { key, count: entry.count },
+      seen: { key, count: entry.count, credentials: entry.credentials },
+      requests: { key, requests: entry.requests },
+    };
+    return sendJson(res, 200, views[/** @type {"hits" | "seen" | "requests"} */ (keyRoute[1])]);
+  }
+  if (req.method === "POST" && keyRoute?.[1] === "scripts") {
+    const script = parseScript(await readJson(req));
+    if ("problem" in script) return sendJson(res, 400, { error: { message: script.problem, type: "invalid_script" } });
+    state.scripts.set(key, script.turns);
+    return sendJson(res, 200, { key, turns: script.turns.length });
   }
   if (req.method === "POST" && path === "/reset") {
     state.seen.clear();
+    state.scripts.clear();
     return sendJson(res, 200, { ok: true });
   }
-  const flavour =
-    req.method === "POST" && path === "/chat/completions"
-      ? "openai"
-      : req.method === "POST" && path === "/messages"
-        ? "anthropic"
-        : undefined;
+  const flavour = req.method === "POST" && Object.hasOwn(FLAVOURS, path) ? FLAVOURS[path] : undefined;
   if (!flavour)
     return sendJson(res, 404, { error: { message: `no route ${req.method} ${url.pathname}`, type: "not_found" } });
   const body = await readJson(req);
-  if (body === undefined || typeof body !== "object" || body === null)
+  if (body === undefined || typeof body !== "object" || body === null || Array.isArray(body))
     return sendError(res, flavour, 400, "the body must be a JSON object");
   if (body.stream === true) return sendError(res, flavour, 400, "streaming is not supported by this test server");
-  const messages = flavour === "openai" ? openAiMessages(body) : anthropicMessages(body);
-  const lastUser = [...messages].reverse().find((m) => m.role === "user")?.text ?? "";
-  const { text: asked, directives } = readDirectives(lastUser);
   const credential = String(req.headers.authorization ?? req.headers["x-api-key"] ?? "");
-  let attempt = 1;
-  if (directives.key !== undefined) {
-    const entry = state.seen.get(directives.key) ?? { count: 0, credentials: [] };
-    entry.count += 1;
-    entry.credentials.push(credential);
-    state.seen.set(directives.key, entry);
-    attempt = entry.count;
-  }
-  if (directives.echoCredential) return sendError(res, flavour, 401, `Incorrect API key provided: ${credential}`);
-  if (directives.fail !== undefined && (directives.times === undefined || attempt <= directives.times)) {
-    const headers = directives.retryAfter === undefined ? {} : { "retry-after": String(directives.retryAfter) };
-    return sendError(res, flavour, directives.fail, `failing on purpose (attempt ${attempt})`, headers);
-  }
-  const inputTokens = messages.reduce((total, m) => total + countWords(readDirectives(m.text).text), 0);
-  state.sequence += 1;
-  const question = directives.echoCredentialInAnswer ? `${asked} (credential: ${credential})` : asked;
-  const model = String(body.model ?? "unknown");
-  return flavour === "openai"
-    ? sendJson(res, 200, openAiAnswer(body, { question, directives, inputTokens, model, id: state.sequence }))
-    : sendJson(res, 200, anthropicAnswer(body, { question, directives, inputTokens, model, id: state.sequence }));
+  return complete(res, readRequest(flavour, body), credential, state);
 }
 
 /**
- * @typedef {{ question: string, directives: import("./llm-answers.mjs").Directives, inputTokens: number, model: string, id: number }} AnswerContext
+ * Answers one completion: the failures the markers ask for, a script's turn, or the default answer.
+ * @param {import("node:http").ServerResponse} res
+ * @param {import("./llm-wire.mjs").WireRequest} request
+ * @param {string} credential
+ * @param {LlmState} state
  */
-
-/** @param {any} body @returns {{ role: string, text: string }[]} */
-function openAiMessages(body) {
-  const list = Array.isArray(body.messages) ? body.messages : [];
-  return list.map((/** @type {any} */ m) => ({ role: String(m?.role ?? ""), text: contentText(m?.content) }));
+function complete(res, request, credential, state) {
+  const users = request.messages.filter((m) => m.role === "user");
+  const directives = directivesOf(users.map((m) => m.text));
+  const asked = readDirectives(users.at(-1)?.text ?? "").text;
+  const attempt = remember(state, directives, request, credential);
+  const { flavour } = request;
+  const headers = directives.retryAfter === undefined ? {} : { "retry-after": String(directives.retryAfter) };
+  if (directives.echoCredential) return sendError(res, flavour, 401, `Incorrect API key provided: ${credential}`);
+  if (directives.fail !== undefined && (directives.times === undefined || attempt <= directives.times)) {
+    return sendError(res, flavour, directives.fail, `failing on purpose (attempt ${attempt})`, headers);
+  }
+  const modelStatus = Object.hasOwn(directives.failModels, request.model)
+    ? directives.failModels[request.model]
+    : undefined;
+  if (modelStatus !== undefined) {
+    return sendError(res, flavour, modelStatus, `model ${request.model} is failing on purpose`, headers);
+  }
+  state.sequence += 1;
+  const question = directives.echoCredentialInAnswer ? `${asked} (credential: ${credential})` : asked;
+  const reply =
+    directives.script === undefined
+      ? defaultReply(request, question, directives, state.sequence)
+      : scriptReply(request, directives.script, state);
+  if ("problem" in reply) return sendError(res, flavour, 400, reply.problem);
+  if ("fail" in reply) return sendError(res, flavour, reply.fail, `scripted failure (${reply.fail})`, headers);
+  const inputTokens = inputWords(request, (text) => readDirectives(text).text, countWords);
+  const outputTokens =
+    "calls" in reply
+      ? reply.calls.reduce((total, call) => total + countWords(call.arguments), 0)
+      : countWords(reply.text);
+  return sendJson(res, 200, writeReply(request, reply, { id: state.sequence, inputTokens, outputTokens }));
 }
 
-/** @param {any} body @returns {{ role: string, text: string }[]} */
-function anthropicMessages(body) {
-  const system = body.system === undefined ? [] : [{ role: "system", text: contentText(body.system) }];
-  const list = Array.isArray(body.messages) ? body.messages : [];
-  return [
-    ...system,
-    ...list.map((/** @type {any} */ m) => ({ role: String(m?.role ?? ""), text: contentText(m?.content) })),
-  ];
+/**
+ * Counts the request under its keys (`[[key:K]]`, `[[script:K]]`) and keeps it
+ * for `/requests/K`; returns its number under `[[key:K]]` (1 without one).
+ * @param {LlmState} state
+ * @param {import("./llm-answers.mjs").Directives} directives
+ * @param {import("./llm-wire.mjs").WireRequest} request
+ * @param {string} credential
+ */
+function remember(state, directives, request, credential) {
+  const keys = [...new Set([directives.key, directives.script])].filter((key) => key !== undefined);
+  const seen = {
+    model: request.model,
+    messages: request.messages,
+    tools: request.tools.map((t) => t.name),
+    ...request.options,
+  };
+  for (const key of keys) {
+    const entry = state.seen.get(key) ?? { count: 0, credentials: [], requests: [] };
+    entry.count += 1;
+    entry.credentials.push(credential);
+    entry.requests.push(seen);
+    state.seen.set(key, entry);
+  }
+  return directives.key === undefined ? 1 : (state.seen.get(directives.key)?.count ?? 1);
 }
 
-/** Text of a message's content: a string, or the text of its text blocks. @param {unknown} content */
-function contentText(content) {
-  if (typeof content === "string") return content;
-  if (!Array.isArray(content)) return "";
-  return content
-    .map((part) => (part && typeof part === "object" && typeof part.text === "string" ? part.text : ""))
-    .filter((text) => text.length > 0)
-    .join("\n");
-}
-
-/** @param {any} body @param {AnswerContext} ctx */
-function openAiAnswer(body, ctx) {
-  const forced =
-    body.tool_choice && typeof body.tool_choice === "object"
-      ? body.tool_choice.function?.name
-      : body.tool_choice === "required"
-        ? body.tools?.[0]?.function?.name
-        : undefined;
-  const tool = forced ? (body.tools ?? []).find((/** @type {any} */ t) => t?.function?.name === forced) : undefined;
-  const format = body.response_format;
-  /** @type {Record<string, unknown>} */
-  let message;
-  let outputText;
-  if (tool) {
-    outputText = answerText({
-      question: ctx.question,
-      schema: tool.function.parameters ?? {},
-      directives: ctx.directives,
-    });
-    message = {
-      role: "assistant",
-      content: null,
-      tool_calls: [{ id: `call_${ctx.id}`, type: "function", function: { name: forced, arguments: outputText } }],
+/**
+ * The turn of script `key` for this request: the one at the number of assistant messages it carries.
+ * @param {import("./llm-wire.mjs").WireRequest} request
+ * @param {string} key
+ * @param {LlmState} state
+ * @returns {import("./llm-wire.mjs").Reply | { fail: number } | { problem: string }}
+ */
+function scriptReply(request, key, state) {
+  const turns = state.scripts.get(key);
+  if (turns === undefined) return { problem: `no script ${key} was posted (POST /scripts/${key})` };
+  const index = request.messages.filter((m) => m.role === "assistant").length;
+  const turn = turns[index];
+  if (turn === undefined) {
+    return {
+      problem: `script ${key} has ${turns.length} turns; this request, with ${index} assistant messages, asks for turn ${index}`,
     };
-  } else {
-    const schema =
-      format?.type === "json_schema"
-        ? (format.json_schema?.schema ?? {})
-        : format?.type === "json_object"
-          ? { type: "object", properties: { answer: { type: "string" } } }
-          : undefined;
-    outputText = answerText({ question: ctx.question, schema, directives: ctx.directives });
-    message = { role: "assistant", content: outputText };
   }
-  const outputTokens = countWords(outputText);
-  return {
-    id: `chatcmpl-${ctx.id}`,
-    object: "chat.completion",
-    created: Math.floor(Date.now() / 1000),
-    model: ctx.model,
-    choices: [{ index: 0, message, finish_reason: tool ? "tool_calls" : "stop" }],
-    usage: {
-      prompt_tokens: ctx.inputTokens,
-      completion_tokens: outputTokens,
-      total_tokens: ctx.inputTokens + outputTokens,
-    },
-  };
+  return scriptedReply(turn, index, request);
 }
 
-/** @param {any} body @param {AnswerContext} ctx */
-function anthropicAnswer(body, ctx) {
-  // `{ type: "tool", name }` names the tool; `{ type: "any" }` (what the AI SDK sends with its one `json` tool) means the first.
-  const forced =
-    body.tool_choice?.type === "tool"
-      ? body.tool_choice.name
-      : body.tool_choice?.type === "any"
-        ? body.tools?.[0]?.name
-        : undefined;
-  const tool = forced ? (body.tools ?? []).find((/** @type {any} */ t) => t?.name === forced) : undefined;
-  const format = body.output_config?.format;
-  /** @type {unknown[]} */
-  let content;
-  let outputText;
-  if (tool) {
-    outputText = answerText({ question: ctx.question, schema: tool.input_schema ?? {}, directives: ctx.directives });
-    let input;
-    try {
-      input = JSON.parse(outputText);
-    } catch {
-      // A tool call always carries JSON; "invalid JSON" becomes a string where an object was asked for.
-      input = { text: outputText };
-    }
-    content = [{ type: "tool_use", id: `toolu_${ctx.id}`, name: forced, input }];
-  } else {
-    const schema = format?.type === "json_schema" ? (format.schema ?? {}) : undefined;
-    outputText = answerText({ question: ctx.question, schema, directives: ctx.directives });
-    content = [{ type: "text", text: outputText }];
+/**
+ * The unscripted answer: a forced tool's arguments built from its schema,
+ * else text (JSON built from the structured-output schema, if asked for).
+ * @param {import("./llm-wire.mjs").WireRequest} request
+ * @param {string} question
+ * @param {import("./llm-answers.mjs").Directives} directives
+ * @param {number} sequence
+ * @returns {import("./llm-wire.mjs").Reply}
+ */
+function defaultReply(request, question, directives, sequence) {
+  const forced = request.forced;
+  if (forced === undefined) return { text: answerText({ question, schema: request.format, directives }) };
+  const text = answerText({ question, schema: forced.schema ?? {}, directives });
+  let input;
+  try {
+    input = JSON.parse(text);
+  } catch {
+    // A tool call always carries JSON; "invalid JSON" becomes a string where an object was asked for.
+    input = { text };
   }
-  return {
-    id: `msg_${ctx.id}`,
-    type: "message",
-    role: "assistant",
-    model: ctx.model,
-    content,
-    stop_reason: tool ? "tool_use" : "end_turn",
-    stop_sequence: null,
-    usage: { input_tokens: ctx.inputTokens, output_tokens: countWords(outputText) },
-  };
+  return { calls: [{ id: `${callIdPrefix(request)}${sequence}`, name: forced.name, input, arguments: text }] };
 }
 
 /**
