@@ -49,6 +49,9 @@ export const IMPLEMENTATION_CHECKS: ImplementationChecks = {
   llm: (implementation, at, check) => {
     checkPromptOrModel(implementation.prompt, "prompts", `${at}.prompt`, check);
     checkPromptOrModel(implementation.model, "models", `${at}.model`, check);
+    implementation.fallback_models?.forEach((model, i) =>
+      checkPromptOrModel(model, "models", `${at}.fallback_models.${i}`, check),
+    );
   },
   mcp: (implementation, at, { lookup, report }) =>
     checkReference("mcp_servers", implementation.server, `${at}.server`, lookup, report),

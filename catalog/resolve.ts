@@ -3,6 +3,7 @@ import {
   ACTION_TRAITS,
   Action,
   McpServer,
+  type InlineModel,
   Model,
   Prompt,
   type InlineAction,
@@ -143,25 +144,8 @@ function resolveKind(
         },
       };
     }
-    case "llm": {
-      // The prompt and the model are frozen into the snapshot: the executor never looks them up.
-      const { prompt, model } = definition.implementation;
-      return {
-        ...definition,
-        id,
-        version,
-        implementation: {
-          prompt:
-            typeof prompt === "string"
-              ? loadResolved(reader, "prompts", prompt, Prompt)
-              : { ...prompt, id: prompt.id ?? `${id}/prompt`, version: 0 },
-          model:
-            typeof model === "string"
-              ? loadResolved(reader, "models", model, Model)
-              : { ...model, id: model.id ?? `${id}/model`, version: 0 },
-        },
-      };
-    }
+    case "llm":
+      return { ...definition, id, version, implementation: resolveLlm(reader, definition.implementation, id) };
     case "mcp":
       return {
         ...definition,
@@ -178,6 +162,33 @@ function resolveKind(
       // fails to compile here until it has a case of its own.
       return { ...definition, id, version };
   }
+}
+
+/**
+ * An `llm` implementation with its prompt and models frozen in (the executor
+ * never looks them up); inline ones get ids under the action's.
+ */
+function resolveLlm(
+  reader: DefinitionReader,
+  implementation: Extract<InlineUndoAction, { kind: "llm" }>["implementation"],
+  id: string,
+): Extract<ResolvedAction, { kind: "llm" }>["implementation"] {
+  const { prompt, model, fallback_models: fallbacks, ...rest } = implementation;
+  const resolveModel = (ref: string | InlineModel, inlineId: string) =>
+    typeof ref === "string"
+      ? loadResolved(reader, "models", ref, Model)
+      : { ...ref, id: ref.id ?? inlineId, version: 0 };
+  return {
+    ...rest,
+    prompt:
+      typeof prompt === "string"
+        ? loadResolved(reader, "prompts", prompt, Prompt)
+        : { ...prompt, id: prompt.id ?? `${id}/prompt`, version: 0 },
+    model: resolveModel(model, `${id}/model`),
+    ...(fallbacks === undefined
+      ? {}
+      : { fallback_models: fallbacks.map((ref, i) => resolveModel(ref, `${id}/fallback_models/${i}`)) }),
+  };
 }
 
 /** A referenced definition with its resolved id and version. */

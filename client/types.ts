@@ -705,6 +705,22 @@ export type LlmImplementation = {
       output_per_mtok: number;
     };
   };
+  repair?: number;
+  fallback_models?: (Reference | {
+    id?: string;
+    description?: string;
+    provider: "openai" | "anthropic" | "workers-ai" | "openai-compatible";
+    model_id: string;
+    base_url?: string;
+    api_key?: string;
+    parameters?: {
+      [key: string]: JsonValue;
+    };
+    pricing?: {
+      input_per_mtok: number;
+      output_per_mtok: number;
+    };
+  })[];
 };
 
 /** The implementation of an action of kind "mcp" (docs/definitions.md#implementation-per-kind). */
@@ -846,7 +862,7 @@ export type NodeDetail = {
             retry_after_ms?: number;
           };
           retry_in_ms?: number;
-          retry_reason?: "backoff" | "retry_after";
+          retry_reason?: "backoff" | "retry_after" | "fallback" | "repair";
           call?: {
             [key: string]: JsonValue;
           };

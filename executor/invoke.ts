@@ -8,6 +8,7 @@ import type { Json, JsonObject } from "../schemas/common.ts";
 import type { CallAttempt } from "../schemas/payload.ts";
 import type { ResolvedAction } from "../schemas/resolved.ts";
 import { ACTION_HANDLERS, type ActionContext, type ResolvedActionOf } from "./actions/index.ts";
+import type { CallChain, FollowReason, LlmChainState } from "./actions/types.ts";
 
 /** An action call's bound when the action sets no `execution.timeout_ms`: 30 seconds. */
 export const DEFAULT_ACTION_TIMEOUT_MS = 30_000;
@@ -95,7 +96,10 @@ function withoutMeta(output: Json): Json {
  * `requires`, calls its handler with a timeout signal, retries infrastructure
  * failures (retryable errors) by `execution.retry_policy` with backoff and
  * `Retry-After`, and checks the output against `produces`; each call's record
- * goes to `options.attempts`. What comes back is scrubbed of secrets (an
+ * goes to `options.attempts`. A handler may chain calls (an llm's fallback
+ * models and repairs, `ActionContext.chain`): a call it asks to follow at once
+ * is made with no wait (`retry_in_ms: 0`, `retry_reason` `fallback` or
+ * `repair`) and does not count as an attempt of the retry policy. What comes back is scrubbed of secrets (an
  * output, an error message) before anything else sees it, and an output that
  * could not be signed into the journal fails the call at once.
  */
@@ -116,18 +120,23 @@ async function invokeChecked(
 ): Promise<Json> {
   checkRequires(action, input);
   const policy = resolveRetryPolicy(action.execution?.retry_policy);
-  for (let attempt = 1; ; attempt += 1) {
+  let carried: LlmChainState | undefined;
+  // `attempt` numbers the calls; `tries` counts the retry policy's attempts (a call that
+  // follows at once, a fallback or a repair, is part of the same try).
+  for (let attempt = 1, tries = 1; ; attempt += 1) {
     const started = options.clock.now();
+    const link = chainLink(carried);
     let call: JsonObject | undefined;
     const note = (detail: JsonObject): void => {
       call = { ...call, ...detail };
     };
     const noted = (): { call?: JsonObject } => (call === undefined ? {} : { call: scrubSecrets(call, secrets) });
     try {
-      const output = scrubSecrets(signable(action, await callOnce(action, input, options, note)), secrets);
-      checkProduces(action, output);
+      const output = await callOnce(action, input, options, { note, chain: link.chain });
+      const checked = scrubSecrets(signable(action, output), secrets);
+      checkProduces(action, checked);
       options.attempts?.push({ attempt, duration_ms: options.clock.now() - started, ...noted() });
-      return output;
+      return checked;
     } catch (thrown) {
       const error = scrubError(ensureEngineError(thrown, "action.failed"), secrets);
       const record: CallAttempt = {
@@ -137,15 +146,43 @@ async function invokeChecked(
         ...noted(),
       };
       options.attempts?.push(record);
-      if (!error.retryable || attempt >= policy.maxAttempts || options.taskSignal.aborted) {
+      const next = link.next();
+      carried = next?.state;
+      if (options.taskSignal.aborted) {
         throw error;
       }
-      const delay = retryDelayMs(policy, attempt, options.clock.random(), error.retryAfterMs);
+      if (next?.now === "repair" || (next?.now === "fallback" && error.retryable)) {
+        record.retry_in_ms = 0;
+        record.retry_reason = next.now;
+        continue;
+      }
+      if (!error.retryable || tries >= policy.maxAttempts) {
+        throw error;
+      }
+      const delay = retryDelayMs(policy, tries, options.clock.random(), error.retryAfterMs);
+      tries += 1;
       record.retry_in_ms = delay;
       record.retry_reason = error.retryAfterMs !== undefined && delay <= error.retryAfterMs ? "retry_after" : "backoff";
       await options.clock.sleep(delay, options.taskSignal);
     }
   }
+}
+
+/** One call's end of the chain: what the previous call left, and what this one leaves (the last `follow`). */
+function chainLink(state: LlmChainState | undefined): {
+  chain: CallChain;
+  next(): { state: LlmChainState; now?: FollowReason } | undefined;
+} {
+  let planned: { state: LlmChainState; now?: FollowReason } | undefined;
+  return {
+    chain: {
+      state,
+      follow: (next, now) => {
+        planned = now === undefined ? { state: next } : { state: next, now };
+      },
+    },
+    next: () => planned,
+  };
 }
 
 /**
@@ -188,7 +225,7 @@ async function callOnce(
   action: ResolvedAction,
   input: Json,
   options: InvokeOptions,
-  note: (detail: JsonObject) => void,
+  links: Pick<ActionContext, "note" | "chain">,
 ): Promise<Json> {
   if (!ACTION_TRAITS[action.kind].waitsOnIo) {
     // Pure computation (a `context` step) runs to its end in this turn: no timer could
@@ -196,12 +233,12 @@ async function callOnce(
     return runHandler(action.kind, action, input, {
       ...options.context,
       signal: options.taskSignal,
-      note,
+      ...links,
     });
   }
   const timeoutMs = action.execution?.timeout_ms ?? DEFAULT_ACTION_TIMEOUT_MS;
   const signal = AbortSignal.any([options.taskSignal, options.clock.timeout(timeoutMs)]);
-  const context = { ...options.context, signal, note };
+  const context = { ...options.context, signal, ...links };
   try {
     return await raceAbort(runHandler(action.kind, action, input, context), signal);
   } catch (thrown) {

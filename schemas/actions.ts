@@ -63,7 +63,8 @@ export type McpServer = z.infer<typeof McpServer>;
 
 /** Inline definitions may omit their id. */
 const InlinePrompt = Prompt.extend({ id: DefinitionId.optional() });
-const InlineModel = Model.extend({ id: DefinitionId.optional() });
+export const InlineModel = Model.extend({ id: DefinitionId.optional() });
+export type InlineModel = z.infer<typeof InlineModel>;
 
 // ─── Actions ─────────────────────────────────────────────────────────────────
 
@@ -90,9 +91,26 @@ const HttpImplementation = z.strictObject({
   idempotency: z.boolean().optional(),
 });
 
+/** How many fallback models an `llm` action may list. */
+export const MAX_FALLBACK_MODELS = 4;
+/** How many repairs an `llm` action may ask for. */
+export const MAX_LLM_REPAIRS = 5;
+
 const LlmImplementation = z.strictObject({
   prompt: z.union([Reference, InlinePrompt]),
   model: z.union([Reference, InlineModel]),
+  /**
+   * With `produces`: how many times an answer that does not validate is sent
+   * back to the model with the problems before the step fails `llm.invalid_output`.
+   * @default 1
+   */
+  repair: z.number().int().min(0).max(MAX_LLM_REPAIRS).optional(),
+  /** Models tried in order, at once, when one answers 429 or 5xx, times out or cannot be reached. */
+  fallback_models: z
+    .array(z.union([Reference, InlineModel]))
+    .min(1)
+    .max(MAX_FALLBACK_MODELS)
+    .optional(),
 });
 
 const McpImplementation = z.strictObject({

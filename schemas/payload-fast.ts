@@ -1,5 +1,12 @@
 import { firstNonJson } from "./common.ts";
-import type { CallAttempt, StepRecord, TaskMetrics, TaskPayload, TaskResult } from "./payload.ts";
+import {
+  RETRY_REASONS,
+  type CallAttempt,
+  type StepRecord,
+  type TaskMetrics,
+  type TaskPayload,
+  type TaskResult,
+} from "./payload.ts";
 
 /**
  * Exact fast paths for the two values that cross the executor boundary on
@@ -100,7 +107,7 @@ const TOKENS_KEYS = new Set<keyof TaskMetrics["llm_tokens"]>(["input", "output",
 const STEP_KEYS = new Set<keyof StepRecord>(["step", "action", "status", "duration_ms", "attempts"]);
 const ATTEMPT_KEYS = new Set<keyof CallAttempt>(["attempt", "duration_ms", "retry_in_ms", "retry_reason", "call"]);
 const STEP_STATUSES = new Set(["completed", "skipped", "failed", "continued", "suspended"]);
-const RETRY_REASONS = new Set(["backoff", "retry_after"]);
+const RETRY_REASON_SET = new Set<string>(RETRY_REASONS);
 
 function isMetrics(value: unknown): boolean {
   if (!isRecord(value) || !onlyKeys(value, METRICS_KEYS) || !isDuration(value.duration_ms)) {
@@ -141,7 +148,7 @@ function isPlainAttempt(value: unknown): boolean {
     isDuration(value.duration_ms) &&
     (value.retry_in_ms === undefined || isDuration(value.retry_in_ms)) &&
     (value.retry_reason === undefined ||
-      (typeof value.retry_reason === "string" && RETRY_REASONS.has(value.retry_reason))) &&
+      (typeof value.retry_reason === "string" && RETRY_REASON_SET.has(value.retry_reason))) &&
     (value.call === undefined || (isRecord(value.call) && firstNonJson(value.call) === null))
   );
 }

@@ -217,6 +217,13 @@ export const APPROVAL_SCHEMA: JsonObject = {
 };
 
 /**
+ * Why the next call of a step came when it did: the action's backoff, the
+ * peer's `Retry-After`, or at once: an llm action's next model (`fallback`)
+ * or its model asked to correct an answer that did not match `produces` (`repair`).
+ */
+export const RETRY_REASONS = ["backoff", "retry_after", "fallback", "repair"] as const;
+
+/**
  * One call of an action within a step: how long it took and, when it failed,
  * why and how long the step waited before the next attempt (by the action's
  * backoff, or the peer's `Retry-After`).
@@ -226,7 +233,7 @@ export const CallAttempt = z.strictObject({
   duration_ms: z.number().min(0),
   error: AttemptError.omit({ step: true }).optional(),
   retry_in_ms: z.number().min(0).optional(),
-  retry_reason: z.enum(["backoff", "retry_after"]).optional(),
+  retry_reason: z.enum(RETRY_REASONS).optional(),
   /** What the call did, as its action kind reports it (docs/journal.md, "Step records"). */
   call: z.record(z.string(), JsonValue).optional(),
 });

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { InputMapping, JsonSchema, RetryPolicy } from "./common.ts";
-import { ACTION_IMPLEMENTATIONS, actionUnion, McpServer, Model, Prompt } from "./actions.ts";
+import { ACTION_IMPLEMENTATIONS, actionUnion, MAX_FALLBACK_MODELS, McpServer, Model, Prompt } from "./actions.ts";
 import { DefinitionKind, Step, Workflow } from "./definitions.ts";
 
 /**
@@ -23,10 +23,14 @@ export type ResolvedModel = z.infer<typeof ResolvedModel>;
 export const ResolvedMcpServer = McpServer.extend(resolvedIdentity);
 export type ResolvedMcpServer = z.infer<typeof ResolvedMcpServer>;
 
-/** Implementations once resolved: `llm` and `mcp` carry the definitions they referenced. */
+/** Implementations once resolved: `llm` and `mcp` carry the definitions they referenced (an `llm` its fallback models too). */
 const RESOLVED_IMPLEMENTATIONS = {
   ...ACTION_IMPLEMENTATIONS,
-  llm: z.strictObject({ prompt: ResolvedPrompt, model: ResolvedModel }),
+  llm: ACTION_IMPLEMENTATIONS.llm.extend({
+    prompt: ResolvedPrompt,
+    model: ResolvedModel,
+    fallback_models: z.array(ResolvedModel).min(1).max(MAX_FALLBACK_MODELS).optional(),
+  }),
   mcp: ACTION_IMPLEMENTATIONS.mcp.extend({ server: ResolvedMcpServer }),
 };
 

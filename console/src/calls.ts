@@ -92,6 +92,12 @@ function retryText(attempt: CallAttempt): string | null {
   if (attempt.retry_in_ms === undefined) {
     return null;
   }
+  if (attempt.retry_reason === "fallback") {
+    return `call ${attempt.attempt + 1} went to the next model at once (fallback)`;
+  }
+  if (attempt.retry_reason === "repair") {
+    return `call ${attempt.attempt + 1} asked the model to repair its answer`;
+  }
   const why = attempt.retry_reason === "retry_after" ? "the peer's Retry-After" : "backoff";
   return `waited ${formatMs(attempt.retry_in_ms)} (${why}) before call ${attempt.attempt + 1}`;
 }

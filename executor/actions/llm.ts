@@ -22,69 +22,213 @@ import { cappedFetch } from "../capped-fetch.ts";
 import { redactSecrets, resolveSecrets, resolveSecretsTracked } from "../secrets.ts";
 import { retryAfterMs } from "../../lib/retry.ts";
 import { isRemoteOnlyBindingError } from "./remote-only.ts";
-import type { ActionContext, ActionHandler } from "./types.ts";
+import type { ActionContext, ActionHandler, LlmChainState, ResolvedActionOf } from "./types.ts";
 
 /** How much of a model's answer an error message quotes. */
 export const MAX_QUOTED_ANSWER_CHARS = 2_000;
+
+/** Repairs asked when an action sets no `repair`. */
+export const DEFAULT_LLM_REPAIRS = 1;
+
+const FIRST_CALL: LlmChainState = { model: 0, repairs: 0, messages: [], spent: { input: 0, output: 0, cost_usd: 0 } };
 
 /**
  * `llm`: renders the prompt's messages (Handlebars over the action input),
  * calls the model through the AI SDK and returns the parsed object when the
  * prompt has `produces` (validated against it), else `{ content }`; always
- * with `_meta: { tokens: { input, output }, cost_usd }`, added after that check
- * (an action-level `produces` is checked without it too: `checkProduces`).
+ * with `_meta: { tokens: { input, output }, cost_usd }` (every answered call
+ * of the invocation, each priced by its model), added after that check (an
+ * action-level `produces` is checked without it too: `checkProduces`).
+ *
+ * One run is one model call; `invokeAction` chains the next (`context.chain`):
+ * an answer that is not JSON or does not match `produces` is sent back to the
+ * same model with the problems, up to `repair` times (default 1); a 429, 5xx,
+ * timeout or network failure goes to the next of `fallback_models` at once,
+ * and past the last one the retry policy starts again at the first model.
  *
  * Errors: 429, 5xx and network failures are retryable (`llm.status`,
  * `llm.network`, with the provider's Retry-After); other 4xx are not; an
- * answer that is not JSON or does not match `produces` is `llm.invalid_output`
- * (not retryable: a step `on_failure: "retry"` re-runs the task if wanted).
- * The SDK's own retries are off: retrying is the action's `retry_policy`.
+ * answer that is not JSON or does not match `produces` after its repairs is
+ * `llm.invalid_output` (not retryable: a step `on_failure: "retry"` re-runs
+ * the task if wanted). The SDK's own retries are off.
  */
 export const llmAction: ActionHandler<"llm"> = {
   async run(action, input, context) {
-    const { prompt, model } = action.implementation;
+    const { prompt } = action.implementation;
+    const models = modelChain(action);
+    const state = context.chain?.state ?? FIRST_CALL;
+    const model = models[state.model] ?? action.implementation.model;
+    const fallback = state.model + 1 < models.length;
+    // Before the call: what follows if it fails for want of an answer (a timeout included).
+    context.chain?.follow({ ...state, model: fallback ? state.model + 1 : 0 }, fallback ? "fallback" : undefined);
     const credentials = model.api_key === undefined ? undefined : resolveSecretsTracked(model.api_key, context.env);
     const secrets = credentials?.secrets ?? [];
-    const languageModel = createLanguageModel(model, credentials?.value, context);
-    const settings = toCallSettings(model);
-    const produces = prompt.produces;
-    const messages = renderMessages(prompt, input);
+    const messages = [...renderMessages(prompt, input), ...state.messages];
     context.note?.({ provider: model.provider, model: model.model_id, messages: await recordable(messages) });
+    let answered: Answered;
     try {
-      const result = await generateText({
-        model: languageModel,
-        messages,
-        // Prompt messages come from definitions, not from run data: their roles are trusted.
-        allowSystemInMessages: true,
-        maxRetries: 0,
-        abortSignal: context.signal,
-        ...settings,
-        ...(produces === undefined
-          ? {}
-          : {
-              output: Output.object({
-                schema: jsonSchema(produces === true ? {} : produces === false ? { not: {} } : produces),
-              }),
-            }),
-      });
-      const meta = toMeta(result.totalUsage, model);
-      context.note?.({ ...meta, finish_reason: result.finishReason, answer: await recordable(result.text) });
-      try {
-        const answer: JsonObject =
-          produces === undefined ? { content: result.text } : checkAnswer(result.output, result.text, produces, model);
-        return { ...answer, _meta: meta };
-      } catch (thrown) {
-        // The model answered, just not what was asked: its tokens were spent all the same.
-        throw thrown instanceof EngineError ? thrown.withMeta(meta) : thrown;
-      }
+      answered = await callModel(model, credentials?.value, messages, prompt.produces, context);
     } catch (thrown) {
-      throw toLlmError(thrown, model, secrets, context.signal);
+      throw withSpent(toLlmError(thrown, model, secrets, context.signal), state.spent);
     }
+    const meta = toMeta(answered.usage, model);
+    context.note?.({ ...meta, finish_reason: answered.finishReason, answer: await recordable(answered.text) });
+    const spent = addSpent(state.spent, meta);
+    const checked = checkAnswer(answered, prompt.produces);
+    if (!("problem" in checked)) {
+      return { ...checked.answer, _meta: toMetaJson(spent) };
+    }
+    if (state.repairs < (action.implementation.repair ?? DEFAULT_LLM_REPAIRS)) {
+      context.chain?.follow(repairState(state, answered.text, checked.problem, spent), "repair");
+    }
+    const error = invalidOutput(model, checked.problem, answered.text, state.repairs, secrets);
+    throw error.withMeta(toMetaJson(spent));
   },
 };
 
+/** `[model, ...fallback_models]`: the order in which the models are tried. */
+function modelChain(action: ResolvedActionOf<"llm">): ResolvedModel[] {
+  return [action.implementation.model, ...(action.implementation.fallback_models ?? [])];
+}
+
+/** A message of the call: the prompt's, rendered, then those a repair added. */
+type ChainMessage = { role: ResolvedPrompt["messages"][number]["role"]; content: string };
+
+/** Tokens as the SDK reports them (either may be unknown). */
+type Usage = Pick<LanguageModelUsage, "inputTokens" | "outputTokens">;
+
+/** What a model answered: its text, usage, finish reason and, with `produces`, the parsed value. */
+interface Answered {
+  text: string;
+  usage: Usage | undefined;
+  finishReason: string;
+  /** With `produces`: the parsed answer, or `NOT_JSON` when the text is not JSON. */
+  parsed?: unknown;
+}
+
+const NOT_JSON = Symbol("not JSON");
+
+/** One call of the model; an answer that is not JSON comes back marked so, not as an error. */
+async function callModel(
+  model: ResolvedModel,
+  apiKey: string | undefined,
+  messages: ChainMessage[],
+  produces: ResolvedPrompt["produces"],
+  context: ActionContext,
+): Promise<Answered> {
+  try {
+    const result = await generateText({
+      model: createLanguageModel(model, apiKey, context),
+      messages,
+      // Prompt messages come from definitions, not from run data: their roles are trusted.
+      allowSystemInMessages: true,
+      maxRetries: 0,
+      abortSignal: context.signal,
+      ...toCallSettings(model),
+      ...(produces === undefined
+        ? {}
+        : {
+            output: Output.object({
+              schema: jsonSchema(produces === true ? {} : produces === false ? { not: {} } : produces),
+            }),
+          }),
+    });
+    const answered = { text: result.text, usage: result.totalUsage, finishReason: result.finishReason };
+    return produces === undefined ? answered : { ...answered, parsed: result.output };
+  } catch (thrown) {
+    if (!NoObjectGeneratedError.isInstance(thrown) || context.signal.aborted) {
+      throw thrown;
+    }
+    const finishReason = String(thrown.finishReason ?? "unknown");
+    return { text: thrown.text ?? "", usage: thrown.usage, finishReason, parsed: NOT_JSON };
+  }
+}
+
+/** Why an answer is not what `produces` asks: not JSON at all, or the validator's problems. */
+type Problem = { kind: "not_json" } | { kind: "schema"; why: string };
+
+/**
+ * The output (`{ content }`, or the parsed answer checked against `produces`
+ * with the engine's validator: the SDK only parses it), or its problem.
+ */
+function checkAnswer(
+  answered: Answered,
+  produces: ResolvedPrompt["produces"],
+): { answer: JsonObject } | { problem: Problem } {
+  if (produces === undefined) {
+    return { answer: { content: answered.text } };
+  }
+  const parsed = answered.parsed;
+  if (parsed === NOT_JSON) {
+    return { problem: { kind: "not_json" } };
+  }
+  const problems = validateJson(produces, parsed, "answer");
+  if (problems.length > 0 || parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+    const why =
+      problems.length > 0
+        ? problems.map((problem) => `${problem.path}: ${problem.message}`).join("; ")
+        : "it is not a JSON object";
+    return { problem: { kind: "schema", why } };
+  }
+  return { answer: parsed as JsonObject };
+}
+
+/** The next call's state: the same model, told what was wrong with its answer. */
+function repairState(state: LlmChainState, text: string, problem: Problem, spent: Spent): LlmChainState {
+  const request =
+    problem.kind === "not_json"
+      ? "Your answer is not JSON. Answer again with JSON only, matching the required JSON Schema."
+      : `Your answer does not match the required JSON Schema: ${problem.why}. Answer again with JSON only.`;
+  return {
+    model: state.model,
+    repairs: state.repairs + 1,
+    messages: [...state.messages, { role: "assistant", content: text }, { role: "user", content: request }],
+    spent,
+  };
+}
+
+/** `llm.invalid_output`, quoting the answer (scrubbed: a model may echo what it was sent). */
+function invalidOutput(
+  model: ResolvedModel,
+  problem: Problem,
+  text: string,
+  repairs: number,
+  secrets: readonly string[],
+): EngineError {
+  const after = repairs === 0 ? "" : ` (after ${repairs} repair${repairs === 1 ? "" : "s"})`;
+  const what =
+    problem.kind === "not_json"
+      ? `is not the JSON the prompt's "produces" asks for${after}`
+      : `does not match the prompt's "produces" schema (${problem.why})${after}`;
+  const message = `the answer of model ${model.id} ${what}; the model answered: ${quote(text)}`;
+  return EngineError.terminal("llm.invalid_output", redactSecrets(message, secrets));
+}
+
+/** Tokens and cost of an invocation's answered calls. */
+type Spent = LlmChainState["spent"];
+
+function addSpent(spent: Spent, meta: Meta): Spent {
+  return {
+    input: spent.input + meta.tokens.input,
+    output: spent.output + meta.tokens.output,
+    // Rounded to a billionth of a dollar, so sums do not show float noise.
+    cost_usd: Math.round((spent.cost_usd + meta.cost_usd) * 1e9) / 1e9,
+  };
+}
+
+/** `_meta` of what was spent. */
+function toMetaJson(spent: Spent): JsonObject {
+  return { tokens: { input: spent.input, output: spent.output }, cost_usd: spent.cost_usd };
+}
+
+/** A failure after earlier answered calls (a repair that got a 503) still reports what they cost. */
+function withSpent(thrown: unknown, spent: Spent): unknown {
+  const paid = spent.input > 0 || spent.output > 0 || spent.cost_usd > 0;
+  return paid && thrown instanceof EngineError ? thrown.withMeta(toMetaJson(spent)) : thrown;
+}
+
 /** A prompt message as sent: its role and its rendered text (JSON, so the call record can keep it). */
-type RenderedMessage = { role: ResolvedPrompt["messages"][number]["role"]; content: string };
+type RenderedMessage = ChainMessage;
 
 /** The prompt's messages, each template rendered over the action input. */
 export function renderMessages(prompt: Pick<ResolvedPrompt, "messages">, input: Json): RenderedMessage[] {
@@ -186,31 +330,13 @@ function toCallSettings(model: ResolvedModel): Record<string, unknown> {
   return settings;
 }
 
-/** The parsed answer, checked against `produces` with the engine's validator (the SDK only parses it). */
-function checkAnswer(
-  parsed: unknown,
-  text: string,
-  produces: NonNullable<ResolvedPrompt["produces"]>,
-  model: ResolvedModel,
-): JsonObject {
-  const problems = validateJson(produces, parsed, "answer");
-  if (problems.length > 0 || parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
-    const why =
-      problems.length > 0
-        ? problems.map((problem) => `${problem.path}: ${problem.message}`).join("; ")
-        : "it is not a JSON object";
-    throw EngineError.terminal(
-      "llm.invalid_output",
-      `the answer of model ${model.id} does not match the prompt's "produces" schema (${why}); the model answered: ${quote(text)}`,
-    );
-  }
-  return parsed as JsonObject;
-}
+/** One call's tokens and cost. */
+type Meta = { tokens: { input: number; output: number }; cost_usd: number };
 
 /** Tokens and cost; `pricing` is in US dollars per million tokens. */
-function toMeta(usage: LanguageModelUsage, model: ResolvedModel): JsonObject {
-  const input = usage.inputTokens ?? 0;
-  const output = usage.outputTokens ?? 0;
+function toMeta(usage: Usage | undefined, model: ResolvedModel): Meta {
+  const input = usage?.inputTokens ?? 0;
+  const output = usage?.outputTokens ?? 0;
   const pricing = model.pricing;
   const cost =
     pricing === undefined ? 0 : (input * pricing.input_per_mtok + output * pricing.output_per_mtok) / 1_000_000;
@@ -228,15 +354,6 @@ function toLlmError(thrown: unknown, model: ResolvedModel, secrets: readonly str
       "llm.no_binding",
       `model ${model.id} needs the Workers AI binding, which is remote-only (not available under wrangler dev --local)`,
     );
-  }
-  if (NoObjectGeneratedError.isInstance(thrown)) {
-    const error = EngineError.terminal(
-      "llm.invalid_output",
-      scrub(
-        `the answer of model ${model.id} is not the JSON the prompt's "produces" asks for; the model answered: ${quote(thrown.text ?? "")}`,
-      ),
-    );
-    return thrown.usage === undefined ? error : error.withMeta(toMeta(thrown.usage, model));
   }
   if (APICallError.isInstance(thrown)) {
     const status = thrown.statusCode;

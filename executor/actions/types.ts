@@ -21,6 +21,40 @@ export interface ActionContext {
    * are recorded. Never a credential.
    */
   note?: (detail: JsonObject) => void;
+  /**
+   * The calls of one invocation that follow each other (an llm's fallback
+   * models and repairs): set by `invokeAction`, which records each call as
+   * its own attempt. Absent elsewhere: the handler then makes one call.
+   */
+  chain?: CallChain;
+}
+
+/** What one call of an `llm` invocation leaves for the next. */
+export interface LlmChainState {
+  /** The model to call: its index in `[model, ...fallback_models]`. */
+  model: number;
+  /** Repairs asked so far. */
+  repairs: number;
+  /** Messages after the prompt's: each rejected answer and the repair request that followed it. */
+  messages: Array<{ role: "assistant" | "user"; content: string }>;
+  /** Tokens and cost of this invocation's answered calls so far. */
+  spent: { input: number; output: number; cost_usd: number };
+}
+
+/** Why a call follows the one before at once, outside the retry policy. */
+export type FollowReason = "fallback" | "repair";
+
+/**
+ * The link between the calls of one invocation. A handler says, before it
+ * fails, what the next call gets: `follow(state)` for a call the retry policy
+ * may make later; `follow(state, "fallback")` for one made at once if this
+ * call fails with a retryable error (a timeout included); `follow(state,
+ * "repair")` for one made at once whatever the error. The last `follow` wins.
+ */
+export interface CallChain {
+  /** What the previous call left for this one; undefined on the first call. */
+  readonly state: LlmChainState | undefined;
+  follow(state: LlmChainState, now?: FollowReason): void;
 }
 
 /** A resolved action of kind `K`. */

@@ -24,7 +24,9 @@
  * text (which is then not JSON where JSON was asked for); `[[script:K]]` answers
  * from the turns posted to the server's `/scripts/K`;
  * `[[fail-model:<model_id>:<status>]]` answers HTTP status only to requests
- * for that model (several may be given, one per model).
+ * for that model (several may be given, one per model);
+ * `[[slow-model:<model_id>:<ms>]]` answers requests for that model only after
+ * that many milliseconds (to test timeouts).
  *
  * Tokens: input = the words of every message, output = the words of the answer.
  */
@@ -43,6 +45,7 @@ const MARKER = /\[\[([a-z-]+)(?::([^\]]*))?\]\]/g;
  * @property {boolean} echoCredentialInAnswer
  * @property {string | undefined} script
  * @property {Record<string, number>} failModels  model id → the status its requests get
+ * @property {Record<string, number>} slowModels  model id → how long its requests wait for an answer (ms)
  */
 
 /** @returns {Directives} */
@@ -58,6 +61,7 @@ export function noDirectives() {
     echoCredentialInAnswer: false,
     script: undefined,
     failModels: {},
+    slowModels: {},
   };
 }
 
@@ -105,11 +109,19 @@ function readMarker(d, name, value) {
   else if (name === "echo-credential" && value === "answer") d.echoCredentialInAnswer = true;
   else if (name === "echo-credential") d.echoCredential = true;
   else if (name === "script") d.script ??= value;
-  else if (name === "fail-model" && value !== undefined) {
-    const colon = value.lastIndexOf(":");
-    const model = value.slice(0, colon);
-    if (colon > 0 && !Object.hasOwn(d.failModels, model)) d.failModels[model] = Number(value.slice(colon + 1));
-  }
+  else if (name === "fail-model") readPerModel(d.failModels, value);
+  else if (name === "slow-model") readPerModel(d.slowModels, value);
+}
+
+/**
+ * `<model_id>:<number>` into `table`, unless an earlier marker named the model.
+ * @param {Record<string, number>} table
+ * @param {string | undefined} value
+ */
+function readPerModel(table, value) {
+  const colon = value?.lastIndexOf(":") ?? -1;
+  const model = value?.slice(0, colon) ?? "";
+  if (colon > 0 && !Object.hasOwn(table, model)) table[model] = Number(value?.slice(colon + 1));
 }
 
 /** @param {string} text */

@@ -40,7 +40,8 @@
  * (every one, the first occurrence of each marker winning; tool results are
  * not read), described in llm-answers.mjs (`[[fail:503]]`, `[[times:1]]`,
  * `[[retry-after:1]]`, `[[invalid-json]]`, `[[wrong-shape]]`,
- * `[[echo-credential]]`, `[[fail-model:<model_id>:<status>]]`).
+ * `[[echo-credential]]`, `[[fail-model:<model_id>:<status>]]`,
+ * `[[slow-model:<model_id>:<ms>]]`).
  *
  * Standalone: `node scripts/lib/llm-server.mjs [--port N]` prints its URL and
  * runs until its standard input closes or SIGINT/SIGTERM.
@@ -159,7 +160,7 @@ async function handle(req, res, state) {
  * @param {string} credential
  * @param {LlmState} state
  */
-function complete(res, request, credential, state) {
+async function complete(res, request, credential, state) {
   const users = request.messages.filter((m) => m.role === "user");
   const directives = directivesOf(users.map((m) => m.text));
   const asked = readDirectives(users.at(-1)?.text ?? "").text;
@@ -176,6 +177,8 @@ function complete(res, request, credential, state) {
   if (modelStatus !== undefined) {
     return sendError(res, flavour, modelStatus, `model ${request.model} is failing on purpose`, headers);
   }
+  const slowMs = Object.hasOwn(directives.slowModels, request.model) ? directives.slowModels[request.model] : 0;
+  if (slowMs > 0) await new Promise((resolve) => setTimeout(resolve, slowMs));
   state.sequence += 1;
   const question = directives.echoCredentialInAnswer ? `${asked} (credential: ${credential})` : asked;
   const reply =

@@ -62,6 +62,32 @@ describe("callLines", () => {
     ]);
   });
 
+  test("tells an llm step's fallback to the next model and its repair, which follow at once", () => {
+    const error = { code: "llm.status", message: "model answered 503", retryable: true };
+    const lines = callLines({
+      step: "ask",
+      action: "llm inline@0",
+      status: "completed",
+      duration_ms: 30,
+      attempts: [
+        { attempt: 1, duration_ms: 5, error, retry_in_ms: 0, retry_reason: "fallback" },
+        {
+          attempt: 2,
+          duration_ms: 9,
+          error: { code: "llm.invalid_output", message: "no match", retryable: false },
+          retry_in_ms: 0,
+          retry_reason: "repair",
+        },
+        { attempt: 3, duration_ms: 9 },
+      ],
+    });
+    expect(lines.map((line) => line.retry)).toEqual([
+      "call 2 went to the next model at once (fallback)",
+      "call 3 asked the model to repair its answer",
+      null,
+    ]);
+  });
+
   test("reads an llm call's model, prompt messages, answer, tokens, cost and finish reason", () => {
     const [line] = callLines({
       step: "ask",

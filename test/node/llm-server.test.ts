@@ -400,6 +400,23 @@ describe("markers across the conversation", () => {
   });
 });
 
+describe("slow models", () => {
+  it("answers a model a slow-model marker names only after its delay, and others at once", async ({ expect }) => {
+    const ask = async (model: string) => {
+      const started = Date.now();
+      const response = await post("/v1/chat/completions", {
+        model,
+        messages: [{ role: "user", content: "hi [[slow-model:sleepy:300]]" }],
+      });
+      return { status: response.status, ms: Date.now() - started };
+    };
+    const slow = await ask("sleepy");
+    expect(slow.status).toBe(200);
+    expect(slow.ms).toBeGreaterThanOrEqual(290);
+    expect((await ask("awake")).ms).toBeLessThan(250);
+  });
+});
+
 describe("the requests a key saw", () => {
   it("lists each request's messages normalized alike from both formats, with the tool options sent", async ({
     expect,
