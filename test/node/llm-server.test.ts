@@ -145,12 +145,22 @@ describe("the local LLM server", () => {
   });
 });
 
-async function script(key: string, turns: unknown[]): Promise<{ status: number; json: any }> {
+async function script(key: string, turns: unknown[]): ReturnType<typeof post> {
   return post(`/scripts/${key}`, { turns });
 }
 
-async function requestsOf(key: string): Promise<any[]> {
-  return ((await (await fetch(`${server.url}/requests/${key}`)).json()) as { requests: any[] }).requests;
+/** A request as `GET /requests/:key` lists it: the model, the messages normalized, and what it offered. */
+interface RecordedRequest {
+  model: string;
+  messages: unknown[];
+  tools?: string[];
+  tool_choice?: unknown;
+  parallel_tool_calls?: boolean;
+}
+
+async function requestsOf(key: string): Promise<RecordedRequest[]> {
+  const answer = (await (await fetch(`${server.url}/requests/${key}`)).json()) as { requests: RecordedRequest[] };
+  return answer.requests;
 }
 
 const LOOKUP_TOOL = { type: "object", properties: { id: { type: "string" } }, required: ["id"] };
@@ -460,7 +470,7 @@ describe("the requests a key saw", () => {
         },
       ],
     });
-    expect((await requestsOf("r-error"))[0].messages.slice(2)).toEqual([
+    expect((await requestsOf("r-error"))[0]?.messages.slice(2)).toEqual([
       { role: "tool", text: "", tool_results: [{ id: "c9", content: "denied", is_error: true }] },
       { role: "user", text: "go on" },
     ]);
