@@ -29,6 +29,12 @@ import { EVENT_RETENTION_MS, HubStore, type StoredWait } from "./store.ts";
 /** The most retained events `register` answers (its lookback), oldest first. */
 export const MAX_LOOKBACK_EVENTS = 10;
 /**
+ * The data a lookback answer carries, at most, in characters of JSON (the
+ * event that passes it is the last one; the first is always answered): the
+ * registering run holds every answer of its names in memory at once.
+ */
+export const MAX_LOOKBACK_CHARS = 1_048_576;
+/**
  * At most this many self-calls follow each other before an alarm continues
  * the delivery: each nests one subrequest deeper than the event that made it
  * (as the coordinator's self-wakes, coordinator/wakes.ts).
@@ -287,13 +293,18 @@ function acceptAll(store: HubStore, batch: readonly EventInput[], now: number): 
   });
 }
 
-/** The retained events a new wait takes, oldest first: at most {@link MAX_LOOKBACK_EVENTS}. */
+/**
+ * The retained events a new wait takes, oldest first: at most
+ * {@link MAX_LOOKBACK_EVENTS}, and no more once their data passed {@link MAX_LOOKBACK_CHARS}.
+ */
 function lookback(store: HubStore, wait: StoredWait & { names: string[] }, now: number): EventRecord[] {
   const found: EventRecord[] = [];
+  let chars = 0;
   for (const { record } of store.eventsSince(wait.names, wait.since, now)) {
     if (isCandidate(wait, record)) {
       found.push(record);
-      if (found.length === MAX_LOOKBACK_EVENTS) {
+      chars += JSON.stringify(record.data).length;
+      if (found.length === MAX_LOOKBACK_EVENTS || chars >= MAX_LOOKBACK_CHARS) {
         break;
       }
     }

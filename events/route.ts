@@ -12,7 +12,7 @@ import {
   type SendEventsResponse,
   type WaitRegistration,
 } from "../schemas/events.ts";
-import { newEventId } from "./hub.ts";
+import { MAX_LOOKBACK_CHARS, newEventId } from "./hub.ts";
 
 /**
  * Which event hub holds what (docs/architecture.md, "Event routing"): each
@@ -90,9 +90,16 @@ export async function registerWait(env: Env, wait: WaitRegistration): Promise<Ev
   );
   // Two names may share a hub (`a#1` is also shard 1 of `a`): the same event is then answered twice.
   const unique = new Map(answers.flat().map((event) => [JSON.stringify([event.name, event.event_id]), event]));
-  return [...unique.values()].sort(
+  const sorted = [...unique.values()].sort(
     (a, b) => a.received_at - b.received_at || compareText(a.name, b.name) || compareText(a.event_id, b.event_id),
   );
+  // The run takes the first its match takes: what passes the data cap (over all names) is left out.
+  let chars = 0;
+  return sorted.filter((event, index) => {
+    const within = index === 0 || chars < MAX_LOOKBACK_CHARS;
+    chars += JSON.stringify(event.data).length;
+    return within;
+  });
 }
 
 /** Forgets a wait at the hub of each of its names (it consumed an event, timed out, or its run ended). */

@@ -6,6 +6,7 @@ import {
   EVENT_RETENTION_MS,
   hubName,
   MAX_DELIVERIES_PER_ROUND,
+  MAX_LOOKBACK_CHARS,
   MAX_LOOKBACK_EVENTS,
   MAX_WAIT_INPUT_BYTES,
   planRound,
@@ -152,6 +153,24 @@ describe("registering a wait", () => {
     expect(answer.events.map((event) => event.event_id)).toEqual(
       Array.from({ length: MAX_LOOKBACK_EVENTS }, (_, i) => `e${i}`),
     );
+  });
+
+  it("answers no more once the events' data passed MAX_LOOKBACK_CHARS, per hub and over a wait's names", async ({
+    expect,
+  }) => {
+    const [a, b] = [uniqueId("big"), uniqueId("bigger")];
+    const big = "x".repeat(400_000);
+    for (const name of [a, b]) {
+      for (const n of [1, 2, 3, 4]) {
+        await hub(name).accept([{ name, id: `${name}-${n}`, data: big }]);
+      }
+    }
+    const one = await hub(a).register(wait({ wait_key: "w", names: [a], since: 0 }));
+    expect(one.events.map((event) => event.event_id)).toEqual([`${a}-1`, `${a}-2`, `${a}-3`]);
+    const both = await registerWait(env, wait({ wait_key: "w2", names: [a, b], since: 0 }));
+    // Each event's data is 400,002 characters of JSON: the third passes the cap, over both names.
+    expect(both.map((event) => event.event_id)).toEqual([`${a}-1`, `${a}-2`, `${a}-3`]);
+    expect(3 * 400_002).toBeGreaterThan(MAX_LOOKBACK_CHARS);
   });
 
   it("refuses a match that does not compile, and a malformed wait with its paths", async ({ expect }) => {
