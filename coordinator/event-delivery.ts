@@ -1,5 +1,5 @@
 import { EngineError } from "../lib/errors.ts";
-import { newEventId } from "../events/hub.ts";
+import { newEventId } from "../lib/ids.ts";
 import type { AcceptedEvent, EventInput, EventRecord } from "../schemas/events.ts";
 import type { NodeRecord, RunRecord } from "../schemas/run.ts";
 import { dataDigest } from "./event-digest.ts";

@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
+import { newEventId } from "../lib/ids.ts";
 import { MAX_EVENT_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
@@ -329,9 +330,4 @@ function toDeliveryAnswer(answer: unknown): DeliveryAnswer {
     throw EngineError.fromData(result.error);
   }
   throw new EngineError("event.bad_delivery_answer", `the coordinator answered ${JSON.stringify(answer) ?? "nothing"}`);
-}
-
-/** A generated event id: `evt_` and 32 hex digits. */
-export function newEventId(): string {
-  return `evt_${crypto.randomUUID().replaceAll("-", "")}`;
 }

@@ -1,5 +1,5 @@
 /** External events: the event hubs and how events and waits are routed to them (docs/architecture.md, "Event routing"). */
-export { EventHub, MAX_LOOKBACK_CHARS, MAX_LOOKBACK_EVENTS, newEventId, type DeliveryTarget } from "./hub.ts";
+export { EventHub, MAX_LOOKBACK_CHARS, MAX_LOOKBACK_EVENTS, type DeliveryTarget } from "./hub.ts";
 export { checkMatch, isCandidate, matchVariables, MAX_WAIT_INPUT_BYTES, type EventVariable } from "./match.ts";
 export {
   DELIVERY_LEASE_MS,

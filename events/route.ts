@@ -12,7 +12,8 @@ import {
   type SendEventsResponse,
   type WaitRegistration,
 } from "../schemas/events.ts";
-import { MAX_LOOKBACK_CHARS, newEventId } from "./hub.ts";
+import { newEventId } from "../lib/ids.ts";
+import { MAX_LOOKBACK_CHARS } from "./hub.ts";
 
 /**
  * Which event hub holds what (docs/architecture.md, "Event routing"): each

@@ -8,6 +8,11 @@ export function newRunId(): string {
   return `run_${crypto.randomUUID().replaceAll("-", "")}`;
 }
 
+/** A fresh event id, for an event or a signal sent without one: `evt_` and 32 lowercase hex digits. */
+export function newEventId(): string {
+  return `evt_${crypto.randomUUID().replaceAll("-", "")}`;
+}
+
 /**
  * The run id a seed always names: the same idempotency key (or the same
  * parent step asking for a child) finds the same run.
