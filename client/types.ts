@@ -493,7 +493,48 @@ export type InlineUndoAction = {
   risk?: "low" | "medium" | "high";
   id?: string;
   kind: "llm";
-  implementation: LlmImplementation;
+  implementation: {
+    prompt: Reference | {
+      id?: string;
+      description?: string;
+      messages: ({
+        role: "system" | "user" | "assistant";
+        template: string;
+      })[];
+      produces?: JsonSchema;
+    };
+    model: Reference | {
+      id?: string;
+      description?: string;
+      provider: "openai" | "anthropic" | "workers-ai" | "openai-compatible";
+      model_id: string;
+      base_url?: string;
+      api_key?: string;
+      parameters?: {
+        [key: string]: JsonValue;
+      };
+      pricing?: {
+        input_per_mtok: number;
+        output_per_mtok: number;
+      };
+    };
+    repair?: number;
+    fallback_models?: (Reference | {
+      id?: string;
+      description?: string;
+      provider: "openai" | "anthropic" | "workers-ai" | "openai-compatible";
+      model_id: string;
+      base_url?: string;
+      api_key?: string;
+      parameters?: {
+        [key: string]: JsonValue;
+      };
+      pricing?: {
+        input_per_mtok: number;
+        output_per_mtok: number;
+      };
+    })[];
+  };
 } | {
   description?: string;
   requires?: JsonSchema;
@@ -721,6 +762,215 @@ export type LlmImplementation = {
       output_per_mtok: number;
     };
   })[];
+  tools?: (Reference | string | {
+    action: Reference | string | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      undo?: Undo;
+      kind: "llm";
+      implementation: {
+        prompt: Reference | {
+          id?: string;
+          description?: string;
+          messages: ({
+            role: "system" | "user" | "assistant";
+            template: string;
+          })[];
+          produces?: JsonSchema;
+        };
+        model: Reference | {
+          id?: string;
+          description?: string;
+          provider: "openai" | "anthropic" | "workers-ai" | "openai-compatible";
+          model_id: string;
+          base_url?: string;
+          api_key?: string;
+          parameters?: {
+            [key: string]: JsonValue;
+          };
+          pricing?: {
+            input_per_mtok: number;
+            output_per_mtok: number;
+          };
+        };
+        repair?: number;
+        fallback_models?: (Reference | {
+          id?: string;
+          description?: string;
+          provider: "openai" | "anthropic" | "workers-ai" | "openai-compatible";
+          model_id: string;
+          base_url?: string;
+          api_key?: string;
+          parameters?: {
+            [key: string]: JsonValue;
+          };
+          pricing?: {
+            input_per_mtok: number;
+            output_per_mtok: number;
+          };
+        })[];
+      };
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      undo?: Undo;
+      kind: "mcp";
+      implementation: McpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      undo?: Undo;
+      kind: "http";
+      implementation: HttpImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      undo?: Undo;
+      kind: "tool";
+      implementation: ToolImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      undo?: Undo;
+      kind: "shell";
+      implementation: ShellImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      undo?: Undo;
+      kind: "workflow";
+      implementation: WorkflowImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      undo?: Undo;
+      kind: "human";
+      implementation: HumanImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      undo?: Undo;
+      kind: "vector";
+      implementation: VectorImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      undo?: Undo;
+      kind: "metric";
+      implementation: MetricImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      undo?: Undo;
+      kind: "context";
+      implementation: ContextImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      undo?: Undo;
+      kind: "sleep";
+      implementation: SleepImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      undo?: Undo;
+      kind: "event";
+      implementation: EventImplementation;
+    };
+    name?: string;
+    description?: string;
+    pin?: string;
+  })[];
+  max_turns?: number;
+  budget?: {
+    tokens?: number;
+    cost_usd?: number;
+  };
+  parallel_tool_calls?: boolean;
 };
 
 /** The implementation of an action of kind "mcp" (docs/definitions.md#implementation-per-kind). */

@@ -96,7 +96,12 @@ export const MAX_FALLBACK_MODELS = 4;
 /** How many repairs an `llm` action may ask for. */
 export const MAX_LLM_REPAIRS = 5;
 
-const LlmImplementation = z.strictObject({
+/**
+ * An `llm` action's call: its prompt and model, what to do with an answer
+ * that does not match, and the models to fall back on. An `llm` action offered
+ * as a tool is only this (no tools of its own: a nested agent is a `workflow` tool).
+ */
+const LlmCall = z.strictObject({
   prompt: z.union([Reference, InlinePrompt]),
   model: z.union([Reference, InlineModel]),
   /**
@@ -252,8 +257,8 @@ const MetricImplementation = z.strictObject({
  * handlers) is typed `{ [K in ActionKind]: … }`, so a kind added here fails to
  * compile until each of them handles it (docs/architecture.md, "Extension points").
  */
-export const ACTION_IMPLEMENTATIONS = {
-  llm: LlmImplementation,
+const BASE_IMPLEMENTATIONS = {
+  llm: LlmCall,
   mcp: McpImplementation,
   http: HttpImplementation,
   tool: ToolImplementation,
@@ -267,10 +272,10 @@ export const ACTION_IMPLEMENTATIONS = {
   event: EventImplementation,
 } as const satisfies Record<string, z.ZodType>;
 
-export type ActionKind = keyof typeof ACTION_IMPLEMENTATIONS;
+export type ActionKind = keyof typeof BASE_IMPLEMENTATIONS;
 
 /** The action kinds (docs/definitions.md, "Implementation per kind"), in the table's order. */
-export const ACTION_KINDS = Object.freeze(Object.keys(ACTION_IMPLEMENTATIONS) as [ActionKind, ...ActionKind[]]);
+export const ACTION_KINDS = Object.freeze(Object.keys(BASE_IMPLEMENTATIONS) as [ActionKind, ...ActionKind[]]);
 export const ActionKind = z.enum(ACTION_KINDS);
 
 /** What the engine knows of an action kind beyond its schema. */
@@ -364,16 +369,44 @@ export function actionUnion<E extends z.ZodRawShape, M extends ActionImplementat
   return z.discriminatedUnion("kind", members);
 }
 
-/** An action written inline as an undo: an action of its own, which declares no undo itself. */
-export const InlineUndoAction = actionUnion({ id: DefinitionId.optional() }, ACTION_IMPLEMENTATIONS);
+// ─── Tools an llm step may call ──────────────────────────────────────────────
+
+/** How many tools an `llm` action may offer. */
+export const MAX_LLM_TOOLS = 64;
+/** The most model turns an `llm` action may allow. */
+export const MAX_LLM_TURNS = 50;
+/** Model turns an `llm` action with tools allows when it sets no `max_turns`. */
+export const DEFAULT_LLM_MAX_TURNS = 8;
+
+/** A tool's name as the model sees it: what both providers accept, and a valid step ref. */
+export const TOOL_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
+export const LlmToolName = z.string().regex(TOOL_NAME_PATTERN, "must match ^[A-Za-z_][A-Za-z0-9_-]{0,63}$");
+
+/** `mcp:<server>/<tool>`: one tool of a registered MCP server. */
+export const MCP_TOOL_REF_PATTERN = /^mcp:([a-z][a-z0-9_-]{0,62})(?:@([1-9][0-9]{0,8}))?\/(.{1,128})$/;
+/** `tool:<name>`: a standard library tool. */
+export const STD_TOOL_REF_PATTERN = /^tool:([a-z][a-z0-9_]*)$/;
+
+/** A tool by name: a registered action (`id`, `id@n`), `mcp:<server>/<tool>` or `tool:<name>`. */
+export const ToolRef = z.union([
+  Reference,
+  z.string().regex(MCP_TOOL_REF_PATTERN, 'must be "mcp:<server>/<tool>"'),
+  z.string().regex(STD_TOOL_REF_PATTERN, 'must be "tool:<name>"'),
+]);
+
+const PIN = z.string().regex(/^sha256:[0-9a-f]{64}$/, "must be sha256:<64 lowercase hex>");
+
+/** An action written inline as an undo: an action of its own, which declares no undo and no tools itself. */
+export const InlineUndoAction = actionUnion({ id: DefinitionId.optional() }, BASE_IMPLEMENTATIONS);
 export type InlineUndoAction = z.infer<typeof InlineUndoAction>;
 
 /**
- * What undoes a completed call of an action (docs/definitions.md, "Undo"):
- * an action (a reference or inline) and the mapping that builds its input
- * from the document `{ input, output }` of the original call. Without a
- * mapping the undo gets the original call's input. `retry` re-dispatches
- * the undo when it fails retryably (default: 3 attempts, 1 s backoff).
+ * What undoes a completed call (docs/definitions.md, "Undo"): an action (a
+ * reference or inline) and the mapping that builds its input from the
+ * document `{ input, output }` of the original call. Without a mapping the
+ * undo gets the original call's input. `retry` re-dispatches the undo when it
+ * fails retryably (default: 3 attempts, 1 s backoff). An undo runs as one
+ * call: an inline one declares no undo and no tools of its own.
  */
 export const Undo = z.strictObject({
   action: z.union([Reference, InlineUndoAction]),
@@ -381,6 +414,59 @@ export const Undo = z.strictObject({
   retry: RetryPolicy.optional(),
 });
 export type Undo = z.infer<typeof Undo>;
+
+/** An action written inline as a tool: any kind, an `llm` without tools of its own. */
+export const InlineToolAction = actionUnion(
+  { id: DefinitionId.optional(), undo: Undo.optional() },
+  BASE_IMPLEMENTATIONS,
+);
+
+/**
+ * A tool an `llm` step may call (docs/definitions.md, "Agents"): a name
+ * (`ToolRef`), or `{ action, name?, description?, pin? }` with the action
+ * by name or inline. The model sees `name` (default: the action's id, the
+ * MCP tool's or the standard tool's name), `description` (default: the
+ * action's) and the action's `requires` as the input schema.
+ */
+export const LlmTool = z.union([
+  ToolRef,
+  z.strictObject({
+    action: z.union([ToolRef, InlineToolAction]),
+    name: LlmToolName.optional(),
+    description: z.string().max(4_096).optional(),
+    /** For an `mcp:` tool: the tool's schema must hash to this, or the step fails closed. */
+    pin: PIN.optional(),
+  }),
+]);
+export type LlmTool = z.infer<typeof LlmTool>;
+
+/** What an agent may spend before its loop stops (`llm.budget_exceeded`): input plus output tokens, dollars. */
+export const LlmBudget = z
+  .strictObject({ tokens: z.number().int().min(1).optional(), cost_usd: z.number().positive().optional() })
+  .refine((budget) => budget.tokens !== undefined || budget.cost_usd !== undefined, "set tokens, cost_usd or both");
+
+/**
+ * `llm`: one model call, or with `tools` a loop of model turns and tool calls,
+ * each tool call a step of its own (docs/definitions.md, "Agents").
+ */
+const LlmImplementation = LlmCall.extend({
+  tools: z.array(LlmTool).min(1).max(MAX_LLM_TOOLS).optional(),
+  /** Model turns at most; a turn that still asks for tools past it fails `llm.max_turns_exceeded`. @default 8 */
+  max_turns: z.number().int().min(1).max(MAX_LLM_TURNS).optional(),
+  budget: LlmBudget.optional(),
+  /** Whether the model may ask for several tools in one turn. @default true */
+  parallel_tool_calls: z.boolean().optional(),
+});
+
+/**
+ * The implementation schema of each kind, as definitions write it. The base
+ * table above is the one place a new kind is added; this one differs only in
+ * what an `llm` action may carry (its tools).
+ */
+export const ACTION_IMPLEMENTATIONS = {
+  ...BASE_IMPLEMENTATIONS,
+  llm: LlmImplementation,
+} as const satisfies ActionImplementations;
 
 export const Action = actionUnion({ id: DefinitionId, undo: Undo.optional() }, ACTION_IMPLEMENTATIONS);
 export type Action = z.infer<typeof Action>;

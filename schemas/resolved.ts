@@ -1,6 +1,15 @@
 import { z } from "zod";
 import { InputMapping, JsonSchema, RetryPolicy } from "./common.ts";
-import { ACTION_IMPLEMENTATIONS, actionUnion, MAX_FALLBACK_MODELS, McpServer, Model, Prompt } from "./actions.ts";
+import {
+  ACTION_IMPLEMENTATIONS,
+  actionUnion,
+  LlmToolName,
+  MAX_FALLBACK_MODELS,
+  MAX_LLM_TOOLS,
+  McpServer,
+  Model,
+  Prompt,
+} from "./actions.ts";
 import { DefinitionKind, Step, Workflow } from "./definitions.ts";
 
 /**
@@ -24,18 +33,20 @@ export const ResolvedMcpServer = McpServer.extend(resolvedIdentity);
 export type ResolvedMcpServer = z.infer<typeof ResolvedMcpServer>;
 
 /** Implementations once resolved: `llm` and `mcp` carry the definitions they referenced (an `llm` its fallback models too). */
-const RESOLVED_IMPLEMENTATIONS = {
+const RESOLVED_BASE_IMPLEMENTATIONS = {
   ...ACTION_IMPLEMENTATIONS,
-  llm: ACTION_IMPLEMENTATIONS.llm.extend({
-    prompt: ResolvedPrompt,
-    model: ResolvedModel,
-    fallback_models: z.array(ResolvedModel).min(1).max(MAX_FALLBACK_MODELS).optional(),
-  }),
+  llm: ACTION_IMPLEMENTATIONS.llm
+    .omit({ tools: true, max_turns: true, budget: true, parallel_tool_calls: true })
+    .extend({
+      prompt: ResolvedPrompt,
+      model: ResolvedModel,
+      fallback_models: z.array(ResolvedModel).min(1).max(MAX_FALLBACK_MODELS).optional(),
+    }),
   mcp: ACTION_IMPLEMENTATIONS.mcp.extend({ server: ResolvedMcpServer }),
 };
 
 /** An undo's action as a run calls it (it has no undo of its own). */
-export const ResolvedUndoAction = actionUnion(resolvedIdentity, RESOLVED_IMPLEMENTATIONS);
+export const ResolvedUndoAction = actionUnion(resolvedIdentity, RESOLVED_BASE_IMPLEMENTATIONS);
 export type ResolvedUndoAction = z.infer<typeof ResolvedUndoAction>;
 
 /** An action's `undo` with its action resolved. */
@@ -45,6 +56,36 @@ export const ResolvedUndo = z.strictObject({
   retry: RetryPolicy.optional(),
 });
 export type ResolvedUndo = z.infer<typeof ResolvedUndo>;
+
+/** A tool's action as a run calls it: one call, with its undo. */
+export const ResolvedToolAction = actionUnion(
+  { ...resolvedIdentity, undo: ResolvedUndo.optional() },
+  RESOLVED_BASE_IMPLEMENTATIONS,
+);
+export type ResolvedToolAction = z.infer<typeof ResolvedToolAction>;
+
+/**
+ * A tool as the model is offered it and the coordinator calls it. `input_schema`
+ * is the action's `requires` (`{ "type": "object" }` without one), or null for
+ * an MCP tool whose schema the server gives when the loop starts.
+ */
+export const ResolvedLlmTool = z.strictObject({
+  name: LlmToolName,
+  description: z.string().optional(),
+  input_schema: JsonSchema.nullable(),
+  action: ResolvedToolAction,
+});
+export type ResolvedLlmTool = z.infer<typeof ResolvedLlmTool>;
+
+const RESOLVED_IMPLEMENTATIONS = {
+  ...RESOLVED_BASE_IMPLEMENTATIONS,
+  llm: RESOLVED_BASE_IMPLEMENTATIONS.llm.extend({
+    tools: z.array(ResolvedLlmTool).min(1).max(MAX_LLM_TOOLS).optional(),
+    max_turns: ACTION_IMPLEMENTATIONS.llm.shape.max_turns,
+    budget: ACTION_IMPLEMENTATIONS.llm.shape.budget,
+    parallel_tool_calls: ACTION_IMPLEMENTATIONS.llm.shape.parallel_tool_calls,
+  }),
+};
 
 export const ResolvedAction = actionUnion(
   { ...resolvedIdentity, undo: ResolvedUndo.optional() },

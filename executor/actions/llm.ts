@@ -54,6 +54,12 @@ const FIRST_CALL: LlmChainState = { model: 0, repairs: 0, messages: [], spent: {
  */
 export const llmAction: ActionHandler<"llm"> = {
   async run(action, input, context) {
+    if (action.implementation.tools !== undefined) {
+      throw EngineError.terminal(
+        "llm.tools_unsupported",
+        `action ${action.id} offers tools, which this executor cannot call yet`,
+      );
+    }
     const { prompt } = action.implementation;
     const models = modelChain(action);
     const state = context.chain?.state ?? FIRST_CALL;
