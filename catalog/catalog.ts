@@ -217,7 +217,13 @@ export class Catalog extends DurableObject<Env> {
   }
 
   private lookup(): DefinitionLookup {
-    return { exists: (kind, id, version) => this.read(kind, id, version) !== undefined };
+    return {
+      exists: (kind, id, version) => this.read(kind, id, version) !== undefined,
+      read: (kind, id, version) => {
+        const row = this.read(kind, id, version);
+        return row === undefined ? undefined : (JSON.parse(row.body) as unknown);
+      },
+    };
   }
 
   /** Reads for a resolution; each `"id"` (latest) read that finds a definition is noted in `floating`. */

@@ -9,6 +9,7 @@ import {
   type Prompt,
 } from "../schemas/actions.ts";
 import { isToolName, TOOL_NAMES } from "../schemas/tools.ts";
+import { checkAgent } from "./check-tools.ts";
 import {
   CEL_SCOPES,
   checkCel,
@@ -52,6 +53,13 @@ export const IMPLEMENTATION_CHECKS: ImplementationChecks = {
     implementation.fallback_models?.forEach((model, i) =>
       checkPromptOrModel(model, "models", `${at}.fallback_models.${i}`, check),
     );
+    checkAgent(implementation, at, check);
+    implementation.tools?.forEach((tool, i) => {
+      // An inline tool action is an action like any other (a registered one was checked when it was registered).
+      if (typeof tool === "object" && typeof tool.action === "object") {
+        checkAction(tool.action, `${at}.tools.${i}.action`, check);
+      }
+    });
   },
   mcp: (implementation, at, { lookup, report }) =>
     checkReference("mcp_servers", implementation.server, `${at}.server`, lookup, report),

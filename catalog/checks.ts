@@ -17,10 +17,12 @@ import type { DefinitionKind } from "../schemas/definitions.ts";
 
 /**
  * What registration needs to know about definitions already stored: whether
- * `id` (any version) or `id@version` exists.
+ * `id` (any version) or `id@version` exists, and what the latest or that
+ * version says (unparsed: a check parses what it reads).
  */
 export interface DefinitionLookup {
   exists(kind: DefinitionKind, id: string, version: number | undefined): boolean;
+  read(kind: DefinitionKind, id: string, version: number | undefined): unknown;
 }
 
 /** Records one problem at its dotted path in the bundle. */

@@ -8,11 +8,30 @@ import {
   Prompt,
   type InlineAction,
   type InlineUndoAction,
+  type LlmTool,
   type Undo,
 } from "../schemas/actions.ts";
-import { parseReference } from "../schemas/common.ts";
+import { parseReference, type JsonSchema } from "../schemas/common.ts";
 import { Task, Workflow, type DefinitionKind, type InlineTask } from "../schemas/definitions.ts";
-import type { ResolvedAction, ResolvedUndo, ResolvedTask, RunSnapshot } from "../schemas/resolved.ts";
+import type {
+  ResolvedAction,
+  ResolvedLlmTool,
+  ResolvedTask,
+  ResolvedUndo,
+  ResolvedUndoAction,
+  RunSnapshot,
+} from "../schemas/resolved.ts";
+import { isToolName, TOOL_NAMES } from "../schemas/tools.ts";
+import {
+  AGENT_FIELDS,
+  reservedOutputKeys,
+  toolActionRefusal,
+  toolEntry,
+  toolInputSchema,
+  toolName,
+  type ToolEntry,
+  type ToolTarget,
+} from "./llm-tools.ts";
 
 /** A stored definition: its version and body. */
 export interface StoredDefinition {
@@ -95,7 +114,10 @@ function resolveAction(reader: DefinitionReader, action: string | InlineAction, 
       ? load(reader, "actions", action, Action)
       : { id: action.id ?? inlineId, version: 0, definition: action };
   const { undo, ...rest } = definition;
-  const resolved = resolveKind(reader, { id, version, definition: rest });
+  const resolved =
+    rest.kind === "llm"
+      ? resolveAgent(reader, { id, version, definition: rest })
+      : resolveKind(reader, { id, version, definition: rest });
   return undo === undefined ? resolved : { ...resolved, undo: resolveUndo(reader, undo, `${id}/undo`) };
 }
 
@@ -105,25 +127,32 @@ function resolveUndo(reader: DefinitionReader, undo: Undo, inlineId: string): Re
     typeof undo.action === "string"
       ? load(reader, "actions", undo.action, Action)
       : { id: undo.action.id ?? inlineId, version: 0, definition: undo.action };
-  const { undo: _ignored, ...action } = definition as InlineUndoAction & { undo?: unknown };
-  // A compensation runs each undo as one call, after the run ended: nothing in it may wait.
-  if (ACTION_TRAITS[action.kind].suspends || action.risk === "high") {
+  const { undo: _ignored, ...action } = definition as InlineAction;
+  // A compensation runs each undo as one call, after the run ended: nothing in it may wait, nor loop over tools.
+  const refusal =
+    ACTION_TRAITS[action.kind].suspends || action.risk === "high"
+      ? `a ${action.risk === "high" ? "high-risk" : action.kind} action`
+      : action.kind === "llm" && action.implementation.tools !== undefined
+        ? "an llm action with tools"
+        : undefined;
+  if (refusal !== undefined) {
     throw EngineError.terminal(
       "definition.invalid_undo",
-      `the undo action ${id}@${version} is a ${action.risk === "high" ? "high-risk" : action.kind} action: an undo runs as one call, with nothing to wait for`,
+      `the undo action ${id}@${version} is ${refusal}: an undo runs as one call, with nothing to wait for`,
     );
   }
-  return {
-    ...undo,
-    action: resolveKind(reader, { id, version, definition: action }) as ResolvedUndo["action"],
-  };
+  return { ...undo, action: resolveKind(reader, { id, version, definition: action }) };
 }
 
-/** The kinds that refer to other definitions get them pinned or frozen in; the rest are as written. */
+/**
+ * The kinds that refer to other definitions get them pinned or frozen in; the
+ * rest are as written. An `llm` action is resolved as one call here (its tools,
+ * if any, by `resolveAgent`).
+ */
 function resolveKind(
   reader: DefinitionReader,
   { id, version, definition }: { id: string; version: number; definition: InlineUndoAction },
-): ResolvedAction {
+): ResolvedUndoAction {
   switch (definition.kind) {
     case "workflow": {
       // The child runs the version that is current now, whatever is registered later
@@ -164,16 +193,29 @@ function resolveKind(
   }
 }
 
+type LlmAction = Extract<InlineAction, { kind: "llm" }>;
+type ResolvedLlm = Extract<ResolvedAction, { kind: "llm" }>;
+
 /**
- * An `llm` implementation with its prompt and models frozen in (the executor
- * never looks them up); inline ones get ids under the action's.
+ * An `llm` implementation's call with its prompt and models frozen in (the
+ * executor never looks them up); inline ones get ids under the action's.
+ * Only the call: the fields of an `llm` with tools are `resolveAgent`'s.
  */
 function resolveLlm(
   reader: DefinitionReader,
-  implementation: Extract<InlineUndoAction, { kind: "llm" }>["implementation"],
+  implementation: LlmAction["implementation"],
   id: string,
-): Extract<ResolvedAction, { kind: "llm" }>["implementation"] {
-  const { prompt, model, fallback_models: fallbacks, ...rest } = implementation;
+): Extract<ResolvedUndoAction, { kind: "llm" }>["implementation"] {
+  const {
+    prompt,
+    model,
+    fallback_models: fallbacks,
+    tools: _tools,
+    max_turns: _maxTurns,
+    budget: _budget,
+    parallel_tool_calls: _parallel,
+    ...rest
+  } = implementation;
   const resolveModel = (ref: string | InlineModel, inlineId: string) =>
     typeof ref === "string"
       ? loadResolved(reader, "models", ref, Model)
@@ -189,6 +231,149 @@ function resolveLlm(
       ? {}
       : { fallback_models: fallbacks.map((ref, i) => resolveModel(ref, `${id}/fallback_models/${i}`)) }),
   };
+}
+
+/**
+ * An `llm` action as a step calls it: its call, and with `tools` each tool
+ * resolved (docs/definitions.md, "Agents") and the loop's limits as written.
+ * Registration refuses what is refused here; this refuses it again because a
+ * prompt, model or action referenced as `"id"` may have changed since.
+ */
+function resolveAgent(
+  reader: DefinitionReader,
+  { id, version, definition }: { id: string; version: number; definition: Omit<LlmAction, "undo"> },
+): ResolvedLlm {
+  const written = definition.implementation;
+  const call = resolveLlm(reader, written, id);
+  if (written.tools === undefined) {
+    const stray = AGENT_FIELDS.filter((field) => written[field] !== undefined);
+    if (stray.length > 0) {
+      throw invalidTool(id, `${stray.join(", ")} apply only to an llm action with tools, and it has none`);
+    }
+    return { ...definition, id, version, implementation: call };
+  }
+  const reserved = reservedOutputKeys(call.prompt.produces);
+  if (reserved.length > 0) {
+    const prompt = `${call.prompt.id}@${call.prompt.version}`;
+    throw invalidTool(id, `its prompt ${prompt} declares ${reserved.join(", ")} in "produces", which the loop reports`);
+  }
+  const unpriced = [call.model, ...(call.fallback_models ?? [])].filter((model) => model.pricing === undefined);
+  if (written.budget?.cost_usd !== undefined && unpriced.length > 0) {
+    const names = unpriced.map((model) => `${model.id}@${model.version}`).join(", ");
+    throw invalidTool(id, `budget.cost_usd needs every model priced, and ${names} has no "pricing"`);
+  }
+  const { max_turns: maxTurns, budget, parallel_tool_calls: parallel } = written;
+  return {
+    ...definition,
+    id,
+    version,
+    implementation: {
+      ...call,
+      tools: resolveTools(reader, written.tools, id),
+      ...(maxTurns === undefined ? {} : { max_turns: maxTurns }),
+      ...(budget === undefined ? {} : { budget }),
+      ...(parallel === undefined ? {} : { parallel_tool_calls: parallel }),
+    },
+  };
+}
+
+/** Each tool of an `llm` action as the model is offered it and the run calls it; two may not share a name. */
+function resolveTools(reader: DefinitionReader, tools: LlmTool[], llmId: string): ResolvedLlmTool[] {
+  const resolved = tools.map((tool, i) => {
+    const entry = toolEntry(tool);
+    const named = toolName(entry);
+    if ("problem" in named) {
+      throw invalidTool(llmId, `tools.${i}: ${named.problem}`);
+    }
+    return resolveTool(reader, entry, named.name, `${llmId}/tools/${named.name}`, `${llmId}: tools.${i}`);
+  });
+  resolved.forEach((tool, i) => {
+    const first = resolved.findIndex((other) => other.name === tool.name);
+    if (first !== i) {
+      throw invalidTool(llmId, `tools.${first} and tools.${i} are both named "${tool.name}"`);
+    }
+  });
+  return resolved;
+}
+
+/**
+ * One tool: its action (a registered one loaded as a step's, with its undo; an
+ * `mcp:` or `tool:` one as an inline action of that kind, `inlineId`, version
+ * 0) and its input schema (`toolInputSchemaOf`).
+ */
+function resolveTool(
+  reader: DefinitionReader,
+  entry: ToolEntry,
+  name: string,
+  inlineId: string,
+  where: string,
+): ResolvedLlmTool {
+  const { target } = entry;
+  if (entry.pin !== undefined && target.kind !== "mcp") {
+    throw invalidTool(where, 'a "pin" applies only to an "mcp:<server>/<tool>" tool');
+  }
+  const { id, version, definition } =
+    target.kind === "action"
+      ? load(reader, "actions", target.ref, Action)
+      : {
+          id: target.kind === "inline" ? (target.action.id ?? inlineId) : inlineId,
+          version: 0,
+          definition: inlineToolAction(target, entry.pin, where),
+        };
+  const refusal = toolActionRefusal(definition);
+  if (refusal !== undefined) {
+    throw invalidTool(where, `${id}@${version}: ${refusal}`);
+  }
+  const { undo, ...rest } = definition;
+  const action = resolveKind(reader, { id, version, definition: rest });
+  const description = entry.description ?? definition.description;
+  return {
+    name,
+    ...(description === undefined ? {} : { description }),
+    input_schema: toolInputSchemaOf(definition),
+    action: undo === undefined ? action : { ...action, undo: resolveUndo(reader, undo, `${id}/undo`) },
+  };
+}
+
+/**
+ * The input schema the model is offered for a tool: the action's `requires`;
+ * without one, a standard library tool's own schema, null for an MCP tool
+ * (its server gives it when the loop starts), else `{ "type": "object" }`.
+ */
+function toolInputSchemaOf(action: InlineAction): JsonSchema | null {
+  if (action.requires !== undefined) {
+    return action.requires;
+  }
+  if (action.kind === "tool" && isToolName(action.implementation.tool)) {
+    return toolInputSchema(action.implementation.tool);
+  }
+  return action.kind === "mcp" ? null : { type: "object" };
+}
+
+/** The action an `mcp:`, `tool:` or inline tool stands for. */
+function inlineToolAction(
+  target: Exclude<ToolTarget, { kind: "action" }>,
+  pin: string | undefined,
+  where: string,
+): InlineAction {
+  switch (target.kind) {
+    case "mcp":
+      return {
+        kind: "mcp",
+        implementation: { server: target.server, tool: target.tool, ...(pin === undefined ? {} : { pin }) },
+      };
+    case "std":
+      if (!isToolName(target.tool)) {
+        throw invalidTool(where, `"${target.tool}" is not a standard library tool (known: ${TOOL_NAMES.join(", ")})`);
+      }
+      return { kind: "tool", implementation: { tool: target.tool } };
+    case "inline":
+      return target.action;
+  }
+}
+
+function invalidTool(where: string, problem: string): EngineError {
+  return EngineError.terminal("definition.invalid_tool", `the llm action ${where}: ${problem}`);
 }
 
 /** A referenced definition with its resolved id and version. */

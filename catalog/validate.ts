@@ -1,7 +1,7 @@
 import type { ErrorDetail } from "../lib/errors.ts";
 import { secretNamesIn, undeclaredSecretReason } from "../lib/secrets.ts";
 import { RESERVED_KEYS } from "../schemas/common.ts";
-import type { DefinitionBundle } from "../schemas/definitions.ts";
+import type { DefinitionBundle, DefinitionKind } from "../schemas/definitions.ts";
 import { checkAction, checkModel, checkPrompt } from "./check-actions.ts";
 import { checkTask, checkWorkflow } from "./check-workflows.ts";
 import { mappingsIn } from "./mappings-in.ts";
@@ -34,12 +34,12 @@ export function checkBundle(
 
 /** References may name definitions stored before or registered in the same bundle. */
 function withBundle(bundle: DefinitionBundle, stored: DefinitionLookup): DefinitionLookup {
+  // A pinned version must already be stored; "latest" may also be registered by this bundle, and then is its.
+  const inBundle = (kind: DefinitionKind, id: string, version: number | undefined) =>
+    version === undefined ? (bundle[kind] ?? []).find((definition) => definition.id === id) : undefined;
   return {
-    exists(kind, id, version) {
-      // A pinned version must already be stored; "latest" may also be registered by this bundle.
-      const inBundle = version === undefined && (bundle[kind] ?? []).some((definition) => definition.id === id);
-      return inBundle || stored.exists(kind, id, version);
-    },
+    exists: (kind, id, version) => inBundle(kind, id, version) !== undefined || stored.exists(kind, id, version),
+    read: (kind, id, version) => inBundle(kind, id, version) ?? stored.read(kind, id, version),
   };
 }
 

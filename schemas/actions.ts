@@ -420,6 +420,7 @@ export const InlineToolAction = actionUnion(
   { id: DefinitionId.optional(), undo: Undo.optional() },
   BASE_IMPLEMENTATIONS,
 );
+export type InlineToolAction = z.infer<typeof InlineToolAction>;
 
 /**
  * A tool an `llm` step may call (docs/definitions.md, "Agents"): a name
