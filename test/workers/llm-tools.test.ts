@@ -298,6 +298,25 @@ describe("resolution of an llm action's tools", () => {
     expect(response.json.error.message).toContain("tools are one level deep");
   });
 
+  it("refuses at run start a budget in dollars whose registered model has since lost its pricing", async ({
+    expect,
+  }) => {
+    const [priced, wf] = [uniqueId("model"), uniqueId("wf")];
+    const agent = {
+      kind: "llm",
+      implementation: { prompt: prompt(), model: priced, tools: ["tool:read_file"], budget: { cost_usd: 1 } },
+    };
+    await register({
+      models: [{ id: priced, ...model(true) }],
+      workflows: [{ id: wf, nodes: { main: { task: { steps: [{ ref: "agent", action: agent }] } } } }],
+    });
+    await register({ models: [{ id: priced, ...model() }] });
+    const response = await api("POST", `/v1/workflows/${wf}/runs`, { input: {} });
+    expect(response.status).toBe(400);
+    expect(response.json.error.code).toBe("definition.invalid_tool");
+    expect(response.json.error.message).toContain(`${priced}@2 has no "pricing"`);
+  });
+
   it("refuses at run start an undo that is an llm action with tools", async ({ expect }) => {
     const [agent, wf] = [uniqueId("agent"), uniqueId("wf")];
     await register({
