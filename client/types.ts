@@ -1151,6 +1151,13 @@ export type NodeDetail = {
       names: string[];
       match?: string;
       expires_at: string | null;
+    } | {
+      kind: "tools";
+      turn: number;
+      calls: ({
+        name: string;
+        status: "pending" | "running" | "completed" | "failed";
+      })[];
     };
   })[];
   node: string;
@@ -1347,6 +1354,13 @@ export type RunView = {
           names: string[];
           match?: string;
           expires_at: string | null;
+        } | {
+          kind: "tools";
+          turn: number;
+          calls: ({
+            name: string;
+            status: "pending" | "running" | "completed" | "failed";
+          })[];
         };
       })[];
     };
@@ -1376,6 +1390,16 @@ export type RunView = {
     names: string[];
     match?: string;
     expires_at: string | null;
+    node: string;
+    item: number | null;
+    step: string | null;
+  } | {
+    kind: "tools";
+    turn: number;
+    calls: ({
+      name: string;
+      status: "pending" | "running" | "completed" | "failed";
+    })[];
     node: string;
     item: number | null;
     step: string | null;

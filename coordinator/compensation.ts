@@ -4,7 +4,8 @@ import { type AttemptError, toFailure, type Failure } from "../schemas/errors.ts
 import { attemptErrorOf, type StepRecord, type TaskResult } from "../schemas/payload.ts";
 import type { ResolvedTask, ResolvedUndo } from "../schemas/resolved.ts";
 import type { RunRecord, RunStatus, UndoRecord } from "../schemas/run.ts";
-import { DEADLINE_GRACE_MS, DEFAULT_TASK_TIMEOUT_MS, runFieldsOf, type Draft } from "./draft.ts";
+import { DEADLINE_GRACE_MS, DEFAULT_TASK_TIMEOUT_MS, runFieldsOf } from "./dispatch-basics.ts";
+import type { Draft } from "./draft.ts";
 import type { LiveWork } from "./live.ts";
 
 /**

@@ -26,14 +26,14 @@ import { mergeStepSummaries } from "./summaries.ts";
 import { MAX_EVENT_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
 import { answerGate } from "./wait-gates.ts";
 import { expireDue, sendWaits, suspendInvocation } from "./wait-kinds.ts";
+import { onToolCallResult } from "./wait-tools.ts";
 import { MAX_CHILD_STARTS_PER_EVENT } from "./waits.ts";
 
 export { LIVENESS_CHECK_MS, MAX_CLEANUP_RETRY_MS, PARENT_NOTIFY_RETRY_MS } from "./schedule.ts";
 export type { RunEvent, WakeBudget } from "./events.ts";
 export type { Command, DecideContext, RunState } from "./draft.ts";
-export { DEADLINE_GRACE_MS, DEFAULT_TASK_TIMEOUT_MS } from "./draft.ts";
+export { DEADLINE_GRACE_MS, DEFAULT_MAX_PARALLEL, DEFAULT_TASK_TIMEOUT_MS } from "./dispatch-basics.ts";
 export {
-  DEFAULT_MAX_PARALLEL,
   FULL_WAKE_BUDGET,
   MAX_DISPATCHES_PER_EVENT,
   MAX_EXECUTOR_CALLS_PER_EVENT,
@@ -289,6 +289,9 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
   if (isTerminal(draft.record.status)) {
     // The journal is closed by its attestation: only a compensation's undos may follow it.
     onUndoResult(draft, result);
+    return;
+  }
+  if (onToolCallResult(draft, result)) {
     return;
   }
   const found = draft.findByToken(result.token_id);

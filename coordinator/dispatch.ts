@@ -1,5 +1,12 @@
 import type { InvocationRecord } from "../schemas/run.ts";
-import { DEADLINE_GRACE_MS, DEFAULT_TASK_TIMEOUT_MS, runFieldsOf, type Draft } from "./draft.ts";
+import {
+  DEADLINE_GRACE_MS,
+  DEFAULT_MAX_PARALLEL,
+  DEFAULT_TASK_TIMEOUT_MS,
+  inFlightCount,
+  runFieldsOf,
+} from "./dispatch-basics.ts";
+import type { Draft } from "./draft.ts";
 import { failNode } from "./nodes.ts";
 import { handedDown, resourcesOf } from "./resources.ts";
 import { MAX_CHILD_STARTS_PER_EVENT, requestChild, waitKey } from "./waits.ts";
@@ -27,26 +34,6 @@ export const FULL_WAKE_BUDGET = {
 } as const;
 /** At most this many tasks are dispatched per Durable Object event: 20 calls of 6. */
 export const MAX_DISPATCHES_PER_EVENT = TASKS_PER_EXECUTOR_CALL * MAX_EXECUTOR_CALLS_PER_EVENT;
-/** In-flight tasks per run when the workflow sets no `max_parallel`. */
-export const DEFAULT_MAX_PARALLEL = 32;
-
-/** Node statuses after which none of its invocations is open (running, suspended, retrying or pending). */
-export const SETTLED_NODE: ReadonlySet<string> = new Set(["completed", "skipped", "cancelled", "failed"]);
-
-export function inFlightCount(draft: Draft): number {
-  let count = 0;
-  for (const nodeId in draft.nodes) {
-    const node = draft.nodes[nodeId];
-    // A settled node has none running (completing waits for all; failing and cancelling close them).
-    if (node !== undefined && !SETTLED_NODE.has(node.status)) {
-      for (const invocation of node.invocations) {
-        count += invocation.status === "running" ? 1 : 0;
-      }
-    }
-  }
-  return count;
-}
-
 /** The invocations that may be dispatched now, in node then item order, within every limit. */
 export function dispatchable(draft: Draft, budget: number): { nodeId: string; index: number }[] {
   if (draft.record.error !== null || draft.record.status === "paused") {

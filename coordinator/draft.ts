@@ -350,27 +350,3 @@ function failedSeqs(nodes: Record<string, NodeRecord>): number[] {
     .map((node) => node.settled_seq as number)
     .sort((a, b) => a - b);
 }
-
-/** A task attempt's bound when its node sets no `timeout_ms`: 15 minutes. */
-export const DEFAULT_TASK_TIMEOUT_MS = 15 * 60_000;
-/**
- * The executor enforces `timeout_ms` itself and reports the timeout; the
- * coordinator's own deadline comes this much later and only catches an
- * executor that never answered.
- */
-export const DEADLINE_GRACE_MS = 10_000;
-
-/** What every payload of the run carries about the run: its id, workflow, allowlist and parent. */
-export function runFieldsOf(
-  draft: Draft,
-): Pick<TaskPayload, "workflow_run_id" | "workflow_id" | "workflow_version" | "tools" | "parent_run_id"> {
-  const { run_id, workflow, parent } = draft.record;
-  return {
-    workflow_run_id: run_id,
-    workflow_id: workflow.id,
-    workflow_version: workflow.version,
-    tools: draft.workflow.tools ?? [],
-    // Artifacts of a parent run are readable by its children (executor/tools/artifacts.ts).
-    ...(parent === null ? {} : { parent_run_id: parent.run_id }),
-  };
-}

@@ -7,6 +7,7 @@ import { childWaits } from "./wait-children.ts";
 import { eventWaits } from "./wait-events.ts";
 import { gateWaits } from "./wait-gates.ts";
 import { timerWaits } from "./wait-timers.ts";
+import { toolWaits } from "./wait-tools.ts";
 import { waitKey } from "./waits.ts";
 
 /**
@@ -63,6 +64,7 @@ export const WAIT_KINDS: { readonly [K in WaitKind]: WaitKindRow<K> } = {
   child: childWaits,
   timer: timerWaits,
   event: eventWaits,
+  tools: toolWaits,
 };
 
 /** The stored, wire and view unions name the same kinds: a kind missing from one of them does not compile. */

@@ -134,7 +134,10 @@ async function invokeChecked(
     try {
       const output = await callOnce(action, input, options, { note, chain: link.chain });
       const checked = scrubSecrets(signable(action, output), secrets);
-      checkProduces(action, checked);
+      if (options.context.agent === undefined) {
+        // An agent's turn may answer with tool calls, not an output: its loop checks the final answer.
+        checkProduces(action, checked);
+      }
       options.attempts?.push({ attempt, duration_ms: options.clock.now() - started, ...noted() });
       return checked;
     } catch (thrown) {

@@ -14,7 +14,9 @@ import {
   type TaskSuspension,
 } from "../schemas/payload.ts";
 import type { ResolvedStep } from "../schemas/resolved.ts";
+import type { AgentState } from "../schemas/agent.ts";
 import { suspensionFor, type ActionContext } from "./actions/index.ts";
+import { isAgentStep, runAgentTurn } from "./agent.ts";
 import { checkRequires, invokeAction, type Clock, type InvokeOptions } from "./invoke.ts";
 import { onStepFailure, stepRecord, writeStepOutput, type StepOutcome, type TaskFailure } from "./step-outcome.ts";
 import type { TaskStart } from "./task-start.ts";
@@ -65,7 +67,8 @@ export async function runSteps(
       clock: deps.clock,
       attempts,
     };
-    const outcome = await inRunScope(run, () => runStep(step, context, call, start.approvedIndex === index));
+    const agent = index === start.first ? start.agent : undefined;
+    const outcome = await inRunScope(run, () => runStep(step, context, call, start.approvedIndex === index, agent));
     tally.steps.push(stepRecord(step, outcome, attempts, deps.clock.now() - started));
     tally.stepsExecuted += outcome.ran ? 1 : 0;
     addUsage(tally.usage, outcome.usage);
@@ -92,14 +95,19 @@ async function runStep(
   context: TaskContext,
   call: InvokeOptions,
   approved: boolean,
+  agent: AgentState | undefined,
 ): Promise<StepOutcome> {
-  const skipped = checkCondition(step, context);
+  // An agent step between turns already passed its condition.
+  const skipped = agent === undefined ? checkCondition(step, context) : null;
   if (skipped !== null) {
     return skipped;
   }
   try {
     const input: Json = step.input_mapping ? buildInput(step.input_mapping, context) : context.input;
     const wait = waitFor(step, input, approved, context);
+    if (wait === undefined && isAgentStep(step)) {
+      return await runAgentTurn(step, input, context, call, agent);
+    }
     if (wait) {
       // A step that waits is still an action call: its input is checked now, its output on resume.
       checkRequires(step.action, input);

@@ -1,5 +1,6 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { validateJson } from "../lib/json-schema.ts";
+import type { AgentState } from "../schemas/agent.ts";
 import type { StepRecord, TaskContext, TaskPayload, TaskResume } from "../schemas/payload.ts";
 import type { StepRunVariables } from "../lib/expr/run-scope.ts";
 import { inRunScope } from "./run-variables.ts";
@@ -18,7 +19,15 @@ import {
  * point. `approvedIndex` is the step whose approval this dispatch carries.
  */
 export type TaskStart = (
-  { ok: true; first: number; context: TaskContext; approvedIndex: number | null } | ({ ok: false } & TaskFailure)
+  | {
+      ok: true;
+      first: number;
+      context: TaskContext;
+      approvedIndex: number | null;
+      /** An agent step whose tool calls settled: its loop, for its next turn (executor/agent.ts). */
+      agent?: AgentState;
+    }
+  | ({ ok: false } & TaskFailure)
 ) & {
   /** A continuation's waiting step, finished here (its gate answered, its child ended): its record. */
   resumed?: StepRecord;
@@ -52,6 +61,15 @@ function startFresh(payload: TaskPayload): TaskStart {
  * failure handled) and the task goes on after it.
  */
 function resumeAt(payload: TaskPayload, resume: TaskResume, signal: AbortSignal): TaskStart {
+  if (resume.mode === "tools") {
+    // The agent step runs its next turn; its own approval, if it needed one, was given before its first.
+    if (resume.agent === undefined) {
+      const error = EngineError.terminal("task.bad_resume", "resuming an agent step needs its loop");
+      return { ok: false, error, stepRef: payload.task.steps[resume.step_index]?.ref ?? null, context: resume.context };
+    }
+    const first = resume.step_index;
+    return { ok: true, first, context: resume.context, approvedIndex: first, agent: resume.agent };
+  }
   const resumed = resumeStep(payload, resume, resume.context, signal);
   const step = payload.task.steps[resume.step_index];
   // The call behind a gate or a child happened elsewhere (gate.answered, child.finished): no attempts here.

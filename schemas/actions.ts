@@ -379,8 +379,8 @@ export const MAX_LLM_TURNS = 50;
 export const DEFAULT_LLM_MAX_TURNS = 8;
 
 /** A tool's name as the model sees it: what both providers accept, and a valid step ref. */
-export const TOOL_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
-export const LlmToolName = z.string().regex(TOOL_NAME_PATTERN, "must match ^[A-Za-z_][A-Za-z0-9_-]{0,63}$");
+export const TOOL_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_-]{0,62}$/;
+export const LlmToolName = z.string().regex(TOOL_NAME_PATTERN, "must match ^[A-Za-z_][A-Za-z0-9_-]{0,62}$");
 
 /** `mcp:<server>/<tool>`: one tool of a registered MCP server. */
 export const MCP_TOOL_REF_PATTERN = /^mcp:([a-z][a-z0-9_-]{0,62})(?:@([1-9][0-9]{0,8}))?\/(.{1,128})$/;

@@ -13,6 +13,7 @@ import {
   RunMode,
   RunStatus,
   StepSummary,
+  TOOL_CALL_STATUSES,
   UndoRecord,
   Usage,
 } from "./run.ts";
@@ -86,6 +87,13 @@ function waitViews<P extends z.ZodRawShape>(position: P) {
       names: z.array(z.string()),
       match: z.string().optional(),
       expires_at: z.string().nullable(),
+      ...position,
+    }),
+    z.strictObject({
+      kind: z.literal("tools"),
+      /** The agent's model turn whose calls run. */
+      turn: z.number().int().min(1),
+      calls: z.array(z.strictObject({ name: z.string(), status: z.enum(TOOL_CALL_STATUSES) })),
       ...position,
     }),
   ]);

@@ -42,6 +42,8 @@ const CompensationOutcome = z.strictObject({
 });
 
 /** Bodies of entries about one task attempt: where it ran and which dispatch it was. */
+/** A tool call of an agent's turn: where its step waits, the turn, the call's place in it and its tool. */
+const ToolCallPlace = WaitPlace.extend({ turn: z.number().int().min(1), index: Count, name: z.string() });
 const TaskAttempt = z.strictObject({ node: Node, item: Item, token: z.string(), attempt: Attempt });
 const GateRef = z.strictObject({ gate_id: z.string(), node: Node, step: z.string() });
 const GateOpenedBody = GateRef.extend({ item: Item, expires_at: IsoTime.nullable() });
@@ -110,7 +112,7 @@ export const JOURNAL_BODIES = {
   "task.dispatched": TaskAttempt.extend({
     task: Pinned,
     /** Only on a continuation: how the suspended task goes on. */
-    resume: z.enum(["after", "approved", "rejected"]).optional(),
+    resume: z.enum(["after", "approved", "rejected", "tools"]).optional(),
   }),
   "task.completed": TaskAttempt.extend({
     /** Null for a node that runs a sub-workflow itself. */
@@ -210,6 +212,24 @@ export const JOURNAL_BODIES = {
     /** The undos still to run, by index, in the order they will run (reverse order of completion). */
     pending: z.array(Count),
   }),
+  /** A model turn asked for a tool: the provider's id of the call, and its input (or why it will not run). */
+  "tool_call.requested": ToolCallPlace.extend({ call: z.string(), input: JsonValue, error: ErrorSummary.optional() }),
+  "tool_call.dispatched": ToolCallPlace.extend({ token: z.string(), attempt: Attempt }),
+  "tool_call.completed": ToolCallPlace.extend({
+    token: z.string(),
+    attempt: Attempt,
+    duration_ms: z.number().min(0),
+    output: JsonValue,
+    steps: z.array(StepRecord).optional(),
+  }),
+  "tool_call.failed": ToolCallPlace.extend({
+    token: z.string().nullable(),
+    attempt: Attempt,
+    error: Failure,
+    steps: z.array(StepRecord).optional(),
+  }),
+  /** The call's step stopped waiting before it settled: its run ended, or its node failed or was cancelled. */
+  "tool_call.cancelled": ToolCallPlace.extend({ reason: z.string() }),
   "undo.dispatched": UndoAttempt.extend({
     token: z.string(),
     action: z.string(),

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { JsonValue, type JsonObject } from "./common.ts";
 import { MAX_SLEEP_MS } from "./actions.ts";
+import { AgentState } from "./agent.ts";
 import { AttemptError, ErrorSummary } from "./errors.ts";
 import { ResolvedTask } from "./resolved.ts";
 
@@ -32,12 +33,13 @@ export type TaskContext = z.infer<typeof TaskContext>;
  * the task context as it was when the task suspended:
  * - `after`: the step is done; `outcome` is its output (or its error) and the task goes on after it;
  * - `approved`: a high-risk step was approved; run it now;
- * - `rejected`: a high-risk step was rejected; it fails, not retryable.
+ * - `rejected`: a high-risk step was rejected; it fails, not retryable;
+ * - `tools`: an agent's tool calls settled; its step runs its next turn with `agent`.
  */
 export const TaskResume = z.strictObject({
   step_index: z.number().int().min(0),
   context: TaskContext,
-  mode: z.enum(["after", "approved", "rejected"]),
+  mode: z.enum(["after", "approved", "rejected", "tools"]),
   outcome: z
     .union([
       z.strictObject({ ok: z.literal(true), output: JsonValue }),
@@ -45,6 +47,8 @@ export const TaskResume = z.strictObject({
     ])
     .optional(),
   reason: z.string().optional(),
+  /** For `tools`: the agent's loop, each call of its last turn with its result. */
+  agent: AgentState.optional(),
 });
 export type TaskResume = z.infer<typeof TaskResume>;
 
@@ -204,6 +208,8 @@ export const TaskSuspension = z.strictObject({
       lookback_ms: z.number().int().min(0).optional(),
       on_timeout: z.union([z.literal("fail"), z.strictObject({ default: JsonValue })]).optional(),
     }),
+    /** An `llm` step with tools: its last turn's calls without a result are to run (executor/agent.ts). */
+    z.strictObject({ kind: z.literal("tools"), state: AgentState }),
   ]),
 });
 export type TaskSuspension = z.infer<typeof TaskSuspension>;

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { EventRecord } from "./events.ts";
 import { JsonObject, JsonValue } from "./common.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
+import { AgentState } from "./agent.ts";
 import { ResourceHandle, StepRecord, TaskContext, TaskResume } from "./payload.ts";
 
 /** A plan step as a plan run's record keeps it, for the run view's `results` (docs/plans.md). */
@@ -49,6 +50,23 @@ export const INVOCATION_STATUSES = [
   "skipped",
 ] as const;
 
+/** How far one tool call of an agent's turn got. */
+export const TOOL_CALL_STATUSES = ["pending", "running", "completed", "failed"] as const;
+
+/** A tool call an agent's turn asked for, run by the coordinator as a dispatch of its own. */
+export const ToolCallRecord = z.strictObject({
+  /** The call's place in its turn's `calls`. */
+  index: z.number().int().min(0),
+  status: z.enum(TOOL_CALL_STATUSES),
+  /** The dispatch in flight; a result is taken only for it. */
+  token: z.string().nullable(),
+  /** Dispatches so far (one more after a restart lost one). */
+  attempts: z.number().int().min(0),
+  dispatched_at: z.number().nullable(),
+  deadline_at: z.number().nullable(),
+});
+export type ToolCallRecord = z.infer<typeof ToolCallRecord>;
+
 /**
  * Where a suspended invocation stopped and what it waits for: a gate (by id),
  * a child run (by its start key; `run_id` once it has started) or a timer.
@@ -95,6 +113,14 @@ export const Suspension = z.strictObject({
       /** When a wake sent its registration to the event hubs (null: not yet); `registered` once they answered. */
       requested_at: z.number().nullable(),
       registered: z.boolean(),
+    }),
+    z.strictObject({
+      kind: z.literal("tools"),
+      key: z.string(),
+      /** The agent's loop; each call's result is written into its last turn as the call settles. */
+      state: AgentState,
+      /** The last turn's calls that run as steps (those the executor refused are settled already). */
+      calls: z.array(ToolCallRecord),
     }),
   ]),
 });

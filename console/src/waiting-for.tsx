@@ -81,6 +81,17 @@ function WaitLine(props: { wait: RunWait; now: number; gates: RunView["gates"] }
   if (wait.kind === "event") {
     return <EventLine wait={wait} now={props.now} />;
   }
+  if (wait.kind === "tools") {
+    const running = wait.calls.filter((call) => call.status === "running" || call.status === "pending");
+    return (
+      <span>
+        · tool calls of model turn {wait.turn}: <span class="mono">{running.map((call) => call.name).join(", ")}</span>{" "}
+        <span class="muted">
+          ({wait.calls.length - running.length} of {wait.calls.length} settled)
+        </span>
+      </span>
+    );
+  }
   return (
     <span>
       · child run of <span class="mono">{wait.workflow}</span>:{" "}

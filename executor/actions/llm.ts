@@ -8,21 +8,25 @@ import {
   jsonSchema,
   NoObjectGeneratedError,
   Output,
+  tool,
   type LanguageModel,
   type LanguageModelUsage,
+  type ModelMessage,
+  type ToolSet,
 } from "ai";
 import { createWorkersAI } from "workers-ai-provider";
 import { EngineError } from "../../lib/errors.ts";
 import { recordable } from "../../lib/recordable.ts";
 import { renderTemplate } from "../../lib/expr/template.ts";
 import { validateJson } from "../../lib/json-schema.ts";
-import type { Json, JsonObject } from "../../schemas/common.ts";
+import type { AgentCall, AgentTurn } from "../../schemas/agent.ts";
+import type { Json, JsonObject, JsonSchema } from "../../schemas/common.ts";
 import type { ResolvedModel, ResolvedPrompt } from "../../schemas/resolved.ts";
 import { cappedFetch } from "../capped-fetch.ts";
 import { redactSecrets, resolveSecrets, resolveSecretsTracked } from "../secrets.ts";
 import { retryAfterMs } from "../../lib/retry.ts";
 import { isRemoteOnlyBindingError } from "./remote-only.ts";
-import type { ActionContext, ActionHandler, LlmChainState, ResolvedActionOf } from "./types.ts";
+import type { ActionContext, ActionHandler, AgentTurnContext, LlmChainState, ResolvedActionOf } from "./types.ts";
 
 /** How much of a model's answer an error message quotes. */
 export const MAX_QUOTED_ANSWER_CHARS = 2_000;
@@ -54,12 +58,6 @@ const FIRST_CALL: LlmChainState = { model: 0, repairs: 0, messages: [], spent: {
  */
 export const llmAction: ActionHandler<"llm"> = {
   async run(action, input, context) {
-    if (action.implementation.tools !== undefined) {
-      throw EngineError.terminal(
-        "llm.tools_unsupported",
-        `action ${action.id} offers tools, which this executor cannot call yet`,
-      );
-    }
     const { prompt } = action.implementation;
     const models = modelChain(action);
     const state = context.chain?.state ?? FIRST_CALL;
@@ -69,17 +67,23 @@ export const llmAction: ActionHandler<"llm"> = {
     context.chain?.follow({ ...state, model: fallback ? state.model + 1 : 0 }, fallback ? "fallback" : undefined);
     const credentials = model.api_key === undefined ? undefined : resolveSecretsTracked(model.api_key, context.env);
     const secrets = credentials?.secrets ?? [];
-    const messages = [...renderMessages(prompt, input), ...state.messages];
-    context.note?.({ provider: model.provider, model: model.model_id, messages: await recordable(messages) });
+    const rendered = [...renderMessages(prompt, input), ...state.messages];
+    context.note?.({ provider: model.provider, model: model.model_id, messages: await recordable(rendered) });
     let answered: Answered;
     try {
-      answered = await callModel(model, credentials?.value, messages, prompt.produces, context);
+      answered = await callModel(model, credentials?.value, withHistory(rendered, context), prompt.produces, context);
     } catch (thrown) {
       throw withSpent(toLlmError(thrown, model, secrets, context.signal), state.spent);
     }
     const meta = toMeta(answered.usage, model);
     context.note?.({ ...meta, finish_reason: answered.finishReason, answer: await recordable(answered.text) });
     const spent = addSpent(state.spent, meta);
+    context.agent?.answered(turnOf(model, meta, answered, state));
+    if (answered.calls.length > 0) {
+      // A turn that asks for tools: the agent loop (executor/agent.ts) takes the calls from `answered`.
+      context.note?.({ tool_calls: answered.calls.map(({ id, name }) => ({ id, name })) });
+      return { _meta: toMetaJson(spent) };
+    }
     const checked = checkAnswer(answered, prompt.produces);
     if (!("problem" in checked)) {
       return { ...checked.answer, _meta: toMetaJson(spent) };
@@ -100,6 +104,34 @@ function modelChain(action: ResolvedActionOf<"llm">): ResolvedModel[] {
 /** A message of the call: the prompt's, rendered, then those a repair added. */
 type ChainMessage = { role: ResolvedPrompt["messages"][number]["role"]; content: string };
 
+/** The messages of an agent's turn: the prompt, the loop's tool calls and results, then any repair. */
+function withHistory(rendered: ChainMessage[], context: ActionContext): ModelMessage[] {
+  const prompt = rendered.slice(0, rendered.length - (context.chain?.state?.messages.length ?? 0));
+  const repairs = rendered.slice(prompt.length);
+  return [...prompt.map(toModelMessage), ...(context.agent?.messages ?? []), ...repairs.map(toModelMessage)];
+}
+
+function toModelMessage(message: ChainMessage): ModelMessage {
+  return message.role === "system"
+    ? { role: "system", content: message.content }
+    : message.role === "user"
+      ? { role: "user", content: message.content }
+      : { role: "assistant", content: message.content };
+}
+
+/** The record of a call that answered, for the agent loop: who answered, what it cost, what it asked. */
+function turnOf(model: ResolvedModel, meta: Meta, answered: Answered, state: LlmChainState): AgentTurn {
+  return {
+    model: model.id,
+    tokens: meta.tokens,
+    cost_usd: meta.cost_usd,
+    finish_reason: answered.finishReason,
+    ...(state.messages.length > 0 ? { repair: true as const } : {}),
+    ...(answered.calls.length > 0 && answered.text !== "" ? { text: answered.text } : {}),
+    calls: answered.calls,
+  };
+}
+
 /** Tokens as the SDK reports them (either may be unknown). */
 type Usage = Pick<LanguageModelUsage, "inputTokens" | "outputTokens">;
 
@@ -108,6 +140,8 @@ interface Answered {
   text: string;
   usage: Usage | undefined;
   finishReason: string;
+  /** The tools an agent's model asked for (none: it answered). */
+  calls: AgentCall[];
   /** With `produces`: the parsed answer, or `NOT_JSON` when the text is not JSON. */
   parsed?: unknown;
 }
@@ -118,11 +152,12 @@ const NOT_JSON = Symbol("not JSON");
 async function callModel(
   model: ResolvedModel,
   apiKey: string | undefined,
-  messages: ChainMessage[],
+  messages: ModelMessage[],
   produces: ResolvedPrompt["produces"],
   context: ActionContext,
 ): Promise<Answered> {
   try {
+    const settings = toCallSettings(model, context.agent);
     const result = await generateText({
       model: createLanguageModel(model, apiKey, context),
       messages,
@@ -130,24 +165,49 @@ async function callModel(
       allowSystemInMessages: true,
       maxRetries: 0,
       abortSignal: context.signal,
-      ...toCallSettings(model),
-      ...(produces === undefined
-        ? {}
-        : {
-            output: Output.object({
-              schema: jsonSchema(produces === true ? {} : produces === false ? { not: {} } : produces),
-            }),
-          }),
+      ...settings,
+      ...(context.agent === undefined ? {} : { tools: toolSet(context.agent), toolChoice: "auto" as const }),
+      ...(produces === undefined ? {} : { output: Output.object({ schema: toSchema(produces) }) }),
     });
-    const answered = { text: result.text, usage: result.totalUsage, finishReason: result.finishReason };
-    return produces === undefined ? answered : { ...answered, parsed: result.output };
+    const calls = result.toolCalls.map((call) => ({
+      id: call.toolCallId,
+      name: call.toolName,
+      input: toJson(call.input),
+    }));
+    const answered = { text: result.text, usage: result.totalUsage, finishReason: result.finishReason, calls };
+    // A turn that asks for tools has no output to read (the SDK throws if asked).
+    return produces === undefined || calls.length > 0 ? answered : { ...answered, parsed: result.output };
   } catch (thrown) {
     if (!NoObjectGeneratedError.isInstance(thrown) || context.signal.aborted) {
       throw thrown;
     }
     const finishReason = String(thrown.finishReason ?? "unknown");
-    return { text: thrown.text ?? "", usage: thrown.usage, finishReason, parsed: NOT_JSON };
+    return { text: thrown.text ?? "", usage: thrown.usage, finishReason, calls: [], parsed: NOT_JSON };
   }
+}
+
+function toSchema(schema: JsonSchema): ReturnType<typeof jsonSchema> {
+  return jsonSchema(schema === true ? {} : schema === false ? { not: {} } : schema);
+}
+
+/**
+ * The tools as the SDK offers them: a schema and no `execute`, so the SDK
+ * returns the calls and runs nothing (the coordinator runs each as a step).
+ */
+function toolSet(agent: AgentTurnContext): ToolSet {
+  const tools: ToolSet = {};
+  for (const offered of agent.tools) {
+    tools[offered.name] = tool({
+      ...(offered.description === undefined ? {} : { description: offered.description }),
+      inputSchema: toSchema(offered.input_schema),
+    });
+  }
+  return tools;
+}
+
+/** A tool call's input as the SDK parsed it (JSON text from the provider): JSON again. */
+function toJson(value: unknown): Json {
+  return value === undefined ? null : (JSON.parse(JSON.stringify(value)) as Json);
 }
 
 /** Why an answer is not what `produces` asks: not JSON at all, or the validator's problems. */
@@ -312,6 +372,14 @@ const CALL_SETTINGS: Record<string, string> = {
   frequency_penalty: "frequencyPenalty",
 };
 
+/** The provider option that asks for one tool call per turn (Workers AI has none: the coordinator then runs calls one at a time). */
+const SERIAL_TOOL_CALLS: Record<ResolvedModel["provider"], JsonObject> = {
+  "openai": { parallelToolCalls: false },
+  "anthropic": { disableParallelToolUse: true },
+  "openai-compatible": { parallel_tool_calls: false },
+  "workers-ai": {},
+};
+
 const PROVIDER_OPTIONS_KEY: Record<ResolvedModel["provider"], string> = {
   "openai": "openai",
   "anthropic": "anthropic",
@@ -319,9 +387,9 @@ const PROVIDER_OPTIONS_KEY: Record<ResolvedModel["provider"], string> = {
   "workers-ai": "workers-ai",
 };
 
-function toCallSettings(model: ResolvedModel): Record<string, unknown> {
+function toCallSettings(model: ResolvedModel, agent: AgentTurnContext | undefined): Record<string, unknown> {
   const settings: Record<string, unknown> = {};
-  const providerOptions: JsonObject = {};
+  const providerOptions: JsonObject = agent?.parallel === false ? { ...SERIAL_TOOL_CALLS[model.provider] } : {};
   for (const [name, value] of Object.entries(model.parameters ?? {})) {
     const setting = CALL_SETTINGS[name];
     if (setting === undefined) {

@@ -6,7 +6,7 @@ import { EngineError } from "../../lib/errors.ts";
 import { canonicalBytes } from "../../lib/journal/canonical.ts";
 import { recordable } from "../../lib/recordable.ts";
 import { EngineJsonSchemaValidator } from "../../lib/json-schema.ts";
-import { isCredentialHeader, type Json } from "../../schemas/common.ts";
+import { isCredentialHeader, type Json, type JsonObject } from "../../schemas/common.ts";
 import type { ResolvedMcpServer } from "../../schemas/resolved.ts";
 import { cappedFetch } from "../capped-fetch.ts";
 import { redactSecrets, resolveSecrets, resolveSecretsTracked } from "../secrets.ts";
@@ -125,6 +125,51 @@ export async function listTools(server: ResolvedMcpServer, env: Env, signal: Abo
   } finally {
     await session.close();
   }
+}
+
+/**
+ * The input schema and pin of some of a server's tools, as it lists them now
+ * (an agent offers them to its model); a tool the server does not list is
+ * `mcp.tool_not_found`, one whose pin differs from the one given `mcp.pin_mismatch`.
+ */
+export async function describeTools(
+  server: ResolvedMcpServer,
+  wanted: ReadonlyArray<{ tool: string; pin?: string }>,
+  context: Pick<ActionContext, "signal" | "fetch" | "env">,
+): Promise<Map<string, { pin: string; input_schema: JsonObject }>> {
+  const headers = resolveHeaders(server, context.env);
+  const scrub = (text: string) => redactSecrets(text, headers.secrets);
+  const session = await connect(server, headers.values, context, scrub);
+  try {
+    const found = new Map<string, { pin: string; input_schema: JsonObject }>();
+    for (const { tool: name, pin } of wanted) {
+      const tool = await findTool(session.client, name, context.signal);
+      if (tool === undefined) {
+        throw EngineError.terminal("mcp.tool_not_found", `MCP server ${server.id} does not list a tool ${name}`);
+      }
+      const actual = await toolPin(tool);
+      if (pin !== undefined && actual !== pin) {
+        throw pinMismatch(server, name, actual, pin);
+      }
+      found.set(name, { pin: actual, input_schema: toJsonObject(tool.inputSchema) });
+    }
+    return found;
+  } catch (thrown) {
+    throw toMcpError(thrown, server, context.signal, scrub);
+  } finally {
+    await session.close();
+  }
+}
+
+function toJsonObject(schema: Tool["inputSchema"]): JsonObject {
+  return JSON.parse(JSON.stringify(schema)) as JsonObject;
+}
+
+function pinMismatch(server: ResolvedMcpServer, name: string, actual: string, pin: string): EngineError {
+  return EngineError.terminal(
+    "mcp.pin_mismatch",
+    `tool ${name} of MCP server ${server.id} has changed: its name and input schema hash to ${actual}, the action pins ${pin}; it was not called`,
+  );
 }
 
 /** A listing stops here: a server that pages forever cannot hold the request. */
@@ -252,10 +297,7 @@ async function checkPin(
   }
   const actual = await toolPin(tool);
   if (actual !== pin) {
-    throw EngineError.terminal(
-      "mcp.pin_mismatch",
-      `tool ${name} of MCP server ${server.id} has changed: its name and input schema hash to ${actual}, the action pins ${pin}; it was not called`,
-    );
+    throw pinMismatch(server, name, actual, pin);
   }
 }
 

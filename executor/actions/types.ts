@@ -1,5 +1,7 @@
+import type { ModelMessage } from "ai";
 import type { ActionKind } from "../../schemas/actions.ts";
-import type { Json, JsonObject } from "../../schemas/common.ts";
+import type { AgentTurn } from "../../schemas/agent.ts";
+import type { Json, JsonObject, JsonSchema } from "../../schemas/common.ts";
 import type { TaskContext, TaskPayload, TaskSuspension } from "../../schemas/payload.ts";
 import type { ResolvedAction } from "../../schemas/resolved.ts";
 import type { StepRunVariables } from "../../lib/expr/run-scope.ts";
@@ -27,6 +29,20 @@ export interface ActionContext {
    * its own attempt. Absent elsewhere: the handler then makes one call.
    */
   chain?: CallChain;
+  /** Set for a turn of an `llm` step with tools (executor/agent.ts): the loop so far and the tools offered. */
+  agent?: AgentTurnContext;
+}
+
+/** What a turn of an agent loop gives the model beyond its prompt, and hears back. */
+export interface AgentTurnContext {
+  /** The conversation after the prompt: each earlier turn's tool calls and their results. */
+  messages: ModelMessage[];
+  /** The tools the model may call, each with the JSON Schema of its input. */
+  tools: ReadonlyArray<{ name: string; description?: string; input_schema: JsonSchema }>;
+  /** Whether the model may ask for several tools in one turn. */
+  parallel: boolean;
+  /** Told of each model call that answered (a repair's too): the turn's record. */
+  answered(turn: AgentTurn): void;
 }
 
 /** What one call of an `llm` invocation leaves for the next. */

@@ -17,11 +17,23 @@ import {
   uniqueId,
   waitForRun,
   httpTarget,
+  llmServer,
   register,
   start,
   journal,
   gateOpenOrSettled,
 } from "./helpers.ts";
+
+async function postScript(key: string, turns: unknown[]): Promise<void> {
+  const response = await fetch(`${llmServer()}/scripts/${key}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ turns }),
+  });
+  if (response.status !== 200) {
+    throw new Error(await response.text());
+  }
+}
 
 /**
  * Real runs write only the journal the schema table describes: every entry's
@@ -69,9 +81,61 @@ describe("the journal of real runs", () => {
     const waiter = uniqueId("waiter");
     const napper = uniqueId("napper");
     const listener = uniqueId("listener");
+    const agent = uniqueId("agent");
     const key = uniqueId("flaky");
+    const scripts = { done: uniqueId("script"), stuck: uniqueId("script") };
+    await postScript(scripts.done, [
+      {
+        tool_calls: [
+          { name: "fine", input: {} },
+          { name: "broken", input: {} },
+          { name: "nothing", input: {} },
+        ],
+      },
+      { text: "one worked" },
+    ]);
+    await postScript(scripts.stuck, [{ tool_calls: [{ name: "slow", input: {} }] }]);
+    const httpTool = (name: string, url: string) => ({
+      name,
+      action: { kind: "http", implementation: { method: "GET", url_template: url } },
+    });
     await register({
+      models: [
+        {
+          id: agent,
+          provider: "openai-compatible",
+          model_id: "local-echo",
+          base_url: `${llmServer()}/v1`,
+          api_key: "$env:LLM_API_KEY",
+        },
+      ],
       workflows: [
+        {
+          id: agent,
+          nodes: {
+            triage: {
+              task: {
+                steps: [
+                  {
+                    ref: "agent",
+                    action: {
+                      kind: "llm",
+                      implementation: {
+                        prompt: { messages: [{ role: "user", template: "Go [[script:{{script}}]]" }] },
+                        model: agent,
+                        tools: [
+                          httpTool("fine", `${httpTarget()}/json?ok=1`),
+                          httpTool("broken", `${httpTarget()}/status/404`),
+                          httpTool("slow", `${httpTarget()}/slow/${key}-slow?ms=20000`),
+                        ],
+                      },
+                    },
+                  },
+                ],
+              },
+            },
+          },
+        },
         { id: child, nodes: { double: { task: { steps: [contextStep("x2", "n", "input.n * 2")] } } } },
         {
           id: parent,
@@ -271,6 +335,17 @@ describe("the journal of real runs", () => {
     expect((await api("POST", `/v1/runs/${abandoned}/cancel`, {})).status).toBe(200);
     expect((await waitForRun(signalled)).status).toBe("completed");
     expect((await waitForRun(timedOut)).status).toBe("completed");
+
+    // An agent whose tools complete, fail and are refused, and one cancelled while its tool call runs.
+    const agentRun = await start(agent, { input: { script: scripts.done } });
+    const stuckAgent = await start(agent, { input: { script: scripts.stuck } });
+    runs.push(agentRun, stuckAgent);
+    expect((await waitForRun(agentRun)).status).toBe("completed");
+    await vi.waitUntil(async () => (await journal(stuckAgent)).some((entry) => entry.kind === "tool_call.dispatched"), {
+      timeout: 10_000,
+      interval: 20,
+    });
+    expect((await api("POST", `/v1/runs/${stuckAgent}/cancel`, { reason: "enough" })).status).toBe(200);
 
     const kinds = new Set<string>();
     for (const runId of runs) {

@@ -1,0 +1,314 @@
+import { describe, it } from "vitest";
+import {
+  hits,
+  httpTarget,
+  journal,
+  llmServer,
+  mcpServer,
+  runWorkflow,
+  singleTaskWorkflow,
+  uniqueId,
+  verifyRun,
+} from "./helpers.ts";
+
+// An `llm` step with tools, against the local LLM server (scripted turns), the HTTP target and the MCP reference server.
+
+const PRICING = { input_per_mtok: 3, output_per_mtok: 15 };
+
+function model(id: string, provider: "openai-compatible" | "anthropic" = "openai-compatible") {
+  return {
+    id,
+    provider,
+    model_id: "local-echo",
+    base_url: `${llmServer()}/v1`,
+    api_key: "$env:LLM_API_KEY",
+    pricing: PRICING,
+  };
+}
+
+async function postScript(key: string, turns: unknown[]): Promise<void> {
+  const response = await fetch(`${llmServer()}/scripts/${key}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ turns }),
+  });
+  if (response.status !== 200) {
+    throw new Error(await response.text());
+  }
+}
+
+interface SeenRequest {
+  model: string;
+  messages: Array<{ role: string; text?: string; tool_calls?: unknown[]; tool_results?: unknown[] }>;
+  tools?: string[];
+  parallel_tool_calls?: boolean;
+}
+
+async function requestsSeen(key: string): Promise<SeenRequest[]> {
+  return ((await (await fetch(`${llmServer()}/requests/${key}`)).json()) as { requests: SeenRequest[] }).requests;
+}
+
+interface McpStats {
+  calls: { name: string; arguments: unknown }[];
+}
+
+async function mcpStats(key: string): Promise<McpStats> {
+  return (await (await fetch(`${mcpServer()}/_stats/${key}`)).json()) as McpStats;
+}
+
+/** A registered http action the agent may call: the HTTP target echoes it, counted under `key`. */
+function lookupAction(id: string, key: string) {
+  return {
+    id,
+    kind: "http",
+    description: "Looks a ticket up",
+    requires: { type: "object", required: ["ticket"], properties: { ticket: { type: "string" } } },
+    implementation: {
+      method: "POST",
+      url_template: `${httpTarget()}/echo/lookup?key=${key}`,
+      body: { ticket: "$.input.ticket" },
+    },
+  };
+}
+
+/** An agent step: its prompt names the script, its tools are given. */
+function agentStep(script: string, modelId: string, tools: unknown[], extra: Record<string, unknown> = {}) {
+  return {
+    ref: "agent",
+    action: {
+      kind: "llm",
+      implementation: {
+        prompt: { messages: [{ role: "user", template: `Triage the ticket [[script:${script}]]` }] },
+        model: modelId,
+        tools,
+        ...extra,
+      },
+    },
+    output_mapping: { "output.agent": "$" },
+  };
+}
+
+describe("an llm step with tools", () => {
+  it("runs three turns: an http tool, then an MCP tool twice in parallel, then answers; each call ran once", async ({
+    expect,
+  }) => {
+    const script = uniqueId("agent");
+    const target = uniqueId("hit");
+    const mcpKey = uniqueId("mcp");
+    const ids = { lookup: uniqueId("lookup"), model: uniqueId("model"), server: uniqueId("srv") };
+    await postScript(script, [
+      { tool_calls: [{ name: "lookup", input: { ticket: "T-1" } }] },
+      {
+        tool_calls: [
+          { name: "echo", input: { message: "first" } },
+          { name: "echo", input: { message: "second" } },
+        ],
+      },
+      { text: "Ticket T-1 is a printer fire." },
+    ]);
+    const workflow = singleTaskWorkflow(
+      uniqueId("wf"),
+      [agentStep(script, ids.model, [{ action: ids.lookup, name: "lookup" }, `mcp:${ids.server}/echo`])],
+      { tools: [`mcp:${ids.server}/echo`] },
+    );
+    const run = await runWorkflow(
+      workflow,
+      {},
+      {
+        actions: [lookupAction(ids.lookup, target)],
+        models: [model(ids.model)],
+        mcp_servers: [{ id: ids.server, url: `${mcpServer()}/k/${mcpKey}/mcp` }],
+      },
+    );
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    const output = run.output.result.agent;
+    expect(output.content).toBe("Ticket T-1 is a printer fire.");
+    expect(output.turns).toBe(3);
+    expect(output.tool_calls.map((call: { name: string; input: unknown }) => [call.name, call.input])).toEqual([
+      ["lookup", { ticket: "T-1" }],
+      ["echo", { message: "first" }],
+      ["echo", { message: "second" }],
+    ]);
+    expect(output.tool_calls[0].output.body.body).toEqual({ ticket: "T-1" });
+    expect(output.tool_calls[1].output.content[0].text).toBe("Echo: first");
+    // Each tool ran exactly once, and the model was asked three times.
+    expect(await hits(target)).toBe(1);
+    expect((await mcpStats(mcpKey)).calls.map((call) => call.arguments)).toEqual(
+      expect.arrayContaining([{ message: "first" }, { message: "second" }]),
+    );
+    expect((await mcpStats(mcpKey)).calls).toHaveLength(2);
+    const requests = await requestsSeen(script);
+    expect(requests).toHaveLength(3);
+    // Usage: the output's is every turn's, and the run's is the same.
+    expect(output.usage.tokens.input).toBeGreaterThan(0);
+    expect(run.usage).toEqual({
+      input_tokens: output.usage.tokens.input,
+      output_tokens: output.usage.tokens.output,
+      cost_usd: output.usage.cost_usd,
+    });
+
+    const entries = await journal(run.run_id);
+    const kinds = entries.map((entry) => entry.kind);
+    expect(kinds.filter((kind) => kind === "tool_call.requested")).toHaveLength(3);
+    expect(kinds.filter((kind) => kind === "tool_call.completed")).toHaveLength(3);
+    // The two echo calls were both dispatched before either completed.
+    const echoes = entries.filter((entry) => entry.kind.startsWith("tool_call.") && entry.body.name === "echo");
+    expect(echoes.map((entry) => entry.kind).slice(2, 4)).toEqual(["tool_call.dispatched", "tool_call.dispatched"]);
+    expect((await verifyRun(run.run_id)).ok).toBe(true);
+  });
+
+  it("fails llm.max_turns_exceeded when its last turn still asks for tools, and runs none of that turn's calls", async ({
+    expect,
+  }) => {
+    const { run, target } = await runAgent({
+      turns: [{ tool_calls: [{ name: "lookup", input: { ticket: "T-2" } }] }],
+      extra: { max_turns: 1 },
+    });
+    expect(run.status).toBe("failed");
+    expect(run.error).toMatchObject({ code: "llm.max_turns_exceeded", retryable: false, step: "agent" });
+    expect(await hits(target)).toBe(0);
+    // The turn that was made is paid for.
+    expect(run.usage.input_tokens).toBeGreaterThan(0);
+  });
+
+  it("stops at its token budget with llm.budget_exceeded, before the calls of the turn that passed it", async ({
+    expect,
+  }) => {
+    const { run, target } = await runAgent({
+      turns: [{ tool_calls: [{ name: "lookup", input: { ticket: "T-3" } }] }, { text: "never asked" }],
+      extra: { budget: { tokens: 1 } },
+    });
+    expect(run.status).toBe("failed");
+    expect(run.error).toMatchObject({ code: "llm.budget_exceeded", retryable: false });
+    expect(run.error.message).toMatch(/tokens of a budget of 1/);
+    expect(await hits(target)).toBe(0);
+    expect(run.usage.input_tokens).toBeGreaterThan(0);
+  });
+
+  it("answers a call to a tool it does not offer, or with an input its schema refuses, without running it", async ({
+    expect,
+  }) => {
+    const { run, target, script } = await runAgent({
+      turns: [
+        {
+          tool_calls: [
+            { name: "lookup", input: { wrong: 1 } },
+            { name: "delete_everything", input: {} },
+          ],
+        },
+        { text: "I will stop." },
+      ],
+    });
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    const calls = run.output.result.agent.tool_calls;
+    expect(calls.map((call: { error?: { code: string } }) => call.error?.code)).toEqual([
+      "action.invalid_input",
+      "llm.unknown_tool",
+    ]);
+    expect(await hits(target)).toBe(0);
+    // The model read both errors in its second turn.
+    const second = (await requestsSeen(script))[1];
+    const results = (second?.messages ?? []).flatMap(
+      (message) => (message.tool_results ?? []) as Array<{ content: string }>,
+    );
+    expect(results.map((result) => result.content)).toEqual([
+      expect.stringContaining("action.invalid_input"),
+      expect.stringContaining("llm.unknown_tool"),
+    ]);
+  });
+
+  it("refuses a tool: tool outside the run's allowlist before the model is called", async ({ expect }) => {
+    const { run, script } = await runAgent({
+      turns: [{ text: "never asked" }],
+      tools: (ids) => [{ action: ids.lookup, name: "lookup" }, "tool:list_artifacts"],
+    });
+    expect(run.status).toBe("failed");
+    expect(run.error).toMatchObject({ code: "llm.tool_not_allowed", retryable: false });
+    expect(run.error.message).toContain('"tool:list_artifacts"');
+    expect(await requestsSeen(script)).toEqual([]);
+  });
+
+  it("with parallel_tool_calls false, asks the model for one call a turn and runs the calls it gets one at a time", async ({
+    expect,
+  }) => {
+    const { run, script } = await runAgent({
+      turns: [
+        {
+          tool_calls: [
+            { name: "lookup", input: { ticket: "A" } },
+            { name: "lookup", input: { ticket: "B" } },
+          ],
+        },
+        { text: "done" },
+      ],
+      extra: { parallel_tool_calls: false },
+    });
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect((await requestsSeen(script))[0]?.parallel_tool_calls).toBe(false);
+    const order = (await journal(run.run_id))
+      .filter((entry) => entry.kind === "tool_call.dispatched" || entry.kind === "tool_call.completed")
+      .map((entry) => `${entry.kind.slice("tool_call.".length)} ${entry.body.index}`);
+    expect(order).toEqual(["dispatched 0", "completed 0", "dispatched 1", "completed 1"]);
+  });
+
+  it("holds tool calls back to the run's max_parallel", async ({ expect }) => {
+    const { run } = await runAgent({
+      turns: [
+        {
+          tool_calls: [
+            { name: "lookup", input: { ticket: "A" } },
+            { name: "lookup", input: { ticket: "B" } },
+          ],
+        },
+        { text: "done" },
+      ],
+      workflow: { max_parallel: 1 },
+    });
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    const order = (await journal(run.run_id))
+      .filter((entry) => entry.kind === "tool_call.dispatched" || entry.kind === "tool_call.completed")
+      .map((entry) => `${entry.kind.slice("tool_call.".length)} ${entry.body.index}`);
+    expect(order).toEqual(["dispatched 0", "completed 0", "dispatched 1", "completed 1"]);
+  });
+
+  it("speaks Anthropic's tool_use and tool_result as well as OpenAI's tool_calls", async ({ expect }) => {
+    const { run, target, script } = await runAgent({
+      turns: [{ tool_calls: [{ name: "lookup", input: { ticket: "T-9" } }] }, { text: "Anthropic done." }],
+      provider: "anthropic",
+    });
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(run.output.result.agent.content).toBe("Anthropic done.");
+    expect(await hits(target)).toBe(1);
+    const second = (await requestsSeen(script))[1];
+    expect(second?.messages.map((message) => message.role)).toEqual(["user", "assistant", "tool"]);
+  });
+});
+
+/** Runs one agent step over `turns` with a `lookup` http tool (counted under `target`). */
+async function runAgent(options: {
+  turns: unknown[];
+  extra?: Record<string, unknown>;
+  tools?: (ids: { lookup: string }) => unknown[];
+  workflow?: Record<string, unknown>;
+  provider?: "openai-compatible" | "anthropic";
+}): Promise<{ run: any; target: string; script: string }> {
+  const script = uniqueId("agent");
+  const target = uniqueId("hit");
+  const ids = { lookup: uniqueId("lookup"), model: uniqueId("model") };
+  await postScript(script, options.turns);
+  const tools = options.tools?.(ids) ?? [{ action: ids.lookup, name: "lookup" }];
+  const workflow = singleTaskWorkflow(
+    uniqueId("wf"),
+    [agentStep(script, ids.model, tools, options.extra)],
+    options.workflow ?? {},
+  );
+  const run = await runWorkflow(
+    workflow,
+    {},
+    {
+      actions: [lookupAction(ids.lookup, target)],
+      models: [model(ids.model, options.provider)],
+    },
+  );
+  return { run, target, script };
+}
