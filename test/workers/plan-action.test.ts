@@ -90,6 +90,11 @@ function plannerStep(key: string) {
   };
 }
 
+/** The kinds of the run's `child.*` journal entries. */
+async function childEntries(runId: string): Promise<string[]> {
+  return (await journal(runId)).map((entry) => entry.kind).filter((kind) => kind.startsWith("child."));
+}
+
 async function view(runId: string): Promise<RunView> {
   return RunView.parse((await api("GET", `/v1/runs/${runId}`)).json);
 }
@@ -155,9 +160,9 @@ describe("plan steps", () => {
     expect(run.status).toBe("failed");
     expect(run.error).toMatchObject({ code: "plan.invalid", step: "execute" });
     expect(run.error?.message).toMatch(/plan\.steps\.\d\.depends_on/);
+    // Refused by the step itself: no child was even asked for.
     expect(run.children).toEqual([]);
-    const kinds = (await journal(run.run_id)).map((entry) => entry.kind);
-    expect(kinds.filter((kind) => kind.startsWith("child."))).toEqual([]);
+    expect(await childEntries(run.run_id)).toEqual([]);
     expect(await hits(key)).toBe(0);
   });
 
@@ -175,7 +180,9 @@ describe("plan steps", () => {
     const run = RunView.parse(await waitForRun(await startSteps([planStep({ tools: [echo] })], plan)));
     expect(run.error).toMatchObject({ code: "plan.tool_not_allowed", step: "execute" });
     expect(run.error?.message).toContain("plan.steps.1.tool");
+    // Refused by the step itself: no child was even asked for.
     expect(run.children).toEqual([]);
+    expect(await childEntries(run.run_id)).toEqual([]);
   });
 
   it("fail plan.tool_not_allowed when the plan grants a tool the run's own allowlist does not", async ({ expect }) => {
