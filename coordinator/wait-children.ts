@@ -4,9 +4,10 @@ import { requestChild } from "./waits.ts";
 
 /**
  * Child runs: a `workflow` step's, a `plan` step's (its plan compiled into
- * the child's workflow), or a sub-workflow node's (no task, no step). The child is started by a wake (a fresh event, with a budget of
- * child starts), not where the wait opens: a hundred items reaching a
- * workflow step at once must not start a hundred runs from one event.
+ * the child's workflow), or a sub-workflow node's (no task, no step). The
+ * child is started by a wake (a fresh event, with a budget of child starts),
+ * not where the wait opens: a hundred items reaching a workflow step at once
+ * must not start a hundred runs from one event.
  */
 export const childWaits: WaitKindRow<"child"> = {
   open: (_draft, { key }, wire) => ({

@@ -14,6 +14,7 @@ import {
   singleTaskWorkflow,
   start,
   uniqueId,
+  verified,
   waitForRun,
 } from "./helpers.ts";
 
@@ -145,6 +146,8 @@ describe("plan steps", () => {
       tools: [echo, `mcp:${server}/echo`],
     });
     expect(await hits(key)).toBe(1);
+    expect(await verified(link?.run_id ?? "")).toBe(true);
+    expect(await verified(runId)).toBe(true);
   });
 
   it("fail plan.invalid with the path of each problem when the plan is bad, and start no child", async ({ expect }) => {
@@ -235,6 +238,24 @@ describe("plan steps", () => {
     expect(results.map((result) => result.success)).toEqual([true, true]);
     expect(run.output).toEqual({ result: { plan: { results } } });
     expect(await hits(key)).toBe(2);
+  });
+
+  it("create the child in drafting under mode approval; approving it runs the plan and finishes the step", async ({
+    expect,
+  }) => {
+    const key = uniqueId("drafted");
+    const { echo } = await registerEcho(key);
+    const plan = { steps: [{ tool: echo, params: { n: 1 } }] };
+    const runId = await startSteps([planStep({ tools: [echo], mode: "approval" })], plan);
+    const waiting = await waitForRun(runId, (run) => run.children.length === 1 || run.status === "failed");
+    const childId = String(waiting.children[0]?.run_id);
+    expect((await view(childId)).status).toBe("drafting");
+    expect(await hits(key)).toBe(0);
+    expect((await api("POST", `/v1/runs/${childId}/approve`)).status).toBe(200);
+    const run = RunView.parse(await waitForRun(runId));
+    expect(run.status).toBe("completed");
+    expect((await view(childId)).mode).toBe("approval");
+    expect(await hits(key)).toBe(1);
   });
 
   it("ask the child's input gate for required plan inputs, as a plan run does", async ({ expect }) => {
