@@ -8,6 +8,8 @@ import {
   type Model,
   type Prompt,
 } from "../schemas/actions.ts";
+import { parseReference } from "../schemas/common.ts";
+import { ToolGrant } from "../schemas/definitions.ts";
 import { isToolName, TOOL_NAMES } from "../schemas/tools.ts";
 import { checkAgent } from "./check-tools.ts";
 import {
@@ -99,6 +101,8 @@ export const IMPLEMENTATION_CHECKS: ImplementationChecks = {
     }
     checkMappings(implementation.dimensions, `${at}.dimensions`, report, CEL_SCOPES.actionInput);
   },
+  plan: (implementation, at, { report }) =>
+    implementation.tools.forEach((grant, i) => checkPlanGrant(grant, `${at}.tools.${i}`, report)),
   tool: (implementation, at, { report }) => {
     if (!isToolName(implementation.tool)) {
       report(
@@ -109,6 +113,32 @@ export const IMPLEMENTATION_CHECKS: ImplementationChecks = {
     }
   },
 };
+
+/**
+ * A `plan` action's grant is one of the forms a plan step names (docs/plans.md,
+ * "What a step calls"): a registered action (`id`, `id@n`), a standard library
+ * tool (`tool:<name>`), an MCP tool (`mcp:<server>/<tool>` or `mcp:<server>/*`).
+ */
+function checkPlanGrant(grant: string, at: string, report: Report): void {
+  if (grant.startsWith("tool:")) {
+    if (!isToolName(grant.slice("tool:".length))) {
+      report(
+        at,
+        `"${grant}" is not a standard library tool (known: ${TOOL_NAMES.join(", ")})`,
+        "definition.unknown_tool",
+      );
+    }
+    return;
+  }
+  const known = grant.startsWith("mcp:") ? ToolGrant.safeParse(grant).success : parseReference(grant) !== undefined;
+  if (!known) {
+    report(
+      at,
+      `"${grant}" names no action ("id" or "id@n"), standard tool ("tool:<name>") or MCP tool ("mcp:<server>/<tool>")`,
+      "definition.invalid_grant",
+    );
+  }
+}
 
 /** An action's schemas, then what its kind's implementation needs (`IMPLEMENTATION_CHECKS`). */
 export function checkAction(action: InlineAction, path: string, check: CheckContext): void {
@@ -130,7 +160,7 @@ function checkUndo(undo: NonNullable<InlineAction["undo"]>, path: string, check:
   if (ACTION_TRAITS[undo.action.kind].suspends || undo.action.risk === "high") {
     check.report(
       `${path}.action`,
-      "an undo cannot be a human, workflow, sleep, event or high-risk action: a compensation runs it as one call, with nothing to wait for",
+      "an undo cannot be a human, workflow, sleep, event, plan or high-risk action: a compensation runs it as one call, with nothing to wait for",
       "definition.invalid_undo",
     );
   }

@@ -44,7 +44,7 @@ const SHARED_TTL_S = 86_400;
  */
 export const ISOLATE_SNAPSHOTS = new Map<string, ResolvedRun>();
 
-type CatalogApi = Pick<Catalog, "resolveRun">;
+type CatalogApi = Pick<Catalog, "resolveRun" | "resolvePlan">;
 
 function catalog(env: Env): CatalogApi {
   return env.CATALOG.get(env.CATALOG.idFromName("catalog")) as unknown as CatalogApi;
@@ -79,6 +79,14 @@ export async function resolveSnapshot(env: Env, workflowId: string, version?: nu
     await remember(key, { snapshot, floating: [own, ...answer.floating] });
   }
   return snapshot;
+}
+
+/**
+ * The snapshot of a workflow a plan compiled to (Catalog.resolvePlan): never
+ * cached, a plan being one run's; the catalog checks and resolves it each time.
+ */
+export async function resolvePlanSnapshot(env: Env, workflow: unknown): Promise<Result<RunSnapshot>> {
+  return catalog(env).resolvePlan(workflow);
 }
 
 /**

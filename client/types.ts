@@ -164,6 +164,19 @@ export type Action = {
   undo?: Undo;
   kind: "event";
   implementation: EventImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id: string;
+  undo?: Undo;
+  kind: "plan";
+  implementation: PlanImplementation;
 };
 
 /** Optional: approved_steps answers every matching open approval gate (step-02 matches step-02-*). */
@@ -470,6 +483,19 @@ export type InlineAction = {
   undo?: Undo;
   kind: "event";
   implementation: EventImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  undo?: Undo;
+  kind: "plan";
+  implementation: PlanImplementation;
 };
 
 /** A task written inline in a node; its id is optional. */
@@ -667,6 +693,18 @@ export type InlineUndoAction = {
   id?: string;
   kind: "event";
   implementation: EventImplementation;
+} | {
+  description?: string;
+  requires?: JsonSchema;
+  produces?: JsonSchema;
+  execution?: {
+    timeout_ms?: number;
+    retry_policy?: RetryPolicy;
+  };
+  risk?: "low" | "medium" | "high";
+  id?: string;
+  kind: "plan";
+  implementation: PlanImplementation;
 };
 
 /** { "<field>": <source> }: a "$…" JSONPath, { "expr" }, { "template" }, { "path", "default" | "optional" }, { "concat" } or a literal. */
@@ -960,6 +998,19 @@ export type LlmImplementation = {
       undo?: Undo;
       kind: "event";
       implementation: EventImplementation;
+    } | {
+      description?: string;
+      requires?: JsonSchema;
+      produces?: JsonSchema;
+      execution?: {
+        timeout_ms?: number;
+        retry_policy?: RetryPolicy;
+      };
+      risk?: "low" | "medium" | "high";
+      id?: string;
+      undo?: Undo;
+      kind: "plan";
+      implementation: PlanImplementation;
     };
     name?: string;
     description?: string;
@@ -1203,6 +1254,13 @@ export type OpenGateList = {
 /** { "state.…" | "output.…": <source> }: writes the callee's output. */
 export type OutputMapping = {
   [key: string]: JsonValue;
+};
+
+/** The implementation of an action of kind "plan" (docs/definitions.md#implementation-per-kind). */
+export type PlanImplementation = {
+  tools: string[];
+  approved_steps?: string[];
+  mode?: "auto" | "approval";
 };
 
 /** An agent plan in either notation, its tools allowlist, input, mode, pre-approved steps (docs/plans.md). */
@@ -1708,6 +1766,7 @@ export interface Components {
   NodeDetail: NodeDetail;
   OpenGateList: OpenGateList;
   OutputMapping: OutputMapping;
+  PlanImplementation: PlanImplementation;
   PlanRequest: PlanRequest;
   Prompt: Prompt;
   Reference: Reference;

@@ -1,15 +1,17 @@
 import { z } from "zod";
-import { ensureEngineError } from "../lib/errors.ts";
+import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { runIdFor, sha256Hex } from "../lib/ids.ts";
 import type { Result } from "../lib/result.ts";
 import type { GateView } from "../schemas/api.ts";
 import { JsonValue, type Json } from "../schemas/common.ts";
 import { ErrorSummary, toErrorSummary } from "../schemas/errors.ts";
 import { RUN_STATUS_REASONS } from "../schemas/journal-bodies.ts";
-import type { ResourceHandle } from "../schemas/payload.ts";
+import { checkGrantsWithin, preparePlan, toPlanRecord, type PlanStart } from "../plans/index.ts";
 import type { RunSnapshot } from "../schemas/resolved.ts";
-import type { GateRecord } from "../schemas/run.ts";
+import type { GateRecord, RunMode } from "../schemas/run.ts";
+import type { CreateRunRequest } from "./create.ts";
 import type { RunEvent } from "./decide.ts";
+import type { Command } from "./draft.ts";
 import { MAX_WORKFLOW_DEPTH } from "./waits.ts";
 
 /**
@@ -60,10 +62,24 @@ export interface RunPeer {
   childFinished(notification: unknown): Promise<Result<{ accepted: boolean }>>;
 }
 
-/** What child-run bookkeeping needs from the platform: the catalog and other runs. */
+/** What child-run bookkeeping needs from the platform: the catalog, other runs, the deployment's plan setting. */
 export interface RunPeers {
-  catalog(): { resolveRun(workflowId: string, version?: number): Promise<Result<RunSnapshot>> };
+  catalog(): {
+    resolveRun(workflowId: string, version?: number): Promise<Result<RunSnapshot>>;
+    resolvePlan(workflow: unknown): Promise<Result<RunSnapshot>>;
+  };
   run(runId: string): RunPeer;
+  /** `PLAN_PREAPPROVAL` is `allow`: a `plan` step's `approved_steps` may turn gates off. */
+  planPreapproval: boolean;
+}
+
+type StartChild = Extract<Command, { kind: "start_child" }>;
+
+/** What a child run is created from: its snapshot, its mode, and for a plan what its record keeps. */
+interface ChildStart {
+  snapshot: RunSnapshot;
+  mode: RunMode;
+  plan?: CreateRunRequest["plan"];
 }
 
 /**
@@ -71,11 +87,7 @@ export interface RunPeers {
  * key), and returns the event that records the outcome: `child_started`, or
  * `child_finished` as failed when it could not start.
  */
-export async function startChildRun(
-  peers: RunPeers,
-  parentRunId: string,
-  command: { key: string; workflow: string; input: Json; depth: number; resources?: Record<string, ResourceHandle> },
-): Promise<RunEvent> {
+export async function startChildRun(peers: RunPeers, parentRunId: string, command: StartChild): Promise<RunEvent> {
   const failed = (error: ErrorSummary): RunEvent => ({
     type: "child_finished",
     outcome: {
@@ -95,26 +107,64 @@ export async function startChildRun(
   }
   try {
     const childRunId = await runIdFor(command.key);
-    const [workflowId = "", version] = command.workflow.split("@");
-    const snapshot = await peers.catalog().resolveRun(workflowId, version === undefined ? undefined : Number(version));
-    if (!snapshot.ok) {
-      return failed(snapshot.error);
+    const start = command.plan ? await planChild(peers, command.plan) : await workflowChild(peers, command.workflow);
+    if (!start.ok) {
+      return failed(start.error);
     }
     const created = await peers.run(childRunId).create({
       run_id: childRunId,
-      snapshot: snapshot.value,
+      snapshot: start.value.snapshot,
       input: command.input,
-      mode: "auto",
+      mode: start.value.mode,
       idempotency_key: command.key,
       request_hash: await sha256Hex(command.key),
       parent: { run_id: parentRunId, key: command.key, depth: command.depth - 1 },
       created_by: `run:${parentRunId}`,
       ...(command.resources ? { inherited_resources: command.resources } : {}),
-    });
+      ...(start.value.plan ? { plan: start.value.plan } : {}),
+    } satisfies CreateRunRequest);
     return created.ok ? { type: "child_started", key: command.key, run_id: childRunId } : failed(created.error);
   } catch (error) {
     // Infrastructure trouble: the child may or may not exist; report it as failed to start.
     return failed({ code: "workflow.child_start_failed", message: ensureEngineError(error).message });
+  }
+}
+
+/** A workflow step's or node's child: the pinned `id@version`, resolved (through the snapshot caches). */
+async function workflowChild(peers: RunPeers, workflow: string): Promise<Result<ChildStart>> {
+  const [workflowId = "", version] = workflow.split("@");
+  const snapshot = await peers.catalog().resolveRun(workflowId, version === undefined ? undefined : Number(version));
+  return snapshot.ok ? { ok: true, value: { snapshot: snapshot.value, mode: "auto" } } : snapshot;
+}
+
+/**
+ * A `plan` step's child, as `POST /v1/plans` would start its plan (plans/start.ts),
+ * once its grants are found on the parent's allowlist. A refusal (`plan.tool_not_allowed`,
+ * `plan.invalid`, `plan.preapproval_disabled`, …) is the step's failure, each
+ * problem's path in its message; a platform failure still throws.
+ */
+async function planChild(peers: RunPeers, plan: NonNullable<StartChild["plan"]>): Promise<Result<ChildStart>> {
+  const start: PlanStart = {
+    given: plan.given,
+    tools: plan.tools,
+    input: {},
+    approvedSteps: plan.approved_steps ?? [],
+  };
+  try {
+    checkGrantsWithin(plan.tools, plan.parent_tools);
+    const prepared = await preparePlan(start, {
+      resolvePlan: (workflow) => peers.catalog().resolvePlan(workflow),
+      preapprovalAllowed: peers.planPreapproval,
+    });
+    const record = await toPlanRecord(start, prepared);
+    return { ok: true, value: { snapshot: prepared.snapshot, mode: plan.mode ?? "auto", plan: record } };
+  } catch (thrown) {
+    if (!(thrown instanceof EngineError)) {
+      throw thrown;
+    }
+    const details = thrown.details?.map((detail) => `${detail.path}: ${detail.message}`).join("; ");
+    const message = details ? `${thrown.message} (${details})` : thrown.message;
+    return { ok: false, error: { code: thrown.code, message, retryable: false } };
   }
 }
 

@@ -1,5 +1,5 @@
 import { ensureEngineError } from "../lib/errors.ts";
-import { resolveSnapshotResult } from "../catalog/snapshots.ts";
+import { resolvePlanSnapshot, resolveSnapshotResult } from "../catalog/snapshots.ts";
 import type { JournalEntry } from "../schemas/journal.ts";
 import { cancelChildRuns, notifyParentRun, startChildRun, type RunPeer, type RunPeers } from "./children.ts";
 import type { Command } from "./draft.ts";
@@ -128,7 +128,11 @@ async function unregisterEventWait(
 function peersOf(env: Env): RunPeers {
   return {
     // Through the snapshot caches, like a start over the API: a pinned child may not need the catalog at all.
-    catalog: () => ({ resolveRun: (workflowId, version) => resolveSnapshotResult(env, workflowId, version) }),
+    catalog: () => ({
+      resolveRun: (workflowId, version) => resolveSnapshotResult(env, workflowId, version),
+      resolvePlan: (workflow) => resolvePlanSnapshot(env, workflow),
+    }),
+    planPreapproval: env.PLAN_PREAPPROVAL === "allow",
     run: (runId) => env.COORDINATOR.get(env.COORDINATOR.idFromName(runId)) as unknown as RunPeer,
   };
 }

@@ -1,9 +1,10 @@
+import { toPlanResults } from "../plans/index.ts";
 import type { Json } from "../schemas/common.ts";
 import type { Node as NodeDefinition } from "../schemas/definitions.ts";
 import { toErrorSummary, type ErrorSummary, type Failure } from "../schemas/errors.ts";
 import type { WaitRegistration } from "../schemas/events.ts";
 import type { JournalBody, JournalKind } from "../schemas/journal-bodies.ts";
-import type { ResourceHandle, TaskPayload } from "../schemas/payload.ts";
+import type { ChildPlan, ResourceHandle, TaskPayload } from "../schemas/payload.ts";
 import type { RunSnapshot } from "../schemas/resolved.ts";
 import type { InvocationRecord, NodeRecord, RunRecord, RunStatus } from "../schemas/run.ts";
 import { assertTransition } from "./lifecycle.ts";
@@ -24,7 +25,10 @@ export type Command =
   | JournalCommand
   /** Stop these containers (by their durable names): some of the run's `pending_releases`, sent by a wake. */
   | { kind: "release_resources"; containers: string[] }
-  /** Start (idempotently, by key) a child run of a pinned workflow `id@version`. */
+  /**
+   * Start (idempotently, by key) a child run of a pinned workflow `id@version`,
+   * or of a `plan` step's plan, whose grants must be on `parent_tools` (this run's allowlist).
+   */
   | {
       kind: "start_child";
       key: string;
@@ -32,6 +36,7 @@ export type Command =
       input: Json;
       depth: number;
       resources?: Record<string, ResourceHandle>;
+      plan?: ChildPlan & { parent_tools: string[] };
     }
   /** Cancel the child runs started under these keys: some of the run's `pending_cancels`, sent by a wake. */
   | { kind: "cancel_children"; keys: string[] }
@@ -251,17 +256,27 @@ export class Draft {
     this.notifyParent();
   }
 
-  /** A child run that ended tells its parent (again, until the parent acknowledges). */
+  /**
+   * A child run that ended tells its parent (again, until the parent
+   * acknowledges) its output: a plan run's is `{ results }`, its ToolResults
+   * as its view shows them (a plan run's own `output` holds nothing).
+   */
   notifyParent(): void {
-    const { parent, status } = this.record;
+    const { parent, status, plan_steps: planSteps, context } = this.record;
     if (parent && !parent.notified && (status === "completed" || status === "failed" || status === "cancelled")) {
       const error = this.record.error ? toErrorSummary(this.record.error) : null;
+      const output: Json =
+        status !== "completed"
+          ? null
+          : planSteps
+            ? { results: toPlanResults(planSteps, this.nodes, context.state) }
+            : context.output;
       this.commands.push({
         kind: "notify_parent",
         parent_run_id: parent.run_id,
         key: parent.key,
         status,
-        output: status === "completed" ? this.record.context.output : null,
+        output,
         error,
       });
     }

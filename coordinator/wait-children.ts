@@ -3,10 +3,11 @@ import type { WaitKindRow } from "./wait-kinds.ts";
 import { requestChild } from "./waits.ts";
 
 /**
- * Child runs: a `workflow` step's, or a sub-workflow node's (no task, no
- * step). The child is started by a wake (a fresh event, with a budget of
- * child starts), not where the wait opens: a hundred items reaching a
- * workflow step at once must not start a hundred runs from one event.
+ * Child runs: a `workflow` step's, a `plan` step's (its plan compiled into
+ * the child's workflow), or a sub-workflow node's (no task, no step). The
+ * child is started by a wake (a fresh event, with a budget of child starts),
+ * not where the wait opens: a hundred items reaching a workflow step at once
+ * must not start a hundred runs from one event.
  */
 export const childWaits: WaitKindRow<"child"> = {
   open: (_draft, { key }, wire) => ({
@@ -17,6 +18,7 @@ export const childWaits: WaitKindRow<"child"> = {
     on_failure: wire.on_failure,
     input: wire.input,
     requested_at: null,
+    ...(wire.plan ? { plan: wire.plan } : {}),
   }),
   expiresAt: () => null, // the child has its own deadline
   expire: () => undefined,
@@ -34,7 +36,7 @@ export const childWaits: WaitKindRow<"child"> = {
     // A node that is a sub-workflow hands its resources down; a workflow step does not.
     const resources =
       suspension.step_ref === null ? handedDown(draft, draft.nodeDefinition(nodeId).resource_bindings) : undefined;
-    requestChild(draft, wait.key, wait.workflow, wait.input, resources);
+    requestChild(draft, wait.key, wait.workflow, wait.input, resources, wait.plan);
     draft.setInvocation(nodeId, invocation.index, {
       suspension: { ...suspension, waiting_for: { ...wait, requested_at: draft.now } },
     });

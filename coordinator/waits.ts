@@ -1,5 +1,5 @@
 import type { Json } from "../schemas/common.ts";
-import type { ResourceHandle, TaskResume } from "../schemas/payload.ts";
+import type { ChildPlan, ResourceHandle, TaskResume } from "../schemas/payload.ts";
 import type { InvocationRecord, Suspension } from "../schemas/run.ts";
 import type { Draft } from "./draft.ts";
 
@@ -65,13 +65,18 @@ export function resumeInvocation(
   });
 }
 
-/** Starts a child run (the Durable Object resolves and creates it), unless the depth limit forbids it. */
+/**
+ * Starts a child run (the Durable Object resolves and creates it), unless the
+ * depth limit forbids it. A `plan` step's child carries its plan and this
+ * run's allowlist, which every `tool:` and `mcp:` grant of the plan must be on.
+ */
 export function requestChild(
   draft: Draft,
   key: string,
   workflow: string,
   input: Json,
   resources?: Record<string, ResourceHandle>,
+  plan?: ChildPlan,
 ): void {
   draft.commands.push({
     kind: "start_child",
@@ -80,5 +85,6 @@ export function requestChild(
     input,
     depth: draft.record.depth + 1,
     ...(resources ? { resources } : {}),
+    ...(plan ? { plan: { ...plan, parent_tools: draft.workflow.tools ?? [] } } : {}),
   });
 }

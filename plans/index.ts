@@ -11,3 +11,13 @@ export {
   type Notation,
 } from "./normalize.ts";
 export { toPlanResults } from "./results.ts";
+export {
+  checkGrantsWithin,
+  checkPlan,
+  preparePlan,
+  toPlanRecord,
+  type CheckedPlan,
+  type PlanStart,
+  type PlanStartDeps,
+  type PreparedPlan,
+} from "./start.ts";

@@ -1,11 +1,13 @@
 import { z } from "zod";
 import {
+  ApprovedSteps,
   CelSource,
   DefinitionId,
   Description,
   JsonSchema,
   InputMapping,
   JsonValue,
+  PlanTools,
   Reference,
   RetryPolicy,
   TimeoutMs,
@@ -244,6 +246,19 @@ const EventImplementation = z.strictObject({
   on_timeout: OnTimeout.optional(),
 });
 
+/**
+ * `plan`: the step's input is an agent plan in either notation (docs/plans.md),
+ * run as a child run with this allowlist, as `POST /v1/plans` runs one.
+ */
+const PlanImplementation = z.strictObject({
+  /** The plan's allowlist, as `tools` of `POST /v1/plans`; its `tool:` and `mcp:` grants must be on the run's own. */
+  tools: PlanTools,
+  /** High-risk steps that run without an approval gate (where the deployment allows it: `PLAN_PREAPPROVAL`). */
+  approved_steps: ApprovedSteps.optional(),
+  /** `auto` (default): the child starts at once; `approval`: it waits in `drafting` until approved. */
+  mode: z.enum(["auto", "approval"]).optional(),
+});
+
 const MetricImplementation = z.strictObject({
   metric_name: z.string().min(1),
   value: z.union([z.number(), z.strictObject({ expr: CelSource })]),
@@ -270,6 +285,7 @@ const BASE_IMPLEMENTATIONS = {
   context: ContextImplementation,
   sleep: SleepImplementation,
   event: EventImplementation,
+  plan: PlanImplementation,
 } as const satisfies Record<string, z.ZodType>;
 
 export type ActionKind = keyof typeof BASE_IMPLEMENTATIONS;
@@ -315,6 +331,7 @@ export const ACTION_TRAITS: { readonly [K in ActionKind]: ActionTraits } = {
   context: { waitsOnIo: false, reportsMeta: false, suspends: false },
   sleep: { waitsOnIo: true, reportsMeta: false, suspends: true },
   event: { waitsOnIo: true, reportsMeta: false, suspends: true },
+  plan: { waitsOnIo: true, reportsMeta: false, suspends: true },
 };
 
 export type ActionImplementation<K extends ActionKind> = z.infer<(typeof ACTION_IMPLEMENTATIONS)[K]>;

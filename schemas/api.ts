@@ -232,7 +232,7 @@ export const RunView = z.strictObject({
   children: z.array(ChildLink.extend({ node: z.string(), item: z.number().int().nullable() })),
   /** Present once a completed step enqueued an undo. */
   compensation: CompensationView.optional(),
-  /** Only for a plan run (POST /v1/plans): one ToolResult per plan step, in plan order (docs/plans.md). */
+  /** Only for a plan run (POST /v1/plans, or a `plan` step's child): one ToolResult per plan step, in plan order (docs/plans.md). */
   results: z.array(ToolResult).optional(),
   /** The controls the run accepts now (its status and each control's guard), in the control table's order. */
   controls: z.array(RunControlName),

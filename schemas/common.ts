@@ -114,6 +114,15 @@ export const JsonObject = z.record(z.string(), JsonValue);
 export const JsonSchema = z.union([z.boolean(), z.record(z.string(), JsonValue)]);
 export type JsonSchema = z.infer<typeof JsonSchema>;
 
+/**
+ * A plan's capability allowlist (docs/plans.md): registered actions (`id`,
+ * `id@n`), `tool:<name>`, `mcp:<server>/<tool>` (or `mcp:<server>/*`).
+ */
+export const PlanTools = z.array(z.string().min(1).max(200)).max(500);
+
+/** High-risk plan steps (ids) whose approval gates are turned off (docs/plans.md, "Approvals"). */
+export const ApprovedSteps = z.array(z.string().min(1).max(60)).max(500);
+
 /** A CEL expression. Whether it parses is checked at registration. */
 export const CelSource = z.string().min(1, "must be a non-empty CEL expression");
 

@@ -164,6 +164,19 @@ export const TaskMetrics = z.strictObject({
 export type TaskMetrics = z.infer<typeof TaskMetrics>;
 
 /**
+ * What a `plan` step's child run starts from (docs/plans.md, "Running a plan
+ * from a workflow"): the plan as the step's input had it, and the action's
+ * allowlist, pre-approved steps and mode.
+ */
+export const ChildPlan = z.strictObject({
+  given: z.record(z.string(), JsonValue),
+  tools: z.array(z.string()),
+  approved_steps: z.array(z.string()).optional(),
+  mode: z.enum(["auto", "approval"]).optional(),
+});
+export type ChildPlan = z.infer<typeof ChildPlan>;
+
+/**
  * Why a task stopped without finishing: it waits for a human (a gate or an
  * approval) or for a child workflow. The coordinator records it and
  * re-dispatches the task with a {@link TaskResume} when the answer arrives.
@@ -191,6 +204,8 @@ export const TaskSuspension = z.strictObject({
       on_failure: z.enum(["propagate", "return"]),
       /** When the step chose its child at run time: its `from` and what that selected (journaled as `workflow.chosen`). */
       chosen: z.strictObject({ from: z.string(), value: JsonValue }).optional(),
+      /** A `plan` step's child (`workflow` is then `plan`): compiled and started from this plan. */
+      plan: ChildPlan.optional(),
     }),
     /** A `sleep` step: an absolute wake-up (epoch ms), or a duration the coordinator counts from its own clock. */
     z.strictObject({

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { JsonSchema, JsonValue } from "./common.ts";
+import { ApprovedSteps, JsonSchema, JsonValue, PlanTools } from "./common.ts";
 import { RunMode } from "./run.ts";
 import { Failure } from "./errors.ts";
 
@@ -86,18 +86,18 @@ export type PlaceholderPlan = z.infer<typeof PlaceholderPlan>;
 export const PlanRequest = z.strictObject({
   plan: z.record(z.string(), JsonValue),
   /** The run's capability allowlist: registered actions (`id`, `id@n`), `tool:<name>`, `mcp:<server>/<tool>` (or `/*`). */
-  tools: z.array(z.string().min(1).max(200)).max(500),
+  tools: PlanTools,
   input: z.record(z.string(), JsonValue).optional(),
   mode: RunMode.optional(),
   /** High-risk steps that run without an approval gate (when the deployment allows it). */
-  approved_steps: z.array(z.string().min(1).max(60)).max(500).optional(),
+  approved_steps: ApprovedSteps.optional(),
   idempotency_key: z.string().min(1).max(256).optional(),
 });
 export type PlanRequest = z.infer<typeof PlanRequest>;
 
 /** `POST /v1/runs/{id}/approve` body: optional, `approved_steps` answers every matching open approval gate. */
 export const ApproveBody = z.object({
-  approved_steps: z.array(z.string().min(1).max(60)).max(500).optional(),
+  approved_steps: ApprovedSteps.optional(),
   reason: z.string().max(2000).optional(),
 });
 export type ApproveBody = z.infer<typeof ApproveBody>;

@@ -3,7 +3,7 @@ import { EventRecord } from "./events.ts";
 import { JsonObject, JsonValue } from "./common.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
 import { AgentState } from "./agent.ts";
-import { ResourceHandle, StepRecord, TaskContext, TaskResume } from "./payload.ts";
+import { ChildPlan, ResourceHandle, StepRecord, TaskContext, TaskResume } from "./payload.ts";
 
 /** A plan step as a plan run's record keeps it, for the run view's `results` (docs/plans.md). */
 export const PlanStepRecord = z.strictObject({ id: z.string(), tool: z.string() });
@@ -91,6 +91,8 @@ export const Suspension = z.strictObject({
        * are spread over wakes, a few per event (MAX_CHILD_STARTS_PER_EVENT).
        */
       requested_at: z.number().nullable().optional(),
+      /** A `plan` step's child (`workflow` is then `plan`): compiled and started from this plan. */
+      plan: ChildPlan.optional(),
     }),
     z.strictObject({
       kind: z.literal("timer"),

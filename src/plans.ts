@@ -1,14 +1,10 @@
-import { EngineError } from "../lib/errors.ts";
 import { newRunId, runIdFor, sha256Hex } from "../lib/ids.ts";
 import { canonicalJson } from "../lib/journal/index.ts";
-import { unwrap, type Result } from "../lib/result.ts";
+import { unwrap } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import { validateJson } from "../lib/json-schema.ts";
-import { checkGraph, compilePlan, finishPlan, normalizePlan, type NormalPlan } from "../plans/index.ts";
+import { preparePlan, toPlanRecord, type PlanStart } from "../plans/index.ts";
 import type { RunView } from "../schemas/api.ts";
-import type { Json } from "../schemas/common.ts";
-import { ApproveBody, PlanRequest, type PlanOrigin, type StartPlanResponse } from "../schemas/plans.ts";
-import type { RunSnapshot } from "../schemas/resolved.ts";
+import { ApproveBody, PlanRequest, type StartPlanResponse } from "../schemas/plans.ts";
 import { catalog, controlRun, coordinator, createRun } from "./service.ts";
 
 /**
@@ -24,28 +20,22 @@ export async function startPlan(
 ): Promise<{ created: boolean; run: StartPlanResponse }> {
   const request = parseOrThrow(PlanRequest, body, "plan.invalid_request", "the plan request");
   const mode = request.mode ?? "auto";
-  const input = request.input ?? {};
-  const plan = normalizePlan(request.plan);
-  checkGraph(plan);
-  checkInput(plan, input);
-  const approvedSteps = request.approved_steps ?? [];
-  const preapprovalAllowed = env.PLAN_PREAPPROVAL === "allow";
-  checkApprovedSteps(plan, approvedSteps, preapprovalAllowed);
-  const compiled = compilePlan(plan, request.tools, input);
-  const snapshot = atStepPaths(plan, await catalog(env).resolvePlan(compiled.workflow));
-  const graph = finishPlan(snapshot, plan, compiled, { preapprovalAllowed, approvedSteps });
+  const start: PlanStart = {
+    given: request.plan,
+    tools: request.tools,
+    input: request.input ?? {},
+    approvedSteps: request.approved_steps ?? [],
+  };
+  const prepared = await preparePlan(start, {
+    resolvePlan: (workflow) => catalog(env).resolvePlan(workflow),
+    preapprovalAllowed: env.PLAN_PREAPPROVAL === "allow",
+  });
+  const { snapshot, graph } = prepared;
   const workflow = { id: snapshot.workflow.id, version: snapshot.workflow.version };
   if (mode === "preview") {
     return { created: false, run: { run_id: null, status: "preview", workflow, graph } };
   }
-  const origin = {
-    notation: plan.notation,
-    given: request.plan,
-    tools: request.tools,
-    graph,
-    workflow_sha256: await sha256Hex(canonicalJson(snapshot.workflow.definition)),
-  };
-  checkEntrySize(origin, input);
+  const plan = await toPlanRecord(start, prepared);
   const requestHash = await sha256Hex(canonicalJson({ plan: request, mode }));
   const runId = request.idempotency_key === undefined ? newRunId() : await runIdFor(`plan\n${request.idempotency_key}`);
   const outcome = await createRun(
@@ -53,90 +43,16 @@ export async function startPlan(
     {
       run_id: runId,
       snapshot,
-      input,
+      input: start.input,
       mode,
       idempotency_key: request.idempotency_key ?? null,
       request_hash: requestHash,
       created_by: createdBy,
-      plan: { origin, steps: plan.steps.map((step) => ({ id: step.id, tool: step.tool })) },
+      plan,
     },
     waitMs,
   );
   return { created: outcome.created, run: { ...outcome.run, graph } };
-}
-
-/**
- * The resolved snapshot, or the catalog's refusal with each problem's path
- * in the compiled workflow (`compiled.nodes.step-0.task.steps.0.action…`)
- * given as the path of the step's tool in the request (`plan.steps.0.tool`).
- */
-function atStepPaths(plan: NormalPlan, result: Result<RunSnapshot>): RunSnapshot {
-  if (result.ok) {
-    return result.value;
-  }
-  const error = EngineError.fromData(result.error);
-  const indexOf = new Map(plan.steps.map((step) => [step.id, step.index]));
-  const details = error.details?.map((detail) => {
-    const match = /^compiled\.nodes\.([^.]+)\.task\.steps\.0\.action\b/.exec(detail.path);
-    const index = match === null ? undefined : indexOf.get(match[1] ?? "");
-    return index === undefined ? detail : { ...detail, path: `plan.steps.${index}.tool` };
-  });
-  throw new EngineError(error.code, error.message, { retryable: false, details });
-}
-
-/**
- * The most characters the plan, its graph and the input may take on the
- * journal's first entry: a SQLite row holds at most 2 MB, and a plan near
- * the body limit compiles to a graph of about its own size.
- */
-const MAX_CREATED_ENTRY_CHARS = 1_500_000;
-
-function checkEntrySize(origin: PlanOrigin, input: Record<string, Json>): void {
-  const chars = canonicalJson(origin).length + canonicalJson(input).length;
-  if (chars > MAX_CREATED_ENTRY_CHARS) {
-    throw EngineError.terminal(
-      "plan.too_large",
-      `the plan, the graph it compiles to and the input take ${chars} characters on the run's first journal entry (at most ${MAX_CREATED_ENTRY_CHARS})`,
-    );
-  }
-}
-
-/** The given inputs must match the plan's `inputs` schema, except for required ones left out (asked through the gate). */
-function checkInput(plan: NormalPlan, input: Record<string, unknown>): void {
-  if (plan.inputs === undefined || typeof plan.inputs === "boolean") {
-    return;
-  }
-  const { required: _required, ...lenient } = plan.inputs;
-  const problems = validateJson(lenient, input, "input");
-  if (problems.length > 0) {
-    throw EngineError.terminal("plan.invalid_input", "the input does not match the plan's inputs schema", problems);
-  }
-}
-
-/**
- * `approved_steps` on a new plan turns the approval gate of those high-risk
- * steps off: only where the deployment allows it (`PLAN_PREAPPROVAL=allow`,
- * 403 `plan.preapproval_disabled` otherwise), and only for steps of the plan.
- */
-function checkApprovedSteps(plan: NormalPlan, approved: readonly string[], allowed: boolean): void {
-  if (approved.length === 0) {
-    return;
-  }
-  if (!allowed) {
-    throw EngineError.terminal(
-      "plan.preapproval_disabled",
-      'this deployment does not let a request pre-approve high-risk steps (PLAN_PREAPPROVAL is not "allow"); approve them at their gates',
-    );
-  }
-  const ids = new Set(plan.steps.map((step) => step.id));
-  const unknown = approved.filter((id) => !ids.has(id));
-  if (unknown.length > 0) {
-    throw EngineError.terminal(
-      "plan.invalid",
-      "approved_steps names steps the plan does not have",
-      unknown.map((id) => ({ path: "approved_steps", message: `no step "${id}"`, code: "plan.invalid_reference" })),
-    );
-  }
 }
 
 /**

@@ -9,6 +9,7 @@ import { humanAction } from "./human.ts";
 import { llmAction } from "./llm.ts";
 import { mcpAction } from "./mcp.ts";
 import { metricAction } from "./metric.ts";
+import { planAction } from "./plan.ts";
 import { shellAction } from "./shell.ts";
 import { sleepAction } from "./sleep.ts";
 import { toolAction } from "./tool.ts";
@@ -36,11 +37,12 @@ export const ACTION_HANDLERS: ActionRegistry = {
   metric: metricAction,
   sleep: sleepAction,
   event: eventAction,
+  plan: planAction,
 };
 
 /**
  * What a step of a suspending kind (its handler has `suspend`: `human`,
- * `workflow`, `sleep`) waits for before it can finish; undefined for a kind
+ * `workflow`, `sleep`, `event`, `plan`) waits for before it can finish; undefined for a kind
  * that runs (and for a sleep whose time has already come).
  */
 export function suspensionFor(action: ResolvedAction, input: Json, context: TaskContext): ActionWait | undefined {

@@ -60,7 +60,7 @@ describe("action kinds", () => {
     expect,
   }) => {
     const kinds = sorted(ACTION_KINDS);
-    expect(kinds).toHaveLength(12);
+    expect(kinds).toHaveLength(13);
     expect(sorted(Object.keys(ACTION_IMPLEMENTATIONS))).toEqual(kinds);
     expect(sorted(Object.keys(ACTION_TRAITS))).toEqual(kinds);
     expect(sorted(Object.keys(IMPLEMENTATION_CHECKS))).toEqual(kinds);
@@ -73,7 +73,7 @@ describe("action kinds", () => {
     }
   });
 
-  it("suspend a task only at human, workflow, sleep and event steps, with the wait their handler builds", ({
+  it("suspend a task only at human, workflow, sleep, event and plan steps, with the wait their handler builds", ({
     expect,
   }) => {
     const human = ResolvedAction.parse({
@@ -119,6 +119,25 @@ describe("action kinds", () => {
     expect(() => suspensionFor(chooser, {}, { ...context, input: { flow: "slow@4" } })).toThrow(
       /is not one of the allowed workflows: fast@2, slow@5/,
     );
+    // A plan step's child: the plan is its input, checked now; the child is the plan workflow.
+    const planner = ResolvedAction.parse({
+      id: "run_plan",
+      version: 1,
+      kind: "plan",
+      implementation: { tools: ["tool:list_artifacts"], mode: "approval" },
+    });
+    const plan = { steps: [{ tool: "tool:list_artifacts", params: {} }] };
+    expect(suspensionFor(planner, plan, NO_CONTEXT)).toEqual({
+      kind: "child",
+      workflow: "plan",
+      input: {},
+      on_failure: "propagate",
+      plan: { given: plan, tools: ["tool:list_artifacts"], mode: "approval" },
+    });
+    expect(() => suspensionFor(planner, { steps: [] }, NO_CONTEXT)).toThrow(
+      expect.objectContaining({ code: "plan.invalid", retryable: false }),
+    );
+    expect(() => suspensionFor(planner, [plan], NO_CONTEXT)).toThrow(/must be a plan \(an object\); it is an array/);
     const compute = ResolvedAction.parse({
       id: "calc",
       version: 0,
@@ -127,7 +146,7 @@ describe("action kinds", () => {
     });
     expect(suspensionFor(compute, {}, NO_CONTEXT)).toBeUndefined();
     const suspending = ACTION_KINDS.filter((kind) => ACTION_HANDLERS[kind].suspend !== undefined);
-    expect(suspending).toEqual(["workflow", "human", "sleep", "event"]);
+    expect(suspending).toEqual(["workflow", "human", "sleep", "event", "plan"]);
     // The suspending kinds are the ones whose trait says so.
     expect(ACTION_KINDS.filter((kind) => ACTION_TRAITS[kind].suspends)).toEqual(suspending);
   });
