@@ -1207,7 +1207,7 @@ export type NodeDetail = {
       turn: number;
       calls: ({
         name: string;
-        status: "pending" | "running" | "completed" | "failed";
+        status: "approval" | "pending" | "running" | "completed" | "failed";
       })[];
     };
   })[];
@@ -1417,7 +1417,7 @@ export type RunView = {
           turn: number;
           calls: ({
             name: string;
-            status: "pending" | "running" | "completed" | "failed";
+            status: "approval" | "pending" | "running" | "completed" | "failed";
           })[];
         };
       })[];
@@ -1456,7 +1456,7 @@ export type RunView = {
     turn: number;
     calls: ({
       name: string;
-      status: "pending" | "running" | "completed" | "failed";
+      status: "approval" | "pending" | "running" | "completed" | "failed";
     })[];
     node: string;
     item: number | null;

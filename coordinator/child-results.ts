@@ -3,6 +3,7 @@ import { toFailure, type ErrorSummary } from "../schemas/errors.ts";
 import type { Draft } from "./draft.ts";
 import { completeInvocation, failNode } from "./nodes.ts";
 import { withChild, withChildStatus } from "./summaries.ts";
+import { toolChildFinished, toolChildStarted } from "./wait-tools.ts";
 import { findWaiter, resumeInvocation } from "./waits.ts";
 
 // What a child run reports back to the run that waits for it (coordinator/wait-children.ts opens the wait).
@@ -12,6 +13,7 @@ export function childStarted(draft: Draft, key: string, runId: string): void {
   const found = findWaiter(draft, (waiting) => waiting.kind === "child" && waiting.key === key);
   const waiting = found?.suspension.waiting_for;
   if (!found || waiting?.kind !== "child") {
+    toolChildStarted(draft, key, runId);
     return;
   }
   const { nodeId, invocation, suspension } = found;
@@ -53,6 +55,7 @@ export function childFinished(draft: Draft, outcome: ChildOutcome): void {
   const found = findWaiter(draft, (waiting) => waiting.kind === "child" && waiting.key === outcome.key);
   const waiting = found?.suspension.waiting_for;
   if (!found || waiting?.kind !== "child") {
+    toolChildFinished(draft, outcome);
     return;
   }
   const { nodeId, suspension } = found;

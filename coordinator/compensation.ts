@@ -141,7 +141,15 @@ export function wakeCompensation(draft: Draft, live: LiveWork): void {
 /** The undo's definition, from the run's snapshot: the action of the step that enqueued it. */
 function undoDefinition(draft: Draft, undo: UndoRecord): { task: ResolvedTask; undo: ResolvedUndo } | null {
   const task = draft.snapshot.tasks[undo.node];
-  const definition = task?.steps.find((step) => step.ref === undo.step)?.action.undo;
+  // A tool call's undo is recorded under `<llm step>/<tool>`: the tool's action declares it.
+  const [stepRef, toolName] = undo.step.split("/", 2);
+  const action = task?.steps.find((step) => step.ref === stepRef)?.action;
+  const definition =
+    toolName === undefined
+      ? action?.undo
+      : action?.kind === "llm"
+        ? action.implementation.tools?.find((tool) => tool.name === toolName)?.action.undo
+        : undefined;
   return task && definition ? { task, undo: definition } : null;
 }
 

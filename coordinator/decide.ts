@@ -292,6 +292,7 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
     return;
   }
   if (onToolCallResult(draft, result)) {
+    addUsage(draft, result); // a tool may be an llm action
     return;
   }
   const found = draft.findByToken(result.token_id);
@@ -305,13 +306,7 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
   }
   const { nodeId } = found;
   const invocation = withStepSummaries(draft, nodeId, found.invocation, result);
-  const tokens = result.metrics.llm_tokens;
-  const usage = draft.record.usage;
-  draft.record.usage = {
-    input_tokens: usage.input_tokens + tokens.input,
-    output_tokens: usage.output_tokens + tokens.output,
-    cost_usd: usage.cost_usd + tokens.cost_usd,
-  };
+  addUsage(draft, result);
   // Each outcome journals the result's step records first: that entry is where its undos were enqueued.
   enqueueUndos(
     draft,
@@ -332,6 +327,17 @@ function onTaskResult(draft: Draft, result: TaskResult): void {
   } else {
     failInvocation(draft, nodeId, invocation, attemptErrorOf(result), result.steps);
   }
+}
+
+/** What a result's model calls cost is the run's too. */
+function addUsage(draft: Draft, result: TaskResult): void {
+  const tokens = result.metrics.llm_tokens;
+  const usage = draft.record.usage;
+  draft.record.usage = {
+    input_tokens: usage.input_tokens + tokens.input,
+    output_tokens: usage.output_tokens + tokens.output,
+    cost_usd: usage.cost_usd + tokens.cost_usd,
+  };
 }
 
 /** The invocation with its step summaries brought up to date by the result's step records (written with it). */

@@ -1,7 +1,9 @@
 import type { Json } from "../schemas/common.ts";
-import type { GateRecord, RunRecord } from "../schemas/run.ts";
+import type { GateRecord } from "../schemas/run.ts";
 import type { Draft } from "./draft.ts";
+import { closeGate, gateOf, openGate, replaceGate } from "./gates.ts";
 import type { OpenWait, WaitKindRow } from "./wait-kinds.ts";
+import { answerToolCallApproval } from "./wait-tools.ts";
 import { findWaiter, resumeInvocation } from "./waits.ts";
 
 /**
@@ -11,33 +13,17 @@ import { findWaiter, resumeInvocation } from "./waits.ts";
  */
 export const gateWaits: WaitKindRow<"gate"> = {
   open(draft, { nodeId, invocation, stepRef }, wire) {
-    const gate: GateRecord = {
-      gate_id: `gate_${draft.record.gates.length + 1}`,
+    const gate = openGate(draft, {
       kind: wire.gate_kind,
       node: nodeId,
       item: draft.itemOf(nodeId, invocation),
       step: stepRef,
       prompt: wire.prompt,
       input_schema: wire.input_schema as GateRecord["input_schema"],
-      status: "open",
-      opened_at: draft.now,
-      expires_at: wire.timeout_ms === undefined ? null : draft.now + wire.timeout_ms,
-      on_timeout: wire.on_timeout ?? "fail",
+      timeout_ms: wire.timeout_ms,
+      on_timeout: wire.on_timeout,
       ...(wire.action ? { action: wire.action } : {}),
-    };
-    draft.record.gates = [...draft.record.gates, gate];
-    const body = {
-      gate_id: gate.gate_id,
-      node: nodeId,
-      item: gate.item,
-      step: stepRef,
-      expires_at: gate.expires_at === null ? null : new Date(gate.expires_at).toISOString(),
-    };
-    if (gate.kind === "approval") {
-      draft.journal("approval.requested", gate.action ? { ...body, action: gate.action } : body);
-    } else {
-      draft.journal("gate.opened", body);
-    }
+    });
     return { kind: "gate", gate_id: gate.gate_id };
   },
   expiresAt(draft, wait) {
@@ -53,26 +39,9 @@ export const gateWaits: WaitKindRow<"gate"> = {
   unsent: () => false,
   inFlight: () => false,
   send: () => 0,
-  close(draft, { wait }, reason) {
-    const gate = gateOf(draft.record, wait.gate_id);
-    if (gate?.status !== "open") {
-      return;
-    }
-    draft.journal("gate.expired", { gate_id: gate.gate_id, node: gate.node, step: gate.step, reason });
-    replaceGate(draft, { ...gate, status: "expired", reason });
-  },
+  close: (draft, { wait }, reason) => closeGate(draft, wait.gate_id, reason),
   view: (wait) => ({ kind: "gate", gate_id: wait.gate_id }),
 };
-
-/** A gate by id: ids are `gate_<n>`, the n-th gate opened, and gates are only ever appended. */
-function gateOf(record: RunRecord, gateId: string): GateRecord | undefined {
-  const at = record.gates[Number(gateId.slice("gate_".length)) - 1];
-  return at?.gate_id === gateId ? at : record.gates.find((gate) => gate.gate_id === gateId);
-}
-
-function replaceGate(draft: Draft, gate: GateRecord): void {
-  draft.record.gates = draft.record.gates.map((candidate) => (candidate.gate_id === gate.gate_id ? gate : candidate));
-}
 
 /** A gate past its expiry ends as `on_timeout` says: a default answer, or a failed step. */
 function expireGate(draft: Draft, gate: GateRecord, at: OpenWait<"gate">): void {
@@ -114,7 +83,9 @@ export function answerGate(draft: Draft, gateId: string, response: Json, respond
       responder,
       ...(reason ? { reason } : {}),
     });
-    if (found) {
+    if (gate.tool_call !== undefined) {
+      answerToolCallApproval(draft, gate, approved, reason);
+    } else if (found) {
       const resume = approved
         ? { mode: "approved" as const }
         : { mode: "rejected" as const, ...(reason ? { reason } : {}) };

@@ -4,7 +4,7 @@ import { ATTEST_KIND, JournalAttestationBody, Sha256Hex } from "./journal.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
 import { StepRecord } from "./payload.ts";
 import { PlanOrigin } from "./plans.ts";
-import { COMPENSATION_TRIGGERS, RunMode, RunStatus } from "./run.ts";
+import { COMPENSATION_TRIGGERS, RunMode, RunStatus, ToolCallRef } from "./run.ts";
 
 /**
  * The body of each kind of journal entry the engine writes (docs/journal.md, "Entry kinds"),
@@ -144,6 +144,8 @@ export const JOURNAL_BODIES = {
   "approval.requested": GateOpenedBody.extend({
     /** The action that waits for the approval (the executor always names it). */
     action: z.strictObject({ id: z.string(), version: z.number().int(), kind: z.string() }).optional(),
+    /** For a tool call of an agent: which call. */
+    tool_call: ToolCallRef.optional(),
   }),
   "approval.granted": ApprovalAnswer,
   "approval.rejected": ApprovalAnswer,

@@ -51,7 +51,16 @@ export const INVOCATION_STATUSES = [
 ] as const;
 
 /** How far one tool call of an agent's turn got. */
-export const TOOL_CALL_STATUSES = ["pending", "running", "completed", "failed"] as const;
+export const TOOL_CALL_STATUSES = ["approval", "pending", "running", "completed", "failed"] as const;
+
+/** Which call of an agent's loop: its wait's key, its turn, its place in the turn, and its tool. */
+export const ToolCallRef = z.strictObject({
+  key: z.string(),
+  turn: z.number().int().min(1),
+  index: z.number().int().min(0),
+  name: z.string(),
+});
+export type ToolCallRef = z.infer<typeof ToolCallRef>;
 
 /** A tool call an agent's turn asked for, run by the coordinator as a dispatch of its own. */
 export const ToolCallRecord = z.strictObject({
@@ -64,6 +73,14 @@ export const ToolCallRecord = z.strictObject({
   attempts: z.number().int().min(0),
   dispatched_at: z.number().nullable(),
   deadline_at: z.number().nullable(),
+  /** A high-risk tool's approval gate, while it waits or since it was granted. */
+  gate_id: z.string().optional(),
+  /** Granted: the call's dispatch carries the approval. */
+  approved: z.literal(true).optional(),
+  /** A `workflow` tool: the child run the call is, by its start key. */
+  child: z
+    .strictObject({ key: z.string(), run_id: z.string().nullable(), requested_at: z.number().nullable() })
+    .optional(),
 });
 export type ToolCallRecord = z.infer<typeof ToolCallRecord>;
 
@@ -224,6 +241,8 @@ export const GateRecord = z.strictObject({
   /** Why a gate expired without an answer (its timeout, or the run ending). */
   reason: z.string().optional(),
   action: z.strictObject({ id: z.string(), version: z.number().int(), kind: z.string() }).optional(),
+  /** For a tool call's approval: the call (its step waits in a `tools` wait, not on the gate). */
+  tool_call: ToolCallRef.optional(),
 });
 export type GateRecord = z.infer<typeof GateRecord>;
 

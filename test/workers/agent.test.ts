@@ -1,6 +1,11 @@
 import { describe, it } from "vitest";
 import {
+  api,
+  gateOpenOrSettled,
   hits,
+  register,
+  start,
+  waitForRun,
   httpTarget,
   journal,
   llmServer,
@@ -283,6 +288,183 @@ describe("an llm step with tools", () => {
     expect(second?.messages.map((message) => message.role)).toEqual(["user", "assistant", "tool"]);
   });
 });
+
+describe("an agent's high-risk tools, workflow tools and undos", () => {
+  it("asks an approval for each call of a high-risk tool: an approved call runs, a rejected one is told to the model", async ({
+    expect,
+  }) => {
+    const script = uniqueId("agent");
+    const page = uniqueId("page");
+    const ids = { page: uniqueId("page-oncall"), model: uniqueId("model"), wf: uniqueId("wf") };
+    await postScript(script, [
+      {
+        tool_calls: [
+          { name: "page", input: { who: "alice" } },
+          { name: "page", input: { who: "bob" } },
+        ],
+      },
+      { text: "Paged alice; bob was not approved." },
+    ]);
+    await register({
+      actions: [{ ...pageAction(ids.page, page), risk: "high" }],
+      models: [model(ids.model)],
+      workflows: [singleTaskWorkflow(ids.wf, [agentStep(script, ids.model, [{ action: ids.page, name: "page" }])])],
+    });
+    const runId = await start(ids.wf);
+    const waiting = await waitForRun(
+      runId,
+      (run) => run.gates?.filter((gate: any) => gate.status === "open").length === 2,
+    );
+    const gates = waiting.gates.filter((gate: any) => gate.status === "open");
+    expect(gates.map((gate: any) => gate.kind)).toEqual(["approval", "approval"]);
+    expect(gates[0].prompt).toContain('"who":"alice"');
+    expect(waiting.waiting_for[0]).toMatchObject({ kind: "tools", turn: 1 });
+    expect(await hits(page)).toBe(0);
+    await api("POST", `/v1/runs/${runId}/gates/${gates[0].gate_id}`, { response: { approved: true } });
+    await api("POST", `/v1/runs/${runId}/gates/${gates[1].gate_id}`, {
+      response: { approved: false, reason: "bob is on leave" },
+    });
+    const run = await waitForRun(runId);
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(await hits(page)).toBe(1);
+    const calls = run.output.result.agent.tool_calls;
+    expect(calls[0].output.body.body).toEqual({ who: "alice" });
+    expect(calls[1].error).toEqual({
+      code: "approval.rejected",
+      message: "the call of tool page was not approved: bob is on leave",
+    });
+    // The model was told: bob's call was denied, with the reason.
+    const second = (await requestsSeen(script))[1];
+    const results = (second?.messages ?? []).flatMap(
+      (message) => (message.tool_results ?? []) as Array<{ content: string }>,
+    );
+    expect(results[1]?.content).toContain("bob is on leave");
+    const entries = await journal(runId);
+    const requested = entries.filter((entry) => entry.kind === "approval.requested");
+    expect(requested.map((entry) => entry.body.tool_call)).toEqual([
+      expect.objectContaining({ turn: 1, index: 0, name: "page" }),
+      expect.objectContaining({ turn: 1, index: 1, name: "page" }),
+    ]);
+    expect((await verifyRun(runId)).ok).toBe(true);
+  });
+
+  it("cancelling the run while a tool call waits for approval expires its gate", async ({ expect }) => {
+    const script = uniqueId("agent");
+    const ids = { page: uniqueId("page-oncall"), model: uniqueId("model"), wf: uniqueId("wf") };
+    await postScript(script, [{ tool_calls: [{ name: "page", input: { who: "carol" } }] }]);
+    await register({
+      actions: [{ ...pageAction(ids.page, uniqueId("page")), risk: "high" }],
+      models: [model(ids.model)],
+      workflows: [singleTaskWorkflow(ids.wf, [agentStep(script, ids.model, [{ action: ids.page, name: "page" }])])],
+    });
+    const runId = await start(ids.wf);
+    await waitForRun(runId, gateOpenOrSettled);
+    expect((await api("POST", `/v1/runs/${runId}/cancel`, { reason: "no paging today" })).status).toBe(200);
+    const run = await waitForRun(runId);
+    expect(run.status).toBe("cancelled");
+    expect(run.gates[0]).toMatchObject({ status: "expired" });
+    const kinds = (await journal(runId)).map((entry) => entry.kind);
+    expect(kinds).toContain("tool_call.cancelled");
+  });
+
+  it("runs a workflow tool as a child run and gives the model its output", async ({ expect }) => {
+    const script = uniqueId("agent");
+    const ids = { child: uniqueId("double"), model: uniqueId("model") };
+    await postScript(script, [{ tool_calls: [{ name: "double", input: { n: 21 } }] }, { text: "It is 42." }]);
+    const doubler = {
+      id: ids.child,
+      input_schema: { type: "object", required: ["n"], properties: { n: { type: "integer" } } },
+      nodes: {
+        x2: {
+          task: {
+            steps: [
+              {
+                ref: "x2",
+                action: { kind: "context", implementation: { updates: [{ path: "n", expr: "input.n * 2" }] } },
+                output_mapping: { "output.n": "$.n" },
+              },
+            ],
+          },
+          output_mapping: { "output.n": "$.n" },
+        },
+      },
+    };
+    const tool = { action: { kind: "workflow", implementation: { workflow: ids.child } }, name: "double" };
+    await register({ workflows: [doubler] });
+    const run = await runWorkflow(
+      singleTaskWorkflow(uniqueId("wf"), [agentStep(script, ids.model, [tool])]),
+      {},
+      {
+        models: [model(ids.model)],
+      },
+    );
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(run.output.result.agent.tool_calls[0], JSON.stringify(run.output.result.agent.tool_calls)).toMatchObject({
+      output: { n: 42 },
+    });
+    const started = (await journal(run.run_id)).find((entry) => entry.kind === "child.started");
+    expect(started?.body).toMatchObject({ node: "main", step: "agent" });
+    const child = await waitForRun(started?.body.child_run_id);
+    expect(child.status).toBe("completed");
+  });
+
+  it("compensates a completed tool call with its tool's undo when the run fails later", async ({ expect }) => {
+    const script = uniqueId("agent");
+    const undone = uniqueId("undone");
+    const ids = { page: uniqueId("page-oncall"), model: uniqueId("model"), wf: uniqueId("wf") };
+    await postScript(script, [{ tool_calls: [{ name: "page", input: { who: "dave" } }] }, { text: "paged" }]);
+    const page = {
+      ...pageAction(ids.page, uniqueId("page")),
+      undo: {
+        action: {
+          kind: "http",
+          implementation: {
+            method: "POST",
+            url_template: `${httpTarget()}/mark/${undone}`,
+            body: { who: "$.input.who" },
+          },
+        },
+      },
+    };
+    const failing = {
+      ref: "fail",
+      action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/status/404` } },
+    };
+    const workflow = singleTaskWorkflow(
+      ids.wf,
+      [agentStep(script, ids.model, [{ action: ids.page, name: "page" }]), failing],
+      {
+        compensate: "on_failure",
+      },
+    );
+    await register({ actions: [page], models: [model(ids.model)], workflows: [workflow] });
+    const runId = await start(ids.wf);
+    const run = await waitForRun(
+      runId,
+      (view) => view.compensation?.status === "completed" || view.compensation?.status === "failed",
+    );
+    expect(run.status).toBe("failed");
+    expect(run.compensation.status).toBe("completed");
+    expect(run.compensation.undos.map((undo: { step: string; status: string }) => [undo.step, undo.status])).toEqual([
+      ["agent/page", "completed"],
+    ]);
+    expect(await hits(undone)).toBe(1);
+  });
+});
+
+/** A registered http action that "pages" someone: the HTTP target echoes it, counted under `key`. */
+function pageAction(id: string, key: string) {
+  return {
+    id,
+    kind: "http",
+    requires: { type: "object", required: ["who"], properties: { who: { type: "string" } } },
+    implementation: {
+      method: "POST",
+      url_template: `${httpTarget()}/echo/page?key=${key}`,
+      body: { who: "$.input.who" },
+    },
+  };
+}
 
 /** Runs one agent step over `turns` with a `lookup` http tool (counted under `target`). */
 async function runAgent(options: {
