@@ -23,7 +23,30 @@ export function mergeStepSummaries(
   const first = steps[0]?.step;
   const resumedAt = previous?.findIndex((summary) => summary.step === first) ?? -1;
   const kept = previous && resumedAt > 0 ? previous.slice(0, resumedAt) : [];
-  return [...kept, ...steps.map(summarizeStep)];
+  const [resumed, ...rest] = steps.map(summarizeStep);
+  const waited = resumedAt >= 0 ? previous?.[resumedAt] : undefined;
+  // The step that waited keeps what it spent before its wait: an agent's turns add up over its dispatches.
+  const continued = resumed && waited?.status === "suspended" ? addUp(waited, resumed) : resumed;
+  return [...kept, ...(continued ? [continued, ...rest] : [])];
+}
+
+function addUp(before: StepSummary, after: StepSummary): StepSummary {
+  const tokens =
+    (before.tokens ?? after.tokens)
+      ? {
+          tokens: {
+            input: (before.tokens?.input ?? 0) + (after.tokens?.input ?? 0),
+            output: (before.tokens?.output ?? 0) + (after.tokens?.output ?? 0),
+          },
+          cost_usd: Math.round(((before.cost_usd ?? 0) + (after.cost_usd ?? 0)) * 1e9) / 1e9,
+        }
+      : {};
+  return {
+    ...after,
+    attempts: before.attempts + after.attempts,
+    duration_ms: before.duration_ms + after.duration_ms,
+    ...tokens,
+  };
 }
 
 function summarizeStep(record: StepRecord): StepSummary {

@@ -2,7 +2,13 @@ import type { ModelMessage, ToolResultPart } from "ai";
 import { EngineError } from "../lib/errors.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { DEFAULT_LLM_MAX_TURNS } from "../schemas/actions.ts";
-import { MAX_AGENT_STATE_CHARS, type AgentCall, type AgentState, type AgentTurn } from "../schemas/agent.ts";
+import {
+  MAX_AGENT_STATE_CHARS,
+  MAX_TOOL_CALLS_PER_TURN,
+  type AgentCall,
+  type AgentState,
+  type AgentTurn,
+} from "../schemas/agent.ts";
 import type { Json, JsonObject, JsonSchema } from "../schemas/common.ts";
 import type { TaskContext } from "../schemas/payload.ts";
 import type { ResolvedLlmTool, ResolvedStep } from "../schemas/resolved.ts";
@@ -199,7 +205,11 @@ function withCheckedCalls(state: AgentState, tools: AgentTurnContext["tools"]): 
   if (last === undefined) {
     return state;
   }
-  const calls = last.calls.map((call): AgentCall => {
+  const calls = last.calls.map((call, index): AgentCall => {
+    if (index >= MAX_TOOL_CALLS_PER_TURN) {
+      const message = `a turn may make at most ${MAX_TOOL_CALLS_PER_TURN} tool calls; this one asked for ${last.calls.length}`;
+      return { ...call, error: { code: "llm.too_many_calls", message } };
+    }
     const tool = tools.find((candidate) => candidate.name === call.name);
     if (tool === undefined) {
       const message = `this step offers no tool "${call.name}"; it offers ${tools.map((t) => t.name).join(", ")}`;

@@ -55,6 +55,8 @@ export const AgentState = z.strictObject({
 });
 export type AgentState = z.infer<typeof AgentState>;
 
+/** The most calls of one turn that run; the rest are answered `llm.too_many_calls`. */
+export const MAX_TOOL_CALLS_PER_TURN = 32;
 /** A tool result longer than this much JSON reaches the model as a summary. */
 export const MAX_TOOL_RESULT_CHARS = 32_768;
 /** The loop's state, as canonical JSON, may be at most this long (`llm.conversation_too_large`). */

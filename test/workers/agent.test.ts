@@ -222,6 +222,16 @@ describe("an llm step with tools", () => {
     ]);
   });
 
+  it("runs at most 32 calls of one turn and answers the rest llm.too_many_calls", async ({ expect }) => {
+    const calls = Array.from({ length: 34 }, (_, i) => ({ name: "lookup", input: { ticket: `T-${i}` } }));
+    const { run, target } = await runAgent({ turns: [{ tool_calls: calls }, { text: "enough" }] });
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    const codes = run.output.result.agent.tool_calls.map((call: { error?: { code: string } }) => call.error?.code);
+    expect(codes.filter((code: string | undefined) => code === undefined)).toHaveLength(32);
+    expect(codes.slice(32)).toEqual(["llm.too_many_calls", "llm.too_many_calls"]);
+    expect(await hits(target)).toBe(32);
+  });
+
   it("refuses a tool: tool outside the run's allowlist before the model is called", async ({ expect }) => {
     const { run, script } = await runAgent({
       turns: [{ text: "never asked" }],
@@ -274,6 +284,50 @@ describe("an llm step with tools", () => {
       .filter((entry) => entry.kind === "tool_call.dispatched" || entry.kind === "tool_call.completed")
       .map((entry) => `${entry.kind.slice("tool_call.".length)} ${entry.body.index}`);
     expect(order).toEqual(["dispatched 0", "completed 0", "dispatched 1", "completed 1"]);
+  });
+
+  it("repairs a final answer that does not match produces, on the model that gave it, as one more turn", async ({
+    expect,
+  }) => {
+    const script = uniqueId("agent");
+    const ids = { lookup: uniqueId("lookup"), model: uniqueId("model") };
+    await postScript(script, [
+      { tool_calls: [{ name: "lookup", input: { ticket: "T-5" } }] },
+      { json: { severity: "apocalyptic" } },
+      { json: { severity: "high" } },
+    ]);
+    const step = agentStep(script, ids.model, [{ action: ids.lookup, name: "lookup" }]);
+    const prompt = {
+      messages: [{ role: "user", template: `Triage [[script:${script}]]` }],
+      produces: {
+        type: "object",
+        required: ["severity"],
+        properties: { severity: { enum: ["low", "high"] } },
+        additionalProperties: false,
+      },
+    };
+    const agent = { ...step, action: { ...step.action, implementation: { ...step.action.implementation, prompt } } };
+    const run = await runWorkflow(
+      singleTaskWorkflow(uniqueId("wf"), [agent]),
+      {},
+      {
+        actions: [lookupAction(ids.lookup, uniqueId("hit"))],
+        models: [model(ids.model)],
+      },
+    );
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    const output = run.output.result.agent;
+    expect(output.severity).toBe("high");
+    expect(output.turns).toBe(3);
+    expect(output.tool_calls).toHaveLength(1);
+    // The repair told the model what was wrong.
+    const requests = await requestsSeen(script);
+    expect(requests).toHaveLength(3);
+    expect(requests[2]?.messages.at(-1)?.text).toContain("does not match the required JSON Schema");
+    // The step's summary in the run view adds up both dispatches' model calls.
+    const summary = run.nodes.main.invocations[0].steps.find((step: { step: string }) => step.step === "agent");
+    expect(summary.tokens).toEqual(output.usage.tokens);
+    expect(summary.attempts).toBe(3);
   });
 
   it("speaks Anthropic's tool_use and tool_result as well as OpenAI's tool_calls", async ({ expect }) => {
