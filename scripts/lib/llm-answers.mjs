@@ -26,7 +26,13 @@
  * `[[fail-model:<model_id>:<status>]]` answers HTTP status only to requests
  * for that model (several may be given, one per model);
  * `[[slow-model:<model_id>:<ms>]]` answers requests for that model only after
- * that many milliseconds (to test timeouts).
+ * that many milliseconds (to test timeouts); `[[use-tools]]` makes the first
+ * turn (a request with no assistant message yet) call every tool the request
+ * offers, once each, and `[[use-tools:a,b]]` only those named, in that order
+ * (a name the request does not offer is answered 400); each call's input is
+ * built from the tool's schema as a structured answer is, and a tool the
+ * request forces (how structured output is asked for) is not called. Later
+ * turns answer as without the marker: an agent for examples, with no script.
  *
  * Tokens: input = the words of every message, output = the words of the answer.
  */
@@ -46,6 +52,7 @@ const MARKER = /\[\[([a-z-]+)(?::([^\]]*))?\]\]/g;
  * @property {string | undefined} script
  * @property {Record<string, number>} failModels  model id → the status its requests get
  * @property {Record<string, number>} slowModels  model id → how long its requests wait for an answer (ms)
+ * @property {string[] | undefined} useTools  the tools the first turn calls (`[]`: every one offered)
  */
 
 /** @returns {Directives} */
@@ -62,6 +69,7 @@ export function noDirectives() {
     script: undefined,
     failModels: {},
     slowModels: {},
+    useTools: undefined,
   };
 }
 
@@ -111,6 +119,16 @@ function readMarker(d, name, value) {
   else if (name === "script") d.script ??= value;
   else if (name === "fail-model") readPerModel(d.failModels, value);
   else if (name === "slow-model") readPerModel(d.slowModels, value);
+  else if (name === "use-tools") d.useTools ??= toolNames(value);
+}
+
+/**
+ * The names of `[[use-tools:a,b]]`, each once; none (every tool) without a value.
+ * @param {string | undefined} value
+ */
+function toolNames(value) {
+  const names = (value ?? "").split(",").map((name) => name.trim());
+  return [...new Set(names.filter((name) => name.length > 0))];
 }
 
 /**

@@ -41,14 +41,16 @@
  * not read), described in llm-answers.mjs (`[[fail:503]]`, `[[times:1]]`,
  * `[[retry-after:1]]`, `[[invalid-json]]`, `[[wrong-shape]]`,
  * `[[echo-credential]]`, `[[fail-model:<model_id>:<status>]]`,
- * `[[slow-model:<model_id>:<ms>]]`).
+ * `[[slow-model:<model_id>:<ms>]]`). `[[use-tools]]` / `[[use-tools:a,b]]`
+ * make an agent without a script: the first turn calls every offered tool (or
+ * those named) once, with inputs built from their schemas; later turns answer.
  *
  * Standalone: `node scripts/lib/llm-server.mjs [--port N]` prints its URL and
  * runs until its standard input closes or SIGINT/SIGTERM.
  */
 import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
-import { answerText, countWords, directivesOf, readDirectives } from "./llm-answers.mjs";
+import { answerText, countWords, directivesOf, readDirectives, valueFromSchema } from "./llm-answers.mjs";
 import { callIdPrefix, parseScript, scriptedReply } from "./llm-scripts.mjs";
 import { inputWords, readRequest, writeReply } from "./llm-wire.mjs";
 
@@ -183,7 +185,7 @@ async function complete(res, request, credential, state) {
   const question = directives.echoCredentialInAnswer ? `${asked} (credential: ${credential})` : asked;
   const reply =
     directives.script === undefined
-      ? defaultReply(request, question, directives, state.sequence)
+      ? (useToolsReply(request, question, directives) ?? defaultReply(request, question, directives, state.sequence))
       : scriptReply(request, directives.script, state);
   if ("problem" in reply) return sendError(res, flavour, 400, reply.problem);
   if ("fail" in reply) return sendError(res, flavour, reply.fail, `scripted failure (${reply.fail})`, headers);
@@ -239,6 +241,39 @@ function scriptReply(request, key, state) {
     };
   }
   return scriptedReply(turn, index, request);
+}
+
+/**
+ * The first turn under `[[use-tools]]`: one call of each named tool (or of
+ * each tool offered, the forced one aside), its input built from the tool's
+ * schema; nothing (answer as usual) on a later turn or with nothing to call.
+ * @param {import("./llm-wire.mjs").WireRequest} request
+ * @param {string} question
+ * @param {import("./llm-answers.mjs").Directives} directives
+ * @returns {import("./llm-wire.mjs").Reply | { problem: string } | undefined}
+ */
+function useToolsReply(request, question, directives) {
+  const named = directives.useTools;
+  if (named === undefined || request.messages.some((m) => m.role === "assistant")) return undefined;
+  const choosable = request.tools.filter((tool) => tool.name !== request.forced?.name);
+  const unknown = named.filter((name) => !choosable.some((tool) => tool.name === name));
+  if (unknown.length > 0) {
+    const offered = choosable.map((tool) => tool.name).join(", ") || "none";
+    return {
+      problem: `[[use-tools]] names ${unknown.join(", ")}, which this request does not offer (offered: ${offered})`,
+    };
+  }
+  const tools = named.length === 0 ? choosable : named.map((name) => choosable.find((tool) => tool.name === name));
+  if (tools.length === 0) return undefined;
+  const prefix = callIdPrefix(request);
+  return {
+    calls: tools.map((tool, index) => {
+      const built = valueFromSchema(tool?.schema ?? {}, question);
+      // A tool's input is an object, whatever a loose schema would allow.
+      const input = typeof built === "object" && built !== null && !Array.isArray(built) ? built : {};
+      return { id: `${prefix}0_${index}`, name: tool?.name ?? "", input, arguments: JSON.stringify(input) };
+    }),
+  };
 }
 
 /**

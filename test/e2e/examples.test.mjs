@@ -1,10 +1,11 @@
 // Every example in examples/ runs against real workerd and the peers `npm run
 // dev` starts, driven by the very commands its header documents (`npx trellis
 // define …`, `npx trellis run … --follow`, `npx trellis answer …` when it waits
-// for a person, `npx trellis events send …` once it waits for an event,
-// `npx trellis plan …` for an agent plan, `npx trellis show <run>`),
-// through the CLI. A run completes unless its command's comment says it fails
-// (the saga), and then its compensation must complete. So an example cannot
+// for a person or an approval, an agent's tool call's included, `npx trellis
+// events send …` once it waits for an event, `npx trellis plan …` for an agent
+// plan, `npx trellis show <run>`), through the CLI. A run completes unless its
+// command's comment says it fails (the saga), and then its compensation must
+// complete; every tool call of an agent succeeds. So an example cannot
 // rot: a change that breaks one, or its instructions, fails this suite.
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
@@ -129,6 +130,13 @@ async function runWorkflowExample(
   assert.equal(
     entries.filter((/** @type {{ kind: string }} */ entry) => entry.kind === "event.matched").length,
     sends.length,
+  );
+  // Every tool call an agent made succeeded: a high-risk one ran once its approval was answered.
+  assert.deepEqual(
+    entries
+      .filter((/** @type {{ kind: string }} */ entry) => entry.kind === "tool_call.failed")
+      .map((/** @type {{ body: { name: string, error: unknown } }} */ entry) => [entry.body.name, entry.body.error]),
+    [],
   );
   for (const show of commands.filter((words) => words[0] === "show")) {
     const shown = await trellis(show.map((word) => (word === "<run>" ? runId : word)));

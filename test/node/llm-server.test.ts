@@ -477,3 +477,116 @@ describe("the requests a key saw", () => {
     expect(await requestsOf("r-never")).toEqual([]);
   });
 });
+
+describe("tools used without a script", () => {
+  const PAGE_TOOL = {
+    type: "object",
+    properties: { team: { enum: ["ops", "dev"] }, urgent: { type: "boolean" } },
+  };
+  const openAiTools = [
+    { type: "function", function: { name: "lookup", parameters: LOOKUP_TOOL } },
+    { type: "function", function: { name: "page", parameters: PAGE_TOOL } },
+    { type: "function", function: { name: "noop", parameters: { type: "object" } } },
+  ];
+  const anthropicTools = [
+    { name: "lookup", input_schema: LOOKUP_TOOL },
+    { name: "page", input_schema: PAGE_TOOL },
+    { name: "noop", input_schema: { type: "object" } },
+  ];
+
+  it("calls every offered tool once on the first turn, inputs built from their schemas, then answers", async ({
+    expect,
+  }) => {
+    const first = await post("/v1/chat/completions", {
+      model: "m",
+      messages: [{ role: "user", content: "ticket T-7 [[use-tools]]" }],
+      tools: openAiTools,
+    });
+    expect(first.status).toBe(200);
+    expect(first.json.choices[0]).toEqual({
+      index: 0,
+      message: {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: "call_0_0", type: "function", function: { name: "lookup", arguments: '{"id":"ticket T-7"}' } },
+          { id: "call_0_1", type: "function", function: { name: "page", arguments: '{"team":"ops","urgent":true}' } },
+          { id: "call_0_2", type: "function", function: { name: "noop", arguments: "{}" } },
+        ],
+      },
+      finish_reason: "tool_calls",
+    });
+    // With an assistant message in the conversation: the usual answer, here JSON from the response format.
+    const later = await post("/v1/chat/completions", {
+      ...openAiConversation("ticket T-7 [[use-tools]]", 1),
+      response_format: { type: "json_schema", json_schema: { name: "x", schema: SCHEMA } },
+    });
+    expect(later.json.choices[0].finish_reason).toBe("stop");
+    expect(JSON.parse(later.json.choices[0].message.content)).toEqual({
+      title: "ticket T-7",
+      count: 2,
+      ok: true,
+      tags: ["a"],
+    });
+    const text = await post("/v1/chat/completions", openAiConversation("ticket T-7 [[use-tools]]", 1));
+    expect(text.json.choices[0].message).toEqual({ role: "assistant", content: "Echo: ticket T-7" });
+  });
+
+  it("calls only the tools named, in their order, as Anthropic tool_use blocks, then answers", async ({ expect }) => {
+    const first = await post("/v1/messages", {
+      model: "c",
+      max_tokens: 100,
+      messages: [{ role: "user", content: [{ type: "text", text: "ticket T-7 [[use-tools:page,lookup]]" }] }],
+      tools: anthropicTools,
+    });
+    expect(first.status).toBe(200);
+    expect(first.json).toMatchObject({
+      content: [
+        { type: "tool_use", id: "toolu_0_0", name: "page", input: { team: "ops", urgent: true } },
+        { type: "tool_use", id: "toolu_0_1", name: "lookup", input: { id: "ticket T-7" } },
+      ],
+      stop_reason: "tool_use",
+    });
+    const later = await post("/v1/messages", anthropicConversation("ticket T-7 [[use-tools:page,lookup]]", 1));
+    expect(later.json).toMatchObject({
+      content: [{ type: "text", text: "Echo: ticket T-7" }],
+      stop_reason: "end_turn",
+    });
+  });
+
+  it("does not call a forced tool, answers with it when nothing else is offered, and refuses a name not offered", async ({
+    expect,
+  }) => {
+    // The AI SDK's structured output through a forced `json` tool: the other tools are called first.
+    const forced = await post("/v1/messages", {
+      model: "c",
+      max_tokens: 100,
+      messages: [{ role: "user", content: "q [[use-tools]]" }],
+      tools: [{ name: "json", input_schema: SCHEMA }, ...anthropicTools.slice(0, 1)],
+      tool_choice: { type: "tool", name: "json" },
+    });
+    expect(forced.json.content).toEqual([{ type: "tool_use", id: "toolu_0_0", name: "lookup", input: { id: "q" } }]);
+    const alone = await post("/v1/messages", {
+      model: "c",
+      max_tokens: 100,
+      messages: [{ role: "user", content: "q [[use-tools]]" }],
+      tools: [{ name: "json", input_schema: SCHEMA }],
+      tool_choice: { type: "tool", name: "json" },
+    });
+    expect(alone.json.content).toMatchObject([{ type: "tool_use", name: "json", input: { title: "q", count: 1 } }]);
+    const none = await post("/v1/chat/completions", {
+      model: "m",
+      messages: [{ role: "user", content: "q [[use-tools]]" }],
+    });
+    expect(none.json.choices[0].message).toEqual({ role: "assistant", content: "Echo: q" });
+    const unknown = await post("/v1/chat/completions", {
+      model: "m",
+      messages: [{ role: "user", content: "q [[use-tools:lookup,missing]]" }],
+      tools: openAiTools,
+    });
+    expect(unknown.status).toBe(400);
+    expect(unknown.json.error.message).toBe(
+      "[[use-tools]] names missing, which this request does not offer (offered: lookup, page, noop)",
+    );
+  });
+});
