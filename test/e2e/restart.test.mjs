@@ -30,10 +30,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { JournalEntry, verifyJournal } from "../../lib/journal/index.ts";
+import { verifyJournal } from "../../lib/journal/index.ts";
 import { startHttpTarget } from "../../scripts/lib/http-target.mjs";
 import { startWranglerDev } from "../../scripts/lib/wrangler-dev.mjs";
 import { freshSigningKey, TERMINAL, uid } from "./helpers.mjs";
+import { client, journalOf, until } from "./restart-kit.mjs";
 
 /** How long each interrupted peer call takes: long enough that the kill lands while it runs. */
 const SLOW_MS = 4_000;
@@ -43,57 +44,8 @@ const ITEMS = 30;
 const BACKOFF_MS = 4_000;
 /** How late the delayed run may start: after its start_at, or after the restart when that came later. */
 const START_SLACK_MS = 2_000;
-/** Bound on any one wait below; the whole file takes a few tens of seconds. */
-const WAIT_MS = 60_000;
 /** Runs waiting on one event when the server is killed right after the event's 202: several delivery rounds. */
 const EVENT_RUNS = 150;
-
-/**
- * A tiny client for one `wrangler dev`.
- * @param {string} base
- * @param {string} token
- */
-function client(base, token) {
-  /**
-   * @param {string} method
-   * @param {string} path
-   * @param {unknown} [body]
-   */
-  return async (method, path, body) => {
-    const response = await fetch(`${base}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body === undefined ? {} : { "content-type": "application/json" }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(30_000),
-    });
-    const text = await response.text();
-    return { status: response.status, json: text ? JSON.parse(text) : undefined, text };
-  };
-}
-
-/**
- * Waits until `probe` returns a truthy value (polling), or throws after WAIT_MS.
- * @template T
- * @param {string} what
- * @param {() => Promise<T>} probe
- * @returns {Promise<T>}
- */
-async function until(what, probe) {
-  const deadline = Date.now() + WAIT_MS;
-  for (;;) {
-    const value = await probe();
-    if (value) {
-      return value;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 /** @param {string} ref @param {string} url */
 const httpStep = (ref, url) => ({
@@ -563,17 +515,6 @@ async function listed(api, workflow, status) {
     cursor = page.json.next_cursor ? `&cursor=${encodeURIComponent(page.json.next_cursor)}` : "";
   } while (cursor !== "");
   return count;
-}
-
-/**
- * A run's whole journal, each entry checked against the journal's schema.
- * @param {ReturnType<typeof client>} api
- * @param {string} runId
- */
-async function journalOf(api, runId) {
-  const read = await api("GET", `/v1/runs/${runId}/journal`);
-  assert.equal(read.status, 200, read.text);
-  return read.json.entries.map((/** @type {unknown} */ entry) => JournalEntry.parse(entry));
 }
 
 /**

@@ -14,6 +14,7 @@ import {
   singleTaskWorkflow,
   uniqueId,
   verifyRun,
+  postLlmScript,
 } from "./helpers.ts";
 
 // An `llm` step with tools, against the local LLM server (scripted turns), the HTTP target and the MCP reference server.
@@ -29,17 +30,6 @@ function model(id: string, provider: "openai-compatible" | "anthropic" = "openai
     api_key: "$env:LLM_API_KEY",
     pricing: PRICING,
   };
-}
-
-async function postScript(key: string, turns: unknown[]): Promise<void> {
-  const response = await fetch(`${llmServer()}/scripts/${key}`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ turns }),
-  });
-  if (response.status !== 200) {
-    throw new Error(await response.text());
-  }
 }
 
 interface SeenRequest {
@@ -101,7 +91,7 @@ describe("an llm step with tools", () => {
     const target = uniqueId("hit");
     const mcpKey = uniqueId("mcp");
     const ids = { lookup: uniqueId("lookup"), model: uniqueId("model"), server: uniqueId("srv") };
-    await postScript(script, [
+    await postLlmScript(script, [
       { tool_calls: [{ name: "lookup", input: { ticket: "T-1" } }] },
       {
         tool_calls: [
@@ -291,7 +281,7 @@ describe("an llm step with tools", () => {
   }) => {
     const script = uniqueId("agent");
     const ids = { lookup: uniqueId("lookup"), model: uniqueId("model") };
-    await postScript(script, [
+    await postLlmScript(script, [
       { tool_calls: [{ name: "lookup", input: { ticket: "T-5" } }] },
       { json: { severity: "apocalyptic" } },
       { json: { severity: "high" } },
@@ -350,7 +340,7 @@ describe("an agent's high-risk tools, workflow tools and undos", () => {
     const script = uniqueId("agent");
     const page = uniqueId("page");
     const ids = { page: uniqueId("page-oncall"), model: uniqueId("model"), wf: uniqueId("wf") };
-    await postScript(script, [
+    await postLlmScript(script, [
       {
         tool_calls: [
           { name: "page", input: { who: "alice" } },
@@ -405,7 +395,7 @@ describe("an agent's high-risk tools, workflow tools and undos", () => {
   it("cancelling the run while a tool call waits for approval expires its gate", async ({ expect }) => {
     const script = uniqueId("agent");
     const ids = { page: uniqueId("page-oncall"), model: uniqueId("model"), wf: uniqueId("wf") };
-    await postScript(script, [{ tool_calls: [{ name: "page", input: { who: "carol" } }] }]);
+    await postLlmScript(script, [{ tool_calls: [{ name: "page", input: { who: "carol" } }] }]);
     await register({
       actions: [{ ...pageAction(ids.page, uniqueId("page")), risk: "high" }],
       models: [model(ids.model)],
@@ -424,7 +414,7 @@ describe("an agent's high-risk tools, workflow tools and undos", () => {
   it("runs a workflow tool as a child run and gives the model its output", async ({ expect }) => {
     const script = uniqueId("agent");
     const ids = { child: uniqueId("double"), model: uniqueId("model") };
-    await postScript(script, [{ tool_calls: [{ name: "double", input: { n: 21 } }] }, { text: "It is 42." }]);
+    await postLlmScript(script, [{ tool_calls: [{ name: "double", input: { n: 21 } }] }, { text: "It is 42." }]);
     const doubler = {
       id: ids.child,
       input_schema: { type: "object", required: ["n"], properties: { n: { type: "integer" } } },
@@ -466,7 +456,7 @@ describe("an agent's high-risk tools, workflow tools and undos", () => {
     const script = uniqueId("agent");
     const undone = uniqueId("undone");
     const ids = { page: uniqueId("page-oncall"), model: uniqueId("model"), wf: uniqueId("wf") };
-    await postScript(script, [{ tool_calls: [{ name: "page", input: { who: "dave" } }] }, { text: "paged" }]);
+    await postLlmScript(script, [{ tool_calls: [{ name: "page", input: { who: "dave" } }] }, { text: "paged" }]);
     const page = {
       ...pageAction(ids.page, uniqueId("page")),
       undo: {
@@ -531,7 +521,7 @@ async function runAgent(options: {
   const script = uniqueId("agent");
   const target = uniqueId("hit");
   const ids = { lookup: uniqueId("lookup"), model: uniqueId("model") };
-  await postScript(script, options.turns);
+  await postLlmScript(script, options.turns);
   const tools = options.tools?.(ids) ?? [{ action: ids.lookup, name: "lookup" }];
   const workflow = singleTaskWorkflow(
     uniqueId("wf"),

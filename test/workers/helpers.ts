@@ -77,6 +77,18 @@ export function singleTaskWorkflow(id: string, steps: unknown[], extra: Record<s
 }
 
 export const llmServer = (): string => (env as unknown as { LLM_SERVER_URL: string }).LLM_SERVER_URL;
+/** Scripts the local LLM server's answers for requests carrying `[[script:<key>]]` (scripts/lib/llm-scripts.mjs). */
+export async function postLlmScript(key: string, turns: unknown[]): Promise<void> {
+  const response = await fetch(`${llmServer()}/scripts/${key}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ turns }),
+  });
+  if (response.status !== 200) {
+    throw new Error(await response.text());
+  }
+}
+
 export const mcpServer = (): string => (env as unknown as { MCP_SERVER_URL: string }).MCP_SERVER_URL;
 
 /** How many requests the HTTP target has counted under `key`. */

@@ -22,18 +22,8 @@ import {
   start,
   journal,
   gateOpenOrSettled,
+  postLlmScript,
 } from "./helpers.ts";
-
-async function postScript(key: string, turns: unknown[]): Promise<void> {
-  const response = await fetch(`${llmServer()}/scripts/${key}`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ turns }),
-  });
-  if (response.status !== 200) {
-    throw new Error(await response.text());
-  }
-}
 
 /**
  * Real runs write only the journal the schema table describes: every entry's
@@ -84,7 +74,7 @@ describe("the journal of real runs", () => {
     const agent = uniqueId("agent");
     const key = uniqueId("flaky");
     const scripts = { done: uniqueId("script"), stuck: uniqueId("script") };
-    await postScript(scripts.done, [
+    await postLlmScript(scripts.done, [
       {
         tool_calls: [
           { name: "fine", input: {} },
@@ -94,7 +84,7 @@ describe("the journal of real runs", () => {
       },
       { text: "one worked" },
     ]);
-    await postScript(scripts.stuck, [{ tool_calls: [{ name: "slow", input: {} }] }]);
+    await postLlmScript(scripts.stuck, [{ tool_calls: [{ name: "slow", input: {} }] }]);
     const httpTool = (name: string, url: string) => ({
       name,
       action: { kind: "http", implementation: { method: "GET", url_template: url } },

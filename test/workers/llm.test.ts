@@ -15,6 +15,7 @@ import {
   journal,
   callOf,
   stepsOf,
+  postLlmScript,
 } from "./helpers.ts";
 
 async function seen(key: string): Promise<{ count: number; credentials: string[] }> {
@@ -358,17 +359,6 @@ function llmStepWith(
   };
 }
 
-async function postScript(key: string, turns: unknown[]): Promise<void> {
-  const response = await fetch(`${llmServer()}/scripts/${key}`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ turns }),
-  });
-  if (response.status !== 200) {
-    throw new Error(await response.text());
-  }
-}
-
 type SeenMessage = { role: string; text: string };
 
 async function requestsSeen(key: string): Promise<Array<{ model: string; messages: SeenMessage[] }>> {
@@ -407,7 +397,7 @@ describe("llm repair", () => {
       expect,
     }) => {
       const key = uniqueId("repair");
-      await postScript(key, [{ json: { summary: "x", words: "three" } }, { json: VALID_SUMMARY }]);
+      await postLlmScript(key, [{ json: { summary: "x", words: "three" } }, { json: VALID_SUMMARY }]);
       const run = await runWorkflow(
         singleTaskWorkflow(uniqueId("wf"), [
           llmStep(
@@ -483,7 +473,7 @@ describe("llm repair", () => {
 
   it("asks no repair with repair: 0, and repairs an answer that is not JSON", async ({ expect }) => {
     const keys = { none: uniqueId("r0"), text: uniqueId("rt") };
-    await postScript(keys.text, [{ text: "Sure! {" }, { json: VALID_SUMMARY }]);
+    await postLlmScript(keys.text, [{ text: "Sure! {" }, { json: VALID_SUMMARY }]);
     const run = await runWorkflow(
       singleTaskWorkflow(uniqueId("wf"), [
         llmStepWith(

@@ -16,6 +16,7 @@ import {
   uniqueId,
   verified,
   waitForRun,
+  postLlmScript,
 } from "./helpers.ts";
 
 /**
@@ -56,17 +57,6 @@ async function startSteps(steps: unknown[], input: unknown, extra: Record<string
   const id = uniqueId("wf");
   await register({ workflows: [singleTaskWorkflow(id, steps, extra)] });
   return start(id, { input });
-}
-
-async function postScript(key: string, turns: unknown[]): Promise<void> {
-  const response = await fetch(`${llmServer()}/scripts/${key}`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ turns }),
-  });
-  if (response.status !== 200) {
-    throw new Error(await response.text());
-  }
 }
 
 /** A planner: an llm step whose prompt asks for a plan, answered by the local server's script `key`. */
@@ -112,7 +102,7 @@ describe("plan steps", () => {
         { tool: `mcp:${server}/echo`, params: { message: "${step[0].data.body.names[1]}" }, depends_on: [0] },
       ],
     };
-    await postScript(key, [{ json: written }]);
+    await postLlmScript(key, [{ json: written }]);
     const runId = await startSteps(
       [
         plannerStep(key),
