@@ -14,7 +14,7 @@ export function AgentLoop(props: { agent: AgentView }) {
   const hidden = agent.tool_calls_total - agent.tool_calls.length;
   return (
     <div class="agent" data-agent={agent.step}>
-      <h3>agent {agent.step}</h3>
+      <h3>agent loop · step {agent.step}</h3>
       <p class="agent-budget" data-agent-budget>
         {budgetLines(agent).join(" · ")}
       </p>

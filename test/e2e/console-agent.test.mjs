@@ -284,7 +284,9 @@ describe("web console for agent runs in headless Chromium", () => {
     await call.locator("pre.json").first().waitFor({ state: "visible" });
     const opened = await call.innerText();
     assert.match(opened, /input\s+\{\s*"ticket": "T-3"\s*\}/);
-    assert.match(opened, /output[\s\S]*"status": 200[\s\S]*"ticket": "T-3"/);
+    // The tool's output: what the echo target answered, the call's ticket in its body.
+    assert.match(opened, /output\s+\{\s*"body": \{\s*"body": \{\s*"ticket": "T-3"/);
+    assert.match(opened, /"status": 200\s*\}$/);
     await page
       .locator("section.panel")
       .filter({ has: page.locator('[data-node-panel="triage"]') })
