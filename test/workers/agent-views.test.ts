@@ -1,4 +1,4 @@
-import { describe, it } from "vitest";
+import { describe, it, vi } from "vitest";
 import { NodeDetail } from "../../schemas/api.ts";
 import {
   api,
@@ -7,9 +7,12 @@ import {
   httpTarget,
   journal,
   llmServer,
+  register,
   runWorkflow,
   singleTaskWorkflow,
+  start,
   uniqueId,
+  waitForRun,
 } from "./helpers.ts";
 
 // The node view of an agent step (GET /v1/runs/{id}/nodes/{node}, `agent`): its turns from the
@@ -199,5 +202,47 @@ describe("the node view of an agent step", () => {
     expect(agent?.budget).toBeUndefined();
     // The run paid for both attempts' turns; the view's usage is the second's: half of it.
     expect((agent?.usage.tokens.input ?? 0) * 2).toBe(run.usage.input_tokens);
+  });
+
+  it("shows a call running while its step waits, and cancelled with the reason once the run is cancelled", async ({
+    expect,
+  }) => {
+    const ids = { slow: uniqueId("slow"), model: uniqueId("model") };
+    const script = uniqueId("agent");
+    await postScript(script, [{ tool_calls: [{ name: "slow", input: { ticket: "T-9" } }] }, { text: "never asked" }]);
+    const step = agentStep(script, ids.model, [{ action: ids.slow, name: "slow" }]);
+    const workflow = singleTaskWorkflow(uniqueId("wf"), [step]);
+    await register({
+      actions: [ticketAction(ids.slow, "/slow?ms=5000")],
+      models: [localModel(ids.model)],
+      workflows: [workflow],
+    });
+    const runId = await start(workflow.id);
+    const nodeView = async () =>
+      NodeDetail.parse((await api("GET", `/v1/runs/${runId}/nodes/main`)).json).invocations[0]?.agent;
+
+    // The first turn asked for the tool; the call runs while the step waits.
+    await vi.waitUntil(async () => (await nodeView())?.tool_calls[0]?.status === "running", { timeout: 10_000 });
+    const running = await nodeView();
+    expect(running?.turns.map((turn) => turn.finish_reason)).toEqual(["tool-calls"]);
+    expect(running?.tool_calls).toEqual([
+      {
+        turn: 1,
+        index: 0,
+        name: "slow",
+        call: expect.any(String),
+        input: { ticket: "T-9" },
+        status: "running",
+        attempts: 1,
+      },
+    ]);
+
+    const cancelled = await api("POST", `/v1/runs/${runId}/cancel`, { reason: "enough" });
+    expect(cancelled.status).toBe(200);
+    await waitForRun(runId);
+    const [call] = (await nodeView())?.tool_calls ?? [];
+    expect(call?.status).toBe("cancelled");
+    expect(call?.error?.code).toBe("tool_call.cancelled");
+    expect(call?.output).toBeUndefined();
   });
 });
