@@ -100,11 +100,13 @@ class LoopReader {
   private readSteps(steps: Json | undefined): void {
     const records = StepRecord.array().safeParse(steps ?? []);
     for (const record of records.success ? records.data : []) {
-      if (!this.steps.has(record.step)) {
+      if (!this.steps.has(record.step) || record.status === "skipped") {
         continue;
       }
+      // A continuation's records start at the step that waited; an agent step after it starts its loop.
       const current = this.loops.get(record.step);
       const loop = this.continues && current !== undefined ? current : this.startLoop(record.step);
+      this.continues = false;
       loop.turns.push(...turnsOf(record, loop.turns.length));
       this.latest = loop;
     }
