@@ -1210,6 +1210,50 @@ export type NodeDetail = {
         status: "approval" | "pending" | "running" | "completed" | "failed";
       })[];
     };
+    agent?: {
+      step: string;
+      turns: ({
+        turn: number;
+        model: string;
+        provider: string;
+        tokens: {
+          input: number;
+          output: number;
+        };
+        cost_usd: number;
+        finish_reason: string;
+        repair?: true;
+        answer?: JsonValue;
+      })[];
+      tool_calls: ({
+        turn: number;
+        index: number;
+        name: string;
+        call: string;
+        input: JsonValue;
+        status: "requested" | "running" | "completed" | "failed" | "cancelled";
+        attempts: number;
+        output?: JsonValue;
+        error?: {
+          code: string;
+          message: string;
+        };
+        duration_ms?: number;
+      })[];
+      tool_calls_total: number;
+      usage: {
+        tokens: {
+          input: number;
+          output: number;
+        };
+        cost_usd: number;
+      };
+      budget?: {
+        tokens?: number;
+        cost_usd?: number;
+      };
+      max_turns: number;
+    };
   })[];
   node: string;
   iterations: number;

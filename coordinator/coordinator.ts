@@ -28,6 +28,7 @@ import { newStats, type CoordinatorStats } from "./stats.ts";
 import { CallBudget } from "./call-budget.ts";
 import { JOURNAL_PAGE, RunStore, type UnsignedEntry } from "./storage.ts";
 import { toNodeDetail, toRunView, toStartSummary } from "./view.ts";
+import { agentStepsOf } from "./agent-view.ts";
 import { WakeScheduler } from "./wakes.ts";
 
 export type { CoordinatorStats } from "./stats.ts";
@@ -145,7 +146,7 @@ export class Coordinator extends DurableObject<Env> {
 
   /** One node in full: its invocations, each with its dispatches' step records read from the journal. */
   async node(nodeId: string): Promise<Result<NodeDetail>> {
-    return toResult(() => {
+    return toResult(async () => {
       const state = this.requireRun();
       const node = Object.hasOwn(state.nodes, nodeId) ? state.nodes[nodeId] : undefined;
       if (node === undefined) {
@@ -157,7 +158,8 @@ export class Coordinator extends DurableObject<Env> {
         page = page.length < JOURNAL_PAGE ? [] : this.store.journal(page.at(-1)?.seq ?? 0, JOURNAL_PAGE);
       }
       const foreach = this.snapshot?.workflow.definition.nodes[nodeId]?.foreach !== undefined;
-      return toNodeDetail(nodeId, node, foreach, entries);
+      const agentSteps = agentStepsOf(this.snapshot?.tasks[nodeId]);
+      return await toNodeDetail(nodeId, node, foreach, entries, agentSteps);
     });
   }
 

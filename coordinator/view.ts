@@ -1,10 +1,11 @@
-import type { DispatchView, NodeDetail, NodeView, RunView, RunWait } from "../schemas/api.ts";
+import type { AgentView, DispatchView, NodeDetail, NodeView, RunView, RunWait } from "../schemas/api.ts";
 import { toFailureView } from "../schemas/errors.ts";
 import type { JournalEntry } from "../schemas/journal.ts";
 import { StepRecord } from "../schemas/payload.ts";
 import type { RunSnapshot } from "../schemas/resolved.ts";
 import type { NodeRecord, RunRecord } from "../schemas/run.ts";
 import { toPlanResults } from "../plans/index.ts";
+import { agentViews, type AgentLimits } from "./agent-view.ts";
 import { toGateView } from "./children.ts";
 import { allows, RUN_CONTROLS } from "./controls.ts";
 import { layersOf } from "./plan.ts";
@@ -184,9 +185,16 @@ const DISPATCH_KINDS: ReadonlySet<string> = new Set(["task.completed", "task.fai
 /**
  * `GET /v1/runs/{id}/nodes/{node}`: the node in full. Each invocation lists
  * its dispatches in journal order, from the entries that closed them
- * (`task.completed`, `task.failed`, `task.suspended`) with their step records.
+ * (`task.completed`, `task.failed`, `task.suspended`) with their step records;
+ * an invocation of a task with an agent step (`agentSteps`) has its loop's `agent`.
  */
-export function toNodeDetail(nodeId: string, node: NodeRecord, foreach: boolean, entries: JournalEntry[]): NodeDetail {
+export async function toNodeDetail(
+  nodeId: string,
+  node: NodeRecord,
+  foreach: boolean,
+  entries: JournalEntry[],
+  agentSteps: ReadonlyMap<string, AgentLimits> = new Map(),
+): Promise<NodeDetail> {
   const dispatches = new Map<number, DispatchView[]>();
   for (const entry of entries) {
     if (!DISPATCH_KINDS.has(entry.kind) || entry.body.node !== nodeId) {
@@ -203,6 +211,7 @@ export function toNodeDetail(nodeId: string, node: NodeRecord, foreach: boolean,
     });
     dispatches.set(index, list);
   }
+  const agents = await agentViews(nodeId, agentSteps, entries);
   return {
     children: childrenOf(nodeId, entries),
     node: nodeId,
@@ -217,8 +226,13 @@ export function toNodeDetail(nodeId: string, node: NodeRecord, foreach: boolean,
       error: invocation.error && toFailureView(invocation.error),
       dispatches: dispatches.get(invocation.index) ?? [],
       ...waitingFor(invocation),
+      ...agentOf(agents.get(invocation.index)),
     })),
   };
+}
+
+function agentOf(agent: AgentView | undefined): Pick<NodeDetail["invocations"][number], "agent"> {
+  return agent === undefined ? {} : { agent };
 }
 
 /** The child runs a node started (`child.started`), with how each ended (`child.finished`) once it has. */

@@ -1,7 +1,8 @@
 import { z } from "zod";
+import { Tokens } from "./agent.ts";
 import { JsonValue } from "./common.ts";
 import { DefinitionKind } from "./definitions.ts";
-import { ErrorDetail, ErrorInfo, Failure } from "./errors.ts";
+import { ErrorDetail, ErrorInfo, ErrorSummary, Failure } from "./errors.ts";
 import { StepRecord } from "./payload.ts";
 import { ToolResult } from "./plans.ts";
 import {
@@ -151,6 +152,78 @@ export const DispatchView = z.strictObject({
 });
 export type DispatchView = z.infer<typeof DispatchView>;
 
+/**
+ * How a tool call of an agent stands in the node view, from its `tool_call.*`
+ * entries: asked for and not yet sent (`requested`), sent to the executor
+ * (`running`), or settled. A call the executor refused (an unknown tool, an
+ * input its schema refuses) is `failed` with its error and no attempt.
+ */
+export const AGENT_TOOL_CALL_STATUSES = ["requested", "running", "completed", "failed", "cancelled"] as const;
+
+/** The most tool calls an invocation's `agent` lists (`tool_calls_total` counts them all). */
+export const MAX_VIEW_TOOL_CALLS = 500;
+
+/**
+ * An `llm` step with tools as the node view shows its loop: each model turn
+ * (from its step records) and each tool call (from its `tool_call.*` entries),
+ * what the turns spent, and what the step allows. Inputs, outputs and answers
+ * are kept as step records keep values: whole up to 4,096 characters of JSON,
+ * else `{ sha256, chars, preview }` (the journal has them whole).
+ */
+export const AgentView = z.strictObject({
+  /** The agent step's ref. */
+  step: z.string(),
+  turns: z.array(
+    z.strictObject({
+      /** 1-based, as `tool_call.*` entries count turns (a repair is a turn of its own). */
+      turn: z.number().int().min(1),
+      /** The model as the provider was asked for it, and the provider. */
+      model: z.string(),
+      provider: z.string(),
+      tokens: Tokens,
+      cost_usd: z.number().min(0),
+      finish_reason: z.string(),
+      /** A call that asked the model to fix an answer that did not match `produces`: not counted by `max_turns`. */
+      repair: z.literal(true).optional(),
+      /** The text the model wrote (beside its tool calls, or its answer). */
+      answer: JsonValue.optional(),
+    }),
+  ),
+  tool_calls: z.array(
+    z.strictObject({
+      turn: z.number().int().min(1),
+      /** The call's place in its turn. */
+      index: z.number().int().min(0),
+      name: z.string(),
+      /** The provider's id of the call. */
+      call: z.string(),
+      input: JsonValue,
+      status: z.enum(AGENT_TOOL_CALL_STATUSES),
+      /**
+       * How many times the tool's action was called: each call its step
+       * record lists (the action's own retries), and one for each dispatch
+       * that returned none (in flight, or lost to a restart and sent again).
+       */
+      attempts: z.number().int().min(0),
+      output: JsonValue.optional(),
+      error: ErrorSummary.optional(),
+      /** From its last dispatch to its result. */
+      duration_ms: z.number().min(0).optional(),
+    }),
+  ),
+  /** Every tool call the loop asked for; `tool_calls` lists the first {@link MAX_VIEW_TOOL_CALLS}. */
+  tool_calls_total: z.number().int().min(0),
+  /** Every turn's tokens and cost, summed. */
+  usage: z.strictObject({ tokens: Tokens, cost_usd: z.number().min(0) }),
+  /** The step's `budget`, when it sets one. */
+  budget: z
+    .strictObject({ tokens: z.number().int().min(1).optional(), cost_usd: z.number().positive().optional() })
+    .optional(),
+  /** The step's `max_turns` (8 when it sets none). */
+  max_turns: z.number().int().min(1),
+});
+export type AgentView = z.infer<typeof AgentView>;
+
 /** `GET /v1/runs/{run_id}/nodes/{node}`: one node in full, each invocation with its dispatches' steps. */
 export const NodeDetail = NodeView.extend({
   node: z.string(),
@@ -166,6 +239,12 @@ export const NodeDetail = NodeView.extend({
       dispatches: z.array(DispatchView),
       /** While the invocation is suspended: what it waits for. */
       waiting_for: WaitingFor.optional(),
+      /**
+       * For a task with an `llm` step with tools: the loop of its latest
+       * attempt (a retry or redrive starts the loop over; the dispatches keep
+       * every attempt's turns).
+       */
+      agent: AgentView.optional(),
     }),
   ),
   /** The child runs the node started (a sub-workflow node, or its tasks' `workflow` steps), from the journal. */

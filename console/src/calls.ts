@@ -10,8 +10,8 @@ import { z } from "zod";
 import type { CallAttempt, StepRecord } from "../../schemas/payload.ts";
 
 /** A value a step record keeps whole up to 4,096 characters, else as its digest and a preview (lib/recordable.ts). */
-const Recorded = z.looseObject({ sha256: z.string(), chars: z.number(), preview: z.string() });
-type Recorded = z.infer<typeof Recorded>;
+export const Recorded = z.looseObject({ sha256: z.string(), chars: z.number(), preview: z.string() });
+export type Recorded = z.infer<typeof Recorded>;
 
 const Message = z.looseObject({ role: z.string(), content: z.string() });
 
@@ -122,7 +122,8 @@ export function toLlmCall(call: unknown): LlmCall | null {
   };
 }
 
-function recordedText(value: Recorded): string {
+/** A value kept as its digest: its preview, size and the start of its digest. */
+export function recordedText(value: Recorded): string {
   return `${value.preview}… (${value.chars} characters, sha256 ${value.sha256.slice(0, 12)}…)`;
 }
 

@@ -1,10 +1,12 @@
 /**
  * One node in full, shown when its box in the graph is clicked: `GET
  * /v1/runs/{id}/nodes/{node}` (its invocations, each dispatch's step records
- * with status, duration and calls, and the child runs it started), read again
+ * with status, duration and calls, an agent step's loop as a conversation, and
+ * the child runs it started), read again
  * whenever the run changes.
  */
 import { NodeDetail } from "../../schemas/api.ts";
+import { AgentLoop } from "./agent-loop.tsx";
 import { apiJson, encodeSegment } from "./api.ts";
 import { useLoad } from "./hooks.ts";
 import type { PlanStep } from "./plan-graph.ts";
@@ -69,6 +71,7 @@ function NodeBody(props: { data: NodeDetail; plan: readonly PlanStep[] | null })
             invocation {invocation.index} · <StatusBadge status={invocation.status} /> · {invocation.attempts}{" "}
             attempt(s)
           </summary>
+          {invocation.agent === undefined ? null : <AgentLoop agent={invocation.agent} />}
           {invocation.dispatches.map((dispatch) => (
             <DispatchSteps key={dispatch.seq} dispatch={dispatch} node={data.node} plan={props.plan} />
           ))}

@@ -2,9 +2,11 @@
 // `wrangler dev` (as test/e2e/console.test.mjs): approval gates answered with
 // Approve and Reject (a reason and a confirmation first), each call of a step
 // with its error and the wait before the retry, an llm step's model, prompt,
-// answer, tokens and cost, the run's usage, node durations, the compensation,
-// buttons only where the run accepts them, a cancel's reason, a plan run's
-// graph, the open gates of every run ("Waiting for me"), and a 390 px screen.
+// answer, tokens and cost, an agent's loop as a conversation (its turns, its
+// tool calls opened one by one, the budget used), the run's usage, node
+// durations, the compensation, buttons only where the run accepts them, a
+// cancel's reason, a plan run's graph, the open gates of every run ("Waiting
+// for me"), and a 390 px screen.
 // Screenshots go to .test-results/screenshots/ (git-ignored).
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
@@ -200,6 +202,95 @@ describe("web console for agent runs in headless Chromium", () => {
       .locator("section.panel")
       .filter({ has: page.locator('[data-node-panel="name"]') })
       .screenshot({ path: join(SCREENSHOTS, "llm-step.png") });
+    assert.deepEqual(problems, []);
+    await close();
+  });
+
+  test("an agent's node panel shows its loop as a conversation: each turn, each tool call expandable, the budget used", async () => {
+    const script = uid("script");
+    const posted = await fetch(`${llm.url}/scripts/${script}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        turns: [
+          { tool_calls: [{ name: "lookup", input: { ticket: "T-1" } }] },
+          {
+            tool_calls: [
+              { name: "lookup", input: { ticket: "T-2" } },
+              { name: "lookup", input: { ticket: "T-3" } },
+            ],
+          },
+          { text: "All three tickets are printer fires." },
+        ],
+      }),
+    });
+    assert.equal(posted.status, 200, await posted.text());
+    const lookup = {
+      id: uid("lookup"),
+      kind: "http",
+      description: "Looks a ticket up",
+      requires: { type: "object", required: ["ticket"], properties: { ticket: { type: "string" } } },
+      implementation: { method: "POST", url_template: `${e.target}/echo/lookup`, body: { ticket: "$.input.ticket" } },
+    };
+    const agent = {
+      kind: "llm",
+      implementation: {
+        prompt: { messages: [{ role: "user", template: `Triage the tickets [[script:${script}]]` }] },
+        model: {
+          provider: "openai-compatible",
+          model_id: "local-agent",
+          base_url: `${llm.url}/v1`,
+          pricing: { input_per_mtok: 3, output_per_mtok: 15 },
+        },
+        tools: [{ action: lookup.id, name: "lookup" }],
+        max_turns: 5,
+        budget: { tokens: 50_000 },
+      },
+    };
+    const runId = await startWorkflow(
+      { id: uid("agent-loop"), nodes: { triage: oneStep("agent", agent) } },
+      {
+        actions: [lookup],
+      },
+    );
+    const run = await waitForRun(runId);
+    assert.equal(run.status, "completed", JSON.stringify(run.error));
+    const { page, problems, close } = await openPage(`/runs/${runId}`);
+    await page.locator('[data-node="triage"]').click();
+    const loop = page.locator('[data-node-panel="triage"] [data-agent="agent"]');
+    await loop.waitFor({ timeout: UI_TIMEOUT_MS });
+
+    // The budget used: turns of max_turns, tokens of the budget, the cost.
+    const tokens = (run.usage.input_tokens + run.usage.output_tokens).toLocaleString("en-US");
+    assert.match(
+      await loop.locator("[data-agent-budget]").innerText(),
+      new RegExp(`^3 of 5 turns · ${tokens} of 50,000 tokens · \\$`),
+    );
+    // Each turn with its model, tokens and finish reason, then its calls; the last one's answer.
+    const turns = loop.locator(".agent-turn");
+    assert.equal(await turns.count(), 3);
+    assert.match(
+      await turns.nth(0).locator(".turn-head").innerText(),
+      /turn 1 · local-agent \(openai-compatible\) · \d+ in · \d+ out · \$.* · tool-calls/,
+    );
+    assert.equal(await turns.nth(1).locator(".tool-call").count(), 2);
+    assert.match(await turns.nth(2).innerText(), /stop\s+All three tickets are printer fires\./);
+
+    // A call is one line until it is opened: then its input and its output.
+    const call = loop.locator('[data-tool-call="2/1"]');
+    assert.match(await call.locator("summary").innerText(), /lookup · completed · 1 attempt · \d+/);
+    assert.equal(await call.locator("pre.json").first().isVisible(), false);
+    await call.locator("summary").click();
+    await call.locator("pre.json").first().waitFor({ state: "visible" });
+    const opened = await call.innerText();
+    assert.match(opened, /input\s+\{\s*"ticket": "T-3"\s*\}/);
+    // The tool's output: what the echo target answered, the call's ticket in its body.
+    assert.match(opened, /output\s+\{\s*"body": \{\s*"body": \{\s*"ticket": "T-3"/);
+    assert.match(opened, /"status": 200\s*\}$/);
+    await page
+      .locator("section.panel")
+      .filter({ has: page.locator('[data-node-panel="triage"]') })
+      .screenshot({ path: join(SCREENSHOTS, "agent-loop.png") });
     assert.deepEqual(problems, []);
     await close();
   });

@@ -4,11 +4,13 @@
 // graph and step names, a cancel's reason, and the /gates page's route. The
 // pages themselves are driven in a real browser by test/e2e/console-agent.test.mjs.
 import { describe, expect, test } from "vitest";
+import { answerText, budgetLines, callFacts, conversationOf, turnLine } from "../../console/src/agent.ts";
 import { callLines, formatMs, formatUsd, toLlmCall } from "../../console/src/calls.ts";
 import { cancelReasonOf, summarizeEntry } from "../../console/src/journal-summary.ts";
 import { planStepsOf, stepName } from "../../console/src/plan-graph.ts";
 import { parseRoute } from "../../console/src/routes.ts";
 import { scaleBars, sequentialBars } from "../../console/src/time-axis.ts";
+import type { AgentView } from "../../schemas/api.ts";
 import type { StepRecord } from "../../schemas/payload.ts";
 
 const flakyHttp: StepRecord = {
@@ -245,4 +247,62 @@ test("compensation entries have timeline summaries of their own", () => {
     "undo 0, attempt 1 in 4 ms",
     "failed: 1 of 2 undone",
   ]);
+});
+
+describe("an agent's loop", () => {
+  const turn = (n: number, extra: Partial<AgentView["turns"][number]> = {}): AgentView["turns"][number] => ({
+    turn: n,
+    model: "gpt-4o",
+    provider: "openai",
+    tokens: { input: 300, output: 40 },
+    cost_usd: 0.0015,
+    finish_reason: "tool-calls",
+    ...extra,
+  });
+  const call = (turnNo: number, index: number, name: string): AgentView["tool_calls"][number] => ({
+    turn: turnNo,
+    index,
+    name,
+    call: `call_${turnNo}_${index}`,
+    input: {},
+    status: "completed",
+    attempts: 1,
+    duration_ms: 41,
+  });
+  const agent: AgentView = {
+    step: "agent",
+    turns: [turn(1), turn(2), turn(3, { repair: true }), turn(4, { finish_reason: "stop", answer: "done" })],
+    tool_calls: [call(2, 1, "echo"), call(1, 0, "lookup"), call(2, 0, "lookup")],
+    tool_calls_total: 3,
+    usage: { tokens: { input: 512, output: 300 }, cost_usd: 0.0021 },
+    budget: { tokens: 5_000, cost_usd: 0.5 },
+    max_turns: 8,
+  };
+
+  test("is told as a conversation: each turn, then the calls it asked for in their order", () => {
+    expect(
+      conversationOf(agent).map(({ turn: t, calls }) => [t.turn, calls.map((c) => `${c.name}#${c.index}`)]),
+    ).toEqual([
+      [1, ["lookup#0"]],
+      [2, ["lookup#0", "echo#1"]],
+      [3, []],
+      [4, []],
+    ]);
+  });
+
+  test("says what it spent against its limits, repairs not counted as turns", () => {
+    expect(budgetLines(agent)).toEqual(["3 of 8 turns", "812 of 5,000 tokens", "$0.0021 of $0.50"]);
+    const { budget: _budget, ...unbounded } = agent;
+    expect(budgetLines(unbounded)).toEqual(["3 of 8 turns", "812 tokens", "$0.0021"]);
+  });
+
+  test("tells each turn and call at a glance, and a long answer by its preview", () => {
+    expect(turnLine(turn(1))).toBe("gpt-4o (openai) · 300 in · 40 out · $0.0015 · tool-calls");
+    expect(callFacts(call(1, 0, "lookup"))).toBe("1 attempt · 41 ms");
+    expect(callFacts({ ...call(1, 0, "lookup"), attempts: 0, duration_ms: undefined })).toBe("0 attempts");
+    expect(answerText(turn(4, { answer: "done" }))).toBe("done");
+    const recorded = { sha256: "ab".repeat(32), chars: 9000, preview: "It was" };
+    expect(answerText(turn(4, { answer: recorded }))).toBe("It was… (9000 characters, sha256 abababababab…)");
+    expect(answerText(turn(1))).toBeNull();
+  });
 });
