@@ -1231,7 +1231,8 @@ export type NodeDetail = {
         name: string;
         call: string;
         input: JsonValue;
-        status: "requested" | "running" | "completed" | "failed" | "cancelled";
+        status: "requested" | "approval" | "running" | "completed" | "failed" | "cancelled";
+        gate_id?: string;
         attempts: number;
         output?: JsonValue;
         error?: {

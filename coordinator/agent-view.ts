@@ -75,6 +75,8 @@ class LoopReader {
       this.readSteps(entry.body.steps);
     } else if (isToolCallKind(entry.kind)) {
       this.readCall(entry.kind, entry);
+    } else if (entry.kind === "approval.requested") {
+      this.readApproval(entry);
     }
   }
 
@@ -116,6 +118,18 @@ class LoopReader {
     const loop: Loop = { step, turns: [], calls: new Map() };
     this.loops.set(step, loop);
     return loop;
+  }
+
+  /** A high-risk tool's call waits for its approval gate until it is dispatched (or rejected: `tool_call.failed`). */
+  private readApproval(entry: JournalEntry): void {
+    const body = JOURNAL_BODIES["approval.requested"].safeParse(entry.body);
+    const ref = body.success ? body.data.tool_call : undefined;
+    const call =
+      ref && body.success ? this.loops.get(body.data.step)?.calls.get(`${ref.turn}/${ref.index}`) : undefined;
+    if (call !== undefined && body.success) {
+      call.status = "approval";
+      call.gate_id = body.data.gate_id;
+    }
   }
 
   private readCall(kind: ToolCallKind, entry: JournalEntry): void {

@@ -158,7 +158,14 @@ export type DispatchView = z.infer<typeof DispatchView>;
  * (`running`), or settled. A call the executor refused (an unknown tool, an
  * input its schema refuses) is `failed` with its error and no attempt.
  */
-export const AGENT_TOOL_CALL_STATUSES = ["requested", "running", "completed", "failed", "cancelled"] as const;
+export const AGENT_TOOL_CALL_STATUSES = [
+  "requested",
+  "approval",
+  "running",
+  "completed",
+  "failed",
+  "cancelled",
+] as const;
 
 /** The most tool calls an invocation's `agent` lists (`tool_calls_total` counts them all). */
 export const MAX_VIEW_TOOL_CALLS = 500;
@@ -199,6 +206,8 @@ export const AgentView = z.strictObject({
       call: z.string(),
       input: JsonValue,
       status: z.enum(AGENT_TOOL_CALL_STATUSES),
+      /** A high-risk tool's approval gate (status `approval` while it is open). */
+      gate_id: z.string().optional(),
       /**
        * How many times the tool's action was called: each call its step
        * record lists (the action's own retries), and one for each dispatch

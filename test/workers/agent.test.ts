@@ -364,6 +364,12 @@ describe("an agent's high-risk tools, workflow tools and undos", () => {
     expect(gates[0].prompt).toContain('"who":"alice"');
     expect(waiting.waiting_for[0]).toMatchObject({ kind: "tools", turn: 1 });
     expect(await hits(page)).toBe(0);
+    // The node view shows both calls waiting for their gates.
+    const node = (await api("GET", `/v1/runs/${runId}/nodes/main`)).json;
+    expect(node.invocations[0].agent.tool_calls.map((call: any) => [call.status, call.gate_id])).toEqual([
+      ["approval", gates[0].gate_id],
+      ["approval", gates[1].gate_id],
+    ]);
     await api("POST", `/v1/runs/${runId}/gates/${gates[0].gate_id}`, { response: { approved: true } });
     await api("POST", `/v1/runs/${runId}/gates/${gates[1].gate_id}`, {
       response: { approved: false, reason: "bob is on leave" },
