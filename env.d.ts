@@ -4,6 +4,8 @@ interface Env {
   CATALOG: DurableObjectNamespace<import("./catalog/catalog.ts").Catalog>;
   /** One event hub per event name and shard (events/): retained events, waits, deliveries. */
   EVENT_HUB: DurableObjectNamespace<import("./events/hub.ts").EventHub>;
+  /** One object per schedule (schedules/), named by its id: its alarm starts each slot's run. */
+  SCHEDULE_HUB: DurableObjectNamespace<import("./schedules/hub.ts").ScheduleHub>;
   /** Hubs per event name, `1` to `16` (default 1; events/route.ts). */
   EVENT_HUB_SHARDS?: string;
   /** This deployment's version (wrangler.toml `[version_metadata]`): keys the shared snapshot cache (catalog/snapshots.ts). */

@@ -17,6 +17,8 @@
  * implementation class and over these plain types alike.
  */
 import type {
+  BackfillAnswer,
+  BackfillBody,
   DefinitionBundle,
   DefinitionList,
   DefinitionRecord,
@@ -32,6 +34,8 @@ import type {
   RunList,
   RunView,
   PlanRequest,
+  ScheduleStatus,
+  SlotRecord,
   SendEventsBody,
   SendEventsResponse,
   StartPlanResponse,
@@ -65,7 +69,7 @@ export type Result<T> = { ok: true; value: T } | { ok: false; error: ErrorData }
 
 /** A definition kind as `getDefinition` takes it (`_` may be written `-`). */
 export type DefinitionKindName =
-  "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "mcp-servers";
+  "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "mcp-servers" | "schedules";
 
 /**
  * The `TrellisApi` entrypoint (src/rpc.ts) as a caller sees it: each method is
@@ -138,4 +142,14 @@ export interface TrellisApi {
   signalRun(runId: string, body: SendEventsBody): Promise<Result<SendEventsResponse>>;
   /** `GET /v1/journal-keys`. */
   journalKeys(): Promise<Result<Jwks>>;
+  /** `GET /v1/schedules/{id}/status`: paused or not, the next 5 slots, the recent slots and their runs. */
+  scheduleStatus(id: string): Promise<Result<ScheduleStatus>>;
+  /** `POST /v1/schedules/{id}/pause`. */
+  pauseSchedule(id: string): Promise<Result<ScheduleStatus>>;
+  /** `POST /v1/schedules/{id}/resume`: slots start again from now on. */
+  resumeSchedule(id: string): Promise<Result<ScheduleStatus>>;
+  /** `POST /v1/schedules/{id}/trigger`: one run now, whatever the overlap policy. */
+  triggerSchedule(id: string): Promise<Result<SlotRecord>>;
+  /** `POST /v1/schedules/{id}/backfill`: one run per slot from `from` to `to` (≤ 1,000 slots), by the overlap policy. */
+  backfillSchedule(id: string, body: BackfillBody): Promise<Result<BackfillAnswer>>;
 }

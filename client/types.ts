@@ -185,6 +185,20 @@ export type ApproveBody = {
   reason?: string;
 };
 
+/** How many slots a backfill queued, and the first and last of them. */
+export type BackfillAnswer = {
+  slots: number;
+  first: string | null;
+  last: string | null;
+};
+
+/** A range of slots to start (from and to inclusive, at most 1,000 slots), and the overlap policy for them. */
+export type BackfillBody = {
+  from: string;
+  to: string;
+  overlap?: "skip" | "buffer_one" | "allow_all" | "cancel_other";
+};
+
 /** An optional reason for a cancel, recorded on the run. */
 export type CancelBody = {
   reason?: string;
@@ -206,12 +220,25 @@ export type DefinitionBundle = {
   prompts?: Prompt[];
   models?: Model[];
   mcp_servers?: McpServer[];
+  schedules?: ({
+    id: string;
+    description?: string;
+    workflow: Reference;
+    cron: string;
+    timezone?: string;
+    input?: JsonValue;
+    overlap?: "skip" | "buffer_one" | "allow_all" | "cancel_other";
+    catchup_window_ms?: number;
+    jitter_ms?: number;
+    start_at?: string;
+    end_at?: string;
+  })[];
 };
 
 /** The latest version of each definition of a kind, newest first, and the next page's cursor. */
 export type DefinitionList = {
   definitions: ({
-    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules";
     id: string;
     version: number;
     created_at: string;
@@ -222,7 +249,7 @@ export type DefinitionList = {
 
 /** A stored definition: its kind, id, version, and content (keys sorted). */
 export type DefinitionRecord = {
-  kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
+  kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules";
   id: string;
   version: number;
   created_at: string;
@@ -234,7 +261,7 @@ export type DefinitionRecord = {
 /** Every version of one definition, highest first, and the next page's cursor. */
 export type DefinitionVersions = {
   versions: ({
-    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules";
     id: string;
     version: number;
     created_at: string;
@@ -1339,7 +1366,7 @@ export type Reference = string;
 /** What a registration created or reused (existing: true), with versions. */
 export type RegisterResponse = {
   created: ({
-    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules";
     id: string;
     version: number;
     existing: boolean;
@@ -1564,6 +1591,15 @@ export type RunView = {
   controls: ("cancel" | "pause" | "resume" | "redrive" | "compensate" | "approve")[];
 };
 
+/** A schedule: whether it is paused, its next 5 slots, and what became of its recent slots. */
+export type ScheduleStatus = {
+  id: string;
+  version: number;
+  paused: boolean;
+  next: string[];
+  recent: SlotRecord[];
+};
+
 /** One event { name, data?, id? }, or { events: [...] } with up to 100 of them. */
 export type SendEventsBody = {
   name: string;
@@ -1603,6 +1639,15 @@ export type ShellImplementation = {
 export type SleepImplementation = {
   duration_ms?: number;
   until?: string | number;
+};
+
+/** One slot of a schedule: its time, its run (null when none started) and the run's status, or skipped/buffered/start_failed with a reason. */
+export type SlotRecord = {
+  scheduled_at: string;
+  run_id: string | null;
+  status: string;
+  reason?: string;
+  source: "cron" | "trigger" | "backfill" | "buffer";
 };
 
 /** A started plan run (or a preview: run_id null), with the graph the plan compiled to. */
@@ -1777,6 +1822,8 @@ export type WorkflowImplementation = {
 export interface Components {
   Action: Action;
   ApproveBody: ApproveBody;
+  BackfillAnswer: BackfillAnswer;
+  BackfillBody: BackfillBody;
   CancelBody: CancelBody;
   ContextImplementation: ContextImplementation;
   DefinitionBundle: DefinitionBundle;
@@ -1819,10 +1866,12 @@ export interface Components {
   RetryPolicy: RetryPolicy;
   RunList: RunList;
   RunView: RunView;
+  ScheduleStatus: ScheduleStatus;
   SendEventsBody: SendEventsBody;
   SendEventsResponse: SendEventsResponse;
   ShellImplementation: ShellImplementation;
   SleepImplementation: SleepImplementation;
+  SlotRecord: SlotRecord;
   StartPlanResponse: StartPlanResponse;
   StartRunBody: StartRunBody;
   StartRunResponse: StartRunResponse;

@@ -15,6 +15,7 @@ import { listOpenGates } from "./gate-list.ts";
 import { mcpServerTools } from "./mcp-tools.ts";
 import { approveRun, startPlan } from "./plans.ts";
 import { listRuns } from "./run-list.ts";
+import { SCHEDULE_CONTROL_CALLS, SCHEDULE_CONTROLS, scheduleStatus } from "../schedules/index.ts";
 import * as service from "./service.ts";
 
 type App = { Bindings: Env; Variables: { principal: string } };
@@ -46,6 +47,7 @@ export function createApp(): Hono<App> {
   app.use("/v1/*", bearerAuth());
   runRoutes(app);
   app.post("/v1/events", async (c) => c.json(await sendEvents(c.env, await readJson(c)), 202));
+  scheduleRoutes(app);
   // After the run routes: `/v1/:kind/:id` would otherwise take `/v1/runs/<id>`.
   definitionRoutes(app);
   return app;
@@ -103,6 +105,18 @@ function runRoutes(app: Hono<App>): void {
   app.post("/v1/runs/:runId/gates/:gateId", async (c) =>
     c.json(await service.answerGate(c.env, c.req.param("runId"), c.req.param("gateId"), await readJson(c))),
   );
+}
+
+/** A schedule's status and controls (docs/api.md, "Schedules"); a backfill is queued (202). */
+function scheduleRoutes(app: Hono<App>): void {
+  app.get("/v1/schedules/:id/status", async (c) => c.json(await scheduleStatus(c.env, c.req.param("id"))));
+  for (const control of SCHEDULE_CONTROLS) {
+    app.post(`/v1/schedules/:id/${control}`, async (c) => {
+      const body = control === "backfill" ? await readJson(c) : undefined;
+      const answer = await SCHEDULE_CONTROL_CALLS[control](c.env, c.req.param("id"), body);
+      return c.json(answer, control === "backfill" ? 202 : 200);
+    });
+  }
 }
 
 /** Registering and reading definitions, and what an MCP server offers. */

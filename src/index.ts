@@ -12,6 +12,8 @@ export { Coordinator } from "../coordinator/coordinator.ts";
 export { Catalog } from "../catalog/catalog.ts";
 /** One event hub per event name (and shard): retained events, waits, deliveries. */
 export { EventHub } from "../events/hub.ts";
+/** One object per schedule: its alarm starts each slot's run. */
+export { ScheduleHub } from "../schedules/hub.ts";
 /** The stateless executor entrypoint the coordinator dispatches tasks to. */
 export { Executor } from "../executor/executor.ts";
 /** The API over Workers RPC. */

@@ -19,6 +19,8 @@ import type {
 import type { SendEventsResponse } from "../schemas/events.ts";
 import type { Jwks } from "../schemas/journal.ts";
 import type { StartPlanResponse } from "../schemas/plans.ts";
+import type { BackfillAnswer, ScheduleStatus, SlotRecord } from "../schemas/schedules.ts";
+import * as schedules from "../schedules/index.ts";
 import type { RunControl } from "../coordinator/controls.ts";
 import type { TrellisApi as TrellisApiClient } from "../client/index.ts";
 import { sendEvents } from "../events/index.ts";
@@ -202,6 +204,31 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
 
   journalKeys(): Promise<Result<Jwks>> {
     return toResult(() => service.journalKeys(this.env));
+  }
+
+  /** `GET /v1/schedules/{id}/status`. */
+  scheduleStatus(id: string): Promise<Result<ScheduleStatus>> {
+    return toResult(() => schedules.scheduleStatus(this.env, idArgument(id, "id")));
+  }
+
+  pauseSchedule(id: string): Promise<Result<ScheduleStatus>> {
+    return toResult(() => schedules.pauseSchedule(this.env, idArgument(id, "id")));
+  }
+
+  resumeSchedule(id: string): Promise<Result<ScheduleStatus>> {
+    return toResult(() => schedules.resumeSchedule(this.env, idArgument(id, "id")));
+  }
+
+  triggerSchedule(id: string): Promise<Result<SlotRecord>> {
+    return toResult(() => schedules.triggerSchedule(this.env, idArgument(id, "id")));
+  }
+
+  /** `POST /v1/schedules/{id}/backfill`: `{ from, to, overlap? }`. */
+  backfillSchedule(id: string, body: unknown): Promise<Result<BackfillAnswer>> {
+    return toResult(() => {
+      checkBodyLimits(body);
+      return schedules.backfillSchedule(this.env, idArgument(id, "id"), body);
+    });
   }
 }
 

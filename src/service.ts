@@ -10,6 +10,7 @@ import { canonicalJson, importSigningKey, toJwks, type JournalEntry } from "../l
 import { unwrap } from "../lib/result.ts";
 import { parseOrThrow, summarize } from "../lib/validation.ts";
 import { planRun } from "../coordinator/plan.ts";
+import { armSchedules } from "../schedules/index.ts";
 import {
   DefinitionListCursor,
   DefinitionListQuery,
@@ -58,8 +59,11 @@ export function coordinator(env: Env, runId: string): CoordinatorApi {
   return env.COORDINATOR.get(env.COORDINATOR.idFromName(runId)) as unknown as CoordinatorApi;
 }
 
+/** Registers a bundle; then each schedule in it arms its object for the version now registered (schedules/route.ts). */
 export async function registerDefinitions(env: Env, body: unknown): Promise<RegisterResponse> {
-  return unwrap(await catalog(env).register(body));
+  const registered = unwrap(await catalog(env).register(body));
+  await armSchedules(env, registered.created);
+  return registered;
 }
 
 export async function getDefinition(env: Env, kind: string, id: string, version?: number): Promise<DefinitionRecord> {

@@ -11,7 +11,7 @@ import { FAKE_BINDINGS } from "./fakes/bindings.ts";
 
 // Named one by one, not `export *`: the vitest plugin finds a Worker's entrypoints
 // by reading its main module's own exports. Keep in step with src/index.ts.
-export { default, Catalog, Coordinator, EventHub, Sandbox, TrellisApi } from "../src/index.ts";
+export { default, Catalog, Coordinator, EventHub, Sandbox, ScheduleHub, TrellisApi } from "../src/index.ts";
 
 export class Executor extends RealExecutor {
   constructor(ctx: ExecutionContext, env: Env) {

@@ -23,6 +23,7 @@ import { DefinitionBundle } from "../../schemas/definitions.ts";
 import { SendEventsBody, SendEventsResponse } from "../../schemas/events.ts";
 import { JournalEntry, JournalResponse, Jwks } from "../../schemas/journal.ts";
 import { PlanRequest, ApproveBody, StartPlanResponse } from "../../schemas/plans.ts";
+import { BackfillAnswer, BackfillBody, ScheduleStatus, SlotRecord } from "../../schemas/schedules.ts";
 
 /** Request bodies, by their OpenAPI component name (converted as input: what a client sends). */
 export const REQUEST_SCHEMAS = {
@@ -34,6 +35,7 @@ export const REQUEST_SCHEMAS = {
   PlanRequest,
   ApproveBody,
   SendEventsBody,
+  BackfillBody,
 } as const satisfies Record<string, z.ZodType>;
 
 /** Response bodies, by their OpenAPI component name (converted as output: what the server sends). */
@@ -57,6 +59,9 @@ export const RESPONSE_SCHEMAS = {
   JournalResponse,
   Jwks,
   SendEventsResponse,
+  ScheduleStatus,
+  SlotRecord,
+  BackfillAnswer,
   /** The generated contracts themselves: a JSON Schema and an OpenAPI document. */
   JsonDocument: z.record(z.string(), z.unknown()),
 } as const satisfies Record<string, z.ZodType>;
@@ -95,5 +100,11 @@ export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName,
   JournalEntry: "One signed journal entry (docs/journal.md).",
   JournalResponse: "A run's signed journal, in seq order.",
   Jwks: "The journal's public keys as a JWKS (current and retired).",
+  BackfillBody:
+    "A range of slots to start (from and to inclusive, at most 1,000 slots), and the overlap policy for them.",
+  ScheduleStatus: "A schedule: whether it is paused, its next 5 slots, and what became of its recent slots.",
+  SlotRecord:
+    "One slot of a schedule: its time, its run (null when none started) and the run's status, or skipped/buffered/start_failed with a reason.",
+  BackfillAnswer: "How many slots a backfill queued, and the first and last of them.",
   JsonDocument: "A JSON document: the generated JSON Schema or OpenAPI document.",
 };

@@ -33,7 +33,7 @@ export interface RouteSpec {
   auth: "bearer" | "public";
   /** The heading of docs/api.md that documents the route. */
   docs: string;
-  tag: "meta" | "definitions" | "runs" | "gates" | "journal" | "events";
+  tag: "meta" | "definitions" | "runs" | "gates" | "journal" | "events" | "schedules";
   query?: Record<string, QueryParam>;
   /** Request headers the route reads. */
   headers?: Record<string, QueryParam>;
@@ -54,7 +54,7 @@ export const NOT_API_ROUTES: string[] = ["GET /", "GET /runs/{run_id}", "GET /wo
 
 /** Every path parameter of the API, described once. */
 export const PATH_PARAMS: Record<string, string> = {
-  kind: "A definition kind as in the bundle, `_` written `-`: workflows, tasks, actions, prompts, models, mcp-servers.",
+  kind: "A definition kind as in the bundle, `_` written `-`: workflows, tasks, actions, prompts, models, mcp-servers, schedules.",
   id: "A definition id (`^[a-z][a-z0-9_-]{0,62}$`).",
   version: "A version number, 1 or more.",
   run_id: "A run id, as returned when the run started.",
@@ -86,6 +86,60 @@ const CONTROL_ROUTES: RouteSpec[] = [
   responses: { 200: { description: "The run after the control.", schema: "RunView" } },
   errors: [404, 409],
 }));
+
+/** A schedule's status and controls (schedules/route.ts), each named as its RPC method. */
+const SCHEDULE_ROUTES: RouteSpec[] = [
+  {
+    method: "get",
+    path: "/v1/schedules/{id}/status",
+    operationId: "scheduleStatus",
+    summary: "A schedule's state: paused or not, its next 5 slots, and what became of its recent slots.",
+    auth: "bearer",
+    docs: "GET /v1/schedules/{id}/status",
+    tag: "schedules",
+    responses: { 200: { description: "The schedule's status.", schema: "ScheduleStatus" } },
+    errors: [404],
+  },
+  ...(
+    [
+      ["pause", "pauseSchedule", "Stop starting the schedule's slots until it is resumed."],
+      ["resume", "resumeSchedule", "Start the schedule's slots again, from now on."],
+    ] as const
+  ).map(([control, operationId, summary]): RouteSpec => ({
+    method: "post",
+    path: `/v1/schedules/{id}/${control}`,
+    operationId,
+    summary,
+    auth: "bearer",
+    docs: "POST /v1/schedules/{id}/pause · /resume",
+    tag: "schedules",
+    responses: { 200: { description: "The schedule's status after the control.", schema: "ScheduleStatus" } },
+    errors: [404],
+  })),
+  {
+    method: "post",
+    path: "/v1/schedules/{id}/trigger",
+    operationId: "triggerSchedule",
+    summary: "Start one run of the schedule now, whatever its overlap policy.",
+    auth: "bearer",
+    docs: "POST /v1/schedules/{id}/trigger",
+    tag: "schedules",
+    responses: { 200: { description: "The slot now, with its run.", schema: "SlotRecord" } },
+    errors: [404],
+  },
+  {
+    method: "post",
+    path: "/v1/schedules/{id}/backfill",
+    operationId: "backfillSchedule",
+    summary: "Start one run per slot from `from` to `to` (at most 1,000 slots), each by the overlap policy.",
+    auth: "bearer",
+    docs: "POST /v1/schedules/{id}/backfill",
+    tag: "schedules",
+    body: { schema: "BackfillBody", required: true },
+    responses: { 202: { description: "The slots queued.", schema: "BackfillAnswer" } },
+    errors: [404],
+  },
+];
 
 /** The query of the definition listings. */
 const LISTING_QUERY: Record<string, QueryParam> = {
@@ -388,4 +442,5 @@ export const API_ROUTES: RouteSpec[] = [
     responses: { 200: { description: "The answered gate.", schema: "GateView" } },
     errors: [404, 409],
   },
+  ...SCHEDULE_ROUTES,
 ];
