@@ -7,7 +7,8 @@
  *   npx trellis plan examples/plan-dependency.json --mode preview   run or preview an agent plan
  *   npx trellis events send order.paid --data '{"order":42}' --id pay-42   resume the runs waiting for it
  *   npx trellis signal run_… order.paid --data '{"order":42}'   the same, to one run only
- *   npx trellis runs | show | tail | gates | answer | approve | cancel | pause | resume | redrive | compensate | verify | mcp tools
+ *   npx trellis schedule nightly-report trigger --follow   start one run of a schedule now
+ *   npx trellis runs | show | tail | gates | answer | approve | cancel | pause | resume | redrive | compensate | verify | mcp tools | schedules
  *
  * Talks to TRELLIS_URL (default http://127.0.0.1:$PORT, port 8787 without PORT) with TRELLIS_TOKEN
  * (default: the first of API_TOKENS in ./.dev.vars), or --url/--token.
@@ -15,7 +16,7 @@
  * Runs on Node ≥ 22.18 (type stripping), importing the same modules as the Worker.
  */
 import { readFileSync } from "node:fs";
-import { Command, Option } from "commander";
+import { Argument, Command, Option } from "commander";
 import { Api, CliError } from "./api.ts";
 import {
   answerCommand,
@@ -38,6 +39,13 @@ import {
 } from "./commands.ts";
 import { resolveTarget } from "./config.ts";
 import { planCommand, type PlanOptions } from "./plan.ts";
+import {
+  SCHEDULE_ACTIONS,
+  scheduleCommand,
+  schedulesCommand,
+  type ScheduleAction,
+  type ScheduleOptions,
+} from "./schedules.ts";
 
 const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
   .version;
@@ -72,6 +80,7 @@ export function program(exit: (code: Exit) => void): Command {
   authoring(builder);
   watching(builder);
   controlling(builder);
+  scheduling(builder);
   return cli;
 }
 
@@ -180,6 +189,34 @@ function controlling({ cli, command, act }: Builder): void {
         act((io, runId: string, options: { reason?: string }) => controlCommand(io, control, runId, options.reason)),
       );
   }
+}
+
+/** Schedules: the list, and each one's controls. */
+function scheduling({ cli, command, act }: Builder): void {
+  command(cli, "schedules")
+    .description("list schedules: paused or not, the next slot, what the latest slot did")
+    .action(act((io) => schedulesCommand(io)));
+  command(cli, "schedule")
+    .argument("<id>", "a schedule id")
+    .addArgument(new Argument("<action>").choices(SCHEDULE_ACTIONS))
+    .description("pause or resume a schedule, start one run now (trigger), or one run per slot of a range (backfill)")
+    .option("--from <time>", "backfill: the first time of the range (ISO 8601)")
+    .option("--to <time>", "backfill: the last time of the range (ISO 8601, inclusive)")
+    .addOption(
+      new Option("--overlap <policy>", "backfill: the overlap policy for its slots (default the schedule's)").choices([
+        "skip",
+        "buffer_one",
+        "allow_all",
+        "cancel_other",
+      ]),
+    )
+    .option("--wait", "trigger: wait until the run ends; exit 1 unless it completed")
+    .option("--follow", "trigger: show live progress until the run ends; exit 1 unless it completed")
+    .action(
+      act((io, id: string, action: ScheduleAction, options: ScheduleOptions) =>
+        scheduleCommand(io, id, action, options),
+      ),
+    );
 }
 
 /** Prints an error as the API gave it (code, message, each problem's path) and exits 1. */

@@ -16,4 +16,5 @@ export * from "./resolved.ts";
 export * from "./run.ts";
 export * from "./run-index.ts";
 export * from "./sandbox.ts";
+export * from "./schedules.ts";
 export * from "./tools.ts";

@@ -10,6 +10,7 @@ import { GatesPage } from "./gates-page.tsx";
 import { Link, useRoute, type Route } from "./router.tsx";
 import { RunPage } from "./run-page.tsx";
 import { RunsPage } from "./runs-page.tsx";
+import { SchedulesPage } from "./schedules-page.tsx";
 import { WorkflowPage, WorkflowsPage } from "./workflow-pages.tsx";
 
 function App() {
@@ -45,6 +46,7 @@ function App() {
         <Link href="/">Runs</Link>
         <Link href="/gates">Waiting for me</Link>
         <Link href="/workflows">Workflows</Link>
+        <Link href="/schedules">Schedules</Link>
         <button
           type="button"
           class="link"
@@ -74,6 +76,8 @@ function Page(props: { route: Route }) {
       return <GatesPage />;
     case "workflows":
       return <WorkflowsPage />;
+    case "schedules":
+      return <SchedulesPage />;
     case "workflow":
       return <WorkflowPage key={route.id} id={route.id} />;
     case "not_found":

@@ -1,7 +1,7 @@
 /**
  * The console's pages by address: `/` (runs, filters in the query string),
- * `/runs/{run_id}`, `/gates` (open gates across runs), `/workflows` and
- * `/workflows/{id}`; anything else is not
+ * `/runs/{run_id}`, `/gates` (open gates across runs), `/workflows`,
+ * `/workflows/{id}` and `/schedules`; anything else is not
  * found. Pure, so it is unit-tested (test/node/console.test.ts).
  */
 export type Route =
@@ -9,6 +9,7 @@ export type Route =
   | { page: "run"; runId: string }
   | { page: "gates" }
   | { page: "workflows" }
+  | { page: "schedules" }
   | { page: "workflow"; id: string }
   | { page: "not_found"; path: string };
 
@@ -32,6 +33,9 @@ export function parseRoute(pathname: string, search: string): Route {
   }
   if (first === "gates" && second === undefined) {
     return { page: "gates" };
+  }
+  if (first === "schedules" && second === undefined) {
+    return { page: "schedules" };
   }
   if (first === "workflows" && second === undefined) {
     return { page: "workflows" };

@@ -583,6 +583,58 @@ describe("web console in headless Chromium", () => {
     await context.close();
   });
 
+  test("the schedules page shows next times and recent slots, triggers a run now, pauses and resumes", async () => {
+    const workflowId = uid("console-nightly");
+    const scheduleId = uid("console-schedule");
+    const step = {
+      ref: "s",
+      action: { kind: "context", implementation: { updates: [{ path: "day", expr: "input.day" }] } },
+    };
+    await register({
+      workflows: [
+        { id: workflowId, nodes: { report: { task: { steps: [step] }, input_mapping: { day: "$.input.day" } } } },
+      ],
+      schedules: [
+        {
+          id: scheduleId,
+          workflow: workflowId,
+          cron: "30 2 * * 1-5",
+          timezone: "Europe/Berlin",
+          input: { day: { expr: "schedule.scheduled_at" } },
+        },
+      ],
+    });
+    const context = await browser.newContext();
+    await context.addInitScript((value) => sessionStorage.setItem("trellis.api_token", value), token);
+    const page = await context.newPage();
+    await page.goto(`${url}/schedules`);
+    const card = page.locator(`li.schedule[data-schedule="${scheduleId}"]`);
+    await card.waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.equal(await card.locator(".schedule-next time").count(), 5);
+    await card.getByText("No slot yet.").waitFor();
+
+    await card.getByRole("button", { name: "Trigger now" }).click();
+    const row = card.locator("table.slots tbody tr").first();
+    await row.locator("a.mono").waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.equal(await row.locator("td").last().textContent(), "trigger");
+    const runId = (await row.locator("a.mono").textContent()) ?? "";
+    assert.match(runId, /^run_[0-9a-f]{32}$/);
+
+    await card.getByRole("button", { name: "Pause" }).click();
+    await card.getByRole("button", { name: "Resume" }).waitFor({ timeout: UI_TIMEOUT_MS });
+    await card.locator(".badge.status-paused").waitFor();
+    await page.screenshot({ path: join(SCREENSHOTS, "schedules-page.png"), fullPage: true });
+    assert.equal((await api("GET", `/v1/schedules/${scheduleId}/status`)).json.paused, true);
+    await card.getByRole("button", { name: "Resume" }).click();
+    await card.getByRole("button", { name: "Pause" }).waitFor({ timeout: UI_TIMEOUT_MS });
+
+    await row.locator("a.mono").click();
+    await page.waitForURL(`${url}/runs/${runId}`);
+    const run = await waitTerminal(runId);
+    assert.equal(run.status, "completed");
+    await context.close();
+  });
+
   test("deep links load the console; the API and /healthz still answer JSON to a browser navigation", async () => {
     const navigate = { "accept": "text/html", "sec-fetch-mode": "navigate", "sec-fetch-dest": "document" };
     for (const path of ["/", "/runs/run_00000000000000000000000000000000", "/workflows/anything"]) {

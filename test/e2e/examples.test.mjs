@@ -3,7 +3,8 @@
 // define …`, `npx trellis run … --follow`, `npx trellis answer …` when it waits
 // for a person or an approval, an agent's tool call's included, `npx trellis
 // events send …` once it waits for an event, `npx trellis plan …` for an agent
-// plan, `npx trellis show <run>`), through the CLI. A run completes unless its
+// plan, `npx trellis schedule <id> trigger --follow` for a schedule, `npx trellis
+// show <run>`), through the CLI. A run completes unless its
 // command's comment says it fails (the saga), and then its compensation must
 // complete; every tool call of an agent succeeds. So an example cannot
 // rot: a change that breaks one, or its instructions, fails this suite.
@@ -80,6 +81,10 @@ async function waitingForEvent(/** @type {() => string} */ runId) {
 
 const RUN_ID = /^(run_[0-9a-f]{32})\s+started$/m;
 
+/** A command that starts a run and follows it: `run …`, or a schedule's `schedule <id> trigger --follow`. */
+const startsRun = (/** @type {string[]} */ words) =>
+  words[0] === "run" || (words[0] === "schedule" && words[2] === "trigger");
+
 /** Polls the run until its compensation (if it has one) is over, and returns the view. */
 async function settledCompensation(/** @type {string} */ runId) {
   const deadline = Date.now() + 30_000;
@@ -98,7 +103,7 @@ async function runWorkflowExample(
   /** @type {string} */ name,
   /** @type {ReturnType<typeof documentedCommands>} */ commands,
 ) {
-  const run = commands.find((words) => words[0] === "run");
+  const run = commands.find(startsRun);
   assert.ok(run, `${name} documents a run or a plan command`);
   const fails = /\bfails\b/.test(run.note);
   let runId = "";
@@ -180,8 +185,13 @@ describe("examples/", () => {
       const plans = commands.filter((words) => words[0] === "plan");
       if (plans.length > 0) {
         await runPlanExample(plans);
-      } else if (commands.some((words) => words[0] === "run")) {
+      } else if (commands.some(startsRun)) {
         await runWorkflowExample(name, commands);
+        for (const list of commands.filter((words) => words[0] === "schedules")) {
+          const listed = await trellis(list);
+          assert.equal(listed.code, 0, listed.stderr);
+          assert.match(listed.stdout, /\sactive\s+next \d{4}-/);
+        }
       } else {
         // A bundle that other examples use (plan-tools.yaml): one of their headers defines it.
         const users = EXAMPLES.filter(

@@ -232,6 +232,11 @@ test("/gates is the open gates page", () => {
   expect(parseRoute("/gates/x", "")).toEqual({ page: "not_found", path: "/gates/x" });
 });
 
+test("/schedules is the schedules page", () => {
+  expect(parseRoute("/schedules", "")).toEqual({ page: "schedules" });
+  expect(parseRoute("/schedules/nightly", "")).toEqual({ page: "not_found", path: "/schedules/nightly" });
+});
+
 test("compensation entries have timeline summaries of their own", () => {
   const lines = [
     summarizeEntry("compensation.started", { trigger: "manual", pending: [1, 0] }),
