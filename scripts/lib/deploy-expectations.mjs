@@ -20,6 +20,7 @@ export const EXPECTED = {
   CATALOG: { kind: "durable_object", className: "Catalog" },
   SANDBOX: { kind: "durable_object", className: "Sandbox" },
   EVENT_HUB: { kind: "durable_object", className: "EventHub" },
+  SCHEDULE_HUB: { kind: "durable_object", className: "ScheduleHub" },
   EXECUTOR: { kind: "service", entrypoint: "Executor" },
   RUN_INDEX: { kind: "d1" },
   ARTIFACTS: { kind: "r2" },
