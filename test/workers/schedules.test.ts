@@ -103,6 +103,7 @@ describe("a per-minute schedule", () => {
     expect(first).toMatchObject({ status: expect.any(String), source: "cron" });
     const firstRun = await waitForRun(String(first?.run_id));
     expect(firstRun.input).toEqual({ at: iso(T0), version: 1, fixed: 1 });
+    expect(firstRun.trigger).toEqual({ kind: "schedule", schedule: id, version: 1, scheduled_at: iso(T0) });
 
     // A restart between slots: the next instance takes up where the stored state says.
     await evictDurableObject(hubStub(id));
@@ -126,6 +127,8 @@ describe("a per-minute schedule", () => {
     expect(new Set(runIds).size).toBe(3);
     // The run index holds exactly those three runs of the workflow: none twice, none more.
     expect(await runsOf(workflowId, 3)).toEqual(runIds);
+    const scheduled = await api("GET", `/v1/runs?workflow=${workflowId}&trigger=schedule`);
+    expect(scheduled.json.runs).toHaveLength(3);
   });
 
   it("finishes a start cut off by a restart with the same run, never a second", async ({ expect }) => {
