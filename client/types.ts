@@ -1756,6 +1756,11 @@ export type Workflow = {
       type: "container";
     };
   };
+  triggers?: ({
+    event: string;
+    if?: string;
+    input?: InputMapping;
+  })[];
   nodes: {
     [key: string]: Node;
   };
