@@ -137,3 +137,15 @@ export const EventTriggers = z.strictObject({
   starts: z.array(TriggerStartRecord),
 });
 export type EventTriggers = z.infer<typeof EventTriggers>;
+
+/**
+ * What the queue consumer sends to the dead-letter queue for a message that is
+ * not an event (docs/api.md, "Events from a queue"): why, and the message's
+ * body as it came (text when it was not JSON-clonable data).
+ */
+export const DeadLetter = z.strictObject({
+  reason: z.strictObject({ code: z.string(), message: z.string() }),
+  body: JsonValue,
+  message_id: z.string(),
+});
+export type DeadLetter = z.infer<typeof DeadLetter>;
