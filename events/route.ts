@@ -8,7 +8,9 @@ import {
   type AcceptOptions,
   EventInput,
   type AcceptedEvent,
+  EventName,
   type EventRecord,
+  type EventTriggers,
   type RegisterAnswer,
   type SendEventsResponse,
   type WaitRegistration,
@@ -37,6 +39,7 @@ export interface EventHubApi {
   accept(events: EventInput[], options?: AcceptOptions): Promise<Result<AcceptedEvent[]>>;
   register(wait: WaitRegistration): Promise<Result<RegisterAnswer>>;
   unregister(waitKey: string): Promise<Result<null>>;
+  triggersOf(name: string, eventId: string): Promise<Result<EventTriggers>>;
 }
 
 /** How many hubs each name has: `EVENT_HUB_SHARDS`, 1 to {@link MAX_EVENT_HUB_SHARDS}, default 1. */
@@ -197,6 +200,17 @@ export async function sendEvents(env: Env, body: unknown): Promise<SendEventsRes
     ),
   );
   return { events: events.map((event, index) => ({ event_id: event.id, duplicate: duplicate[index] ?? false })) };
+}
+
+/**
+ * `GET /v1/events/{event_id}/triggers?name=`: what the event's triggers
+ * started, from the hub that starts them (the name's shard 0).
+ *
+ * @throws EngineError `events.invalid_request` (no name), `event.not_found` (not retained, or never accepted).
+ */
+export async function eventTriggers(env: Env, name: unknown, eventId: string): Promise<EventTriggers> {
+  const parsed = parseBody(EventName, name, "the query's name");
+  return unwrap(await hubStub(env, hubName(parsed, 0)).triggersOf(parsed, eventId));
 }
 
 async function acceptAt(hub: EventHubApi, events: EventInput[], options: AcceptOptions): Promise<AcceptedEvent[]> {
