@@ -1385,6 +1385,7 @@ export type RunList = {
     mode: "auto" | "approval" | "preview";
     parent: string | null;
     created_by: string;
+    trigger: "api" | "plan" | "parent" | "schedule" | "event" | "webhook";
     created_at: string;
     updated_at: string;
     finished_at: string | null;
@@ -1524,6 +1525,29 @@ export type RunView = {
     input_tokens: number;
     output_tokens: number;
     cost_usd: number;
+  };
+  trigger: {
+    kind: "api";
+  } | {
+    kind: "plan";
+  } | {
+    kind: "parent";
+    run_id: string;
+    key: string;
+  } | {
+    kind: "schedule";
+    schedule: string;
+    version: number;
+    scheduled_at: string;
+  } | {
+    kind: "event";
+    event_id: string;
+    name: string;
+  } | {
+    kind: "webhook";
+    webhook: string;
+    event_id: string;
+    name: string;
   };
   parent: {
     run_id: string;

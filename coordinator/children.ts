@@ -120,6 +120,7 @@ export async function startChildRun(peers: RunPeers, parentRunId: string, comman
       request_hash: await sha256Hex(command.key),
       parent: { run_id: parentRunId, key: command.key, depth: command.depth - 1 },
       created_by: `run:${parentRunId}`,
+      trigger: { kind: "parent", run_id: parentRunId, key: command.key },
       ...(command.resources ? { inherited_resources: command.resources } : {}),
       ...(start.value.plan ? { plan: start.value.plan } : {}),
     } satisfies CreateRunRequest);

@@ -4,7 +4,7 @@ import type { JournalBody, JournalKind } from "../schemas/journal-bodies.ts";
 import type { ResourceHandle } from "../schemas/payload.ts";
 import type { PlanOrigin } from "../schemas/plans.ts";
 import type { RunSnapshot } from "../schemas/resolved.ts";
-import type { NodeRecord, PlanStepRecord, RunMode, RunRecord } from "../schemas/run.ts";
+import type { NodeRecord, PlanStepRecord, RunMode, RunRecord, RunTrigger } from "../schemas/run.ts";
 import type { RunState } from "./decide.ts";
 
 /**
@@ -21,6 +21,8 @@ export interface CreateRunRequest {
   request_hash: string;
   /** Who asks: recorded on the run and in its attestation. */
   created_by: string;
+  /** How the run was started: recorded on the run and on `run.created`. */
+  trigger: RunTrigger;
   /** Resources a parent hands down to this child (declared resource name → the parent's container). */
   inherited_resources?: Record<string, ResourceHandle>;
   /** Set when a parent run starts this run as its child. */
@@ -83,6 +85,7 @@ export function newRunState(request: CreateRunRequest, now: number): RunState {
       gates: [],
       depth: request.parent ? request.parent.depth + 1 : 0,
       created_by: request.created_by,
+      trigger: request.trigger,
       inherited_resources: request.inherited_resources ?? {},
       ...(request.plan ? { plan_steps: request.plan.steps } : {}),
       parent: request.parent ? { run_id: request.parent.run_id, key: request.parent.key, notified: false } : null,
@@ -119,6 +122,7 @@ export function runCreatedEntry(
       idempotency_key: request.idempotency_key,
       ...(record.start_at === undefined ? {} : { start_at: new Date(record.start_at).toISOString() }),
       ...(request.plan ? { plan: request.plan.origin } : {}),
+      trigger: request.trigger,
     },
   };
 }

@@ -1,6 +1,6 @@
 import { ensureEngineError } from "../lib/errors.ts";
 import type { RunIndexRow } from "../schemas/run-index.ts";
-import type { RunRecord } from "../schemas/run.ts";
+import { triggerOf, type RunRecord } from "../schemas/run.ts";
 import { isTerminal } from "./lifecycle.ts";
 import type { WakeScheduler } from "./wakes.ts";
 
@@ -80,6 +80,7 @@ export function toIndexRow(record: RunRecord): RunIndexRow {
     error_message: record.error ? record.error.message.slice(0, INDEX_MESSAGE_CHARS) : null,
     seq: record.journal_seq,
     open_gates: openGatesOf(record),
+    trigger_kind: triggerOf(record).kind,
   };
 }
 
@@ -89,8 +90,8 @@ export function indexRetryDelay(attempts: number): number {
 }
 
 const UPSERT = `INSERT INTO runs (run_id, workflow_id, workflow_version, status, mode, parent_run_id, created_by,
-    created_at, updated_at, finished_at, error_code, error_message, seq, open_gates)
-  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+    created_at, updated_at, finished_at, error_code, error_message, seq, open_gates, trigger_kind)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
   ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at,
     finished_at = excluded.finished_at, error_code = excluded.error_code,
     error_message = excluded.error_message, seq = excluded.seq, open_gates = excluded.open_gates
@@ -115,6 +116,7 @@ export async function upsertIndexRow(db: D1Database, row: RunIndexRow): Promise<
       row.error_message,
       row.seq,
       row.open_gates,
+      row.trigger_kind,
     )
     .run();
 }

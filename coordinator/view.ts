@@ -3,7 +3,7 @@ import { toFailureView } from "../schemas/errors.ts";
 import type { JournalEntry } from "../schemas/journal.ts";
 import { StepRecord } from "../schemas/payload.ts";
 import type { RunSnapshot } from "../schemas/resolved.ts";
-import type { NodeRecord, RunRecord } from "../schemas/run.ts";
+import { triggerOf, type NodeRecord, type RunRecord } from "../schemas/run.ts";
 import { toPlanResults } from "../plans/index.ts";
 import { agentViews, type AgentLimits } from "./agent-view.ts";
 import { toGateView } from "./children.ts";
@@ -54,6 +54,7 @@ export function toRunView(state: RunState, snapshot: RunSnapshot | null): RunVie
     gates: record.gates.map(toGateView),
     waiting_for: runWaits(ordered, foreachNodes),
     usage: record.usage,
+    trigger: triggerOf(record),
     parent: record.parent && parentOf(record.parent.run_id, record.parent.key),
     children: Object.entries(state.nodes)
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))

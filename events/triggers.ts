@@ -4,7 +4,7 @@ import { buildEventInput } from "../lib/expr/mapping.ts";
 import type { Json } from "../schemas/common.ts";
 import type { IndexedTrigger } from "../schemas/definitions.ts";
 import type { EventRecord } from "../schemas/events.ts";
-import type { RunTrigger, TriggeredStart } from "../src/start.ts";
+import type { TriggeredStart } from "../src/start.ts";
 import type { EventVariable } from "./match.ts";
 
 /**
@@ -66,7 +66,7 @@ export function planStarts(event: EventRecord, triggers: readonly IndexedTrigger
 }
 
 /** The run's `trigger`: the event that started it. */
-export function triggerOf(event: EventRecord): RunTrigger {
+export function triggerOf(event: EventRecord): TriggeredStart["trigger"] {
   return { kind: "event", event_id: event.event_id, name: event.name };
 }
 

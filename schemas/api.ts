@@ -15,6 +15,8 @@ import {
   RunStatus,
   StepSummary,
   TOOL_CALL_STATUSES,
+  TRIGGER_KINDS,
+  RunTrigger,
   UndoRecord,
   Usage,
 } from "./run.ts";
@@ -314,6 +316,8 @@ export const RunView = z.strictObject({
   waiting_for: z.array(RunWait),
   /** LLM tokens and cost so far. */
   usage: Usage,
+  /** How the run was started: the API, a plan, a parent run, a schedule's slot, an event or a webhook. */
+  trigger: RunTrigger,
   /** For a child run: the run, node and step (null for a sub-workflow node) that started it. */
   parent: z.strictObject({ run_id: z.string(), node: z.string(), step: z.string().nullable() }).nullable(),
   /** The child runs this run started, in node order, with how each ended (null while it runs). */
@@ -360,6 +364,8 @@ export const RunSummary = z.strictObject({
   mode: RunMode,
   parent: z.string().nullable(),
   created_by: z.string(),
+  /** How the run was started: its trigger's kind (the run view has the whole trigger). */
+  trigger: z.enum(TRIGGER_KINDS),
   created_at: z.string(),
   updated_at: z.string(),
   finished_at: z.string().nullable(),

@@ -4,7 +4,7 @@ import { ATTEST_KIND, JournalAttestationBody, Sha256Hex } from "./journal.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
 import { StepRecord } from "./payload.ts";
 import { PlanOrigin } from "./plans.ts";
-import { COMPENSATION_TRIGGERS, RunMode, RunStatus, ToolCallRef } from "./run.ts";
+import { COMPENSATION_TRIGGERS, RunMode, RunStatus, RunTrigger, ToolCallRef } from "./run.ts";
 
 /**
  * The body of each kind of journal entry the engine writes (docs/journal.md, "Entry kinds"),
@@ -95,6 +95,8 @@ export const JOURNAL_BODIES = {
     start_at: IsoTime.optional(),
     /** Only on a plan run (POST /v1/plans): the plan as given and the graph it compiled to. */
     plan: PlanOrigin.optional(),
+    /** How the run was started (absent: by the API). */
+    trigger: RunTrigger.optional(),
   }),
   "run.status": z.strictObject({ from: RunStatus, to: RunStatus, reason: z.string() }),
   "run.redriven": z.strictObject({ redrive: z.number().int().min(1), nodes: z.array(Node) }),

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { Reference } from "./common.ts";
-import { RunMode, RunStatus } from "./run.ts";
+import { RunMode, RunStatus, TRIGGER_KINDS } from "./run.ts";
 
 /**
  * One row of the run index (the D1 table `runs`, migrations/0001_runs.sql):
@@ -25,6 +25,8 @@ export const RunIndexRow = z.strictObject({
   seq: z.number().int().min(0),
   /** How many of the run's gates are open (0 in a row staged before the column existed). */
   open_gates: z.number().int().min(0).default(0),
+  /** How the run was started: its trigger's kind (`api` in a row staged before the column existed). */
+  trigger_kind: z.enum(TRIGGER_KINDS).default("api"),
 });
 export type RunIndexRow = z.infer<typeof RunIndexRow>;
 
@@ -47,6 +49,8 @@ export const ListRunsQuery = z.strictObject({
     .pipe(z.array(RunStatus).min(1))
     .optional(),
   parent: z.string().min(1).max(200).optional(),
+  /** How the runs were started: a trigger kind (`api`, `plan`, `parent`, `schedule`, `event`, `webhook`). */
+  trigger: z.enum(TRIGGER_KINDS).optional(),
   created_after: IsoTime.optional(),
   created_before: IsoTime.optional(),
   limit: z

@@ -246,6 +246,33 @@ export const GateRecord = z.strictObject({
 });
 export type GateRecord = z.infer<typeof GateRecord>;
 
+/** What a run's trigger may be: its `kind`, the filter `GET /v1/runs?trigger=` takes. */
+export const TRIGGER_KINDS = ["api", "plan", "parent", "schedule", "event", "webhook"] as const;
+export type TriggerKind = (typeof TRIGGER_KINDS)[number];
+
+const TriggerTime = z.iso.datetime({ offset: true });
+
+/**
+ * How a run was started (docs/api.md, "How a run was started"): a call of the
+ * API or RPC, an agent plan, a parent run, a schedule's slot, an event a
+ * workflow's trigger took, or a webhook delivery's event. Every start goes
+ * through one typed start that names it (src/start.ts for the last three).
+ */
+export const RunTrigger = z.discriminatedUnion("kind", [
+  z.strictObject({ kind: z.literal("api") }),
+  z.strictObject({ kind: z.literal("plan") }),
+  z.strictObject({ kind: z.literal("parent"), run_id: z.string(), key: z.string() }),
+  z.strictObject({
+    kind: z.literal("schedule"),
+    schedule: z.string(),
+    version: z.number().int().min(1),
+    scheduled_at: TriggerTime,
+  }),
+  z.strictObject({ kind: z.literal("event"), event_id: z.string(), name: z.string() }),
+  z.strictObject({ kind: z.literal("webhook"), webhook: z.string(), event_id: z.string(), name: z.string() }),
+]);
+export type RunTrigger = z.infer<typeof RunTrigger>;
+
 /** The parent of a child run: where its result goes when it ends. */
 export const ParentLink = z.strictObject({
   run_id: z.string(),
@@ -323,6 +350,8 @@ export const RunRecord = z.strictObject({
   parent: ParentLink.nullable(),
   /** Who started the run: `token:<16 hex of a keyed digest of the token>` (src/auth.ts), `rpc`, or `run:<parent run id>`. */
   created_by: z.string(),
+  /** How the run was started; a record without one was started by the API. */
+  trigger: RunTrigger.optional(),
   /** Declared resources a parent handed down (by resource name): the parent's containers, used as theirs. */
   inherited_resources: z.record(z.string(), ResourceHandle),
   /** Only on a plan run: its steps in plan order, for the run view's `results`. */
@@ -362,3 +391,14 @@ export const RunRecord = z.strictObject({
   request_hash: z.string(),
 });
 export type RunRecord = z.infer<typeof RunRecord>;
+
+/** How a run was started; a record kept before runs recorded it says so by its parent or its plan. */
+export function triggerOf(record: Pick<RunRecord, "trigger" | "parent" | "plan_steps">): RunTrigger {
+  if (record.trigger !== undefined) {
+    return record.trigger;
+  }
+  if (record.parent !== null) {
+    return { kind: "parent", run_id: record.parent.run_id, key: record.parent.key };
+  }
+  return record.plan_steps === undefined ? { kind: "api" } : { kind: "plan" };
+}

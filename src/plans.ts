@@ -48,6 +48,7 @@ export async function startPlan(
       idempotency_key: request.idempotency_key ?? null,
       request_hash: requestHash,
       created_by: createdBy,
+      trigger: { kind: "plan" },
       plan,
     },
     waitMs,

@@ -62,6 +62,9 @@ function toWhere(query: ListRunsQuery): { where: string[]; params: (string | num
   if (query.parent !== undefined) {
     add("parent_run_id = ?", query.parent);
   }
+  if (query.trigger !== undefined) {
+    add("trigger_kind = ?", query.trigger);
+  }
   if (query.created_after !== undefined) {
     add("created_at > ?", Date.parse(query.created_after));
   }
@@ -83,6 +86,7 @@ function toRunSummary(row: RunIndexRow): RunSummary {
     mode: row.mode,
     parent: row.parent_run_id,
     created_by: row.created_by,
+    trigger: row.trigger_kind,
     created_at: new Date(row.created_at).toISOString(),
     updated_at: new Date(row.updated_at).toISOString(),
     finished_at: row.finished_at === null ? null : new Date(row.finished_at).toISOString(),

@@ -155,6 +155,7 @@ export async function startRun(
       idempotency_key: request.idempotency_key ?? null,
       request_hash: requestHash,
       created_by: createdBy,
+      trigger: { kind: "api" },
       ...delay,
     },
     waitMs,

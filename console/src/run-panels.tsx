@@ -1,5 +1,5 @@
 /**
- * Parts of the run page: the header (status, workflow, parent, times, the
+ * Parts of the run page: the header (status, workflow, how it started, times, the
  * error, the cancel reason, the run's LLM usage), the compensation as a
  * panel, and the nodes' durations as bars on a time axis.
  */
@@ -29,7 +29,8 @@ export function RunHeader(props: { view: RunView; cancelReason: string | null })
         )}
       </p>
       <p class="muted">
-        created <Time at={view.created_at} /> · updated <Time at={view.updated_at} />
+        <TriggerLine trigger={view.trigger} /> · created <Time at={view.created_at} /> · updated{" "}
+        <Time at={view.updated_at} />
         {view.start_at === null ? null : (
           <span data-start-at>
             {" "}
@@ -52,6 +53,38 @@ export function RunHeader(props: { view: RunView; cancelReason: string | null })
       )}
     </header>
   );
+}
+
+/** How the run was started: the API, a plan, its parent, a schedule's slot, an event or a webhook. */
+function TriggerLine(props: { trigger: RunView["trigger"] }) {
+  const { trigger } = props;
+  switch (trigger.kind) {
+    case "api":
+      return <span data-trigger="api">started by the API</span>;
+    case "plan":
+      return <span data-trigger="plan">an agent plan</span>;
+    case "parent":
+      return <span data-trigger="parent">started by its parent</span>;
+    case "schedule":
+      return (
+        <span data-trigger="schedule">
+          slot <Time at={trigger.scheduled_at} /> of schedule <span class="mono">{trigger.schedule}</span>@
+          {trigger.version}
+        </span>
+      );
+    case "event":
+      return (
+        <span data-trigger="event">
+          started by event <span class="mono">{trigger.name}</span> ({trigger.event_id})
+        </span>
+      );
+    case "webhook":
+      return (
+        <span data-trigger="webhook">
+          started by webhook <span class="mono">{trigger.webhook}</span> (event {trigger.event_id})
+        </span>
+      );
+  }
 }
 
 /** The run's undos and how its compensation went. */

@@ -315,7 +315,7 @@ describe("web console in headless Chromium", () => {
     await context.close();
   });
 
-  test("a run queued for a delayed start shows when it starts, and the controls it accepts while queued", async () => {
+  test("a run queued for a delayed start shows how it was started, when it starts, and the controls it accepts while queued", async () => {
     const id = uid("console-delayed");
     const step = { ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } };
     await register({ workflows: [{ id, nodes: { work: { task: { steps: [step] } } } }] });
@@ -330,6 +330,7 @@ describe("web console in headless Chromium", () => {
     const startAt = page.locator("[data-start-at]");
     await startAt.waitFor({ timeout: UI_TIMEOUT_MS });
     assert.match(await startAt.innerText(), /starts/);
+    assert.equal(await page.locator("[data-trigger]").innerText(), "started by the API");
     const controls = page.locator(".controls");
     await controls.getByRole("button", { name: "pause" }).waitFor({ timeout: UI_TIMEOUT_MS });
     assert.deepEqual(await controls.getByRole("button").allInnerTexts(), ["cancel", "pause"]);

@@ -26,6 +26,7 @@ function view(nodes: RunView["nodes"]): RunView {
     created_at: "2026-11-24T00:00:00.000Z",
     updated_at: "2026-11-24T00:00:01.000Z",
     start_at: null,
+    trigger: { kind: "api" },
     nodes,
     gates: [],
     waiting_for: [],

@@ -84,6 +84,7 @@ function makeRun(ids: string[], compensate?: CompensatePolicy) {
       idempotency_key: null,
       request_hash: "hash",
       created_by: "token:tester",
+      trigger: { kind: "api" },
     },
     NOW,
   );

@@ -106,6 +106,7 @@ function makeRequest(snapshot: RunSnapshot, request: StartRequest = {}): CreateR
     idempotency_key: null,
     request_hash: "hash",
     created_by: "token:tester",
+    trigger: { kind: "api" },
     ...request,
   };
 }
@@ -669,6 +670,7 @@ describe("outputs", () => {
       reason: "all nodes settled",
       cited: [completed.seq],
       created_by: "token:tester",
+      trigger: { kind: "api" },
       workflow: { id: WORKFLOW_ID, version: 1 },
       output: { x: 7 },
     });

@@ -4,7 +4,7 @@ import { describe, it, vi } from "vitest";
 import type { EventHub } from "../../events/hub.ts";
 import { EngineError } from "../../lib/errors.ts";
 import type { EventTriggers } from "../../schemas/events.ts";
-import { api, detailsOf, register, uniqueId, waitForRun } from "./helpers.ts";
+import { api, detailsOf, journal, register, uniqueId, waitForRun } from "./helpers.ts";
 
 /** A workflow that runs one step and keeps its input; `extra` adds its triggers and input_schema. */
 const triggered = (id: string, extra: Record<string, unknown>) => ({
@@ -99,6 +99,11 @@ describe("event triggers", () => {
     const run = await waitForRun(String(started.starts[0]?.run_id));
     expect(run.status).toBe("completed");
     expect(run.input).toEqual({ order_id: "A", doubled: 40, label: `order A (${name})`, event_id: "o-1" });
+    // The run says what started it, in its view and in its journal's run.created.
+    expect(run.trigger).toEqual({ kind: "event", event_id: "o-1", name });
+    const entries = await journal(run.run_id);
+    expect(entries.find((entry) => entry.kind === "run.created")?.body.trigger).toEqual(run.trigger);
+    expect(entries.find((entry) => entry.kind === "attest")?.body.created_by).toBe(`event:${name}`);
     expect(await settledTriggers(name, "o-2")).toEqual({ matched: true, starts: [] });
     const viewed = await api("GET", `/v1/events/o-1/triggers?name=${encodeURIComponent(name)}`);
     expect(viewed).toMatchObject({ status: 200, json: started });

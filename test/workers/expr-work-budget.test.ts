@@ -243,6 +243,7 @@ function makeState(nodes: Record<string, Partial<Node>>, input: Json): { state: 
         idempotency_key: null,
         request_hash: "hash",
         created_by: "token:tester",
+        trigger: { kind: "api" },
       },
       NOW,
     ),

@@ -376,6 +376,7 @@ describe("the journal of decisions real runs seldom reach", () => {
         idempotency_key: null,
         request_hash: "h",
         created_by: "rpc",
+        trigger: { kind: "api" },
       },
       NOW,
     );

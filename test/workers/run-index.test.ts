@@ -98,6 +98,7 @@ describe("GET /v1/runs lists runs from the run index", () => {
       mode: "auto",
       parent: null,
       created_by: expect.stringMatching(/^token:[0-9a-f]{16}$/),
+      trigger: "api",
       created_at: okView.created_at,
       updated_at: expect.any(String),
       finished_at: expect.any(String),

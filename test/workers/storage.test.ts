@@ -67,6 +67,7 @@ const newState = (runId: string, input: RunState["record"]["context"]["input"] =
       idempotency_key: null,
       request_hash: "h",
       created_by: "token:t",
+      trigger: { kind: "api" },
     },
     1,
   );
