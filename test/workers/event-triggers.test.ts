@@ -2,6 +2,7 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, it, vi } from "vitest";
 import type { EventHub } from "../../events/hub.ts";
+import { sendEvents } from "../../events/index.ts";
 import { EngineError } from "../../lib/errors.ts";
 import type { EventTriggers } from "../../schemas/events.ts";
 import { api, detailsOf, journal, register, uniqueId, waitForRun } from "./helpers.ts";
@@ -142,6 +143,27 @@ describe("event triggers", () => {
       starts.map(async (start) => [start.workflow, (await waitForRun(String(start.run_id))).input]),
     );
     expect(Object.fromEntries(inputs)).toEqual({ [a]: { user: "ada" }, [b]: { who: "ada" } });
+  });
+
+  it("start from the hub of a name's shard 0 only, however many shards take the event", async ({ expect }) => {
+    const id = uniqueId("sharded");
+    const name = uniqueId("sharded.event");
+    await register({ workflows: [triggered(id, { triggers: [{ event: name }] })] });
+    const answer = await sendEvents({ ...env, EVENT_HUB_SHARDS: "3" }, { name, id: "s-1", data: {} });
+    expect(answer.events).toEqual([{ event_id: "s-1", duplicate: false }]);
+    const { starts } = await settledTriggers(name, "s-1");
+    expect(starts).toEqual([expect.objectContaining({ workflow: id, status: "started" })]);
+    for (const shard of [1, 2]) {
+      const rows = await runInDurableObject(hub(`${name}#${shard}`), (_instance: EventHub, state) =>
+        state.storage.sql
+          .exec(
+            `SELECT (SELECT COUNT(*) FROM events) AS events, (SELECT COUNT(*) FROM trigger_events) +
+               (SELECT COUNT(*) FROM trigger_starts) AS trigger_rows`,
+          )
+          .one(),
+      );
+      expect(rows).toEqual({ events: 1, trigger_rows: 0 });
+    }
   });
 
   it("record a start whose input the workflow refuses as failed, with the reason, and never try it again", async ({
