@@ -292,24 +292,37 @@ export class TriggerOutbox {
     this.sql.exec("INSERT OR IGNORE INTO trigger_events (seq, due_at, attempts) VALUES (?, ?, 0)", seq, now);
   }
 
-  /** Due events to match, oldest first, leased until `leaseUntil`, with their records (a pruned event's row is dropped). */
-  takeEvents(now: number, limit: number, leaseUntil: number): { seq: number; attempts: number; event: EventRecord }[] {
+  /**
+   * Due events to match, oldest first, at most `limit` and of at most
+   * `maxNames` names (one hub may hold two names: `a#1` is also shard 1 of
+   * `a`), leased until `leaseUntil`, with their records (a pruned event's row
+   * is dropped). `more`: a due event was left for the next round.
+   */
+  takeEvents(
+    now: number,
+    limits: { events: number; names: number },
+    leaseUntil: number,
+  ): { taken: TakenEvent[]; more: boolean } {
     const rows = this.sql
       .exec<{ seq: number; attempts: number }>(
         "SELECT seq, attempts FROM trigger_events WHERE due_at <= ? ORDER BY seq LIMIT ?",
         now,
-        limit,
+        limits.events + 1,
       )
       .toArray();
-    return rows.flatMap(({ seq, attempts }) => {
+    const names = new Set<string>();
+    const taken: TakenEvent[] = [];
+    for (const { seq, attempts } of rows.slice(0, limits.events)) {
       const event = this.eventAt(seq);
       if (event === undefined) {
         this.sql.exec("DELETE FROM trigger_events WHERE seq = ?", seq);
-        return [];
+      } else if (names.has(event.name) || names.size < limits.names) {
+        names.add(event.name);
+        this.sql.exec("UPDATE trigger_events SET due_at = ? WHERE seq = ?", leaseUntil, seq);
+        taken.push({ seq, attempts, event });
       }
-      this.sql.exec("UPDATE trigger_events SET due_at = ? WHERE seq = ?", leaseUntil, seq);
-      return [{ seq, attempts, event }];
-    });
+    }
+    return { taken, more: rows.length > taken.length };
   }
 
   /** An event matched: its starts replace it (a start already recorded for the pair is kept). */
@@ -414,6 +427,14 @@ export class TriggerOutbox {
     const row = this.sql.exec<EventRow>("SELECT * FROM events WHERE seq = ?", seq).toArray()[0];
     return row ? toStoredEvent(row).record : undefined;
   }
+}
+
+/** An accepted event a round matches against its name's triggers. */
+export interface TakenEvent {
+  seq: number;
+  /** Matches that failed so far (the catalog unreachable). */
+  attempts: number;
+  event: EventRecord;
 }
 
 /** A start to make, as a round takes it. */

@@ -10,6 +10,7 @@ import type { PendingStart, TriggerOutbox } from "./store.ts";
 import {
   isTransient,
   MAX_TRIGGER_EVENTS_PER_ROUND,
+  MAX_TRIGGER_NAMES_PER_ROUND,
   MAX_TRIGGER_START_ATTEMPTS,
   MAX_TRIGGER_STARTS_PER_ROUND,
   planStarts,
@@ -28,25 +29,26 @@ export interface TriggerRoundDeps {
 
 /**
  * One round of trigger work in one Durable Object event: matches up to
- * {@link MAX_TRIGGER_EVENTS_PER_ROUND} accepted events against their names'
- * triggers (one catalog call per name), then makes up to
+ * {@link MAX_TRIGGER_EVENTS_PER_ROUND} accepted events of at most
+ * {@link MAX_TRIGGER_NAMES_PER_ROUND} names against their names' triggers
+ * (one catalog call per name), then makes up to
  * {@link MAX_TRIGGER_STARTS_PER_ROUND} starts. Whatever it takes is leased
  * first, so a round that dies is resumed by the alarm when the lease ends.
  * Answers whether it took a full load (more may be due now).
  */
 export async function runTriggerRound(deps: TriggerRoundDeps): Promise<boolean> {
-  const matched = await matchEvents(deps);
+  const moreToMatch = await matchEvents(deps);
   const started = await makeStarts(deps);
-  return matched === MAX_TRIGGER_EVENTS_PER_ROUND || started === MAX_TRIGGER_STARTS_PER_ROUND;
+  return moreToMatch || started === MAX_TRIGGER_STARTS_PER_ROUND;
 }
 
-async function matchEvents(deps: TriggerRoundDeps): Promise<number> {
+/** Matches a round's events; answers whether due events were left for the next. */
+async function matchEvents(deps: TriggerRoundDeps): Promise<boolean> {
   const now = deps.now();
-  const taken = deps.transaction(() =>
-    deps.outbox.takeEvents(now, MAX_TRIGGER_EVENTS_PER_ROUND, now + TRIGGER_LEASE_MS),
-  );
+  const limits = { events: MAX_TRIGGER_EVENTS_PER_ROUND, names: MAX_TRIGGER_NAMES_PER_ROUND };
+  const { taken, more } = deps.transaction(() => deps.outbox.takeEvents(now, limits, now + TRIGGER_LEASE_MS));
   if (taken.length === 0) {
-    return 0;
+    return more;
   }
   const names = [...new Set(taken.map(({ event }) => event.name))];
   const lists = new Map(
@@ -70,7 +72,7 @@ async function matchEvents(deps: TriggerRoundDeps): Promise<number> {
       }
     }
   });
-  return taken.length;
+  return more;
 }
 
 async function makeStarts(deps: TriggerRoundDeps): Promise<number> {

@@ -13,8 +13,10 @@ import type { EventVariable } from "./match.ts";
  * what a failed start means. The hub (events/hub.ts) keeps the outbox.
  */
 
-/** The most accepted events one trigger round matches against the catalog's triggers (one catalog call per name among them). */
-export const MAX_TRIGGER_EVENTS_PER_ROUND = 4;
+/** The most accepted events one trigger round matches against the catalog's triggers. */
+export const MAX_TRIGGER_EVENTS_PER_ROUND = 25;
+/** The most names among them: one catalog call per name (a hub nearly always holds one). */
+export const MAX_TRIGGER_NAMES_PER_ROUND = 4;
 /**
  * The most run starts one trigger round makes. Each is at most two calls
  * (the catalog, unless the snapshot is cached, and the run's coordinator);

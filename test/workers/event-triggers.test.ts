@@ -166,6 +166,18 @@ describe("event triggers", () => {
     }
   });
 
+  it("start a run for each event of a batch larger than one round matches", async ({ expect }) => {
+    const id = uniqueId("busy");
+    const name = uniqueId("busy.event");
+    await register({ workflows: [triggered(id, { triggers: [{ event: name, input: { n: "$.data.n" } }] })] });
+    const events = Array.from({ length: 30 }, (_, n) => ({ name, id: `b-${n}`, data: { n } }));
+    await send({ events });
+    const settled = await Promise.all(events.map((event) => settledTriggers(name, event.id)));
+    expect(settled.map(({ starts }) => starts.map((one) => one.status))).toEqual(events.map(() => ["started"]));
+    const runIds = new Set(settled.map(({ starts }) => starts[0]?.run_id));
+    expect(runIds.size).toBe(30);
+  });
+
   it("record a start whose input the workflow refuses as failed, with the reason, and never try it again", async ({
     expect,
   }) => {
