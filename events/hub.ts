@@ -66,7 +66,8 @@ export interface DeliveryTarget {
  * lookback and deduplication by id), the waits registered for the name, and
  * an outbox of deliveries, which it sends to the runs' coordinators in rounds
  * of at most {@link MAX_DELIVERIES_PER_ROUND} calls per Durable Object event
- * (docs/architecture.md, "Event routing").
+ * (docs/architecture.md, "Event routing"); and, at a name's shard 0, the
+ * trigger outbox: the runs its events start (docs/architecture.md, "Event triggers").
  */
 export class EventHub extends DurableObject<Env> {
   private readonly store: HubStore;
