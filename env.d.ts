@@ -8,6 +8,8 @@ interface Env {
   SCHEDULE_HUB: DurableObjectNamespace<import("./schedules/hub.ts").ScheduleHub>;
   /** Hubs per event name, `1` to `16` (default 1; events/route.ts). */
   EVENT_HUB_SHARDS?: string;
+  /** The dead-letter queue of the events queue (wrangler.toml `queues.producers`): messages that are not events, with why (src/queue.ts). */
+  EVENTS_DLQ?: Queue<import("./schemas/events.ts").DeadLetter>;
   /** This deployment's version (wrangler.toml `[version_metadata]`): keys the shared snapshot cache (catalog/snapshots.ts). */
   CF_VERSION_METADATA?: WorkerVersionMetadata;
   /** This Worker's own `Executor` entrypoint. Typed narrowly: results are parsed at the call site. */

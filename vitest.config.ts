@@ -66,6 +66,20 @@ export default defineConfig({
                 SHELL_SERVER_TOKEN: inject<string>("shellServerToken"),
                 TEST_MIGRATIONS: await readD1Migrations(fileURLToPath(new URL("./migrations", import.meta.url))),
               },
+              // The events queue and its dead-letter queue, as wrangler.toml declares them, plus what only tests use:
+              // a producer to the events queue (EVENTS_QUEUE), and a consumer of the dead-letter queue that keeps what
+              // lands there in R2 (test/worker.ts), so a test reads it. Miniflare runs the queues locally.
+              queueProducers: { EVENTS_QUEUE: "trellis-events", EVENTS_DLQ: "trellis-events-dlq" },
+              queueConsumers: {
+                "trellis-events": {
+                  maxBatchSize: 10,
+                  maxBatchTimeout: 1,
+                  maxRetries: 2,
+                  retryDelay: 0,
+                  deadLetterQueue: "trellis-events-dlq",
+                },
+                "trellis-events-dlq": { maxBatchSize: 10, maxBatchTimeout: 1 },
+              },
               // The example caller Worker (examples/caller), beside the Worker under test: tests reach it through
               // CALLER, and it reaches Trellis through its own service binding to the TrellisApi entrypoint.
               serviceBindings: { CALLER: "trellis-caller" },

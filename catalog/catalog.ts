@@ -5,7 +5,15 @@ import { toResult, type Result } from "../lib/result.ts";
 import { declaredEnvNames } from "../lib/secrets.ts";
 import { issuesToDetails } from "../lib/validation.ts";
 import type { DefinitionList, DefinitionRecord, DefinitionVersions, RegisterResponse } from "../schemas/api.ts";
-import { DEFINITION_KINDS, Workflow, type DefinitionBundle, type DefinitionKind } from "../schemas/definitions.ts";
+import {
+  DEFINITION_KINDS,
+  Workflow,
+  type DefinitionBundle,
+  type DefinitionKind,
+  type TriggerList,
+} from "../schemas/definitions.ts";
+import { EventName } from "../schemas/events.ts";
+import { parseOrThrow } from "../lib/validation.ts";
 import type { DefinitionPointer, ResolvedRun, RunSnapshot } from "../schemas/resolved.ts";
 import { listLatest, listVersions, type ListPage } from "./listing.ts";
 import {
@@ -16,6 +24,7 @@ import {
 } from "./resolve.ts";
 import type { DefinitionLookup } from "./checks.ts";
 import { mappingWarnings, parseBundle } from "./teach.ts";
+import { checkTriggerLimits, TriggerIndex } from "./triggers.ts";
 import { checkBundle, checkReservedMappingKeys } from "./validate.ts";
 
 /** What `resolveRun` answers: a resolution, or that the cached one it was shown is still current. */
@@ -34,10 +43,12 @@ interface DefinitionRow extends Record<string, SqlStorageValue> {
  */
 export class Catalog extends DurableObject<Env> {
   private readonly sql: SqlStorage;
+  private readonly triggers: TriggerIndex;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
+    this.triggers = new TriggerIndex(this.sql);
     this.sql.exec(`CREATE TABLE IF NOT EXISTS definitions (
       kind TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL,
       body TEXT NOT NULL, created_at TEXT NOT NULL,
@@ -57,7 +68,7 @@ export class Catalog extends DurableObject<Env> {
       }
       const check = (parsed: DefinitionBundle) => checkBundle(parsed, this.lookup(), declaredEnvNames(this.env));
       const bundle = parseBundle(body, check);
-      const problems = check(bundle);
+      const problems = [...check(bundle), ...checkTriggerLimits(bundle, this.triggers)];
       if (problems.length > 0) {
         throw EngineError.terminal(
           "definition.invalid",
@@ -68,13 +79,7 @@ export class Catalog extends DurableObject<Env> {
       const now = new Date().toISOString();
       const warnings = mappingWarnings(bundle);
       return this.ctx.storage.transactionSync(() => ({
-        created: DEFINITION_KINDS.flatMap((kind) =>
-          (bundle[kind] ?? []).map((definition) => ({
-            kind,
-            id: definition.id,
-            ...this.store(kind, definition.id, definition, now),
-          })),
-        ),
+        created: this.storeBundle(bundle, now),
         ...(warnings.length > 0 ? { warnings } : {}),
       }));
     });
@@ -174,6 +179,31 @@ export class Catalog extends DurableObject<Env> {
       // Nothing floats in a plan's snapshot cache: it is never cached, so the pointers read are dropped.
       return resolveWorkflowSnapshot(this.reader([]), parsed, 1);
     });
+  }
+
+  /** The triggers of the latest workflow versions on one event name (catalog/triggers.ts): what an event hub starts. */
+  async triggersFor(name: unknown): Promise<Result<TriggerList>> {
+    return toResult(() =>
+      this.triggers.triggersFor(parseOrThrow(EventName, name, "events.invalid_request", "the event name")),
+    );
+  }
+
+  /** Stores each definition of a bundle; a new version of a workflow replaces its triggers in the index. */
+  private storeBundle(bundle: DefinitionBundle, now: string): RegisterResponse["created"] {
+    const created = DEFINITION_KINDS.flatMap((kind) =>
+      (bundle[kind] ?? []).map((definition) => ({
+        kind,
+        id: definition.id,
+        ...this.store(kind, definition.id, definition, now),
+      })),
+    );
+    for (const workflow of bundle.workflows ?? []) {
+      const stored = created.find((entry) => entry.kind === "workflows" && entry.id === workflow.id);
+      if (stored !== undefined && !stored.existing) {
+        this.triggers.replace(workflow, stored.version);
+      }
+    }
+    return created;
   }
 
   private store(

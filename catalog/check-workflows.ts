@@ -17,6 +17,10 @@ export function checkWorkflow(workflow: Workflow, path: string, check: CheckCont
   for (const [nodeId, node] of Object.entries(workflow.nodes)) {
     checkNode(workflow, nodeId, node, `${path}.nodes.${nodeId}`, check);
   }
+  workflow.triggers?.forEach((trigger, i) => {
+    checkCel(trigger.if, `${path}.triggers.${i}.if`, check.report, CEL_SCOPES.trigger);
+    checkMappings(trigger.input, `${path}.triggers.${i}.input`, check.report, CEL_SCOPES.trigger);
+  });
   const cycle = findCycle(workflow);
   if (cycle) {
     check.report(

@@ -88,6 +88,8 @@ export const CEL_SCOPES = {
   eventMatch: { variables: ["event", "input"], run: [] },
   /** A schedule's `input`: the slot (`schedule.id`, `schedule.version`, `schedule.scheduled_at`). */
   schedule: { variables: ["schedule"], run: [] },
+  /** A workflow trigger's `if` and `input`: the event. */
+  trigger: { variables: ["event"], run: [] },
   /** An undo's `input_mapping`: the original call's input and output. */
   undo: { variables: ["input", "output", "run"], run: STEP_RUN_FIELDS },
 } as const satisfies Record<string, { variables: readonly string[]; run: readonly string[] }>;

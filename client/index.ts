@@ -23,6 +23,7 @@ import type {
   DefinitionList,
   DefinitionRecord,
   DefinitionVersions,
+  EventTriggers,
   GateAnswerBody,
   GateList,
   GateView,
@@ -140,6 +141,11 @@ export interface TrellisApi {
    * waiting `event` step takes a signal, or the run keeps it until one waits. The run accepts the same `id` once.
    */
   signalRun(runId: string, body: SendEventsBody): Promise<Result<SendEventsResponse>>;
+  /**
+   * `GET /v1/events/{event_id}/triggers?name=`: what the event's triggers started: whether it is matched yet, and per
+   * workflow its start (pending, started with its run_id, or failed with the error).
+   */
+  eventTriggers(eventId: string, name: string): Promise<Result<EventTriggers>>;
   /** `GET /v1/journal-keys`. */
   journalKeys(): Promise<Result<Jwks>>;
   /** `GET /v1/schedules/{id}/status`: paused or not, the next 5 slots, the recent slots and their runs. */

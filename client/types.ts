@@ -294,6 +294,19 @@ export type EventImplementation = {
   };
 };
 
+/** What an event's triggers did: matched (false until its triggers are read), and each start: pending, started with its run_id, or failed with the error. */
+export type EventTriggers = {
+  matched: boolean;
+  starts: ({
+    workflow: string;
+    version: number;
+    status: "pending" | "started" | "failed";
+    attempts: number;
+    run_id?: string;
+    error?: string;
+  })[];
+};
+
 /** The answer to a gate: a response matching its input_schema, and who responded. */
 export type GateAnswerBody = {
   response: JsonValue;
@@ -1825,6 +1838,11 @@ export type Workflow = {
       type: "container";
     };
   };
+  triggers?: ({
+    event: string;
+    if?: string;
+    input?: InputMapping;
+  })[];
   nodes: {
     [key: string]: Node;
   };
@@ -1856,6 +1874,7 @@ export interface Components {
   DefinitionVersions: DefinitionVersions;
   ErrorBody: ErrorBody;
   EventImplementation: EventImplementation;
+  EventTriggers: EventTriggers;
   GateAnswerBody: GateAnswerBody;
   GateList: GateList;
   GateView: GateView;

@@ -3,17 +3,23 @@ import { z } from "zod";
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { newEventId } from "../lib/ids.ts";
 import { MAX_EVENT_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
-import { toResult, type Result } from "../lib/result.ts";
+import { toResult, unwrap, type Result } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
+import type { CreateRunOutcome } from "../coordinator/index.ts";
+import { catalog } from "../src/service.ts";
+import { startTriggeredRun, type TriggeredStart } from "../src/start.ts";
 import {
+  AcceptOptions,
   DeliveryAnswer,
   EventInput,
+  EventName,
   MAX_EVENTS_PER_REQUEST,
   MAX_WAIT_KEY_CHARS,
   WaitRegistration,
   type AcceptedEvent,
   type EventDelivery,
   type EventRecord,
+  type EventTriggers,
   type RegisterAnswer,
 } from "../schemas/events.ts";
 import { checkMatch, inputToStore, isCandidate } from "./match.ts";
@@ -25,7 +31,8 @@ import {
   type PendingDelivery,
   type RoundPlan,
 } from "./rounds.ts";
-import { EVENT_RETENTION_MS, HubStore, type StoredWait } from "./store.ts";
+import { EVENT_RETENTION_MS, HubStore, TriggerOutbox, type StoredWait } from "./store.ts";
+import { runTriggerRound } from "./trigger-round.ts";
 
 /** The most retained events `register` answers (its lookback), oldest first. */
 export const MAX_LOOKBACK_EVENTS = 10;
@@ -59,21 +66,29 @@ export interface DeliveryTarget {
  * lookback and deduplication by id), the waits registered for the name, and
  * an outbox of deliveries, which it sends to the runs' coordinators in rounds
  * of at most {@link MAX_DELIVERIES_PER_ROUND} calls per Durable Object event
- * (docs/architecture.md, "Event routing").
+ * (docs/architecture.md, "Event routing"); and, at a name's shard 0, the
+ * trigger outbox: the runs its events start (docs/architecture.md, "Event triggers").
  */
 export class EventHub extends DurableObject<Env> {
   private readonly store: HubStore;
+  private readonly outbox: TriggerOutbox;
   /** The hub's clock (ms since the epoch). Tests set it to move a hub through retention without waiting. */
   now: () => number = Date.now;
   /** The coordinator of a run, as deliveries reach it. */
   target: (runId: string) => DeliveryTarget;
+  /** How a trigger starts its run (src/start.ts). Tests replace it to fail a start. */
+  startRun: (start: TriggeredStart) => Promise<CreateRunOutcome>;
   private selfCallStreak = 0;
   private selfCallPending = false;
+  private triggerStreak = 0;
+  private triggerCallPending = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.store = new HubStore(ctx.storage.sql);
+    this.outbox = new TriggerOutbox(ctx.storage.sql);
     this.target = (runId) => env.COORDINATOR.get(env.COORDINATOR.idFromName(runId)) as unknown as DeliveryTarget;
+    this.startRun = (start) => startTriggeredRun(env, start);
   }
 
   /**
@@ -82,25 +97,76 @@ export class EventHub extends DurableObject<Env> {
    * to every wait of its name that it may match; then starts delivering.
    * Answers per event, in order.
    *
+   * With `triggers` (the hub of a name's shard 0: one hub per name starts
+   * runs), each new event also goes to the trigger outbox, matched against
+   * the catalog's triggers and started in rounds of their own (events/triggers.ts).
+   *
    * Like every method here, it answers a Result: an error crosses RPC as data, with its code.
    */
-  async accept(events: unknown): Promise<Result<AcceptedEvent[]>> {
+  async accept(events: unknown, options?: unknown): Promise<Result<AcceptedEvent[]>> {
     return toResult(async () => {
       const batch = parseOrThrow(EventBatch, events, "events.invalid_request", "the events");
+      const { triggers = false } = parseOrThrow(AcceptOptions, options ?? {}, "events.invalid_request", "the options");
       const now = this.now();
       const waited = this.store.hasWaits();
-      if (waited) {
+      if (waited || triggers) {
         await this.armAt(now + SELF_CALL_BACKSTOP_MS); // before the commit: an outbox row is never without an alarm
       }
+      const outbox = triggers ? this.outbox : undefined;
       const answers = withWorkBudget(new WorkBudget(MAX_EVENT_WORK_UNITS, "event hub call"), () =>
-        this.ctx.storage.transactionSync(() => acceptAll(this.store, batch, now)),
+        this.ctx.storage.transactionSync(() => acceptAll(this.store, batch, now, outbox)),
       );
       await this.armAt(this.store.nextPruneAt() ?? now + EVENT_RETENTION_MS);
       if (waited) {
         this.ctx.waitUntil(this.deliverLogged());
       }
+      if (triggers && answers.some((answer) => !answer.duplicate)) {
+        this.callTriggersSoon(now);
+      }
       return answers;
     });
+  }
+
+  /** What the triggers of one retained event started (docs/api.md, "What an event starts"); `event.not_found` when the hub does not hold it. */
+  async triggersOf(name: unknown, eventId: unknown): Promise<Result<EventTriggers>> {
+    return toResult(() => {
+      const parsedName = parseOrThrow(EventName, name, "events.invalid_request", "the event name");
+      const id = parseOrThrow(WaitKey, eventId, "events.invalid_request", "the event id");
+      const found = this.outbox.startsOf(parsedName, id);
+      if (found === null) {
+        throw EngineError.terminal("event.not_found", `no event "${id}" named "${parsedName}" is retained`);
+      }
+      return found;
+    });
+  }
+
+  /**
+   * One round of trigger work (events/trigger-round.ts), then the next: a
+   * self-call while the round was full, up to a streak, then the alarm.
+   * `self`: the hub's own call.
+   */
+  async runTriggers(self = false): Promise<void> {
+    if (self) {
+      this.triggerCallPending = false;
+      this.triggerStreak += 1;
+    } else {
+      this.triggerStreak = 0;
+    }
+    const more = await runTriggerRound({
+      outbox: this.outbox,
+      transaction: (work) => this.ctx.storage.transactionSync(work),
+      now: () => this.now(),
+      triggersFor: async (name) => unwrap(await catalog(this.env).triggersFor(name)),
+      startRun: (start) => this.startRun(start),
+    });
+    const now = this.now();
+    if (!more) {
+      await this.armNext();
+    } else if (this.triggerStreak >= MAX_SELF_CALL_STREAK) {
+      await this.armAt(now);
+    } else {
+      this.callTriggersSoon(now);
+    }
   }
 
   /**
@@ -152,8 +218,31 @@ export class EventHub extends DurableObject<Env> {
   /** Prunes what is past retention or expiry, and sends a round of whatever is due (a lost round's resend, a retry). */
   override async alarm(): Promise<void> {
     this.selfCallStreak = 0;
+    this.triggerStreak = 0;
     this.store.prune(this.now());
     await this.round();
+    const now = this.now();
+    const trigger = this.store.nextTriggerAt();
+    if (trigger !== null && trigger <= now) {
+      this.callTriggersSoon(now); // its own event: the round above may have spent this one's calls
+    }
+  }
+
+  /** A self-call of {@link runTriggers} (a fresh event with calls of its own), behind a backstop alarm. */
+  private callTriggersSoon(now: number): void {
+    if (this.triggerCallPending) {
+      return;
+    }
+    this.triggerCallPending = true;
+    const self = this.env.EVENT_HUB.get(this.ctx.id) as unknown as { runTriggers(self: boolean): Promise<void> };
+    this.ctx.waitUntil(
+      this.armAt(now + SELF_CALL_BACKSTOP_MS)
+        .then(() => self.runTriggers(true))
+        .catch((error: unknown) => {
+          this.triggerCallPending = false;
+          console.error(JSON.stringify({ msg: "event trigger round failed", error: ensureEngineError(error).message }));
+        }),
+    );
   }
 
   /** {@link deliver} from inside the hub: a failure is logged, and the alarm sends again. */
@@ -274,7 +363,12 @@ export class EventHub extends DurableObject<Env> {
 }
 
 /** Stores each event of a batch (or finds it stored) and offers each new one to the waits of its name it may match. */
-function acceptAll(store: HubStore, batch: readonly EventInput[], now: number): AcceptedEvent[] {
+function acceptAll(
+  store: HubStore,
+  batch: readonly EventInput[],
+  now: number,
+  outbox: TriggerOutbox | undefined,
+): AcceptedEvent[] {
   const waitsByName = new Map<string, StoredWait[]>();
   return batch.map((input) => {
     const eventId = input.id ?? newEventId();
@@ -283,6 +377,7 @@ function acceptAll(store: HubStore, batch: readonly EventInput[], now: number): 
     }
     const record: EventRecord = { event_id: eventId, name: input.name, data: input.data ?? null, received_at: now };
     const { seq } = store.insertEvent(record);
+    outbox?.addEvent(seq, now);
     const waits = waitsByName.get(input.name) ?? store.waitsFor(input.name);
     waitsByName.set(input.name, waits);
     for (const wait of waits) {

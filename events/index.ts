@@ -10,6 +10,7 @@ export {
   type RoundPlan,
 } from "./rounds.ts";
 export {
+  eventTriggers,
   hubName,
   hubShards,
   MAX_EVENT_HUB_SHARDS,

@@ -5,9 +5,12 @@ import { unwrap, type Result } from "../lib/result.ts";
 import { issuesToDetails, joinPath, summarize } from "../lib/validation.ts";
 import {
   EventBatchBody,
+  type AcceptOptions,
   EventInput,
   type AcceptedEvent,
+  EventName,
   type EventRecord,
+  type EventTriggers,
   type RegisterAnswer,
   type SendEventsResponse,
   type WaitRegistration,
@@ -33,9 +36,10 @@ export const MAX_HUBS_PER_REQUEST = 24;
 
 /** The hub methods callers use (the stub's generated RPC types are too deep for tsc over JSON). */
 export interface EventHubApi {
-  accept(events: EventInput[]): Promise<Result<AcceptedEvent[]>>;
+  accept(events: EventInput[], options?: AcceptOptions): Promise<Result<AcceptedEvent[]>>;
   register(wait: WaitRegistration): Promise<Result<RegisterAnswer>>;
   unregister(waitKey: string): Promise<Result<null>>;
+  triggersOf(name: string, eventId: string): Promise<Result<EventTriggers>>;
 }
 
 /** How many hubs each name has: `EVENT_HUB_SHARDS`, 1 to {@link MAX_EVENT_HUB_SHARDS}, default 1. */
@@ -156,7 +160,8 @@ function parseBody<T extends z.ZodType>(schema: T, body: unknown, what: string):
  * `POST /v1/events`: hands each event to every hub of its name, one `accept`
  * per hub with that name's events in order, all hubs at once. Events without
  * an id get one here, so all shards of a name store it under the same id. An
- * event is a duplicate when every hub of its name already had it.
+ * event is a duplicate when every hub of its name already had it. Shard 0
+ * also starts the runs of the workflows with a trigger on the name.
  *
  * @throws EngineError `events.invalid_request`, `events.too_many_names` (400),
  *   `events.unavailable` (503, retryable: resend with the same ids).
@@ -183,7 +188,8 @@ export async function sendEvents(env: Env, body: unknown): Promise<SendEventsRes
   await Promise.all(
     [...byName].flatMap(([name, group]) =>
       Array.from({ length: shards }, async (_, shard) => {
-        const answers = await acceptAt(hubStub(env, hubName(name, shard)), group.events);
+        // Shard 0 of a name starts its triggered runs: one hub per name, so one start per event and workflow.
+        const answers = await acceptAt(hubStub(env, hubName(name, shard)), group.events, { triggers: shard === 0 });
         answers.forEach((answer, i) => {
           const index = group.indexes[i];
           if (index !== undefined && !answer.duplicate) {
@@ -196,9 +202,20 @@ export async function sendEvents(env: Env, body: unknown): Promise<SendEventsRes
   return { events: events.map((event, index) => ({ event_id: event.id, duplicate: duplicate[index] ?? false })) };
 }
 
-async function acceptAt(hub: EventHubApi, events: EventInput[]): Promise<AcceptedEvent[]> {
+/**
+ * `GET /v1/events/{event_id}/triggers?name=`: what the event's triggers
+ * started, from the hub that starts them (the name's shard 0).
+ *
+ * @throws EngineError `events.invalid_request` (no name), `event.not_found` (not retained, or never accepted).
+ */
+export async function eventTriggers(env: Env, name: unknown, eventId: string): Promise<EventTriggers> {
+  const parsed = parseBody(EventName, name, "the query's name");
+  return unwrap(await hubStub(env, hubName(parsed, 0)).triggersOf(parsed, eventId));
+}
+
+async function acceptAt(hub: EventHubApi, events: EventInput[], options: AcceptOptions): Promise<AcceptedEvent[]> {
   try {
-    return unwrap(await hub.accept(events));
+    return unwrap(await hub.accept(events, options));
   } catch (thrown) {
     throw EngineError.retryable(
       "events.unavailable",

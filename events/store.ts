@@ -1,7 +1,8 @@
 import type { Json } from "../schemas/common.ts";
-import type { EventRecord, WaitRegistration } from "../schemas/events.ts";
+import type { EventRecord, EventTriggers, TriggerStartRecord, WaitRegistration } from "../schemas/events.ts";
 import type { StoredMatch } from "./match.ts";
 import type { PendingDelivery } from "./rounds.ts";
+import type { PlannedStart } from "./triggers.ts";
 
 /**
  * An event hub's SQLite, with every statement in one place: the events it
@@ -59,6 +60,14 @@ const SCHEMA = [
     PRIMARY KEY (wait_key, seq))`,
   "CREATE INDEX IF NOT EXISTS deliveries_by_seq ON deliveries (seq)",
   "CREATE INDEX IF NOT EXISTS deliveries_by_due ON deliveries (due_at)",
+  // Accepted events not yet matched against the catalog's triggers (only the hub of a name's shard 0 writes them).
+  "CREATE TABLE IF NOT EXISTS trigger_events (seq INTEGER PRIMARY KEY, due_at INTEGER NOT NULL, attempts INTEGER NOT NULL)",
+  // One row per (event, workflow) to start: pending (due_at set) until started or failed for good (due_at null).
+  `CREATE TABLE IF NOT EXISTS trigger_starts (
+    seq INTEGER NOT NULL, workflow TEXT NOT NULL, version INTEGER NOT NULL, input TEXT,
+    status TEXT NOT NULL, due_at INTEGER, attempts INTEGER NOT NULL, run_id TEXT, error TEXT,
+    PRIMARY KEY (seq, workflow))`,
+  "CREATE INDEX IF NOT EXISTS trigger_starts_by_due ON trigger_starts (due_at)",
 ];
 
 /** Waits whose `expires_at` is older than the given time. */
@@ -81,11 +90,13 @@ export class HubStore {
 
   /** Stores an event (replacing a row of the same name and id kept past retention, which the next prune would delete). */
   insertEvent(record: EventRecord): StoredEvent {
-    this.sql.exec(
-      "DELETE FROM deliveries WHERE seq IN (SELECT seq FROM events WHERE name = ? AND event_id = ?)",
-      record.name,
-      record.event_id,
-    );
+    for (const table of ["deliveries", "trigger_events", "trigger_starts"]) {
+      this.sql.exec(
+        `DELETE FROM ${table} WHERE seq IN (SELECT seq FROM events WHERE name = ? AND event_id = ?)`,
+        record.name,
+        record.event_id,
+      );
+    }
     this.sql.exec("DELETE FROM events WHERE name = ? AND event_id = ?", record.name, record.event_id);
     const row = this.sql
       .exec<{ seq: number }>(
@@ -228,7 +239,9 @@ export class HubStore {
    */
   prune(now: number): void {
     const cutoff = now - EVENT_RETENTION_MS;
-    this.sql.exec("DELETE FROM deliveries WHERE seq IN (SELECT seq FROM events WHERE received_at <= ?)", cutoff);
+    for (const table of ["deliveries", "trigger_events", "trigger_starts"]) {
+      this.sql.exec(`DELETE FROM ${table} WHERE seq IN (SELECT seq FROM events WHERE received_at <= ?)`, cutoff);
+    }
     this.sql.exec("DELETE FROM events WHERE received_at <= ?", cutoff);
     const expiry = now - WAIT_GRACE_MS;
     this.sql.exec(`DELETE FROM deliveries WHERE wait_key IN (${EXPIRED_WAITS})`, expiry);
@@ -236,9 +249,19 @@ export class HubStore {
     this.sql.exec("DELETE FROM waits WHERE expires_at IS NOT NULL AND expires_at <= ?", expiry);
   }
 
-  /** When the next delivery or prune is due, or null when the hub holds nothing that will need one. */
+  /** When the next delivery, trigger work or prune is due, or null when the hub holds nothing that will need one. */
   nextDueAt(): number | null {
-    return earliest([this.nextDeliveryAt(), this.nextPruneAt()]);
+    return earliest([this.nextDeliveryAt(), this.nextTriggerAt(), this.nextPruneAt()]);
+  }
+
+  /** When the next trigger match or start may run, or null when none is pending. */
+  nextTriggerAt(): number | null {
+    return this.sql
+      .exec<{ at: number | null }>(
+        `SELECT MIN(at) AS at FROM (SELECT MIN(due_at) AS at FROM trigger_events
+           UNION ALL SELECT MIN(due_at) AS at FROM trigger_starts)`,
+      )
+      .one().at;
   }
 
   /** When the next pending delivery may be sent, or null when none is pending. */
@@ -258,6 +281,191 @@ export class HubStore {
       row.wait === null ? null : row.wait + WAIT_GRACE_MS,
     ]);
   }
+}
+
+/** The trigger outbox of a hub (events/triggers.ts): events to match against triggers, and runs to start. */
+export class TriggerOutbox {
+  constructor(private readonly sql: SqlStorage) {}
+
+  /** An accepted event to match against its name's triggers. */
+  addEvent(seq: number, now: number): void {
+    this.sql.exec("INSERT OR IGNORE INTO trigger_events (seq, due_at, attempts) VALUES (?, ?, 0)", seq, now);
+  }
+
+  /**
+   * Due events to match, oldest first, at most `limit` and of at most
+   * `maxNames` names (one hub may hold two names: `a#1` is also shard 1 of
+   * `a`), leased until `leaseUntil`, with their records (a pruned event's row
+   * is dropped). `more`: a due event was left for the next round.
+   */
+  takeEvents(
+    now: number,
+    limits: { events: number; names: number },
+    leaseUntil: number,
+  ): { taken: TakenEvent[]; more: boolean } {
+    const rows = this.sql
+      .exec<{ seq: number; attempts: number }>(
+        "SELECT seq, attempts FROM trigger_events WHERE due_at <= ? ORDER BY seq LIMIT ?",
+        now,
+        limits.events + 1,
+      )
+      .toArray();
+    const names = new Set<string>();
+    const taken: TakenEvent[] = [];
+    for (const { seq, attempts } of rows.slice(0, limits.events)) {
+      const event = this.eventAt(seq);
+      if (event === undefined) {
+        this.sql.exec("DELETE FROM trigger_events WHERE seq = ?", seq);
+      } else if (names.has(event.name) || names.size < limits.names) {
+        names.add(event.name);
+        this.sql.exec("UPDATE trigger_events SET due_at = ? WHERE seq = ?", leaseUntil, seq);
+        taken.push({ seq, attempts, event });
+      }
+    }
+    return { taken, more: rows.length > taken.length };
+  }
+
+  /** An event matched: its starts replace it (a start already recorded for the pair is kept). */
+  expand(seq: number, starts: readonly PlannedStart[], now: number): void {
+    for (const start of starts) {
+      this.sql.exec(
+        `INSERT OR IGNORE INTO trigger_starts (seq, workflow, version, input, status, due_at, attempts, error)
+           VALUES (?, ?, ?, ?, ?, ?, 0, ?)`,
+        seq,
+        start.workflow,
+        start.version,
+        start.error === undefined ? JSON.stringify(start.input) : null,
+        start.error === undefined ? "pending" : "failed",
+        start.error === undefined ? now : null,
+        start.error ?? null,
+      );
+    }
+    this.sql.exec("DELETE FROM trigger_events WHERE seq = ?", seq);
+  }
+
+  /** Matching an event failed (the catalog was unreachable): try again at `at`. */
+  retryEvent(seq: number, at: number, attempts: number): void {
+    this.sql.exec("UPDATE trigger_events SET due_at = ?, attempts = ? WHERE seq = ?", at, attempts, seq);
+  }
+
+  /** Due starts, oldest event first, leased until `leaseUntil`, with their events. */
+  takeStarts(now: number, limit: number, leaseUntil: number): (PendingStart & { event: EventRecord })[] {
+    const rows = this.sql
+      .exec<PendingStart & Record<string, SqlStorageValue>>(
+        `SELECT seq, workflow, version, input, attempts FROM trigger_starts
+           WHERE due_at IS NOT NULL AND due_at <= ? ORDER BY due_at, seq LIMIT ?`,
+        now,
+        limit,
+      )
+      .toArray();
+    return rows.flatMap((row) => {
+      const event = this.eventAt(row.seq);
+      if (event === undefined) {
+        this.sql.exec("DELETE FROM trigger_starts WHERE seq = ?", row.seq);
+        return [];
+      }
+      this.sql.exec(
+        "UPDATE trigger_starts SET due_at = ? WHERE seq = ? AND workflow = ?",
+        leaseUntil,
+        row.seq,
+        row.workflow,
+      );
+      return [{ ...row, event }];
+    });
+  }
+
+  /** A start's outcome: started (its run), failed for good (why), or tried again at `retryAt`. */
+  settle(
+    start: Pick<PendingStart, "seq" | "workflow">,
+    outcome:
+      | { status: "started"; run_id: string }
+      | { status: "failed"; error: string }
+      | { status: "retry"; at: number; attempts: number; error: string },
+  ): void {
+    const { seq, workflow } = start;
+    if (outcome.status === "retry") {
+      this.sql.exec(
+        "UPDATE trigger_starts SET due_at = ?, attempts = ?, error = ? WHERE seq = ? AND workflow = ?",
+        outcome.at,
+        outcome.attempts,
+        outcome.error,
+        seq,
+        workflow,
+      );
+      return;
+    }
+    this.sql.exec(
+      "UPDATE trigger_starts SET status = ?, due_at = NULL, run_id = ?, error = ? WHERE seq = ? AND workflow = ?",
+      outcome.status,
+      outcome.status === "started" ? outcome.run_id : null,
+      outcome.status === "failed" ? outcome.error : null,
+      seq,
+      workflow,
+    );
+  }
+
+  /**
+   * What the triggers of an event (by name and id) started: whether it is
+   * matched against the triggers yet, and each start. Null when the hub does
+   * not hold the event.
+   */
+  startsOf(name: string, eventId: string): EventTriggers | null {
+    const event = this.sql
+      .exec<{ seq: number }>("SELECT seq FROM events WHERE name = ? AND event_id = ?", name, eventId)
+      .toArray()[0];
+    if (event === undefined) {
+      return null;
+    }
+    const matching = this.sql.exec("SELECT 1 FROM trigger_events WHERE seq = ?", event.seq).toArray().length > 0;
+    const rows = this.sql
+      .exec<StartRow>("SELECT * FROM trigger_starts WHERE seq = ? ORDER BY workflow", event.seq)
+      .toArray();
+    return { matched: !matching, starts: rows.map(toStartRecord) };
+  }
+
+  private eventAt(seq: number): EventRecord | undefined {
+    const row = this.sql.exec<EventRow>("SELECT * FROM events WHERE seq = ?", seq).toArray()[0];
+    return row ? toStoredEvent(row).record : undefined;
+  }
+}
+
+/** An accepted event a round matches against its name's triggers. */
+export interface TakenEvent {
+  seq: number;
+  /** Matches that failed so far (the catalog unreachable). */
+  attempts: number;
+  event: EventRecord;
+}
+
+/** A start to make, as a round takes it. */
+export interface PendingStart {
+  seq: number;
+  workflow: string;
+  version: number;
+  /** The run input's JSON. */
+  input: string;
+  attempts: number;
+}
+
+interface StartRow extends Record<string, SqlStorageValue> {
+  workflow: string;
+  version: number;
+  status: string;
+  attempts: number;
+  run_id: string | null;
+  error: string | null;
+}
+
+function toStartRecord(row: StartRow): TriggerStartRecord {
+  const status = row.status === "started" || row.status === "failed" ? row.status : "pending";
+  return {
+    workflow: row.workflow,
+    version: row.version,
+    status,
+    attempts: row.attempts,
+    ...(row.run_id === null ? {} : { run_id: row.run_id }),
+    ...(row.error === null ? {} : { error: row.error }),
+  };
 }
 
 function earliest(times: (number | null)[]): number | null {

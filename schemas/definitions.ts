@@ -13,6 +13,7 @@ import {
   WorkflowChoice,
 } from "./common.ts";
 import { Schedule } from "./schedules.ts";
+import { EventName } from "./events.ts";
 
 // ─── Tasks ───────────────────────────────────────────────────────────────────
 
@@ -101,6 +102,36 @@ export type CompensatePolicy = z.infer<typeof CompensatePolicy>;
 /** A workflow that says nothing compensates whenever it does not complete. */
 export const DEFAULT_COMPENSATE_POLICY: CompensatePolicy = "always";
 
+/** The most triggers one workflow declares. */
+export const MAX_TRIGGERS_PER_WORKFLOW = 10;
+/** The most workflows (latest versions) with a trigger on one event name: each event of it starts at most this many runs. */
+export const MAX_TRIGGERED_WORKFLOWS_PER_EVENT = 100;
+
+/**
+ * An event trigger (docs/definitions.md, "Event triggers"): each event named
+ * `event` whose `if` (CEL over `event`) holds starts one run of the workflow's
+ * latest version, once per (event id, workflow). `input` maps the run's input
+ * from the event: JSONPath and templates read the event itself
+ * (`$.data.order_id`), CEL sees it as `event`; without it the run's input is
+ * the event's `data`.
+ */
+export const WorkflowTrigger = z.strictObject({
+  event: EventName,
+  if: CelSource.optional(),
+  input: InputMapping.optional(),
+});
+export type WorkflowTrigger = z.infer<typeof WorkflowTrigger>;
+
+/** A trigger as the catalog's index answers it: with the workflow (its latest version) that declares it. */
+export const IndexedTrigger = WorkflowTrigger.extend({ workflow: DefinitionId, version: z.number().int().min(1) });
+export type IndexedTrigger = z.infer<typeof IndexedTrigger>;
+
+/** The catalog's answer to "which workflows start on this event name": their triggers on it, by workflow id, in declared order. */
+export const TriggerList = z.strictObject({
+  triggers: z.array(IndexedTrigger).max(MAX_TRIGGERED_WORKFLOWS_PER_EVENT * MAX_TRIGGERS_PER_WORKFLOW),
+});
+export type TriggerList = z.infer<typeof TriggerList>;
+
 export const Workflow = z.strictObject({
   id: DefinitionId,
   description: Description,
@@ -113,6 +144,10 @@ export const Workflow = z.strictObject({
   /** @default "always" */
   compensate: CompensatePolicy.optional(),
   resources: z.record(z.string().min(1), z.strictObject({ type: z.literal("container") })).optional(),
+  triggers: z
+    .array(WorkflowTrigger)
+    .max(MAX_TRIGGERS_PER_WORKFLOW, `a workflow declares at most ${MAX_TRIGGERS_PER_WORKFLOW} triggers`)
+    .optional(),
   nodes: z
     .record(z.string().regex(NODE_ID_PATTERN, "node ids must match ^[a-z][a-z0-9_-]{0,62}$"), Node)
     .refine((nodes) => Object.keys(nodes).length > 0, "a workflow needs at least one node"),

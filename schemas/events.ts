@@ -62,6 +62,10 @@ export type AcceptedEvent = z.infer<typeof AcceptedEvent>;
 export const SendEventsResponse = z.strictObject({ events: z.array(AcceptedEvent) });
 export type SendEventsResponse = z.infer<typeof SendEventsResponse>;
 
+/** How the API hands a hub its events: `triggers` on the hub that starts the name's triggered runs (shard 0). */
+export const AcceptOptions = z.strictObject({ triggers: z.boolean().optional() });
+export type AcceptOptions = z.infer<typeof AcceptOptions>;
+
 /** An event as a hub keeps it and delivers it; `received_at` is when the hub accepted it (ms since the epoch). */
 export const EventRecord = z.strictObject({
   event_id: z.string(),
@@ -109,3 +113,39 @@ export const DeliveryAnswer = z.strictObject({
   outcome: z.enum(["consumed", "not_waiting", "declined"]),
 });
 export type DeliveryAnswer = z.infer<typeof DeliveryAnswer>;
+
+/**
+ * One run an event's triggers start (docs/api.md, "What an event starts"):
+ * `pending` until made (a transient failure is retried, `attempts` counting
+ * them), then `started` with its run, or `failed` with the reason (the input
+ * did not match the workflow's input_schema, the trigger's `if` or `input`
+ * failed on this event, or transient failures passed the bound).
+ */
+export const TriggerStartRecord = z.strictObject({
+  workflow: z.string(),
+  version: z.number().int().min(1),
+  status: z.enum(["pending", "started", "failed"]),
+  attempts: z.number().int().min(0),
+  run_id: z.string().optional(),
+  error: z.string().optional(),
+});
+export type TriggerStartRecord = z.infer<typeof TriggerStartRecord>;
+
+/** What an event's triggers did: whether the event is matched against them yet, and the runs it starts. */
+export const EventTriggers = z.strictObject({
+  matched: z.boolean(),
+  starts: z.array(TriggerStartRecord),
+});
+export type EventTriggers = z.infer<typeof EventTriggers>;
+
+/**
+ * What the queue consumer sends to the dead-letter queue for a message that is
+ * not an event (docs/api.md, "Events from a queue"): why, and the message's
+ * body as it came (text when it was not JSON-clonable data).
+ */
+export const DeadLetter = z.strictObject({
+  reason: z.strictObject({ code: z.string(), message: z.string() }),
+  body: JsonValue,
+  message_id: z.string(),
+});
+export type DeadLetter = z.infer<typeof DeadLetter>;

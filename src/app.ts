@@ -9,7 +9,7 @@ import { DEFINITION_KINDS } from "../schemas/definitions.ts";
 import { bearerAuth } from "./auth.ts";
 import { onError } from "./errors.ts";
 import { appliedWait, preferredWaitMs } from "./prefer.ts";
-import { sendEvents } from "../events/index.ts";
+import { eventTriggers, sendEvents } from "../events/index.ts";
 import { streamRunEvents } from "./events.ts";
 import { listOpenGates } from "./gate-list.ts";
 import { mcpServerTools } from "./mcp-tools.ts";
@@ -48,6 +48,9 @@ export function createApp(): Hono<App> {
   runRoutes(app);
   app.post("/v1/events", async (c) => c.json(await sendEvents(c.env, await readJson(c)), 202));
   scheduleRoutes(app);
+  app.get("/v1/events/:eventId/triggers", async (c) =>
+    c.json(await eventTriggers(c.env, c.req.query("name"), c.req.param("eventId"))),
+  );
   // After the run routes: `/v1/:kind/:id` would otherwise take `/v1/runs/<id>`.
   definitionRoutes(app);
   return app;

@@ -1,10 +1,17 @@
 /**
- * The Worker: the HTTP API as its default export, and the classes that
- * wrangler.toml names.
+ * The Worker: the HTTP API and the events queue's consumer as its default
+ * export, and the classes that wrangler.toml names.
  */
 import { createApp } from "./app.ts";
+import { consumeEvents } from "./queue.ts";
 
-export default createApp();
+const app = createApp();
+
+export default {
+  fetch: app.fetch,
+  /** Messages of the events queue become events (src/queue.ts). */
+  queue: consumeEvents,
+} satisfies ExportedHandler<Env>;
 
 /** One Durable Object per run: lifecycle, scheduling, timers, signed journal. */
 export { Coordinator } from "../coordinator/coordinator.ts";

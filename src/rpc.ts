@@ -16,14 +16,14 @@ import type {
   RunView,
   StartRunResponse,
 } from "../schemas/api.ts";
-import type { SendEventsResponse } from "../schemas/events.ts";
+import type { EventTriggers, SendEventsResponse } from "../schemas/events.ts";
 import type { Jwks } from "../schemas/journal.ts";
 import type { StartPlanResponse } from "../schemas/plans.ts";
 import type { BackfillAnswer, ScheduleStatus, SlotRecord } from "../schemas/schedules.ts";
 import * as schedules from "../schedules/index.ts";
 import type { RunControl } from "../coordinator/controls.ts";
 import type { TrellisApi as TrellisApiClient } from "../client/index.ts";
-import { sendEvents } from "../events/index.ts";
+import { eventTriggers, sendEvents } from "../events/index.ts";
 import { listOpenGates } from "./gate-list.ts";
 import { startPlan } from "./plans.ts";
 import { listRuns } from "./run-list.ts";
@@ -200,6 +200,11 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
       checkBodyLimits(body);
       return sendEvents(this.env, body);
     });
+  }
+
+  /** `GET /v1/events/{event_id}/triggers?name=`: what an event's triggers started. */
+  eventTriggers(eventId: string, name: string): Promise<Result<EventTriggers>> {
+    return toResult(() => eventTriggers(this.env, name, idArgument(eventId, "eventId")));
   }
 
   journalKeys(): Promise<Result<Jwks>> {

@@ -42,7 +42,7 @@ const DEFAULT_LIST_LIMIT = 50;
 
 // The stubs' generated RPC types are too deep for tsc over recursive JSON
 // types; the methods return plain-data Results, so their own signatures are exact.
-type CatalogApi = Pick<Catalog, "register" | "get" | "list" | "versions" | "resolvePlan">;
+type CatalogApi = Pick<Catalog, "register" | "get" | "list" | "versions" | "resolvePlan" | "triggersFor">;
 type CoordinatorApi = Pick<
   Coordinator,
   "create" | "get" | "journal" | "events" | "control" | "gates" | "answerGate" | "node" | "approveSteps" | "signal"

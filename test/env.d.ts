@@ -13,6 +13,8 @@ declare namespace Cloudflare {
     TEST_MIGRATIONS?: import("cloudflare:test").D1Migration[];
     /** The example caller Worker (examples/caller), bound in vitest.config.ts (optional: the Worker's own Env lacks it). */
     CALLER?: Fetcher;
+    /** A producer to the events queue (vitest.config.ts): what another Worker would send to it. */
+    EVENTS_QUEUE?: Queue<unknown>;
   }
 }
 

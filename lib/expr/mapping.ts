@@ -332,3 +332,12 @@ export function setIn(object: JsonObject, segments: readonly string[], value: Js
   const child = Object.hasOwn(object, head) ? object[head] : undefined;
   return { ...object, [head]: rest.length === 0 ? value : setIn(isPlainObject(child) ? child : {}, rest, value) };
 }
+
+/**
+ * A triggered run's input from a trigger's `input` mapping (docs/definitions.md, "Event triggers"):
+ * JSONPath and templates read the event itself (`$.data.order_id`), CEL sees it as `event`.
+ */
+export function buildEventInput(mapping: Record<string, unknown>, event: Json | object): JsonObject {
+  const scope: SourceScope = { doc: event, vars: { event }, noun: "event" };
+  return objectOf(mapping, (field, source) => selectStrict(`input.${field}`, source, scope));
+}

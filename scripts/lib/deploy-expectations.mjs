@@ -11,6 +11,7 @@ import { isAbsolute, join } from "node:path";
  * @typedef {{ kind: "durable_object", className: string }
  *   | { kind: "service", entrypoint: string }
  *   | { kind: "d1" } | { kind: "r2" } | { kind: "ai" } | { kind: "vectorize" } | { kind: "analytics_engine" }
+ *   | { kind: "dead_letter_queue" }
  *   | { kind: "var" } | { kind: "secret" } | { kind: "local" } | { kind: "assets" } | { kind: "version_metadata" }} Expectation
  */
 
@@ -27,6 +28,8 @@ export const EXPECTED = {
   AI: { kind: "ai" },
   VECTORIZE: { kind: "vectorize" },
   METRICS: { kind: "analytics_engine" },
+  // Where the events queue's consumer sends messages that are not events (src/queue.ts): the consumer's own DLQ.
+  EVENTS_DLQ: { kind: "dead_letter_queue" },
   // Keys the shared snapshot cache by deployment (catalog/snapshots.ts).
   CF_VERSION_METADATA: { kind: "version_metadata" },
   WORKFLOW_SECRETS: { kind: "var" },
@@ -106,6 +109,14 @@ function checkBinding(
         Boolean(config.analytics_engine_datasets?.some((a) => a.binding === name)),
         "Analytics Engine dataset",
       );
+    case "dead_letter_queue": {
+      const producer = config.queues?.producers?.find((p) => p.binding === name);
+      const consumer = config.queues?.consumers?.find((c) => producer && c.dead_letter_queue === producer.queue);
+      return one(
+        Boolean(producer && consumer),
+        `queue producer to the dead-letter queue of a consumer (${consumer?.queue ?? "none"} → ${producer?.queue ?? "none"})`,
+      );
+    }
     case "version_metadata":
       return one(config.version_metadata?.binding === name, "version metadata binding");
     case "var":

@@ -20,7 +20,7 @@ import {
   StartRunResponse,
 } from "../../schemas/api.ts";
 import { DefinitionBundle } from "../../schemas/definitions.ts";
-import { SendEventsBody, SendEventsResponse } from "../../schemas/events.ts";
+import { EventTriggers, SendEventsBody, SendEventsResponse } from "../../schemas/events.ts";
 import { JournalEntry, JournalResponse, Jwks } from "../../schemas/journal.ts";
 import { PlanRequest, ApproveBody, StartPlanResponse } from "../../schemas/plans.ts";
 import { BackfillAnswer, BackfillBody, ScheduleStatus, SlotRecord } from "../../schemas/schedules.ts";
@@ -62,6 +62,7 @@ export const RESPONSE_SCHEMAS = {
   ScheduleStatus,
   SlotRecord,
   BackfillAnswer,
+  EventTriggers,
   /** The generated contracts themselves: a JSON Schema and an OpenAPI document. */
   JsonDocument: z.record(z.string(), z.unknown()),
 } as const satisfies Record<string, z.ZodType>;
@@ -81,6 +82,8 @@ export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName,
   SendEventsBody: "One event { name, data?, id? }, or { events: [...] } with up to 100 of them.",
   SendEventsResponse:
     "Each event sent, in order: its id (the one given, or a generated evt_…), and whether it was a duplicate.",
+  EventTriggers:
+    "What an event's triggers did: matched (false until its triggers are read), and each start: pending, started with its run_id, or failed with the error.",
   StartPlanResponse: "A started plan run (or a preview: run_id null), with the graph the plan compiled to.",
   Health: "The Worker is up.",
   ErrorBody: "The body of every error: a dotted code, a message, and the problems with their paths.",

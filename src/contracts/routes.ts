@@ -60,6 +60,7 @@ export const PATH_PARAMS: Record<string, string> = {
   run_id: "A run id, as returned when the run started.",
   node: "A node id of the run's workflow.",
   gate_id: "A gate id, as listed by GET /v1/runs/{run_id}/gates.",
+  event_id: "An event id, as POST /v1/events answered it.",
 };
 
 /** The run controls (coordinator/controls.ts): `POST /v1/runs/{run_id}/<control>`, each answering the run view. */
@@ -322,6 +323,20 @@ export const API_ROUTES: RouteSpec[] = [
       },
     },
     errors: [503],
+  },
+  {
+    method: "get",
+    path: "/v1/events/{event_id}/triggers",
+    operationId: "eventTriggers",
+    summary: "What an event's triggers started: one run per workflow whose trigger matched, or why it did not start.",
+    auth: "bearer",
+    docs: "GET /v1/events/{event_id}/triggers",
+    tag: "events",
+    query: { name: { type: "string", description: "The event's name (required)." } },
+    responses: {
+      200: { description: "Whether the event is matched yet, and each start.", schema: "EventTriggers" },
+    },
+    errors: [400, 404],
   },
   {
     method: "get",
