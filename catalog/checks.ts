@@ -86,6 +86,8 @@ export const CEL_SCOPES = {
   actionInput: { variables: ["input", "run"], run: STEP_RUN_FIELDS },
   /** An `event` action's `match`: the event and the step input. */
   eventMatch: { variables: ["event", "input"], run: [] },
+  /** A webhook's `event` fields: the delivery's headers and parsed body. */
+  webhook: { variables: ["headers", "body"], run: [] },
   /** An undo's `input_mapping`: the original call's input and output. */
   undo: { variables: ["input", "output", "run"], run: STEP_RUN_FIELDS },
 } as const satisfies Record<string, { variables: readonly string[]; run: readonly string[] }>;

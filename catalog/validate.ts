@@ -1,8 +1,9 @@
 import type { ErrorDetail } from "../lib/errors.ts";
 import { secretNamesIn, undeclaredSecretReason } from "../lib/secrets.ts";
 import { RESERVED_KEYS } from "../schemas/common.ts";
-import type { DefinitionBundle, DefinitionKind } from "../schemas/definitions.ts";
+import { DEFINITION_KINDS, type DefinitionBundle, type DefinitionKind } from "../schemas/definitions.ts";
 import { checkAction, checkModel, checkPrompt } from "./check-actions.ts";
+import { checkWebhook } from "./check-webhooks.ts";
 import { checkTask, checkWorkflow } from "./check-workflows.ts";
 import { mappingsIn } from "./mappings-in.ts";
 import { checkHeaders, type CheckContext, type DefinitionLookup, type Report } from "./checks.ts";
@@ -29,6 +30,7 @@ export function checkBundle(
   bundle.prompts?.forEach((prompt, i) => checkPrompt(prompt, `prompts.${i}`, report, problems));
   bundle.models?.forEach((model, i) => checkModel(model, `models.${i}`, report));
   bundle.mcp_servers?.forEach((server, i) => checkHeaders(server.headers, `mcp_servers.${i}.headers`, report, false));
+  bundle.webhooks?.forEach((webhook, i) => checkWebhook(webhook, `webhooks.${i}`, report));
   return problems;
 }
 
@@ -44,7 +46,7 @@ function withBundle(bundle: DefinitionBundle, stored: DefinitionLookup): Definit
 }
 
 function checkDuplicates(bundle: DefinitionBundle, report: Report): void {
-  for (const kind of ["workflows", "tasks", "actions", "prompts", "models", "mcp_servers"] as const) {
+  for (const kind of DEFINITION_KINDS) {
     const seen = new Set<string>();
     (bundle[kind] ?? []).forEach((definition, i) => {
       if (seen.has(definition.id)) {

@@ -206,12 +206,13 @@ export type DefinitionBundle = {
   prompts?: Prompt[];
   models?: Model[];
   mcp_servers?: McpServer[];
+  webhooks?: Webhook[];
 };
 
 /** The latest version of each definition of a kind, newest first, and the next page's cursor. */
 export type DefinitionList = {
   definitions: ({
-    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "webhooks";
     id: string;
     version: number;
     created_at: string;
@@ -222,7 +223,7 @@ export type DefinitionList = {
 
 /** A stored definition: its kind, id, version, and content (keys sorted). */
 export type DefinitionRecord = {
-  kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
+  kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "webhooks";
   id: string;
   version: number;
   created_at: string;
@@ -234,7 +235,7 @@ export type DefinitionRecord = {
 /** Every version of one definition, highest first, and the next page's cursor. */
 export type DefinitionVersions = {
   versions: ({
-    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "webhooks";
     id: string;
     version: number;
     created_at: string;
@@ -1339,7 +1340,7 @@ export type Reference = string;
 /** What a registration created or reused (existing: true), with versions. */
 export type RegisterResponse = {
   created: ({
-    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers";
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "webhooks";
     id: string;
     version: number;
     existing: boolean;
@@ -1740,6 +1741,25 @@ export type VectorImplementation = {
   text_template?: string;
 };
 
+/** A webhook: how its deliveries are verified and the event each becomes (docs/definitions.md#webhooks). */
+export type Webhook = {
+  id: string;
+  description?: string;
+  verify: {
+    scheme: "standard-webhooks" | "github" | "stripe" | "hmac-sha256";
+    secret: string;
+    tolerance_ms?: number;
+  };
+  event: {
+    name: JsonValue;
+    id?: JsonValue;
+    data?: JsonValue;
+  };
+};
+
+/** Any JSON the sender signed: its raw bytes are verified before they are parsed. */
+export type WebhookDelivery = unknown;
+
 /** A workflow: nodes forming a DAG through depends_on (docs/definitions.md#workflow). */
 export type Workflow = {
   id: string;
@@ -1831,6 +1851,8 @@ export interface Components {
   ToolImplementation: ToolImplementation;
   Undo: Undo;
   VectorImplementation: VectorImplementation;
+  Webhook: Webhook;
+  WebhookDelivery: WebhookDelivery;
   Workflow: Workflow;
   WorkflowChoice: WorkflowChoice;
   WorkflowImplementation: WorkflowImplementation;

@@ -10,6 +10,7 @@ export {
   type RoundPlan,
 } from "./rounds.ts";
 export {
+  acceptEvents,
   hubName,
   hubShards,
   MAX_EVENT_HUB_SHARDS,

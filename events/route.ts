@@ -7,6 +7,7 @@ import {
   EventBatchBody,
   EventInput,
   type AcceptedEvent,
+  type HubEventInput,
   type EventRecord,
   type RegisterAnswer,
   type SendEventsResponse,
@@ -33,7 +34,7 @@ export const MAX_HUBS_PER_REQUEST = 24;
 
 /** The hub methods callers use (the stub's generated RPC types are too deep for tsc over JSON). */
 export interface EventHubApi {
-  accept(events: EventInput[]): Promise<Result<AcceptedEvent[]>>;
+  accept(events: HubEventInput[]): Promise<Result<AcceptedEvent[]>>;
   register(wait: WaitRegistration): Promise<Result<RegisterAnswer>>;
   unregister(waitKey: string): Promise<Result<null>>;
 }
@@ -153,17 +154,27 @@ function parseBody<T extends z.ZodType>(schema: T, body: unknown, what: string):
 }
 
 /**
- * `POST /v1/events`: hands each event to every hub of its name, one `accept`
- * per hub with that name's events in order, all hubs at once. Events without
- * an id get one here, so all shards of a name store it under the same id. An
- * event is a duplicate when every hub of its name already had it.
+ * `POST /v1/events`: the body's events, accepted as {@link acceptEvents} does.
  *
  * @throws EngineError `events.invalid_request`, `events.too_many_names` (400),
  *   `events.unavailable` (503, retryable: resend with the same ids).
  */
 export async function sendEvents(env: Env, body: unknown): Promise<SendEventsResponse> {
-  const events = toEventList(body).map((event) => ({ ...event, id: event.id ?? newEventId() }));
-  const byName = new Map<string, { indexes: number[]; events: EventInput[] }>();
+  return acceptEvents(env, toEventList(body));
+}
+
+/**
+ * Hands each event to every hub of its name, one `accept` per hub with that
+ * name's events in order, all hubs at once. Events without an id get one
+ * here, so all shards of a name store it under the same id. An event is a
+ * duplicate when every hub of its name already had it. `POST /v1/events` and
+ * verified webhook deliveries (which give their `source`) both come here.
+ *
+ * @throws EngineError `events.too_many_names` (400), `events.unavailable` (503, retryable).
+ */
+export async function acceptEvents(env: Env, sent: readonly HubEventInput[]): Promise<SendEventsResponse> {
+  const events = sent.map((event) => ({ ...event, id: event.id ?? newEventId() }));
+  const byName = new Map<string, { indexes: number[]; events: HubEventInput[] }>();
   events.forEach((event, index) => {
     const group = byName.get(event.name) ?? { indexes: [], events: [] };
     group.indexes.push(index);
@@ -196,7 +207,7 @@ export async function sendEvents(env: Env, body: unknown): Promise<SendEventsRes
   return { events: events.map((event, index) => ({ event_id: event.id, duplicate: duplicate[index] ?? false })) };
 }
 
-async function acceptAt(hub: EventHubApi, events: EventInput[]): Promise<AcceptedEvent[]> {
+async function acceptAt(hub: EventHubApi, events: HubEventInput[]): Promise<AcceptedEvent[]> {
   try {
     return unwrap(await hub.accept(events));
   } catch (thrown) {

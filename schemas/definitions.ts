@@ -12,6 +12,7 @@ import {
   TimeoutMs,
   WorkflowChoice,
 } from "./common.ts";
+import { Webhook } from "./webhooks.ts";
 
 // ─── Tasks ───────────────────────────────────────────────────────────────────
 
@@ -121,7 +122,15 @@ export type Workflow = z.infer<typeof Workflow>;
 // ─── Bundles ─────────────────────────────────────────────────────────────────
 
 /** The kinds of definition, as written in a bundle. */
-export const DEFINITION_KINDS = ["workflows", "tasks", "actions", "prompts", "models", "mcp_servers"] as const;
+export const DEFINITION_KINDS = [
+  "workflows",
+  "tasks",
+  "actions",
+  "prompts",
+  "models",
+  "mcp_servers",
+  "webhooks",
+] as const;
 export const DefinitionKind = z.enum(DEFINITION_KINDS);
 export type DefinitionKind = z.infer<typeof DefinitionKind>;
 
@@ -133,6 +142,7 @@ export const DEFINITION_SCHEMAS = {
   prompts: Prompt,
   models: Model,
   mcp_servers: McpServer,
+  webhooks: Webhook,
 } as const satisfies Record<DefinitionKind, z.ZodType>;
 
 export type DefinitionOf<K extends DefinitionKind> = z.infer<(typeof DEFINITION_SCHEMAS)[K]>;
@@ -147,6 +157,7 @@ export const DefinitionBundle = z
     prompts: z.array(Prompt).optional(),
     models: z.array(Model).optional(),
     mcp_servers: z.array(McpServer).optional(),
+    webhooks: z.array(Webhook).optional(),
   })
   .refine(
     (bundle) => DEFINITION_KINDS.some((kind) => (bundle[kind]?.length ?? 0) > 0),

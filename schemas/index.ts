@@ -17,3 +17,4 @@ export * from "./run.ts";
 export * from "./run-index.ts";
 export * from "./sandbox.ts";
 export * from "./tools.ts";
+export * from "./webhooks.ts";
