@@ -490,6 +490,14 @@ describe("registering webhooks", () => {
 });
 
 describe("the source of an event", () => {
+  it("cannot be given by a client of POST /v1/events: only a verified delivery has one", async ({ expect }) => {
+    const name = uniqueId("spoof");
+    const sent = await api("POST", "/v1/events", { name, source: { kind: "webhook", webhook: "github-prs" } });
+    expect(sent.status).toBe(400);
+    expect(detailsOf(sent.json).map((detail) => detail.path)).toEqual(["source"]);
+    expect(await storedEvents(name)).toEqual([]);
+  });
+
   it("is kept by a hub whose table predates it: the column is added, its old events read without one", async ({
     expect,
   }) => {
