@@ -2,7 +2,7 @@ import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { fileURLToPath } from "node:url";
 import type { Plugin } from "vite";
 import { defineConfig, defineProject } from "vitest/config";
-import { TEST_SECRETS } from "./test/secrets.ts";
+import { TEST_SECRETS, WEBHOOK_SECRETS } from "./test/secrets.ts";
 
 /**
  * Two projects:
@@ -57,8 +57,10 @@ export default defineConfig({
                 // Secrets that model and MCP server definitions reference as `$env:…`; tests check they never leak.
                 LLM_API_KEY: TEST_SECRETS.LLM_API_KEY,
                 MCP_TOKEN: TEST_SECRETS.MCP_TOKEN,
+                // The secrets test webhooks verify deliveries with (test/workers/webhooks.test.ts).
+                ...WEBHOOK_SECRETS,
                 // The names definitions may use as `$env:NAME` (lib/secrets.ts); everything else is refused.
-                WORKFLOW_SECRETS: "LLM_API_KEY, MCP_TOKEN, UNSET_SECRET",
+                WORKFLOW_SECRETS: `LLM_API_KEY, MCP_TOKEN, UNSET_SECRET, ${Object.keys(WEBHOOK_SECRETS).join(", ")}`,
                 // Plain configuration definitions may name as `$env:NAME` (peers' base URLs); not scrubbed.
                 WORKFLOW_VARS: "HTTP_TARGET_URL, LLM_SERVER_URL, MCP_SERVER_URL",
                 CONTAINER_MODE: "local",

@@ -90,6 +90,8 @@ export const CEL_SCOPES = {
   schedule: { variables: ["schedule"], run: [] },
   /** A workflow trigger's `if` and `input`: the event. */
   trigger: { variables: ["event"], run: [] },
+  /** A webhook's `event` fields: the delivery's headers and parsed body. */
+  webhook: { variables: ["headers", "body"], run: [] },
   /** An undo's `input_mapping`: the original call's input and output. */
   undo: { variables: ["input", "output", "run"], run: STEP_RUN_FIELDS },
 } as const satisfies Record<string, { variables: readonly string[]; run: readonly string[] }>;

@@ -4,6 +4,7 @@ import { RESERVED_KEYS } from "../schemas/common.ts";
 import { DEFINITION_KINDS, type DefinitionBundle, type DefinitionKind } from "../schemas/definitions.ts";
 import { checkAction, checkModel, checkPrompt } from "./check-actions.ts";
 import { checkSchedule } from "./check-schedules.ts";
+import { checkWebhook } from "./check-webhooks.ts";
 import { checkTask, checkWorkflow } from "./check-workflows.ts";
 import { mappingsIn } from "./mappings-in.ts";
 import { checkHeaders, type CheckContext, type DefinitionLookup, type Report } from "./checks.ts";
@@ -31,6 +32,7 @@ export function checkBundle(
   bundle.models?.forEach((model, i) => checkModel(model, `models.${i}`, report));
   bundle.mcp_servers?.forEach((server, i) => checkHeaders(server.headers, `mcp_servers.${i}.headers`, report, false));
   bundle.schedules?.forEach((schedule, i) => checkSchedule(schedule, `schedules.${i}`, check));
+  bundle.webhooks?.forEach((webhook, i) => checkWebhook(webhook, `webhooks.${i}`, report));
   return problems;
 }
 

@@ -70,7 +70,7 @@ export type Result<T> = { ok: true; value: T } | { ok: false; error: ErrorData }
 
 /** A definition kind as `getDefinition` takes it (`_` may be written `-`). */
 export type DefinitionKindName =
-  "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "mcp-servers" | "schedules";
+  "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "mcp-servers" | "schedules" | "webhooks";
 
 /**
  * The `TrellisApi` entrypoint (src/rpc.ts) as a caller sees it: each method is

@@ -233,12 +233,13 @@ export type DefinitionBundle = {
     start_at?: string;
     end_at?: string;
   })[];
+  webhooks?: Webhook[];
 };
 
 /** The latest version of each definition of a kind, newest first, and the next page's cursor. */
 export type DefinitionList = {
   definitions: ({
-    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules";
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules" | "webhooks";
     id: string;
     version: number;
     created_at: string;
@@ -249,7 +250,7 @@ export type DefinitionList = {
 
 /** A stored definition: its kind, id, version, and content (keys sorted). */
 export type DefinitionRecord = {
-  kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules";
+  kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules" | "webhooks";
   id: string;
   version: number;
   created_at: string;
@@ -261,7 +262,7 @@ export type DefinitionRecord = {
 /** Every version of one definition, highest first, and the next page's cursor. */
 export type DefinitionVersions = {
   versions: ({
-    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules";
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules" | "webhooks";
     id: string;
     version: number;
     created_at: string;
@@ -1379,7 +1380,7 @@ export type Reference = string;
 /** What a registration created or reused (existing: true), with versions. */
 export type RegisterResponse = {
   created: ({
-    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules";
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules" | "webhooks";
     id: string;
     version: number;
     existing: boolean;
@@ -1822,6 +1823,25 @@ export type VectorImplementation = {
   text_template?: string;
 };
 
+/** A webhook: how its deliveries are verified and the event each becomes (docs/definitions.md#webhooks). */
+export type Webhook = {
+  id: string;
+  description?: string;
+  verify: {
+    scheme: "standard-webhooks" | "github" | "stripe" | "hmac-sha256";
+    secret: string;
+    tolerance_ms?: number;
+  };
+  event: {
+    name: JsonValue;
+    id?: JsonValue;
+    data?: JsonValue;
+  };
+};
+
+/** Any JSON the sender signed: its raw bytes are verified before they are parsed. */
+export type WebhookDelivery = unknown;
+
 /** A workflow: nodes forming a DAG through depends_on (docs/definitions.md#workflow). */
 export type Workflow = {
   id: string;
@@ -1923,6 +1943,8 @@ export interface Components {
   ToolImplementation: ToolImplementation;
   Undo: Undo;
   VectorImplementation: VectorImplementation;
+  Webhook: Webhook;
+  WebhookDelivery: WebhookDelivery;
   Workflow: Workflow;
   WorkflowChoice: WorkflowChoice;
   WorkflowImplementation: WorkflowImplementation;

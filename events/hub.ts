@@ -13,6 +13,7 @@ import {
   DeliveryAnswer,
   EventInput,
   EventName,
+  HubEventInput,
   MAX_EVENTS_PER_REQUEST,
   MAX_WAIT_KEY_CHARS,
   WaitRegistration,
@@ -51,7 +52,7 @@ const MAX_SELF_CALL_STREAK = 4;
 /** The alarm set behind a self-call, in case that call is lost. */
 const SELF_CALL_BACKSTOP_MS = 2_000;
 
-const EventBatch = z.array(EventInput).max(MAX_EVENTS_PER_REQUEST);
+const EventBatch = z.array(HubEventInput).max(MAX_EVENTS_PER_REQUEST);
 const WaitKey = z.string().min(1).max(MAX_WAIT_KEY_CHARS);
 
 /** Where a hub sends a delivery: the run's coordinator (`deliverEvent`), answered as {@link DeliveryAnswer}. */
@@ -365,7 +366,7 @@ export class EventHub extends DurableObject<Env> {
 /** Stores each event of a batch (or finds it stored) and offers each new one to the waits of its name it may match. */
 function acceptAll(
   store: HubStore,
-  batch: readonly EventInput[],
+  batch: readonly HubEventInput[],
   now: number,
   outbox: TriggerOutbox | undefined,
 ): AcceptedEvent[] {
@@ -375,7 +376,13 @@ function acceptAll(
     if (store.findEvent(input.name, eventId, now) !== undefined) {
       return { event_id: eventId, duplicate: true };
     }
-    const record: EventRecord = { event_id: eventId, name: input.name, data: input.data ?? null, received_at: now };
+    const record: EventRecord = {
+      event_id: eventId,
+      name: input.name,
+      data: input.data ?? null,
+      received_at: now,
+      ...(input.source === undefined ? {} : { source: input.source }),
+    };
     const { seq } = store.insertEvent(record);
     outbox?.addEvent(seq, now);
     const waits = waitsByName.get(input.name) ?? store.waitsFor(input.name);

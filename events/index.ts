@@ -11,6 +11,7 @@ export {
 } from "./rounds.ts";
 export {
   eventTriggers,
+  acceptEvents,
   hubName,
   hubShards,
   MAX_EVENT_HUB_SHARDS,

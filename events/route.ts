@@ -9,6 +9,7 @@ import {
   EventInput,
   type AcceptedEvent,
   EventName,
+  type HubEventInput,
   type EventRecord,
   type EventTriggers,
   type RegisterAnswer,
@@ -36,7 +37,7 @@ export const MAX_HUBS_PER_REQUEST = 24;
 
 /** The hub methods callers use (the stub's generated RPC types are too deep for tsc over JSON). */
 export interface EventHubApi {
-  accept(events: EventInput[], options?: AcceptOptions): Promise<Result<AcceptedEvent[]>>;
+  accept(events: HubEventInput[], options?: AcceptOptions): Promise<Result<AcceptedEvent[]>>;
   register(wait: WaitRegistration): Promise<Result<RegisterAnswer>>;
   unregister(waitKey: string): Promise<Result<null>>;
   triggersOf(name: string, eventId: string): Promise<Result<EventTriggers>>;
@@ -157,18 +158,29 @@ function parseBody<T extends z.ZodType>(schema: T, body: unknown, what: string):
 }
 
 /**
- * `POST /v1/events`: hands each event to every hub of its name, one `accept`
- * per hub with that name's events in order, all hubs at once. Events without
- * an id get one here, so all shards of a name store it under the same id. An
- * event is a duplicate when every hub of its name already had it. Shard 0
- * also starts the runs of the workflows with a trigger on the name.
+ * `POST /v1/events`: the body's events, accepted as {@link acceptEvents} does.
  *
  * @throws EngineError `events.invalid_request`, `events.too_many_names` (400),
  *   `events.unavailable` (503, retryable: resend with the same ids).
  */
 export async function sendEvents(env: Env, body: unknown): Promise<SendEventsResponse> {
-  const events = toEventList(body).map((event) => ({ ...event, id: event.id ?? newEventId() }));
-  const byName = new Map<string, { indexes: number[]; events: EventInput[] }>();
+  return acceptEvents(env, toEventList(body));
+}
+
+/**
+ * Hands each event to every hub of its name, one `accept` per hub with that
+ * name's events in order, all hubs at once. Events without an id get one
+ * here, so all shards of a name store it under the same id. An event is a
+ * duplicate when every hub of its name already had it. Shard 0 also starts the
+ * runs of the workflows with a trigger on the name. `POST /v1/events`, the
+ * events queue and verified webhook deliveries (which give their `source`)
+ * all come here.
+ *
+ * @throws EngineError `events.too_many_names` (400), `events.unavailable` (503, retryable).
+ */
+export async function acceptEvents(env: Env, sent: readonly HubEventInput[]): Promise<SendEventsResponse> {
+  const events = sent.map((event) => ({ ...event, id: event.id ?? newEventId() }));
+  const byName = new Map<string, { indexes: number[]; events: HubEventInput[] }>();
   events.forEach((event, index) => {
     const group = byName.get(event.name) ?? { indexes: [], events: [] };
     group.indexes.push(index);
@@ -213,7 +225,7 @@ export async function eventTriggers(env: Env, name: unknown, eventId: string): P
   return unwrap(await hubStub(env, hubName(parsed, 0)).triggersOf(parsed, eventId));
 }
 
-async function acceptAt(hub: EventHubApi, events: EventInput[], options: AcceptOptions): Promise<AcceptedEvent[]> {
+async function acceptAt(hub: EventHubApi, events: HubEventInput[], options: AcceptOptions): Promise<AcceptedEvent[]> {
   try {
     return unwrap(await hub.accept(events, options));
   } catch (thrown) {

@@ -1,5 +1,11 @@
 import type { Json } from "../schemas/common.ts";
-import type { EventRecord, EventTriggers, TriggerStartRecord, WaitRegistration } from "../schemas/events.ts";
+import {
+  EventSource,
+  type EventRecord,
+  type EventTriggers,
+  type TriggerStartRecord,
+  type WaitRegistration,
+} from "../schemas/events.ts";
 import type { StoredMatch } from "./match.ts";
 import type { PendingDelivery } from "./rounds.ts";
 import type { PlannedStart } from "./triggers.ts";
@@ -34,6 +40,7 @@ interface EventRow extends Record<string, SqlStorageValue> {
   name: string;
   data: string;
   received_at: number;
+  source: string | null;
 }
 
 interface WaitRow extends Record<string, SqlStorageValue> {
@@ -48,7 +55,7 @@ interface WaitRow extends Record<string, SqlStorageValue> {
 const SCHEMA = [
   `CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY, event_id TEXT NOT NULL, name TEXT NOT NULL,
-    data TEXT NOT NULL, received_at INTEGER NOT NULL, UNIQUE (name, event_id))`,
+    data TEXT NOT NULL, received_at INTEGER NOT NULL, source TEXT, UNIQUE (name, event_id))`,
   "CREATE INDEX IF NOT EXISTS events_by_age ON events (received_at)",
   `CREATE TABLE IF NOT EXISTS waits (
     wait_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, names TEXT NOT NULL, since INTEGER NOT NULL,
@@ -78,6 +85,11 @@ export class HubStore {
     for (const statement of SCHEMA) {
       sql.exec(statement);
     }
+    // Hubs created before events had a source: their table gains the column (null: sent to POST /v1/events).
+    const columns = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('events')").toArray();
+    if (!columns.some((column) => column.name === "source")) {
+      sql.exec("ALTER TABLE events ADD COLUMN source TEXT");
+    }
   }
 
   /** The event of this name and id that is still retained at `now`, if any. */
@@ -100,11 +112,12 @@ export class HubStore {
     this.sql.exec("DELETE FROM events WHERE name = ? AND event_id = ?", record.name, record.event_id);
     const row = this.sql
       .exec<{ seq: number }>(
-        "INSERT INTO events (event_id, name, data, received_at) VALUES (?, ?, ?, ?) RETURNING seq",
+        "INSERT INTO events (event_id, name, data, received_at, source) VALUES (?, ?, ?, ?, ?) RETURNING seq",
         record.event_id,
         record.name,
         JSON.stringify(record.data),
         record.received_at,
+        record.source === undefined ? null : JSON.stringify(record.source),
       )
       .one();
     return { seq: row.seq, record };
@@ -487,6 +500,7 @@ function toStoredEvent(row: EventRow): StoredEvent {
       // Written by insertEvent from a parsed JSON value.
       data: JSON.parse(row.data) as Json,
       received_at: row.received_at,
+      ...(row.source === null ? {} : { source: EventSource.parse(JSON.parse(row.source)) }),
     },
   };
 }

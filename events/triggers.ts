@@ -67,9 +67,12 @@ export function planStarts(event: EventRecord, triggers: readonly IndexedTrigger
   return [...planned.values()];
 }
 
-/** The run's `trigger`: the event that started it. */
+/** The run's `trigger`: the event that started it, or the webhook whose verified delivery the event is. */
 export function triggerOf(event: EventRecord): TriggeredStart["trigger"] {
-  return { kind: "event", event_id: event.event_id, name: event.name };
+  const { event_id, name, source } = event;
+  return source?.kind === "webhook"
+    ? { kind: "webhook", webhook: source.webhook, event_id, name }
+    : { kind: "event", event_id, name };
 }
 
 /** The start of one planned run: its identity is (event id, workflow), so a resent start finds the run it made. */
@@ -82,7 +85,7 @@ export function toTriggeredStart(
     input: start.input,
     trigger: triggerOf(event),
     key: `${event.event_id}\n${start.workflow}`,
-    created_by: `event:${event.name}`,
+    created_by: event.source?.kind === "webhook" ? `webhook:${event.source.webhook}` : `event:${event.name}`,
   };
 }
 

@@ -14,6 +14,7 @@ import {
 } from "./common.ts";
 import { Schedule } from "./schedules.ts";
 import { EventName } from "./events.ts";
+import { Webhook } from "./webhooks.ts";
 
 // ─── Tasks ───────────────────────────────────────────────────────────────────
 
@@ -165,6 +166,7 @@ export const DEFINITION_KINDS = [
   "models",
   "mcp_servers",
   "schedules",
+  "webhooks",
 ] as const;
 export const DefinitionKind = z.enum(DEFINITION_KINDS);
 export type DefinitionKind = z.infer<typeof DefinitionKind>;
@@ -178,6 +180,7 @@ export const DEFINITION_SCHEMAS = {
   models: Model,
   mcp_servers: McpServer,
   schedules: Schedule,
+  webhooks: Webhook,
 } as const satisfies Record<DefinitionKind, z.ZodType>;
 
 export type DefinitionOf<K extends DefinitionKind> = z.infer<(typeof DEFINITION_SCHEMAS)[K]>;
@@ -193,6 +196,7 @@ export const DefinitionBundle = z
     models: z.array(Model).optional(),
     mcp_servers: z.array(McpServer).optional(),
     schedules: z.array(Schedule).optional(),
+    webhooks: z.array(Webhook).optional(),
   })
   .refine(
     (bundle) => DEFINITION_KINDS.some((kind) => (bundle[kind]?.length ?? 0) > 0),

@@ -67,11 +67,30 @@ export const AcceptOptions = z.strictObject({ triggers: z.boolean().optional() }
 export type AcceptOptions = z.infer<typeof AcceptOptions>;
 
 /** An event as a hub keeps it and delivers it; `received_at` is when the hub accepted it (ms since the epoch). */
+/**
+ * Where an event came from, when not from `POST /v1/events` (absent there):
+ * `webhook`, a verified delivery to `POST /v1/hooks/{webhook}`.
+ */
+export const EventSource = z.discriminatedUnion("kind", [
+  z.strictObject({ kind: z.literal("webhook"), webhook: z.string().min(1).max(64) }),
+]);
+export type EventSource = z.infer<typeof EventSource>;
+
+/** An event as a hub accepts it: as sent, with the source the engine gives it (a client cannot give one). */
+export const HubEventInput = EventInput.extend({ source: EventSource.optional() });
+export type HubEventInput = z.infer<typeof HubEventInput>;
+
+/**
+ * An event as a hub keeps it and delivers it; `received_at` is when the hub
+ * accepted it (ms since the epoch); `source` where it came from, absent for
+ * an event sent to `POST /v1/events`.
+ */
 export const EventRecord = z.strictObject({
   event_id: z.string(),
   name: EventName,
   data: JsonValue,
   received_at: z.number().int(),
+  source: EventSource.optional(),
 });
 export type EventRecord = z.infer<typeof EventRecord>;
 

@@ -18,3 +18,4 @@ export * from "./run-index.ts";
 export * from "./sandbox.ts";
 export * from "./schedules.ts";
 export * from "./tools.ts";
+export * from "./webhooks.ts";

@@ -17,6 +17,7 @@ import { approveRun, startPlan } from "./plans.ts";
 import { listRuns } from "./run-list.ts";
 import { SCHEDULE_CONTROL_CALLS, SCHEDULE_CONTROLS, scheduleStatus } from "../schedules/index.ts";
 import * as service from "./service.ts";
+import { receiveWebhook } from "./webhooks.ts";
 
 type App = { Bindings: Env; Variables: { principal: string } };
 
@@ -65,6 +66,11 @@ function publicRoutes(app: Hono<App>): void {
   // a token, and neither holds data. Any origin may read them (an OpenAPI viewer served elsewhere).
   app.get("/v1/schemas/definitions.json", (c) => c.json(DEFINITIONS_SCHEMA, 200, PUBLIC_DOCUMENT));
   app.get("/v1/openapi.json", (c) => c.json(OPENAPI, 200, PUBLIC_DOCUMENT));
+  // A webhook's sender holds no token: the delivery's signature is its credential (src/webhooks.ts).
+  app.post("/v1/hooks/:id", async (c) => {
+    const delivery = { body: await readBytes(c), headers: c.req.raw.headers };
+    return c.json(await receiveWebhook(c.env, c.req.param("id"), delivery), 202);
+  });
 }
 
 /** Starting, listing, reading and steering runs; their journals and gates. */
@@ -153,16 +159,8 @@ function definitionRoutes(app: Hono<App>): void {
  * optional), else a 400.
  */
 async function readJson(c: Context<App>, empty?: unknown): Promise<unknown> {
-  const declared = Number(c.req.header("content-length") ?? "0");
-  if (declared > MAX_BODY_BYTES) {
-    throw EngineError.terminal("request.too_large", `the body is larger than ${MAX_BODY_BYTES} bytes`);
-  }
   // Read as bytes whatever the content type says, then decoded as UTF-8 (invalid sequences become U+FFFD).
-  const bytes = await c.req.arrayBuffer();
-  if (bytes.byteLength > MAX_BODY_BYTES) {
-    throw EngineError.terminal("request.too_large", `the body is larger than ${MAX_BODY_BYTES} bytes`);
-  }
-  const text = new TextDecoder().decode(bytes);
+  const text = new TextDecoder().decode(await readBytes(c));
   if (text.trim() === "") {
     if (empty !== undefined) {
       return empty;
@@ -173,6 +171,19 @@ async function readJson(c: Context<App>, empty?: unknown): Promise<unknown> {
   const body = isYaml(contentType) ? parseYamlBody(text) : parseJson(text, contentType);
   checkBodyLimits(body);
   return body;
+}
+
+/** The raw body, at most {@link MAX_BODY_BYTES} (`request.too_large`, 413, by its declared length or as read). */
+async function readBytes(c: Context<App>): Promise<Uint8Array> {
+  const declared = Number(c.req.header("content-length") ?? "0");
+  if (declared > MAX_BODY_BYTES) {
+    throw EngineError.terminal("request.too_large", `the body is larger than ${MAX_BODY_BYTES} bytes`);
+  }
+  const bytes = await c.req.arrayBuffer();
+  if (bytes.byteLength > MAX_BODY_BYTES) {
+    throw EngineError.terminal("request.too_large", `the body is larger than ${MAX_BODY_BYTES} bytes`);
+  }
+  return new Uint8Array(bytes);
 }
 
 /**

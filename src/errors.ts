@@ -30,6 +30,10 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   // External events (docs/api.md, "POST /v1/events").
   "events.too_many_names": 400,
   "events.unavailable": 503,
+  // Webhook deliveries (docs/api.md, "POST /v1/hooks/{id}"): the signature is the credential.
+  "webhook.missing_signature": 401,
+  "webhook.invalid_signature": 401,
+  "webhook.stale": 401,
   // Agent plans (docs/plans.md).
   "plan.args_invalid": 400,
   "plan.tool_not_allowed": 403,

@@ -8,3 +8,15 @@ export const TEST_SECRETS = {
   LLM_API_KEY: "sk-trellis-test-9f2c41d7e0b3a6",
   MCP_TOKEN: "mcp-trellis-test-5b8e02a9c4f1d3",
 } as const;
+
+/**
+ * Webhook secrets bound to the test Worker (vitest.config.ts), referenced by
+ * test webhooks as `$env:…`. The Standard Webhooks and GitHub ones are the
+ * secrets of those providers' published example signatures.
+ */
+export const WEBHOOK_SECRETS = {
+  WEBHOOK_STANDARD_SECRET: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+  WEBHOOK_GITHUB_SECRET: "It's a Secret to Everybody",
+  WEBHOOK_STRIPE_SECRET: "whsec_trellis-test-stripe-3c9a51e07d",
+  WEBHOOK_HMAC_SECRET: "hmac-trellis-test-8e2b6f4a19",
+} as const;

@@ -16,6 +16,10 @@ import { startHttpTarget } from "./http-target.mjs";
 import { startLlmServer } from "./llm-server.mjs";
 import { startMcpPeer } from "./mcp-peer.mjs";
 
+/** The secret the example webhook (examples/github-review.yaml) verifies deliveries with, locally. */
+export const EXAMPLE_WEBHOOK_SECRET_NAME = "GITHUB_WEBHOOK_SECRET";
+export const EXAMPLE_WEBHOOK_SECRET = "dev-webhook-secret";
+
 /**
  * @typedef {object} RunningPeer
  * @property {Record<string, string>} [vars]  bindings to give the Worker (non-secret: they go on wrangler's command line)
@@ -111,5 +115,8 @@ export async function startPeers({ realContainers = false, log = () => {} } = {}
     }
   }
   vars.WORKFLOW_VARS = Object.keys(urls).join(",");
+  // The webhook secret of examples/github-review.yaml, fixed so its signed test delivery works as written.
+  secrets[EXAMPLE_WEBHOOK_SECRET_NAME] = EXAMPLE_WEBHOOK_SECRET;
+  vars.WORKFLOW_SECRETS = EXAMPLE_WEBHOOK_SECRET_NAME;
   return { vars, secrets, urls, shellIsolation, stop };
 }

@@ -36,6 +36,8 @@ export const REQUEST_SCHEMAS = {
   ApproveBody,
   SendEventsBody,
   BackfillBody,
+  /** A webhook delivery: whatever JSON its sender signed. */
+  WebhookDelivery: z.unknown(),
 } as const satisfies Record<string, z.ZodType>;
 
 /** Response bodies, by their OpenAPI component name (converted as output: what the server sends). */
@@ -80,6 +82,7 @@ export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName,
     "An agent plan in either notation, its tools allowlist, input, mode, pre-approved steps (docs/plans.md).",
   ApproveBody: "Optional: approved_steps answers every matching open approval gate (step-02 matches step-02-*).",
   SendEventsBody: "One event { name, data?, id? }, or { events: [...] } with up to 100 of them.",
+  WebhookDelivery: "Any JSON the sender signed: its raw bytes are verified before they are parsed.",
   SendEventsResponse:
     "Each event sent, in order: its id (the one given, or a generated evt_…), and whether it was a duplicate.",
   EventTriggers:

@@ -20,6 +20,7 @@ import {
   RetryPolicy,
 } from "../../schemas/common.ts";
 import { DefinitionBundle, InlineTask, Node, Step, Task, Workflow } from "../../schemas/definitions.ts";
+import { Webhook } from "../../schemas/webhooks.ts";
 
 /**
  * Zod schemas → JSON Schema (draft 2020-12), for the contracts served and
@@ -100,6 +101,11 @@ export const DEFINITION_PARTS: [z.ZodType, string, string][] = [
   [Prompt, "Prompt", "A prompt: messages rendered with Handlebars over the action input."],
   [Model, "Model", "A model: provider, model_id, and credentials written $env:NAME."],
   [McpServer, "McpServer", "An MCP server: url, headers (credentials written $env:NAME), allowed_tools."],
+  [
+    Webhook,
+    "Webhook",
+    "A webhook: how its deliveries are verified and the event each becomes (docs/definitions.md#webhooks).",
+  ],
   [Reference, "Reference", 'A reference: "id" (latest at run start) or "id@3" (pinned).'],
   [RetryPolicy, "RetryPolicy", "Exponential backoff; max_delay_ms must not be less than initial_delay_ms."],
   [JsonSchema, "JsonSchema", "A JSON Schema (draft 2020-12), checked at registration."],
@@ -142,7 +148,7 @@ export function definitionsJsonSchema(): JsonSchemaObject {
     $schema: generated.$schema,
     title: "Trellis definition bundle",
     description:
-      "The body of POST /v1/definitions: workflows, tasks, actions, prompts, models and mcp_servers " +
+      "The body of POST /v1/definitions: workflows, tasks, actions, prompts, models, mcp_servers and webhooks " +
       "(docs/definitions.md). Generated from schemas/ by `npm run schemas`; do not edit.",
     ...withoutKeys(generated, ["$schema"]),
   };

@@ -31,6 +31,7 @@ const ERROR_STATUSES: Record<number, string> = {
   404: "No such definition, run, node or gate.",
   409: "Conflict: a terminal run, an answered or expired gate, another body under the same idempotency key.",
   413: "The body is larger than the input limits allow.",
+  500: "The deployment is misconfigured (a webhook's secret is not set).",
   503: "A part of the service (the run index, an event hub) is unavailable for now: try again.",
 };
 
@@ -188,7 +189,10 @@ function errorResponses(route: RouteSpec): Record<string, Doc> {
       .map((status) => [
         String(status),
         {
-          description: ERROR_STATUSES[status] ?? "An error.",
+          description:
+            status === 401 && route.auth === "public"
+              ? "A missing, invalid or stale signature: the credential of a webhook delivery."
+              : (ERROR_STATUSES[status] ?? "An error."),
           content: { "application/json": { schema: { $ref: `${COMPONENT_REF}ErrorBody` } } },
         },
       ]),

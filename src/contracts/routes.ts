@@ -42,7 +42,7 @@ export interface RouteSpec {
   /** Success statuses; `events` is a Server-Sent Events stream of journal entries. */
   responses: Partial<Record<200 | 201 | 202, { description: string; schema: ResponseSchemaName | "events" }>>;
   /** Error statuses beyond those every route of its kind has (401 with a token, 400/413 with a body). */
-  errors?: (400 | 404 | 409 | 503)[];
+  errors?: (400 | 401 | 404 | 409 | 500 | 503)[];
 }
 
 /**
@@ -54,7 +54,7 @@ export const NOT_API_ROUTES: string[] = ["GET /", "GET /runs/{run_id}", "GET /wo
 
 /** Every path parameter of the API, described once. */
 export const PATH_PARAMS: Record<string, string> = {
-  kind: "A definition kind as in the bundle, `_` written `-`: workflows, tasks, actions, prompts, models, mcp-servers, schedules.",
+  kind: "A definition kind as in the bundle, `_` written `-`: workflows, tasks, actions, prompts, models, mcp-servers, schedules, webhooks.",
   id: "A definition id (`^[a-z][a-z0-9_-]{0,62}$`).",
   version: "A version number, 1 or more.",
   run_id: "A run id, as returned when the run started.",
@@ -146,6 +146,18 @@ const SCHEDULE_ROUTES: RouteSpec[] = [
 const LISTING_QUERY: Record<string, QueryParam> = {
   limit: { type: "integer", description: "Items per page, 1 to 100 (default 50)." },
   cursor: { type: "string", description: "The next_cursor of the previous page." },
+};
+
+/** The headers each webhook scheme signs with (docs/api.md, "POST /v1/hooks/{id}"). */
+const WEBHOOK_HEADERS: Record<string, QueryParam> = {
+  "webhook-id": { type: "string", description: "standard-webhooks: the delivery's id (deduplicates)." },
+  "webhook-timestamp": { type: "integer", description: "standard-webhooks: Unix seconds, signed." },
+  "webhook-signature": { type: "string", description: "standard-webhooks: v1,<base64>, space-separated." },
+  "X-Hub-Signature-256": { type: "string", description: "github: sha256=<hex> over the body." },
+  "X-GitHub-Delivery": { type: "string", description: "github: the delivery's id (deduplicates)." },
+  "Stripe-Signature": { type: "string", description: "stripe: t=<unix seconds>,v1=<hex> over <t>.<body>." },
+  "X-Signature": { type: "string", description: "hmac-sha256: sha256=<hex> over the body (or <timestamp>.<body>)." },
+  "X-Signature-Timestamp": { type: "integer", description: "hmac-sha256, optional: Unix seconds, signed." },
 };
 
 export const API_ROUTES: RouteSpec[] = [
@@ -323,6 +335,24 @@ export const API_ROUTES: RouteSpec[] = [
       },
     },
     errors: [503],
+  },
+  {
+    method: "post",
+    path: "/v1/hooks/{id}",
+    operationId: "receiveWebhook",
+    summary: "A webhook delivery: verified by its signature (no token), then accepted as an event.",
+    auth: "public",
+    docs: "POST /v1/hooks/{id}",
+    tag: "events",
+    headers: WEBHOOK_HEADERS,
+    body: { schema: "WebhookDelivery", required: true },
+    responses: {
+      202: {
+        description: "Verified and accepted: the event's id, and whether that delivery was accepted before.",
+        schema: "SendEventsResponse",
+      },
+    },
+    errors: [401, 404, 500, 503],
   },
   {
     method: "get",
