@@ -33,6 +33,14 @@ interface Env {
   WORKFLOW_VARS?: string;
   /** Comma-separated bearer tokens accepted by the HTTP API. */
   API_TOKENS: string;
+  /** Cloudflare Access (docs/security.md): the team domain, `<team>.cloudflareaccess.com`; with ACCESS_AUD, assertions are verified. */
+  ACCESS_TEAM_DOMAIN?: string;
+  /** The Access application's audience (AUD) tag. */
+  ACCESS_AUD?: string;
+  /** JSON `{ default?, emails?, groups? }`: the roles of Access identities (schemas/access.ts). */
+  ACCESS_ROLES?: string;
+  /** Where the team's key set is fetched; default `https://<ACCESS_TEAM_DOMAIN>/cdn-cgi/access/certs` (tests point it at a local peer). */
+  ACCESS_CERTS_URL?: string;
   /** Base64 PKCS#8 Ed25519 private key that signs journals. */
   JOURNAL_SIGNING_KEY: string;
   /**

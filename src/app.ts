@@ -5,6 +5,7 @@ import { checkBodyLimits, MAX_BODY_BYTES } from "../lib/json-limits.ts";
 import { parseYamlBody } from "../lib/yaml-body.ts";
 import DEFINITIONS_SCHEMA from "../schemas/json/definitions.schema.json";
 import OPENAPI from "../schemas/json/openapi.json";
+import type { Principal } from "../schemas/auth.ts";
 import { DEFINITION_KINDS } from "../schemas/definitions.ts";
 import { bearerAuth } from "./auth.ts";
 import { onError } from "./errors.ts";
@@ -19,7 +20,7 @@ import { SCHEDULE_CONTROL_CALLS, SCHEDULE_CONTROLS, scheduleStatus } from "../sc
 import * as service from "./service.ts";
 import { receiveWebhook } from "./webhooks.ts";
 
-type App = { Bindings: Env; Variables: { principal: string } };
+type App = { Bindings: Env; Variables: { principal: Principal } };
 
 const PUBLIC_DOCUMENT = { "access-control-allow-origin": "*" };
 /**
@@ -78,12 +79,16 @@ function runRoutes(app: Hono<App>): void {
   app.post("/v1/workflows/:id/runs", async (c) => {
     const waitMs = preferredWaitMs(c.req.header("prefer"));
     const body = await readJson(c, {});
-    const started = await service.startRun(c.env, c.req.param("id"), body, c.get("principal"), waitMs ?? 0);
+    const started = await service.startRun(c.env, c.req.param("id"), body, c.get("principal").created_by, waitMs ?? 0);
     return startAnswer(c, started, waitMs);
   });
   app.post("/v1/plans", async (c) => {
     const waitMs = preferredWaitMs(c.req.header("prefer"));
-    return startAnswer(c, await startPlan(c.env, await readJson(c), c.get("principal"), waitMs ?? 0), waitMs);
+    return startAnswer(
+      c,
+      await startPlan(c.env, await readJson(c), c.get("principal").created_by, waitMs ?? 0),
+      waitMs,
+    );
   });
   app.get("/v1/runs", async (c) => c.json(await listRuns(c.env.RUN_INDEX, c.req.query())));
   app.get("/v1/runs/:runId", async (c) => c.json(await service.getRun(c.env, c.req.param("runId"))));
@@ -96,7 +101,7 @@ function runRoutes(app: Hono<App>): void {
     app.post(`/v1/runs/:runId/${control}`, async (c) => {
       const body = await readJson(c, {});
       if (control === "approve") {
-        return c.json(await approveRun(c.env, c.req.param("runId"), body, c.get("principal")));
+        return c.json(await approveRun(c.env, c.req.param("runId"), body, c.get("principal").created_by));
       }
       const reason =
         typeof body === "object" && body !== null && "reason" in body && typeof body.reason === "string"

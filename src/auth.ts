@@ -1,13 +1,26 @@
 import type { MiddlewareHandler } from "hono";
 import { EngineError } from "../lib/errors.ts";
+import type { Principal } from "../schemas/auth.ts";
+import { accessPrincipal } from "./access.ts";
 
 /**
- * Bearer authentication against the comma-separated secret `API_TOKENS`.
+ * Who calls: a verified Cloudflare Access identity (src/access.ts) when the
+ * deployment uses Access and the request carries its assertion, else a bearer
+ * token of the comma-separated secret `API_TOKENS` (every one an admin).
  * Tokens are compared by their SHA-256 digests with `timingSafeEqual`, so the
  * comparison takes the same time whatever the token.
  */
-export function bearerAuth(): MiddlewareHandler<{ Bindings: Env; Variables: { principal: string } }> {
+export function bearerAuth(): MiddlewareHandler<{ Bindings: Env; Variables: { principal: Principal } }> {
   return async function bearerAuth(c, next) {
+    const access = await accessPrincipal(c.env, c.req.raw);
+    if (access !== null) {
+      if (access.roles.length === 0) {
+        throw EngineError.terminal("auth.forbidden", `${access.created_by} has no role: ACCESS_ROLES grants it none`);
+      }
+      c.set("principal", access);
+      await next();
+      return;
+    }
     const header = c.req.header("authorization");
     const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
     if (!match?.[1]) {
@@ -16,7 +29,15 @@ export function bearerAuth(): MiddlewareHandler<{ Bindings: Env; Variables: { pr
     if (!(await isKnownToken(match[1], c.env.API_TOKENS ?? ""))) {
       throw EngineError.terminal("auth.invalid_token", "the bearer token is not valid");
     }
-    c.set("principal", await principalOf(match[1], c.env.JOURNAL_SIGNING_KEY ?? ""));
+    const createdBy = await principalOf(match[1], c.env.JOURNAL_SIGNING_KEY ?? "");
+    c.set("principal", {
+      kind: "token",
+      token_id: `env:${createdBy.slice("token:".length)}`,
+      name: "API_TOKENS",
+      roles: ["admin"],
+      workflows: null,
+      created_by: createdBy,
+    });
     await next();
   };
 }

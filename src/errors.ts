@@ -7,6 +7,15 @@ import type { ErrorBody } from "../schemas/api.ts";
 const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   "auth.missing_token": 401,
   "auth.invalid_token": 401,
+  // Cloudflare Access (src/access.ts): an assertion that does not verify, a key set that cannot be fetched.
+  "auth.invalid_access_token": 401,
+  "auth.access_unavailable": 503,
+  "auth.forbidden": 403,
+  // A malformed ACCESS_ROLES is the operator's misconfiguration.
+  "access.bad_config": 500,
+  // Approval links (src/gate-links.ts): used once, then 409; past their expiry, 410.
+  "link.used": 409,
+  "link.expired": 410,
   "request.too_large": 413,
   "request.invalid_json": 400,
   "request.invalid_yaml": 400,

@@ -12,6 +12,7 @@ const MAX_SLOW_MS = 60_000;
  * @property {Map<string, number>} counts          requests per key
  * @property {Map<string, number>} flakyAttempts   requests per /flaky key
  * @property {Map<string, { method: string, headers: Record<string, unknown> }[]>} recorded  requests per /record key
+ * @property {Map<string, Buffer>} documents       JSON documents per /document key
  * @property {Set<ReturnType<typeof setTimeout>>} timers
  */
 
@@ -45,6 +46,7 @@ export const ROUTES = {
   "record": recordRoute,
   "slow": slowRoute,
   "mark": markRoute,
+  "document": documentRoute,
 };
 
 /** @param {TargetRequest} request */
@@ -173,6 +175,25 @@ async function slowRoute({ res, url, state }) {
 function markRoute({ res, url, a, state }) {
   if (!a) return sendJson(res, 404, { error: "not_found", path: url.pathname });
   return sendJson(res, 200, { key: a, count: state.counts.get(a) ?? 0 });
+}
+
+/** @param {TargetRequest} request */
+function documentRoute({ res, url, method, a, body, state }) {
+  if (!a) return sendJson(res, 404, { error: "not_found", path: url.pathname });
+  if (method === "PUT") {
+    try {
+      JSON.parse(body.toString("utf8"));
+    } catch {
+      return sendJson(res, 400, { error: "not_json" });
+    }
+    state.documents.set(a, body);
+    res.writeHead(204);
+    return res.end();
+  }
+  const document = state.documents.get(a);
+  if (document === undefined) return sendJson(res, 404, { error: "not_found", path: url.pathname });
+  res.writeHead(200, { "content-type": "application/json", "content-length": document.length });
+  return res.end(document);
 }
 
 /**

@@ -41,6 +41,10 @@
  *                              under `key`; the first N requests (default 0) answer
  *                              status S (default 503) with { error: "record", attempt,
  *                              status }, later ones 200 { ok: true, attempts, headers }.
+ *   PUT /document/:key         stores the JSON body under `key` (204); GET /document/:key
+ *                              answers it (200 application/json), 404 before any PUT.
+ *                              A JSON document that a test changes while the Worker
+ *                              reads it (a key set that gains a key).
  *   GET /recorded/:key         200 { key, requests: [{ method, headers }] }: what
  *                              /record/:key received, in order (not counted itself).
  *   /hits/:key                 200 { key, count }: how many requests `key` received
@@ -86,8 +90,7 @@ const STANDALONE_MAX_LIFETIME_MS = 30 * 60_000;
  * @returns {Promise<HttpTarget>}
  */
 export async function startHttpTarget({ port = 0 } = {}) {
-  /** @type {TargetState} */
-  const state = { counts: new Map(), flakyAttempts: new Map(), recorded: new Map(), timers: new Set() };
+  const state = newState();
 
   const server = createServer((req, res) => {
     handle(req, res, state).catch((err) => {
@@ -140,6 +143,11 @@ export async function startHttpTarget({ port = 0 } = {}) {
         server.closeAllConnections();
       })),
   };
+}
+
+/** @returns {TargetState} */
+function newState() {
+  return { counts: new Map(), flakyAttempts: new Map(), recorded: new Map(), documents: new Map(), timers: new Set() };
 }
 
 /**
