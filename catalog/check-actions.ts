@@ -145,6 +145,13 @@ export function checkAction(action: InlineAction, path: string, check: CheckCont
   checkSchema(action.requires, `${path}.requires`, check.problems);
   checkSchema(action.produces, `${path}.produces`, check.problems);
   checkImplementation(action.kind, action.implementation, `${path}.implementation`, check);
+  if (action.approvers !== undefined && action.risk !== "high") {
+    check.report(
+      `${path}.approvers`,
+      'approvers answer the approval of a high-risk action: set risk: "high" (a human step names its approvers in implementation.approvers)',
+      "definition.invalid_approvers",
+    );
+  }
   if (action.undo !== undefined) {
     checkUndo(action.undo, `${path}.undo`, check);
   }

@@ -17,6 +17,11 @@ export type Action = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id: string;
   undo?: Undo;
   kind: "llm";
@@ -30,6 +35,11 @@ export type Action = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id: string;
   undo?: Undo;
   kind: "mcp";
@@ -43,6 +53,11 @@ export type Action = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id: string;
   undo?: Undo;
   kind: "http";
@@ -56,6 +71,11 @@ export type Action = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id: string;
   undo?: Undo;
   kind: "tool";
@@ -69,6 +89,11 @@ export type Action = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id: string;
   undo?: Undo;
   kind: "shell";
@@ -82,6 +107,11 @@ export type Action = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id: string;
   undo?: Undo;
   kind: "workflow";
@@ -95,6 +125,11 @@ export type Action = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id: string;
   undo?: Undo;
   kind: "human";
@@ -108,6 +143,11 @@ export type Action = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id: string;
   undo?: Undo;
   kind: "vector";
@@ -121,6 +161,11 @@ export type Action = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id: string;
   undo?: Undo;
   kind: "metric";
@@ -134,6 +179,11 @@ export type Action = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id: string;
   undo?: Undo;
   kind: "context";
@@ -147,6 +197,11 @@ export type Action = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id: string;
   undo?: Undo;
   kind: "sleep";
@@ -160,6 +215,11 @@ export type Action = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id: string;
   undo?: Undo;
   kind: "event";
@@ -173,6 +233,11 @@ export type Action = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id: string;
   undo?: Undo;
   kind: "plan";
@@ -314,6 +379,19 @@ export type GateAnswerBody = {
   responder?: string;
 };
 
+/** An approval link: its URL (the secret is in it, shown once), its id and when it expires. */
+export type GateLinkAnswer = {
+  url: string;
+  link_id: string;
+  expires_at: string;
+};
+
+/** An approval link's approver (an email, or a name) and how long it lasts. */
+export type GateLinkBody = {
+  approver: string;
+  expires_in_ms?: number;
+};
+
 /** Every gate of a run. */
 export type GateList = {
   gates: GateView[];
@@ -335,8 +413,22 @@ export type GateView = {
   expires_at: string | null;
   response?: JsonValue;
   responder?: string | null;
+  answered_by?: {
+    token_id: string;
+    name: string;
+  } | {
+    email: string;
+  } | {
+    link: string;
+    approver: string;
+  };
   responded_at?: string | null;
   reason?: string;
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
 };
 
 /** The Worker is up. */
@@ -365,6 +457,11 @@ export type HumanImplementation = {
   on_timeout?: "fail" | {
     default: JsonValue;
   };
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
 };
 
 /** An action written inline in a step; its id is optional. */
@@ -377,6 +474,11 @@ export type InlineAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   undo?: Undo;
   kind: "llm";
@@ -390,6 +492,11 @@ export type InlineAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   undo?: Undo;
   kind: "mcp";
@@ -403,6 +510,11 @@ export type InlineAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   undo?: Undo;
   kind: "http";
@@ -416,6 +528,11 @@ export type InlineAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   undo?: Undo;
   kind: "tool";
@@ -429,6 +546,11 @@ export type InlineAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   undo?: Undo;
   kind: "shell";
@@ -442,6 +564,11 @@ export type InlineAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   undo?: Undo;
   kind: "workflow";
@@ -455,6 +582,11 @@ export type InlineAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   undo?: Undo;
   kind: "human";
@@ -468,6 +600,11 @@ export type InlineAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   undo?: Undo;
   kind: "vector";
@@ -481,6 +618,11 @@ export type InlineAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   undo?: Undo;
   kind: "metric";
@@ -494,6 +636,11 @@ export type InlineAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   undo?: Undo;
   kind: "context";
@@ -507,6 +654,11 @@ export type InlineAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   undo?: Undo;
   kind: "sleep";
@@ -520,6 +672,11 @@ export type InlineAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   undo?: Undo;
   kind: "event";
@@ -533,6 +690,11 @@ export type InlineAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   undo?: Undo;
   kind: "plan";
@@ -558,6 +720,11 @@ export type InlineUndoAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   kind: "llm";
   implementation: {
@@ -611,6 +778,11 @@ export type InlineUndoAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   kind: "mcp";
   implementation: McpImplementation;
@@ -623,6 +795,11 @@ export type InlineUndoAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   kind: "http";
   implementation: HttpImplementation;
@@ -635,6 +812,11 @@ export type InlineUndoAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   kind: "tool";
   implementation: ToolImplementation;
@@ -647,6 +829,11 @@ export type InlineUndoAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   kind: "shell";
   implementation: ShellImplementation;
@@ -659,6 +846,11 @@ export type InlineUndoAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   kind: "workflow";
   implementation: WorkflowImplementation;
@@ -671,6 +863,11 @@ export type InlineUndoAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   kind: "human";
   implementation: HumanImplementation;
@@ -683,6 +880,11 @@ export type InlineUndoAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   kind: "vector";
   implementation: VectorImplementation;
@@ -695,6 +897,11 @@ export type InlineUndoAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   kind: "metric";
   implementation: MetricImplementation;
@@ -707,6 +914,11 @@ export type InlineUndoAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   kind: "context";
   implementation: ContextImplementation;
@@ -719,6 +931,11 @@ export type InlineUndoAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   kind: "sleep";
   implementation: SleepImplementation;
@@ -731,6 +948,11 @@ export type InlineUndoAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   kind: "event";
   implementation: EventImplementation;
@@ -743,6 +965,11 @@ export type InlineUndoAction = {
     retry_policy?: RetryPolicy;
   };
   risk?: "low" | "medium" | "high";
+  approvers?: {
+    roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    tokens?: string[];
+    emails?: string[];
+  };
   id?: string;
   kind: "plan";
   implementation: PlanImplementation;
@@ -851,6 +1078,11 @@ export type LlmImplementation = {
         retry_policy?: RetryPolicy;
       };
       risk?: "low" | "medium" | "high";
+      approvers?: {
+        roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+        tokens?: string[];
+        emails?: string[];
+      };
       id?: string;
       undo?: Undo;
       kind: "llm";
@@ -905,6 +1137,11 @@ export type LlmImplementation = {
         retry_policy?: RetryPolicy;
       };
       risk?: "low" | "medium" | "high";
+      approvers?: {
+        roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+        tokens?: string[];
+        emails?: string[];
+      };
       id?: string;
       undo?: Undo;
       kind: "mcp";
@@ -918,6 +1155,11 @@ export type LlmImplementation = {
         retry_policy?: RetryPolicy;
       };
       risk?: "low" | "medium" | "high";
+      approvers?: {
+        roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+        tokens?: string[];
+        emails?: string[];
+      };
       id?: string;
       undo?: Undo;
       kind: "http";
@@ -931,6 +1173,11 @@ export type LlmImplementation = {
         retry_policy?: RetryPolicy;
       };
       risk?: "low" | "medium" | "high";
+      approvers?: {
+        roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+        tokens?: string[];
+        emails?: string[];
+      };
       id?: string;
       undo?: Undo;
       kind: "tool";
@@ -944,6 +1191,11 @@ export type LlmImplementation = {
         retry_policy?: RetryPolicy;
       };
       risk?: "low" | "medium" | "high";
+      approvers?: {
+        roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+        tokens?: string[];
+        emails?: string[];
+      };
       id?: string;
       undo?: Undo;
       kind: "shell";
@@ -957,6 +1209,11 @@ export type LlmImplementation = {
         retry_policy?: RetryPolicy;
       };
       risk?: "low" | "medium" | "high";
+      approvers?: {
+        roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+        tokens?: string[];
+        emails?: string[];
+      };
       id?: string;
       undo?: Undo;
       kind: "workflow";
@@ -970,6 +1227,11 @@ export type LlmImplementation = {
         retry_policy?: RetryPolicy;
       };
       risk?: "low" | "medium" | "high";
+      approvers?: {
+        roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+        tokens?: string[];
+        emails?: string[];
+      };
       id?: string;
       undo?: Undo;
       kind: "human";
@@ -983,6 +1245,11 @@ export type LlmImplementation = {
         retry_policy?: RetryPolicy;
       };
       risk?: "low" | "medium" | "high";
+      approvers?: {
+        roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+        tokens?: string[];
+        emails?: string[];
+      };
       id?: string;
       undo?: Undo;
       kind: "vector";
@@ -996,6 +1263,11 @@ export type LlmImplementation = {
         retry_policy?: RetryPolicy;
       };
       risk?: "low" | "medium" | "high";
+      approvers?: {
+        roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+        tokens?: string[];
+        emails?: string[];
+      };
       id?: string;
       undo?: Undo;
       kind: "metric";
@@ -1009,6 +1281,11 @@ export type LlmImplementation = {
         retry_policy?: RetryPolicy;
       };
       risk?: "low" | "medium" | "high";
+      approvers?: {
+        roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+        tokens?: string[];
+        emails?: string[];
+      };
       id?: string;
       undo?: Undo;
       kind: "context";
@@ -1022,6 +1299,11 @@ export type LlmImplementation = {
         retry_policy?: RetryPolicy;
       };
       risk?: "low" | "medium" | "high";
+      approvers?: {
+        roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+        tokens?: string[];
+        emails?: string[];
+      };
       id?: string;
       undo?: Undo;
       kind: "sleep";
@@ -1035,6 +1317,11 @@ export type LlmImplementation = {
         retry_policy?: RetryPolicy;
       };
       risk?: "low" | "medium" | "high";
+      approvers?: {
+        roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+        tokens?: string[];
+        emails?: string[];
+      };
       id?: string;
       undo?: Undo;
       kind: "event";
@@ -1048,6 +1335,11 @@ export type LlmImplementation = {
         retry_policy?: RetryPolicy;
       };
       risk?: "low" | "medium" | "high";
+      approvers?: {
+        roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+        tokens?: string[];
+        emails?: string[];
+      };
       id?: string;
       undo?: Undo;
       kind: "plan";
@@ -1325,8 +1617,22 @@ export type OpenGateList = {
     expires_at: string | null;
     response?: JsonValue;
     responder?: string | null;
+    answered_by?: {
+      token_id: string;
+      name: string;
+    } | {
+      email: string;
+    } | {
+      link: string;
+      approver: string;
+    };
     responded_at?: string | null;
     reason?: string;
+    approvers?: {
+      roles?: ("reader" | "runner" | "approver" | "author" | "admin")[];
+      tokens?: string[];
+      emails?: string[];
+    };
     run_id: string;
     workflow: {
       id: string;
@@ -1896,6 +2202,8 @@ export interface Components {
   EventImplementation: EventImplementation;
   EventTriggers: EventTriggers;
   GateAnswerBody: GateAnswerBody;
+  GateLinkAnswer: GateLinkAnswer;
+  GateLinkBody: GateLinkBody;
   GateList: GateList;
   GateView: GateView;
   Health: Health;

@@ -50,8 +50,10 @@ export function toGateView(gate: GateRecord): GateView {
     expires_at: iso(gate.expires_at),
     ...(gate.response === undefined ? {} : { response: gate.response }),
     ...(gate.responder === undefined ? {} : { responder: gate.responder }),
+    ...(gate.answered_by === undefined ? {} : { answered_by: gate.answered_by }),
     ...(gate.responded_at === undefined ? {} : { responded_at: iso(gate.responded_at) }),
     ...(gate.reason === undefined ? {} : { reason: gate.reason }),
+    ...(gate.approvers === undefined ? {} : { approvers: gate.approvers }),
   };
 }
 

@@ -3,6 +3,7 @@ import { EngineError } from "../lib/errors.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import type { SignedEntryText } from "../lib/journal/index.ts";
 import type { GateView, RunView, NodeDetail } from "../schemas/api.ts";
+import { Answerer } from "../schemas/approvers.ts";
 import type { JournalEntry } from "../schemas/journal.ts";
 import type { TaskPayload, TaskResult } from "../schemas/payload.ts";
 import type { RunSnapshot } from "../schemas/resolved.ts";
@@ -10,6 +11,7 @@ import { ChildNotification, toGateView } from "./children.ts";
 import { perform, type CommandDeps } from "./commands.ts";
 import { assertAllowed, CONTROLS, isRunControl, type RunControl } from "./controls.ts";
 import { toStepApproval } from "./standing-approvals.ts";
+import { gateOfLink, toGateLink } from "./gate-links.ts";
 import { chunk, dispatchGroup } from "./executor-client.ts";
 import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunState } from "./decide.ts";
 import { newRunState, runCreatedEntry, type CreateRunOutcome, type CreateRunRequest } from "./create.ts";
@@ -220,13 +222,54 @@ export class Coordinator extends DurableObject<Env> {
     return toResult(() => this.requireRun().record.gates.map(toGateView));
   }
 
-  /** Answers an open gate once, with an answer matching its `input_schema`; the task resumes from here at once. */
-  async answerGate(gateId: string, body: unknown): Promise<Result<GateView>> {
+  /**
+   * Answers an open gate once, with an answer matching its `input_schema`, by a caller its
+   * `approvers` name (`answerer`: who, checked by the API); the task resumes from here at once.
+   */
+  async answerGate(gateId: string, body: unknown, answerer: unknown): Promise<Result<GateView>> {
     return toResult(async () => {
-      const { gate, event } = toGateAnswer(this.requireRun().record.gates, gateId, body);
+      const who = Answerer.parse(answerer);
+      const { gate, event } = toGateAnswer(this.requireRun().record.gates, gateId, body, who);
       await this.applyAndWake([event]);
       const answered = this.requireRun().record.gates.find((candidate) => candidate.gate_id === gateId);
       return toGateView(answered ?? gate);
+    });
+  }
+
+  /** Keeps an approval link of an open gate (coordinator/gate-links.ts); the API made its secret and sends its hash. */
+  async linkGate(gateId: string, request: unknown): Promise<Result<{ expires_at: string }>> {
+    return toResult(async () => {
+      const event = toGateLink(this.requireRun().record, gateId, request, Date.now());
+      await this.inbox.apply(event);
+      return { expires_at: new Date(event.link.expires_at).toISOString() };
+    });
+  }
+
+  /** The gate an approval link answers, and the approver it names, when `secret` is the link's (else 404, 409, 410). */
+  async linkedGate(linkId: string, secret: string): Promise<Result<{ gate: GateView; approver: string }>> {
+    return toResult(async () => {
+      const { gate, link } = gateOfLink(this.requireRun().record, linkId, await secretHash(secret), Date.now());
+      return { gate: toGateView(gate), approver: link.approver };
+    });
+  }
+
+  /** Answers the gate of an approval link, as the link's approver; the link is used up. */
+  async answerByLink(linkId: string, secret: string, body: unknown): Promise<Result<GateView>> {
+    return toResult(async () => {
+      const hash = await secretHash(secret);
+      const { gate, link } = gateOfLink(this.requireRun().record, linkId, hash, Date.now());
+      const answerer = { by: { link: linkId, approver: link.approver }, roles: [] };
+      const { event } = toGateAnswer([gate], gate.gate_id, body, answerer);
+      await this.applyAndWake([event]);
+      const answered = this.requireRun().record.gates.find((candidate) => candidate.gate_id === gate.gate_id);
+      if (
+        !answered ||
+        !(answered.answered_by && "link" in answered.answered_by && answered.answered_by.link === linkId)
+      ) {
+        // Another answer reached the gate first.
+        throw EngineError.terminal("gate.answered", `gate ${gate.gate_id} is already answered`);
+      }
+      return toGateView(answered);
     });
   }
 
@@ -421,4 +464,9 @@ export class Coordinator extends DurableObject<Env> {
   private view(): RunView {
     return toRunView(this.requireRun(), this.snapshot);
   }
+}
+
+/** The SHA-256 of an approval link's secret, as the run keeps it. */
+async function secretHash(secret: string): Promise<Uint8Array> {
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(secret)));
 }

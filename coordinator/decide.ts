@@ -25,6 +25,7 @@ import { approveSteps, grantApprovedGates } from "./standing-approvals.ts";
 import { mergeStepSummaries } from "./summaries.ts";
 import { MAX_EVENT_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
 import { answerGate } from "./wait-gates.ts";
+import { addGateLink } from "./gate-links.ts";
 import { expireDue, sendWaits, suspendInvocation } from "./wait-kinds.ts";
 import { onToolCallResult } from "./wait-tools.ts";
 import { MAX_CHILD_STARTS_PER_EVENT } from "./waits.ts";
@@ -115,9 +116,10 @@ const HANDLERS: Handlers = {
   },
   gate_answer: (draft, event) => {
     if (!isTerminal(draft.record.status)) {
-      answerGate(draft, event.gate_id, event.response, event.responder);
+      answerGate(draft, event.gate_id, event.response, event.responder, event.by);
     }
   },
+  gate_link: (draft, event) => addGateLink(draft, event.gate_id, event.link),
   child_started: (draft, event) => {
     if (draft.record.pending_cancels?.includes(event.key)) {
       // Cancelled while its start was in flight: now that it exists, a wake cancels it.

@@ -1,3 +1,4 @@
+import type { AnsweredBy, GateLink } from "../schemas/approvers.ts";
 import type { Json } from "../schemas/common.ts";
 import type { TaskResult } from "../schemas/payload.ts";
 import type { LiveWork } from "./live.ts";
@@ -29,8 +30,13 @@ export type RunEvent =
   | { type: "redrive" }
   /** Run the undos of a failed or cancelled run, by hand (`POST /v1/runs/{id}/compensate`). */
   | { type: "compensate" }
-  /** A valid answer to an open gate (checked against its schema by the Durable Object). */
-  | { type: "gate_answer"; gate_id: string; response: Json; responder: string | null }
+  /**
+   * A valid answer to an open gate (checked against its schema and approvers by the Durable Object):
+   * `by` is who answered, `responder` their free-text note.
+   */
+  | { type: "gate_answer"; gate_id: string; response: Json; responder: string | null; by: AnsweredBy }
+  /** An approval link of an open gate (its secret's hash, its approver), checked by the Durable Object. */
+  | { type: "gate_link"; gate_id: string; link: GateLink }
   /** Standing approvals of plan steps: their open approval gates, and those that open later, are granted. */
   | { type: "approve_steps"; steps: readonly string[]; responder: string | null }
   /** A child run this run asked for exists now. */

@@ -9,7 +9,7 @@ import type { Draft } from "./draft.ts";
 
 /** What a new gate asks, and of whom: its place, prompt, schema, time and what waits for it. */
 export type GateRequest = Pick<GateRecord, "kind" | "node" | "item" | "step" | "prompt" | "input_schema"> &
-  Partial<Pick<GateRecord, "action" | "tool_call">> & {
+  Partial<Pick<GateRecord, "action" | "tool_call" | "approvers">> & {
     timeout_ms?: number | undefined;
     on_timeout?: GateRecord["on_timeout"] | undefined;
   };

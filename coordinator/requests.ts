@@ -2,6 +2,8 @@ import { EngineError } from "../lib/errors.ts";
 import { validateJson } from "../lib/json-schema.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import { GateAnswerBody } from "../schemas/api.ts";
+import type { Answerer } from "../schemas/approvers.ts";
+import { assertApprover } from "./approvers.ts";
 import { APPROVAL_SCHEMA } from "../schemas/payload.ts";
 import type { Json } from "../schemas/common.ts";
 import type { RunSnapshot } from "../schemas/resolved.ts";
@@ -49,18 +51,11 @@ export function toGateAnswer(
   gates: readonly GateRecord[],
   gateId: string,
   body: unknown,
+  answerer: Answerer,
 ): { gate: GateRecord; event: RunEvent } {
   const answer = parseOrThrow(GateAnswerBody, body, "gate.invalid_answer", "the gate answer");
-  const gate = gates.find((candidate) => candidate.gate_id === gateId);
-  if (!gate) {
-    throw EngineError.terminal("gate.not_found", `no gate "${gateId}" in this run`);
-  }
-  if (gate.status !== "open") {
-    throw EngineError.terminal(
-      gate.status === "answered" ? "gate.answered" : "gate.expired",
-      `gate ${gateId} is already ${gate.status}`,
-    );
-  }
+  const gate = openGateOf(gates, gateId);
+  assertApprover(gate, answerer);
   const schema = gate.kind === "approval" ? APPROVAL_SCHEMA : gate.input_schema;
   const problems = validateJson(schema, answer.response, "response");
   if (problems.length > 0) {
@@ -71,5 +66,21 @@ export function toGateAnswer(
     );
   }
   const response = answer.response;
-  return { gate, event: { type: "gate_answer", gate_id: gateId, response, responder: answer.responder ?? null } };
+  const responder = answer.responder ?? null;
+  return { gate, event: { type: "gate_answer", gate_id: gateId, response, responder, by: answerer.by } };
+}
+
+/** The gate `gateId`, which must exist (404) and be open (409 once answered or expired). */
+export function openGateOf(gates: readonly GateRecord[], gateId: string): GateRecord {
+  const gate = gates.find((candidate) => candidate.gate_id === gateId);
+  if (!gate) {
+    throw EngineError.terminal("gate.not_found", `no gate "${gateId}" in this run`);
+  }
+  if (gate.status !== "open") {
+    throw EngineError.terminal(
+      gate.status === "answered" ? "gate.answered" : "gate.expired",
+      `gate ${gateId} is already ${gate.status}`,
+    );
+  }
+  return gate;
 }

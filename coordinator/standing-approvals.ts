@@ -59,7 +59,9 @@ export function grantApprovedGates(draft: Draft): void {
 function grantIfApproved(draft: Draft, gate: GateRecord, responder: string | null): void {
   const approved = draft.record.approved_steps ?? [];
   const child = gate.item === null ? null : `${gate.node}-${gate.item}`;
-  if (gate.status === "open" && gate.kind === "approval" && approved.some((id) => id === gate.node || id === child)) {
-    answerGate(draft, gate.gate_id, { approved: true, reason: "approved_steps" }, responder);
+  // A gate that declares approvers waits for one of them: a standing approval names no one to check.
+  const open = gate.status === "open" && gate.kind === "approval" && gate.approvers === undefined;
+  if (open && approved.some((id) => id === gate.node || id === child)) {
+    answerGate(draft, gate.gate_id, { approved: true, reason: "approved_steps" }, responder, null);
   }
 }

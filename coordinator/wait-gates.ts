@@ -1,3 +1,4 @@
+import type { AnsweredBy, GateLink } from "../schemas/approvers.ts";
 import type { Json } from "../schemas/common.ts";
 import type { GateRecord } from "../schemas/run.ts";
 import type { Draft } from "./draft.ts";
@@ -23,6 +24,7 @@ export const gateWaits: WaitKindRow<"gate"> = {
       timeout_ms: wire.timeout_ms,
       on_timeout: wire.on_timeout,
       ...(wire.action ? { action: wire.action } : {}),
+      ...(wire.approvers ? { approvers: wire.approvers } : {}),
     });
     return { kind: "gate", gate_id: gate.gate_id };
   },
@@ -64,13 +66,33 @@ function expireGate(draft: Draft, gate: GateRecord, at: OpenWait<"gate">): void 
   resumeInvocation(draft, at.nodeId, at.invocation, { mode: "after", outcome: { ok: true, output } });
 }
 
-/** A valid answer (the Durable Object checked it against the gate's schema). */
-export function answerGate(draft: Draft, gateId: string, response: Json, responder: string | null): void {
+/**
+ * A valid answer (the Durable Object checked it against the gate's schema and
+ * approvers): `by` is who answered (null for a standing approval, which names
+ * no one), `responder` their free-text note. An answer through an approval
+ * link uses the link up.
+ */
+export function answerGate(
+  draft: Draft,
+  gateId: string,
+  response: Json,
+  responder: string | null,
+  by: AnsweredBy | null,
+): void {
   const gate = gateOf(draft.record, gateId);
   if (!gate || gate.status !== "open") {
     return;
   }
-  replaceGate(draft, { ...gate, status: "answered", response, responder, responded_at: draft.now });
+  replaceGate(draft, {
+    ...gate,
+    status: "answered",
+    response,
+    responder,
+    responded_at: draft.now,
+    ...(by === null ? {} : { answered_by: by }),
+    ...(by !== null && "link" in by ? { links: useLink(gate.links ?? [], by.link, draft.now) } : {}),
+  });
+  const answeredBy = by === null ? {} : { by };
   const found = findWaiter(draft, (waiting) => waiting.kind === "gate" && waiting.gate_id === gateId);
   if (gate.kind === "approval") {
     const answer = typeof response === "object" && response !== null && !Array.isArray(response) ? response : {};
@@ -82,6 +104,7 @@ export function answerGate(draft: Draft, gateId: string, response: Json, respond
       step: gate.step,
       responder,
       ...(reason ? { reason } : {}),
+      ...answeredBy,
     });
     if (gate.tool_call !== undefined) {
       answerToolCallApproval(draft, gate, approved, reason);
@@ -93,9 +116,21 @@ export function answerGate(draft: Draft, gateId: string, response: Json, respond
     }
     return;
   }
-  draft.journal("gate.answered", { gate_id: gateId, node: gate.node, step: gate.step, responder, response });
+  draft.journal("gate.answered", {
+    gate_id: gateId,
+    node: gate.node,
+    step: gate.step,
+    responder,
+    response,
+    ...answeredBy,
+  });
   if (found) {
     const output = { gate_id: gateId, response, responder, responded_at: new Date(draft.now).toISOString() };
     resumeInvocation(draft, found.nodeId, found.invocation, { mode: "after", outcome: { ok: true, output } });
   }
+}
+
+/** The gate's links with `linkId` marked used. */
+function useLink(links: readonly GateLink[], linkId: string, now: number): GateLink[] {
+  return links.map((link) => (link.link_id === linkId ? { ...link, used_at: now } : link));
 }

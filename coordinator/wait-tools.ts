@@ -120,6 +120,7 @@ function newCall(draft: Draft, place: WaitPlace, state: AgentState, index: numbe
     input_schema: APPROVAL_SCHEMA,
     action: { id: action.id, version: action.version, kind: action.kind },
     tool_call: { key: place.key, turn: Math.max(1, state.turns.length), index, name: asked.name },
+    ...(action.approvers === undefined ? {} : { approvers: action.approvers }),
   });
   return { ...record, status: "approval", gate_id: gate.gate_id };
 }

@@ -197,6 +197,7 @@ function waitFor(
       prompt: `Step "${step.ref}" wants to run the high-risk ${action.kind} action ${action.id}@${action.version} with input ${preview(input)}. Approve?`,
       input_schema: APPROVAL_SCHEMA,
       action: { id: action.id, version: action.version, kind: action.kind },
+      ...(action.approvers === undefined ? {} : { approvers: action.approvers }),
     };
   }
   return suspensionFor(action, input, context);

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { Approvers } from "./approvers.ts";
 import {
   ApprovedSteps,
   CelSource,
@@ -187,6 +188,8 @@ const HumanImplementation = z.strictObject({
   input_schema: JsonSchema,
   timeout_ms: z.number().int().min(1).optional(),
   on_timeout: OnTimeout.optional(),
+  /** Who may answer the gate (absent: any caller who may answer gates). */
+  approvers: Approvers.optional(),
 });
 
 /** A Vectorize index name as actions write it; `docs` is served by the binding `VECTORIZE_DOCS`. */
@@ -347,6 +350,8 @@ const actionFields = {
   produces: JsonSchema.optional(),
   execution: ActionExecution.optional(),
   risk: z.enum(["low", "medium", "high"]).optional(),
+  /** Who may answer a high-risk action's approval (absent: any caller who may answer gates). */
+  approvers: Approvers.optional(),
 };
 
 function actionOfKind<K extends ActionKind, E extends z.ZodRawShape, I extends z.ZodType>(

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { AnsweredBy, Approvers } from "./approvers.ts";
 import { Tokens } from "./agent.ts";
 import { JsonValue } from "./common.ts";
 import { DefinitionKind } from "./definitions.ts";
@@ -396,9 +397,14 @@ export const GateView = z.strictObject({
   opened_at: z.string(),
   expires_at: z.string().nullable(),
   response: JsonValue.optional(),
+  /** The answerer's free-text note (what `responder` on the answer said): not their identity. */
   responder: z.string().nullable().optional(),
+  /** Who answered: the authenticated principal, or the approval link and its approver. */
+  answered_by: AnsweredBy.optional(),
   responded_at: z.string().nullable().optional(),
   reason: z.string().optional(),
+  /** Who may answer; absent, any caller who may answer gates. */
+  approvers: Approvers.optional(),
 });
 export type GateView = z.infer<typeof GateView>;
 
@@ -421,6 +427,23 @@ export const GateAnswerBody = z.strictObject({
   responder: z.string().min(1).max(256).optional(),
 });
 export type GateAnswerBody = z.infer<typeof GateAnswerBody>;
+
+/** `POST /v1/runs/{id}/gates/{gate_id}/links` body: who the link is for, and for how long (default 24 h, at most 30 days). */
+export const GateLinkBody = z.strictObject({
+  /** An email, or a name when the gate declares no `emails` approvers. */
+  approver: z.string().trim().min(1).max(254),
+  expires_in_ms: z
+    .number()
+    .int()
+    .min(1_000)
+    .max(30 * 24 * 3_600_000)
+    .optional(),
+});
+export type GateLinkBody = z.infer<typeof GateLinkBody>;
+
+/** `POST /v1/runs/{id}/gates/{gate_id}/links`: the link (its secret is in the URL, shown once) and when it expires. */
+export const GateLinkAnswer = z.strictObject({ url: z.string(), link_id: z.string(), expires_at: z.string() });
+export type GateLinkAnswer = z.infer<typeof GateLinkAnswer>;
 
 /** `GET /v1/mcp_servers/{id}/tools`: the server's tools now, each with the pin an `mcp` action checks. */
 export const McpToolList = z.strictObject({

@@ -20,15 +20,36 @@ export const Approvers = z
   });
 export type Approvers = z.infer<typeof Approvers>;
 
+/**
+ * Who answered (the journal's `by`, a gate's `answered_by`): a token, an
+ * Access identity, or an approval link (its non-secret id and the approver
+ * it was made for).
+ */
+export const AnsweredBy = z.union([
+  z.strictObject({ token_id: z.string(), name: z.string() }),
+  z.strictObject({ email: z.string() }),
+  z.strictObject({ link: z.string(), approver: z.string() }),
+]);
+export type AnsweredBy = z.infer<typeof AnsweredBy>;
+
 /** Who answers a gate, as the coordinator checks it against the gate's approvers and records it. */
 export const Answerer = z.strictObject({
   /** What the journal and the gate record (`by`, `answered_by`). */
-  by: z.union([
-    z.strictObject({ token_id: z.string(), name: z.string() }),
-    z.strictObject({ email: z.string() }),
-    z.strictObject({ link: z.string(), approver: z.string() }),
-  ]),
+  by: AnsweredBy,
   /** The caller's roles (none for an approval link: the link names its approver). */
   roles: z.array(z.enum(ROLES)),
 });
 export type Answerer = z.infer<typeof Answerer>;
+
+/** An approval link of a gate (docs/api.md, "Approval links"): the secret is kept only as its SHA-256. */
+export const GateLink = z.strictObject({
+  /** Not secret: names the link in URLs and in the journal (`by.link`). */
+  link_id: z.string(),
+  approver: z.string(),
+  secret_sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  created_at: z.number(),
+  expires_at: z.number(),
+  used_at: z.number().nullable(),
+  created_by: AnsweredBy,
+});
+export type GateLink = z.infer<typeof GateLink>;

@@ -2,8 +2,11 @@
  * The one contract: zod schemas of every definition, payload, record and API
  * body, with their inferred types. This folder imports only zod.
  */
+export * from "./access.ts";
 export * from "./actions.ts";
 export * from "./api.ts";
+export * from "./approvers.ts";
+export * from "./auth.ts";
 export * from "./common.ts";
 export * from "./definitions.ts";
 export * from "./errors.ts";

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { Approvers } from "./approvers.ts";
 import { JsonValue, type JsonObject } from "./common.ts";
 import { MAX_SLEEP_MS } from "./actions.ts";
 import { AgentState } from "./agent.ts";
@@ -195,6 +196,8 @@ export const TaskSuspension = z.strictObject({
       on_timeout: z.union([z.literal("fail"), z.strictObject({ default: JsonValue })]).optional(),
       /** For approvals: the action that waits for it. */
       action: z.strictObject({ id: z.string(), version: z.number().int(), kind: z.string() }).optional(),
+      /** Who may answer (the step's or the action's `approvers`). */
+      approvers: Approvers.optional(),
     }),
     z.strictObject({
       kind: z.literal("child"),

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { AnsweredBy, Approvers, GateLink } from "./approvers.ts";
 import { EventRecord } from "./events.ts";
 import { JsonObject, JsonValue } from "./common.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
@@ -243,6 +244,12 @@ export const GateRecord = z.strictObject({
   action: z.strictObject({ id: z.string(), version: z.number().int(), kind: z.string() }).optional(),
   /** For a tool call's approval: the call (its step waits in a `tools` wait, not on the gate). */
   tool_call: ToolCallRef.optional(),
+  /** Who may answer; absent, any caller who may answer gates. */
+  approvers: Approvers.optional(),
+  /** The authenticated principal who answered (`responder` is their free-text note). */
+  answered_by: AnsweredBy.optional(),
+  /** Approval links made for the gate, each usable once. */
+  links: z.array(GateLink).optional(),
 });
 export type GateRecord = z.infer<typeof GateRecord>;
 

@@ -13,6 +13,7 @@ import { appliedWait, preferredWaitMs } from "./prefer.ts";
 import { eventTriggers, sendEvents } from "../events/index.ts";
 import { streamRunEvents } from "./events.ts";
 import { listOpenGates } from "./gate-list.ts";
+import { answererOf, answerLink, createGateLink, LINK_PATH, linkPage, type LinkTarget } from "./gate-links.ts";
 import { mcpServerTools } from "./mcp-tools.ts";
 import { approveRun, startPlan } from "./plans.ts";
 import { listRuns } from "./run-list.ts";
@@ -72,6 +73,21 @@ function publicRoutes(app: Hono<App>): void {
     const delivery = { body: await readBytes(c), headers: c.req.raw.headers };
     return c.json(await receiveWebhook(c.env, c.req.param("id"), delivery), 202);
   });
+  // An approval link's secret is its credential (src/gate-links.ts): a GET shows the gate, only the form's POST answers.
+  app.get(`${LINK_PATH}/:runId/:linkId/:secret`, (c) => linkPage(c.env, linkTarget(c)));
+  app.post(`${LINK_PATH}/:runId/:linkId/:secret`, async (c) => {
+    const form = new URLSearchParams(new TextDecoder().decode(await readBytes(c)));
+    return answerLink(c.env, linkTarget(c), form);
+  });
+}
+
+/** What a link's URL names. */
+function linkTarget(c: Context<App>): LinkTarget {
+  return {
+    runId: c.req.param("runId") ?? "",
+    linkId: c.req.param("linkId") ?? "",
+    secret: c.req.param("secret") ?? "",
+  };
 }
 
 /** Starting, listing, reading and steering runs; their journals and gates. */
@@ -116,9 +132,16 @@ function runRoutes(app: Hono<App>): void {
   app.post("/v1/runs/:runId/signals", async (c) =>
     c.json(await service.signalRun(c.env, c.req.param("runId"), await readJson(c)), 202),
   );
-  app.post("/v1/runs/:runId/gates/:gateId", async (c) =>
-    c.json(await service.answerGate(c.env, c.req.param("runId"), c.req.param("gateId"), await readJson(c))),
-  );
+  app.post("/v1/runs/:runId/gates/:gateId", async (c) => {
+    const answerer = answererOf(c.get("principal"));
+    const [runId, gateId] = [c.req.param("runId"), c.req.param("gateId")];
+    return c.json(await service.answerGate(c.env, runId, gateId, await readJson(c), answerer));
+  });
+  app.post("/v1/runs/:runId/gates/:gateId/links", async (c) => {
+    const target = { runId: c.req.param("runId"), gateId: c.req.param("gateId") };
+    const origin = new URL(c.req.url).origin;
+    return c.json(await createGateLink(c.env, target, await readJson(c), c.get("principal"), origin), 201);
+  });
 }
 
 /** A schedule's status and controls (docs/api.md, "Schedules"); a backfill is queued (202). */

@@ -5,6 +5,7 @@ import type { JournalEntry } from "../lib/journal/index.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import { StartRunOptions } from "../schemas/api.ts";
+import type { Answerer } from "../schemas/approvers.ts";
 import type {
   DefinitionList,
   DefinitionRecord,
@@ -28,6 +29,13 @@ import { listOpenGates } from "./gate-list.ts";
 import { startPlan } from "./plans.ts";
 import { listRuns } from "./run-list.ts";
 import * as service from "./service.ts";
+
+/**
+ * Who answers a gate over RPC: the bound Worker, an admin. A gate that
+ * declares `approvers` names people or tokens, which a binding cannot prove
+ * to be: only an approver in its list (or `roles: ["admin"]`) lets it answer.
+ */
+const RPC_ANSWERER: Answerer = { by: { token_id: "rpc", name: "TrellisApi" }, roles: ["admin"] };
 
 /** The longest id (run, gate, workflow, kind) an RPC caller may pass; longer ones name nothing. */
 const MAX_ID_LENGTH = 1024;
@@ -181,7 +189,7 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
       const run = idArgument(runId, "runId");
       const gate = idArgument(gateId, "gateId");
       checkBodyLimits(answer);
-      return service.answerGate(this.env, run, gate, answer);
+      return service.answerGate(this.env, run, gate, answer, RPC_ANSWERER);
     });
   }
 

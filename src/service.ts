@@ -25,6 +25,7 @@ import {
   type RunView,
   type StartRunResponse,
 } from "../schemas/api.ts";
+import type { Answerer } from "../schemas/approvers.ts";
 import type { JsonObject } from "../schemas/common.ts";
 import { DefinitionKind } from "../schemas/definitions.ts";
 import type { SendEventsResponse } from "../schemas/events.ts";
@@ -45,7 +46,19 @@ const DEFAULT_LIST_LIMIT = 50;
 type CatalogApi = Pick<Catalog, "register" | "get" | "list" | "versions" | "resolvePlan" | "triggersFor">;
 type CoordinatorApi = Pick<
   Coordinator,
-  "create" | "get" | "journal" | "events" | "control" | "gates" | "answerGate" | "node" | "approveSteps" | "signal"
+  | "create"
+  | "get"
+  | "journal"
+  | "events"
+  | "control"
+  | "gates"
+  | "answerGate"
+  | "node"
+  | "approveSteps"
+  | "signal"
+  | "linkGate"
+  | "linkedGate"
+  | "answerByLink"
 >;
 
 export function catalog(env: Env): CatalogApi {
@@ -224,8 +237,14 @@ export async function signalRun(env: Env, runId: string, body: unknown): Promise
   return unwrap(await coordinator(env, runId).signal(body));
 }
 
-export async function answerGate(env: Env, runId: string, gateId: string, body: unknown): Promise<GateView> {
-  return unwrap(await coordinator(env, runId).answerGate(gateId, body));
+export async function answerGate(
+  env: Env,
+  runId: string,
+  gateId: string,
+  body: unknown,
+  answerer: Answerer,
+): Promise<GateView> {
+  return unwrap(await coordinator(env, runId).answerGate(gateId, body, answerer));
 }
 
 /** Applies a run control (coordinator/controls.ts); `reason` is what a cancel records. */

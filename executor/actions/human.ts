@@ -18,6 +18,7 @@ export const humanAction: ActionHandler<"human"> = {
       input_schema: implementation.input_schema,
       ...(implementation.timeout_ms === undefined ? {} : { timeout_ms: implementation.timeout_ms }),
       ...(implementation.on_timeout === undefined ? {} : { on_timeout: implementation.on_timeout }),
+      ...(implementation.approvers === undefined ? {} : { approvers: implementation.approvers }),
     };
   },
 };

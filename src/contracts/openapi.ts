@@ -28,6 +28,7 @@ const COMPONENT_REF = "#/components/schemas/";
 const ERROR_STATUSES: Record<number, string> = {
   400: "Invalid request: `details` lists each problem with its path.",
   401: "No bearer token, or an unknown one.",
+  403: "The caller lacks the role, or is not one of the gate's approvers (`auth.forbidden`).",
   404: "No such definition, run, node or gate.",
   409: "Conflict: a terminal run, an answered or expired gate, another body under the same idempotency key.",
   413: "The body is larger than the input limits allow.",

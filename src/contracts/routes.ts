@@ -42,15 +42,22 @@ export interface RouteSpec {
   /** Success statuses; `events` is a Server-Sent Events stream of journal entries. */
   responses: Partial<Record<200 | 201 | 202, { description: string; schema: ResponseSchemaName | "events" }>>;
   /** Error statuses beyond those every route of its kind has (401 with a token, 400/413 with a body). */
-  errors?: (400 | 401 | 404 | 409 | 500 | 503)[];
+  errors?: (400 | 401 | 403 | 404 | 409 | 500 | 503)[];
 }
 
 /**
  * Routes of the app that are not API and so not in the OpenAPI document: the
- * web console's pages (docs/api.md, "The web console": `GET /`, `/runs/{run_id}`, `/workflows/{id}`),
+ * web console's pages (docs/api.md, "The web console": `GET /`, `/runs/{run_id}`, `/workflows/{id}`)
+ * and an approval link's HTML page and form (docs/api.md, "Approval links"),
  * as `METHOD /path` (parameters in either `:name` or `{name}` form).
  */
-export const NOT_API_ROUTES: string[] = ["GET /", "GET /runs/{run_id}", "GET /workflows/{id}"];
+export const NOT_API_ROUTES: string[] = [
+  "GET /",
+  "GET /runs/{run_id}",
+  "GET /workflows/{id}",
+  "GET /v1/links/{run_id}/{link_id}/{secret}",
+  "POST /v1/links/{run_id}/{link_id}/{secret}",
+];
 
 /** Every path parameter of the API, described once. */
 export const PATH_PARAMS: Record<string, string> = {
@@ -485,7 +492,19 @@ export const API_ROUTES: RouteSpec[] = [
     tag: "gates",
     body: { schema: "GateAnswerBody", required: true },
     responses: { 200: { description: "The answered gate.", schema: "GateView" } },
-    errors: [404, 409],
+    errors: [403, 404, 409],
+  },
+  {
+    method: "post",
+    path: "/v1/runs/{run_id}/gates/{gate_id}/links",
+    operationId: "linkGate",
+    summary: "Make an approval link of an open gate for one approver: a page that answers it once.",
+    auth: "bearer",
+    docs: "POST /v1/runs/{run_id}/gates/{gate_id}/links",
+    tag: "gates",
+    body: { schema: "GateLinkBody", required: true },
+    responses: { 201: { description: "The link.", schema: "GateLinkAnswer" } },
+    errors: [403, 404, 409],
   },
   ...SCHEDULE_ROUTES,
 ];

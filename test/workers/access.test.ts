@@ -1,8 +1,8 @@
-import { env } from "cloudflare:workers";
-import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from "jose";
+import { SignJWT } from "jose";
 import { beforeAll, describe, it } from "vitest";
 import { accessPrincipal, createAccessKeySets, parseAccessRoles } from "../../src/access.ts";
 import { createApp } from "../../src/app.ts";
+import { AUD, accessEnv, assertion, makeKey, serveKeys, type TestKey } from "./access-keys.ts";
 import { httpTarget, uniqueId } from "./helpers.ts";
 
 /**
@@ -10,61 +10,6 @@ import { httpTarget, uniqueId } from "./helpers.ts";
  * serve from the local HTTP target (standing in for the team's
  * `/cdn-cgi/access/certs`).
  */
-
-const TEAM = "trellis-test.cloudflareaccess.com";
-const ISSUER = `https://${TEAM}`;
-const AUD = "4714c1358e65fe4b408ad6d432a5f878f08194bdb4752441fd56faefa9b2b6f2";
-const ROLES = JSON.stringify({
-  emails: { "Ops@Example.com": ["approver"] },
-  groups: { eng: ["reader", "runner"] },
-});
-
-interface TestKey {
-  kid: string;
-  privateKey: CryptoKey;
-  jwk: JWK;
-}
-
-async function makeKey(kid: string): Promise<TestKey> {
-  const { privateKey, publicKey } = await generateKeyPair("RS256", { extractable: true });
-  return { kid, privateKey, jwk: { ...(await exportJWK(publicKey)), kid, alg: "RS256", use: "sig" } };
-}
-
-/** Serves `keys` as a JWKS at a fresh URL of the HTTP target; returns the URL. */
-async function serveKeys(keys: readonly TestKey[], name = uniqueId("certs")): Promise<string> {
-  const url = `${httpTarget()}/document/${name}`;
-  const put = await fetch(url, { method: "PUT", body: JSON.stringify({ keys: keys.map((key) => key.jwk) }) });
-  if (put.status !== 204) {
-    throw new Error(`the HTTP target refused the key set: ${put.status}`);
-  }
-  return url;
-}
-
-function accessEnv(certsUrl: string, extra: Partial<Env> = {}): Env {
-  return {
-    ...env,
-    ACCESS_TEAM_DOMAIN: TEAM,
-    ACCESS_AUD: AUD,
-    ACCESS_ROLES: ROLES,
-    ACCESS_CERTS_URL: certsUrl,
-    ...extra,
-  };
-}
-
-async function assertion(
-  key: TestKey,
-  claims: Record<string, unknown> = {},
-  options: { audience?: string; expiresAt?: number; kid?: string } = {},
-): Promise<string> {
-  const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ email: "ops@example.com", type: "app", ...claims })
-    .setProtectedHeader({ alg: "RS256", kid: options.kid ?? key.kid })
-    .setIssuer(ISSUER)
-    .setAudience([options.audience ?? AUD])
-    .setIssuedAt(now - 60)
-    .setExpirationTime(options.expiresAt ?? now + 300)
-    .sign(key.privateKey);
-}
 
 function requestWith(token: string | null): Request {
   const headers: Record<string, string> = token === null ? {} : { "cf-access-jwt-assertion": token };
