@@ -7,8 +7,9 @@ import type { GateRecord } from "../schemas/run.ts";
  * answer a gate that declares `approvers`. A token matches by one of its
  * roles, or by its id or name in `tokens`; an Access identity by one of its
  * roles or its email in `emails`; an approval link by the approver it was
- * made for in `emails`. Emails compare without case. No role stands in for
- * another: an admin answers only where `approvers` names it.
+ * made for in `emails`. Emails compare without case. An admin holds every
+ * role (as everywhere), so `roles` lets it answer; `tokens` and `emails` name
+ * exactly who may, admin or not.
  */
 
 /** Whether `answerer` may answer a gate with these approvers (any caller, when there are none). */
@@ -17,7 +18,7 @@ export function isApprover(approvers: Approvers | undefined, answerer: Answerer)
     return true;
   }
   const { by, roles } = answerer;
-  if (approvers.roles?.some((role) => roles.includes(role))) {
+  if (approvers.roles?.some((role) => roles.includes(role) || roles.includes("admin"))) {
     return true;
   }
   if ("token_id" in by) {

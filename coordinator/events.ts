@@ -1,4 +1,5 @@
-import type { AnsweredBy, GateLink } from "../schemas/approvers.ts";
+import type { GateLink } from "../schemas/approvers.ts";
+import type { By } from "../schemas/auth.ts";
 import type { Json } from "../schemas/common.ts";
 import type { TaskResult } from "../schemas/payload.ts";
 import type { LiveWork } from "./live.ts";
@@ -34,7 +35,7 @@ export type RunEvent =
    * A valid answer to an open gate (checked against its schema and approvers by the Durable Object):
    * `by` is who answered, `responder` their free-text note.
    */
-  | { type: "gate_answer"; gate_id: string; response: Json; responder: string | null; by: AnsweredBy }
+  | { type: "gate_answer"; gate_id: string; response: Json; responder: string | null; by?: By }
   /** An approval link of an open gate (its secret's hash, its approver), checked by the Durable Object. */
   | { type: "gate_link"; gate_id: string; link: GateLink }
   /** Standing approvals of plan steps: their open approval gates, and those that open later, are granted. */

@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { EngineError } from "../lib/errors.ts";
 import { parseOrThrow } from "../lib/validation.ts";
-import { AnsweredBy, type Answerer, type GateLink } from "../schemas/approvers.ts";
+import { type Answerer, type GateLink } from "../schemas/approvers.ts";
+import { By } from "../schemas/auth.ts";
 import type { GateRecord, RunRecord } from "../schemas/run.ts";
 import { isApprover, describeApprovers } from "./approvers.ts";
 import type { Draft } from "./draft.ts";
@@ -25,7 +26,7 @@ export const GateLinkRequest = z.strictObject({
   secret_sha256: z.string().regex(/^[0-9a-f]{64}$/),
   approver: z.string().min(1).max(254),
   expires_at: z.number().int(),
-  created_by: AnsweredBy,
+  created_by: By,
 });
 
 /** The event that keeps a new link: the gate must be open, name the approver (when it declares approvers) and have room. */

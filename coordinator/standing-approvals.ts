@@ -62,6 +62,6 @@ function grantIfApproved(draft: Draft, gate: GateRecord, responder: string | nul
   // A gate that declares approvers waits for one of them: a standing approval names no one to check.
   const open = gate.status === "open" && gate.kind === "approval" && gate.approvers === undefined;
   if (open && approved.some((id) => id === gate.node || id === child)) {
-    answerGate(draft, gate.gate_id, { approved: true, reason: "approved_steps" }, responder, null);
+    answerGate(draft, gate.gate_id, { approved: true, reason: "approved_steps" }, responder);
   }
 }

@@ -1,4 +1,5 @@
-import type { AnsweredBy, GateLink } from "../schemas/approvers.ts";
+import type { GateLink } from "../schemas/approvers.ts";
+import type { By } from "../schemas/auth.ts";
 import type { Json } from "../schemas/common.ts";
 import type { GateRecord } from "../schemas/run.ts";
 import type { Draft } from "./draft.ts";
@@ -68,17 +69,12 @@ function expireGate(draft: Draft, gate: GateRecord, at: OpenWait<"gate">): void 
 
 /**
  * A valid answer (the Durable Object checked it against the gate's schema and
- * approvers): `by` is who answered (null for a standing approval, which names
- * no one), `responder` their free-text note. An answer through an approval
+ * approvers): `by` is who answered (absent when the engine answers: a
+ * standing approval granted as its gate opens), `responder` their free-text
+ * note. An answer through an approval
  * link uses the link up.
  */
-export function answerGate(
-  draft: Draft,
-  gateId: string,
-  response: Json,
-  responder: string | null,
-  by: AnsweredBy | null,
-): void {
+export function answerGate(draft: Draft, gateId: string, response: Json, responder: string | null, by?: By): void {
   const gate = gateOf(draft.record, gateId);
   if (!gate || gate.status !== "open") {
     return;
@@ -89,10 +85,10 @@ export function answerGate(
     response,
     responder,
     responded_at: draft.now,
-    ...(by === null ? {} : { answered_by: by }),
-    ...(by !== null && "link" in by ? { links: useLink(gate.links ?? [], by.link, draft.now) } : {}),
+    ...(by === undefined ? {} : { answered_by: by }),
+    ...(by !== undefined && "link" in by ? { links: useLink(gate.links ?? [], by.link, draft.now) } : {}),
   });
-  const answeredBy = by === null ? {} : { by };
+  const caused = by === undefined ? {} : { by };
   const found = findWaiter(draft, (waiting) => waiting.kind === "gate" && waiting.gate_id === gateId);
   if (gate.kind === "approval") {
     const answer = typeof response === "object" && response !== null && !Array.isArray(response) ? response : {};
@@ -104,7 +100,7 @@ export function answerGate(
       step: gate.step,
       responder,
       ...(reason ? { reason } : {}),
-      ...answeredBy,
+      ...caused,
     });
     if (gate.tool_call !== undefined) {
       answerToolCallApproval(draft, gate, approved, reason);
@@ -122,7 +118,7 @@ export function answerGate(
     step: gate.step,
     responder,
     response,
-    ...answeredBy,
+    ...caused,
   });
   if (found) {
     const output = { gate_id: gateId, response, responder, responded_at: new Date(draft.now).toISOString() };

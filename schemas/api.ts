@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { AnsweredBy, Approvers } from "./approvers.ts";
+import { Approvers } from "./approvers.ts";
+import { By } from "./auth.ts";
 import { Tokens } from "./agent.ts";
 import { JsonValue } from "./common.ts";
 import { DefinitionKind } from "./definitions.ts";
@@ -400,7 +401,7 @@ export const GateView = z.strictObject({
   /** The answerer's free-text note (what `responder` on the answer said): not their identity. */
   responder: z.string().nullable().optional(),
   /** Who answered: the authenticated principal, or the approval link and its approver. */
-  answered_by: AnsweredBy.optional(),
+  answered_by: By.optional(),
   responded_at: z.string().nullable().optional(),
   reason: z.string().optional(),
   /** Who may answer; absent, any caller who may answer gates. */

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ROLES } from "./auth.ts";
+import { By, ROLES } from "./auth.ts";
 
 /**
  * Who may answer a gate (docs/definitions.md, "Verified approvers"): a `human`
@@ -20,22 +20,10 @@ export const Approvers = z
   });
 export type Approvers = z.infer<typeof Approvers>;
 
-/**
- * Who answered (the journal's `by`, a gate's `answered_by`): a token, an
- * Access identity, or an approval link (its non-secret id and the approver
- * it was made for).
- */
-export const AnsweredBy = z.union([
-  z.strictObject({ token_id: z.string(), name: z.string() }),
-  z.strictObject({ email: z.string() }),
-  z.strictObject({ link: z.string(), approver: z.string() }),
-]);
-export type AnsweredBy = z.infer<typeof AnsweredBy>;
-
 /** Who answers a gate, as the coordinator checks it against the gate's approvers and records it. */
 export const Answerer = z.strictObject({
   /** What the journal and the gate record (`by`, `answered_by`). */
-  by: AnsweredBy,
+  by: By,
   /** The caller's roles (none for an approval link: the link names its approver). */
   roles: z.array(z.enum(ROLES)),
 });
@@ -50,6 +38,6 @@ export const GateLink = z.strictObject({
   created_at: z.number(),
   expires_at: z.number(),
   used_at: z.number().nullable(),
-  created_by: AnsweredBy,
+  created_by: By,
 });
 export type GateLink = z.infer<typeof GateLink>;

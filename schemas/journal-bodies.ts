@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { AnsweredBy } from "./approvers.ts";
+import { By } from "./auth.ts";
 import { JsonValue } from "./common.ts";
 import { ATTEST_KIND, JournalAttestationBody, Sha256Hex } from "./journal.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
@@ -48,9 +48,17 @@ const ToolCallPlace = WaitPlace.extend({ turn: z.number().int().min(1), index: C
 const TaskAttempt = z.strictObject({ node: Node, item: Item, token: z.string(), attempt: Attempt });
 const GateRef = z.strictObject({ gate_id: z.string(), node: Node, step: z.string() });
 const GateOpenedBody = GateRef.extend({ item: Item, expires_at: IsoTime.nullable() });
-/** Who answered (absent in journals written before answers were authenticated, and for standing approvals). */
-const AnswerBy = { by: AnsweredBy.optional() };
-const ApprovalAnswer = GateRef.extend({ responder: z.string().nullable(), reason: z.string().optional(), ...AnswerBy });
+/**
+ * Who caused the entry, on entries an outside call causes (a start, a control, a gate's
+ * answer, a signal or event): the token (`token_id`, `name`), Access identity (`email`) or
+ * approval link. Absent on what the engine does of itself (a schedule's, a trigger's start).
+ */
+const CausedBy = By.optional();
+const ApprovalAnswer = GateRef.extend({
+  responder: z.string().nullable(),
+  reason: z.string().optional(),
+  by: CausedBy,
+});
 
 /**
  * The fixed reasons a `run.status` entry gives (docs/journal.md lists each;
@@ -139,7 +147,7 @@ export const JOURNAL_BODIES = {
   "task.retry_scheduled": z.strictObject({ node: Node, item: Item, attempt: Attempt, at: IsoTime }),
   "task.result_ignored": z.strictObject({ token: z.string(), reason: z.string(), success: z.boolean() }),
   "gate.opened": GateOpenedBody,
-  "gate.answered": GateRef.extend({ responder: z.string().nullable(), response: JsonValue, ...AnswerBy }),
+  "gate.answered": GateRef.extend({ responder: z.string().nullable(), response: JsonValue, by: CausedBy }),
   /** On its timeout (failing the step, or with the default answer), or closed as the run ends. */
   "gate.expired": z.union([
     GateRef.extend({ on_timeout: z.literal("fail") }),

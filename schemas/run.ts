@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { AnsweredBy, Approvers, GateLink } from "./approvers.ts";
+import { Approvers, GateLink } from "./approvers.ts";
+import { By } from "./auth.ts";
 import { EventRecord } from "./events.ts";
 import { JsonObject, JsonValue } from "./common.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
@@ -247,7 +248,7 @@ export const GateRecord = z.strictObject({
   /** Who may answer; absent, any caller who may answer gates. */
   approvers: Approvers.optional(),
   /** The authenticated principal who answered (`responder` is their free-text note). */
-  answered_by: AnsweredBy.optional(),
+  answered_by: By.optional(),
   /** Approval links made for the gate, each usable once. */
   links: z.array(GateLink).optional(),
 });

@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import { EngineError } from "../lib/errors.ts";
 import type { Principal } from "../schemas/auth.ts";
-import { accessPrincipal } from "./access.ts";
+import { accessPrincipal } from "./cloudflare-access.ts";
 
 /**
  * Who calls: a verified Cloudflare Access identity (src/access.ts) when the

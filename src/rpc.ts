@@ -31,11 +31,11 @@ import { listRuns } from "./run-list.ts";
 import * as service from "./service.ts";
 
 /**
- * Who answers a gate over RPC: the bound Worker, an admin. A gate that
- * declares `approvers` names people or tokens, which a binding cannot prove
- * to be: only an approver in its list (or `roles: ["admin"]`) lets it answer.
+ * Who answers a gate over RPC: a service binding of the deployment's own
+ * account, trusted as an admin. A gate whose `approvers` name only tokens or
+ * emails is answered by one of them, never over RPC.
  */
-const RPC_ANSWERER: Answerer = { by: { token_id: "rpc", name: "TrellisApi" }, roles: ["admin"] };
+const RPC_ANSWERER: Answerer = { by: { token_id: "rpc", name: "rpc" }, roles: ["admin"] };
 
 /** The longest id (run, gate, workflow, kind) an RPC caller may pass; longer ones name nothing. */
 const MAX_ID_LENGTH = 1024;

@@ -55,14 +55,14 @@ describe("verified approvers", () => {
   it("refuses an answer from a caller the gate's approvers do not name, with 403 naming who may answer", async ({
     expect,
   }) => {
-    const { runId, gate } = await openGate(humanStep({ roles: ["approver"], emails: ["ops@example.com"] }));
-    expect(gate.approvers).toEqual({ roles: ["approver"], emails: ["ops@example.com"] });
-    // An API_TOKENS token is an admin: no role stands in for another.
+    const { runId, gate } = await openGate(humanStep({ tokens: ["release-bot"], emails: ["ops@example.com"] }));
+    expect(gate.approvers).toEqual({ tokens: ["release-bot"], emails: ["ops@example.com"] });
+    // An API_TOKENS token is an admin, yet not one of the tokens or emails named.
     const refused = await api("POST", `/v1/runs/${runId}/gates/${gate.gate_id}`, { response: { ok: true } });
     expect(refused.status).toBe(403);
     expect(refused.json.error).toEqual({
       code: "auth.forbidden",
-      message: `gate ${gate.gate_id} may be answered only by roles approver; emails ops@example.com`,
+      message: `gate ${gate.gate_id} may be answered only by tokens release-bot; emails ops@example.com`,
     });
     expect((await api("GET", `/v1/runs/${runId}/gates`)).json.gates[0].status).toBe("open");
     await api("POST", `/v1/runs/${runId}/cancel`);

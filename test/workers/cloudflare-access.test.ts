@@ -1,6 +1,6 @@
 import { SignJWT } from "jose";
 import { beforeAll, describe, it } from "vitest";
-import { accessPrincipal, createAccessKeySets, parseAccessRoles } from "../../src/access.ts";
+import { accessPrincipal, createAccessKeySets, parseAccessRoles } from "../../src/cloudflare-access.ts";
 import { createApp } from "../../src/app.ts";
 import { AUD, accessEnv, assertion, makeKey, serveKeys, type TestKey } from "./access-keys.ts";
 import { httpTarget, uniqueId } from "./helpers.ts";
