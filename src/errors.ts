@@ -16,6 +16,7 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   // Approval links (src/gate-links.ts): used once, then 409; past their expiry, 410.
   "link.used": 409,
   "link.expired": 410,
+  "gate.too_many_links": 409,
   "request.too_large": 413,
   "request.invalid_json": 400,
   "request.invalid_yaml": 400,

@@ -3,7 +3,9 @@
  * its prompt, and for an open gate the way to answer it. An approval gate has
  * an Approve and a Reject button; Reject first asks for a reason and a
  * confirmation, and only then sends `{ approved: false, reason }`. An input
- * gate has a form generated from its `input_schema`.
+ * gate has a form generated from its `input_schema`. A gate that declares
+ * approvers says who may answer; an answered one says who did (the
+ * authenticated `answered_by`), and the answerer's note apart from it.
  */
 import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
@@ -34,6 +36,7 @@ export function GateCard(props: GateCardProps) {
         {props.context}
       </div>
       <p class="prompt">{gate.prompt}</p>
+      {gate.approvers === undefined ? null : <p class="muted">May answer: {approversText(gate.approvers)}</p>}
       {gate.status !== "open" ? (
         <GateOutcome gate={gate} />
       ) : gate.kind === "approval" ? (
@@ -53,11 +56,32 @@ function GateOutcome(props: { gate: GateView }) {
   return (
     <div>
       <p class="muted">
-        Answered by {gate.responder ?? "someone unnamed"} at <Time at={gate.responded_at} />
+        Answered by {gate.answered_by === undefined ? "an unrecorded caller" : byText(gate.answered_by)} at{" "}
+        <Time at={gate.responded_at} />
+        {gate.responder ? ` · Note: ${gate.responder}` : ""}
       </p>
       <JsonBlock value={gate.response} />
     </div>
   );
+}
+
+/** Who answered, in words: a token by name and id, an Access email, or an approval link's approver. */
+function byText(by: NonNullable<GateView["answered_by"]>): string {
+  if ("token_id" in by) {
+    return `token ${by.name} (${by.token_id})`;
+  }
+  return "email" in by ? by.email : `${by.approver} (approval link ${by.link})`;
+}
+
+/** Who may answer, in words: `roles approver; emails ops@example.com`. */
+function approversText(approvers: NonNullable<GateView["approvers"]>): string {
+  return [
+    approvers.roles ? `roles ${approvers.roles.join(", ")}` : null,
+    approvers.tokens ? `tokens ${approvers.tokens.join(", ")}` : null,
+    approvers.emails ? `emails ${approvers.emails.join(", ")}` : null,
+  ]
+    .filter((part) => part !== null)
+    .join("; ");
 }
 
 /** Sends an answer to the gate; resolves to the error, or null once answered. */
@@ -81,7 +105,7 @@ function ResponderField(props: { id: string; value: string; onInput: (value: str
       <input
         id={props.id}
         value={props.value}
-        placeholder="optional: who answers"
+        placeholder="optional: a note kept with the answer, not who you are"
         onInput={(e) => props.onInput(e.currentTarget.value)}
       />
     </div>

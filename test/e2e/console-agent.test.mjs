@@ -110,7 +110,10 @@ describe("web console for agent runs in headless Chromium", () => {
     assert.deepEqual(await page.locator(".controls").getByRole("button").allInnerTexts(), ["cancel", "pause"]);
     await ship.getByLabel("Responder").fill("ada");
     await ship.getByRole("button", { name: "Approve" }).click();
-    await ship.getByText("Answered by ada").waitFor({ timeout: UI_TIMEOUT_MS });
+    // Who answered is the signed-in token, not what the form's note says.
+    await ship.getByText(/Answered by token API_TOKENS \(env:[0-9a-f]{16}\) at .* · Note: ada/).waitFor({
+      timeout: UI_TIMEOUT_MS,
+    });
 
     // One click on Reject answers nothing: it asks for a reason first.
     await wipe.getByRole("button", { name: "Reject" }).click();

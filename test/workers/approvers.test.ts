@@ -232,10 +232,18 @@ describe("approval links", () => {
     expect((await waitForRun(runId)).status).toBe("completed");
   });
 
-  it("answers an input gate from its form fields, leaving out empty optional ones", async ({ expect }) => {
+  it("answers an input gate from its form fields, leaving out empty optional ones; a gate keeps 20 links", async ({
+    expect,
+  }) => {
     const { runId, gate } = await openGate(humanStep());
-    const made = (await api("POST", `/v1/runs/${runId}/gates/${gate.gate_id}/links`, { approver: "Release manager" }))
-      .json;
+    const links = `/v1/runs/${runId}/gates/${gate.gate_id}/links`;
+    const made = (await api("POST", links, { approver: "Release manager" })).json;
+    for (let i = 1; i < 20; i += 1) {
+      expect((await api("POST", links, { approver: `helper ${i}` })).status).toBe(201);
+    }
+    const full = await api("POST", links, { approver: "one too many" });
+    expect(full.status).toBe(409);
+    expect(full.json.error.code).toBe("gate.too_many_links");
     const posted = await visit(made.url, { "f.ok": "true", "f.channel": "beta", "f.count": "" });
     expect(posted.status).toBe(200);
     const run = await waitForRun(runId);
