@@ -31,8 +31,13 @@ interface Env {
   WORKFLOW_SECRETS?: string;
   /** Comma-separated plain configuration names definitions may use as `$env:NAME`, not scrubbed (lib/secrets.ts). */
   WORKFLOW_VARS?: string;
-  /** Comma-separated bearer tokens accepted by the HTTP API. */
+  /** Comma-separated bearer tokens accepted by the HTTP API, each an admin (docs/security.md, "Roles"). */
   API_TOKENS: string;
+  /**
+   * Optional: the key stored tokens' secrets are hashed with (src/auth.ts `tokenHash`); when absent, the
+   * journal signing key. Set it to the old JOURNAL_SIGNING_KEY when rotating that key, so stored tokens keep working.
+   */
+  TOKEN_HASH_KEY?: string;
   /** Base64 PKCS#8 Ed25519 private key that signs journals. */
   JOURNAL_SIGNING_KEY: string;
   /**

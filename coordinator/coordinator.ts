@@ -1,5 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { EngineError } from "../lib/errors.ts";
+import { parseOrThrow } from "../lib/validation.ts";
+import { By } from "../schemas/auth.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import type { SignedEntryText } from "../lib/journal/index.ts";
 import type { GateView, RunView, NodeDetail } from "../schemas/api.ts";
@@ -189,9 +191,13 @@ export class Coordinator extends DurableObject<Env> {
     return this.control("cancel", reason);
   }
 
-  /** Applies a run control (a row of coordinator/controls.ts) when the run allows it, else a 409. */
-  async control(name: RunControl, reason?: string): Promise<Result<RunView>> {
+  /**
+   * Applies a run control (a row of coordinator/controls.ts) when the run
+   * allows it, else a 409; `by` (who asked) is journaled on what it causes.
+   */
+  async control(name: RunControl, reason?: string, by?: unknown): Promise<Result<RunView>> {
     return toResult(async () => {
+      const caller = parseBy(by);
       if (!isRunControl(name)) {
         throw EngineError.terminal("run.invalid_control", `no run control "${String(name)}"`);
       }
@@ -201,7 +207,7 @@ export class Coordinator extends DurableObject<Env> {
       const { record } = this.requireRun();
       assertAllowed(name, record, this.snapshot?.workflow.definition);
       const row = CONTROLS[name];
-      const event = row.event(reason);
+      const event = row.event(reason, caller);
       await (row.wakes ? this.applyAndWake([event]) : this.inbox.apply(event));
       return this.view();
     });
@@ -221,10 +227,11 @@ export class Coordinator extends DurableObject<Env> {
   }
 
   /** Answers an open gate once, with an answer matching its `input_schema`; the task resumes from here at once. */
-  async answerGate(gateId: string, body: unknown): Promise<Result<GateView>> {
+  async answerGate(gateId: string, body: unknown, by?: unknown): Promise<Result<GateView>> {
     return toResult(async () => {
       const { gate, event } = toGateAnswer(this.requireRun().record.gates, gateId, body);
-      await this.applyAndWake([event]);
+      const caller = parseBy(by);
+      await this.applyAndWake([caller === undefined ? event : { ...event, by: caller }]);
       const answered = this.requireRun().record.gates.find((candidate) => candidate.gate_id === gateId);
       return toGateView(answered ?? gate);
     });
@@ -247,9 +254,9 @@ export class Coordinator extends DurableObject<Env> {
    * each is taken by a waiting `event` step that it matches, or kept until one is or
    * the run ends. An id this run accepted before is a duplicate, accepted once.
    */
-  async signal(body: unknown): Promise<Result<SendEventsResponse>> {
+  async signal(body: unknown, by?: unknown): Promise<Result<SendEventsResponse>> {
     return toResult(async () => {
-      const events = await toSignals(this.requireRun().record, toEventList(body), Date.now());
+      const events = await toSignals(this.requireRun().record, toEventList(body), Date.now(), parseBy(by));
       await this.applyAndWake(events.filter((event) => event.type === "signal"));
       return { events: events.map(({ answer }) => answer) };
     });
@@ -421,4 +428,9 @@ export class Coordinator extends DurableObject<Env> {
   private view(): RunView {
     return toRunView(this.requireRun(), this.snapshot);
   }
+}
+
+/** Who a caller says caused a call (`by`, schemas/auth.ts), parsed at this boundary; absent when not given. */
+function parseBy(by: unknown): By | undefined {
+  return by === undefined ? undefined : parseOrThrow(By, by, "request.invalid_argument", "by");
 }

@@ -49,7 +49,7 @@ export function toGateAnswer(
   gates: readonly GateRecord[],
   gateId: string,
   body: unknown,
-): { gate: GateRecord; event: RunEvent } {
+): { gate: GateRecord; event: Extract<RunEvent, { type: "gate_answer" }> } {
   const answer = parseOrThrow(GateAnswerBody, body, "gate.invalid_answer", "the gate answer");
   const gate = gates.find((candidate) => candidate.gate_id === gateId);
   if (!gate) {

@@ -1,3 +1,4 @@
+import type { By } from "../schemas/auth.ts";
 import type { Json } from "../schemas/common.ts";
 import type { GateRecord } from "../schemas/run.ts";
 import type { Draft } from "./draft.ts";
@@ -65,7 +66,8 @@ function expireGate(draft: Draft, gate: GateRecord, at: OpenWait<"gate">): void 
 }
 
 /** A valid answer (the Durable Object checked it against the gate's schema). */
-export function answerGate(draft: Draft, gateId: string, response: Json, responder: string | null): void {
+export function answerGate(draft: Draft, gateId: string, response: Json, responder: string | null, by?: By): void {
+  const caused = by === undefined ? {} : { by };
   const gate = gateOf(draft.record, gateId);
   if (!gate || gate.status !== "open") {
     return;
@@ -82,6 +84,7 @@ export function answerGate(draft: Draft, gateId: string, response: Json, respond
       step: gate.step,
       responder,
       ...(reason ? { reason } : {}),
+      ...caused,
     });
     if (gate.tool_call !== undefined) {
       answerToolCallApproval(draft, gate, approved, reason);
@@ -93,7 +96,7 @@ export function answerGate(draft: Draft, gateId: string, response: Json, respond
     }
     return;
   }
-  draft.journal("gate.answered", { gate_id: gateId, node: gate.node, step: gate.step, responder, response });
+  draft.journal("gate.answered", { gate_id: gateId, node: gate.node, step: gate.step, responder, response, ...caused });
   if (found) {
     const output = { gate_id: gateId, response, responder, responded_at: new Date(draft.now).toISOString() };
     resumeInvocation(draft, found.nodeId, found.invocation, { mode: "after", outcome: { ok: true, output } });

@@ -4,6 +4,7 @@
  */
 export * from "./actions.ts";
 export * from "./api.ts";
+export * from "./auth.ts";
 export * from "./common.ts";
 export * from "./definitions.ts";
 export * from "./errors.ts";

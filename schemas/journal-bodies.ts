@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { By } from "./auth.ts";
 import { JsonValue } from "./common.ts";
 import { ATTEST_KIND, JournalAttestationBody, Sha256Hex } from "./journal.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
@@ -47,7 +48,17 @@ const ToolCallPlace = WaitPlace.extend({ turn: z.number().int().min(1), index: C
 const TaskAttempt = z.strictObject({ node: Node, item: Item, token: z.string(), attempt: Attempt });
 const GateRef = z.strictObject({ gate_id: z.string(), node: Node, step: z.string() });
 const GateOpenedBody = GateRef.extend({ item: Item, expires_at: IsoTime.nullable() });
-const ApprovalAnswer = GateRef.extend({ responder: z.string().nullable(), reason: z.string().optional() });
+/**
+ * Who caused the entry, on entries an outside call causes (a start, a control, a gate's
+ * answer, a signal or event): the token (`token_id`, `name`), Access identity (`email`) or
+ * approval link. Absent on what the engine does of itself (a schedule's, a trigger's start).
+ */
+const CausedBy = By.optional();
+const ApprovalAnswer = GateRef.extend({
+  responder: z.string().nullable(),
+  reason: z.string().optional(),
+  by: CausedBy,
+});
 
 /**
  * The fixed reasons a `run.status` entry gives (docs/journal.md lists each;
@@ -97,9 +108,11 @@ export const JOURNAL_BODIES = {
     plan: PlanOrigin.optional(),
     /** How the run was started (absent: by the API). */
     trigger: RunTrigger.optional(),
+    by: CausedBy,
   }),
-  "run.status": z.strictObject({ from: RunStatus, to: RunStatus, reason: z.string() }),
-  "run.redriven": z.strictObject({ redrive: z.number().int().min(1), nodes: z.array(Node) }),
+  /** `by` on the transitions a control causes (cancel, pause, resume, approve, redrive). */
+  "run.status": z.strictObject({ from: RunStatus, to: RunStatus, reason: z.string(), by: CausedBy }),
+  "run.redriven": z.strictObject({ redrive: z.number().int().min(1), nodes: z.array(Node), by: CausedBy }),
   "node.started": z.strictObject({
     node: Node,
     iteration: z.number().int().min(1),
@@ -136,7 +149,7 @@ export const JOURNAL_BODIES = {
   "task.retry_scheduled": z.strictObject({ node: Node, item: Item, attempt: Attempt, at: IsoTime }),
   "task.result_ignored": z.strictObject({ token: z.string(), reason: z.string(), success: z.boolean() }),
   "gate.opened": GateOpenedBody,
-  "gate.answered": GateRef.extend({ responder: z.string().nullable(), response: JsonValue }),
+  "gate.answered": GateRef.extend({ responder: z.string().nullable(), response: JsonValue, by: CausedBy }),
   /** On its timeout (failing the step, or with the default answer), or closed as the run ends. */
   "gate.expired": z.union([
     GateRef.extend({ on_timeout: z.literal("fail") }),
@@ -203,6 +216,8 @@ export const JOURNAL_BODIES = {
     received_at: IsoTime,
     source: z.enum(["event", "signal"]),
     data_sha256: Sha256Hex,
+    /** Who sent it, for an event or signal sent to the API (absent: from a webhook or the events queue). */
+    by: CausedBy,
   }),
   /** A hub delivered an event the wait's match (the run's, the one that counts) does not take: the wait goes on. */
   "event.declined": WaitPlace.extend({ event_id: z.string(), name: z.string() }),
@@ -210,11 +225,18 @@ export const JOURNAL_BODIES = {
   /** The wait ended before an event came: its run ended, or its node failed. */
   "event.cancelled": WaitPlace.extend({ reason: z.string() }),
   /** A signal to this run was accepted (a wait takes it now, or it is kept until one does). */
-  "signal.received": z.strictObject({ event_id: z.string(), name: z.string(), data_sha256: Sha256Hex }),
+  "signal.received": z.strictObject({
+    event_id: z.string(),
+    name: z.string(),
+    data_sha256: Sha256Hex,
+    by: CausedBy,
+  }),
   "compensation.started": z.strictObject({
     trigger: z.enum(COMPENSATION_TRIGGERS),
     /** The undos still to run, by index, in the order they will run (reverse order of completion). */
     pending: z.array(Count),
+    /** On a compensation started or redriven by request. */
+    by: CausedBy,
   }),
   /** A model turn asked for a tool: the provider's id of the call, and its input (or why it will not run). */
   "tool_call.requested": ToolCallPlace.extend({ call: z.string(), input: JsonValue, error: ErrorSummary.optional() }),

@@ -7,6 +7,9 @@ import type { ErrorBody } from "../schemas/api.ts";
 const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   "auth.missing_token": 401,
   "auth.invalid_token": 401,
+  "auth.token_expired": 401,
+  // A role or a grant of workflows the token does not hold (docs/security.md, "Roles").
+  "auth.forbidden": 403,
   "request.too_large": 413,
   "request.invalid_json": 400,
   "request.invalid_yaml": 400,

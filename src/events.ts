@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import { EngineError } from "../lib/errors.ts";
+import type { Principal } from "../schemas/auth.ts";
 import { runEvents } from "./service.ts";
 
 /** How long one long poll of the coordinator waits for new entries. */
@@ -15,7 +16,7 @@ const STREAM_LIFETIME_MS = 5 * 60_000;
  * stream closes after the attestation that ends the run.
  */
 export async function streamRunEvents(
-  c: Context<{ Bindings: Env; Variables: { principal: string } }>,
+  c: Context<{ Bindings: Env; Variables: { principal: Principal } }>,
   runId: string,
 ): Promise<Response> {
   let after = Number(c.req.header("last-event-id") ?? c.req.query("after") ?? "0");
