@@ -31,7 +31,7 @@ interface Env {
   WORKFLOW_SECRETS?: string;
   /** Comma-separated plain configuration names definitions may use as `$env:NAME`, not scrubbed (lib/secrets.ts). */
   WORKFLOW_VARS?: string;
-  /** Comma-separated bearer tokens accepted by the HTTP API. */
+  /** Comma-separated bearer tokens accepted by the HTTP API, each an admin (docs/security.md, "Roles"). */
   API_TOKENS: string;
   /** Cloudflare Access (docs/security.md): the team domain, `<team>.cloudflareaccess.com`; with ACCESS_AUD, assertions are verified. */
   ACCESS_TEAM_DOMAIN?: string;
@@ -41,6 +41,11 @@ interface Env {
   ACCESS_ROLES?: string;
   /** Where the team's key set is fetched; default `https://<ACCESS_TEAM_DOMAIN>/cdn-cgi/access/certs` (tests point it at a local peer). */
   ACCESS_CERTS_URL?: string;
+  /**
+   * Optional: the key stored tokens' secrets are hashed with (src/auth.ts `tokenHash`); when absent, the
+   * journal signing key. Set it to the old JOURNAL_SIGNING_KEY when rotating that key, so stored tokens keep working.
+   */
+  TOKEN_HASH_KEY?: string;
   /** Base64 PKCS#8 Ed25519 private key that signs journals. */
   JOURNAL_SIGNING_KEY: string;
   /**

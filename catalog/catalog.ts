@@ -15,6 +15,7 @@ import {
 import { EventName } from "../schemas/events.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import type { DefinitionPointer, ResolvedRun, RunSnapshot } from "../schemas/resolved.ts";
+import type { TokenList, TokenRecord } from "../schemas/auth.ts";
 import { listLatest, listVersions, type ListPage } from "./listing.ts";
 import {
   resolveRunSnapshot,
@@ -24,6 +25,7 @@ import {
 } from "./resolve.ts";
 import type { DefinitionLookup } from "./checks.ts";
 import { mappingWarnings, parseBundle } from "./teach.ts";
+import { TokenTable } from "./tokens.ts";
 import { checkTriggerLimits, TriggerIndex } from "./triggers.ts";
 import { checkBundle, checkReservedMappingKeys } from "./validate.ts";
 
@@ -44,11 +46,13 @@ interface DefinitionRow extends Record<string, SqlStorageValue> {
 export class Catalog extends DurableObject<Env> {
   private readonly sql: SqlStorage;
   private readonly triggers: TriggerIndex;
+  private readonly tokens: TokenTable;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
     this.triggers = new TriggerIndex(this.sql);
+    this.tokens = new TokenTable(this.sql);
     this.sql.exec(`CREATE TABLE IF NOT EXISTS definitions (
       kind TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL,
       body TEXT NOT NULL, created_at TEXT NOT NULL,
@@ -186,6 +190,32 @@ export class Catalog extends DurableObject<Env> {
     return toResult(() =>
       this.triggers.triggersFor(parseOrThrow(EventName, name, "events.invalid_request", "the event name")),
     );
+  }
+
+  /** Stores a token made by `POST /v1/tokens` (catalog/tokens.ts). */
+  async createToken(record: TokenRecord): Promise<Result<null>> {
+    return toResult(() => {
+      this.tokens.insert(record);
+      return null;
+    });
+  }
+
+  /** The stored tokens, never their hashes. */
+  async listTokens(): Promise<Result<TokenList>> {
+    return toResult(() => ({ tokens: this.tokens.list() }));
+  }
+
+  /** The token whose secret has this keyed hash, or null: what a request's bearer token resolves to. */
+  async tokenByHash(hash: string): Promise<Result<TokenRecord | null>> {
+    return toResult(() => this.tokens.byHash(hash));
+  }
+
+  /** Deletes a token (`token.not_found` when none has that id). */
+  async revokeToken(tokenId: string): Promise<Result<null>> {
+    return toResult(() => {
+      this.tokens.delete(tokenId);
+      return null;
+    });
   }
 
   /** Stores each definition of a bundle; a new version of a workflow replaces its triggers in the index. */

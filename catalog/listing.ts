@@ -7,6 +7,8 @@ export interface ListPage {
   kind: DefinitionKind;
   after: DefinitionListCursor | undefined;
   limit: number;
+  /** Of workflows, only those whose id matches one of these patterns (a token's grant; absent: all). */
+  grant?: readonly string[];
 }
 
 interface SummaryRow extends Record<string, SqlStorageValue> {
@@ -27,17 +29,21 @@ const SUMMARY_COLUMNS = "id, version, created_at, json_extract(body, '$.descript
  */
 export function listLatest(sql: SqlStorage, page: ListPage): DefinitionList {
   const after = page.after && "created_at" in page.after ? page.after : undefined;
+  // A token's grant keeps the workflows it matches (`GLOB`: a pattern holds only an id's characters and `*`).
+  const grant = page.kind === "workflows" && page.grant !== undefined ? page.grant : null;
+  const granted = grant === null ? "" : `AND (0${grant.map(() => " OR id GLOB ?").join("")})`;
   const rows = sql
     .exec<SummaryRow>(
       `SELECT ${SUMMARY_COLUMNS} FROM definitions AS d
        WHERE kind = ? AND version = (SELECT MAX(version) FROM definitions WHERE kind = d.kind AND id = d.id)
-         AND (? IS NULL OR created_at < ? OR (created_at = ? AND id < ?))
+         AND (? IS NULL OR created_at < ? OR (created_at = ? AND id < ?)) ${granted}
        ORDER BY created_at DESC, id DESC LIMIT ?`,
       page.kind,
       after?.created_at ?? null,
       after?.created_at ?? null,
       after?.created_at ?? null,
       after?.id ?? null,
+      ...(grant ?? []),
       page.limit + 1,
     )
     .toArray();

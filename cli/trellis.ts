@@ -8,7 +8,8 @@
  *   npx trellis events send order.paid --data '{"order":42}' --id pay-42   resume the runs waiting for it
  *   npx trellis signal run_… order.paid --data '{"order":42}'   the same, to one run only
  *   npx trellis schedule nightly-report trigger --follow   start one run of a schedule now
- *   npx trellis runs | show | tail | gates | answer | approve | cancel | pause | resume | redrive | compensate | verify | mcp tools | schedules
+ *   npx trellis tokens create ci --roles runner --workflows 'billing-*'   a token with roles (admin only)
+ *   npx trellis runs | show | tail | gates | answer | approve | cancel | pause | resume | redrive | compensate | verify | mcp tools | schedules | tokens
  *
  * Talks to TRELLIS_URL (default http://127.0.0.1:$PORT, port 8787 without PORT) with TRELLIS_TOKEN
  * (default: the first of API_TOKENS in ./.dev.vars), or --url/--token.
@@ -46,6 +47,7 @@ import {
   type ScheduleAction,
   type ScheduleOptions,
 } from "./schedules.ts";
+import { TOKEN_ACTIONS, tokensCommand, type TokenAction, type TokenOptions } from "./tokens.ts";
 
 const VERSION = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string })
   .version;
@@ -81,6 +83,7 @@ export function program(exit: (code: Exit) => void): Command {
   watching(builder);
   controlling(builder);
   scheduling(builder);
+  administering(builder);
   return cli;
 }
 
@@ -215,6 +218,22 @@ function scheduling({ cli, command, act }: Builder): void {
     .action(
       act((io, id: string, action: ScheduleAction, options: ScheduleOptions) =>
         scheduleCommand(io, id, action, options),
+      ),
+    );
+}
+
+/** Tokens as data (admin only). */
+function administering({ cli, command, act }: Builder): void {
+  command(cli, "tokens")
+    .addArgument(new Argument("<action>").choices(TOKEN_ACTIONS))
+    .argument("[name-or-id]", "create: the token's name; revoke: its token id (tok_…)")
+    .description("make a token with roles (its secret is printed once), list tokens, or revoke one")
+    .option("--roles <roles>", "create: comma-separated roles (reader, runner, approver, author, admin)")
+    .option("--workflows <patterns>", "create: comma-separated workflow ids it is limited to (* for any characters)")
+    .option("--expires <time>", "create: when it expires (ISO 8601)")
+    .action(
+      act((io, action: TokenAction, argument: string | undefined, options: TokenOptions) =>
+        tokensCommand(io, action, argument, options),
       ),
     );
 }

@@ -277,6 +277,24 @@ export type ContextImplementation = {
   })[];
 };
 
+/** The token made, with its secret: shown this once, stored only as a keyed hash. */
+export type CreatedToken = {
+  token_id: string;
+  name: string;
+  roles: ("reader" | "runner" | "approver" | "author" | "admin")[];
+  workflows: string[] | null;
+  expires_at: string | null;
+  token: string;
+};
+
+/** A token to make: its name, roles (reader, runner, approver, author, admin), the workflows it is limited to (id patterns, * for any characters), and when it expires. */
+export type CreateTokenBody = {
+  name: string;
+  roles: ("reader" | "runner" | "approver" | "author" | "admin")[];
+  workflows?: string[] | null;
+  expires_at?: string | null;
+};
+
 /** Definitions to register, by kind (docs/definitions.md). */
 export type DefinitionBundle = {
   workflows?: Workflow[];
@@ -1707,6 +1725,12 @@ export type RetryPolicy = {
   jitter?: boolean;
 };
 
+/** The token revoked: refused everywhere within 10 seconds. */
+export type RevokedToken = {
+  token_id: string;
+  revoked: true;
+};
+
 /** A page of runs from the run index, newest first, and the cursor of the next page (null at the end). */
 export type RunList = {
   runs: ({
@@ -2099,6 +2123,19 @@ export type Task = {
   steps: Step[];
 };
 
+/** Every stored token, newest first: never a secret nor its hash. */
+export type TokenList = {
+  tokens: ({
+    token_id: string;
+    name: string;
+    roles: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    workflows: string[] | null;
+    expires_at: string | null;
+    created_at: string;
+    created_by: string;
+  })[];
+};
+
 /** The implementation of an action of kind "tool" (docs/definitions.md#implementation-per-kind). */
 export type ToolImplementation = {
   tool: string;
@@ -2194,6 +2231,8 @@ export interface Components {
   BackfillBody: BackfillBody;
   CancelBody: CancelBody;
   ContextImplementation: ContextImplementation;
+  CreatedToken: CreatedToken;
+  CreateTokenBody: CreateTokenBody;
   DefinitionBundle: DefinitionBundle;
   DefinitionList: DefinitionList;
   DefinitionRecord: DefinitionRecord;
@@ -2235,6 +2274,7 @@ export interface Components {
   Reference: Reference;
   RegisterResponse: RegisterResponse;
   RetryPolicy: RetryPolicy;
+  RevokedToken: RevokedToken;
   RunList: RunList;
   RunView: RunView;
   ScheduleStatus: ScheduleStatus;
@@ -2248,6 +2288,7 @@ export interface Components {
   StartRunResponse: StartRunResponse;
   Step: Step;
   Task: Task;
+  TokenList: TokenList;
   ToolImplementation: ToolImplementation;
   Undo: Undo;
   VectorImplementation: VectorImplementation;

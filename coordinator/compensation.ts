@@ -1,4 +1,5 @@
 import { resolveRetryPolicy, retryDelayMs } from "../lib/retry.ts";
+import type { By } from "../schemas/auth.ts";
 import { DEFAULT_COMPENSATE_POLICY } from "../schemas/definitions.ts";
 import { type AttemptError, toFailure, type Failure } from "../schemas/errors.ts";
 import { attemptErrorOf, type StepRecord, type TaskResult } from "../schemas/payload.ts";
@@ -80,14 +81,14 @@ export function redrivesCompensation(record: RunRecord): boolean {
 }
 
 /** Opens the compensation section: every undo not completed yet runs, latest first. */
-export function startCompensation(draft: Draft, trigger: CompensationTrigger): void {
+export function startCompensation(draft: Draft, trigger: CompensationTrigger, by?: By): void {
   const undos = (draft.record.undos ?? []).map((undo) =>
     undo.status === "completed" ? undo : { ...undo, status: "enqueued" as const, attempts: 0, error: null },
   );
   draft.record.undos = undos;
   draft.record.compensation = { status: "running", trigger, started_at: draft.now, finished_at: null };
   const pending = undos.flatMap((undo, index) => (undo.status === "completed" ? [] : [index])).reverse();
-  draft.journal("compensation.started", { trigger, pending });
+  draft.journal("compensation.started", { trigger, pending, ...(by === undefined ? {} : { by }) });
 }
 
 /** The undo that runs next: the latest not completed. */

@@ -1,4 +1,5 @@
 import { EngineError } from "../lib/errors.ts";
+import type { By } from "../schemas/auth.ts";
 import { RUN_STATUS_REASONS } from "../schemas/journal-bodies.ts";
 import type { RunRecord, RunStatus } from "../schemas/run.ts";
 import { compensateRefusal, redriveRefusal, type CompensationPolicyOf } from "./compensation-refusals.ts";
@@ -19,7 +20,8 @@ import { isTerminal } from "./lifecycle.ts";
  */
 interface ControlRow {
   readonly statuses: readonly RunStatus[];
-  readonly event: (reason: string | undefined) => RunEvent;
+  /** The event the control applies; `by` is who asked (absent: the engine). */
+  readonly event: (reason: string | undefined, by: By | undefined) => RunEvent;
   readonly refusal: string;
   readonly wakes: boolean;
   /** A refusal that depends on more than the status (null: allowed). */
@@ -30,20 +32,20 @@ export const CONTROLS = {
   /** No new dispatches, in-flight work abandoned, late results ignored. */
   cancel: {
     statuses: CONTROL_STATUSES.cancel,
-    event: (reason) => ({ type: "cancel", reason: reason ?? RUN_STATUS_REASONS.cancelled }),
+    event: (reason, by) => ({ type: "cancel", reason: reason ?? RUN_STATUS_REASONS.cancelled, ...withBy(by) }),
     refusal: "the run is already",
     wakes: false,
   },
   /** Stops new dispatches; what is in flight finishes. */
   pause: {
     statuses: CONTROL_STATUSES.pause,
-    event: () => ({ type: "pause" }),
+    event: (_reason, by) => ({ type: "pause", ...withBy(by) }),
     refusal: "only a queued, running or waiting run can be paused; this one is",
     wakes: false,
   },
   resume: {
     statuses: CONTROL_STATUSES.resume,
-    event: () => ({ type: "resume" }),
+    event: (_reason, by) => ({ type: "resume", ...withBy(by) }),
     refusal: "only a paused run can be resumed; this one is",
     wakes: false,
   },
@@ -54,7 +56,7 @@ export const CONTROLS = {
    */
   redrive: {
     statuses: CONTROL_STATUSES.redrive,
-    event: () => ({ type: "redrive" }),
+    event: (_reason, by) => ({ type: "redrive", ...withBy(by) }),
     refusal: "only a failed run can be redriven; this one is",
     wakes: false,
     guard: redriveRefusal,
@@ -62,7 +64,7 @@ export const CONTROLS = {
   /** Runs the undos of a failed or cancelled run that has not compensated (docs/definitions.md). */
   compensate: {
     statuses: CONTROL_STATUSES.compensate,
-    event: () => ({ type: "compensate" }),
+    event: (_reason, by) => ({ type: "compensate", ...withBy(by) }),
     refusal: "only a failed or cancelled run can be compensated; this one is",
     wakes: true,
     guard: compensateRefusal,
@@ -70,13 +72,18 @@ export const CONTROLS = {
   /** Starts a run created with `mode: "approval"` (the `start` event an auto run applies on creation). */
   approve: {
     statuses: CONTROL_STATUSES.approve,
-    event: () => ({ type: "start" }),
+    event: (_reason, by) => ({ type: "start", ...withBy(by) }),
     refusal: "only a run waiting in drafting can be approved; this one is",
     wakes: true,
   },
 } as const satisfies Record<RunControl, ControlRow>;
 
 export { RUN_CONTROLS, statusAllows, type RunControl };
+
+/** `{ by }` when a caller is known, else nothing (the body's `by` is optional, never null). */
+export function withBy(by: By | undefined): { by?: By } {
+  return by === undefined ? {} : { by };
+}
 
 /** Whether a value (from an RPC call) names a run control. */
 export function isRunControl(name: unknown): name is RunControl {

@@ -1,5 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { EngineError } from "../lib/errors.ts";
+import { parseOrThrow } from "../lib/validation.ts";
+import { By } from "../schemas/auth.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import type { SignedEntryText } from "../lib/journal/index.ts";
 import type { GateView, RunView, NodeDetail } from "../schemas/api.ts";
@@ -191,9 +193,13 @@ export class Coordinator extends DurableObject<Env> {
     return this.control("cancel", reason);
   }
 
-  /** Applies a run control (a row of coordinator/controls.ts) when the run allows it, else a 409. */
-  async control(name: RunControl, reason?: string): Promise<Result<RunView>> {
+  /**
+   * Applies a run control (a row of coordinator/controls.ts) when the run
+   * allows it, else a 409; `by` (who asked) is journaled on what it causes.
+   */
+  async control(name: RunControl, reason?: string, by?: unknown): Promise<Result<RunView>> {
     return toResult(async () => {
+      const caller = parseBy(by);
       if (!isRunControl(name)) {
         throw EngineError.terminal("run.invalid_control", `no run control "${String(name)}"`);
       }
@@ -203,7 +209,7 @@ export class Coordinator extends DurableObject<Env> {
       const { record } = this.requireRun();
       assertAllowed(name, record, this.snapshot?.workflow.definition);
       const row = CONTROLS[name];
-      const event = row.event(reason);
+      const event = row.event(reason, caller);
       await (row.wakes ? this.applyAndWake([event]) : this.inbox.apply(event));
       return this.view();
     });
@@ -290,9 +296,9 @@ export class Coordinator extends DurableObject<Env> {
    * each is taken by a waiting `event` step that it matches, or kept until one is or
    * the run ends. An id this run accepted before is a duplicate, accepted once.
    */
-  async signal(body: unknown): Promise<Result<SendEventsResponse>> {
+  async signal(body: unknown, by?: unknown): Promise<Result<SendEventsResponse>> {
     return toResult(async () => {
-      const events = await toSignals(this.requireRun().record, toEventList(body), Date.now());
+      const events = await toSignals(this.requireRun().record, toEventList(body), Date.now(), parseBy(by));
       await this.applyAndWake(events.filter((event) => event.type === "signal"));
       return { events: events.map(({ answer }) => answer) };
     });
@@ -469,4 +475,9 @@ export class Coordinator extends DurableObject<Env> {
 /** The SHA-256 of an approval link's secret, as the run keeps it. */
 async function secretHash(secret: string): Promise<Uint8Array> {
   return new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(secret)));
+}
+
+/** Who a caller says caused a call (`by`, schemas/auth.ts), parsed at this boundary; absent when not given. */
+function parseBy(by: unknown): By | undefined {
+  return by === undefined ? undefined : parseOrThrow(By, by, "request.invalid_argument", "by");
 }

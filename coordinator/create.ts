@@ -1,4 +1,5 @@
 import type { RunView } from "../schemas/api.ts";
+import type { By } from "../schemas/auth.ts";
 import type { Json } from "../schemas/common.ts";
 import type { JournalBody, JournalKind } from "../schemas/journal-bodies.ts";
 import type { ResourceHandle } from "../schemas/payload.ts";
@@ -21,6 +22,8 @@ export interface CreateRunRequest {
   request_hash: string;
   /** Who asks: recorded on the run and in its attestation. */
   created_by: string;
+  /** Who asked, for a start an outside call caused: journaled as `by` on `run.created`. */
+  by?: By;
   /** How the run was started: recorded on the run and on `run.created`. */
   trigger: RunTrigger;
   /** Resources a parent hands down to this child (declared resource name → the parent's container). */
@@ -123,6 +126,7 @@ export function runCreatedEntry(
       ...(record.start_at === undefined ? {} : { start_at: new Date(record.start_at).toISOString() }),
       ...(request.plan ? { plan: request.plan.origin } : {}),
       trigger: request.trigger,
+      ...(request.by === undefined ? {} : { by: request.by }),
     },
   };
 }

@@ -10,7 +10,8 @@ import {
   startCompensation,
   wakeCompensation,
 } from "./compensation.ts";
-import { allows } from "./controls.ts";
+import { allows, withBy } from "./controls.ts";
+import type { By } from "../schemas/auth.ts";
 import { childFinished, childStarted } from "./child-results.ts";
 import { deliverEvent, eventsRegistered, receiveSignal } from "./event-delivery.ts";
 import { dispatchReady, FULL_WAKE_BUDGET, TASKS_PER_EXECUTOR_CALL } from "./dispatch.ts";
@@ -67,9 +68,9 @@ type Handlers = { [K in RunEvent["type"]]: (draft: Draft, event: Extract<RunEven
 
 const HANDLERS: Handlers = {
   // The event an approval applies, and an auto run on creation.
-  start: (draft) => {
+  start: (draft, event) => {
     if (allows("approve", draft.record)) {
-      draft.transition("queued", RUN_STATUS_REASONS.started);
+      draft.transition("queued", RUN_STATUS_REASONS.started, event.by);
     }
   },
   wake: (draft, event) => onWake(draft, event.live, event.budget ?? FULL_WAKE_BUDGET),
@@ -81,37 +82,38 @@ const HANDLERS: Handlers = {
   },
   cancel: (draft, event) => {
     if (allows("cancel", draft.record)) {
-      draft.finish("cancelled", event.reason, null);
+      draft.finish("cancelled", event.reason, null, event.by);
     }
   },
-  pause: (draft) => {
+  pause: (draft, event) => {
     if (allows("pause", draft.record)) {
-      draft.transition("paused", RUN_STATUS_REASONS.paused);
+      draft.transition("paused", RUN_STATUS_REASONS.paused, event.by);
     }
   },
-  resume: (draft) => {
+  resume: (draft, event) => {
     if (allows("resume", draft.record)) {
       // A run paused before its delayed start was due waits for it again.
-      draft.transition(isStartDue(draft.record, draft.now) ? "running" : "queued", RUN_STATUS_REASONS.resumed);
+      const to = isStartDue(draft.record, draft.now) ? "running" : "queued";
+      draft.transition(to, RUN_STATUS_REASONS.resumed, event.by);
     }
   },
-  redrive: (draft) => {
+  redrive: (draft, event) => {
     if (allows("redrive", draft.record)) {
       if (redrivesCompensation(draft.record)) {
-        startCompensation(draft, "redrive");
+        startCompensation(draft, "redrive", event.by);
       } else {
-        redrive(draft);
+        redrive(draft, event.by);
       }
     }
   },
-  compensate: (draft) => {
+  compensate: (draft, event) => {
     if (allows("compensate", draft.record)) {
-      startCompensation(draft, "manual");
+      startCompensation(draft, "manual", event.by);
     }
   },
   approve_steps: (draft, event) => {
     if (!isTerminal(draft.record.status)) {
-      approveSteps(draft, event.steps, event.responder);
+      approveSteps(draft, event.steps, event.responder, event.by);
     }
   },
   gate_answer: (draft, event) => {
@@ -352,7 +354,7 @@ function withStepSummaries(draft: Draft, nodeId: string, invocation: InvocationR
 }
 
 /** Failed and cancelled nodes start over; completed and skipped ones keep their results. */
-function redrive(draft: Draft): void {
+function redrive(draft: Draft, by: By | undefined): void {
   draft.record.redrives += 1;
   draft.record.error = null;
   const reset: string[] = [];
@@ -380,12 +382,12 @@ function redrive(draft: Draft): void {
     draft.record.context = { ...draft.record.context, state: { ...state, _errors: kept } };
   }
   // The first entry after the previous attestation: the verifier accepts only this kind there.
-  draft.journal("run.redriven", { redrive: draft.record.redrives, nodes: reset });
+  draft.journal("run.redriven", { redrive: draft.record.redrives, nodes: reset, ...withBy(by) });
   // The redriven run works in its containers again: a release still pending from the failure
   // must not stop them under it (the run releases them when it ends again). Children still
   // to cancel stay pending: they belong to the attempts that failed.
   draft.settleCleanup("pending_releases", draft.record.pending_releases ?? []);
-  draft.transition("queued", redriveReason(draft.record.redrives));
+  draft.transition("queued", redriveReason(draft.record.redrives), by);
   if (draft.workflow.timeout_ms !== undefined) {
     draft.record.deadline_at = draft.now + draft.workflow.timeout_ms;
   }

@@ -1,3 +1,4 @@
+import type { By } from "../schemas/auth.ts";
 import { toPlanResults } from "../plans/index.ts";
 import type { Json } from "../schemas/common.ts";
 import type { Node as NodeDefinition } from "../schemas/definitions.ts";
@@ -217,20 +218,21 @@ export class Draft {
     return seq;
   }
 
-  transition(to: RunStatus, reason: string): number {
+  /** Moves the run to `to`, journaled with the reason and, for a transition a call caused, `by`. */
+  transition(to: RunStatus, reason: string, by?: By): number {
     const from = this.record.status;
     assertTransition(from, to);
     this.record.status = to;
     this.record.updated_at = this.now;
-    return this.journal("run.status", { from, to, reason });
+    return this.journal("run.status", { from, to, reason, ...(by === undefined ? {} : { by }) });
   }
 
   /** Ends the run: nodes that never ran are cancelled, and the attestation closes the journal. */
-  finish(outcome: "completed" | "failed" | "cancelled", reason: string, error: Failure | null): void {
+  finish(outcome: "completed" | "failed" | "cancelled", reason: string, error: Failure | null, by?: By): void {
     if (outcome !== "completed") {
       this.cancelOpenNodes(outcome === "cancelled" ? "run cancelled" : "run failed");
     }
-    const statusSeq = this.transition(outcome, reason);
+    const statusSeq = this.transition(outcome, reason, by);
     this.record.error = error;
     // Containers a parent handed down are the parent's to release, not this run's. They are
     // recorded in the terminal commit and released by wakes until each release() answered.

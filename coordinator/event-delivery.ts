@@ -1,3 +1,4 @@
+import type { By } from "../schemas/auth.ts";
 import { EngineError } from "../lib/errors.ts";
 import { newEventId } from "../lib/ids.ts";
 import type { AcceptedEvent, EventInput, EventRecord } from "../schemas/events.ts";
@@ -26,7 +27,12 @@ import { openWaits, type OpenWait } from "./wait-kinds.ts";
  */
 export function receiveSignal(draft: Draft, received: ReceivedEvent): void {
   const { event } = received;
-  draft.journal("signal.received", { event_id: event.event_id, name: event.name, data_sha256: received.data_sha256 });
+  draft.journal("signal.received", {
+    event_id: event.event_id,
+    name: event.name,
+    data_sha256: received.data_sha256,
+    ...(event.source?.kind === "api" ? { by: event.source.by } : {}),
+  });
   draft.record.signal_ids = [...(draft.record.signal_ids ?? []), event.event_id].slice(-MAX_SIGNAL_IDS);
   for (const open of openWaits(draft)) {
     if (open.wait.kind === "event" && consume(draft, open as OpenWait<"event">, received, "signal")) {
@@ -118,6 +124,7 @@ export async function toSignals(
   record: RunRecord,
   inputs: readonly EventInput[],
   now: number,
+  by?: By,
 ): Promise<
   ({ type: "signal"; received: ReceivedEvent; answer: AcceptedEvent } | { type: "duplicate"; answer: AcceptedEvent })[]
 > {
@@ -133,7 +140,13 @@ export async function toSignals(
       continue;
     }
     seen.add(eventId);
-    const event = { event_id: eventId, name: input.name, data: input.data ?? null, received_at: now };
+    const event = {
+      event_id: eventId,
+      name: input.name,
+      data: input.data ?? null,
+      received_at: now,
+      ...(by === undefined ? {} : { source: { kind: "api" as const, by } }),
+    };
     const received = { event, data_sha256: await dataDigest(event.data) };
     signals.push({ type: "signal" as const, received, answer: { event_id: eventId, duplicate: false } });
   }

@@ -15,7 +15,7 @@ export interface WakeBudget {
 /** What `decide` reacts to: each event is one row of its handler table. */
 export type RunEvent =
   /** Leave `drafting` (auto start, or an approval): the run is queued and starts on the next wake. */
-  | { type: "start" }
+  | { type: "start"; by?: By }
   /**
    * The alarm: fire due timers, find lost dispatches, dispatch ready work, within `budget` (a whole
    * event's when absent; a wake that follows results in their own event has what that event left).
@@ -24,13 +24,14 @@ export type RunEvent =
   | { type: "task_result"; result: TaskResult }
   /** Several results at once, applied in order, with one settling pass after them all. */
   | { type: "task_results"; results: readonly TaskResult[] }
-  | { type: "cancel"; reason: string }
-  | { type: "pause" }
-  | { type: "resume" }
+  /** The controls: `by` is who asked (journaled as `by`), absent when the engine itself acts. */
+  | { type: "cancel"; reason: string; by?: By }
+  | { type: "pause"; by?: By }
+  | { type: "resume"; by?: By }
   /** Re-run a failed run from its failed nodes, keeping what completed (or resume its failed compensation). */
-  | { type: "redrive" }
+  | { type: "redrive"; by?: By }
   /** Run the undos of a failed or cancelled run, by hand (`POST /v1/runs/{id}/compensate`). */
-  | { type: "compensate" }
+  | { type: "compensate"; by?: By }
   /**
    * A valid answer to an open gate (checked against its schema and approvers by the Durable Object):
    * `by` is who answered, `responder` their free-text note.
@@ -39,7 +40,7 @@ export type RunEvent =
   /** An approval link of an open gate (its secret's hash, its approver), checked by the Durable Object. */
   | { type: "gate_link"; gate_id: string; link: GateLink }
   /** Standing approvals of plan steps: their open approval gates, and those that open later, are granted. */
-  | { type: "approve_steps"; steps: readonly string[]; responder: string | null }
+  | { type: "approve_steps"; steps: readonly string[]; responder: string | null; by?: By }
   /** A child run this run asked for exists now. */
   | { type: "child_started"; key: string; run_id: string }
   /** A child run ended, or could not start (`run_id` null). */

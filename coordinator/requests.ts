@@ -52,7 +52,7 @@ export function toGateAnswer(
   gateId: string,
   body: unknown,
   answerer: Answerer,
-): { gate: GateRecord; event: RunEvent } {
+): { gate: GateRecord; event: Extract<RunEvent, { type: "gate_answer" }> } {
   const answer = parseOrThrow(GateAnswerBody, body, "gate.invalid_answer", "the gate answer");
   const gate = openGateOf(gates, gateId);
   assertApprover(gate, answerer);

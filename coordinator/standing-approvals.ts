@@ -1,9 +1,11 @@
 import { z } from "zod";
 import { EngineError } from "../lib/errors.ts";
 import { parseOrThrow } from "../lib/validation.ts";
+import { By } from "../schemas/auth.ts";
 import type { GateRecord, RunRecord } from "../schemas/run.ts";
 import type { Draft } from "./draft.ts";
 import type { RunEvent } from "./events.ts";
+import { withBy } from "./controls.ts";
 import { isTerminal } from "./lifecycle.ts";
 import { answerGate } from "./wait-gates.ts";
 
@@ -21,6 +23,8 @@ export const MAX_APPROVED_STEPS = 1_000;
 export const StepApproval = z.strictObject({
   steps: z.array(z.string().min(1).max(60)).min(1).max(500),
   responder: z.string().min(1).max(256).nullable(),
+  /** Who approved (journaled as `by` on the approvals it grants now). */
+  by: By.optional(),
 });
 
 /** The event that records a standing approval; refused (409) on an ended run. */
@@ -36,14 +40,14 @@ export function toStepApproval(record: RunRecord, body: unknown): RunEvent {
       `a run keeps at most ${MAX_APPROVED_STEPS} approved steps; approve the base step (step-02) rather than each child`,
     );
   }
-  return { type: "approve_steps", steps: approval.steps, responder: approval.responder };
+  return { type: "approve_steps", steps: approval.steps, responder: approval.responder, ...withBy(approval.by) };
 }
 
 /** Keeps the steps approved and grants every open approval gate they match. */
-export function approveSteps(draft: Draft, steps: readonly string[], responder: string | null): void {
+export function approveSteps(draft: Draft, steps: readonly string[], responder: string | null, by?: By): void {
   draft.record.approved_steps = [...new Set([...(draft.record.approved_steps ?? []), ...steps])];
   for (const gate of draft.record.gates) {
-    grantIfApproved(draft, gate, responder);
+    grantIfApproved(draft, gate, responder, by);
   }
 }
 
@@ -56,12 +60,12 @@ export function grantApprovedGates(draft: Draft): void {
   }
 }
 
-function grantIfApproved(draft: Draft, gate: GateRecord, responder: string | null): void {
+function grantIfApproved(draft: Draft, gate: GateRecord, responder: string | null, by?: By): void {
   const approved = draft.record.approved_steps ?? [];
   const child = gate.item === null ? null : `${gate.node}-${gate.item}`;
   // A gate that declares approvers waits for one of them: a standing approval names no one to check.
   const open = gate.status === "open" && gate.kind === "approval" && gate.approvers === undefined;
   if (open && approved.some((id) => id === gate.node || id === child)) {
-    answerGate(draft, gate.gate_id, { approved: true, reason: "approved_steps" }, responder);
+    answerGate(draft, gate.gate_id, { approved: true, reason: "approved_steps" }, responder, by);
   }
 }

@@ -162,6 +162,7 @@ export function consume(
     received_at: receivedAt,
     source,
     data_sha256: received.data_sha256,
+    ...(event.source?.kind === "api" ? { by: event.source.by } : {}),
   });
   forget(draft, at);
   const output = {

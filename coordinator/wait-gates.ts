@@ -71,8 +71,7 @@ function expireGate(draft: Draft, gate: GateRecord, at: OpenWait<"gate">): void 
  * A valid answer (the Durable Object checked it against the gate's schema and
  * approvers): `by` is who answered (absent when the engine answers: a
  * standing approval granted as its gate opens), `responder` their free-text
- * note. An answer through an approval
- * link uses the link up.
+ * note. An answer through an approval link uses the link up.
  */
 export function answerGate(draft: Draft, gateId: string, response: Json, responder: string | null, by?: By): void {
   const gate = gateOf(draft.record, gateId);
@@ -112,14 +111,7 @@ export function answerGate(draft: Draft, gateId: string, response: Json, respond
     }
     return;
   }
-  draft.journal("gate.answered", {
-    gate_id: gateId,
-    node: gate.node,
-    step: gate.step,
-    responder,
-    response,
-    ...caused,
-  });
+  draft.journal("gate.answered", { gate_id: gateId, node: gate.node, step: gate.step, responder, response, ...caused });
   if (found) {
     const output = { gate_id: gateId, response, responder, responded_at: new Date(draft.now).toISOString() };
     resumeInvocation(draft, found.nodeId, found.invocation, { mode: "after", outcome: { ok: true, output } });

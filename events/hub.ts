@@ -11,7 +11,6 @@ import { startTriggeredRun, type TriggeredStart } from "../src/start.ts";
 import {
   AcceptOptions,
   DeliveryAnswer,
-  EventInput,
   EventName,
   HubEventInput,
   MAX_EVENTS_PER_REQUEST,

@@ -17,6 +17,7 @@ import {
   type WaitRegistration,
 } from "../schemas/events.ts";
 import { newEventId } from "../lib/ids.ts";
+import type { By } from "../schemas/auth.ts";
 import { MAX_LOOKBACK_CHARS } from "./hub.ts";
 
 /**
@@ -158,13 +159,19 @@ function parseBody<T extends z.ZodType>(schema: T, body: unknown, what: string):
 }
 
 /**
- * `POST /v1/events`: the body's events, accepted as {@link acceptEvents} does.
+ * `POST /v1/events`: the body's events, accepted as {@link acceptEvents} does,
+ * each with the API as its source and `by`, who sent it (the events queue
+ * sends none: its events have no source).
  *
  * @throws EngineError `events.invalid_request`, `events.too_many_names` (400),
  *   `events.unavailable` (503, retryable: resend with the same ids).
  */
-export async function sendEvents(env: Env, body: unknown): Promise<SendEventsResponse> {
-  return acceptEvents(env, toEventList(body));
+export async function sendEvents(env: Env, body: unknown, by?: By): Promise<SendEventsResponse> {
+  const events = toEventList(body);
+  return acceptEvents(
+    env,
+    by === undefined ? events : events.map((event) => ({ ...event, source: { kind: "api", by } })),
+  );
 }
 
 /**

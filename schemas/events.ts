@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { By } from "./auth.ts";
 import { JsonValue } from "./common.ts";
 
 /**
@@ -73,6 +74,8 @@ export type AcceptOptions = z.infer<typeof AcceptOptions>;
  */
 export const EventSource = z.discriminatedUnion("kind", [
   z.strictObject({ kind: z.literal("webhook"), webhook: z.string().min(1).max(64) }),
+  /** Sent to the API (`POST /v1/events`, a signal) by `by` (schemas/auth.ts). */
+  z.strictObject({ kind: z.literal("api"), by: By }),
 ]);
 export type EventSource = z.infer<typeof EventSource>;
 
@@ -82,8 +85,9 @@ export type HubEventInput = z.infer<typeof HubEventInput>;
 
 /**
  * An event as a hub keeps it and delivers it; `received_at` is when the hub
- * accepted it (ms since the epoch); `source` where it came from, absent for
- * an event sent to `POST /v1/events`.
+ * accepted it (ms since the epoch); `source` where it came from: a webhook,
+ * or the API with who sent it; absent for the events queue (and for events
+ * kept from before the API recorded its sender).
  */
 export const EventRecord = z.strictObject({
   event_id: z.string(),

@@ -108,9 +108,11 @@ export const JOURNAL_BODIES = {
     plan: PlanOrigin.optional(),
     /** How the run was started (absent: by the API). */
     trigger: RunTrigger.optional(),
+    by: CausedBy,
   }),
-  "run.status": z.strictObject({ from: RunStatus, to: RunStatus, reason: z.string() }),
-  "run.redriven": z.strictObject({ redrive: z.number().int().min(1), nodes: z.array(Node) }),
+  /** `by` on the transitions a control causes (cancel, pause, resume, approve, redrive). */
+  "run.status": z.strictObject({ from: RunStatus, to: RunStatus, reason: z.string(), by: CausedBy }),
+  "run.redriven": z.strictObject({ redrive: z.number().int().min(1), nodes: z.array(Node), by: CausedBy }),
   "node.started": z.strictObject({
     node: Node,
     iteration: z.number().int().min(1),
@@ -214,6 +216,8 @@ export const JOURNAL_BODIES = {
     received_at: IsoTime,
     source: z.enum(["event", "signal"]),
     data_sha256: Sha256Hex,
+    /** Who sent it, for an event or signal sent to the API (absent: from a webhook or the events queue). */
+    by: CausedBy,
   }),
   /** A hub delivered an event the wait's match (the run's, the one that counts) does not take: the wait goes on. */
   "event.declined": WaitPlace.extend({ event_id: z.string(), name: z.string() }),
@@ -221,11 +225,18 @@ export const JOURNAL_BODIES = {
   /** The wait ended before an event came: its run ended, or its node failed. */
   "event.cancelled": WaitPlace.extend({ reason: z.string() }),
   /** A signal to this run was accepted (a wait takes it now, or it is kept until one does). */
-  "signal.received": z.strictObject({ event_id: z.string(), name: z.string(), data_sha256: Sha256Hex }),
+  "signal.received": z.strictObject({
+    event_id: z.string(),
+    name: z.string(),
+    data_sha256: Sha256Hex,
+    by: CausedBy,
+  }),
   "compensation.started": z.strictObject({
     trigger: z.enum(COMPENSATION_TRIGGERS),
     /** The undos still to run, by index, in the order they will run (reverse order of completion). */
     pending: z.array(Count),
+    /** On a compensation started or redriven by request. */
+    by: CausedBy,
   }),
   /** A model turn asked for a tool: the provider's id of the call, and its input (or why it will not run). */
   "tool_call.requested": ToolCallPlace.extend({ call: z.string(), input: JsonValue, error: ErrorSummary.optional() }),

@@ -1,12 +1,13 @@
-import { Hono, type Context } from "hono";
+import { Hono, type Context, type MiddlewareHandler } from "hono";
 import { RUN_CONTROLS } from "../coordinator/controls.ts";
 import { EngineError } from "../lib/errors.ts";
 import { checkBodyLimits, MAX_BODY_BYTES } from "../lib/json-limits.ts";
 import { parseYamlBody } from "../lib/yaml-body.ts";
 import DEFINITIONS_SCHEMA from "../schemas/json/definitions.schema.json";
 import OPENAPI from "../schemas/json/openapi.json";
-import type { Principal } from "../schemas/auth.ts";
 import { DEFINITION_KINDS } from "../schemas/definitions.ts";
+import { byOf, type Principal } from "../schemas/auth.ts";
+import { accessOf, assertRunVisible, assertWorkflowVisible, authorize } from "./access.ts";
 import { bearerAuth } from "./auth.ts";
 import { onError } from "./errors.ts";
 import { appliedWait, preferredWaitMs } from "./prefer.ts";
@@ -19,6 +20,7 @@ import { approveRun, startPlan } from "./plans.ts";
 import { listRuns } from "./run-list.ts";
 import { SCHEDULE_CONTROL_CALLS, SCHEDULE_CONTROLS, scheduleStatus } from "../schedules/index.ts";
 import * as service from "./service.ts";
+import { createToken, listTokens, revokeToken } from "./tokens.ts";
 import { receiveWebhook } from "./webhooks.ts";
 
 type App = { Bindings: Env; Variables: { principal: Principal } };
@@ -49,11 +51,9 @@ export function createApp(): Hono<App> {
   });
   app.use("/v1/*", bearerAuth());
   runRoutes(app);
-  app.post("/v1/events", async (c) => c.json(await sendEvents(c.env, await readJson(c)), 202));
+  eventRoutes(app);
   scheduleRoutes(app);
-  app.get("/v1/events/:eventId/triggers", async (c) =>
-    c.json(await eventTriggers(c.env, c.req.query("name"), c.req.param("eventId"))),
-  );
+  tokenRoutes(app);
   // After the run routes: `/v1/:kind/:id` would otherwise take `/v1/runs/<id>`.
   definitionRoutes(app);
   return app;
@@ -92,63 +92,80 @@ function linkTarget(c: Context<App>): LinkTarget {
 
 /** Starting, listing, reading and steering runs; their journals and gates. */
 function runRoutes(app: Hono<App>): void {
-  app.post("/v1/workflows/:id/runs", async (c) => {
+  app.post("/v1/workflows/:id/runs", allow("startRun"), async (c) => {
     const waitMs = preferredWaitMs(c.req.header("prefer"));
     const body = await readJson(c, {});
-    const started = await service.startRun(c.env, c.req.param("id"), body, c.get("principal").created_by, waitMs ?? 0);
+    const started = await service.startRun(c.env, c.req.param("id"), body, c.get("principal"), waitMs ?? 0);
     return startAnswer(c, started, waitMs);
   });
-  app.post("/v1/plans", async (c) => {
+  app.post("/v1/plans", allow("startPlan"), async (c) => {
     const waitMs = preferredWaitMs(c.req.header("prefer"));
-    return startAnswer(
-      c,
-      await startPlan(c.env, await readJson(c), c.get("principal").created_by, waitMs ?? 0),
-      waitMs,
-    );
+    return startAnswer(c, await startPlan(c.env, await readJson(c), c.get("principal"), waitMs ?? 0), waitMs);
   });
-  app.get("/v1/runs", async (c) => c.json(await listRuns(c.env.RUN_INDEX, c.req.query())));
-  app.get("/v1/runs/:runId", async (c) => c.json(await service.getRun(c.env, c.req.param("runId"))));
-  app.get("/v1/runs/:runId/nodes/:node", async (c) =>
+  app.get("/v1/runs", allow("listRuns"), async (c) =>
+    c.json(await listRuns(c.env.RUN_INDEX, c.req.query(), c.get("principal").workflows)),
+  );
+  app.get("/v1/runs/:runId", allow("getRun"), async (c) => c.json(await service.getRun(c.env, c.req.param("runId"))));
+  app.get("/v1/runs/:runId/nodes/:node", allow("getNode"), async (c) =>
     c.json(await service.getNode(c.env, c.req.param("runId"), c.req.param("node"))),
   );
-  app.get("/v1/runs/:runId/journal", async (c) => c.json(await service.getJournal(c.env, c.req.param("runId"))));
+  app.get("/v1/runs/:runId/journal", allow("getJournal"), async (c) =>
+    c.json(await service.getJournal(c.env, c.req.param("runId"))),
+  );
   // One route per row of the run-control table; a body is optional, and only a cancel reads its `reason`.
   for (const control of RUN_CONTROLS) {
-    app.post(`/v1/runs/:runId/${control}`, async (c) => {
+    app.post(`/v1/runs/:runId/${control}`, allow(`${control}Run`), async (c) => {
       const body = await readJson(c, {});
+      const principal = c.get("principal");
       if (control === "approve") {
-        return c.json(await approveRun(c.env, c.req.param("runId"), body, c.get("principal").created_by));
+        return c.json(await approveRun(c.env, c.req.param("runId"), body, principal));
       }
       const reason =
         typeof body === "object" && body !== null && "reason" in body && typeof body.reason === "string"
           ? body.reason
           : undefined;
-      return c.json(await service.controlRun(c.env, c.req.param("runId"), control, reason));
+      return c.json(await service.controlRun(c.env, c.req.param("runId"), control, reason, byOf(principal)));
     });
   }
-  app.get("/v1/runs/:runId/events", (c) => streamRunEvents(c, c.req.param("runId")));
-  app.get("/v1/gates", async (c) => c.json(await listOpenGates(c.env, c.req.query())));
-  app.get("/v1/runs/:runId/gates", async (c) => c.json(await service.listGates(c.env, c.req.param("runId"))));
-  app.post("/v1/runs/:runId/signals", async (c) =>
-    c.json(await service.signalRun(c.env, c.req.param("runId"), await readJson(c)), 202),
+  app.get("/v1/runs/:runId/events", allow("runEvents"), (c) => streamRunEvents(c, c.req.param("runId")));
+  app.get("/v1/gates", allow("listOpenGates"), async (c) =>
+    c.json(await listOpenGates(c.env, c.req.query(), c.get("principal").workflows)),
   );
-  app.post("/v1/runs/:runId/gates/:gateId", async (c) => {
-    const answerer = answererOf(c.get("principal"));
-    const [runId, gateId] = [c.req.param("runId"), c.req.param("gateId")];
-    return c.json(await service.answerGate(c.env, runId, gateId, await readJson(c), answerer));
+  app.get("/v1/runs/:runId/gates", allow("listGates"), async (c) =>
+    c.json(await service.listGates(c.env, c.req.param("runId"))),
+  );
+  app.post("/v1/runs/:runId/signals", allow("signalRun"), async (c) => {
+    const by = byOf(c.get("principal"));
+    return c.json(await service.signalRun(c.env, c.req.param("runId"), await readJson(c), by), 202);
   });
-  app.post("/v1/runs/:runId/gates/:gateId/links", async (c) => {
-    const target = { runId: c.req.param("runId"), gateId: c.req.param("gateId") };
+  app.post("/v1/runs/:runId/gates/:gateId", allow("answerGate"), async (c) => {
+    const { runId, gateId } = c.req.param();
+    return c.json(await service.answerGate(c.env, runId, gateId, await readJson(c), answererOf(c.get("principal"))));
+  });
+  app.post("/v1/runs/:runId/gates/:gateId/links", allow("linkGate"), async (c) => {
+    const { runId, gateId } = c.req.param();
     const origin = new URL(c.req.url).origin;
-    return c.json(await createGateLink(c.env, target, await readJson(c), c.get("principal"), origin), 201);
+    return c.json(await createGateLink(c.env, { runId, gateId }, await readJson(c), c.get("principal"), origin), 201);
   });
+}
+
+/** Events to every run that waits for them, and what their triggers started. */
+function eventRoutes(app: Hono<App>): void {
+  app.post("/v1/events", allow("sendEvents"), async (c) =>
+    c.json(await sendEvents(c.env, await readJson(c), byOf(c.get("principal"))), 202),
+  );
+  app.get("/v1/events/:eventId/triggers", allow("eventTriggers"), async (c) =>
+    c.json(await eventTriggers(c.env, c.req.query("name"), c.req.param("eventId"))),
+  );
 }
 
 /** A schedule's status and controls (docs/api.md, "Schedules"); a backfill is queued (202). */
 function scheduleRoutes(app: Hono<App>): void {
-  app.get("/v1/schedules/:id/status", async (c) => c.json(await scheduleStatus(c.env, c.req.param("id"))));
+  app.get("/v1/schedules/:id/status", allow("scheduleStatus"), async (c) =>
+    c.json(await scheduleStatus(c.env, c.req.param("id"))),
+  );
   for (const control of SCHEDULE_CONTROLS) {
-    app.post(`/v1/schedules/:id/${control}`, async (c) => {
+    app.post(`/v1/schedules/:id/${control}`, allow(`${control}Schedule`), async (c) => {
       const body = control === "backfill" ? await readJson(c) : undefined;
       const answer = await SCHEDULE_CONTROL_CALLS[control](c.env, c.req.param("id"), body);
       return c.json(answer, control === "backfill" ? 202 : 200);
@@ -156,27 +173,64 @@ function scheduleRoutes(app: Hono<App>): void {
   }
 }
 
+/** Tokens as data (docs/api.md, "Tokens"): admin only. */
+function tokenRoutes(app: Hono<App>): void {
+  app.post("/v1/tokens", allow("createToken"), async (c) =>
+    c.json(await createToken(c.env, await readJson(c), c.get("principal")), 201),
+  );
+  app.get("/v1/tokens", allow("listTokens"), async (c) => c.json(await listTokens(c.env)));
+  app.delete("/v1/tokens/:tokenId", allow("revokeToken"), async (c) =>
+    c.json(await revokeToken(c.env, c.req.param("tokenId"))),
+  );
+}
+
 /** Registering and reading definitions, and what an MCP server offers. */
 function definitionRoutes(app: Hono<App>): void {
-  app.post("/v1/definitions", async (c) => c.json(await service.registerDefinitions(c.env, await readJson(c)), 201));
-  app.get("/v1/mcp_servers/:id/tools", async (c) => c.json(await mcpServerTools(c.env, c.req.param("id"))));
-  // Kinds spelled out, so these never shadow another `/v1/<name>` route (`/v1/runs`) whatever the order.
-  app.get(`/v1/:kind{${LISTED_KINDS}}`, async (c) =>
-    c.json(await service.listDefinitions(c.env, c.req.param("kind"), c.req.query())),
+  app.post("/v1/definitions", allow("registerDefinitions"), async (c) =>
+    c.json(await service.registerDefinitions(c.env, await readJson(c)), 201),
   );
-  app.get(`/v1/:kind{${LISTED_KINDS}}/:id/versions`, async (c) =>
+  app.get("/v1/mcp_servers/:id/tools", allow("mcpServerTools"), async (c) =>
+    c.json(await mcpServerTools(c.env, c.req.param("id"))),
+  );
+  // Kinds spelled out, so these never shadow another `/v1/<name>` route (`/v1/runs`) whatever the order.
+  app.get(`/v1/:kind{${LISTED_KINDS}}`, allow("listDefinitions"), async (c) =>
+    c.json(await service.listDefinitions(c.env, c.req.param("kind"), c.req.query(), c.get("principal").workflows)),
+  );
+  app.get(`/v1/:kind{${LISTED_KINDS}}/:id/versions`, allow("listVersions"), async (c) =>
     c.json(await service.listVersions(c.env, c.req.param("kind"), c.req.param("id"), c.req.query())),
   );
-  app.get("/v1/:kind/:id", async (c) =>
+  app.get("/v1/:kind/:id", allow("getDefinition"), async (c) =>
     c.json(await service.getDefinition(c.env, c.req.param("kind"), c.req.param("id"))),
   );
-  app.get("/v1/:kind/:id/versions/:version", async (c) => {
+  app.get("/v1/:kind/:id/versions/:version", allow("getDefinitionVersion"), async (c) => {
     const version = Number(c.req.param("version"));
     if (!Number.isInteger(version) || version < 1) {
       throw EngineError.terminal("definition.not_found", `"${c.req.param("version")}" is not a version number`);
     }
     return c.json(await service.getDefinition(c.env, c.req.param("kind"), c.req.param("id"), version));
   });
+}
+
+/**
+ * The checks of an operation, from its row of the route table
+ * (src/contracts/routes.ts, src/access.ts): the role, then the grant of
+ * workflows: a run or a workflow outside it is 404, as if it did not exist.
+ */
+function allow(operationId: string): MiddlewareHandler<App> {
+  const access = accessOf(operationId);
+  return async function allow(c, next) {
+    const principal = c.get("principal");
+    authorize(principal, access);
+    const { runId, id, kind } = c.req.param() as Record<string, string | undefined>;
+    if (access.grant === "run" && runId !== undefined) {
+      await assertRunVisible(c.env, principal, runId);
+    } else if (access.grant === "workflow" && id !== undefined) {
+      assertWorkflowVisible(principal, id, "workflow.not_found");
+    } else if (access.grant === "definition" && kind === "workflows" && id !== undefined) {
+      assertWorkflowVisible(principal, id, "definition.not_found");
+    }
+    await next();
+  };
 }
 
 /**

@@ -7,10 +7,12 @@ import type { ErrorBody } from "../schemas/api.ts";
 const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   "auth.missing_token": 401,
   "auth.invalid_token": 401,
-  // Cloudflare Access (src/access.ts): an assertion that does not verify, a key set that cannot be fetched.
+  "auth.token_expired": 401,
+  // A role or a grant of workflows the token does not hold (docs/security.md, "Roles"), or not one of a gate's approvers.
+  "auth.forbidden": 403,
+  // Cloudflare Access (src/cloudflare-access.ts): an assertion that does not verify, a key set that cannot be fetched.
   "auth.invalid_access_token": 401,
   "auth.access_unavailable": 503,
-  "auth.forbidden": 403,
   // A malformed ACCESS_ROLES is the operator's misconfiguration.
   "access.bad_config": 500,
   // Approval links (src/gate-links.ts): used once, then 409; past their expiry, 410.

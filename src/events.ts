@@ -1,7 +1,7 @@
 import type { Context } from "hono";
-import type { Principal } from "../schemas/auth.ts";
 import { streamSSE } from "hono/streaming";
 import { EngineError } from "../lib/errors.ts";
+import type { Principal } from "../schemas/auth.ts";
 import { runEvents } from "./service.ts";
 
 /** How long one long poll of the coordinator waits for new entries. */

@@ -3,7 +3,7 @@ import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import type { OpenGate, OpenGateList } from "../schemas/api.ts";
 import { ListGatesQuery, RunIndexRow } from "../schemas/run-index.ts";
-import { decodeCursor, encodeCursor } from "./run-list.ts";
+import { decodeCursor, encodeCursor, grantCondition } from "./run-list.ts";
 import { listGates } from "./service.ts";
 
 /** Runs per page of `GET /v1/gates` when the query names no `limit`. */
@@ -28,10 +28,14 @@ type GatedRun = z.infer<typeof GatedRun>;
  * The index trails its runs by a moment: a run whose gates were just answered
  * adds none, and one whose gate just opened shows up on the next read.
  */
-export async function listOpenGates(env: Env, rawQuery: unknown): Promise<OpenGateList> {
+export async function listOpenGates(
+  env: Env,
+  rawQuery: unknown,
+  grant: readonly string[] | null,
+): Promise<OpenGateList> {
   const query = parseOrThrow(ListGatesQuery, rawQuery, "request.invalid_query", "the query");
   const limit = query.limit ?? DEFAULT_GATE_RUNS_PAGE;
-  const runs = await gatedRuns(env.RUN_INDEX, limit, query.cursor);
+  const runs = await gatedRuns(env.RUN_INDEX, limit, query.cursor, grant);
   const page = runs.slice(0, limit);
   const gates = await Promise.all(page.map((run) => openGatesOf(env, run)));
   const last = page.at(-1);
@@ -41,13 +45,23 @@ export async function listOpenGates(env: Env, rawQuery: unknown): Promise<OpenGa
   };
 }
 
-/** Up to `limit + 1` runs with open gates, after the cursor's run (the extra one says whether a page follows). */
-async function gatedRuns(db: D1Database, limit: number, cursor: string | undefined): Promise<GatedRun[]> {
+/**
+ * Up to `limit + 1` runs with open gates, after the cursor's run (the extra
+ * one says whether a page follows), of the workflows of `grant` (null: all).
+ */
+async function gatedRuns(
+  db: D1Database,
+  limit: number,
+  cursor: string | undefined,
+  grant: readonly string[] | null,
+): Promise<GatedRun[]> {
   const after = cursor === undefined ? null : decodeCursor(cursor);
+  const granted = grant === null ? null : grantCondition(grant);
   const sql = `SELECT run_id, workflow_id, workflow_version, status, created_at FROM runs
     WHERE open_gates > 0${after === null ? "" : " AND (created_at < ? OR (created_at = ? AND run_id < ?))"}
+    ${granted === null ? "" : `AND ${granted.condition}`}
     ORDER BY created_at DESC, run_id DESC LIMIT ?`;
-  const params = after === null ? [limit + 1] : [after[0], after[0], after[1], limit + 1];
+  const params = [...(after === null ? [] : [after[0], after[0], after[1]]), ...(granted?.params ?? []), limit + 1];
   let rows: unknown[];
   try {
     rows = (

@@ -4,6 +4,7 @@ import { unwrap } from "../lib/result.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import { preparePlan, toPlanRecord, type PlanStart } from "../plans/index.ts";
 import type { RunView } from "../schemas/api.ts";
+import { byOf, type Principal } from "../schemas/auth.ts";
 import { ApproveBody, PlanRequest, type StartPlanResponse } from "../schemas/plans.ts";
 import { catalog, controlRun, coordinator, createRun } from "./service.ts";
 
@@ -15,7 +16,7 @@ import { catalog, controlRun, coordinator, createRun } from "./service.ts";
 export async function startPlan(
   env: Env,
   body: unknown,
-  createdBy: string,
+  principal: Principal,
   waitMs = 0,
 ): Promise<{ created: boolean; run: StartPlanResponse }> {
   const request = parseOrThrow(PlanRequest, body, "plan.invalid_request", "the plan request");
@@ -47,7 +48,8 @@ export async function startPlan(
       mode,
       idempotency_key: request.idempotency_key ?? null,
       request_hash: requestHash,
-      created_by: createdBy,
+      created_by: principal.created_by,
+      by: byOf(principal),
       trigger: { kind: "plan" },
       plan,
     },
@@ -65,20 +67,21 @@ export async function startPlan(
  * `step-02-1`, …; `step-02-1` only that child's). Without `approved_steps`
  * it is the plain control.
  */
-export async function approveRun(env: Env, runId: string, body: unknown, responder: string): Promise<RunView> {
+export async function approveRun(env: Env, runId: string, body: unknown, principal: Principal): Promise<RunView> {
+  const by = byOf(principal);
   // Without `approved_steps` the body is ignored, as it always was: the plain control.
   if (typeof body !== "object" || body === null || !("approved_steps" in body)) {
-    return controlRun(env, runId, "approve");
+    return controlRun(env, runId, "approve", undefined, by);
   }
   const request = parseOrThrow(ApproveBody, body, "run.invalid_request", "the approve request");
   const view = unwrap(await coordinator(env, runId).get());
   if (view.status === "drafting") {
-    await controlRun(env, runId, "approve");
+    await controlRun(env, runId, "approve", undefined, by);
   }
   const steps = request.approved_steps ?? [];
   if (steps.length === 0) {
     return unwrap(await coordinator(env, runId).get());
   }
   // A standing approval: the open gates now, and each matching gate that opens later.
-  return unwrap(await coordinator(env, runId).approveSteps({ steps, responder }));
+  return unwrap(await coordinator(env, runId).approveSteps({ steps, responder: principal.created_by, by }));
 }

@@ -29,13 +29,16 @@ import { listOpenGates } from "./gate-list.ts";
 import { startPlan } from "./plans.ts";
 import { listRuns } from "./run-list.ts";
 import * as service from "./service.ts";
+import { byOf } from "../schemas/auth.ts";
+import { accessOf, authorize } from "./access.ts";
+import { RPC_PRINCIPAL } from "./auth.ts";
 
 /**
  * Who answers a gate over RPC: a service binding of the deployment's own
  * account, trusted as an admin. A gate whose `approvers` name only tokens or
  * emails is answered by one of them, never over RPC.
  */
-const RPC_ANSWERER: Answerer = { by: { token_id: "rpc", name: "rpc" }, roles: ["admin"] };
+const RPC_ANSWERER: Answerer = { by: byOf(RPC_PRINCIPAL), roles: RPC_PRINCIPAL.roles };
 
 /** The longest id (run, gate, workflow, kind) an RPC caller may pass; longer ones name nothing. */
 const MAX_ID_LENGTH = 1024;
@@ -59,14 +62,14 @@ type ControlMethods = { [K in RunControl as `${K}Run`]: (runId: string) => Promi
 /** Implements the client's plain interface (client/index.ts), so the types callers import cannot drift from it. */
 export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods, TrellisApiClient {
   registerDefinitions(bundle: unknown): Promise<Result<RegisterResponse>> {
-    return toResult(() => {
+    return call("registerDefinitions", () => {
       checkBodyLimits(bundle);
       return service.registerDefinitions(this.env, bundle);
     });
   }
 
   getDefinition(kind: string, id: string, version?: number): Promise<Result<DefinitionRecord>> {
-    return toResult(() => {
+    return call("getDefinition", () => {
       const pinned = optionalInteger(version, "version", 1);
       return service.getDefinition(this.env, idArgument(kind, "kind"), idArgument(id, "id"), pinned);
     });
@@ -74,21 +77,21 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
 
   /** `GET /v1/{kind}`; `page` is `{ limit?, cursor? }` as in the HTTP query, `limit` a number. */
   listDefinitions(kind: string, page?: ListPageArgument): Promise<Result<DefinitionList>> {
-    return toResult(() => service.listDefinitions(this.env, idArgument(kind, "kind"), pageQuery(page)));
+    return call("listDefinitions", () => service.listDefinitions(this.env, idArgument(kind, "kind"), pageQuery(page)));
   }
 
   /** `GET /v1/{kind}/{id}/versions`. */
   listVersions(kind: string, id: string, page?: ListPageArgument): Promise<Result<DefinitionVersions>> {
-    return toResult(() =>
+    return call("listVersions", () =>
       service.listVersions(this.env, idArgument(kind, "kind"), idArgument(id, "id"), pageQuery(page)),
     );
   }
 
   /** `POST /v1/plans`; `options.wait_ms` is the HTTP route's `Prefer: wait`, in ms. */
   startPlan(request: unknown, options?: unknown): Promise<Result<StartPlanResponse & { created: boolean }>> {
-    return toResult(async () => {
+    return call("startPlan", async () => {
       checkBodyLimits(request);
-      const { created, run } = await startPlan(this.env, request, "rpc", startWaitMs(options));
+      const { created, run } = await startPlan(this.env, request, RPC_PRINCIPAL, startWaitMs(options));
       return { ...run, created };
     });
   }
@@ -103,73 +106,81 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
     request: unknown,
     options?: unknown,
   ): Promise<Result<StartRunResponse & { created: boolean }>> {
-    return toResult(async () => {
+    return call("startRun", async () => {
       const id = idArgument(workflowId, "workflowId");
       checkBodyLimits(request);
-      const { created, run } = await service.startRun(this.env, id, request, "rpc", startWaitMs(options));
+      const { created, run } = await service.startRun(this.env, id, request, RPC_PRINCIPAL, startWaitMs(options));
       return { ...run, created };
     });
   }
 
   getRun(runId: string): Promise<Result<RunView>> {
-    return toResult(() => service.getRun(this.env, idArgument(runId, "runId")));
+    return call("getRun", () => service.getRun(this.env, idArgument(runId, "runId")));
   }
 
   getJournal(runId: string): Promise<Result<{ entries: JournalEntry[] }>> {
-    return toResult(() => service.getJournal(this.env, idArgument(runId, "runId")));
+    return call("getJournal", () => service.getJournal(this.env, idArgument(runId, "runId")));
   }
 
   /** `GET /v1/runs`: the query's parameters as an object of strings, e.g. `{ status: "failed", limit: "10" }`. */
   listRuns(query: unknown = {}): Promise<Result<RunList>> {
-    return toResult(() => {
+    return call("listRuns", () => {
       checkBodyLimits(query, "query");
-      return listRuns(this.env.RUN_INDEX, query);
+      return listRuns(this.env.RUN_INDEX, query, RPC_PRINCIPAL.workflows);
     });
   }
 
   /** `GET /v1/gates`: the query's parameters as an object of strings, e.g. `{ limit: "10" }`. */
   listOpenGates(query: unknown = {}): Promise<Result<OpenGateList>> {
-    return toResult(() => {
+    return call("listOpenGates", () => {
       checkBodyLimits(query, "query");
-      return listOpenGates(this.env, query);
+      return listOpenGates(this.env, query, RPC_PRINCIPAL.workflows);
     });
   }
 
   cancelRun(runId: string, reason?: string): Promise<Result<RunView>> {
-    return toResult(() => {
+    return call("cancelRun", () => {
       const id = idArgument(runId, "runId");
       if (reason !== undefined && typeof reason !== "string") {
         throw invalidArgument("reason", "must be a string when given");
       }
       checkBodyLimits(reason, "reason");
-      return service.controlRun(this.env, id, "cancel", reason);
+      return service.controlRun(this.env, id, "cancel", reason, RPC_BY);
     });
   }
 
   pauseRun(runId: string): Promise<Result<RunView>> {
-    return toResult(() => service.controlRun(this.env, idArgument(runId, "runId"), "pause"));
+    return call("pauseRun", () => service.controlRun(this.env, idArgument(runId, "runId"), "pause", undefined, RPC_BY));
   }
 
   resumeRun(runId: string): Promise<Result<RunView>> {
-    return toResult(() => service.controlRun(this.env, idArgument(runId, "runId"), "resume"));
+    return call("resumeRun", () =>
+      service.controlRun(this.env, idArgument(runId, "runId"), "resume", undefined, RPC_BY),
+    );
   }
 
   redriveRun(runId: string): Promise<Result<RunView>> {
-    return toResult(() => service.controlRun(this.env, idArgument(runId, "runId"), "redrive"));
+    return call("redriveRun", () =>
+      service.controlRun(this.env, idArgument(runId, "runId"), "redrive", undefined, RPC_BY),
+    );
   }
 
   approveRun(runId: string): Promise<Result<RunView>> {
-    return toResult(() => service.controlRun(this.env, idArgument(runId, "runId"), "approve"));
+    return call("approveRun", () =>
+      service.controlRun(this.env, idArgument(runId, "runId"), "approve", undefined, RPC_BY),
+    );
   }
 
   /** Runs the undos of a failed or cancelled run that has not compensated. */
   compensateRun(runId: string): Promise<Result<RunView>> {
-    return toResult(() => service.controlRun(this.env, idArgument(runId, "runId"), "compensate"));
+    return call("compensateRun", () =>
+      service.controlRun(this.env, idArgument(runId, "runId"), "compensate", undefined, RPC_BY),
+    );
   }
 
   /** Journal entries after `afterSeq`, waiting up to `waitMs` for the next ones: the event stream over RPC. */
   runEvents(runId: string, afterSeq = 0, waitMs = 0): Promise<Result<JournalEntry[]>> {
-    return toResult(() => {
+    return call("runEvents", () => {
       const id = idArgument(runId, "runId");
       return service.runEvents(
         this.env,
@@ -181,11 +192,11 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
   }
 
   listGates(runId: string): Promise<Result<{ gates: GateView[] }>> {
-    return toResult(() => service.listGates(this.env, idArgument(runId, "runId")));
+    return call("listGates", () => service.listGates(this.env, idArgument(runId, "runId")));
   }
 
   answerGate(runId: string, gateId: string, answer: unknown): Promise<Result<GateView>> {
-    return toResult(() => {
+    return call("answerGate", () => {
       const run = idArgument(runId, "runId");
       const gate = idArgument(gateId, "gateId");
       checkBodyLimits(answer);
@@ -195,24 +206,24 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
 
   /** `POST /v1/runs/{run_id}/signals`: signals to one run, the same body as `sendEvents`. */
   signalRun(runId: string, body: unknown): Promise<Result<SendEventsResponse>> {
-    return toResult(() => {
+    return call("signalRun", () => {
       const run = idArgument(runId, "runId");
       checkBodyLimits(body);
-      return service.signalRun(this.env, run, body);
+      return service.signalRun(this.env, run, body, RPC_BY);
     });
   }
 
   /** `POST /v1/events`: one event `{ name, data?, id? }`, or `{ events: [...] }`. */
   sendEvents(body: unknown): Promise<Result<SendEventsResponse>> {
-    return toResult(() => {
+    return call("sendEvents", () => {
       checkBodyLimits(body);
-      return sendEvents(this.env, body);
+      return sendEvents(this.env, body, RPC_BY);
     });
   }
 
   /** `GET /v1/events/{event_id}/triggers?name=`: what an event's triggers started. */
   eventTriggers(eventId: string, name: string): Promise<Result<EventTriggers>> {
-    return toResult(() => eventTriggers(this.env, name, idArgument(eventId, "eventId")));
+    return call("eventTriggers", () => eventTriggers(this.env, name, idArgument(eventId, "eventId")));
   }
 
   journalKeys(): Promise<Result<Jwks>> {
@@ -221,28 +232,43 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
 
   /** `GET /v1/schedules/{id}/status`. */
   scheduleStatus(id: string): Promise<Result<ScheduleStatus>> {
-    return toResult(() => schedules.scheduleStatus(this.env, idArgument(id, "id")));
+    return call("scheduleStatus", () => schedules.scheduleStatus(this.env, idArgument(id, "id")));
   }
 
   pauseSchedule(id: string): Promise<Result<ScheduleStatus>> {
-    return toResult(() => schedules.pauseSchedule(this.env, idArgument(id, "id")));
+    return call("pauseSchedule", () => schedules.pauseSchedule(this.env, idArgument(id, "id")));
   }
 
   resumeSchedule(id: string): Promise<Result<ScheduleStatus>> {
-    return toResult(() => schedules.resumeSchedule(this.env, idArgument(id, "id")));
+    return call("resumeSchedule", () => schedules.resumeSchedule(this.env, idArgument(id, "id")));
   }
 
   triggerSchedule(id: string): Promise<Result<SlotRecord>> {
-    return toResult(() => schedules.triggerSchedule(this.env, idArgument(id, "id")));
+    return call("triggerSchedule", () => schedules.triggerSchedule(this.env, idArgument(id, "id")));
   }
 
   /** `POST /v1/schedules/{id}/backfill`: `{ from, to, overlap? }`. */
   backfillSchedule(id: string, body: unknown): Promise<Result<BackfillAnswer>> {
-    return toResult(() => {
+    return call("backfillSchedule", () => {
       checkBodyLimits(body);
       return schedules.backfillSchedule(this.env, idArgument(id, "id"), body);
     });
   }
+}
+
+/** Who an RPC caller is in `by`: `{ token_id: "rpc", name: "rpc" }`. */
+const RPC_BY = byOf(RPC_PRINCIPAL);
+
+/**
+ * Runs an RPC method after the checks of its row of the route table
+ * (src/contracts/routes.ts, by the method's name as operation id), made for
+ * the RPC caller: a service binding of this account, an admin ({@link RPC_PRINCIPAL}).
+ */
+function call<T>(operationId: string, fn: () => T | Promise<T>): Promise<Result<T>> {
+  return toResult(() => {
+    authorize(RPC_PRINCIPAL, accessOf(operationId));
+    return fn();
+  });
 }
 
 /** An id argument: a well-formed string of at most {@link MAX_ID_LENGTH} characters. */

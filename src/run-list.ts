@@ -12,12 +12,18 @@ export const DEFAULT_RUNS_PAGE = 20;
  * (created_at, run_id) descending. The cursor is that pair for the last run
  * of the page before, base64url-encoded JSON: opaque to clients, checked when
  * it comes back. Pages are keyset pages, so a run created meanwhile never
- * shifts a page: no duplicates and no gaps across pages.
+ * shifts a page: no duplicates and no gaps across pages. `grant` (a token's
+ * workflows, null for every workflow) leaves out the runs of other workflows.
  */
-export async function listRuns(db: D1Database, rawQuery: unknown): Promise<RunList> {
+export async function listRuns(db: D1Database, rawQuery: unknown, grant: readonly string[] | null): Promise<RunList> {
   const query = parseOrThrow(ListRunsQuery, rawQuery, "request.invalid_query", "the query");
   const limit = query.limit ?? DEFAULT_RUNS_PAGE;
   const { where, params } = toWhere(query);
+  if (grant !== null) {
+    const granted = grantCondition(grant);
+    where.push(granted.condition);
+    params.push(...granted.params);
+  }
   const sql = `SELECT * FROM runs${where.length > 0 ? ` WHERE ${where.join(" AND ")}` : ""}
     ORDER BY created_at DESC, run_id DESC LIMIT ?`;
   let rows: unknown[];
@@ -39,6 +45,18 @@ export async function listRuns(db: D1Database, rawQuery: unknown): Promise<RunLi
     runs: page.map(toRunSummary),
     next_cursor: rows.length > limit && last ? encodeCursor([last.created_at, last.run_id]) : null,
   };
+}
+
+/**
+ * The SQL condition that keeps the runs of a token's grant of workflows
+ * (docs/security.md, "Roles"): each pattern a `GLOB` (its characters are an
+ * id's and `*`, schemas/auth.ts `WorkflowPattern`, so nothing else in it is special).
+ */
+export function grantCondition(grant: readonly string[]): { condition: string; params: string[] } {
+  if (grant.length === 0) {
+    return { condition: "0", params: [] };
+  }
+  return { condition: `(${grant.map(() => "workflow_id GLOB ?").join(" OR ")})`, params: [...grant] };
 }
 
 /** The SQL conditions and their parameters for the query's filters and cursor. */

@@ -26,6 +26,7 @@ import {
   type StartRunResponse,
 } from "../schemas/api.ts";
 import type { Answerer } from "../schemas/approvers.ts";
+import { byOf, type By, type Principal } from "../schemas/auth.ts";
 import type { JsonObject } from "../schemas/common.ts";
 import { DefinitionKind } from "../schemas/definitions.ts";
 import type { SendEventsResponse } from "../schemas/events.ts";
@@ -43,7 +44,19 @@ const DEFAULT_LIST_LIMIT = 50;
 
 // The stubs' generated RPC types are too deep for tsc over recursive JSON
 // types; the methods return plain-data Results, so their own signatures are exact.
-type CatalogApi = Pick<Catalog, "register" | "get" | "list" | "versions" | "resolvePlan" | "triggersFor">;
+type CatalogApi = Pick<
+  Catalog,
+  | "register"
+  | "get"
+  | "list"
+  | "versions"
+  | "resolvePlan"
+  | "triggersFor"
+  | "createToken"
+  | "listTokens"
+  | "tokenByHash"
+  | "revokeToken"
+>;
 type CoordinatorApi = Pick<
   Coordinator,
   | "create"
@@ -83,9 +96,18 @@ export async function getDefinition(env: Env, kind: string, id: string, version?
   return unwrap(await catalog(env).get(toKind(kind), id, version));
 }
 
-/** `GET /v1/{kind}`: the latest version of each definition of a kind, a page at a time. */
-export async function listDefinitions(env: Env, kind: string, query: unknown): Promise<DefinitionList> {
-  return unwrap(await catalog(env).list(toPage(toKind(kind), query)));
+/**
+ * `GET /v1/{kind}`: the latest version of each definition of a kind, a page
+ * at a time; of workflows, only those of `grant` (a token's workflows; null: all).
+ */
+export async function listDefinitions(
+  env: Env,
+  kind: string,
+  query: unknown,
+  grant: readonly string[] | null = null,
+): Promise<DefinitionList> {
+  const page = toPage(toKind(kind), query);
+  return unwrap(await catalog(env).list(grant === null ? page : { ...page, grant }));
 }
 
 /** `GET /v1/{kind}/{id}/versions`: every version of one definition, highest first. */
@@ -133,7 +155,7 @@ export async function startRun(
   env: Env,
   workflowId: string,
   body: unknown,
-  createdBy: string,
+  principal: Principal,
   waitMs = 0,
 ): Promise<{ created: boolean; run: StartRunResponse }> {
   const request = parseOrThrow(StartRunBody, body ?? {}, "run.invalid_request", "the run request");
@@ -171,7 +193,8 @@ export async function startRun(
       mode,
       idempotency_key: request.idempotency_key ?? null,
       request_hash: requestHash,
-      created_by: createdBy,
+      created_by: principal.created_by,
+      by: byOf(principal),
       trigger: { kind: "api" },
       ...delay,
     },
@@ -232,9 +255,9 @@ export async function listGates(env: Env, runId: string): Promise<{ gates: GateV
   return { gates: unwrap(await coordinator(env, runId).gates()) };
 }
 
-/** `POST /v1/runs/{run_id}/signals`: one signal `{ name, data?, id? }`, or `{ events: [...] }`. */
-export async function signalRun(env: Env, runId: string, body: unknown): Promise<SendEventsResponse> {
-  return unwrap(await coordinator(env, runId).signal(body));
+/** `POST /v1/runs/{run_id}/signals`: one signal `{ name, data?, id? }`, or `{ events: [...] }`, sent by `by`. */
+export async function signalRun(env: Env, runId: string, body: unknown, by: By): Promise<SendEventsResponse> {
+  return unwrap(await coordinator(env, runId).signal(body, by));
 }
 
 export async function answerGate(
@@ -247,9 +270,15 @@ export async function answerGate(
   return unwrap(await coordinator(env, runId).answerGate(gateId, body, answerer));
 }
 
-/** Applies a run control (coordinator/controls.ts); `reason` is what a cancel records. */
-export async function controlRun(env: Env, runId: string, control: RunControl, reason?: string): Promise<RunView> {
-  return unwrap(await coordinator(env, runId).control(control, reason));
+/** Applies a run control (coordinator/controls.ts); `reason` is what a cancel records, `by` who asked. */
+export async function controlRun(
+  env: Env,
+  runId: string,
+  control: RunControl,
+  reason: string | undefined,
+  by: By,
+): Promise<RunView> {
+  return unwrap(await coordinator(env, runId).control(control, reason, by));
 }
 
 /** Journal entries after `afterSeq`, waiting up to `waitMs` for new ones when there are none. */

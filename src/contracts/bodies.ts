@@ -21,6 +21,7 @@ import {
   StartRunBody,
   StartRunResponse,
 } from "../../schemas/api.ts";
+import { CreatedToken, CreateTokenBody, TokenList } from "../../schemas/auth.ts";
 import { DefinitionBundle } from "../../schemas/definitions.ts";
 import { EventTriggers, SendEventsBody, SendEventsResponse } from "../../schemas/events.ts";
 import { JournalEntry, JournalResponse, Jwks } from "../../schemas/journal.ts";
@@ -41,6 +42,7 @@ export const REQUEST_SCHEMAS = {
   BackfillBody,
   /** A webhook delivery: whatever JSON its sender signed. */
   WebhookDelivery: z.unknown(),
+  CreateTokenBody,
 } as const satisfies Record<string, z.ZodType>;
 
 /** Response bodies, by their OpenAPI component name (converted as output: what the server sends). */
@@ -69,6 +71,9 @@ export const RESPONSE_SCHEMAS = {
   SlotRecord,
   BackfillAnswer,
   EventTriggers,
+  CreatedToken,
+  TokenList,
+  RevokedToken: z.strictObject({ token_id: z.string(), revoked: z.literal(true) }),
   /** The generated contracts themselves: a JSON Schema and an OpenAPI document. */
   JsonDocument: z.record(z.string(), z.unknown()),
 } as const satisfies Record<string, z.ZodType>;
@@ -118,5 +123,10 @@ export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName,
   SlotRecord:
     "One slot of a schedule: its time, its run (null when none started) and the run's status, or skipped/buffered/start_failed with a reason.",
   BackfillAnswer: "How many slots a backfill queued, and the first and last of them.",
+  CreateTokenBody:
+    "A token to make: its name, roles (reader, runner, approver, author, admin), the workflows it is limited to (id patterns, * for any characters), and when it expires.",
+  CreatedToken: "The token made, with its secret: shown this once, stored only as a keyed hash.",
+  TokenList: "Every stored token, newest first: never a secret nor its hash.",
+  RevokedToken: "The token revoked: refused everywhere within 10 seconds.",
   JsonDocument: "A JSON document: the generated JSON Schema or OpenAPI document.",
 };

@@ -16,6 +16,7 @@ import {
   SCHEMA_DESCRIPTIONS,
   type RequestSchemaName,
   type ResponseSchemaName,
+  type Grant,
   type RouteSpec,
 } from "./routes.ts";
 
@@ -27,13 +28,23 @@ const COMPONENT_REF = "#/components/schemas/";
 /** Each status an error can have, and when. */
 const ERROR_STATUSES: Record<number, string> = {
   400: "Invalid request: `details` lists each problem with its path.",
-  401: "No bearer token, or an unknown one.",
-  403: "The caller lacks the role, or is not one of the gate's approvers (`auth.forbidden`).",
+  401: "No bearer token, an unknown one, or an expired one (auth.token_expired); a Cloudflare Access assertion that does not verify.",
+  403: "The caller lacks the role this route needs, or a grant of every workflow, or is not one of the gate's approvers (auth.forbidden).",
   404: "No such definition, run, node or gate.",
   409: "Conflict: a terminal run, an answered or expired gate, another body under the same idempotency key.",
   413: "The body is larger than the input limits allow.",
   500: "The deployment is misconfigured (a webhook's secret is not set).",
   503: "A part of the service (the run index, an event hub) is unavailable for now: try again.",
+};
+
+/** What a token limited to workflows meets on a route, by its grant (src/contracts/routes.ts `Grant`). */
+const GRANT_NOTES: Record<Grant, string> = {
+  run: "; a run of a workflow outside the token's grant is 404",
+  workflow: "; a workflow outside the token's grant is 404",
+  definition: "; a workflow outside the token's grant is 404",
+  listing: "; a token limited to workflows sees only theirs",
+  any: "",
+  every: "; a token limited to workflows is refused (403)",
 };
 
 /**
@@ -59,12 +70,19 @@ export function openApiDocument(): Doc {
         "A durable workflow engine on Cloudflare Workers (docs/api.md). Generated from the zod " +
         "schemas in schemas/ and the route table in src/contracts/routes.ts by `npm run schemas`; do not edit.",
     },
-    tags: ["meta", "definitions", "runs", "gates", "journal", "events", "schedules"].map((name) => ({ name })),
+    tags: ["meta", "definitions", "runs", "gates", "journal", "events", "schedules", "tokens"].map((name) => ({
+      name,
+    })),
     security: [{ bearer: [] }],
     paths,
     components: {
       securitySchemes: {
-        bearer: { type: "http", scheme: "bearer", description: "One of the tokens of the secret API_TOKENS." },
+        bearer: {
+          type: "http",
+          scheme: "bearer",
+          description:
+            "A token of the secret API_TOKENS (an admin), or one made by POST /v1/tokens (its roles; docs/security.md).",
+        },
       },
       schemas: componentSchemas(),
     },
@@ -127,7 +145,11 @@ function operationOf(route: RouteSpec): Doc {
   return {
     operationId: route.operationId,
     summary: route.summary,
-    description: `docs/api.md, "${route.docs}".`,
+    description:
+      route.auth === "bearer"
+        ? `Needs the role ${route.role} (admin holds every role)${GRANT_NOTES[route.grant]}. docs/api.md, "${route.docs}".`
+        : `No token. docs/api.md, "${route.docs}".`,
+    ...(route.auth === "bearer" ? { "x-trellis-role": route.role, "x-trellis-grant": route.grant } : {}),
     tags: [route.tag],
     ...(route.auth === "public" ? { security: [] } : {}),
     ...(parameters.length > 0 ? { parameters } : {}),
@@ -179,7 +201,7 @@ function successResponses(route: RouteSpec): Record<string, Doc> {
 function errorResponses(route: RouteSpec): Record<string, Doc> {
   const statuses = new Set<number>(route.errors ?? []);
   if (route.auth === "bearer") {
-    statuses.add(401);
+    statuses.add(401).add(403);
   }
   if (route.body) {
     statuses.add(400).add(413);

@@ -1,3 +1,4 @@
+import type { Role } from "../../schemas/auth.ts";
 import {
   REQUEST_SCHEMAS,
   RESPONSE_SCHEMAS,
@@ -22,18 +23,33 @@ export interface QueryParam {
   description: string;
 }
 
-export interface RouteSpec {
-  method: "get" | "post";
+/**
+ * How a token limited to workflows (docs/security.md, "Roles") reaches a route:
+ * - `run`: the route names a run; a run of a workflow outside the grant is 404 `run.not_found`;
+ * - `workflow`: it starts a run of the workflow it names; outside the grant, 404 `workflow.not_found`;
+ * - `definition`: it names a definition; a workflow outside the grant is 404 `definition.not_found`
+ *   (other kinds are shared by every workflow);
+ * - `listing`: it lists runs, gates or definitions; those of workflows outside the grant are left out;
+ * - `any`: it touches no workflow's runs;
+ * - `every`: it acts across workflows (events, plans, registrations, schedules, tokens): only a token
+ *   of every workflow may call it, any other gets 403 `auth.forbidden`.
+ */
+export const GRANTS = ["run", "workflow", "definition", "listing", "any", "every"] as const;
+export type Grant = (typeof GRANTS)[number];
+
+/** Who may call a route: nobody needs a token (`public`), or a bearer token with `role` (admin holds every role). */
+export type RouteAccess = { auth: "public" } | { auth: "bearer"; role: Role; grant: Grant };
+
+export type RouteSpec = RouteAccess & {
+  method: "get" | "post" | "delete";
   /** OpenAPI form: `/v1/runs/{run_id}` (each `{param}` described in {@link PATH_PARAMS}). */
   path: string;
   /** Named as the Workers RPC method where there is one. */
   operationId: string;
   summary: string;
-  /** `public` routes need no bearer token (docs/api.md "Authentication"). */
-  auth: "bearer" | "public";
   /** The heading of docs/api.md that documents the route. */
   docs: string;
-  tag: "meta" | "definitions" | "runs" | "gates" | "journal" | "events" | "schedules";
+  tag: "meta" | "definitions" | "runs" | "gates" | "journal" | "events" | "schedules" | "tokens";
   query?: Record<string, QueryParam>;
   /** Request headers the route reads. */
   headers?: Record<string, QueryParam>;
@@ -43,7 +59,7 @@ export interface RouteSpec {
   responses: Partial<Record<200 | 201 | 202, { description: string; schema: ResponseSchemaName | "events" }>>;
   /** Error statuses beyond those every route of its kind has (401 with a token, 400/413 with a body). */
   errors?: (400 | 401 | 403 | 404 | 409 | 500 | 503)[];
-}
+};
 
 /**
  * Routes of the app that are not API and so not in the OpenAPI document: the
@@ -68,6 +84,7 @@ export const PATH_PARAMS: Record<string, string> = {
   node: "A node id of the run's workflow.",
   gate_id: "A gate id, as listed by GET /v1/runs/{run_id}/gates.",
   event_id: "An event id, as POST /v1/events answered it.",
+  token_id: "A token id, as POST /v1/tokens answered it (tok_…).",
 };
 
 /** The run controls (coordinator/controls.ts): `POST /v1/runs/{run_id}/<control>`, each answering the run view. */
@@ -84,6 +101,9 @@ const CONTROL_ROUTES: RouteSpec[] = [
   operationId: `${control}Run`,
   summary,
   auth: "bearer",
+  // Approving a run is an approval; every other control steers a run.
+  role: control === "approve" ? "approver" : "runner",
+  grant: "run",
   docs:
     control === "pause" || control === "resume"
       ? "POST /v1/runs/{run_id}/pause · /resume"
@@ -103,6 +123,8 @@ const SCHEDULE_ROUTES: RouteSpec[] = [
     operationId: "scheduleStatus",
     summary: "A schedule's state: paused or not, its next 5 slots, and what became of its recent slots.",
     auth: "bearer",
+    role: "reader",
+    grant: "every",
     docs: "GET /v1/schedules/{id}/status",
     tag: "schedules",
     responses: { 200: { description: "The schedule's status.", schema: "ScheduleStatus" } },
@@ -119,6 +141,9 @@ const SCHEDULE_ROUTES: RouteSpec[] = [
     operationId,
     summary,
     auth: "bearer",
+    // Pausing or resuming changes what the schedule does from now on, as registering it does.
+    role: "author",
+    grant: "every",
     docs: "POST /v1/schedules/{id}/pause · /resume",
     tag: "schedules",
     responses: { 200: { description: "The schedule's status after the control.", schema: "ScheduleStatus" } },
@@ -130,6 +155,8 @@ const SCHEDULE_ROUTES: RouteSpec[] = [
     operationId: "triggerSchedule",
     summary: "Start one run of the schedule now, whatever its overlap policy.",
     auth: "bearer",
+    role: "runner",
+    grant: "every",
     docs: "POST /v1/schedules/{id}/trigger",
     tag: "schedules",
     responses: { 200: { description: "The slot now, with its run.", schema: "SlotRecord" } },
@@ -141,10 +168,54 @@ const SCHEDULE_ROUTES: RouteSpec[] = [
     operationId: "backfillSchedule",
     summary: "Start one run per slot from `from` to `to` (at most 1,000 slots), each by the overlap policy.",
     auth: "bearer",
+    role: "runner",
+    grant: "every",
     docs: "POST /v1/schedules/{id}/backfill",
     tag: "schedules",
     body: { schema: "BackfillBody", required: true },
     responses: { 202: { description: "The slots queued.", schema: "BackfillAnswer" } },
+    errors: [404],
+  },
+];
+
+/** Tokens as data (docs/api.md, "Tokens"): admin only. */
+const TOKEN_ROUTES: RouteSpec[] = [
+  {
+    method: "post",
+    path: "/v1/tokens",
+    operationId: "createToken",
+    summary: "Make a token with roles, optionally limited to workflows and expiring; its secret is shown once.",
+    auth: "bearer",
+    role: "admin",
+    grant: "every",
+    docs: "POST /v1/tokens",
+    tag: "tokens",
+    body: { schema: "CreateTokenBody", required: true },
+    responses: { 201: { description: "The token, with its secret.", schema: "CreatedToken" } },
+  },
+  {
+    method: "get",
+    path: "/v1/tokens",
+    operationId: "listTokens",
+    summary: "Every stored token (never a secret).",
+    auth: "bearer",
+    role: "admin",
+    grant: "every",
+    docs: "GET /v1/tokens",
+    tag: "tokens",
+    responses: { 200: { description: "The stored tokens.", schema: "TokenList" } },
+  },
+  {
+    method: "delete",
+    path: "/v1/tokens/{token_id}",
+    operationId: "revokeToken",
+    summary: "Revoke a token: refused everywhere within 10 seconds.",
+    auth: "bearer",
+    role: "admin",
+    grant: "every",
+    docs: "DELETE /v1/tokens/{token_id}",
+    tag: "tokens",
+    responses: { 200: { description: "The token revoked.", schema: "RevokedToken" } },
     errors: [404],
   },
 ];
@@ -214,6 +285,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "registerDefinitions",
     summary: "Register a bundle of definitions; identical content reuses its version.",
     auth: "bearer",
+    role: "author",
+    grant: "every",
     docs: "POST /v1/definitions",
     tag: "definitions",
     body: { schema: "DefinitionBundle", required: true, yaml: true },
@@ -225,6 +298,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "listDefinitions",
     summary: "The latest version of each definition of a kind, newest first, paginated.",
     auth: "bearer",
+    role: "reader",
+    grant: "listing",
     docs: "GET /v1/{kind} · GET /v1/{kind}/{id}/versions",
     tag: "definitions",
     query: LISTING_QUERY,
@@ -237,6 +312,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "listVersions",
     summary: "Every version of one definition, highest first, paginated.",
     auth: "bearer",
+    role: "reader",
+    grant: "definition",
     docs: "GET /v1/{kind} · GET /v1/{kind}/{id}/versions",
     tag: "definitions",
     query: LISTING_QUERY,
@@ -249,6 +326,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "getDefinition",
     summary: "The latest version of a definition.",
     auth: "bearer",
+    role: "reader",
+    grant: "definition",
     docs: "GET /v1/{kind}/{id}",
     tag: "definitions",
     responses: { 200: { description: "The stored definition.", schema: "DefinitionRecord" } },
@@ -260,6 +339,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "getDefinitionVersion",
     summary: "One version of a definition.",
     auth: "bearer",
+    role: "reader",
+    grant: "definition",
     docs: "GET /v1/{kind}/{id}",
     tag: "definitions",
     responses: { 200: { description: "The stored definition.", schema: "DefinitionRecord" } },
@@ -271,6 +352,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "startRun",
     summary: "Start a run (or preview one); the same idempotency key returns the same run.",
     auth: "bearer",
+    role: "runner",
+    grant: "workflow",
     docs: "POST /v1/workflows/{id}/runs",
     tag: "runs",
     headers: {
@@ -293,6 +376,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "startPlan",
     summary: "Run (or preview) an agent plan in the dependency or placeholder notation.",
     auth: "bearer",
+    role: "runner",
+    grant: "every",
     docs: "POST /v1/plans",
     tag: "runs",
     headers: {
@@ -315,6 +400,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "signalRun",
     summary: "Send signals to one run: each is taken by a waiting event step it matches, or kept until one is.",
     auth: "bearer",
+    role: "runner",
+    grant: "run",
     docs: "POST /v1/runs/{run_id}/signals",
     tag: "events",
     body: { schema: "SendEventsBody", required: true },
@@ -332,6 +419,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "sendEvents",
     summary: "Send events (one, or up to 100): each resumes the runs waiting for its name that it matches.",
     auth: "bearer",
+    role: "runner",
+    grant: "every",
     docs: "POST /v1/events",
     tag: "events",
     body: { schema: "SendEventsBody", required: true },
@@ -367,6 +456,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "eventTriggers",
     summary: "What an event's triggers started: one run per workflow whose trigger matched, or why it did not start.",
     auth: "bearer",
+    role: "reader",
+    grant: "every",
     docs: "GET /v1/events/{event_id}/triggers",
     tag: "events",
     query: { name: { type: "string", description: "The event's name (required)." } },
@@ -381,6 +472,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "mcpServerTools",
     summary: "An MCP server's tools, each with the pin an mcp action would check.",
     auth: "bearer",
+    role: "reader",
+    grant: "any",
     docs: "GET /v1/mcp_servers/{id}/tools",
     tag: "definitions",
     responses: { 200: { description: "The tools the server lists now.", schema: "McpToolList" } },
@@ -392,6 +485,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "listRuns",
     summary: "Runs from the run index, newest first, filtered and paginated with an opaque cursor.",
     auth: "bearer",
+    role: "reader",
+    grant: "listing",
     docs: "GET /v1/runs",
     tag: "runs",
     query: {
@@ -412,6 +507,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "getRun",
     summary: "A run: status, input, output, error, nodes, gates, usage.",
     auth: "bearer",
+    role: "reader",
+    grant: "run",
     docs: "GET /v1/runs/{run_id}",
     tag: "runs",
     responses: { 200: { description: "The run view.", schema: "RunView" } },
@@ -423,6 +520,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "getNode",
     summary: "One node in full: its invocations and their steps.",
     auth: "bearer",
+    role: "reader",
+    grant: "run",
     docs: "GET /v1/runs/{run_id}/nodes/{node}",
     tag: "runs",
     responses: { 200: { description: "The node.", schema: "NodeDetail" } },
@@ -434,6 +533,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "getJournal",
     summary: "The run's signed journal.",
     auth: "bearer",
+    role: "reader",
+    grant: "run",
     docs: "GET /v1/runs/{run_id}/journal",
     tag: "journal",
     responses: { 200: { description: "Every entry, in seq order.", schema: "JournalResponse" } },
@@ -445,6 +546,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "runEvents",
     summary: "The run's journal as Server-Sent Events, resumable; closes after the attestation.",
     auth: "bearer",
+    role: "reader",
+    grant: "run",
     docs: "GET /v1/runs/{run_id}/events",
     tag: "journal",
     query: { after: { type: "integer", description: "The last seq seen (as Last-Event-ID)." } },
@@ -461,6 +564,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "listGates",
     summary: "The run's human gates (inputs and approvals), with their status.",
     auth: "bearer",
+    role: "reader",
+    grant: "run",
     docs: "GET /v1/runs/{run_id}/gates",
     tag: "gates",
     responses: { 200: { description: "Every gate of the run.", schema: "GateList" } },
@@ -472,6 +577,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "listOpenGates",
     summary: "Open gates across runs (inputs and approvals), newest run first, paginated with an opaque cursor.",
     auth: "bearer",
+    role: "reader",
+    grant: "listing",
     docs: "GET /v1/gates",
     tag: "gates",
     query: {
@@ -488,6 +595,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "answerGate",
     summary: "Answer an open gate.",
     auth: "bearer",
+    role: "approver",
+    grant: "run",
     docs: "POST /v1/runs/{run_id}/gates/{gate_id}",
     tag: "gates",
     body: { schema: "GateAnswerBody", required: true },
@@ -500,6 +609,8 @@ export const API_ROUTES: RouteSpec[] = [
     operationId: "linkGate",
     summary: "Make an approval link of an open gate for one approver: a page that answers it once.",
     auth: "bearer",
+    role: "approver",
+    grant: "run",
     docs: "POST /v1/runs/{run_id}/gates/{gate_id}/links",
     tag: "gates",
     body: { schema: "GateLinkBody", required: true },
@@ -507,4 +618,5 @@ export const API_ROUTES: RouteSpec[] = [
     errors: [403, 404, 409],
   },
   ...SCHEDULE_ROUTES,
+  ...TOKEN_ROUTES,
 ];

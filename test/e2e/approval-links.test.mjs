@@ -42,7 +42,9 @@ async function openGate(runId) {
   for (let i = 0; i < 200; i += 1) {
     const res = await api("GET", `/v1/runs/${runId}/gates`);
     const gate = res.json?.gates?.[0];
-    if (gate?.status === "open") return gate;
+    if (gate?.status === "open") {
+      return gate;
+    }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   throw new Error(`run ${runId} opened no gate`);

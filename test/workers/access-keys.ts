@@ -12,8 +12,8 @@ export const TEAM = "trellis-test.cloudflareaccess.com";
 export const ISSUER = `https://${TEAM}`;
 export const AUD = "4714c1358e65fe4b408ad6d432a5f878f08194bdb4752441fd56faefa9b2b6f2";
 export const ROLES = JSON.stringify({
-  emails: { "Ops@Example.com": ["approver"] },
-  groups: { eng: ["reader", "runner"] },
+  emails: { "Ops@Example.com": ["approver", "reader"] },
+  groups: { eng: ["reader", "runner", "approver"] },
 });
 
 export interface TestKey {

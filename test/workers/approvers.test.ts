@@ -107,7 +107,7 @@ describe("verified approvers", () => {
         },
         accessed,
       );
-    // dev@ has roles (eng: reader, runner) but is not an approver of this gate.
+    // dev@ holds the role approver (through its group eng) but is not one of this gate's approvers.
     const refused = await answer("dev@example.com");
     expect(refused.status).toBe(403);
     expect(await refused.json()).toMatchObject({

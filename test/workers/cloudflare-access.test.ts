@@ -48,7 +48,7 @@ describe("Cloudflare Access assertions", () => {
     });
     const viaCustom = await assertion(key, { email: "dev@example.com", custom: { groups: ["eng"] } });
     const dev = await accessPrincipal(accessEnv(certsUrl), requestWith(viaCustom), createAccessKeySets());
-    expect(dev).toMatchObject({ email: "dev@example.com", groups: ["eng"], roles: ["reader", "runner"] });
+    expect(dev).toMatchObject({ email: "dev@example.com", groups: ["eng"], roles: ["reader", "runner", "approver"] });
   });
 
   it("refuses a wrong audience, an expired token, a bad signature and a key the team does not publish", async ({

@@ -1,7 +1,9 @@
 import { abortAllDurableObjects, runDurableObjectAlarm } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { LIVENESS_CHECK_MS } from "../../coordinator/decide.ts";
 import { isJournalKind, JOURNAL_BODIES } from "../../schemas/journal-bodies.ts";
+import { principalOf } from "../../src/auth.ts";
 import {
   api,
   gateOpenOrSettled,
@@ -11,6 +13,7 @@ import {
   register,
   start,
   stepsOf,
+  TOKEN,
   uniqueId,
   verifyRun,
   waitForRun,
@@ -85,6 +88,12 @@ const failingNode = (make: string, key: string) => ({
       },
     ],
   },
+});
+
+/** The `by` of what the test's API_TOKENS token causes. */
+const envTokenBy = async () => ({
+  token_id: `env:${(await principalOf(TOKEN, env.JOURNAL_SIGNING_KEY)).slice("token:".length)}`,
+  name: "API_TOKENS",
 });
 
 const kinds = (entries: Entry[]) => entries.map((entry) => entry.kind);
@@ -227,7 +236,8 @@ describe("undo and compensation", () => {
     expect(undoneNodes(entries)).toEqual(["boom", "b", "a"]);
     expect(entries.filter((entry) => entry.kind === "compensation.started").map((entry) => entry.body)).toEqual([
       { trigger: "on_failure", pending: [2, 1, 0] },
-      { trigger: "redrive", pending: [1, 0] },
+      // The redrive was asked for: who asked is its `by` (the API_TOKENS token's keyed digest).
+      { trigger: "redrive", pending: [1, 0], by: await envTokenBy() },
     ]);
     await expectVerified(runId, expect);
     expect((await api("POST", `/v1/runs/${runId}/redrive`)).json.error.code).toBe("run.terminal");

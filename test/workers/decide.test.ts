@@ -670,7 +670,6 @@ describe("outputs", () => {
       reason: "all nodes settled",
       cited: [completed.seq],
       created_by: "token:tester",
-      trigger: { kind: "api" },
       workflow: { id: WORKFLOW_ID, version: 1 },
       output: { x: 7 },
     });

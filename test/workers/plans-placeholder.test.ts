@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
+import { RPC_PRINCIPAL } from "../../src/auth.ts";
 import { startPlan } from "../../src/plans.ts";
 import { z } from "zod";
 import { JsonValue, type Json } from "../../schemas/index.ts";
@@ -205,7 +206,7 @@ describe("placeholder plans", () => {
     const { risky } = await registerEcho(key);
     const allowing = { ...env, PLAN_PREAPPROVAL: "allow" } as Env;
     const plan = { steps: [{ id: "step-01", tool: risky, args: { go: true } }] };
-    const { run } = await startPlan(allowing, { plan, tools: [risky], approved_steps: ["step-01"] }, "test");
+    const { run } = await startPlan(allowing, { plan, tools: [risky], approved_steps: ["step-01"] }, RPC_PRINCIPAL);
     expect(run.graph.high_risk).toEqual(["step-01"]);
     expect(run.graph.approvals).toEqual({ preapproval_allowed: true, approved_steps: ["step-01"] });
     const done = await waitForRun(String(run.run_id));
