@@ -234,7 +234,7 @@ export class Coordinator extends DurableObject<Env> {
    */
   async answerGate(gateId: string, body: unknown, answerer: unknown): Promise<Result<GateView>> {
     return toResult(async () => {
-      const who = Answerer.parse(answerer);
+      const who = parseOrThrow(Answerer, answerer, "request.invalid_argument", "answerer");
       const { gate, event } = toGateAnswer(this.requireRun().record.gates, gateId, body, who);
       await this.applyAndWake([event]);
       const answered = this.requireRun().record.gates.find((candidate) => candidate.gate_id === gateId);
