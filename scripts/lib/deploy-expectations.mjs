@@ -39,6 +39,14 @@ export const EXPECTED = {
   API_TOKENS: { kind: "secret" },
   JOURNAL_SIGNING_KEY: { kind: "secret" },
   JOURNAL_RETIRED_KEYS: { kind: "var" },
+  // The key stored tokens are hashed with (POST /v1/tokens); JOURNAL_SIGNING_KEY's derived key when unset.
+  TOKEN_HASH_KEY: { kind: "secret" },
+  // Cloudflare Access (docs/security.md): verified when the team domain and audience are set; roles by ACCESS_ROLES.
+  ACCESS_TEAM_DOMAIN: { kind: "var" },
+  ACCESS_AUD: { kind: "var" },
+  ACCESS_ROLES: { kind: "var" },
+  // Tests only: where the key set is fetched instead of the team's (a deploy must not redirect it).
+  ACCESS_CERTS_URL: { kind: "local" },
   // Local development only (docs/containers.md): a deploy must not set them.
   CONTAINER_MODE: { kind: "local" },
   SHELL_SERVER_URL: { kind: "local" },
