@@ -23,6 +23,8 @@ const LlmCallRecord = z.looseObject({
   tokens: z.looseObject({ input: z.number(), output: z.number() }).optional(),
   cost_usd: z.number().optional(),
   finish_reason: z.string().optional(),
+  /** An agent's turn that asked for tools instead of answering (executor/actions/llm.ts notes their ids and names). */
+  tool_calls: z.array(z.looseObject({ name: z.string() })).optional(),
 });
 
 const HttpCallRecord = z.looseObject({ method: z.string(), url: z.string(), status: z.number().optional() });
@@ -38,6 +40,8 @@ export interface LlmCall {
   tokens: { input: number; output: number } | null;
   costUsd: number | null;
   finishReason: string | null;
+  /** The tools an agent's turn asked for, by name, in order (empty: it answered). */
+  toolCalls: string[];
 }
 
 export interface CallLine {
@@ -119,6 +123,7 @@ export function toLlmCall(call: unknown): LlmCall | null {
     tokens: tokens === undefined ? null : { input: tokens.input, output: tokens.output },
     costUsd: parsed.data.cost_usd ?? null,
     finishReason: parsed.data.finish_reason ?? null,
+    toolCalls: (parsed.data.tool_calls ?? []).map((call) => call.name),
   };
 }
 

@@ -119,8 +119,17 @@ function LlmDetails(props: { llm: LlmCall }) {
           <pre class="message">{message.content}</pre>
         </div>
       ))}
-      <h4>answer</h4>
-      <pre class="message answer">{llm.answer ?? "no answer"}</pre>
+      {llm.toolCalls.length > 0 && (llm.answer ?? "") === "" ? (
+        <>
+          <h4>asked for tools</h4>
+          <pre class="message answer">{llm.toolCalls.join(", ")}</pre>
+        </>
+      ) : (
+        <>
+          <h4>answer</h4>
+          <pre class="message answer">{llm.answer ?? "no answer"}</pre>
+        </>
+      )}
     </div>
   );
 }

@@ -290,10 +290,10 @@ describe("web console for agent runs in headless Chromium", () => {
     // The tool's output: what the echo target answered, the call's ticket in its body.
     assert.match(opened, /output\s+\{\s*"body": \{\s*"body": \{\s*"ticket": "T-3"/);
     assert.match(opened, /"status": 200\s*\}$/);
-    await page
-      .locator("section.panel")
-      .filter({ has: page.locator('[data-node-panel="triage"]') })
-      .screenshot({ path: join(SCREENSHOTS, "agent-loop.png") });
+    // A dispatch's model call that asked for tools names them instead of an empty answer.
+    const panel = page.locator("section.panel").filter({ has: page.locator('[data-node-panel="triage"]') });
+    assert.match(await panel.locator(".llm").first().innerText(), /asked for tools\s+lookup/);
+    await panel.screenshot({ path: join(SCREENSHOTS, "agent-loop.png") });
     assert.deepEqual(problems, []);
     await close();
   });

@@ -127,6 +127,7 @@ describe("callLines", () => {
       tokens: { input: 5, output: 3 },
       costUsd: 0.000011,
       finishReason: "stop",
+      toolCalls: [],
     });
     expect(line?.detail).toBeNull();
   });
@@ -139,6 +140,18 @@ describe("callLines", () => {
     expect(llm?.answer).toBe(llm?.messagesCut);
     expect(llm?.tokens).toBeNull();
     expect(toLlmCall(undefined)).toBeNull();
+    // An agent's turn that asked for tools names them (its answer is empty).
+    const turn = toLlmCall({
+      provider: "anthropic",
+      model: "m",
+      answer: "",
+      tool_calls: [
+        { id: "c0", name: "lookup" },
+        { id: "c1", name: "page" },
+      ],
+    });
+    expect(turn?.toolCalls).toEqual(["lookup", "page"]);
+    expect(toLlmCall({ provider: "openai", model: "m", answer: "done" })?.toolCalls).toEqual([]);
   });
 
   test("formats durations and costs", () => {
