@@ -139,6 +139,10 @@ describe("web console in headless Chromium", () => {
     assert.match(await verified.innerText(), new RegExp(`^verified · ${journal.json.entries.length} entries`));
     await page.locator('[data-node="finish"][data-status="completed"]').waitFor({ timeout: UI_TIMEOUT_MS });
     const signInToVerifiedMs = Date.now() - t0;
+    // The timeline names who answered (the entry's signed by), and keeps the responder as a note.
+    const answeredLine = page.locator("li.entry.kind-gate-answered .entry-line");
+    assert.match(await answeredLine.locator(".by").innerText(), /^by token "API_TOKENS" \(env:[0-9a-f]{16}\)$/);
+    assert.match(await answeredLine.locator(".summary").innerText(), /responder's note: e2e-browser/);
     // A node's box opens its invocations and step records.
     await page.locator('[data-node="fan"]').click();
     await page.locator('[data-node-panel="fan"]').getByText("invocation 2").waitFor({ timeout: UI_TIMEOUT_MS });

@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Api } from "../../cli/api.ts";
 import { verifyCommand } from "../../cli/commands.ts";
+import { summarizeEntry } from "../../console/src/journal-summary.ts";
 import {
   formatReport,
   importSigningKey,
@@ -18,7 +19,7 @@ import {
 } from "../../lib/journal/index.ts";
 import type { Jwks } from "../../schemas/journal.ts";
 
-/** Who caused each entry (docs/journal.md, "Who caused an entry"), as the verifiers report it. */
+/** Who caused each entry (docs/journal.md, "Who caused an entry"), as the verifiers and the console's timeline show it. */
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const RUN = "run_0123456789abcdef0123456789abcdef";
@@ -151,5 +152,35 @@ describe("the verifier commands", () => {
     expect(printed).toBe(`${LINES.join("\n")}\n`);
     expect(await verifyCommand({ api, json: false, out }, join(dir, "journal.json"), join(dir, "jwks.json"))).toBe(0);
     expect(printed).toBe(`${LINES.join("\n")}\n`.repeat(2));
+  });
+});
+
+describe("the console's journal timeline", () => {
+  it("names who caused each entry that carries by, and nothing on the others", () => {
+    const lines = BODIES.map(([kind, body]) => summarizeEntry(kind, body).by);
+    expect(lines).toEqual([
+      `token "ci" (tok_0123456789abcdef0123)`,
+      undefined,
+      "Access user ops@example.com",
+      "approval link lnk_0123456789abcdef for finance@example.com",
+      `token "API_TOKENS" (env:9fea85daf338cd43)`,
+      `an unrecognised principal {"who":"someone"}`,
+      undefined,
+    ]);
+    expect(Object.keys(summarizeEntry("gate.opened", { gate_id: "gate_1" }))).toEqual(["node", "step", "summary"]);
+  });
+
+  it("shows a responder as the answerer's note, never as who answered", () => {
+    const [, answered = {}] = BODIES[2] ?? [];
+    expect(summarizeEntry("gate.answered", answered)).toEqual({
+      node: "ask",
+      step: "ok",
+      summary: "gate_1 answered (responder's note: a note): {}",
+      by: "Access user ops@example.com",
+    });
+    expect(summarizeEntry("approval.rejected", { gate_id: "gate_2", responder: null, by: TOKEN })).toMatchObject({
+      summary: "gate_2 rejected",
+      by: `token "ci" (tok_0123456789abcdef0123)`,
+    });
   });
 });
