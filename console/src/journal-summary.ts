@@ -63,6 +63,8 @@ const SUMMARIES: Record<string, (body: Body) => string> = {
   "task.result_ignored": (b) => `${b["success"] === true ? "success" : "failure"} ignored: ${text(b["reason"])}`,
   "gate.opened": (b) => `${text(b["gate_id"])} opened` + (b["expires_at"] ? `, expires ${text(b["expires_at"])}` : ""),
   "gate.answered": (b) => `${text(b["gate_id"])} answered${noteText(b)}: ${text(b["response"])}`,
+  "gate.link_created": (b) =>
+    `${text(b["gate_id"])}: approval link ${text(b["link_id"])} for ${text(b["approver"])}, expires ${text(b["expires_at"])}`,
   "gate.expired": (b) => `${text(b["gate_id"])} expired: ${text(b["reason"] ?? b["on_timeout"])}`,
   "approval.requested": (b) => `${text(b["gate_id"])}: approve ${actionText(b["action"])}?`,
   "approval.granted": (b) => `${text(b["gate_id"])} granted${noteText(b)}`,

@@ -170,6 +170,23 @@ describe("the console's journal timeline", () => {
     expect(Object.keys(summarizeEntry("gate.opened", { gate_id: "gate_1" }))).toEqual(["node", "step", "summary"]);
   });
 
+  it("shows who made an approval link, and for whom", () => {
+    const made = { gate_id: "gate_1", node: "ask", step: "ok", link_id: "lnk_0123456789abcdef" };
+    expect(
+      summarizeEntry("gate.link_created", {
+        ...made,
+        approver: "finance@example.com",
+        expires_at: "2026-11-29T12:00:00.000Z",
+        by: TOKEN,
+      }),
+    ).toEqual({
+      node: "ask",
+      step: "ok",
+      summary: "gate_1: approval link lnk_0123456789abcdef for finance@example.com, expires 2026-11-29T12:00:00.000Z",
+      by: `token "ci" (tok_0123456789abcdef0123)`,
+    });
+  });
+
   it("shows a responder as the answerer's note, never as who answered", () => {
     const [, answered = {}] = BODIES[2] ?? [];
     expect(summarizeEntry("gate.answered", answered)).toEqual({
