@@ -2185,6 +2185,25 @@ export type Webhook = {
 /** Any JSON the sender signed: its raw bytes are verified before they are parsed. */
 export type WebhookDelivery = unknown;
 
+/** The caller: a token (kind token: token_id, name) or a Cloudflare Access identity (kind access: email, groups), its roles, the workflows it is limited to (null: every workflow) and the created_by its runs record. */
+export type Whoami = {
+  principal: {
+    kind: "token";
+    token_id: string;
+    name: string;
+    roles: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    workflows: string[] | null;
+    created_by: string;
+  } | {
+    kind: "access";
+    email: string;
+    groups: string[];
+    roles: ("reader" | "runner" | "approver" | "author" | "admin")[];
+    workflows: string[] | null;
+    created_by: string;
+  };
+};
+
 /** A workflow: nodes forming a DAG through depends_on (docs/definitions.md#workflow). */
 export type Workflow = {
   id: string;
@@ -2294,6 +2313,7 @@ export interface Components {
   VectorImplementation: VectorImplementation;
   Webhook: Webhook;
   WebhookDelivery: WebhookDelivery;
+  Whoami: Whoami;
   Workflow: Workflow;
   WorkflowChoice: WorkflowChoice;
   WorkflowImplementation: WorkflowImplementation;

@@ -53,11 +53,24 @@ export function toGateLink(
   return { type: "gate_link", gate_id: gateId, link };
 }
 
-/** Keeps a link beside its gate (still open: the event was checked before it was applied). */
+/**
+ * Keeps a link beside its gate (still open: the event was checked before it
+ * was applied), and journals its making, signed with who made it: its id, its
+ * approver and expiry, never its secret nor the secret's hash.
+ */
 export function addGateLink(draft: Draft, gateId: string, link: GateLink): void {
   const gate = gateOf(draft.record, gateId);
   if (gate?.status === "open") {
     replaceGate(draft, { ...gate, links: [...(gate.links ?? []), link] });
+    draft.journal("gate.link_created", {
+      gate_id: gateId,
+      node: gate.node,
+      step: gate.step,
+      link_id: link.link_id,
+      approver: link.approver,
+      expires_at: new Date(link.expires_at).toISOString(),
+      by: link.created_by,
+    });
   }
 }
 

@@ -45,6 +45,10 @@ export const Principal = z.discriminatedUnion("kind", [
 ]);
 export type Principal = z.infer<typeof Principal>;
 
+/** `GET /v1/whoami`: the principal the request authenticated as, its roles and the workflows it is limited to. */
+export const Whoami = z.strictObject({ principal: Principal });
+export type Whoami = z.infer<typeof Whoami>;
+
 /** What signed entries an outside call causes carry as `by`: a token, an Access identity, or an approval link. */
 export const By = z.union([
   z.strictObject({ token_id: z.string(), name: z.string() }),

@@ -150,6 +150,8 @@ export const JOURNAL_BODIES = {
   "task.result_ignored": z.strictObject({ token: z.string(), reason: z.string(), success: z.boolean() }),
   "gate.opened": GateOpenedBody,
   "gate.answered": GateRef.extend({ responder: z.string().nullable(), response: JsonValue, by: CausedBy }),
+  /** An approval link was made: its id, the one approver it answers as, its expiry, and who made it (never its secret). */
+  "gate.link_created": GateRef.extend({ link_id: z.string(), approver: z.string(), expires_at: IsoTime, by: By }),
   /** On its timeout (failing the step, or with the default answer), or closed as the run ends. */
   "gate.expired": z.union([
     GateRef.extend({ on_timeout: z.literal("fail") }),

@@ -1,6 +1,6 @@
 import { EngineError } from "../lib/errors.ts";
-import type { Principal, Role } from "../schemas/auth.ts";
-import { API_ROUTES, type Grant } from "./contracts/routes.ts";
+import type { Principal } from "../schemas/auth.ts";
+import { API_ROUTES, type Grant, type RouteRole } from "./contracts/routes.ts";
 import { getRun } from "./service.ts";
 
 /**
@@ -13,7 +13,7 @@ import { getRun } from "./service.ts";
 /** What an operation needs: a role, and how a token limited to workflows reaches it. */
 export interface Access {
   operationId: string;
-  role: Role;
+  role: RouteRole;
   grant: Grant;
 }
 
@@ -35,9 +35,9 @@ export function accessOf(operationId: string): Access {
   return access;
 }
 
-/** Whether the principal holds the role (admin holds every role). */
-export function hasRole(principal: Principal, role: Role): boolean {
-  return principal.roles.includes("admin") || principal.roles.includes(role);
+/** Whether the principal holds the role (admin holds every role; every principal holds `any`). */
+export function hasRole(principal: Principal, role: RouteRole): boolean {
+  return role === "any" || principal.roles.includes("admin") || principal.roles.includes(role);
 }
 
 /**
@@ -47,6 +47,13 @@ export function hasRole(principal: Principal, role: Role): boolean {
  * needs its parameter: {@link assertRunVisible}, {@link assertWorkflowVisible}.
  */
 export function authorize(principal: Principal, access: Access): void {
+  if (principal.roles.length === 0 && access.role !== "any") {
+    throw EngineError.terminal(
+      "auth.forbidden",
+      `${nameOf(principal)} has no role${principal.kind === "access" ? ": ACCESS_ROLES grants it none" : ""}`,
+      [{ path: "roles", message: `needs the role ${access.role}`, code: "auth.forbidden" }],
+    );
+  }
   if (!hasRole(principal, access.role)) {
     throw EngineError.terminal(
       "auth.forbidden",

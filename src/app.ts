@@ -175,6 +175,7 @@ function scheduleRoutes(app: Hono<App>): void {
 
 /** Tokens as data (docs/api.md, "Tokens"): admin only. */
 function tokenRoutes(app: Hono<App>): void {
+  app.get("/v1/whoami", allow("whoami"), (c) => c.json({ principal: c.get("principal") }));
   app.post("/v1/tokens", allow("createToken"), async (c) =>
     c.json(await createToken(c.env, await readJson(c), c.get("principal")), 201),
   );

@@ -7,6 +7,8 @@ import type { z } from "zod";
 import { ErrorBody } from "../../schemas/api.ts";
 
 const TOKEN_KEY = "trellis.api_token";
+/** Set once this browser signed in through Cloudflare Access: later visits sign in that way without asking. */
+const ACCESS_HINT_KEY = "trellis.signed_in_through_access";
 /** Fired on `window` when the API refuses the token: the app shows the sign-in form again. */
 export const SIGNED_OUT_EVENT = "trellis:signed-out";
 
@@ -16,6 +18,19 @@ export function readToken(): string | null {
 
 export function saveToken(token: string): void {
   sessionStorage.setItem(TOKEN_KEY, token);
+}
+
+/** Whether this browser signed in through Access before (a hint kept in localStorage, never a credential). */
+export function readAccessHint(): boolean {
+  return localStorage.getItem(ACCESS_HINT_KEY) === "1";
+}
+
+export function saveAccessHint(signedIn: boolean): void {
+  if (signedIn) {
+    localStorage.setItem(ACCESS_HINT_KEY, "1");
+  } else {
+    localStorage.removeItem(ACCESS_HINT_KEY);
+  }
 }
 
 /** Signing out: the token is forgotten. */

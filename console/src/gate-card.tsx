@@ -5,12 +5,15 @@
  * confirmation, and only then sends `{ approved: false, reason }`. An input
  * gate has a form generated from its `input_schema`. A gate that declares
  * approvers says who may answer; an answered one says who did (the
- * authenticated `answered_by`), and the answerer's note apart from it.
+ * authenticated `answered_by`), and the answerer's note apart from it. An
+ * open gate the signed-in principal may not answer (no approver role, or not
+ * one of the gate's approvers) shows no buttons and no form.
  */
 import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
 import { GateView } from "../../schemas/api.ts";
 import { encodeSegment, postJson } from "./api.ts";
+import { useMayAnswer } from "./principal.tsx";
 import { SchemaForm } from "./schema-form.tsx";
 import { ErrorNote, JsonBlock, StatusBadge, Time } from "./ui.tsx";
 
@@ -28,6 +31,7 @@ export interface GateCardProps {
 
 export function GateCard(props: GateCardProps) {
   const { gate } = props;
+  const answerable = useMayAnswer(gate);
   return (
     <li id={props.anchor} class={`gate gate-${gate.status}`} data-gate={gate.gate_id} data-run={props.runId}>
       <div class="gate-head">
@@ -39,6 +43,8 @@ export function GateCard(props: GateCardProps) {
       {gate.approvers === undefined ? null : <p class="muted">May answer: {approversText(gate.approvers)}</p>}
       {gate.status !== "open" ? (
         <GateOutcome gate={gate} />
+      ) : !answerable ? (
+        <p class="muted not-answerable">You may not answer this gate.</p>
       ) : gate.kind === "approval" ? (
         <ApprovalForm runId={props.runId} gate={gate} onDone={props.onDone} />
       ) : (

@@ -1,14 +1,18 @@
 /**
  * One line per journal entry for the run page's timeline: the node and step
- * it concerns (from its body, when it has them) and a short summary, written
- * per kind (docs/journal.md#entry-kinds). A kind without a row here is
- * summarized from its body's first fields.
+ * it concerns (from its body, when it has them), a short summary, written
+ * per kind (docs/journal.md#entry-kinds), and who caused it when the body
+ * carries `by` (docs/journal.md#who-caused-an-entry). A kind without a row
+ * here is summarized from its body's first fields.
  */
+import { causedBy } from "../../lib/journal/by.ts";
 
 export interface EntryLine {
   node: string | null;
   step: string | null;
   summary: string;
+  /** Who caused the entry, in words (`token "ci" (tok_…)`); only when its body carries `by`. */
+  by?: string;
 }
 
 type Body = Record<string, unknown>;
@@ -58,11 +62,13 @@ const SUMMARIES: Record<string, (body: Body) => string> = {
   "task.retry_scheduled": (b) => `attempt ${text(b["attempt"])}${itemText(b)} due at ${text(b["at"])}`,
   "task.result_ignored": (b) => `${b["success"] === true ? "success" : "failure"} ignored: ${text(b["reason"])}`,
   "gate.opened": (b) => `${text(b["gate_id"])} opened` + (b["expires_at"] ? `, expires ${text(b["expires_at"])}` : ""),
-  "gate.answered": (b) => `${text(b["gate_id"])} answered by ${text(b["responder"])}: ${text(b["response"])}`,
+  "gate.answered": (b) => `${text(b["gate_id"])} answered${noteText(b)}: ${text(b["response"])}`,
+  "gate.link_created": (b) =>
+    `${text(b["gate_id"])}: approval link ${text(b["link_id"])} for ${text(b["approver"])}, expires ${text(b["expires_at"])}`,
   "gate.expired": (b) => `${text(b["gate_id"])} expired: ${text(b["reason"] ?? b["on_timeout"])}`,
   "approval.requested": (b) => `${text(b["gate_id"])}: approve ${actionText(b["action"])}?`,
-  "approval.granted": (b) => `${text(b["gate_id"])} granted by ${text(b["responder"])}`,
-  "approval.rejected": (b) => `${text(b["gate_id"])} rejected by ${text(b["responder"])}`,
+  "approval.granted": (b) => `${text(b["gate_id"])} granted${noteText(b)}`,
+  "approval.rejected": (b) => `${text(b["gate_id"])} rejected${noteText(b)}`,
   "timer.started": (b) => `${itemPrefix(b)}sleeps until ${text(b["until"])}`,
   "timer.fired": (b) => `${itemPrefix(b)}woke after ${text(b["slept_ms"])} ms`,
   "timer.cancelled": (b) => `${itemPrefix(b)}sleep cancelled: ${text(b["reason"])}`,
@@ -91,6 +97,15 @@ const SUMMARIES: Record<string, (body: Body) => string> = {
   "attest": (b) => `${text(b["outcome"])}: ${text(b["reason"])} (cites ${text(b["cited"])})`,
 };
 
+/**
+ * The `responder` sent with an answer: the answerer's own words, not who
+ * they are (that is `by`, which the engine authenticated).
+ */
+function noteText(body: Body): string {
+  const responder = body["responder"];
+  return typeof responder === "string" && responder !== "" ? ` (responder's note: ${responder})` : "";
+}
+
 function workflowText(value: unknown): string {
   if (typeof value === "object" && value !== null && "id" in value && "version" in value) {
     return `${text(value.id)}@${text(value.version)}`;
@@ -116,10 +131,12 @@ const MAX_SUMMARY_CHARS = 160;
 export function summarizeEntry(kind: string, body: Body): EntryLine {
   const summarize = SUMMARIES[kind];
   const summary = summarize === undefined ? JSON.stringify(body) : summarize(body);
+  const by = causedBy(body);
   return {
     node: typeof body["node"] === "string" ? body["node"] : null,
     step: typeof body["step"] === "string" ? body["step"] : null,
     summary: summary.length > MAX_SUMMARY_CHARS ? `${summary.slice(0, MAX_SUMMARY_CHARS - 1)}…` : summary,
+    ...(by === null ? {} : { by }),
   };
 }
 

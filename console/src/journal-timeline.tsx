@@ -1,4 +1,8 @@
-/** The journal as a timeline: one row per entry (seq, kind, time, node, step, summary), each expandable to the entry in full. */
+/**
+ * The journal as a timeline: one row per entry (seq, kind, time, node, step,
+ * summary, and under it who caused the entry when it carries `by`), each
+ * expandable to the entry in full.
+ */
 import { useState } from "preact/hooks";
 import type { ReceivedEntry } from "./events.ts";
 import { summarizeEntry } from "./journal-summary.ts";
@@ -31,6 +35,7 @@ export function JournalTimeline(props: { entries: readonly ReceivedEntry[] }) {
               <span class="node">{line.node ?? ""}</span>
               <span class="step">{line.step ?? ""}</span>
               <span class="summary">{line.summary}</span>
+              {line.by === undefined ? null : <span class="by">by {line.by}</span>}
             </button>
             {expanded ? <JsonBlock value={raw} /> : null}
           </li>

@@ -3,13 +3,16 @@
  * view's `controls`, which the coordinator computes from its control table,
  * coordinator/controls.ts, guards included, so a button is shown exactly when
  * the API would accept it), and the run's gates, each answerable while open.
- * A cancel asks for an optional reason and a confirmation first.
+ * A cancel asks for an optional reason and a confirmation first. Only the
+ * controls the signed-in principal's roles allow are shown (a reader sees
+ * none).
  */
 import { useState } from "preact/hooks";
 import type { RunControl } from "../../coordinator/control-statuses.ts";
 import { RunView } from "../../schemas/api.ts";
 import { encodeSegment, postJson } from "./api.ts";
 import { GateCard } from "./gate-card.tsx";
+import { useMayAny } from "./principal.tsx";
 import { stepName, type PlanStep } from "./plan-graph.ts";
 import { ErrorNote } from "./ui.tsx";
 import { gateAnchor } from "./waits.ts";
@@ -18,6 +21,8 @@ export function RunControls(props: { view: RunView; onDone: () => void }) {
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState<RunControl | null>(null);
   const [cancelling, setCancelling] = useState(false);
+  const may = useMayAny();
+  const controls = props.view.controls.filter((control) => may(`${control}Run`));
   const run = async (control: RunControl, body: object = {}): Promise<void> => {
     setBusy(control);
     try {
@@ -33,7 +38,7 @@ export function RunControls(props: { view: RunView; onDone: () => void }) {
   };
   return (
     <div class="controls">
-      {props.view.controls.map((control) => (
+      {controls.map((control) => (
         <button
           key={control}
           type="button"
@@ -44,7 +49,7 @@ export function RunControls(props: { view: RunView; onDone: () => void }) {
           {control}
         </button>
       ))}
-      {cancelling && props.view.controls.includes("cancel") ? (
+      {cancelling && controls.includes("cancel") ? (
         <CancelForm
           busy={busy !== null}
           onConfirm={(reason) => void run("cancel", reason === "" ? {} : { reason })}

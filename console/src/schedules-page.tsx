@@ -9,6 +9,7 @@ import { DefinitionList } from "../../schemas/api.ts";
 import { ScheduleStatus, SlotRecord } from "../../schemas/schedules.ts";
 import { apiJson, encodeSegment, postJson } from "./api.ts";
 import { useLoad } from "./hooks.ts";
+import { useMayAny } from "./principal.tsx";
 import { Link } from "./router.tsx";
 import { ErrorNote, Section, StatusBadge, Time } from "./ui.tsx";
 
@@ -46,6 +47,7 @@ function ScheduleCard(props: { schedule: ScheduleStatus; onDone: () => void }) {
   const { schedule } = props;
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
+  const may = useMayAny();
   const control = async (name: "pause" | "resume" | "trigger"): Promise<void> => {
     setBusy(true);
     try {
@@ -67,7 +69,7 @@ function ScheduleCard(props: { schedule: ScheduleStatus; onDone: () => void }) {
         </span>
         <StatusBadge status={schedule.paused ? "paused" : "active"} />
         <span class="schedule-actions">
-          {schedule.paused ? (
+          {!may(schedule.paused ? "resumeSchedule" : "pauseSchedule") ? null : schedule.paused ? (
             <button type="button" disabled={busy} onClick={() => void control("resume")}>
               Resume
             </button>
@@ -76,9 +78,11 @@ function ScheduleCard(props: { schedule: ScheduleStatus; onDone: () => void }) {
               Pause
             </button>
           )}
-          <button type="button" disabled={busy} onClick={() => void control("trigger")}>
-            Trigger now
-          </button>
+          {may("triggerSchedule") ? (
+            <button type="button" disabled={busy} onClick={() => void control("trigger")}>
+              Trigger now
+            </button>
+          ) : null}
         </span>
       </header>
       <ErrorNote error={error} />

@@ -4,11 +4,13 @@
  * its time, live, to the second; a gate links to its card further down, where
  * it is answered; a child links to the child run; an event wait names the
  * names it takes and its match, counts down to its timeout when it has one,
- * and opens a form that sends this run a signal (signal-form.tsx).
+ * and opens a form that sends this run a signal (signal-form.tsx), for a
+ * principal that may signal runs.
  */
 import { useEffect, useState } from "preact/hooks";
 import type { RunView, RunWait } from "../../schemas/api.ts";
 import type { PlanStep } from "./plan-graph.ts";
+import { useMay } from "./principal.tsx";
 import { Link } from "./router.tsx";
 import { SignalForm } from "./signal-form.tsx";
 import { Time } from "./ui.tsx";
@@ -21,6 +23,7 @@ export function WaitingFor(props: { view: RunView; plan: readonly PlanStep[] | n
   const now = useNow(
     waits.some((wait) => wait.kind === "timer" || (wait.kind === "event" && wait.expires_at !== null)),
   );
+  const maySignal = useMay("signalRun");
   if (waits.length === 0) {
     return null;
   }
@@ -32,7 +35,7 @@ export function WaitingFor(props: { view: RunView; plan: readonly PlanStep[] | n
           <li key={index} data-wait={wait.kind}>
             <span class="wait-place">{waitPlace(wait, props.plan)}</span>{" "}
             <WaitLine wait={wait} now={now} gates={props.view.gates} />
-            {wait.kind === "event" ? (
+            {wait.kind === "event" && maySignal ? (
               <details class="signal">
                 <summary>Send a signal</summary>
                 <SignalForm

@@ -9,6 +9,7 @@ import { DefinitionList, DefinitionRecord, DefinitionVersions, StartRunResponse 
 import { apiJson, postJson, encodeSegment } from "./api.ts";
 import { useLoad } from "./hooks.ts";
 import { Link, navigate } from "./router.tsx";
+import { useMay } from "./principal.tsx";
 import { SchemaForm } from "./schema-form.tsx";
 import { ErrorNote, Section, Time } from "./ui.tsx";
 
@@ -78,6 +79,7 @@ function VersionView(props: { id: string; version: number }) {
     [props.id, props.version],
   );
   const [error, setError] = useState<unknown>(null);
+  const mayStart = useMay("startRun");
   const definition = record.data?.definition;
   const start = async (input: unknown): Promise<void> => {
     try {
@@ -96,7 +98,9 @@ function VersionView(props: { id: string; version: number }) {
     <>
       <Section title={`Start a run of v${props.version}`}>
         <ErrorNote error={record.error ?? error} />
-        {definition === undefined ? null : (
+        {!mayStart ? (
+          <p class="muted">Your roles do not allow starting runs (it needs runner).</p>
+        ) : definition === undefined ? null : (
           <SchemaForm
             schema={definition["input_schema"] ?? {}}
             submitLabel="Start run"

@@ -5,6 +5,7 @@ import {
   JournalEntry,
   REDRIVE_KIND,
 } from "../../schemas/journal.ts";
+import { causedBy, type CausedEntry } from "./by.ts";
 import { canonicalBytes } from "./canonical.ts";
 import { base64UrlDecode, toHex } from "./encoding.ts";
 import { readJwks, type WebCryptoKey } from "./keys.ts";
@@ -45,13 +46,14 @@ export type VerifyFailureReason =
   | "after_attestation";
 
 /**
- * The verdict on a journal. On failure, `index` is the 0-based position of
- * the offending entry (-1 for a problem with the document as a whole, such as
- * an unusable JWKS), `seq` is that entry's `seq` field when it is an integer,
- * and `message` names both.
+ * The verdict on a journal. On success, `by` lists who caused each entry
+ * whose body carries `by`, in journal order (absent when none does). On
+ * failure, `index` is the 0-based position of the offending entry (-1 for a
+ * problem with the document as a whole, such as an unusable JWKS), `seq` is
+ * that entry's `seq` field when it is an integer, and `message` names both.
  */
 export type VerifyReport =
-  | { ok: true; entries: number; run_id: string | null; attested: boolean; outcome?: string }
+  | { ok: true; entries: number; run_id: string | null; attested: boolean; outcome?: string; by?: CausedEntry[] }
   | { ok: false; seq: number | null; index: number; reason: VerifyFailureReason; message: string };
 
 /** Options of {@link verifyJournal}. */
@@ -138,6 +140,7 @@ export async function verifyJournal(
 
   let previous: JournalEntry | undefined;
   let runId: string | null = null;
+  const caused: CausedEntry[] = [];
   for (const [index, raw] of list.entries()) {
     const entry = readEntry(raw, index, previous);
     // A failure report has no `hash`; every entry that passed its schema has one.
@@ -151,8 +154,12 @@ export async function verifyJournal(
     }
     runId = entry.run_id;
     previous = entry;
+    const who = causedBy(entry.body);
+    if (who !== null) {
+      caused.push({ seq: entry.seq, kind: entry.kind, by: entry.body["by"], who });
+    }
   }
-  return conclude(list.length, previous, runId, options);
+  return conclude(list.length, previous, runId, caused, options);
 }
 
 type VerifyFailure = Extract<VerifyReport, { ok: false }>;
@@ -269,6 +276,7 @@ function conclude(
   count: number,
   previous: JournalEntry | undefined,
   runId: string | null,
+  caused: CausedEntry[],
   options: VerifyOptions,
 ): VerifyReport {
   if (options.requireAttestation === true && previous?.kind !== ATTEST_KIND) {
@@ -289,13 +297,16 @@ function conclude(
     run_id: runId,
     attested: attestation?.success === true,
     ...(attestation?.success === true ? { outcome: attestation.data.outcome } : {}),
+    ...(caused.length > 0 ? { by: caused } : {}),
   };
 }
 
 /**
- * One human line for a report, as the verifier command prints it:
+ * A report in words, as the verifier commands print it: one line,
  * `OK: 12 entries, run run_x, attested completed` or
- * `FAIL: entry seq 4 (index 3): bad signature — …`.
+ * `FAIL: entry seq 4 (index 3): bad signature — …`; after an `OK` line, one
+ * more line per entry that carries `by`, naming who caused it:
+ * `  seq 5 gate.answered by token "ops" (tok_…)`.
  */
 export function formatReport(report: VerifyReport): string {
   if (!report.ok) {
@@ -303,7 +314,9 @@ export function formatReport(report: VerifyReport): string {
   }
   const run = report.run_id === null ? "no run" : `run ${report.run_id}`;
   const attested = report.attested ? `attested ${report.outcome ?? ""}`.trimEnd() : "not attested";
-  return `OK: ${report.entries} ${report.entries === 1 ? "entry" : "entries"}, ${run}, ${attested}`;
+  const summary = `OK: ${report.entries} ${report.entries === 1 ? "entry" : "entries"}, ${run}, ${attested}`;
+  const causes = (report.by ?? []).map((entry) => `  seq ${entry.seq} ${entry.kind} by ${entry.who}`);
+  return [summary, ...causes].join("\n");
 }
 
 /** Whether an entry of `kind` may follow the attestation `attest` (docs/journal.md, "The attestation"). */

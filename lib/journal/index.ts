@@ -3,6 +3,7 @@
  * envelope signer and the offline verifier. Runs unchanged in workerd and in
  * Node ≥ 22 (WebCrypto only). See docs/journal.md.
  */
+export { causedBy, describeBy, type CausedEntry } from "./by.ts";
 export { canonicalBytes, canonicalJson } from "./canonical.ts";
 export { base64Decode, base64UrlDecode, base64UrlEncode, toHex } from "./encoding.ts";
 export {

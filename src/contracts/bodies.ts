@@ -21,7 +21,7 @@ import {
   StartRunBody,
   StartRunResponse,
 } from "../../schemas/api.ts";
-import { CreatedToken, CreateTokenBody, TokenList } from "../../schemas/auth.ts";
+import { CreatedToken, CreateTokenBody, TokenList, Whoami } from "../../schemas/auth.ts";
 import { DefinitionBundle } from "../../schemas/definitions.ts";
 import { EventTriggers, SendEventsBody, SendEventsResponse } from "../../schemas/events.ts";
 import { JournalEntry, JournalResponse, Jwks } from "../../schemas/journal.ts";
@@ -74,6 +74,7 @@ export const RESPONSE_SCHEMAS = {
   CreatedToken,
   TokenList,
   RevokedToken: z.strictObject({ token_id: z.string(), revoked: z.literal(true) }),
+  Whoami,
   /** The generated contracts themselves: a JSON Schema and an OpenAPI document. */
   JsonDocument: z.record(z.string(), z.unknown()),
 } as const satisfies Record<string, z.ZodType>;
@@ -128,5 +129,7 @@ export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName,
   CreatedToken: "The token made, with its secret: shown this once, stored only as a keyed hash.",
   TokenList: "Every stored token, newest first: never a secret nor its hash.",
   RevokedToken: "The token revoked: refused everywhere within 10 seconds.",
+  Whoami:
+    "The caller: a token (kind token: token_id, name) or a Cloudflare Access identity (kind access: email, groups), its roles, the workflows it is limited to (null: every workflow) and the created_by its runs record.",
   JsonDocument: "A JSON document: the generated JSON Schema or OpenAPI document.",
 };

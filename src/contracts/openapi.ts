@@ -147,7 +147,7 @@ function operationOf(route: RouteSpec): Doc {
     summary: route.summary,
     description:
       route.auth === "bearer"
-        ? `Needs the role ${route.role} (admin holds every role)${GRANT_NOTES[route.grant]}. docs/api.md, "${route.docs}".`
+        ? `${route.role === "any" ? "Any token or Access identity, whatever its roles" : `Needs the role ${route.role} (admin holds every role)`}${GRANT_NOTES[route.grant]}. docs/api.md, "${route.docs}".`
         : `No token. docs/api.md, "${route.docs}".`,
     ...(route.auth === "bearer" ? { "x-trellis-role": route.role, "x-trellis-grant": route.grant } : {}),
     tags: [route.tag],

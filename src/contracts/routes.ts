@@ -37,8 +37,14 @@ export interface QueryParam {
 export const GRANTS = ["run", "workflow", "definition", "listing", "any", "every"] as const;
 export type Grant = (typeof GRANTS)[number];
 
-/** Who may call a route: nobody needs a token (`public`), or a bearer token with `role` (admin holds every role). */
-export type RouteAccess = { auth: "public" } | { auth: "bearer"; role: Role; grant: Grant };
+/**
+ * The role a route needs: one of the roles (admin holds every role), or
+ * `any`: every authenticated principal, whatever its roles.
+ */
+export type RouteRole = Role | "any";
+
+/** Who may call a route: nobody needs a token (`public`), or a bearer token (or an Access identity) with `role`. */
+export type RouteAccess = { auth: "public" } | { auth: "bearer"; role: RouteRole; grant: Grant };
 
 export type RouteSpec = RouteAccess & {
   method: "get" | "post" | "delete";
@@ -178,8 +184,20 @@ const SCHEDULE_ROUTES: RouteSpec[] = [
   },
 ];
 
-/** Tokens as data (docs/api.md, "Tokens"): admin only. */
+/** Tokens as data (docs/api.md, "Tokens"): admin only; and who the caller is, for everyone. */
 const TOKEN_ROUTES: RouteSpec[] = [
+  {
+    method: "get",
+    path: "/v1/whoami",
+    operationId: "whoami",
+    summary: "Who the caller is: its token or Access identity, its roles and the workflows it is limited to.",
+    auth: "bearer",
+    role: "any",
+    grant: "any",
+    docs: "GET /v1/whoami",
+    tag: "tokens",
+    responses: { 200: { description: "The caller's principal.", schema: "Whoami" } },
+  },
   {
     method: "post",
     path: "/v1/tokens",

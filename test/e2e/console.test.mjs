@@ -139,6 +139,10 @@ describe("web console in headless Chromium", () => {
     assert.match(await verified.innerText(), new RegExp(`^verified · ${journal.json.entries.length} entries`));
     await page.locator('[data-node="finish"][data-status="completed"]').waitFor({ timeout: UI_TIMEOUT_MS });
     const signInToVerifiedMs = Date.now() - t0;
+    // The timeline names who answered (the entry's signed by), and keeps the responder as a note.
+    const answeredLine = page.locator("li.entry.kind-gate-answered .entry-line");
+    assert.match(await answeredLine.locator(".by").innerText(), /^by token "API_TOKENS" \(env:[0-9a-f]{16}\)$/);
+    assert.match(await answeredLine.locator(".summary").innerText(), /responder's note: e2e-browser/);
     // A node's box opens its invocations and step records.
     await page.locator('[data-node="fan"]').click();
     await page.locator('[data-node-panel="fan"]').getByText("invocation 2").waitFor({ timeout: UI_TIMEOUT_MS });
@@ -266,6 +270,57 @@ describe("web console in headless Chromium", () => {
     );
     await page.locator(`tr[data-run-id="${runId}"]`).getByText("completed").waitFor({ timeout: UI_TIMEOUT_MS });
     await context.close();
+  });
+
+  test("shows who is signed in, and only the buttons their roles allow: a reader none, a runner no Approve and no gate form", async () => {
+    const gatedId = uid("console-roles");
+    const draftedId = uid("console-drafted");
+    const step = { ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } };
+    await register({
+      workflows: [gatedWorkflow(gatedId), { id: draftedId, nodes: { work: { task: { steps: [step] } } } }],
+    });
+    const drafted = (await startRun(draftedId, { input: {}, mode: "approval" })).json.run_id;
+    const gated = (await startRun(gatedId, { input: { items: [1] } })).json.run_id;
+    const made = async (name, roles) => {
+      const answer = await api("POST", "/v1/tokens", { body: { name, roles } });
+      assert.equal(answer.status, 201, show(answer));
+      return answer.json.token;
+    };
+    const signedIn = async (secret) => {
+      const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+      await context.addInitScript((value) => sessionStorage.setItem("trellis.api_token", value), secret);
+      return { context, page: await context.newPage() };
+    };
+
+    const reader = await signedIn(await made("support desk", ["reader"]));
+    await reader.page.goto(`${url}/runs/${drafted}`);
+    const whoami = reader.page.locator("nav.top .whoami");
+    await whoami.getByText('token "support desk" · reader').waitFor({ timeout: UI_TIMEOUT_MS });
+    await reader.page.locator('.verify[data-state="verified"]').waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.equal(await reader.page.locator(".controls button").count(), 0);
+    await reader.page.goto(`${url}/runs/${gated}`);
+    const readerGate = reader.page.locator('[data-gate="gate_1"]');
+    await readerGate.getByText("You may not answer this gate.").waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.equal(await readerGate.locator("form, button").count(), 0);
+    assert.equal(await reader.page.locator(".controls button").count(), 0);
+    await reader.page.screenshot({ path: join(SCREENSHOTS, "reader-run-page.png"), fullPage: true });
+    await reader.context.close();
+
+    const runner = await signedIn(await made("cron", ["runner", "reader"]));
+    await runner.page.goto(`${url}/runs/${drafted}`);
+    await runner.page.locator("nav.top .whoami").getByText('token "cron" · runner, reader').waitFor();
+    const controls = runner.page.locator(".controls");
+    await controls.getByRole("button", { name: "cancel" }).waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.deepEqual(await controls.getByRole("button").allInnerTexts(), ["cancel"]);
+    await runner.page.goto(`${url}/runs/${gated}`);
+    const runnerGate = runner.page.locator('[data-gate="gate_1"]');
+    await runnerGate.getByText("You may not answer this gate.").waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.equal(await runnerGate.getByRole("button").count(), 0);
+    await runner.context.close();
+    // Both runs are left to the admin: cancel them so they do not wait on.
+    for (const runId of [drafted, gated]) {
+      assert.equal((await api("POST", `/v1/runs/${runId}/cancel`, { body: {} })).status, 200);
+    }
   });
 
   test("approve a drafted run with its button; its sub-workflow node links to the child run, which links back", async () => {

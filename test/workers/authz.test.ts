@@ -2,7 +2,7 @@ import { exports } from "cloudflare:workers";
 import { beforeAll, describe, it } from "vitest";
 import { ROLES, type Principal, type Role } from "../../schemas/auth.ts";
 import { accessOf, authorize, globMatches } from "../../src/access.ts";
-import { API_ROUTES, type Grant } from "../../src/contracts/routes.ts";
+import { API_ROUTES, type Grant, type RouteRole } from "../../src/contracts/routes.ts";
 import { TrellisApi } from "../../src/rpc.ts";
 import { api, uniqueId, waitForRun } from "./helpers.ts";
 
@@ -14,7 +14,7 @@ import { api, uniqueId, waitForRun } from "./helpers.ts";
  */
 
 /** The role and grant of every route, written out here: the table must say the same. */
-const EXPECTED_ACCESS: Record<string, [Role, Grant] | "public"> = {
+const EXPECTED_ACCESS: Record<string, [RouteRole, Grant] | "public"> = {
   health: "public",
   journalKeys: "public",
   definitionsSchema: "public",
@@ -54,6 +54,7 @@ const EXPECTED_ACCESS: Record<string, [Role, Grant] | "public"> = {
   createToken: ["admin", "every"],
   listTokens: ["admin", "every"],
   revokeToken: ["admin", "every"],
+  whoami: ["any", "any"],
 };
 
 /** What the fixture is: a workflow with one human gate, and a run of it that completed after its gate was answered. */
@@ -122,6 +123,7 @@ function requests(f: Fixture): Record<string, { method: string; path: string; bo
     createToken: { method: "POST", path: "/v1/tokens", body: { name: "made in a cell", roles: ["reader"] }, ok: 201 },
     listTokens: { method: "GET", path: "/v1/tokens", ok: 200 },
     revokeToken: { method: "DELETE", path: "/v1/tokens/tok_nosuchtoken", ok: 404 },
+    whoami: { method: "GET", path: "/v1/whoami", ok: 200 },
   };
 }
 
@@ -197,7 +199,7 @@ function expectedStatus(operationId: string, caller: Caller, ok: number): number
     return ok;
   }
   const [role, grant] = access;
-  if (!caller.roles.includes("admin") && !caller.roles.includes(role)) {
+  if (role !== "any" && !caller.roles.includes("admin") && !caller.roles.includes(role)) {
     return 403;
   }
   if (caller.limited && grant === "every") {
@@ -274,6 +276,36 @@ describe("who may call what: every route with every role", () => {
   });
 });
 
+describe("GET /v1/whoami", () => {
+  it("answers every caller with its own principal: kind, name, roles and the workflows it is limited to", async ({
+    expect,
+  }) => {
+    const made = await api("POST", "/v1/tokens", { name: "support desk", roles: ["reader"], workflows: ["billing-*"] });
+    expect(made.status).toBe(201);
+    const reader = await api("GET", "/v1/whoami", undefined, made.json.token);
+    expect(reader.status).toBe(200);
+    expect(reader.json).toEqual({
+      principal: {
+        kind: "token",
+        token_id: made.json.token_id,
+        name: "support desk",
+        roles: ["reader"],
+        workflows: ["billing-*"],
+        created_by: `token:${made.json.token_id}`,
+      },
+    });
+    const admin = await api("GET", "/v1/whoami");
+    expect(admin.json.principal).toMatchObject({
+      kind: "token",
+      name: "API_TOKENS",
+      roles: ["admin"],
+      workflows: null,
+    });
+    expect(admin.json.principal.token_id).toMatch(/^env:[0-9a-f]{16}$/);
+    expect((await api("GET", "/v1/whoami", undefined, "not-a-token")).status).toBe(401);
+  });
+});
+
 describe("who may call what over Workers RPC", () => {
   const principal = (roles: Role[]): Principal => ({
     kind: "token",
@@ -293,7 +325,7 @@ describe("who may call what over Workers RPC", () => {
       const access = EXPECTED_ACCESS[method];
       expect(access, method).toBeDefined();
       expect(access, method).not.toBe("public");
-      const [role] = access as [Role, Grant];
+      const [role] = access as [RouteRole, Grant];
       expect(accessOf(method).role, method).toBe(role);
       for (const held of ROLES) {
         const allowed = held === "admin" || held === role;

@@ -156,4 +156,35 @@ describe("Cloudflare Access assertions", () => {
     expect(expired.status).toBe(401);
     expect(expired.body.error?.code).toBe("auth.invalid_access_token");
   });
+
+  it("answers GET /v1/whoami with the Access identity, its groups and roles, even one that holds no role", async ({
+    expect,
+  }) => {
+    const app = createApp();
+    const whoami = async (token: string) => {
+      const response = await app.request(
+        "/v1/whoami",
+        { headers: { "cf-access-jwt-assertion": token } },
+        accessEnv(certsUrl),
+      );
+      return { status: response.status, body: (await response.json()) as unknown };
+    };
+    expect(await whoami(await assertion(key, { email: "Ops@example.com", groups: ["eng"] }))).toEqual({
+      status: 200,
+      body: {
+        principal: {
+          kind: "access",
+          email: "ops@example.com",
+          groups: ["eng"],
+          roles: ["approver", "reader", "runner"],
+          workflows: null,
+          created_by: "access:ops@example.com",
+        },
+      },
+    });
+    expect(await whoami(await assertion(key, { email: "nobody@example.com" }))).toMatchObject({
+      status: 200,
+      body: { principal: { kind: "access", email: "nobody@example.com", roles: [] } },
+    });
+  });
 });

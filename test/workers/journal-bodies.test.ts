@@ -253,10 +253,14 @@ describe("the journal of real runs", () => {
     });
 
     const runs: string[] = [];
-    // A gate answered, a foreach with a skipped item, a retry, two children, skips, a repeat that gives up.
+    // A gate linked and answered, a foreach with a skipped item, a retry, two children, skips, a repeat that gives up.
     const parentRun = await start(parent, { input: { items: [1, 2, 3], n: 4, flow: child } });
     runs.push(parentRun);
     const waiting = await waitForRun(parentRun, gateOpenOrSettled);
+    const link = await api("POST", `/v1/runs/${parentRun}/gates/${waiting.gates[0].gate_id}/links`, {
+      approver: "ops@example.com",
+    });
+    expect(link.status).toBe(201);
     await api("POST", `/v1/runs/${parentRun}/gates/${waiting.gates[0].gate_id}`, { response: { ok: true } });
     expect((await waitForRun(parentRun)).status).toBe("completed");
 

@@ -65,7 +65,7 @@ const openGate = async (runId: string): Promise<string> => {
 };
 
 describe("who caused each entry (by)", () => {
-  it("is on a start, a gate's answer, a signal and an event the token sent", async ({ expect }) => {
+  it("is on a start, a gate's link and answer, a signal and an event the token sent", async ({ expect }) => {
     const id = uniqueId("by-flow");
     const [signal, event] = [uniqueId("by-signal"), uniqueId("by-event")];
     await registerWorkflow({
@@ -77,14 +77,27 @@ describe("who caused each entry (by)", () => {
       },
     });
     const runId = await startAs(id);
-    expect(
-      (await as("POST", `/v1/runs/${runId}/gates/${await openGate(runId)}`, { response: { ok: true } })).status,
-    ).toBe(200);
+    const gateId = await openGate(runId);
+    const link = await as("POST", `/v1/runs/${runId}/gates/${gateId}/links`, { approver: "ops@example.com" });
+    expect(link.status).toBe(201);
+    expect((await as("POST", `/v1/runs/${runId}/gates/${gateId}`, { response: { ok: true } })).status).toBe(200);
     expect((await as("POST", `/v1/runs/${runId}/signals`, { name: signal })).status).toBe(202);
     expect((await as("POST", "/v1/events", { name: event })).status).toBe(202);
     expect((await waitForRun(runId)).status).toBe("completed");
     expect((await bodiesOf(runId, "run.created"))[0]?.by).toEqual(by);
     expect((await bodiesOf(runId, "gate.answered"))[0]?.by).toEqual(by);
+    // Making a link is signed with who made it: the link's id, approver and expiry, never its secret.
+    const [made] = await bodiesOf(runId, "gate.link_created");
+    expect(made).toEqual({
+      gate_id: gateId,
+      node: "ask",
+      step: expect.any(String),
+      link_id: link.json.link_id,
+      approver: "ops@example.com",
+      expires_at: link.json.expires_at,
+      by,
+    });
+    expect(JSON.stringify(made)).not.toContain(String(link.json.url).split("/").at(-1));
     expect((await bodiesOf(runId, "signal.received"))[0]?.by).toEqual(by);
     const matched = await bodiesOf(runId, "event.matched");
     expect(matched.map((body) => [body.source, body.by])).toEqual([
