@@ -22,6 +22,7 @@ import type {
   RunSnapshot,
 } from "../schemas/resolved.ts";
 import { isToolName, TOOL_NAMES } from "../schemas/tools.ts";
+import { Limit, type LimitUse, type ResolvedLimitUse } from "../schemas/limits.ts";
 import {
   AGENT_FIELDS,
   reservedOutputKeys,
@@ -73,6 +74,9 @@ export function resolveWorkflowSnapshot(reader: DefinitionReader, workflow: Work
     tasks: {},
     workflows: {},
   };
+  if (workflow.limits !== undefined) {
+    snapshot.limits = resolveLimits(reader, workflow.limits);
+  }
   for (const [nodeId, node] of Object.entries(workflow.nodes)) {
     if (node.task !== undefined) {
       snapshot.tasks[nodeId] = resolveTask(reader, node.task, `${workflow.id}/${nodeId}`);
@@ -113,12 +117,13 @@ function resolveAction(reader: DefinitionReader, action: string | InlineAction, 
     typeof action === "string"
       ? load(reader, "actions", action, Action)
       : { id: action.id ?? inlineId, version: 0, definition: action };
-  const { undo, ...rest } = definition;
+  const { undo, limits, ...rest } = definition;
   const resolved =
     rest.kind === "llm"
       ? resolveAgent(reader, { id, version, definition: rest })
       : resolveKind(reader, { id, version, definition: rest });
-  return undo === undefined ? resolved : { ...resolved, undo: resolveUndo(reader, undo, `${id}/undo`) };
+  const limited = limits === undefined ? resolved : { ...resolved, limits: resolveLimits(reader, limits) };
+  return undo === undefined ? limited : { ...limited, undo: resolveUndo(reader, undo, `${id}/undo`) };
 }
 
 /** An action's `undo` with its action resolved (a referenced action's own `undo` is not followed). */
@@ -144,12 +149,22 @@ function resolveUndo(reader: DefinitionReader, undo: Undo, inlineId: string): Re
   return { ...undo, action: resolveKind(reader, { id, version, definition: action }) };
 }
 
+/** An action resolved as one call ({@link resolveImplementation}), with its `limits` frozen in. */
+function resolveKind(
+  reader: DefinitionReader,
+  { id, version, definition }: { id: string; version: number; definition: InlineUndoAction & { limits?: LimitUse[] } },
+): ResolvedUndoAction {
+  const { limits, ...rest } = definition;
+  const resolved = resolveImplementation(reader, { id, version, definition: rest });
+  return limits === undefined ? resolved : { ...resolved, limits: resolveLimits(reader, limits) };
+}
+
 /**
  * The kinds that refer to other definitions get them pinned or frozen in; the
  * rest are as written. An `llm` action is resolved as one call here (its tools,
  * if any, by `resolveAgent`).
  */
-function resolveKind(
+function resolveImplementation(
   reader: DefinitionReader,
   { id, version, definition }: { id: string; version: number; definition: InlineUndoAction },
 ): ResolvedUndoAction {
@@ -216,10 +231,13 @@ function resolveLlm(
     parallel_tool_calls: _parallel,
     ...rest
   } = implementation;
-  const resolveModel = (ref: string | InlineModel, inlineId: string) =>
-    typeof ref === "string"
-      ? loadResolved(reader, "models", ref, Model)
-      : { ...ref, id: ref.id ?? inlineId, version: 0 };
+  const resolveModel = (ref: string | InlineModel, inlineId: string) => {
+    const { limits, ...model } =
+      typeof ref === "string"
+        ? loadResolved(reader, "models", ref, Model)
+        : { ...ref, id: ref.id ?? inlineId, version: 0 };
+    return limits === undefined ? model : { ...model, limits: resolveLimits(reader, limits) };
+  };
   return {
     ...rest,
     prompt:
@@ -241,7 +259,7 @@ function resolveLlm(
  */
 function resolveAgent(
   reader: DefinitionReader,
-  { id, version, definition }: { id: string; version: number; definition: Omit<LlmAction, "undo"> },
+  { id, version, definition }: { id: string; version: number; definition: Omit<LlmAction, "undo" | "limits"> },
 ): ResolvedLlm {
   const written = definition.implementation;
   const call = resolveLlm(reader, written, id);
@@ -374,6 +392,14 @@ function inlineToolAction(
 
 function invalidTool(where: string, problem: string): EngineError {
   return EngineError.terminal("definition.invalid_tool", `the llm action ${where}: ${problem}`);
+}
+
+/** Each limit a workflow, action or model names, frozen at its current (or pinned) version. */
+function resolveLimits(reader: DefinitionReader, uses: readonly LimitUse[]): ResolvedLimitUse[] {
+  return uses.map(({ limit, key }) => {
+    const { description: _description, ...config } = loadResolved(reader, "limits", limit, Limit);
+    return { limit: config, ...(key === undefined ? {} : { key }) };
+  });
 }
 
 /** A referenced definition with its resolved id and version. */

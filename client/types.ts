@@ -24,6 +24,10 @@ export type Action = {
   };
   id: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "llm";
   implementation: LlmImplementation;
 } | {
@@ -42,6 +46,10 @@ export type Action = {
   };
   id: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "mcp";
   implementation: McpImplementation;
 } | {
@@ -60,6 +68,10 @@ export type Action = {
   };
   id: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "http";
   implementation: HttpImplementation;
 } | {
@@ -78,6 +90,10 @@ export type Action = {
   };
   id: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "tool";
   implementation: ToolImplementation;
 } | {
@@ -96,6 +112,10 @@ export type Action = {
   };
   id: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "shell";
   implementation: ShellImplementation;
 } | {
@@ -114,6 +134,10 @@ export type Action = {
   };
   id: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "workflow";
   implementation: WorkflowImplementation;
 } | {
@@ -132,6 +156,10 @@ export type Action = {
   };
   id: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "human";
   implementation: HumanImplementation;
 } | {
@@ -150,6 +178,10 @@ export type Action = {
   };
   id: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "vector";
   implementation: VectorImplementation;
 } | {
@@ -168,6 +200,10 @@ export type Action = {
   };
   id: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "metric";
   implementation: MetricImplementation;
 } | {
@@ -186,6 +222,10 @@ export type Action = {
   };
   id: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "context";
   implementation: ContextImplementation;
 } | {
@@ -204,6 +244,10 @@ export type Action = {
   };
   id: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "sleep";
   implementation: SleepImplementation;
 } | {
@@ -222,6 +266,10 @@ export type Action = {
   };
   id: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "event";
   implementation: EventImplementation;
 } | {
@@ -240,6 +288,10 @@ export type Action = {
   };
   id: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "plan";
   implementation: PlanImplementation;
 };
@@ -317,12 +369,25 @@ export type DefinitionBundle = {
     end_at?: string;
   })[];
   webhooks?: Webhook[];
+  limits?: ({
+    id: string;
+    description?: string;
+    concurrency?: number;
+    rate?: {
+      limit: number;
+      period_ms: number;
+    };
+    tokens?: {
+      limit: number;
+      period_ms: number;
+    };
+  })[];
 };
 
 /** The latest version of each definition of a kind, newest first, and the next page's cursor. */
 export type DefinitionList = {
   definitions: ({
-    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules" | "webhooks";
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules" | "webhooks" | "limits";
     id: string;
     version: number;
     created_at: string;
@@ -333,7 +398,7 @@ export type DefinitionList = {
 
 /** A stored definition: its kind, id, version, and content (keys sorted). */
 export type DefinitionRecord = {
-  kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules" | "webhooks";
+  kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules" | "webhooks" | "limits";
   id: string;
   version: number;
   created_at: string;
@@ -345,7 +410,7 @@ export type DefinitionRecord = {
 /** Every version of one definition, highest first, and the next page's cursor. */
 export type DefinitionVersions = {
   versions: ({
-    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules" | "webhooks";
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules" | "webhooks" | "limits";
     id: string;
     version: number;
     created_at: string;
@@ -499,6 +564,10 @@ export type InlineAction = {
   };
   id?: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "llm";
   implementation: LlmImplementation;
 } | {
@@ -517,6 +586,10 @@ export type InlineAction = {
   };
   id?: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "mcp";
   implementation: McpImplementation;
 } | {
@@ -535,6 +608,10 @@ export type InlineAction = {
   };
   id?: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "http";
   implementation: HttpImplementation;
 } | {
@@ -553,6 +630,10 @@ export type InlineAction = {
   };
   id?: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "tool";
   implementation: ToolImplementation;
 } | {
@@ -571,6 +652,10 @@ export type InlineAction = {
   };
   id?: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "shell";
   implementation: ShellImplementation;
 } | {
@@ -589,6 +674,10 @@ export type InlineAction = {
   };
   id?: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "workflow";
   implementation: WorkflowImplementation;
 } | {
@@ -607,6 +696,10 @@ export type InlineAction = {
   };
   id?: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "human";
   implementation: HumanImplementation;
 } | {
@@ -625,6 +718,10 @@ export type InlineAction = {
   };
   id?: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "vector";
   implementation: VectorImplementation;
 } | {
@@ -643,6 +740,10 @@ export type InlineAction = {
   };
   id?: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "metric";
   implementation: MetricImplementation;
 } | {
@@ -661,6 +762,10 @@ export type InlineAction = {
   };
   id?: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "context";
   implementation: ContextImplementation;
 } | {
@@ -679,6 +784,10 @@ export type InlineAction = {
   };
   id?: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "sleep";
   implementation: SleepImplementation;
 } | {
@@ -697,6 +806,10 @@ export type InlineAction = {
   };
   id?: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "event";
   implementation: EventImplementation;
 } | {
@@ -715,6 +828,10 @@ export type InlineAction = {
   };
   id?: string;
   undo?: Undo;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "plan";
   implementation: PlanImplementation;
 };
@@ -769,6 +886,10 @@ export type InlineUndoAction = {
         input_per_mtok: number;
         output_per_mtok: number;
       };
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
     };
     repair?: number;
     fallback_models?: (Reference | {
@@ -785,6 +906,10 @@ export type InlineUndoAction = {
         input_per_mtok: number;
         output_per_mtok: number;
       };
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
     })[];
   };
 } | {
@@ -1069,6 +1194,10 @@ export type LlmImplementation = {
       input_per_mtok: number;
       output_per_mtok: number;
     };
+    limits?: ({
+      limit: Reference;
+      key?: string;
+    })[];
   };
   repair?: number;
   fallback_models?: (Reference | {
@@ -1085,6 +1214,10 @@ export type LlmImplementation = {
       input_per_mtok: number;
       output_per_mtok: number;
     };
+    limits?: ({
+      limit: Reference;
+      key?: string;
+    })[];
   })[];
   tools?: (Reference | string | {
     action: Reference | string | {
@@ -1128,6 +1261,10 @@ export type LlmImplementation = {
             input_per_mtok: number;
             output_per_mtok: number;
           };
+          limits?: ({
+            limit: Reference;
+            key?: string;
+          })[];
         };
         repair?: number;
         fallback_models?: (Reference | {
@@ -1144,6 +1281,10 @@ export type LlmImplementation = {
             input_per_mtok: number;
             output_per_mtok: number;
           };
+          limits?: ({
+            limit: Reference;
+            key?: string;
+          })[];
         })[];
       };
     } | {
@@ -1433,6 +1574,10 @@ export type Model = {
     input_per_mtok: number;
     output_per_mtok: number;
   };
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
 };
 
 /** A node: runs exactly one of "task" or "workflow" (docs/definitions.md#node). */
@@ -1704,7 +1849,7 @@ export type Reference = string;
 /** What a registration created or reused (existing: true), with versions. */
 export type RegisterResponse = {
   created: ({
-    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules" | "webhooks";
+    kind: "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "schedules" | "webhooks" | "limits";
     id: string;
     version: number;
     existing: boolean;
@@ -2211,6 +2356,10 @@ export type Workflow = {
   input_schema?: JsonSchema;
   output_schema?: JsonSchema;
   max_parallel?: number;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   fail_fast?: boolean;
   timeout_ms?: number;
   tools?: string[];

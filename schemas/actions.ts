@@ -15,6 +15,7 @@ import {
   WorkflowChoice,
 } from "./common.ts";
 import { EventName, MAX_WAIT_NAMES } from "./events.ts";
+import { LimitUses } from "./limits.ts";
 
 // ─── Prompts, models, MCP servers ────────────────────────────────────────────
 
@@ -52,6 +53,8 @@ export const Model = z.strictObject({
   api_key: z.string().optional(),
   parameters: z.record(z.string(), JsonValue).optional(),
   pricing: z.strictObject({ input_per_mtok: z.number().min(0), output_per_mtok: z.number().min(0) }).optional(),
+  /** Limits on calls to this model (and, with `tokens`, on their tokens), in any run. */
+  limits: LimitUses.optional(),
 });
 export type Model = z.infer<typeof Model>;
 
@@ -491,10 +494,16 @@ export const ACTION_IMPLEMENTATIONS = {
   llm: LlmImplementation,
 } as const satisfies ActionImplementations;
 
-export const Action = actionUnion({ id: DefinitionId, undo: Undo.optional() }, ACTION_IMPLEMENTATIONS);
+export const Action = actionUnion(
+  { id: DefinitionId, undo: Undo.optional(), limits: LimitUses.optional() },
+  ACTION_IMPLEMENTATIONS,
+);
 export type Action = z.infer<typeof Action>;
 export type ActionOf<K extends ActionKind> = Extract<Action, { kind: K }>;
 
 /** An action written inline in a step: same shape, id optional. */
-export const InlineAction = actionUnion({ id: DefinitionId.optional(), undo: Undo.optional() }, ACTION_IMPLEMENTATIONS);
+export const InlineAction = actionUnion(
+  { id: DefinitionId.optional(), undo: Undo.optional(), limits: LimitUses.optional() },
+  ACTION_IMPLEMENTATIONS,
+);
 export type InlineAction = z.infer<typeof InlineAction>;

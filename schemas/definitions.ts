@@ -15,6 +15,7 @@ import {
 import { Schedule } from "./schedules.ts";
 import { EventName } from "./events.ts";
 import { Webhook } from "./webhooks.ts";
+import { Limit, LimitUses } from "./limits.ts";
 
 // ─── Tasks ───────────────────────────────────────────────────────────────────
 
@@ -139,6 +140,8 @@ export const Workflow = z.strictObject({
   input_schema: JsonSchema.optional(),
   output_schema: JsonSchema.optional(),
   max_parallel: z.number().int().min(1).max(1000).optional(),
+  /** Limits on this workflow's runs: a run beyond one waits `queued` before its first node. */
+  limits: LimitUses.optional(),
   fail_fast: z.boolean().optional(),
   timeout_ms: z.number().int().min(1).max(31_536_000_000).optional(),
   tools: z.array(ToolGrant).optional(),
@@ -167,6 +170,7 @@ export const DEFINITION_KINDS = [
   "mcp_servers",
   "schedules",
   "webhooks",
+  "limits",
 ] as const;
 export const DefinitionKind = z.enum(DEFINITION_KINDS);
 export type DefinitionKind = z.infer<typeof DefinitionKind>;
@@ -181,6 +185,7 @@ export const DEFINITION_SCHEMAS = {
   mcp_servers: McpServer,
   schedules: Schedule,
   webhooks: Webhook,
+  limits: Limit,
 } as const satisfies Record<DefinitionKind, z.ZodType>;
 
 export type DefinitionOf<K extends DefinitionKind> = z.infer<(typeof DEFINITION_SCHEMAS)[K]>;
@@ -197,6 +202,7 @@ export const DefinitionBundle = z
     mcp_servers: z.array(McpServer).optional(),
     schedules: z.array(Schedule).optional(),
     webhooks: z.array(Webhook).optional(),
+    limits: z.array(Limit).optional(),
   })
   .refine(
     (bundle) => DEFINITION_KINDS.some((kind) => (bundle[kind]?.length ?? 0) > 0),

@@ -22,3 +22,4 @@ export * from "./sandbox.ts";
 export * from "./schedules.ts";
 export * from "./tools.ts";
 export * from "./webhooks.ts";
+export * from "./limits.ts";

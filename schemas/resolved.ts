@@ -11,6 +11,7 @@ import {
   Prompt,
 } from "./actions.ts";
 import { DefinitionKind, Step, Workflow } from "./definitions.ts";
+import { ResolvedLimitUses } from "./limits.ts";
 
 /**
  * The resolved stage of definitions: what a run snapshots when it starts.
@@ -25,7 +26,7 @@ export const ResolvedPrompt = Prompt.extend(resolvedIdentity);
 export type ResolvedPrompt = z.infer<typeof ResolvedPrompt>;
 
 /** A model as a run uses it. `api_key` stays a `$env:NAME` reference: secrets resolve at call time only. */
-export const ResolvedModel = Model.extend(resolvedIdentity);
+export const ResolvedModel = Model.extend({ ...resolvedIdentity, limits: ResolvedLimitUses.optional() });
 export type ResolvedModel = z.infer<typeof ResolvedModel>;
 
 /** An MCP server as a run uses it. Credential headers stay `$env:` references. */
@@ -46,7 +47,10 @@ const RESOLVED_BASE_IMPLEMENTATIONS = {
 };
 
 /** An undo's action as a run calls it (it has no undo of its own). */
-export const ResolvedUndoAction = actionUnion(resolvedIdentity, RESOLVED_BASE_IMPLEMENTATIONS);
+export const ResolvedUndoAction = actionUnion(
+  { ...resolvedIdentity, limits: ResolvedLimitUses.optional() },
+  RESOLVED_BASE_IMPLEMENTATIONS,
+);
 export type ResolvedUndoAction = z.infer<typeof ResolvedUndoAction>;
 
 /** An action's `undo` with its action resolved. */
@@ -59,7 +63,7 @@ export type ResolvedUndo = z.infer<typeof ResolvedUndo>;
 
 /** A tool's action as a run calls it: one call, with its undo. */
 export const ResolvedToolAction = actionUnion(
-  { ...resolvedIdentity, undo: ResolvedUndo.optional() },
+  { ...resolvedIdentity, undo: ResolvedUndo.optional(), limits: ResolvedLimitUses.optional() },
   RESOLVED_BASE_IMPLEMENTATIONS,
 );
 export type ResolvedToolAction = z.infer<typeof ResolvedToolAction>;
@@ -88,7 +92,7 @@ const RESOLVED_IMPLEMENTATIONS = {
 };
 
 export const ResolvedAction = actionUnion(
-  { ...resolvedIdentity, undo: ResolvedUndo.optional() },
+  { ...resolvedIdentity, undo: ResolvedUndo.optional(), limits: ResolvedLimitUses.optional() },
   RESOLVED_IMPLEMENTATIONS,
 );
 export type ResolvedAction = z.infer<typeof ResolvedAction>;
@@ -118,6 +122,8 @@ export const RunSnapshot = z.strictObject({
   workflows: z.record(z.string(), PinnedWorkflow),
   /** For a workflow node that chooses its child at run time (`{ from, allowed }`): each allowed workflow, pinned. */
   choices: z.record(z.string(), z.array(PinnedWorkflow)).optional(),
+  /** The workflow's `limits`, resolved: the run holds a slot of each from its start to its end. */
+  limits: ResolvedLimitUses.optional(),
 });
 export type RunSnapshot = z.infer<typeof RunSnapshot>;
 
