@@ -6,6 +6,8 @@ interface Env {
   EVENT_HUB: DurableObjectNamespace<import("./events/hub.ts").EventHub>;
   /** One object per schedule (schedules/), named by its id: its alarm starts each slot's run. */
   SCHEDULE_HUB: DurableObjectNamespace<import("./schedules/hub.ts").ScheduleHub>;
+  /** One limit object per (limit id, key) (limits/): slots, windows and the queue of waiters. */
+  LIMITS: DurableObjectNamespace<import("./limits/keeper.ts").LimitKeeper>;
   /** Hubs per event name, `1` to `16` (default 1; events/route.ts). */
   EVENT_HUB_SHARDS?: string;
   /** The dead-letter queue of the events queue (wrangler.toml `queues.producers`): messages that are not events, with why (src/queue.ts). */

@@ -22,6 +22,7 @@ export const EXPECTED = {
   SANDBOX: { kind: "durable_object", className: "Sandbox" },
   EVENT_HUB: { kind: "durable_object", className: "EventHub" },
   SCHEDULE_HUB: { kind: "durable_object", className: "ScheduleHub" },
+  LIMITS: { kind: "durable_object", className: "LimitKeeper" },
   EXECUTOR: { kind: "service", entrypoint: "Executor" },
   RUN_INDEX: { kind: "d1" },
   ARTIFACTS: { kind: "r2" },

@@ -1,0 +1,35 @@
+import type { Result } from "../lib/result.ts";
+import type {
+  AcquireAnswer,
+  AcquireRequest,
+  LimitStatus,
+  ReleaseRequest,
+  RenewRequest,
+  WithdrawRequest,
+} from "../schemas/limits.ts";
+
+/**
+ * A limit object's calls (limits/keeper.ts). Each answers a Result: errors
+ * cross RPC as data with their code. Requests are parsed by the object.
+ */
+export interface LimitKeeperApi {
+  acquire(request: AcquireRequest): Promise<Result<AcquireAnswer>>;
+  release(request: ReleaseRequest): Promise<Result<{ released: boolean }>>;
+  renew(request: RenewRequest): Promise<Result<{ held: string[] }>>;
+  withdraw(request: WithdrawRequest): Promise<Result<{ released: number; withdrawn: number }>>;
+  /** The limit and key are those of the object's name: an object never acquired answers zeros for them. */
+  status(limitId: string, key: string): Promise<Result<LimitStatus>>;
+}
+
+/**
+ * The object's name: the limit id and the key, which no id contains a `/` of.
+ * Each (limit, key) is one object: one key's traffic never queues behind another's.
+ */
+export function limitObjectName(limitId: string, key: string): string {
+  return `${limitId}/${key}`;
+}
+
+/** The object of (limit, key). */
+export function limitObject(env: Env, limitId: string, key: string): LimitKeeperApi {
+  return env.LIMITS.get(env.LIMITS.idFromName(limitObjectName(limitId, key))) as unknown as LimitKeeperApi;
+}
