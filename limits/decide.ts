@@ -216,7 +216,12 @@ export function withdraw(
   return { state: settle(state, now), answer: { released, withdrawn } };
 }
 
-/** Drops the holders whose lease ended at or before `now`. */
+/**
+ * Drops the holders whose lease ended at or before `now`. One whose run was
+ * never told of its grant (the notice still pending: its coordinator did not
+ * answer in time) goes back to the queue, ahead of those of its priority, so
+ * its run still hears of a grant later; the slot is freed meanwhile.
+ */
 export function reclaim(state: LimitState, now: number): LimitState {
   const lapsed = (slot: HeldSlot) => slot.lease_until !== null && slot.lease_until <= now;
   if (!state.holders.some(lapsed)) {
@@ -224,7 +229,14 @@ export function reclaim(state: LimitState, now: number): LimitState {
   }
   const kept = state.holders.filter((slot) => !lapsed(slot));
   const ids = new Set(kept.map((slot) => slot.id));
-  return { ...state, holders: kept, notices: state.notices.filter((notice) => ids.has(notice.holder_id)) };
+  const unheard = new Set(state.notices.map((notice) => notice.holder_id));
+  let waiters = state.waiters;
+  for (const slot of state.holders) {
+    if (lapsed(slot) && unheard.has(slot.id)) {
+      waiters = requeue(waiters, slot);
+    }
+  }
+  return { ...state, holders: kept, waiters, notices: state.notices.filter((notice) => ids.has(notice.holder_id)) };
 }
 
 /**
@@ -498,6 +510,20 @@ function withoutNotice(state: LimitState, holderId: string): LimitState {
   return state.notices.some((notice) => notice.holder_id === holderId)
     ? { ...state, notices: state.notices.filter((notice) => notice.holder_id !== holderId) }
     : state;
+}
+
+/** A granted holder back in the queue (seq 0): ahead of every waiter of its priority, behind those of a higher one. */
+function requeue(waiters: readonly Waiter[], slot: HeldSlot): Waiter[] {
+  const waiter: Waiter = {
+    id: slot.id,
+    run_id: slot.run_id,
+    priority: slot.priority,
+    enqueued_at: slot.granted_at,
+    lease_ms: slot.lease_until === null ? null : Math.max(1, slot.lease_until - slot.granted_at),
+    seq: 0,
+  };
+  const at = waiters.findIndex((other) => other.priority <= waiter.priority);
+  return at < 0 ? [...waiters, waiter] : [...waiters.slice(0, at), waiter, ...waiters.slice(at)];
 }
 
 /** Places a waiter after every one of higher or equal priority (they came first). */

@@ -40,6 +40,7 @@ import { LimitStore, type LimitIdentity } from "./store.ts";
 export const MAX_NOTICES_PER_ROUND = 24;
 
 const INVALID = "limit.invalid_request";
+const BAD_ANSWER = "limit.bad_grant_answer";
 const LimitId = z.string().min(1);
 
 /** Where a grant is told: the run's coordinator (`limitGranted`), answered as {@link LimitGrantAnswer}. */
@@ -231,9 +232,26 @@ export class LimitKeeper extends DurableObject<Env> {
   }
 }
 
+/**
+ * A run that took the grant, or said no to it. A terminal error from its
+ * coordinator (`run.not_found`, a run that cannot take grants) is a no as
+ * well: trying again would hold the slot for nothing. Anything else that
+ * failed (unreachable, overloaded, a retryable error) is tried again.
+ */
 function toOutcome(notice: GrantNotice, outcome: PromiseSettledResult<boolean>): NoticeOutcome {
   if (outcome.status === "fulfilled") {
     return outcome.value ? "accepted" : "declined";
+  }
+  if (outcome.reason instanceof EngineError && !outcome.reason.retryable) {
+    console.error(
+      JSON.stringify({
+        msg: "limit grant refused",
+        holder_id: notice.holder_id,
+        run_id: notice.run_id,
+        code: outcome.reason.code,
+      }),
+    );
+    return "declined";
   }
   console.error(
     JSON.stringify({
@@ -263,5 +281,5 @@ function toGrantAnswer(answer: unknown): LimitGrantAnswer {
   if (typeof result === "object" && result !== null && result.ok === false && result.error !== undefined) {
     throw EngineError.fromData(result.error);
   }
-  throw new EngineError("limit.bad_grant_answer", `the coordinator answered ${JSON.stringify(answer) ?? "nothing"}`);
+  throw EngineError.retryable(BAD_ANSWER, `the coordinator answered ${JSON.stringify(answer) ?? "nothing"}`);
 }

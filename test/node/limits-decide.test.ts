@@ -168,7 +168,7 @@ describe("queue: false", () => {
     expect(second.state).toBe(first.state);
   });
 
-  it("never goes ahead of a waiter, even with a free slot and a higher priority", ({ expect }) => {
+  it("never goes ahead of a waiter, even with a higher priority: the waiter is served first", ({ expect }) => {
     const limit = config({ rate: { limit: 1, period_ms: 1_000 } });
     let { state } = acquireAll(emptyState(), [ask("a", limit), ask("b", limit, { priority: 1 })], T0);
     expect(waiterIds(state)).toEqual(["b"]);
@@ -334,6 +334,29 @@ describe("leases", () => {
     state = settle(state, T0 + 1_000);
     expect(holderIds(state)).toEqual(["b"]);
     expect(state.notices.map((notice) => notice.holder_id)).toEqual(["b"]);
+  });
+
+  it("a grant whose run never heard of it goes back to the head of its priority when its lease lapses", ({
+    expect,
+  }) => {
+    const limit = config({ concurrency: 1 });
+    let { state } = acquireAll(
+      emptyState(),
+      [ask("a", limit), ask("b", limit, { lease_ms: 1_000 }), ask("c", limit), ask("urgent", limit, { priority: 9 })],
+      T0,
+    );
+    expect(waiterIds(state)).toEqual(["urgent", "b", "c"]);
+    state = settleNotice(release(state, { holder_id: "a" }, T0).state, "urgent", "accepted", T0);
+    state = release(state, { holder_id: "urgent" }, T0 + 10).state;
+    expect(holderIds(state)).toEqual(["b"]);
+    state = settleNotice(state, "b", "failed", T0 + 20);
+    state = acquire(state, ask("d", limit, { priority: 5 }), T0 + 30).state;
+    // b's notice keeps failing past its lease (granted at T0 + 10 for 1 s): it waits again, ahead of c and d.
+    state = withdraw(settle(state, T0 + 1_010), { run_id: "run-c" }, T0 + 1_010).state;
+    expect(holderIds(state)).toEqual(["b"]);
+    expect(state.holders[0]).toMatchObject({ granted_at: T0 + 1_010, lease_until: T0 + 2_010 });
+    expect(state.notices.map((notice) => [notice.holder_id, notice.attempts])).toEqual([["b", 0]]);
+    expect(waiterIds(state)).toEqual(["d"]);
   });
 
   it("a renewal extends the lease of a holder that holds and leaves out one that lapsed", ({ expect }) => {

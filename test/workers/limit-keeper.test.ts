@@ -249,12 +249,12 @@ describe("grant notifications", () => {
     expect(await object.status()).toMatchObject({ in_use: 1, waiting: 0 });
   });
 
-  it("an error Result is a failed notification, tried again", async ({ expect }) => {
+  it("a retryable error Result is a failed notification, tried again", async ({ expect }) => {
     const id = uniqueId("error");
     const limit = config(id);
     await recordGrants(id, async () => ({
       ok: false,
-      error: { code: "run.not_found", message: "no such run", retryable: false },
+      error: { code: "run.busy", message: "try later", retryable: true },
     }));
     const object = keeper(id);
     await object.acquire(ask(limit, "a"));
@@ -264,6 +264,25 @@ describe("grant notifications", () => {
     expect(await object.status()).toMatchObject({ in_use: 1, waiting: 0 });
     await object.withdraw("run-b");
     expect(await notifications(id)).toEqual([]);
+  });
+
+  it("a terminal error Result (the run is gone) frees the slot and the next waiter is granted", async ({ expect }) => {
+    const id = uniqueId("gone");
+    const limit = config(id);
+    const seen = await recordGrants(id, async (grant) =>
+      grant.holder_id === "b"
+        ? { ok: false, error: { code: "run.not_found", message: "no such run", retryable: false } }
+        : accepted,
+    );
+    const object = keeper(id);
+    await object.acquire(ask(limit, "a"));
+    await object.acquire(ask(limit, "b"));
+    await object.acquire(ask(limit, "c"));
+    await object.release("a");
+    await vi.waitUntil(() => seen.length === 2);
+    expect(seen.map((entry) => entry.grant.holder_id)).toEqual(["b", "c"]);
+    await vi.waitUntil(async () => (await notifications(id)).length === 0);
+    expect(await object.status()).toMatchObject({ in_use: 1, waiting: 0 });
   });
 
   it("accepted: false frees the slot at once and the next waiter is granted", async ({ expect }) => {
