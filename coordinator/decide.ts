@@ -15,6 +15,8 @@ import type { By } from "../schemas/auth.ts";
 import { childFinished, childStarted } from "./child-results.ts";
 import { deliverEvent, eventsRegistered, receiveSignal } from "./event-delivery.ts";
 import { dispatchReady, FULL_WAKE_BUDGET, TASKS_PER_EXECUTOR_CALL } from "./dispatch.ts";
+import { holdRunLimits, runHolderId, runLimitGranted, runLimitQueued } from "./run-limits.ts";
+import { limitGranted, limitQueued } from "./wait-limits.ts";
 import { Draft, type Command, type DecideContext, type RunState } from "./draft.ts";
 import type { RunEvent, WakeBudget } from "./events.ts";
 import { isStartDue, isTerminal } from "./lifecycle.ts";
@@ -160,6 +162,21 @@ const HANDLERS: Handlers = {
       deliverEvent(draft, event.key, event.received);
     }
   },
+  limit_queued: (draft, event) => {
+    if (event.holder_id === runHolderId(draft.record.run_id)) {
+      runLimitQueued(draft, event.answer);
+    } else if (!isTerminal(draft.record.status)) {
+      limitQueued(draft, event.holder_id, event.answer);
+    }
+  },
+  limit_granted: (draft, event) => {
+    if (event.holder_id === runHolderId(draft.record.run_id)) {
+      runLimitGranted(draft);
+    } else if (!isTerminal(draft.record.status)) {
+      limitGranted(draft, event.holder_id);
+    }
+  },
+  limits_released: (draft, event) => draft.settleCleanup("pending_limit_releases", event.objects),
 };
 
 /**
@@ -222,6 +239,9 @@ function onWake(draft: Draft, live: LiveWork, budget: WakeBudget): void {
   if (draft.record.status === "queued") {
     if (!isStartDue(draft.record, draft.now)) {
       return; // A delayed start: nothing runs before its start_at, when nextWakeAt wakes it.
+    }
+    if (!holdRunLimits(draft)) {
+      return; // Waits for a slot of its workflow's limits.
     }
     draft.transition("running", RUN_STATUS_REASONS.dispatching);
   }

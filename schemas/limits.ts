@@ -147,8 +147,14 @@ export const RenewRequest = z.strictObject({
 });
 export type RenewRequest = z.infer<typeof RenewRequest>;
 
-/** A run ended or was cancelled: every slot it holds and every place it waits here are given up. */
-export const WithdrawRequest = z.strictObject({ run_id: z.string().min(1) });
+/**
+ * A run gives up its slots and its places in the queue here: every one (it
+ * ended or was cancelled), or only `holder_ids` (a wait closed while the run goes on).
+ */
+export const WithdrawRequest = z.strictObject({
+  run_id: z.string().min(1),
+  holder_ids: z.array(LimitHolder.shape.id).min(1).max(64).optional(),
+});
 export type WithdrawRequest = z.infer<typeof WithdrawRequest>;
 
 /** Limit object → run coordinator: a queued holder was granted. */
