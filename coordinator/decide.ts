@@ -215,6 +215,18 @@ function sameFields(a: RunState["record"], b: RunState["record"]): boolean {
   return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
 }
 
+/**
+ * A queued run starts once it is due (a delayed start waits for its start_at,
+ * when nextWakeAt wakes it) and holds a slot of each of its workflow's limits.
+ */
+function startWhenDue(draft: Draft): boolean {
+  if (!isStartDue(draft.record, draft.now) || !holdRunLimits(draft)) {
+    return false;
+  }
+  draft.transition("running", RUN_STATUS_REASONS.dispatching);
+  return true;
+}
+
 function onWake(draft: Draft, live: LiveWork, budget: WakeBudget): void {
   const status = draft.record.status;
   // Cleanup first: what earlier events made pending, and what a restart lost.
@@ -236,14 +248,8 @@ function onWake(draft: Draft, live: LiveWork, budget: WakeBudget): void {
     // drafting was stored before that (its start was lost with a restart).
     draft.transition("queued", RUN_STATUS_REASONS.started);
   }
-  if (draft.record.status === "queued") {
-    if (!isStartDue(draft.record, draft.now)) {
-      return; // A delayed start: nothing runs before its start_at, when nextWakeAt wakes it.
-    }
-    if (!holdRunLimits(draft)) {
-      return; // Waits for a slot of its workflow's limits.
-    }
-    draft.transition("running", RUN_STATUS_REASONS.dispatching);
+  if (draft.record.status === "queued" && !startWhenDue(draft)) {
+    return;
   }
   if (draft.record.deadline_at !== null && draft.now >= draft.record.deadline_at) {
     draft.finish("failed", RUN_STATUS_REASONS.timedOut, {
