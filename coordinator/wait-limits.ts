@@ -135,6 +135,6 @@ export function limitGranted(draft: Draft, holderId: string): boolean {
     return false;
   }
   draft.journal("limit.granted", { ...placeOf(draft, at), waited_ms: Math.max(0, draft.now - at.wait.started_at) });
-  resumeInvocation(draft, at.nodeId, at.invocation, { mode: "granted" });
+  resumeInvocation(draft, at.nodeId, at.invocation, { mode: "granted", holder_id: holderId });
   return true;
 }

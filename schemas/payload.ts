@@ -52,6 +52,8 @@ export const TaskResume = z.strictObject({
   reason: z.string().optional(),
   /** For `tools`: the agent's loop, each call of its last turn with its result. */
   agent: AgentState.optional(),
+  /** For `granted`: the holder the limit object served (the one the step's call acquires with first). */
+  holder_id: LimitHolder.shape.id.optional(),
 });
 export type TaskResume = z.infer<typeof TaskResume>;
 
