@@ -1,4 +1,4 @@
-import { EngineError } from "../lib/errors.ts";
+import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { evalCel } from "../lib/expr/cel.ts";
 import type { Json } from "../schemas/common.ts";
 import { MAX_LIMIT_KEY_CHARS } from "../schemas/limits.ts";
@@ -11,13 +11,19 @@ import { MAX_LIMIT_KEY_CHARS } from "../schemas/limits.ts";
  * MAX_LIMIT_KEY_CHARS with `limit.key_too_long`: neither is ever truncated
  * into another key's budget.
  *
- * @throws EngineError `limit.invalid_key`, `limit.key_too_long`, and those of evalCel.
+ * @throws EngineError `limit.invalid_key` (also when the CEL fails), `limit.key_too_long`.
  */
 export function limitKeyOf(source: string | undefined, input: Json): string {
   if (source === undefined) {
     return "";
   }
-  const value = evalCel(source, { input });
+  let value: unknown;
+  try {
+    value = evalCel(source, { input });
+  } catch (thrown) {
+    const cause = ensureEngineError(thrown);
+    throw EngineError.terminal("limit.invalid_key", `the limit key "${source}" did not evaluate: ${cause.message}`);
+  }
   if (typeof value !== "string" && typeof value !== "number" && typeof value !== "boolean") {
     const got = value === null ? "null" : Array.isArray(value) ? "a list" : typeof value;
     throw EngineError.terminal("limit.invalid_key", `the limit key "${source}" gave ${got}, not a string or number`);
