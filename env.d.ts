@@ -8,6 +8,8 @@ interface Env {
   SCHEDULE_HUB: DurableObjectNamespace<import("./schedules/hub.ts").ScheduleHub>;
   /** One limit object per (limit id, key) (limits/): slots, windows and the queue of waiters. */
   LIMITS: DurableObjectNamespace<import("./limits/keeper.ts").LimitKeeper>;
+  /** How long a step's slot of a limit stays held without a renewal, in ms (default 30000). */
+  LIMIT_LEASE_MS?: string;
   /** Hubs per event name, `1` to `16` (default 1; events/route.ts). */
   EVENT_HUB_SHARDS?: string;
   /** The dead-letter queue of the events queue (wrangler.toml `queues.producers`): messages that are not events, with why (src/queue.ts). */

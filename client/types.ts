@@ -1705,6 +1705,11 @@ export type NodeDetail = {
         name: string;
         status: "approval" | "pending" | "running" | "completed" | "failed";
       })[];
+    } | {
+      kind: "limit";
+      limit: string;
+      key: string;
+      since: string;
     };
     agent?: {
       step: string;
@@ -1981,6 +1986,11 @@ export type RunView = {
             name: string;
             status: "approval" | "pending" | "running" | "completed" | "failed";
           })[];
+        } | {
+          kind: "limit";
+          limit: string;
+          key: string;
+          since: string;
         };
       })[];
     };
@@ -2023,6 +2033,14 @@ export type RunView = {
     node: string;
     item: number | null;
     step: string | null;
+  } | {
+    kind: "limit";
+    limit: string;
+    key: string;
+    since: string;
+    node: string;
+    item: number | null;
+    step: string | null;
   })[];
   usage: {
     input_tokens: number;
@@ -2052,6 +2070,13 @@ export type RunView = {
     event_id: string;
     name: string;
   };
+  priority: number;
+  limits?: ({
+    limit: string;
+    key: string;
+    status: "waiting" | "held";
+    since: string;
+  })[];
   parent: {
     run_id: string;
     node: string;

@@ -4,8 +4,9 @@ import type { LiveWork } from "./live.ts";
 
 /**
  * What a run still owes after it decided to stop something: child runs to
- * cancel (`pending_cancels`, by start key) and containers to release
- * (`pending_releases`, by durable name). Both lists are committed with the
+ * cancel (`pending_cancels`, by start key), containers to release
+ * (`pending_releases`, by durable name) and limit objects to give up its
+ * slots at (`pending_limit_releases`, by object name). The lists are committed with the
  * decision that makes them (a cancel, a fail_fast, the terminal state), so a
  * restart right after that commit loses nothing: every wake sends what is
  * pending and no call of this instance carries, and the list shrinks only
@@ -26,7 +27,11 @@ import type { LiveWork } from "./live.ts";
 export const MAX_CLEANUP_CALLS_PER_EVENT = 10;
 
 export function hasPendingCleanup(record: RunRecord): boolean {
-  return (record.pending_cancels?.length ?? 0) > 0 || (record.pending_releases?.length ?? 0) > 0;
+  return (
+    (record.pending_cancels?.length ?? 0) > 0 ||
+    (record.pending_releases?.length ?? 0) > 0 ||
+    (record.pending_limit_releases?.length ?? 0) > 0
+  );
 }
 
 /**
@@ -40,16 +45,22 @@ export function sendCleanup(draft: Draft, live: LiveWork, budget: number): numbe
     (key) => !live.childStarts.has(key) && !live.cancels.has(key),
   );
   const releases = (draft.record.pending_releases ?? []).filter((container) => !live.releases.has(container));
+  const limits = (draft.record.pending_limit_releases ?? []).filter((name) => !live.limitReleases.has(name));
   const keys = cancels.slice(0, budget);
   const containers = releases.slice(0, budget - keys.length);
+  const objects = limits.slice(0, budget - keys.length - containers.length);
   if (keys.length > 0) {
     draft.commands.push({ kind: "cancel_children", keys });
   }
   if (containers.length > 0) {
     draft.commands.push({ kind: "release_resources", containers });
   }
-  if (keys.length + containers.length < cancels.length + releases.length) {
+  if (objects.length > 0) {
+    draft.commands.push({ kind: "release_limits", objects });
+  }
+  const sent = keys.length + containers.length + objects.length;
+  if (sent < cancels.length + releases.length + limits.length) {
     draft.cleanupDeferred = true;
   }
-  return keys.length + containers.length;
+  return sent;
 }

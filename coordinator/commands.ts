@@ -7,6 +7,8 @@ import type { RunEvent } from "./events.ts";
 import type { LiveSet } from "./live.ts";
 import { registerWait, unregisterWait } from "../events/route.ts";
 import { dataDigest } from "./event-digest.ts";
+import { limitLeaseMs, limitObject, splitLimitObjectName } from "../limits/route.ts";
+import { unwrap } from "../lib/result.ts";
 
 /** What a command reads of the last journal entry its decision signed. */
 type LastEntry = Pick<JournalEntry, "seq" | "kind" | "hash">;
@@ -51,6 +53,9 @@ const COMMANDS: CommandHandlers = {
   cancel_children: (command, deps) => deps.waitUntil(cancelChildren(deps, command.keys)),
   register_event_wait: (command, deps) => deps.waitUntil(registerEventWait(deps, command)),
   unregister_event_wait: (command, deps) => deps.waitUntil(unregisterEventWait(deps, command)),
+  queue_for_limit: (command, deps) => deps.waitUntil(queueForLimit(deps, command)),
+  withdraw_from_limit: (command, deps) => deps.waitUntil(withdrawFromLimit(deps, command)),
+  release_limits: (command, deps) => deps.waitUntil(releaseLimits(deps, command.objects)),
   notify_parent: (command, deps, lastEntry) => {
     const attestation =
       lastEntry?.kind === "attest" ? { seq: lastEntry.seq, hash: lastEntry.hash } : deps.attestation();
@@ -122,6 +127,82 @@ async function unregisterEventWait(
       }),
     );
   }
+}
+
+/**
+ * Queues a holder at its limit object and applies the answer (held now, or
+ * queued). A failure is logged: the request stays unanswered and a later wake
+ * sends it again (queueing is idempotent per holder).
+ */
+async function queueForLimit(deps: CommandDeps, command: Extract<Command, { kind: "queue_for_limit" }>): Promise<void> {
+  try {
+    const answer = unwrap(
+      await limitObject(deps.env, command.limit.id, command.key).acquire({
+        config: command.limit,
+        key: command.key,
+        holder: command.holder,
+        lease_ms: command.lease === "run" ? null : limitLeaseMs(deps.env),
+        queue: true,
+      }),
+    );
+    await deps.apply({ type: "limit_queued", holder_id: command.holder.id, answer });
+  } catch (thrown) {
+    logFailure("queueing at a limit failed; a wake sends it again", command.limit.id, thrown);
+  }
+}
+
+/** Drops a closed wait's holder from its limit object; lost, the object's grant is answered "not wanted". */
+async function withdrawFromLimit(
+  deps: CommandDeps,
+  command: Extract<Command, { kind: "withdraw_from_limit" }>,
+): Promise<void> {
+  const runId = deps.runId();
+  if (runId === null) {
+    return;
+  }
+  try {
+    unwrap(
+      await limitObject(deps.env, command.limit, command.key).withdraw({
+        run_id: runId,
+        holder_ids: command.holder_ids,
+      }),
+    );
+  } catch (thrown) {
+    logFailure("withdrawing from a limit failed", command.limit, thrown);
+  }
+}
+
+/**
+ * Gives up every slot and place of the run at these limit objects. Those that
+ * answered leave `pending_limit_releases`; a wake sends the others again.
+ */
+async function releaseLimits(deps: CommandDeps, objects: readonly string[]): Promise<void> {
+  const runId = deps.runId();
+  if (runId === null) {
+    return;
+  }
+  await deps.live.during(deps.live.limitReleases, objects, async () => {
+    const answered = await Promise.all(
+      objects.map(async (name) => {
+        const { limit, key } = splitLimitObjectName(name);
+        try {
+          unwrap(await limitObject(deps.env, limit, key).withdraw({ run_id: runId }));
+          return name;
+        } catch (thrown) {
+          logFailure("giving up a limit's slots failed; a wake tries again", limit, thrown);
+          return null;
+        }
+      }),
+    );
+    const released = answered.filter((name): name is string => name !== null);
+    if (released.length > 0) {
+      await deps.apply({ type: "limits_released", objects: released });
+    }
+  });
+}
+
+function logFailure(msg: string, limit: string, thrown: unknown): void {
+  console.error(JSON.stringify({ msg, limit, error: ensureEngineError(thrown).message }));
 }
 
 /** Peers a run talks to about its children and its parent. */

@@ -34,6 +34,8 @@ import { JOURNAL_PAGE, RunStore, type UnsignedEntry } from "./storage.ts";
 import { toNodeDetail, toRunView, toStartSummary } from "./view.ts";
 import { agentStepsOf } from "./agent-view.ts";
 import { WakeScheduler } from "./wakes.ts";
+import { LimitGrant, type LimitGrantAnswer } from "../schemas/limits.ts";
+import { wantsLimitGrant } from "./wait-limits.ts";
 
 export type { CoordinatorStats } from "./stats.ts";
 
@@ -314,6 +316,23 @@ export class Coordinator extends DurableObject<Env> {
       const received = { event, data_sha256: await dataDigest(event.data) };
       await this.applyAndWake([{ type: "event_delivered", key, received }]);
       return { outcome: hasEventWait(this.requireRun().nodes, key) ? ("declined" as const) : ("consumed" as const) };
+    });
+  }
+
+  /**
+   * A limit object served a holder of this run it had queued (limits/keeper.ts):
+   * the step runs again, or the run starts. A holder the run no longer waits for
+   * (its run ended, its wait closed) is answered `accepted: false`, and the
+   * object gives the slot to the next.
+   */
+  async limitGranted(grant: unknown): Promise<Result<LimitGrantAnswer>> {
+    return toResult(async () => {
+      const { holder_id } = LimitGrant.parse(grant);
+      if (!this.state || !wantsLimitGrant(this.state, holder_id)) {
+        return { accepted: false };
+      }
+      await this.applyAndWake([{ type: "limit_granted", holder_id }]);
+      return { accepted: true };
     });
   }
 

@@ -15,6 +15,8 @@ import type { By } from "../schemas/auth.ts";
 import { childFinished, childStarted } from "./child-results.ts";
 import { deliverEvent, eventsRegistered, receiveSignal } from "./event-delivery.ts";
 import { dispatchReady, FULL_WAKE_BUDGET, TASKS_PER_EXECUTOR_CALL } from "./dispatch.ts";
+import { holdRunLimits, runHolderId, runLimitGranted, runLimitQueued } from "./run-limits.ts";
+import { limitGranted, limitQueued } from "./wait-limits.ts";
 import { Draft, type Command, type DecideContext, type RunState } from "./draft.ts";
 import type { RunEvent, WakeBudget } from "./events.ts";
 import { isStartDue, isTerminal } from "./lifecycle.ts";
@@ -160,6 +162,21 @@ const HANDLERS: Handlers = {
       deliverEvent(draft, event.key, event.received);
     }
   },
+  limit_queued: (draft, event) => {
+    if (event.holder_id === runHolderId(draft.record.run_id)) {
+      runLimitQueued(draft, event.answer);
+    } else if (!isTerminal(draft.record.status)) {
+      limitQueued(draft, event.holder_id, event.answer);
+    }
+  },
+  limit_granted: (draft, event) => {
+    if (event.holder_id === runHolderId(draft.record.run_id)) {
+      runLimitGranted(draft);
+    } else if (!isTerminal(draft.record.status)) {
+      limitGranted(draft, event.holder_id);
+    }
+  },
+  limits_released: (draft, event) => draft.settleCleanup("pending_limit_releases", event.objects),
 };
 
 /**
@@ -198,6 +215,18 @@ function sameFields(a: RunState["record"], b: RunState["record"]): boolean {
   return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
 }
 
+/**
+ * A queued run starts once it is due (a delayed start waits for its start_at,
+ * when nextWakeAt wakes it) and holds a slot of each of its workflow's limits.
+ */
+function startWhenDue(draft: Draft): boolean {
+  if (!isStartDue(draft.record, draft.now) || !holdRunLimits(draft)) {
+    return false;
+  }
+  draft.transition("running", RUN_STATUS_REASONS.dispatching);
+  return true;
+}
+
 function onWake(draft: Draft, live: LiveWork, budget: WakeBudget): void {
   const status = draft.record.status;
   // Cleanup first: what earlier events made pending, and what a restart lost.
@@ -219,11 +248,8 @@ function onWake(draft: Draft, live: LiveWork, budget: WakeBudget): void {
     // drafting was stored before that (its start was lost with a restart).
     draft.transition("queued", RUN_STATUS_REASONS.started);
   }
-  if (draft.record.status === "queued") {
-    if (!isStartDue(draft.record, draft.now)) {
-      return; // A delayed start: nothing runs before its start_at, when nextWakeAt wakes it.
-    }
-    draft.transition("running", RUN_STATUS_REASONS.dispatching);
+  if (draft.record.status === "queued" && !startWhenDue(draft)) {
+    return;
   }
   if (draft.record.deadline_at !== null && draft.now >= draft.record.deadline_at) {
     draft.finish("failed", RUN_STATUS_REASONS.timedOut, {

@@ -20,8 +20,8 @@ export const DEADLINE_GRACE_MS = 10_000;
 /** What every payload of the run carries about the run: its id, workflow, allowlist and parent. */
 export function runFieldsOf(
   draft: Draft,
-): Pick<TaskPayload, "workflow_run_id" | "workflow_id" | "workflow_version" | "tools" | "parent_run_id"> {
-  const { run_id, workflow, parent } = draft.record;
+): Pick<TaskPayload, "workflow_run_id" | "workflow_id" | "workflow_version" | "tools" | "parent_run_id" | "priority"> {
+  const { run_id, workflow, parent, priority } = draft.record;
   return {
     workflow_run_id: run_id,
     workflow_id: workflow.id,
@@ -29,6 +29,8 @@ export function runFieldsOf(
     tools: draft.workflow.tools ?? [],
     // Artifacts of a parent run are readable by its children (executor/tools/artifacts.ts).
     ...(parent === null ? {} : { parent_run_id: parent.run_id }),
+    // Its place in the queues of the limits its steps' actions and models name (default 5: not sent).
+    ...(priority === undefined ? {} : { priority }),
   };
 }
 

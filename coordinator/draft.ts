@@ -10,6 +10,8 @@ import type { RunSnapshot } from "../schemas/resolved.ts";
 import type { InvocationRecord, NodeRecord, RunRecord, RunStatus } from "../schemas/run.ts";
 import { assertTransition } from "./lifecycle.ts";
 import { closeWaits } from "./wait-kinds.ts";
+import { releaseRunLimits } from "./run-limits.ts";
+import { DEFAULT_PRIORITY, type LimitConfig, type LimitHolder } from "../schemas/limits.ts";
 
 export interface RunState {
   record: RunRecord;
@@ -45,6 +47,16 @@ export type Command =
   | { kind: "register_event_wait"; key: string; registration: WaitRegistration }
   /** The event wait ended: its hubs may forget it (best effort). */
   | { kind: "unregister_event_wait"; key: string; names: string[] }
+  /**
+   * Queue a holder at the object of (limit, key) (idempotent per holder); the
+   * answer comes back as `limit_queued`, a later grant through `limitGranted`.
+   * A step's holder has a lease (`LIMIT_LEASE_MS`), a run's none.
+   */
+  | { kind: "queue_for_limit"; limit: LimitConfig; key: string; holder: LimitHolder; lease: "step" | "run" }
+  /** A step's limit wait closed: the object may drop these holders (best effort). */
+  | { kind: "withdraw_from_limit"; limit: string; key: string; holder_ids: string[] }
+  /** Give up the run's slots and places at these limit objects: some of its `pending_limit_releases`, sent by a wake. */
+  | { kind: "release_limits"; objects: string[] }
   /** This run is a child and has ended: tell its parent (the DO adds the attestation's seq and hash). */
   | {
       kind: "notify_parent";
@@ -66,7 +78,7 @@ export interface DecideContext {
 const MAX_ATTESTED_OUTPUT_CHARS = 256 * 1024;
 
 /** The record fields that list what a run still has to clean up (see coordinator/cleanup.ts). */
-export type CleanupField = "pending_cancels" | "pending_releases";
+export type CleanupField = "pending_cancels" | "pending_releases" | "pending_limit_releases";
 
 /**
  * One event's working copy of the run: copy-on-write (a node or invocation
@@ -113,6 +125,11 @@ export class Draft {
 
   get workflow() {
     return this.snapshot.workflow.definition;
+  }
+
+  /** The run's place in the queues of limits. */
+  get priority(): number {
+    return this.record.priority ?? DEFAULT_PRIORITY;
   }
 
   nodeDefinition(nodeId: string): NodeDefinition {
@@ -240,6 +257,7 @@ export class Draft {
       .filter((resource) => this.record.inherited_resources[resource] === undefined)
       .map((resource) => `${this.record.run_id}/${resource}`);
     this.addCleanup("pending_releases", containers);
+    releaseRunLimits(this);
     const cited = outcome === "completed" ? settledSeqs(this.nodes) : [...failedSeqs(this.nodes), statusSeq];
     const output = JSON.stringify(this.record.context.output);
     this.journal("attest", {

@@ -5,6 +5,7 @@ import type { TaskResult } from "../schemas/payload.ts";
 import type { LiveWork } from "./live.ts";
 import type { ChildOutcome } from "./child-results.ts";
 import type { ReceivedEvent } from "./wait-events.ts";
+import type { AcquireAnswer } from "../schemas/limits.ts";
 
 /** The calls a wake may make: executor calls, and calls to other runs and containers (child starts, cleanup). */
 export interface WakeBudget {
@@ -56,4 +57,10 @@ export type RunEvent =
   /** The event hubs registered an event wait and answered the events they kept that it takes (its lookback). */
   | { type: "event_registered"; key: string; events: readonly ReceivedEvent[] }
   /** A hub delivers an event to an event wait. */
-  | { type: "event_delivered"; key: string; received: ReceivedEvent };
+  | { type: "event_delivered"; key: string; received: ReceivedEvent }
+  /** A limit object answered a queue request of this run (a step's holder, or the run's own). */
+  | { type: "limit_queued"; holder_id: string; answer: AcquireAnswer }
+  /** A limit object served a holder of this run that was queued. */
+  | { type: "limit_granted"; holder_id: string }
+  /** These limit objects gave up the run's slots and places (`pending_limit_releases`). */
+  | { type: "limits_released"; objects: readonly string[] };

@@ -13,6 +13,8 @@ export interface LiveWork {
   readonly cancels: ReadonlySet<string>;
   /** Durable names of the containers whose release is in flight. */
   readonly releases: ReadonlySet<string>;
+  /** Names of the limit objects where giving up the run's slots is in flight. */
+  readonly limitReleases: ReadonlySet<string>;
   /** This child run's report to its parent is in flight. */
   readonly notifying: boolean;
 }
@@ -23,6 +25,7 @@ export const NOTHING_LIVE: LiveWork = {
   childStarts: new Set(),
   cancels: new Set(),
   releases: new Set(),
+  limitReleases: new Set(),
   notifying: false,
 };
 
@@ -32,6 +35,7 @@ export function toLiveWork(work: {
   childStarts?: Iterable<string>;
   cancels?: Iterable<string>;
   releases?: Iterable<string>;
+  limitReleases?: Iterable<string>;
   notifying?: boolean;
 }): LiveWork {
   return {
@@ -39,6 +43,7 @@ export function toLiveWork(work: {
     childStarts: new Set(work.childStarts),
     cancels: new Set(work.cancels),
     releases: new Set(work.releases),
+    limitReleases: new Set(work.limitReleases),
     notifying: work.notifying ?? false,
   };
 }
@@ -49,6 +54,7 @@ export class LiveSet {
   readonly childStarts = new Set<string>();
   readonly cancels = new Set<string>();
   readonly releases = new Set<string>();
+  readonly limitReleases = new Set<string>();
   notifying = false;
 
   /** Whether anything is in flight (results then tend to arrive in bursts). */
@@ -58,6 +64,7 @@ export class LiveSet {
       this.childStarts.size > 0 ||
       this.cancels.size > 0 ||
       this.releases.size > 0 ||
+      this.limitReleases.size > 0 ||
       this.notifying
     );
   }

@@ -9,6 +9,7 @@ import type { Draft } from "./draft.ts";
 import { isTerminal } from "./lifecycle.ts";
 import { isSettled, startReadyNodes } from "./nodes.ts";
 import { waitTimes } from "./wait-kinds.ts";
+import { runLimitsWakeAt } from "./run-limits.ts";
 
 /**
  * What `decide` does after every event: settle the run and keep its status
@@ -122,8 +123,12 @@ export function nextWakeAt(draft: Draft): number | null {
     return draft.record.mode === "auto" ? draft.now : null;
   }
   if (status === "queued") {
-    // At once, or when a delayed start is due (cleanup a redrive left pending may come first).
-    return Math.min(Math.max(draft.now, draft.record.start_at ?? draft.now), cleanupAt ?? Number.POSITIVE_INFINITY);
+    // At once, or when a delayed start is due (cleanup a redrive left pending may come first);
+    // a run due that waits for its limits wakes only to send or resend its request.
+    const startAt = Math.max(draft.now, draft.record.start_at ?? draft.now);
+    const due = [startAt > draft.now ? startAt : runLimitsWakeAt(draft), cleanupAt];
+    const times = due.filter((at): at is number => at !== null);
+    return times.length === 0 ? null : Math.min(...times);
   }
   const waits = waitTimes(draft);
   if ((status !== "paused" && waits.unsent) || dispatchable(draft, 1).length > 0) {

@@ -1,3 +1,4 @@
+import { DEFAULT_PRIORITY } from "../schemas/limits.ts";
 import type { AgentView, DispatchView, NodeDetail, NodeView, RunView, RunWait } from "../schemas/api.ts";
 import { toFailureView } from "../schemas/errors.ts";
 import type { JournalEntry } from "../schemas/journal.ts";
@@ -24,6 +25,22 @@ export function toStartSummary({ record }: RunState): CreateRunOutcome["run"] {
     return { run_id, status, workflow };
   }
   return { run_id, status, workflow, ...outcomeOf(record) };
+}
+
+/** The workflow's limits as the run holds or waits for them (absent for a workflow without, or a run that gave them up). */
+function limitsOf(record: RunRecord, snapshot: RunSnapshot | null): Pick<RunView, "limits"> {
+  const uses = snapshot?.limits;
+  if (uses === undefined || record.limits === undefined) {
+    return {};
+  }
+  return {
+    limits: record.limits.map((limit, index) => ({
+      limit: uses[index]?.limit.id ?? "",
+      key: limit.key,
+      status: limit.status,
+      since: new Date(limit.since).toISOString(),
+    })),
+  };
 }
 
 /** The run's output (once completed, else null) and error (null unless it has one). */
@@ -55,6 +72,8 @@ export function toRunView(state: RunState, snapshot: RunSnapshot | null): RunVie
     waiting_for: runWaits(ordered, foreachNodes),
     usage: record.usage,
     trigger: triggerOf(record),
+    priority: record.priority ?? DEFAULT_PRIORITY,
+    ...limitsOf(record, snapshot),
     parent: record.parent && parentOf(record.parent.run_id, record.parent.key),
     children: Object.entries(state.nodes)
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))

@@ -8,6 +8,7 @@ import { eventWaits } from "./wait-events.ts";
 import { gateWaits } from "./wait-gates.ts";
 import { timerWaits } from "./wait-timers.ts";
 import { toolWaits } from "./wait-tools.ts";
+import { limitWaits } from "./wait-limits.ts";
 import { waitKey } from "./waits.ts";
 
 /**
@@ -65,6 +66,7 @@ export const WAIT_KINDS: { readonly [K in WaitKind]: WaitKindRow<K> } = {
   timer: timerWaits,
   event: eventWaits,
   tools: toolWaits,
+  limit: limitWaits,
 };
 
 /** The stored, wire and view unions name the same kinds: a kind missing from one of them does not compile. */

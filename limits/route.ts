@@ -1,11 +1,12 @@
 import type { Result } from "../lib/result.ts";
-import type {
-  AcquireAnswer,
-  AcquireRequest,
-  LimitStatus,
-  ReleaseRequest,
-  RenewRequest,
-  WithdrawRequest,
+import {
+  DEFAULT_LIMIT_LEASE_MS,
+  type AcquireAnswer,
+  type AcquireRequest,
+  type LimitStatus,
+  type ReleaseRequest,
+  type RenewRequest,
+  type WithdrawRequest,
 } from "../schemas/limits.ts";
 
 /**
@@ -27,6 +28,18 @@ export interface LimitKeeperApi {
  */
 export function limitObjectName(limitId: string, key: string): string {
   return `${limitId}/${key}`;
+}
+
+/** The limit id and key of an object's name (an id never contains `/`). */
+export function splitLimitObjectName(name: string): { limit: string; key: string } {
+  const slash = name.indexOf("/");
+  return { limit: name.slice(0, slash), key: name.slice(slash + 1) };
+}
+
+/** How long a step's slot stays held without a renewal: `LIMIT_LEASE_MS`, or 30 s. */
+export function limitLeaseMs(env: Pick<Env, "LIMIT_LEASE_MS">): number {
+  const configured = Number(env.LIMIT_LEASE_MS);
+  return Number.isInteger(configured) && configured > 0 ? configured : DEFAULT_LIMIT_LEASE_MS;
 }
 
 /** The object of (limit, key). */

@@ -101,6 +101,8 @@ function waitViews<P extends z.ZodRawShape>(position: P) {
       calls: z.array(z.strictObject({ name: z.string(), status: z.enum(TOOL_CALL_STATUSES) })),
       ...position,
     }),
+    /** A step waits for room in a limit (`GET /v1/limits/{limit}/status?key=` shows the queue). */
+    z.strictObject({ kind: z.literal("limit"), limit: z.string(), key: z.string(), since: z.string(), ...position }),
   ]);
 }
 
@@ -320,6 +322,14 @@ export const RunView = z.strictObject({
   usage: Usage,
   /** How the run was started: the API, a plan, a parent run, a schedule's slot, an event or a webhook. */
   trigger: RunTrigger,
+  /** Its place in the queues of limits, 0–9. */
+  priority: z.number().int(),
+  /** The workflow's limits: each key, and whether the run holds its slot or waits `queued` for it (since when). */
+  limits: z
+    .array(
+      z.strictObject({ limit: z.string(), key: z.string(), status: z.enum(["waiting", "held"]), since: z.string() }),
+    )
+    .optional(),
   /** For a child run: the run, node and step (null for a sub-workflow node) that started it. */
   parent: z.strictObject({ run_id: z.string(), node: z.string(), step: z.string().nullable() }).nullable(),
   /** The child runs this run started, in node order, with how each ended (null while it runs). */

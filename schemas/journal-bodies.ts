@@ -127,7 +127,7 @@ export const JOURNAL_BODIES = {
   "task.dispatched": TaskAttempt.extend({
     task: Pinned,
     /** Only on a continuation: how the suspended task goes on. */
-    resume: z.enum(["after", "approved", "rejected", "tools"]).optional(),
+    resume: z.enum(["after", "approved", "rejected", "tools", "granted"]).optional(),
   }),
   "task.completed": TaskAttempt.extend({
     /** Null for a node that runs a sub-workflow itself. */
@@ -226,6 +226,16 @@ export const JOURNAL_BODIES = {
   "event.timeout": WaitPlace.extend({ on_timeout: z.enum(["fail", "default"]) }),
   /** The wait ended before an event came: its run ended, or its node failed. */
   "event.cancelled": WaitPlace.extend({ reason: z.string() }),
+  /** A step waits for room in a limit (its action's or model's): which limit (as the run resolved it) and key. */
+  "limit.waiting": WaitPlace.extend({ limit: Pinned, limit_key: z.string() }),
+  /** The limit object served the step: it runs again, holding the slot. */
+  "limit.granted": WaitPlace.extend({ limit: Pinned, limit_key: z.string(), waited_ms: z.number().min(0) }),
+  /** The step stopped waiting for the limit before it was served: its run ended, or its node failed or was cancelled. */
+  "limit.withdrawn": WaitPlace.extend({ limit: Pinned, limit_key: z.string(), reason: z.string() }),
+  /** The run waits `queued` for a slot of one of its workflow's limits, at its priority. */
+  "run.limit_waiting": z.strictObject({ limit: Pinned, limit_key: z.string(), priority: z.number().int() }),
+  /** The run holds a slot of one of its workflow's limits (to its end). */
+  "run.limit_granted": z.strictObject({ limit: Pinned, limit_key: z.string(), waited_ms: z.number().min(0) }),
   /** A signal to this run was accepted (a wait takes it now, or it is kept until one does). */
   "signal.received": z.strictObject({
     event_id: z.string(),

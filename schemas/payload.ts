@@ -5,6 +5,7 @@ import { MAX_SLEEP_MS } from "./actions.ts";
 import { AgentState } from "./agent.ts";
 import { AttemptError, ErrorSummary } from "./errors.ts";
 import { ResolvedTask } from "./resolved.ts";
+import { LimitConfig, LimitHolder, LimitKey, Priority } from "./limits.ts";
 
 /** A container the coordinator resolved for this task (`resource_bindings` → Durable Object id). */
 export const ResourceHandle = z.strictObject({
@@ -40,7 +41,8 @@ export type TaskContext = z.infer<typeof TaskContext>;
 export const TaskResume = z.strictObject({
   step_index: z.number().int().min(0),
   context: TaskContext,
-  mode: z.enum(["after", "approved", "rejected", "tools"]),
+  /** `granted`: a limit the step waited for is held now; the step runs again from its start. */
+  mode: z.enum(["after", "approved", "rejected", "tools", "granted"]),
   outcome: z
     .union([
       z.strictObject({ ok: z.literal(true), output: JsonValue }),
@@ -50,6 +52,8 @@ export const TaskResume = z.strictObject({
   reason: z.string().optional(),
   /** For `tools`: the agent's loop, each call of its last turn with its result. */
   agent: AgentState.optional(),
+  /** For `granted`: the holder the limit object served (the one the step's call acquires with first). */
+  holder_id: LimitHolder.shape.id.optional(),
 });
 export type TaskResume = z.infer<typeof TaskResume>;
 
@@ -86,6 +90,8 @@ export const TaskPayload = z.strictObject({
   tools: z.array(z.string()),
   /** Present when the task continues after a gate, an approval or a child workflow. */
   resume: TaskResume.optional(),
+  /** The run's priority (0–9, default 5): its place in the queues of limits. */
+  priority: Priority.optional(),
 });
 export type TaskPayload = z.infer<typeof TaskPayload>;
 
@@ -228,6 +234,12 @@ export const TaskSuspension = z.strictObject({
     }),
     /** An `llm` step with tools: its last turn's calls without a result are to run (executor/agent.ts). */
     z.strictObject({ kind: z.literal("tools"), state: AgentState }),
+    /**
+     * A step whose limit (its action's or its model's) had no room for `key`:
+     * the coordinator queues `holder_id` at the limit object and resumes the step
+     * (`granted`) when it is served. The executor released what it had acquired.
+     */
+    z.strictObject({ kind: z.literal("limit"), limit: LimitConfig, key: LimitKey, holder_id: LimitHolder.shape.id }),
   ]),
 });
 export type TaskSuspension = z.infer<typeof TaskSuspension>;

@@ -6,6 +6,7 @@ import { JsonObject, JsonValue } from "./common.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
 import { AgentState } from "./agent.ts";
 import { ChildPlan, ResourceHandle, StepRecord, TaskContext, TaskResume } from "./payload.ts";
+import { LimitConfig, LimitHolder, LimitKey, Priority } from "./limits.ts";
 
 /** A plan step as a plan run's record keeps it, for the run view's `results` (docs/plans.md). */
 export const PlanStepRecord = z.strictObject({ id: z.string(), tool: z.string() });
@@ -142,6 +143,19 @@ export const Suspension = z.strictObject({
       state: AgentState,
       /** The last turn's calls that run as steps (those the executor refused are settled already). */
       calls: z.array(ToolCallRecord),
+    }),
+    z.strictObject({
+      kind: z.literal("limit"),
+      /** Where the wait is (coordinator/waits.ts `waitKey`). */
+      place: z.string(),
+      limit: LimitConfig,
+      /** The limit's key, as the step evaluated it. */
+      key: LimitKey,
+      holder_id: LimitHolder.shape.id,
+      started_at: z.number(),
+      /** When a wake sent the holder to the limit object's queue (null: not yet); `queued` once it answered. */
+      requested_at: z.number().nullable(),
+      queued: z.boolean(),
     }),
   ]),
 });
@@ -334,6 +348,22 @@ export const CompensationRecord = z.strictObject({
 });
 export type CompensationRecord = z.infer<typeof CompensationRecord>;
 
+/**
+ * One of the workflow's limits as a run holds it: the run waits `queued`
+ * until it holds each, in order, and holds them to its end.
+ */
+export const RunLimit = z.strictObject({
+  /** The limit's key, evaluated over the run's input when the run first asked. */
+  key: LimitKey,
+  status: z.enum(["waiting", "held"]),
+  /** When the run began to wait (or, held, when it was granted). */
+  since: z.number(),
+  /** When a wake sent the request to the limit object (null: not yet); `queued` once it answered. */
+  requested_at: z.number().nullable(),
+  queued: z.boolean(),
+});
+export type RunLimit = z.infer<typeof RunLimit>;
+
 /** The run's durable state, everything but its nodes. */
 export const RunRecord = z.strictObject({
   run_id: z.string(),
@@ -397,6 +427,15 @@ export const RunRecord = z.strictObject({
   /** What started it: an idempotency key and the hash of the request, to detect reuse with other input. */
   idempotency_key: z.string().nullable(),
   request_hash: z.string(),
+  /** Its place in the queues of limits, 0–9; absent: 5. */
+  priority: Priority.optional(),
+  /** The workflow's limits (`snapshot.limits`, in order), as this run holds them; absent for a workflow without. */
+  limits: z.array(RunLimit).optional(),
+  /**
+   * Limit objects (`<limit>/<key>`) this run must still give up its slots and
+   * places at (it ended); absent when none. Retried by wakes like `pending_releases`.
+   */
+  pending_limit_releases: z.array(z.string()).optional(),
 });
 export type RunRecord = z.infer<typeof RunRecord>;
 

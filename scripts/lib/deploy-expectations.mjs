@@ -37,6 +37,8 @@ export const EXPECTED = {
   WORKFLOW_VARS: { kind: "var" },
   // Hubs per event name (events/route.ts); 1 when unset.
   EVENT_HUB_SHARDS: { kind: "var" },
+  // How long a step's slot of a limit stays held without a renewal (limits/route.ts); 30000 when unset.
+  LIMIT_LEASE_MS: { kind: "var" },
   API_TOKENS: { kind: "secret" },
   JOURNAL_SIGNING_KEY: { kind: "secret" },
   JOURNAL_RETIRED_KEYS: { kind: "var" },

@@ -307,6 +307,23 @@ describe("grant notifications", () => {
   });
 });
 
+describe("through the runs' coordinators", () => {
+  it("a run that does not wait for the grant answers accepted: false, and each slot goes to the next", async ({
+    expect,
+  }) => {
+    const id = uniqueId("real");
+    const limit = config(id);
+    const object = keeper(id);
+    await object.acquire(ask(limit, "a"));
+    await object.acquire(ask(limit, "b"));
+    await object.acquire(ask(limit, "c"));
+    await object.release("a");
+    // run-b and run-c have no run: their coordinators say no, and the slot is free again.
+    await vi.waitUntil(async () => (await object.status()).waiting === 0 && (await notifications(id)).length === 0);
+    expect(await object.status()).toMatchObject({ in_use: 0, waiting: 0 });
+  });
+});
+
 describe("storage", () => {
   it("a new instance picks up the holders, the queue, the windows and the pause from SQLite", async ({ expect }) => {
     const id = uniqueId("evicted");

@@ -8,6 +8,6 @@ describe("the table of wait kinds", () => {
     // @ts-expect-error a row that says nothing of closing does not compile
     const missingPlace: WaitKindRow<"timer"> = { ...WAIT_KINDS.timer, close: undefined };
     expect([missingRow, missingPlace]).toHaveLength(2);
-    expect(Object.keys(WAIT_KINDS)).toEqual(["gate", "child", "timer", "event", "tools"]);
+    expect(Object.keys(WAIT_KINDS)).toEqual(["gate", "child", "timer", "event", "tools", "limit"]);
   });
 });
