@@ -359,12 +359,42 @@ describe("throughput", () => {
     const id = uniqueId("busy");
     const limit = config(id, { concurrency: 1, rate: { limit: 100_000, period_ms: 60_000 } });
     const object = keeper(id);
+    const startedAt = performance.now();
     for (let index = 0; index < 200; index += 1) {
       expect((await object.acquire(ask(limit, `h${index}`, { lease_ms: 30_000 }))).granted).toBe(true);
       await object.release(`h${index}`);
     }
+    const elapsedMs = performance.now() - startedAt;
     expect(await object.status()).toMatchObject({ in_use: 0, waiting: 0 });
     expect((await object.status()).window.used).toBe(200);
+    console.log(JSON.stringify({ one_caller_pairs: 200, pairs_per_s: Math.round((200 / elapsedMs) * 1000) }));
+  });
+
+  it("sixty-four callers acquiring without queueing: each call is answered and nothing is left held", async ({
+    expect,
+  }) => {
+    const id = uniqueId("parallel");
+    const limit = config(id, { concurrency: 32, rate: { limit: 100_000, period_ms: 60_000 } });
+    const object = keeper(id);
+    let granted = 0;
+    const startedAt = performance.now();
+    await Promise.all(
+      Array.from({ length: 64 }, async (_, caller) => {
+        for (let index = 0; index < 10; index += 1) {
+          const holder = ask(limit, `p${caller}-${index}`, { lease_ms: 30_000 });
+          const answer = await object.acquire({ ...holder, queue: false });
+          granted += answer.granted ? 1 : 0;
+          await object.release(holder.holder.id);
+        }
+      }),
+    );
+    const elapsedMs = performance.now() - startedAt;
+    const status = await object.status();
+    expect(status).toMatchObject({ in_use: 0, waiting: 0 });
+    expect(status.window.used).toBe(granted);
+    console.log(
+      JSON.stringify({ callers: 64, pairs: 640, granted, pairs_per_s: Math.round((640 / elapsedMs) * 1000) }),
+    );
   });
 
   it("sixteen callers at once: every holder is granted in turn and the slot is never held twice", async ({
