@@ -171,7 +171,8 @@ export function release(initial: LimitState, request: ReleaseRequest, now: numbe
       free(state, (slot) => slot.id === request.holder_id),
       request.holder_id,
     );
-    state = { ...state, released: [...state.released, request.holder_id].slice(-REMEMBERED_RELEASES) };
+    const others = state.released.filter((id) => id !== request.holder_id);
+    state = { ...state, released: [...others, request.holder_id].slice(-REMEMBERED_RELEASES) };
   }
   return { state: settle(state, now), answer: { released: held } };
 }

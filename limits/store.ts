@@ -1,4 +1,3 @@
-import { z } from "zod";
 import { LimitConfig } from "../schemas/limits.ts";
 import {
   emptyState,
@@ -11,10 +10,10 @@ import {
 
 /**
  * A limit object's SQLite, with every statement in one place: the slots held,
- * the queue, the grant notifications still to send, the two sliding windows
- * (each one row: a window holds at most a few hundred entries, limits/decide.ts),
- * and one row of the rest (which limit and key the object is, the definition
- * last seen, the pause, the queue's arrival counter, the latest releases).
+ * the queue, the grant notifications still to send, the entries of the two
+ * sliding windows, the latest releases, and one row of the rest (which limit
+ * and key the object is, the definition last seen, the pause, the queue's
+ * arrival counter).
  *
  * The object reads it all once, keeps it in memory, and writes back only the
  * rows whose record changed (decide keeps the identity of what it leaves).
@@ -30,14 +29,15 @@ const SCHEMA = [
   `CREATE TABLE IF NOT EXISTS notifications (
     holder_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, lease_until INTEGER,
     due_at INTEGER NOT NULL, attempts INTEGER NOT NULL)`,
-  "CREATE TABLE IF NOT EXISTS windows (kind TEXT PRIMARY KEY, entries TEXT NOT NULL)",
+  // One row per window entry: a grant or a release writes the entry it adds or grows, not the window.
+  `CREATE TABLE IF NOT EXISTS windows (
+    kind TEXT NOT NULL, at INTEGER NOT NULL, amount INTEGER NOT NULL, PRIMARY KEY (kind, at))`,
+  // The latest releases, oldest first (by rowid): a release sent again counts its tokens once.
+  "CREATE TABLE IF NOT EXISTS releases (id TEXT PRIMARY KEY)",
   `CREATE TABLE IF NOT EXISTS config (
     one INTEGER PRIMARY KEY CHECK (one = 1), limit_id TEXT NOT NULL, key TEXT NOT NULL,
-    definition TEXT, paused_until INTEGER NOT NULL, next_seq INTEGER NOT NULL, released TEXT NOT NULL)`,
+    definition TEXT, paused_until INTEGER NOT NULL, next_seq INTEGER NOT NULL)`,
 ];
-
-const WindowEntries = z.array(z.strictObject({ at: z.number(), amount: z.number() }));
-const Released = z.array(z.string());
 
 /** Which limit and key an object counts for (stored on its first acquire). */
 export interface LimitIdentity {
@@ -51,10 +51,10 @@ interface ConfigRow extends Record<string, SqlStorageValue> {
   definition: string | null;
   paused_until: number;
   next_seq: number;
-  released: string;
 }
 
 type Row<T> = T & Record<string, SqlStorageValue>;
+type WindowKind = "rate" | "tokens";
 
 export class LimitStore {
   constructor(private readonly sql: SqlStorage) {
@@ -66,19 +66,19 @@ export class LimitStore {
   /** The whole state, and the object's limit and key (null before its first acquire). */
   load(): { state: LimitState; identity: LimitIdentity | null } {
     const row = this.sql.exec<ConfigRow>("SELECT * FROM config").toArray()[0];
-    const windows = new Map(
-      this.sql
-        .exec<{ kind: string; entries: string }>("SELECT kind, entries FROM windows")
-        .toArray()
-        .map((entry) => [entry.kind, WindowEntries.parse(JSON.parse(entry.entries))]),
-    );
+    const windowOf = (kind: WindowKind) =>
+      this.sql.exec<Row<WindowEntry>>("SELECT at, amount FROM windows WHERE kind = ? ORDER BY at", kind).toArray();
     const state: LimitState = {
       ...emptyState(),
       holders: this.sql.exec<Row<HeldSlot>>("SELECT * FROM holders ORDER BY granted_at, id").toArray(),
       waiters: this.sql.exec<Row<Waiter>>("SELECT * FROM waiters ORDER BY priority DESC, seq").toArray(),
       notices: this.sql.exec<Row<GrantNotice>>("SELECT * FROM notifications ORDER BY due_at").toArray(),
-      rate: windows.get("rate") ?? [],
-      tokens: windows.get("tokens") ?? [],
+      rate: windowOf("rate"),
+      tokens: windowOf("tokens"),
+      released: this.sql
+        .exec<{ id: string }>("SELECT id FROM releases ORDER BY rowid")
+        .toArray()
+        .map((row) => row.id),
     };
     if (row === undefined) {
       return { state, identity: null };
@@ -89,7 +89,6 @@ export class LimitStore {
         config: row.definition === null ? null : LimitConfig.parse(JSON.parse(row.definition)),
         paused_until: row.paused_until,
         next_seq: row.next_seq,
-        released: Released.parse(JSON.parse(row.released)),
       },
       identity: { limit: row.limit_id, key: row.key },
     };
@@ -123,11 +122,18 @@ export class LimitStore {
     );
     this.saveWindow("rate", before.rate, after.rate);
     this.saveWindow("tokens", before.tokens, after.tokens);
+    this.saveRows(
+      before.released,
+      after.released,
+      (id) => id,
+      "releases",
+      "id",
+      (id) => this.sql.exec("INSERT OR REPLACE INTO releases (id) VALUES (?)", id),
+    );
     if (
       before.config !== after.config ||
       before.paused_until !== after.paused_until ||
-      before.next_seq !== after.next_seq ||
-      before.released !== after.released
+      before.next_seq !== after.next_seq
     ) {
       this.putConfig(after, identity);
     }
@@ -197,27 +203,39 @@ export class LimitStore {
     );
   }
 
-  private saveWindow(kind: "rate" | "tokens", before: readonly WindowEntry[], after: readonly WindowEntry[]): void {
+  /** Writes the entries added or grown and deletes those gone (a window's entries have distinct times). */
+  private saveWindow(kind: WindowKind, before: readonly WindowEntry[], after: readonly WindowEntry[]): void {
     if (before === after) {
       return;
     }
-    if (after.length === 0) {
-      this.sql.exec("DELETE FROM windows WHERE kind = ?", kind);
-      return;
+    const kept = new Set(after);
+    for (const entry of before) {
+      if (!kept.has(entry)) {
+        this.sql.exec("DELETE FROM windows WHERE kind = ? AND at = ?", kind, entry.at);
+      }
     }
-    this.sql.exec("INSERT OR REPLACE INTO windows (kind, entries) VALUES (?, ?)", kind, JSON.stringify(after));
+    const old = new Set(before);
+    for (const entry of after) {
+      if (!old.has(entry)) {
+        this.sql.exec(
+          "INSERT OR REPLACE INTO windows (kind, at, amount) VALUES (?, ?, ?)",
+          kind,
+          entry.at,
+          entry.amount,
+        );
+      }
+    }
   }
 
   private putConfig(state: LimitState, identity: LimitIdentity): void {
     this.sql.exec(
-      `INSERT OR REPLACE INTO config (one, limit_id, key, definition, paused_until, next_seq, released)
-         VALUES (1, ?, ?, ?, ?, ?, ?)`,
+      `INSERT OR REPLACE INTO config (one, limit_id, key, definition, paused_until, next_seq)
+         VALUES (1, ?, ?, ?, ?, ?)`,
       identity.limit,
       identity.key,
       state.config === null ? null : JSON.stringify(state.config),
       state.paused_until,
       state.next_seq,
-      JSON.stringify(state.released),
     );
   }
 }

@@ -342,6 +342,9 @@ describe("storage", () => {
     expect(before.paused_until).not.toBeNull();
     await evictDurableObject(stubOf(id));
     expect(await object.status()).toEqual(before);
+    // The release of a is remembered too: sent again, its tokens are not counted twice.
+    expect(await object.release("a", { tokens: 400 })).toEqual({ released: false });
+    expect((await object.status()).window.used).toBe(400);
     const seen = await recordGrants(id);
     expect(await object.release("c")).toEqual({ released: true });
     expect(await object.status()).toMatchObject({ in_use: 0, waiting: 1 });
