@@ -24,4 +24,5 @@ export {
   type WindowEntry,
 } from "./decide.ts";
 export { MAX_NOTICES_PER_ROUND, type LimitGrantTarget } from "./keeper.ts";
-export { limitObject, limitObjectName, type LimitKeeperApi } from "./route.ts";
+export { limitObject, type LimitKeeperApi } from "./route.ts";
+export { limitObjectName, splitLimitObjectName } from "./names.ts";
