@@ -21,6 +21,10 @@
  * into phases, printed under the table. The peer floor row is 100
  * concurrent requests from Node straight to that same peer.
  *
+ * After the table's scenarios: agent plans (scripts/lib/bench-plans.mjs), and
+ * limits (scripts/lib/bench-limits.mjs): the http chain with a limit on every
+ * call against the same chain without, and one limit object's grant rate.
+ *
  * Output format (kept stable so later work can compare):
  *   scenario | metric | median | min–max | unit | note
  *
@@ -39,6 +43,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ACTION_WAIT_MS, benchClient, benchWorkflows, startWaitPeerProcess } from "./lib/bench-client.mjs";
 import { measurePlans } from "./lib/bench-plans.mjs";
+import { measureLimitChain, measureLimitGrants } from "./lib/bench-limits.mjs";
 import { chooseScenarios, fmt, median, printTable, SCENARIO_NAMES } from "./lib/bench-scenarios.mjs";
 import { assertPerfAvailable, perfV8Flags, reportPerf, startPerf } from "./lib/perf-record.mjs";
 import { cpuMeter, TICK_MS } from "./lib/proc-cpu.mjs";
@@ -101,7 +106,13 @@ async function main() {
       }
     }
     // Agent plans: N independent 300 ms steps against the same steps chained (docs/plans.md).
-    for (const [scenario, metric, value, unit, ratio, meaning] of await measurePlans(client, peer.url, REPEATS)) {
+    // Limits: a limit on every call of the http chain against none; one limit object's grant rate.
+    const ratioRows = [
+      ...(await measurePlans(client, peer.url, REPEATS)),
+      ...(await measureLimitChain(client, peer.url, REPEATS)),
+      ...(await measureLimitGrants(REPEATS)),
+    ];
+    for (const [scenario, metric, value, unit, ratio, meaning] of ratioRows) {
       rows.push([scenario, metric, fmt(value), "", unit, `${fmt(ratio)}: ${meaning}`]);
     }
     printSummary(rows, phases, tree.meter.pids.length);

@@ -79,6 +79,8 @@ function envLine(key, raw) {
  * @param {Record<string, unknown>} [options.vars]  bindings for the Worker (secrets and vars)
  * @param {string} [options.cwd]    the project directory (default: this repository)
  * @param {string} [options.config] a wrangler config path (default: wrangler finds it in cwd)
+ * @param {boolean} [options.migrations]  apply the run index's D1 migrations first (default true;
+ *   false for a config without the run index, such as the bench's own Workers)
  * @param {number} [options.timeoutMs]  how long to wait for /healthz (default 90 s)
  * @param {number} [options.maxLifetimeMs]  the watchdog's hard limit (default 2 h)
  * @param {string[]} [options.extraArgs]  more `wrangler dev` arguments
@@ -113,6 +115,7 @@ async function startOnce({
   vars = {},
   cwd = repoRoot,
   config,
+  migrations = true,
   timeoutMs = 90_000,
   maxLifetimeMs = DEFAULT_MAX_LIFETIME_MS,
   extraArgs = [],
@@ -134,7 +137,9 @@ async function startOnce({
   );
   const state = persistTo ?? join(tmp, "state");
   try {
-    await applyLocalMigrations({ cwd, config, persistTo: state, env: { WRANGLER_LOG_PATH: join(tmp, "logs") } });
+    if (migrations) {
+      await applyLocalMigrations({ cwd, config, persistTo: state, env: { WRANGLER_LOG_PATH: join(tmp, "logs") } });
+    }
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
     throw startupError(/** @type {Error} */ (err).message, String(/** @type {any} */ (err)?.output ?? ""));
