@@ -64,7 +64,7 @@ export async function runAgentTurn(
     output = await invokeAction(action, input, { ...call, place, context: { ...call.context, agent } });
   } catch (thrown) {
     // A limit without room: the step waits, and the turn it makes once served goes on with this loop.
-    throw thrown instanceof LimitNoRoom && thrown.suspends ? thrown.suspending(state) : thrown;
+    throw thrown instanceof LimitNoRoom && thrown.suspends ? thrown.suspending({ agent: state }) : thrown;
   }
   const spent = metaOf(output);
   const next = withTurns(state, answered);

@@ -65,19 +65,30 @@ export class LimitNoRoom extends EngineError {
     readonly retryAt: number | null,
     private readonly now: number,
     readonly suspends = false,
+    meta?: Record<string, unknown>,
   ) {
     const key = wait.key === "" ? "" : ` for key ${JSON.stringify(wait.key)}`;
     const when = retryAt === null ? "" : `; it expects room at ${new Date(retryAt).toISOString()}`;
     super("limit.no_room", `limit ${wait.limit.id} has no room${key}${when}`, {
       retryable: true,
       ...(retryAt === null ? {} : { retryAfterMs: Math.max(0, retryAt - now) }),
+      ...(meta === undefined ? {} : { meta }),
     });
   }
 
-  /** The same refusal, as the step's wait (with an agent step's loop, so its next turn continues it). */
-  suspending(agent?: AgentState): LimitNoRoom {
-    const wait = agent === undefined ? this.wait : { ...this.wait, agent };
-    return new LimitNoRoom(wait, this.model, this.retryAt, this.now, true);
+  /**
+   * The same refusal, as the step's wait: with what the dispatch's earlier
+   * calls spent (`meta`, an llm's `_meta`), and an agent step's loop, so the
+   * turn it makes once served goes on with it.
+   */
+  suspending(how: { agent?: AgentState; spent?: LlmChainState["spent"] } = {}): LimitNoRoom {
+    const wait = how.agent === undefined ? this.wait : { ...this.wait, agent: how.agent };
+    const spent = how.spent;
+    const meta =
+      spent === undefined || spent.input + spent.output + spent.cost_usd === 0
+        ? this.meta
+        : { tokens: { input: spent.input, output: spent.output }, cost_usd: spent.cost_usd };
+    return new LimitNoRoom(wait, this.model, this.retryAt, this.now, true, meta);
   }
 }
 
@@ -213,7 +224,7 @@ export class CallLimits {
   ): { state: LlmChainState; now?: "fallback" } | undefined {
     if (refusal.model === null) {
       if (this.suspends) {
-        throw refusal.suspending();
+        throw refusal.suspending(spentOf(carried));
       }
       return carried === undefined ? undefined : { state: carried };
     }
@@ -227,7 +238,7 @@ export class CallLimits {
     const primary = this.primary;
     this.primary = undefined;
     if (primary !== undefined && this.suspends) {
-      throw primary.suspending();
+      throw primary.suspending(spentOf(carried));
     }
     return { state: { ...state, model: 0 } };
   }
@@ -273,6 +284,10 @@ export class CallLimits {
     }
     return held;
   }
+}
+
+function spentOf(carried: LlmChainState | undefined): { spent?: LlmChainState["spent"] } {
+  return carried === undefined ? {} : { spent: carried.spent };
 }
 
 function retryAtOf(answer: AcquireAnswer): number | null {

@@ -550,6 +550,45 @@ describe("a step whose model names limits", () => {
     ]);
   });
 
+  it("reports what the calls before the wait spent: a repair refused after an answer that did not match", async ({
+    expect,
+  }) => {
+    const limits = new FakeLimits();
+    const acquire = limits.port;
+    let asked = 0;
+    const port: LimitPort = (id, k) => {
+      const object = acquire(id, k);
+      return {
+        ...object,
+        acquire: async (request) => {
+          asked += 1;
+          return asked === 2
+            ? { ok: true, value: { granted: false, position: 0, retry_at: null } }
+            : object.acquire(request);
+        },
+      };
+    };
+    const primary = model("primary", { limits: [{ limit: limit("first") }] });
+    const step = llmStep("ask", "Say hi [[invalid-json]]", { model: primary });
+    const produces = { type: "object", required: ["greeting"], properties: { greeting: { type: "string" } } };
+    const action = step.action as Extract<ResolvedAction, { kind: "llm" }>;
+    const withSchema = {
+      ...step,
+      action: {
+        ...action,
+        implementation: { ...action.implementation, prompt: { ...action.implementation.prompt, produces } },
+      },
+    } as ResolvedStep;
+    const result = await runTask(payload([withSchema]), {
+      context: { env, fetch: (input, init) => fetch(input, init), limits: port },
+      clock: SYSTEM_CLOCK,
+    });
+    expect(result.suspended?.wait).toMatchObject({ kind: "limit", holder_id: `${HOLDER.replace("call", "ask")}/2` });
+    const tokens = result.steps?.[0]?.attempts[0]?.call?.tokens as { input: number; output: number };
+    expect(result.metrics.llm_tokens).toMatchObject(tokens);
+    expect(tokens.input).toBeGreaterThan(0);
+  });
+
   it("suspends on the first model's limit when no model has room", async ({ expect }) => {
     const limits = new FakeLimits();
     limits.refusing.set("first/", null);
