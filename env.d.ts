@@ -7,7 +7,7 @@ interface Env {
   /** One object per schedule (schedules/), named by its id: its alarm starts each slot's run. */
   SCHEDULE_HUB: DurableObjectNamespace<import("./schedules/hub.ts").ScheduleHub>;
   /** One limit object per (limit id, key) (limits/): slots, windows and the queue of waiters. */
-  LIMITS: DurableObjectNamespace;
+  LIMITS: DurableObjectNamespace<import("./limits/keeper.ts").LimitKeeper>;
   /** How long a step's slot of a limit stays held without a renewal, in ms (default 30000). */
   LIMIT_LEASE_MS?: string;
   /** Hubs per event name, `1` to `16` (default 1; events/route.ts). */

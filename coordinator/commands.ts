@@ -7,7 +7,8 @@ import type { RunEvent } from "./events.ts";
 import type { LiveSet } from "./live.ts";
 import { registerWait, unregisterWait } from "../events/route.ts";
 import { dataDigest } from "./event-digest.ts";
-import { limitLeaseMs, limitObject, splitLimitObjectName } from "../limits/route.ts";
+import { limitLeaseMs, limitObject } from "../limits/route.ts";
+import { splitLimitObjectName } from "../limits/names.ts";
 import { unwrap } from "../lib/result.ts";
 
 /** What a command reads of the last journal entry its decision signed. */

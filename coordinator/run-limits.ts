@@ -1,6 +1,6 @@
 import { ensureEngineError } from "../lib/errors.ts";
 import { limitKeyOf } from "../limits/key.ts";
-import { limitObjectName } from "../limits/route.ts";
+import { limitObjectName } from "../limits/names.ts";
 import type { AcquireAnswer } from "../schemas/limits.ts";
 import type { RunLimit } from "../schemas/run.ts";
 import type { Draft } from "./draft.ts";

@@ -1,4 +1,5 @@
 import type { Result } from "../lib/result.ts";
+import { limitObjectName } from "./names.ts";
 import {
   DEFAULT_LIMIT_LEASE_MS,
   type AcquireAnswer,
@@ -18,21 +19,8 @@ export interface LimitKeeperApi {
   release(request: ReleaseRequest): Promise<Result<{ released: boolean }>>;
   renew(request: RenewRequest): Promise<Result<{ held: string[] }>>;
   withdraw(request: WithdrawRequest): Promise<Result<{ released: number; withdrawn: number }>>;
-  status(): Promise<Result<LimitStatus>>;
-}
-
-/**
- * The object's name: the limit id and the key, which no id contains a `/` of.
- * Each (limit, key) is one object: one key's traffic never queues behind another's.
- */
-export function limitObjectName(limitId: string, key: string): string {
-  return `${limitId}/${key}`;
-}
-
-/** The limit id and key of an object's name (an id never contains `/`). */
-export function splitLimitObjectName(name: string): { limit: string; key: string } {
-  const slash = name.indexOf("/");
-  return { limit: name.slice(0, slash), key: name.slice(slash + 1) };
+  /** The limit and key are those of the object's name: an object never acquired answers zeros for them. */
+  status(limitId: string, key: string): Promise<Result<LimitStatus>>;
 }
 
 /** How long a step's slot stays held without a renewal: `LIMIT_LEASE_MS`, or 30 s. */

@@ -21,6 +21,8 @@ export { Catalog } from "../catalog/catalog.ts";
 export { EventHub } from "../events/hub.ts";
 /** One object per schedule: its alarm starts each slot's run. */
 export { ScheduleHub } from "../schedules/hub.ts";
+/** One limit object per (limit id, key): slots, sliding windows and the queue of waiters. */
+export { LimitKeeper } from "../limits/keeper.ts";
 /** The stateless executor entrypoint the coordinator dispatches tasks to. */
 export { Executor } from "../executor/executor.ts";
 /** The API over Workers RPC. */

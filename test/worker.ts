@@ -13,7 +13,7 @@ import worker from "../src/index.ts";
 
 // Named one by one, not `export *`: the vitest plugin finds a Worker's entrypoints
 // by reading its main module's own exports. Keep in step with src/index.ts.
-export { Catalog, Coordinator, EventHub, Sandbox, ScheduleHub, TrellisApi } from "../src/index.ts";
+export { Catalog, Coordinator, EventHub, LimitKeeper, Sandbox, ScheduleHub, TrellisApi } from "../src/index.ts";
 
 /** Where the dead-letter queue's messages are kept for tests to read (the test config consumes that queue). */
 export const DEAD_LETTER_PREFIX = "test-dead-letters/";

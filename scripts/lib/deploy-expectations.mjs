@@ -22,6 +22,7 @@ export const EXPECTED = {
   SANDBOX: { kind: "durable_object", className: "Sandbox" },
   EVENT_HUB: { kind: "durable_object", className: "EventHub" },
   SCHEDULE_HUB: { kind: "durable_object", className: "ScheduleHub" },
+  LIMITS: { kind: "durable_object", className: "LimitKeeper" },
   EXECUTOR: { kind: "service", entrypoint: "Executor" },
   RUN_INDEX: { kind: "d1" },
   ARTIFACTS: { kind: "r2" },
@@ -36,6 +37,8 @@ export const EXPECTED = {
   WORKFLOW_VARS: { kind: "var" },
   // Hubs per event name (events/route.ts); 1 when unset.
   EVENT_HUB_SHARDS: { kind: "var" },
+  // How long a step's slot of a limit stays held without a renewal (limits/route.ts); 30000 when unset.
+  LIMIT_LEASE_MS: { kind: "var" },
   API_TOKENS: { kind: "secret" },
   JOURNAL_SIGNING_KEY: { kind: "secret" },
   JOURNAL_RETIRED_KEYS: { kind: "var" },
