@@ -3,8 +3,8 @@ import { describe, it } from "vitest";
 import { SYSTEM_CLOCK } from "../../executor/invoke.ts";
 import { isOneCallTask, type LimitPort } from "../../executor/limits.ts";
 import { runTask } from "../../executor/run-task.ts";
-import type { LimitKeeperApi } from "../../limits/route.ts";
-import type { Result } from "../../lib/result.ts";
+import { limitObject, type LimitKeeperApi } from "../../limits/route.ts";
+import { unwrap, type Result } from "../../lib/result.ts";
 import type { AcquireAnswer, AcquireRequest, LimitConfig, ReleaseRequest, RenewRequest } from "../../schemas/limits.ts";
 import type { AgentState } from "../../schemas/agent.ts";
 import type { ResolvedAction, ResolvedStep, TaskPayload, TaskResult } from "../../schemas/index.ts";
@@ -665,5 +665,39 @@ describe("an agent step whose model names limits", () => {
     // The loop went on: the answer counts the turn before the wait.
     expect(resumed.output).toEqual({ turns: 2 });
     expect(limits.log().slice(-2)).toEqual([`acquire m/ ${agent}/2.1`, `release m/ ${agent}/2.1`]);
+  });
+});
+
+describe("with the real limit object", () => {
+  it("holds a slot for the call and gives it back with the tokens; a slot someone else holds makes the step wait", async ({
+    expect,
+  }) => {
+    const id = uniqueId("lim");
+    const config = limit(id, { concurrency: 1, tokens: { limit: 1_000_000, period_ms: 60_000 } });
+    const primary = model("primary", { limits: [{ limit: config, key: "input.tenant" }] });
+    const step = llmStep("ask", "Summarise the tides", { model: primary });
+    const done = await runTask(payload([step], { workflow_run_id: `run_${id}` }), {
+      context: { env, fetch: (input, init) => fetch(input, init) },
+      clock: SYSTEM_CLOCK,
+    });
+    expect(done.success, JSON.stringify(done.error)).toBe(true);
+    const object = limitObject(env, id, "acme");
+    const after = unwrap(await object.status(id, "acme"));
+    const tokens = done.steps?.[0]?.attempts[0]?.call?.tokens as { input: number; output: number };
+    expect(after).toMatchObject({ in_use: 0, waiting: 0, window: { used: tokens.input + tokens.output } });
+
+    const holder = { id: "someone-else", run_id: "run_other", priority: 5 };
+    const taken = unwrap(await object.acquire({ config, key: "acme", holder, lease_ms: 60_000, queue: false }));
+    expect(taken.granted).toBe(true);
+    const waiting = await runTask(payload([step], { workflow_run_id: `run_${id}` }), {
+      context: { env, fetch: (input, init) => fetch(input, init) },
+      clock: SYSTEM_CLOCK,
+    });
+    expect(waiting.suspended?.wait).toMatchObject({
+      kind: "limit",
+      key: "acme",
+      holder_id: `step:run_${id}/n/-/1/0/ask/1`,
+    });
+    expect(unwrap(await object.status(id, "acme"))).toMatchObject({ in_use: 1, waiting: 0 });
   });
 });
