@@ -10,7 +10,8 @@ import { findWaiter, resumeInvocation } from "./waits.ts";
  * and found no room; the step suspends and holds nothing. A wake queues the
  * step's holder at the limit object, which tells the run when it serves it
  * (`limitGranted`); the step then runs again from its start, and the holder
- * it acquires is the one already served. A queue request that got no answer
+ * it acquires is the one already served (an agent step goes on with the loop
+ * its wait kept). A queue request that got no answer
  * is sent again (queueing is idempotent per holder).
  */
 
@@ -33,6 +34,7 @@ export const limitWaits: WaitKindRow<"limit"> = {
       started_at: draft.now,
       requested_at: null,
       queued: false,
+      ...(wire.agent === undefined ? {} : { agent: wire.agent }),
     };
   },
   expiresAt: () => null,
@@ -135,6 +137,7 @@ export function limitGranted(draft: Draft, holderId: string): boolean {
     return false;
   }
   draft.journal("limit.granted", { ...placeOf(draft, at), waited_ms: Math.max(0, draft.now - at.wait.started_at) });
-  resumeInvocation(draft, at.nodeId, at.invocation, { mode: "granted", holder_id: holderId });
+  const agent = at.wait.agent === undefined ? {} : { agent: at.wait.agent };
+  resumeInvocation(draft, at.nodeId, at.invocation, { mode: "granted", holder_id: holderId, ...agent });
   return true;
 }

@@ -15,6 +15,7 @@ import type { ResolvedLlmTool, ResolvedStep } from "../schemas/resolved.ts";
 import { describeTools } from "./actions/mcp.ts";
 import type { AgentTurnContext, ResolvedActionOf } from "./actions/types.ts";
 import { checkProduces, checkRequires, DEFAULT_ACTION_TIMEOUT_MS, invokeAction, type InvokeOptions } from "./invoke.ts";
+import { LimitNoRoom } from "./limits.ts";
 import { writeStepOutput, type StepOutcome } from "./step-outcome.ts";
 
 /**
@@ -56,7 +57,15 @@ export async function runAgentTurn(
     parallel: action.implementation.parallel_tool_calls ?? true,
     answered: (turn) => answered.push(turn),
   };
-  const output = await invokeAction(action, input, { ...call, context: { ...call.context, agent } });
+  // The turn's calls are numbered within it, for the holder ids of its limits (executor/limits.ts).
+  const place = { ...call.place, turn: state.turns.length + 1 };
+  let output: Json;
+  try {
+    output = await invokeAction(action, input, { ...call, place, context: { ...call.context, agent } });
+  } catch (thrown) {
+    // A limit without room: the step waits, and the turn it makes once served goes on with this loop.
+    throw thrown instanceof LimitNoRoom && thrown.suspends ? thrown.suspending({ agent: state }) : thrown;
+  }
   const spent = metaOf(output);
   const next = withTurns(state, answered);
   const asked = answered.at(-1)?.calls ?? [];

@@ -9,6 +9,7 @@ import type { CallAttempt } from "../schemas/payload.ts";
 import type { ResolvedAction } from "../schemas/resolved.ts";
 import { ACTION_HANDLERS, type ActionContext, type ResolvedActionOf } from "./actions/index.ts";
 import type { CallChain, FollowReason, LlmChainState } from "./actions/types.ts";
+import { callLimitsOf, LimitNoRoom, limitPortOf, type CallPlace, type LimitDeps } from "./limits.ts";
 
 /** An action call's bound when the action sets no `execution.timeout_ms`: 30 seconds. */
 export const DEFAULT_ACTION_TIMEOUT_MS = 30_000;
@@ -45,6 +46,8 @@ export const SYSTEM_CLOCK: Clock = {
 
 export interface InvokeOptions {
   context: Omit<ActionContext, "signal">;
+  /** The step the call belongs to, for the holder ids of its limits (executor/limits.ts). */
+  place: CallPlace;
   /** The task's own signal: aborted when the task attempt runs out of time. */
   taskSignal: AbortSignal;
   clock: Clock;
@@ -99,7 +102,11 @@ function withoutMeta(output: Json): Json {
  * goes to `options.attempts`. A handler may chain calls (an llm's fallback
  * models and repairs, `ActionContext.chain`): a call it asks to follow at once
  * is made with no wait (`retry_in_ms: 0`, `retry_reason` `fallback` or
- * `repair`) and does not count as an attempt of the retry policy. What comes back is scrubbed of secrets (an
+ * `repair`) and does not count as an attempt of the retry policy. Each call of
+ * an action or model that names `limits` holds them while it runs
+ * (executor/limits.ts); one without room ends the step with a `limit` wait
+ * ({@link LimitNoRoom} `suspends`), skips to the next fallback model, or fails
+ * the call retryably. What comes back is scrubbed of secrets (an
  * output, an error message) before anything else sees it, and an output that
  * could not be signed into the journal fails the call at once.
  */
@@ -108,6 +115,10 @@ export async function invokeAction(action: ResolvedAction, input: Json, options:
   try {
     return await invokeChecked(action, input, options, secrets);
   } catch (thrown) {
+    if (thrown instanceof LimitNoRoom && thrown.suspends) {
+      // The step waits for the limit (executor/limits.ts): not a failure to rewrite.
+      throw thrown;
+    }
     throw scrubError(ensureEngineError(thrown, "action.failed"), secrets);
   }
 }
@@ -120,25 +131,23 @@ async function invokeChecked(
 ): Promise<Json> {
   checkRequires(action, input);
   const policy = resolveRetryPolicy(action.execution?.retry_policy);
+  const limits = callLimitsOf(action, input, () => limitDepsOf(options));
   let carried: LlmChainState | undefined;
   // `attempt` numbers the calls; `tries` counts the retry policy's attempts (a call that
   // follows at once, a fallback or a repair, is part of the same try).
   for (let attempt = 1, tries = 1; ; attempt += 1) {
     const started = options.clock.now();
     const link = chainLink(carried);
-    let call: JsonObject | undefined;
-    const note = (detail: JsonObject): void => {
-      call = { ...call, ...detail };
-    };
-    const noted = (): { call?: JsonObject } => (call === undefined ? {} : { call: scrubSecrets(call, secrets) });
+    const notes = callNotes(secrets);
     try {
-      const output = await callOnce(action, input, options, { note, chain: link.chain });
+      const call = () => callOnce(action, input, options, { note: notes.note, chain: link.chain });
+      const output = await (limits === null ? call() : limits.hold(attempt, carried?.model ?? 0, call, notes.tokens));
       const checked = scrubSecrets(signable(action, output), secrets);
       if (options.context.agent === undefined) {
         // An agent's turn may answer with tool calls, not an output: its loop checks the final answer.
         checkProduces(action, checked);
       }
-      options.attempts?.push({ attempt, duration_ms: options.clock.now() - started, ...noted() });
+      options.attempts?.push({ attempt, duration_ms: options.clock.now() - started, ...notes.noted() });
       return checked;
     } catch (thrown) {
       const error = scrubError(ensureEngineError(thrown, "action.failed"), secrets);
@@ -146,10 +155,12 @@ async function invokeChecked(
         attempt,
         duration_ms: options.clock.now() - started,
         error: toCallError(error),
-        ...noted(),
+        ...notes.noted(),
       };
       options.attempts?.push(record);
-      const next = link.next();
+      // A limit without room: the next model, the retry policy, or (thrown from here) the step waits.
+      const next =
+        limits !== null && thrown instanceof LimitNoRoom ? limits.afterRefusal(thrown, carried) : link.next();
       carried = next?.state;
       if (options.taskSignal.aborted) {
         throw error;
@@ -169,6 +180,34 @@ async function invokeChecked(
       await options.clock.sleep(delay, options.taskSignal);
     }
   }
+}
+
+/** What a call notes of itself (`ActionContext.note`): for its attempt's record, and its tokens for its limits. */
+function callNotes(secrets: readonly string[]): {
+  note(detail: JsonObject): void;
+  noted(): { call?: JsonObject };
+  tokens(): number;
+} {
+  let call: JsonObject | undefined;
+  return {
+    note: (detail) => {
+      call = { ...call, ...detail };
+    },
+    noted: () => (call === undefined ? {} : { call: scrubSecrets(call, secrets) }),
+    tokens: () => {
+      const tokens = call?.tokens;
+      if (tokens === null || typeof tokens !== "object" || Array.isArray(tokens)) {
+        return 0;
+      }
+      const count = (value: Json | undefined) => (typeof value === "number" && value > 0 ? Math.round(value) : 0);
+      return count(tokens.input) + count(tokens.output);
+    },
+  };
+}
+
+function limitDepsOf(options: InvokeOptions): LimitDeps {
+  const { env, payload, limits } = options.context;
+  return { port: limits ?? limitPortOf(env), payload, place: options.place, clock: options.clock, env };
 }
 
 /** One call's end of the chain: what the previous call left, and what this one leaves (the last `follow`). */
@@ -221,6 +260,7 @@ function scrubError(error: EngineError, secrets: readonly string[]): EngineError
     details,
     cause: error.cause,
     meta: error.meta,
+    throttled: error.throttled,
   });
 }
 

@@ -18,6 +18,7 @@ import type { AgentState } from "../schemas/agent.ts";
 import { suspensionFor, type ActionContext } from "./actions/index.ts";
 import { isAgentStep, runAgentTurn } from "./agent.ts";
 import { checkRequires, invokeAction, type Clock, type InvokeOptions } from "./invoke.ts";
+import { LimitNoRoom } from "./limits.ts";
 import { onStepFailure, stepRecord, writeStepOutput, type StepOutcome, type TaskFailure } from "./step-outcome.ts";
 import type { TaskStart } from "./task-start.ts";
 
@@ -61,8 +62,10 @@ export async function runSteps(
     const started = deps.clock.now();
     const attempts: CallAttempt[] = [];
     const run = deps.run[index];
+    const granted = index === start.first ? start.granted : undefined;
     const call: InvokeOptions = {
       context: { ...deps.context, payload, ...(run === undefined ? {} : { run }) },
+      place: granted === undefined ? { step: step.ref } : { step: step.ref, granted },
       taskSignal: deps.signal,
       clock: deps.clock,
       attempts,
@@ -124,6 +127,15 @@ async function runStep(
       return { ...onStepFailure(step, error, context, call.taskSignal), ...done };
     }
   } catch (thrown) {
+    if (thrown instanceof LimitNoRoom && thrown.suspends) {
+      // A limit had no room: the step holds nothing and waits (executor/limits.ts).
+      return {
+        next: "suspend",
+        wait: thrown.wait,
+        ran: false,
+        ...(thrown.meta === undefined ? {} : { usage: thrown.meta as Json }),
+      };
+    }
     const error = ensureEngineError(thrown, "step.failed");
     const outcome = onStepFailure(step, error, context, call.taskSignal);
     // A failed call may still have been paid for (an llm answer that did not match).

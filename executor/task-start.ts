@@ -26,6 +26,8 @@ export type TaskStart = (
       approvedIndex: number | null;
       /** An agent step whose tool calls settled: its loop, for its next turn (executor/agent.ts). */
       agent?: AgentState;
+      /** On a `granted` resume: the holder the limit object served, which the step's first call holds as. */
+      granted?: string;
     }
   | ({ ok: false } & TaskFailure)
 ) & {
@@ -70,6 +72,9 @@ function resumeAt(payload: TaskPayload, resume: TaskResume, signal: AbortSignal)
     const first = resume.step_index;
     return { ok: true, first, context: resume.context, approvedIndex: first, agent: resume.agent };
   }
+  if (resume.mode === "granted") {
+    return grantedAt(payload, resume);
+  }
   const resumed = resumeStep(payload, resume, resume.context, signal);
   const step = payload.task.steps[resume.step_index];
   // The call behind a gate or a child happened elsewhere (gate.answered, child.finished): no attempts here.
@@ -82,6 +87,27 @@ function resumeAt(payload: TaskPayload, resume: TaskResume, signal: AbortSignal)
     return { ok: true, first: resume.step_index, context: resume.context, approvedIndex: resume.step_index };
   }
   return { ok: true, first: resume.step_index + 1, context: resumed.context, approvedIndex: null, ...record };
+}
+
+/**
+ * A step that waited for a limit runs again from its start, holding the slot
+ * the object served (executor/limits.ts): it had passed its approval, if it
+ * needed one, before it asked; an agent step goes on with its loop.
+ */
+function grantedAt(payload: TaskPayload, resume: TaskResume): TaskStart {
+  const first = resume.step_index;
+  if (payload.task.steps[first] === undefined) {
+    const error = EngineError.terminal("task.bad_resume", `the task has no step ${first}`);
+    return { ok: false, error, stepRef: null, context: resume.context };
+  }
+  return {
+    ok: true,
+    first,
+    context: resume.context,
+    approvedIndex: first,
+    ...(resume.holder_id === undefined ? {} : { granted: resume.holder_id }),
+    ...(resume.agent === undefined ? {} : { agent: resume.agent }),
+  };
 }
 
 /**

@@ -22,6 +22,13 @@ export class EngineError extends Error {
    * what was asked, was still paid for. Stays in the executor (not in `toData`).
    */
   readonly meta: Record<string, unknown> | undefined;
+  /**
+   * The peer answered 429: it is overloaded for every caller, not only this
+   * call (`retryAfterMs` is its `Retry-After`, when it sent one). A limit the
+   * call held pauses its grants that long (executor/limits.ts). Stays in the
+   * executor (not in `toData`).
+   */
+  readonly throttled: boolean;
 
   constructor(
     code: string,
@@ -32,6 +39,7 @@ export class EngineError extends Error {
       details?: readonly ErrorDetail[];
       cause?: unknown;
       meta?: Record<string, unknown>;
+      throttled?: boolean;
     } = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -40,6 +48,7 @@ export class EngineError extends Error {
     this.retryAfterMs = options.retryAfterMs;
     this.details = options.details;
     this.meta = options.meta;
+    this.throttled = options.throttled ?? false;
   }
 
   /** The same error, carrying what the failed call consumed. */
@@ -50,6 +59,7 @@ export class EngineError extends Error {
       details: this.details,
       cause: this.cause,
       meta,
+      throttled: this.throttled,
     });
   }
 
@@ -61,6 +71,11 @@ export class EngineError extends Error {
   /** A failure of infrastructure (network, timeout, rate limit, 5xx) that may pass. */
   static retryable(code: string, message: string, retryAfterMs?: number): EngineError {
     return new EngineError(code, message, { retryable: true, retryAfterMs });
+  }
+
+  /** A peer answered 429 (`throttled`): retryable, after its `Retry-After` when it sent one. */
+  static throttled(code: string, message: string, retryAfterMs?: number): EngineError {
+    return new EngineError(code, message, { retryable: true, retryAfterMs, throttled: true });
   }
 
   toData(): ErrorData {

@@ -50,7 +50,10 @@ export const TaskResume = z.strictObject({
     ])
     .optional(),
   reason: z.string().optional(),
-  /** For `tools`: the agent's loop, each call of its last turn with its result. */
+  /**
+   * For `tools`: the agent's loop, each call of its last turn with its result.
+   * For `granted`: an agent step's loop as the limit wait kept it.
+   */
   agent: AgentState.optional(),
   /** For `granted`: the holder the limit object served (the one the step's call acquires with first). */
   holder_id: LimitHolder.shape.id.optional(),
@@ -239,7 +242,14 @@ export const TaskSuspension = z.strictObject({
      * the coordinator queues `holder_id` at the limit object and resumes the step
      * (`granted`) when it is served. The executor released what it had acquired.
      */
-    z.strictObject({ kind: z.literal("limit"), limit: LimitConfig, key: LimitKey, holder_id: LimitHolder.shape.id }),
+    z.strictObject({
+      kind: z.literal("limit"),
+      limit: LimitConfig,
+      key: LimitKey,
+      holder_id: LimitHolder.shape.id,
+      /** An agent step's loop as it stood before the refused turn: the `granted` resume goes on with it. */
+      agent: AgentState.optional(),
+    }),
   ]),
 });
 export type TaskSuspension = z.infer<typeof TaskSuspension>;

@@ -156,6 +156,8 @@ export const Suspension = z.strictObject({
       /** When a wake sent the holder to the limit object's queue (null: not yet); `queued` once it answered. */
       requested_at: z.number().nullable(),
       queued: z.boolean(),
+      /** An agent step's loop, which its `granted` resume goes on with. */
+      agent: AgentState.optional(),
     }),
   ]),
 });

@@ -26,7 +26,8 @@ export const MAX_HTTP_BODY_CHARS = MAX_TEMPLATE_OUTPUT;
  * `http`: one request rendered from Handlebars templates over the action
  * input, its body from `body_template` or built from a structured `body`
  * (see {@link renderBody}). Output `{ status, headers, body }`. 429, 5xx, network errors and
- * timeouts are retryable (with the server's `Retry-After`); other 4xx are not.
+ * timeouts are retryable (with the server's `Retry-After`); other 4xx are not. A 429 is
+ * `throttled`: the limits the call held pause for its `Retry-After` (executor/limits.ts).
  */
 export const httpAction: ActionHandler<"http"> = {
   async run(action, input, context) {
@@ -71,11 +72,11 @@ export const httpAction: ActionHandler<"http"> = {
     context.note?.({ status: response.status });
     const responseBody = await readBody(response, implementation.response);
     if (response.status === 429 || response.status >= 500) {
-      throw EngineError.retryable(
-        "http.status",
-        `${implementation.method} ${redact(url)} answered ${response.status}`,
-        retryAfterMs(response.headers.get("retry-after")),
-      );
+      const message = `${implementation.method} ${redact(url)} answered ${response.status}`;
+      const after = retryAfterMs(response.headers.get("retry-after"));
+      throw response.status === 429
+        ? EngineError.throttled("http.status", message, after)
+        : EngineError.retryable("http.status", message, after);
     }
     if (response.status >= 400) {
       throw EngineError.terminal("http.status", `${implementation.method} ${redact(url)} answered ${response.status}`);

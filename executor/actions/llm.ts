@@ -34,7 +34,13 @@ export const MAX_QUOTED_ANSWER_CHARS = 2_000;
 /** Repairs asked when an action sets no `repair`. */
 export const DEFAULT_LLM_REPAIRS = 1;
 
-const FIRST_CALL: LlmChainState = { model: 0, repairs: 0, messages: [], spent: { input: 0, output: 0, cost_usd: 0 } };
+/** The chain state of an invocation's first call: the first model, nothing spent. */
+export const FIRST_LLM_CALL: LlmChainState = {
+  model: 0,
+  repairs: 0,
+  messages: [],
+  spent: { input: 0, output: 0, cost_usd: 0 },
+};
 
 /**
  * `llm`: renders the prompt's messages (Handlebars over the action input),
@@ -60,7 +66,7 @@ export const llmAction: ActionHandler<"llm"> = {
   async run(action, input, context) {
     const { prompt } = action.implementation;
     const models = modelChain(action);
-    const state = context.chain?.state ?? FIRST_CALL;
+    const state = context.chain?.state ?? FIRST_LLM_CALL;
     const model = models[state.model] ?? action.implementation.model;
     const fallback = state.model + 1 < models.length;
     // Before the call: what follows if it fails for want of an answer (a timeout included).
@@ -437,7 +443,11 @@ function toLlmError(thrown: unknown, model: ResolvedModel, secrets: readonly str
     if (status === undefined) {
       return EngineError.retryable("llm.network", detail);
     }
-    if (status === 429 || status >= 500) {
+    if (status === 429) {
+      // Throttled: the limits the call held pause for its Retry-After (executor/limits.ts).
+      return EngineError.throttled("llm.status", detail, retryAfterOf(thrown.responseHeaders));
+    }
+    if (status >= 500) {
       return EngineError.retryable("llm.status", detail, retryAfterOf(thrown.responseHeaders));
     }
     return EngineError.terminal("llm.status", detail);

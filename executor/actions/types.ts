@@ -5,6 +5,7 @@ import type { Json, JsonObject, JsonSchema } from "../../schemas/common.ts";
 import type { TaskContext, TaskPayload, TaskSuspension } from "../../schemas/payload.ts";
 import type { ResolvedAction } from "../../schemas/resolved.ts";
 import type { StepRunVariables } from "../../lib/expr/run-scope.ts";
+import type { LimitPort } from "../limits.ts";
 
 /** What a handler may use besides its input: nothing global. */
 export interface ActionContext {
@@ -16,6 +17,8 @@ export interface ActionContext {
   /** The step's `run` variable (lib/expr/run-scope.ts): absent only outside a task's step loop. */
   run?: StepRunVariables;
   fetch: typeof fetch;
+  /** How the executor reaches limit objects (executor/limits.ts); absent: over `env.LIMITS`. Tests pass a fake. */
+  limits?: LimitPort;
   /**
    * Says what this call did, for its attempt's record in the journal
    * (`call`: e.g. an http call's method, URL and status, a model's tokens).

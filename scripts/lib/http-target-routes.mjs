@@ -214,8 +214,12 @@ function clampInt(raw, fallback, min, max) {
  * @returns {Record<string, string>}
  */
 function retryAfterHeader(params) {
-  const ra = params.get("retry_after");
-  return ra !== null && /^\d{1,6}$/.test(ra.trim()) ? { "retry-after": ra.trim() } : {};
+  const ra = params.get("retry_after")?.trim() ?? null;
+  if (ra === null) return {};
+  // Delta-seconds, or an HTTP date (IMF-fixdate, e.g. "Wed, 21 Oct 2015 07:28:00 GMT"), as RFC 9110 allows.
+  const date =
+    /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/.test(ra) && !Number.isNaN(Date.parse(ra));
+  return /^\d{1,9}$/.test(ra) || date ? { "retry-after": ra } : {};
 }
 
 /**

@@ -27,7 +27,9 @@
  *   /text                      200 text/plain: `?body=` if given, else
  *                              "hello from the trellis http target".
  *   /status/:code[/:key]       that status (200..599) with { status: code } (no body
- *                              for 204/304); `?retry_after=S` adds `Retry-After: S`.
+ *                              for 204/304); `?retry_after=S` adds `Retry-After: S`
+ *                              (S: delta-seconds, at most 9 digits, or an HTTP date
+ *                              such as "Wed, 21 Oct 2015 07:28:00 GMT").
  *   /flaky/:key?fail=N&status=S&retry_after=R
  *                              the first N requests for `key` (default N=1) answer
  *                              status S (default 503) with { error: "flaky",

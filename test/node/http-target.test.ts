@@ -97,6 +97,16 @@ describe("http target", () => {
     expect(busy.headers.get("retry-after")).toBe("2");
     await busy.arrayBuffer();
     expect(await hits("busy")).toBe(1);
+    const date = "Wed, 21 Oct 2015 07:28:00 GMT";
+    const dated = await fetch(`${target.url}/status/429?retry_after=${encodeURIComponent(date)}`);
+    expect(dated.headers.get("retry-after")).toBe(date);
+    await dated.arrayBuffer();
+    const long = await fetch(`${target.url}/status/429?retry_after=100000000`);
+    expect(long.headers.get("retry-after")).toBe("100000000");
+    await long.arrayBuffer();
+    const junk = await fetch(`${target.url}/status/429?retry_after=soon`);
+    expect(junk.headers.get("retry-after")).toBeNull();
+    await junk.arrayBuffer();
     expect((await fetch(`${target.url}/status/204`)).status).toBe(204);
     expect((await fetch(`${target.url}/status/abc`)).status).toBe(400);
     expect((await fetch(`${target.url}/status/99`)).status).toBe(400);

@@ -4,6 +4,7 @@ import { decide, type Decision, type RunEvent, type RunState } from "../../coord
 import { toLiveWork } from "../../coordinator/live.ts";
 import { QUEUE_RETRY_MS } from "../../coordinator/run-limits.ts";
 import { wantsLimitGrant } from "../../coordinator/wait-limits.ts";
+import type { AgentState } from "../../schemas/agent.ts";
 import { RunSnapshot, type Json, type LimitConfig, type TaskPayload, type TaskResult } from "../../schemas/index.ts";
 
 /**
@@ -97,8 +98,8 @@ function dispatchesOf(decision: Decision): TaskPayload[] {
   return commandsOf(decision, "dispatch").map((command) => command.payload);
 }
 
-/** The step's task answers: suspended on `LIMIT` for key `acme`, holder `h1`. */
-function suspendOnLimit(run: Run, now = NOW): Decision {
+/** The step's task answers: suspended on `LIMIT` for key `acme`, holder `h1` (with an agent step's loop when given). */
+function suspendOnLimit(run: Run, now = NOW, agent?: AgentState): Decision {
   const result: TaskResult = {
     token_id: run.token(),
     success: true,
@@ -108,7 +109,7 @@ function suspendOnLimit(run: Run, now = NOW): Decision {
       step_ref: "get",
       step_index: 0,
       context: { input: {}, state: {}, output: {} },
-      wait: { kind: "limit", limit: LIMIT, key: "acme", holder_id: "h1" },
+      wait: { kind: "limit", limit: LIMIT, key: "acme", holder_id: "h1", ...(agent === undefined ? {} : { agent }) },
     },
   };
   return run.send({ type: "task_result", result }, now);
@@ -194,6 +195,27 @@ describe("a step waiting for a limit", () => {
       context: { input: {}, state: {}, output: {} },
     });
     expect(wantsLimitGrant(run.state, "h1")).toBe(false);
+  });
+
+  it("keeps an agent step's loop while it waits, and the granted dispatch goes on with it", ({ expect }) => {
+    const loop: AgentState = {
+      turns: [
+        {
+          model: "m",
+          tokens: { input: 3, output: 2 },
+          cost_usd: 0,
+          finish_reason: "tool-calls",
+          calls: [{ id: "c1", name: "lookup", input: {}, output: { found: true } }],
+        },
+      ],
+      usage: { tokens: { input: 3, output: 2 }, cost_usd: 0 },
+    };
+    const run = startedRun();
+    suspendOnLimit(run, NOW, loop);
+    run.wake();
+    run.send({ type: "limit_granted", holder_id: "h1" });
+    const [payload] = dispatchesOf(run.wake());
+    expect(payload?.resume).toMatchObject({ mode: "granted", holder_id: "h1", agent: loop });
   });
 
   it("runs at once when the object grants the queue request itself", ({ expect }) => {
