@@ -155,10 +155,8 @@ export function runLimitsWakeAt(draft: Draft): number | null {
     return draft.now;
   }
   const limit = (draft.record.limits ?? []).find((each) => each.status !== "held");
-  if (draft.record.limits === undefined || (limit !== undefined && limit.requested_at === null)) {
-    return draft.now;
+  if (draft.record.limits === undefined || limit === undefined || limit.requested_at === null) {
+    return draft.now; // to ask, or (all held) to start
   }
-  return limit !== undefined && !limit.queued && limit.requested_at !== null
-    ? limit.requested_at + QUEUE_RETRY_MS
-    : null;
+  return limit.queued ? null : limit.requested_at + QUEUE_RETRY_MS;
 }

@@ -39,6 +39,14 @@ export interface HeldSlot {
   granted_at: number;
   /** When the slot lapses unless renewed; null: held until released or withdrawn (a run). */
   lease_until: number | null;
+  /**
+   * When the slot's use was counted in the `rate` window: at the grant for an
+   * acquire that calls at once (and for a run), or, for a step served from the
+   * queue, when its call acquires it (null until then: it holds one unit of the
+   * rate meanwhile). So the window counts calls when they are made, however
+   * long a served step takes to come back: calls are spaced at the peer.
+   */
+  used_at: number | null;
 }
 
 /** A place in the queue. */
@@ -127,9 +135,10 @@ export function acquire(initial: LimitState, request: AcquireRequest, now: numbe
   const { holder } = request;
   const held = state.holders.find((slot) => slot.id === holder.id);
   if (held !== undefined) {
-    const renewed = { ...held, lease_until: leaseEnd(request.lease_ms, now) };
+    const renewed = { ...held, lease_until: leaseEnd(request.lease_ms, now), used_at: held.used_at ?? now };
+    const counted = held.used_at === null ? countUse(state, now) : state;
     return {
-      state: withoutNotice({ ...state, holders: replace(state.holders, held, renewed) }, holder.id),
+      state: withoutNotice({ ...counted, holders: replace(state.holders, held, renewed) }, holder.id),
       answer: { granted: true, lease_until: renewed.lease_until },
     };
   }
@@ -138,7 +147,7 @@ export function acquire(initial: LimitState, request: AcquireRequest, now: numbe
     return { state, answer: { granted: false, position: place + 1, retry_at: blockedUntil(state, now) } };
   }
   if (state.waiters.length === 0 && canGrant(state, now)) {
-    const granted = grant(state, { ...holder, lease_ms: request.lease_ms }, now);
+    const granted = grant(state, { ...holder, lease_ms: request.lease_ms }, now, true);
     return { state: granted.state, answer: { granted: true, lease_until: granted.slot.lease_until } };
   }
   if (!request.queue) {
@@ -248,7 +257,8 @@ export function reclaim(state: LimitState, now: number): LimitState {
 export function serve(initial: LimitState, now: number): LimitState {
   let state = initial;
   for (let head = state.waiters[0]; head !== undefined && canGrant(state, now); head = state.waiters[0]) {
-    const granted = grant({ ...state, waiters: state.waiters.slice(1) }, head, now);
+    // A step served from the queue counts its use when its call acquires; a run, now (it starts now).
+    const granted = grant({ ...state, waiters: state.waiters.slice(1) }, head, now, head.lease_ms === null);
     const notice: GrantNotice = {
       holder_id: head.id,
       run_id: head.run_id,
@@ -270,9 +280,9 @@ export function canGrant(state: LimitState, now: number): boolean {
   if (config.concurrency !== undefined && state.holders.length >= config.concurrency) {
     return false;
   }
-  const full = (entries: readonly WindowEntry[], window: LimitConfig["rate"]) =>
-    window !== undefined && usedIn(entries, window.period_ms, now) >= window.limit;
-  return !full(state.rate, config.rate) && !full(state.tokens, config.tokens);
+  const full = (entries: readonly WindowEntry[], window: LimitConfig["rate"], pending: number) =>
+    window !== undefined && usedIn(entries, window.period_ms, now) + pending >= window.limit;
+  return !full(state.rate, config.rate, uncounted(state)) && !full(state.tokens, config.tokens, 0);
 }
 
 /**
@@ -290,7 +300,9 @@ export function blockedUntil(state: LimitState, now: number): number | null {
   }
   const times = [
     state.paused_until > now ? state.paused_until : null,
-    config.rate === undefined ? null : roomAt(state.rate, config.rate, now),
+    config.rate === undefined
+      ? null
+      : roomAt(state.rate, { ...config.rate, limit: config.rate.limit - uncounted(state) }, now),
     config.tokens === undefined ? null : roomAt(state.tokens, config.tokens, now),
   ];
   const known = times.filter((time): time is number => time !== null);
@@ -480,10 +492,12 @@ function adoptConfig(state: LimitState, config: LimitConfig): LimitState {
   return { ...state, config };
 }
 
+/** A new slot; its use counted in the `rate` window now when `counted`, else when its call acquires it. */
 function grant(
   state: LimitState,
   holder: { id: string; run_id: string; priority: number; lease_ms: number | null },
   now: number,
+  counted: boolean,
 ): { state: LimitState; slot: HeldSlot } {
   const slot: HeldSlot = {
     id: holder.id,
@@ -491,16 +505,25 @@ function grant(
     priority: holder.priority,
     granted_at: now,
     lease_until: leaseEnd(holder.lease_ms, now),
+    used_at: counted ? now : null,
   };
+  const added = { ...state, holders: [...state.holders, slot] };
+  return { state: counted ? countUse(added, now) : added, slot };
+}
+
+/** One use counted in the `rate` window at `now` (nothing without a `rate`). */
+function countUse(state: LimitState, now: number): LimitState {
   const rate = state.config?.rate;
-  return {
-    state: {
-      ...state,
-      holders: [...state.holders, slot],
-      rate: rate === undefined ? state.rate : addUse(state.rate, now, 1, rate.period_ms),
-    },
-    slot,
-  };
+  return rate === undefined ? state : { ...state, rate: addUse(state.rate, now, 1, rate.period_ms) };
+}
+
+/** Slots served from the queue whose call has not acquired them yet: each holds one unit of the `rate`. */
+function uncounted(state: LimitState): number {
+  let count = 0;
+  for (const slot of state.holders) {
+    count += slot.used_at === null ? 1 : 0;
+  }
+  return count;
 }
 
 function free(state: LimitState, matches: (slot: HeldSlot) => boolean): LimitState {

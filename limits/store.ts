@@ -22,7 +22,7 @@ import {
 const SCHEMA = [
   `CREATE TABLE IF NOT EXISTS holders (
     id TEXT PRIMARY KEY, run_id TEXT NOT NULL, priority INTEGER NOT NULL,
-    granted_at INTEGER NOT NULL, lease_until INTEGER)`,
+    granted_at INTEGER NOT NULL, lease_until INTEGER, used_at INTEGER)`,
   `CREATE TABLE IF NOT EXISTS waiters (
     id TEXT PRIMARY KEY, run_id TEXT NOT NULL, priority INTEGER NOT NULL,
     enqueued_at INTEGER NOT NULL, lease_ms INTEGER, seq INTEGER NOT NULL)`,
@@ -170,12 +170,13 @@ export class LimitStore {
 
   private putHolder(slot: HeldSlot): void {
     this.sql.exec(
-      "INSERT OR REPLACE INTO holders (id, run_id, priority, granted_at, lease_until) VALUES (?, ?, ?, ?, ?)",
+      "INSERT OR REPLACE INTO holders (id, run_id, priority, granted_at, lease_until, used_at) VALUES (?, ?, ?, ?, ?, ?)",
       slot.id,
       slot.run_id,
       slot.priority,
       slot.granted_at,
       slot.lease_until,
+      slot.used_at,
     );
   }
 

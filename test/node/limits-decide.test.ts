@@ -237,6 +237,28 @@ describe("rate", () => {
     });
   });
 
+  it("counts a step served from the queue when its call acquires, holding one unit until then: calls stay spaced however late the step comes back", ({
+    expect,
+  }) => {
+    const limit = config({ rate: { limit: 2, period_ms: 1_000 } });
+    const step = (id: string, queue = true) => ask(id, limit, { lease_ms: 30_000, queue });
+    let { state } = acquireAll(emptyState(), [step("a"), step("b"), step("c")], T0);
+    expect(holderIds(state)).toEqual(["a", "b"]);
+    state = settle(state, T0 + 1_000); // a and b leave the window: c is served, its use not counted yet
+    expect(holderIds(state)).toEqual(["a", "b", "c"]);
+    expect(toStatus(state, "api", "k", T0 + 1_000).window.used).toBe(0);
+    // One unit is c's: one more call fits, not two.
+    expect(acquire(state, step("d", false), T0 + 1_001).answer).toMatchObject({ granted: true });
+    state = acquire(state, step("d", false), T0 + 1_001).state;
+    expect(acquire(state, step("e", false), T0 + 1_002).answer).toMatchObject({ granted: false });
+    // c's call comes back 600 ms after it was served: its use counts from then.
+    state = acquire(state, step("c"), T0 + 1_600).state;
+    expect(toStatus(state, "api", "k", T0 + 1_600).window.used).toBe(2);
+    expect(acquire(state, step("e", false), T0 + 2_001).answer).toMatchObject({ granted: true }); // d left
+    expect(acquire(state, step("e", false), T0 + 2_001).state.holders).toHaveLength(5);
+    expect(blockedUntil(acquire(state, step("e", false), T0 + 2_001).state, T0 + 2_001)).toBe(T0 + 2_600);
+  });
+
   it("releasing does not free room in the rate window", ({ expect }) => {
     const limit = config({ rate: { limit: 1, period_ms: 1_000 } });
     let { state } = acquireAll(emptyState(), [ask("a", limit)], T0);

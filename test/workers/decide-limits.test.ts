@@ -289,6 +289,7 @@ describe("a workflow's limits", () => {
     expect(queued.wakeAt).toBeNull();
     expect(wantsLimitGrant(run.state, `run:${RUN_ID}`)).toBe(true);
     const granted = run.send({ type: "limit_granted", holder_id: `run:${RUN_ID}` }, NOW + 900);
+    expect(granted.wakeAt).toBe(NOW + 900); // held: a wake starts it
     expect(bodiesOf(granted, "run.limit_granted")).toEqual([
       { limit: { id: "api", version: 2 }, limit_key: "acme", waited_ms: 900 },
     ]);
