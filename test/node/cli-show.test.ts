@@ -27,6 +27,7 @@ function view(nodes: RunView["nodes"]): RunView {
     updated_at: "2026-11-24T00:00:01.000Z",
     start_at: null,
     trigger: { kind: "api" },
+    priority: 5,
     nodes,
     gates: [],
     waiting_for: [],
