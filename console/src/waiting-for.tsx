@@ -10,9 +10,9 @@
  * the limit (linked to its status on the Limits page for that key), the key
  * and how long it has waited, live.
  */
-import { useEffect, useState } from "preact/hooks";
 import { keyText } from "../../lib/limit-text.ts";
 import type { RunView, RunWait } from "../../schemas/api.ts";
+import { useNow } from "./hooks.ts";
 import type { PlanStep } from "./plan-graph.ts";
 import { useMay } from "./principal.tsx";
 import { Link } from "./router.tsx";
@@ -20,8 +20,6 @@ import { limitHref } from "./routes.ts";
 import { SignalForm } from "./signal-form.tsx";
 import { Time } from "./ui.tsx";
 import { formatCountdown, formatWaited, gateAnchor, waitPlace } from "./waits.ts";
-
-const TICK_MS = 1_000;
 
 export function WaitingFor(props: { view: RunView; plan: readonly PlanStep[] | null; onDone: () => void }) {
   const waits = props.view.waiting_for;
@@ -189,18 +187,4 @@ function EventLine(props: { wait: Extract<RunWait, { kind: "event" }>; now: numb
       )}
     </span>
   );
-}
-
-/** The time now, read again every second while `ticking`. */
-function useNow(ticking: boolean): number {
-  const [now, setNow] = useState(Date.now);
-  useEffect(() => {
-    if (!ticking) {
-      return undefined;
-    }
-    setNow(Date.now());
-    const timer = setInterval(() => setNow(Date.now()), TICK_MS);
-    return () => clearInterval(timer);
-  }, [ticking]);
-  return now;
 }
