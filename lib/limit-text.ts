@@ -4,14 +4,16 @@
  * period, the slots in use against `concurrency`, and each window's use
  * against its budget. Pure, so it is unit-tested (test/node/limit-text.test.ts).
  */
-import type { LimitStatus, LimitWindow } from "../schemas/limits.ts";
+import { z } from "zod";
+import { LimitWindow, type LimitStatus } from "../schemas/limits.ts";
 
-/** The budgets of a `limits` definition (docs/definitions.md, "Limits"). */
-export interface LimitBudgets {
-  concurrency?: number | undefined;
-  rate?: LimitWindow | undefined;
-  tokens?: LimitWindow | undefined;
-}
+/** The budgets of a stored `limits` definition (`GET /v1/limits/{id}`'s `definition`); its other fields are dropped. */
+export const LimitBudgets = z.object({
+  concurrency: z.number().int().optional(),
+  rate: LimitWindow.optional(),
+  tokens: LimitWindow.optional(),
+});
+export type LimitBudgets = z.infer<typeof LimitBudgets>;
 
 /** A window of a status beside its budget: `rate` counts grants, `tokens` counts model tokens. */
 export interface WindowUse {

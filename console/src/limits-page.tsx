@@ -9,10 +9,9 @@
  * Fetched again every few seconds. Nothing here is a control: any reader sees it.
  */
 import { useEffect, useRef, useState } from "preact/hooks";
-import { z } from "zod";
-import { budgetsText, inUseText, keyText, windowsOf, windowText, type LimitBudgets } from "../../lib/limit-text.ts";
+import { budgetsText, inUseText, keyText, LimitBudgets, windowsOf, windowText } from "../../lib/limit-text.ts";
 import { DefinitionList, DefinitionRecord, type DefinitionSummary } from "../../schemas/api.ts";
-import { LimitStatus, LimitWindow } from "../../schemas/limits.ts";
+import { LimitStatus } from "../../schemas/limits.ts";
 import { apiJson, encodeSegment } from "./api.ts";
 import { useLoad, useNow } from "./hooks.ts";
 import { Link, navigate } from "./router.tsx";
@@ -22,13 +21,6 @@ import { formatCountdown } from "./waits.ts";
 
 /** How often the limits' statuses are fetched again while the tab is visible. */
 export const LIMITS_REFRESH_MS = 3_000;
-
-/** The budgets of a stored `limits` definition (what else it holds is not shown here). */
-const StoredBudgets = z.object({
-  concurrency: z.number().int().optional(),
-  rate: LimitWindow.optional(),
-  tokens: LimitWindow.optional(),
-});
 
 /** One limit as the page shows it: its budgets, and its status for each key shown. */
 interface LimitCard {
@@ -76,7 +68,7 @@ async function budgetsOf(summary: DefinitionSummary, cache: Map<string, LimitBud
     return known;
   }
   const record = await apiJson(DefinitionRecord, `${limitPath(summary.id)}/versions/${summary.version}`);
-  const budgets = StoredBudgets.parse(record.definition);
+  const budgets = LimitBudgets.parse(record.definition);
   cache.set(pinned, budgets);
   return budgets;
 }
