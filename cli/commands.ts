@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import type { RunPlan } from "../coordinator/plan.ts";
 import { formatReport } from "../lib/journal/index.ts";
-import { MAX_PRIORITY, MIN_PRIORITY, Priority, type GateView, type RunView } from "../schemas/index.ts";
+import type { GateView, RunView } from "../schemas/index.ts";
 import { CliError, type Api } from "./api.ts";
 import { bundleFiles, define } from "./define.ts";
 import { runEntries } from "./events.ts";
@@ -45,7 +45,6 @@ export interface RunOptions {
   version?: string;
   mode?: string;
   idempotencyKey?: string;
-  priority?: string;
   wait?: boolean;
   follow?: boolean;
 }
@@ -56,7 +55,6 @@ export async function runCommand(io: Io, workflow: string, options: RunOptions):
     ...(options.version === undefined ? {} : { version: toVersion(options.version) }),
     ...(options.mode === undefined ? {} : { mode: options.mode }),
     ...(options.idempotencyKey === undefined ? {} : { idempotency_key: options.idempotencyKey }),
-    ...(options.priority === undefined ? {} : { priority: toPriority(options.priority) }),
   };
   // `--wait` asks the start itself to wait (Prefer: wait, docs/api.md): a short run is over when it answers.
   const waits = options.wait === true && options.follow !== true;
@@ -135,18 +133,6 @@ function toVersion(version: string): number {
     throw new CliError("cli.invalid_version", `--version must be a version number, not ${version}`);
   }
   return number;
-}
-
-/** `--priority`: a whole number from 0 to 9, checked here so a typo is not sent. */
-function toPriority(priority: string): number {
-  const parsed = Priority.safeParse(priority.trim() === "" ? Number.NaN : Number(priority));
-  if (!parsed.success) {
-    throw new CliError(
-      "cli.invalid_priority",
-      `--priority must be a whole number from ${MIN_PRIORITY} to ${MAX_PRIORITY}, not ${priority}`,
-    );
-  }
-  return parsed.data;
 }
 
 export interface RunsOptions {

@@ -1,11 +1,11 @@
 import { describe, it } from "vitest";
 import { CliError, type Api, type RequestOptions } from "../../cli/api.ts";
-import { runCommand, type Io } from "../../cli/commands.ts";
+import type { Io } from "../../cli/commands.ts";
 import { entryLine, runText } from "../../cli/format.ts";
 import { limitsCommand, limitStatusCommand } from "../../cli/limits.ts";
 import type { RunView } from "../../schemas/index.ts";
 
-/** `trellis limits`, `trellis limits status`, `run --priority` and a run's limits in `show`, against a recording stand-in for the API (docs/cli.md). */
+/** `trellis limits`, `trellis limits status`, and a run's limits in `show` and `tail`, against a recording stand-in for the API (docs/cli.md). */
 
 function recording(answers: Record<string, unknown>, json = false) {
   const calls: string[] = [];
@@ -140,25 +140,6 @@ describe("trellis limits status", () => {
     const { io, printed } = recording(answers, true);
     await limitStatusCommand(io, "per-minute");
     expect(JSON.parse(printed())).toEqual(status("per-minute", ""));
-  });
-});
-
-describe("trellis run --priority", () => {
-  const started = { run_id: "run_1", status: "queued", workflow: { id: "greet", version: 1 } };
-
-  it("sends the priority with the start", async ({ expect }) => {
-    const { io, bodies, printed } = recording({ "/v1/workflows/greet/runs": started });
-    expect(await runCommand(io, "greet", { priority: "8" })).toBe(0);
-    expect(bodies).toEqual([{ input: {}, priority: 8 }]);
-    expect(printed()).toBe("run_1  queued\n");
-  });
-
-  it("refuses a priority that is not a whole number from 0 to 9, sending nothing", async ({ expect }) => {
-    for (const priority of ["10", "-1", "2.5", "high", ""]) {
-      const { io, calls } = recording({ "/v1/workflows/greet/runs": started });
-      await expect(runCommand(io, "greet", { priority })).rejects.toMatchObject({ code: "cli.invalid_priority" });
-      expect(calls).toEqual([]);
-    }
   });
 });
 
