@@ -1,6 +1,7 @@
 import type { PlannedNode, RunPlan } from "../coordinator/plan.ts";
 import type { RunView } from "../schemas/index.ts";
 import type { Entry } from "./events.ts";
+import { runLimitLines } from "./limits.ts";
 import { nodeLines } from "./nodes.ts";
 
 export const TERMINAL = new Set(["completed", "failed", "cancelled"]);
@@ -55,9 +56,28 @@ function summaryOf(entry: Entry): string {
       return `${String(body.child_run_id)}${typeof body.status === "string" ? ` ${body.status}` : ""}`;
     case "attest":
       return String(body.outcome);
+    case "limit.waiting":
+    case "limit.granted":
+    case "limit.withdrawn":
+    case "run.limit_waiting":
+    case "run.limit_granted":
+      return limitSummary(body);
     default:
       return "";
   }
+}
+
+/** A `limit.*` or `run.limit_*` entry: `api-quota@2 key "acme"`, then its priority, wait or reason. */
+function limitSummary(body: Entry["body"]): string {
+  const limit = body.limit as { id?: string; version?: number } | undefined;
+  return [
+    `${String(limit?.id)}@${String(limit?.version)} key ${JSON.stringify(body.limit_key)}`,
+    typeof body.priority === "number" ? `priority ${body.priority}` : "",
+    typeof body.waited_ms === "number" ? `after ${body.waited_ms} ms` : "",
+    typeof body.reason === "string" ? body.reason : "",
+  ]
+    .filter((part) => part !== "")
+    .join("  ");
 }
 
 /** A run view as a person reads it. */
@@ -70,6 +90,7 @@ export function runText(view: RunView): string {
       `parent: ${view.parent.run_id} (node ${view.parent.node}${view.parent.step ? `, step ${view.parent.step}` : ""})`,
     );
   }
+  lines.push(...runLimitLines(view));
   // In the view's order: dependency order, as the API lists nodes.
   for (const [id, node] of Object.entries(view.nodes)) {
     lines.push(...nodeLines(id, node));

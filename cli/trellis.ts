@@ -9,7 +9,8 @@
  *   npx trellis signal run_… order.paid --data '{"order":42}'   the same, to one run only
  *   npx trellis schedule nightly-report trigger --follow   start one run of a schedule now
  *   npx trellis tokens create ci --roles runner --workflows 'billing-*'   a token with roles (admin only)
- *   npx trellis runs | show | tail | gates | answer | approve | cancel | pause | resume | redrive | compensate | verify | mcp tools | schedules | tokens
+ *   npx trellis limits status api-quota --key acme   one limit's slots, queue and windows for a key
+ *   npx trellis runs | show | tail | gates | answer | approve | cancel | pause | resume | redrive | compensate | verify | mcp tools | schedules | limits | tokens
  *
  * Talks to TRELLIS_URL (default http://127.0.0.1:$PORT, port 8787 without PORT) with TRELLIS_TOKEN
  * (default: the first of API_TOKENS in ./.dev.vars), or --url/--token.
@@ -39,6 +40,7 @@ import {
   type RunsOptions,
 } from "./commands.ts";
 import { resolveTarget } from "./config.ts";
+import { limitsCommand, limitStatusCommand } from "./limits.ts";
 import { planCommand, type PlanOptions } from "./plan.ts";
 import {
   SCHEDULE_ACTIONS,
@@ -83,6 +85,7 @@ export function program(exit: (code: Exit) => void): Command {
   watching(builder);
   controlling(builder);
   scheduling(builder);
+  limiting(builder);
   administering(builder);
   return cli;
 }
@@ -220,6 +223,18 @@ function scheduling({ cli, command, act }: Builder): void {
         scheduleCommand(io, id, action, options),
       ),
     );
+}
+
+/** Limits: every one with its status for the key "", or one limit's status for a key. */
+function limiting({ cli, command, act }: Builder): void {
+  const limits = command(cli, "limits")
+    .description('list limits: budgets, slots in use, waiting, window used and when it resets (for the key "")')
+    .action(act((io) => limitsCommand(io)));
+  command(limits, "status")
+    .argument("<id>", "a limit id")
+    .description("one limit's status for a key: slots in use, waiting, each window, a pause")
+    .option("--key <key>", 'the key (a value of the limit use\'s key expression; default "")')
+    .action(act((io, id: string, options: { key?: string }) => limitStatusCommand(io, id, options.key)));
 }
 
 /** Tokens as data (admin only). */

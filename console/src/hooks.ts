@@ -1,4 +1,4 @@
-/** Data loading for the pages: one request's state, refreshed on demand or on a timer. */
+/** Data loading for the pages (one request's state, refreshed on demand or on a timer), and the time now, ticking. */
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 
 export interface Loaded<T> {
@@ -50,4 +50,21 @@ export function useLoad<T>(load: () => Promise<T>, deps: readonly unknown[], ref
     // The caller names what the load depends on (`deps`); `load` itself is read through a ref.
   }, deps);
   return { data, error, reload };
+}
+
+/** How often {@link useNow} reads the clock while it ticks. */
+const NOW_TICK_MS = 1_000;
+
+/** The time now, read again every second while `ticking`. */
+export function useNow(ticking: boolean): number {
+  const [now, setNow] = useState(Date.now);
+  useEffect(() => {
+    if (!ticking) {
+      return undefined;
+    }
+    setNow(Date.now());
+    const timer = setInterval(() => setNow(Date.now()), NOW_TICK_MS);
+    return () => clearInterval(timer);
+  }, [ticking]);
+  return now;
 }

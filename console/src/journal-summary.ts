@@ -6,6 +6,7 @@
  * here is summarized from its body's first fields.
  */
 import { causedBy } from "../../lib/journal/by.ts";
+import { keyText } from "../../lib/limit-text.ts";
 
 export interface EntryLine {
   node: string | null;
@@ -83,6 +84,11 @@ const SUMMARIES: Record<string, (body: Body) => string> = {
   "event.timeout": (b) =>
     `${itemPrefix(b)}timed out waiting; ` + (b["on_timeout"] === "default" ? "goes on with the default" : "fails"),
   "event.cancelled": (b) => `${itemPrefix(b)}wait cancelled: ${text(b["reason"])}`,
+  "limit.waiting": (b) => `${itemPrefix(b)}waits for room in ${limitText(b)}`,
+  "limit.granted": (b) => `${itemPrefix(b)}served by ${limitText(b)}, after ${text(b["waited_ms"])} ms`,
+  "limit.withdrawn": (b) => `${itemPrefix(b)}stopped waiting for ${limitText(b)}: ${text(b["reason"])}`,
+  "run.limit_waiting": (b) => `queued for ${limitText(b)}, at priority ${text(b["priority"])}`,
+  "run.limit_granted": (b) => `holds ${limitText(b)}, after ${text(b["waited_ms"])} ms`,
   "signal.received": (b) => `signal ${text(b["name"])} (${text(b["event_id"])}) received`,
   "child.started": (b) => `child ${text(b["child_run_id"])} (${text(b["workflow"])})`,
   "child.finished": (b) =>
@@ -111,6 +117,12 @@ function workflowText(value: unknown): string {
     return `${text(value.id)}@${text(value.version)}`;
   }
   return text(value);
+}
+
+/** The limit and key of a `limit.*` or `run.limit_*` entry: `limit api-quota@2, key "acme"`. */
+function limitText(body: Body): string {
+  const key = body["limit_key"];
+  return `limit ${workflowText(body["limit"])}, key ${typeof key === "string" ? keyText(key) : text(key)}`;
 }
 
 /** An event wait's names, `a or b`. */

@@ -9,6 +9,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import type { Principal } from "../../schemas/auth.ts";
 import { clearToken, readAccessHint, readToken, saveAccessHint, saveToken, SIGNED_OUT_EVENT } from "./api.ts";
 import { GatesPage } from "./gates-page.tsx";
+import { LimitsPage } from "./limits-page.tsx";
 import { PrincipalContext } from "./principal.tsx";
 import { Link, useRoute, type Route } from "./router.tsx";
 import { RunPage } from "./run-page.tsx";
@@ -122,6 +123,7 @@ function TopNav(props: { principal: Principal; onSignOut: () => void }) {
       <Link href="/gates">Waiting for me</Link>
       <Link href="/workflows">Workflows</Link>
       <Link href="/schedules">Schedules</Link>
+      <Link href="/limits">Limits</Link>
       <span class="whoami" data-principal={props.principal.kind}>
         {principalText(props.principal)}
       </span>
@@ -145,6 +147,8 @@ function Page(props: { route: Route }) {
       return <WorkflowsPage />;
     case "schedules":
       return <SchedulesPage />;
+    case "limits":
+      return <LimitsPage key={route.query.toString()} query={route.query} />;
     case "workflow":
       return <WorkflowPage key={route.id} id={route.id} />;
     case "not_found":

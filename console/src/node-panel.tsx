@@ -2,17 +2,19 @@
  * One node in full, shown when its box in the graph is clicked: `GET
  * /v1/runs/{id}/nodes/{node}` (its invocations, each dispatch's step records
  * with status, duration and calls, an agent step's loop as a conversation, and
- * the child runs it started), read again
- * whenever the run changes.
+ * the child runs it started, and an invocation waiting for room in a limit
+ * names it), read again whenever the run changes.
  */
+import { keyText } from "../../lib/limit-text.ts";
 import { NodeDetail } from "../../schemas/api.ts";
 import { AgentLoop } from "./agent-loop.tsx";
 import { apiJson, encodeSegment } from "./api.ts";
 import { useLoad } from "./hooks.ts";
 import type { PlanStep } from "./plan-graph.ts";
 import { Link } from "./router.tsx";
+import { limitHref } from "./routes.ts";
 import { DispatchSteps } from "./step-calls.tsx";
-import { ErrorNote, JsonBlock, Section, StatusBadge } from "./ui.tsx";
+import { ErrorNote, JsonBlock, Section, StatusBadge, Time } from "./ui.tsx";
 
 export interface NodePanelProps {
   runId: string;
@@ -70,6 +72,17 @@ function NodeBody(props: { data: NodeDetail; plan: readonly PlanStep[] | null })
           <summary>
             invocation {invocation.index} · <StatusBadge status={invocation.status} /> · {invocation.attempts}{" "}
             attempt(s)
+            {invocation.waiting_for?.kind === "limit" ? (
+              <span data-invocation-limit={invocation.waiting_for.limit}>
+                {" "}
+                · waits for limit{" "}
+                <Link href={limitHref(invocation.waiting_for.limit, invocation.waiting_for.key)} class="mono">
+                  {invocation.waiting_for.limit}
+                </Link>{" "}
+                key <span class="mono">{keyText(invocation.waiting_for.key)}</span> since{" "}
+                <Time at={invocation.waiting_for.since} />
+              </span>
+            ) : null}
           </summary>
           {invocation.agent === undefined ? null : <AgentLoop agent={invocation.agent} />}
           {invocation.dispatches.map((dispatch) => (

@@ -1,6 +1,7 @@
 /**
  * The console's routes, read from the address bar: `/` (runs, filters in the
- * query string), `/runs/{run_id}`, `/gates`, `/workflows`, `/workflows/{id}` and `/schedules`. Any of
+ * query string), `/runs/{run_id}`, `/gates`, `/workflows`, `/workflows/{id}`,
+ * `/schedules` and `/limits` (a limit and key in the query string). Any of
  * them can be loaded directly (a reload, a shared link): Workers static assets
  * answer every navigation that is not a file with index.html
  * (`not_found_handling = "single-page-application"`), and this module picks

@@ -1,8 +1,9 @@
 /**
  * The console's pages by address: `/` (runs, filters in the query string),
  * `/runs/{run_id}`, `/gates` (open gates across runs), `/workflows`,
- * `/workflows/{id}` and `/schedules`; anything else is not
- * found. Pure, so it is unit-tested (test/node/console.test.ts).
+ * `/workflows/{id}`, `/schedules` and `/limits` (its query may name one
+ * limit and a key to look up: `?limit=api-quota&key=acme`); anything else is
+ * not found. Pure, so it is unit-tested (test/node/console.test.ts).
  */
 export type Route =
   | { page: "runs"; query: URLSearchParams }
@@ -10,6 +11,7 @@ export type Route =
   | { page: "gates" }
   | { page: "workflows" }
   | { page: "schedules" }
+  | { page: "limits"; query: URLSearchParams }
   | { page: "workflow"; id: string }
   | { page: "not_found"; path: string };
 
@@ -37,6 +39,9 @@ export function parseRoute(pathname: string, search: string): Route {
   if (first === "schedules" && second === undefined) {
     return { page: "schedules" };
   }
+  if (first === "limits" && second === undefined) {
+    return { page: "limits", query: new URLSearchParams(search) };
+  }
   if (first === "workflows" && second === undefined) {
     return { page: "workflows" };
   }
@@ -44,4 +49,9 @@ export function parseRoute(pathname: string, search: string): Route {
     return { page: "workflow", id: second };
   }
   return { page: "not_found", path: pathname };
+}
+
+/** The Limits page showing `limit`'s status for `key` beside its status for the key `""`. */
+export function limitHref(limit: string, key: string): string {
+  return `/limits?${new URLSearchParams({ limit, key }).toString()}`;
 }

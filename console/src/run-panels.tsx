@@ -1,12 +1,15 @@
 /**
  * Parts of the run page: the header (status, workflow, how it started, times, the
- * error, the cancel reason, the run's LLM usage), the compensation as a
+ * error, the cancel reason, the run's LLM usage, its workflow's limits and its
+ * priority), the compensation as a
  * panel, and the nodes' durations as bars on a time axis.
  */
 import { isTerminal } from "../../coordinator/lifecycle.ts";
 import type { CompensationView, RunView } from "../../schemas/api.ts";
+import { keyText } from "../../lib/limit-text.ts";
 import { formatMs, formatUsd } from "./calls.ts";
 import { Link } from "./router.tsx";
+import { limitHref } from "./routes.ts";
 import { scaleBars } from "./time-axis.ts";
 import { StatusBadge, Time } from "./ui.tsx";
 
@@ -43,6 +46,7 @@ export function RunHeader(props: { view: RunView; cancelReason: string | null })
         LLM usage: {view.usage.input_tokens} tokens in · {view.usage.output_tokens} tokens out ·{" "}
         {formatUsd(view.usage.cost_usd)}
       </p>
+      <RunLimits view={view} />
       {view.status === "cancelled" && props.cancelReason !== null ? (
         <p class="cancel-reason">Cancelled: {props.cancelReason}</p>
       ) : null}
@@ -52,6 +56,35 @@ export function RunHeader(props: { view: RunView; cancelReason: string | null })
         </p>
       )}
     </header>
+  );
+}
+
+/**
+ * The run's place in the queues of limits: its priority, shown when a limit
+ * concerns it (its workflow names limits, or a step waits for one), and each
+ * of its workflow's limits with the key, `held` or `waiting` and since when.
+ */
+function RunLimits(props: { view: RunView }) {
+  const { view } = props;
+  const uses = view.limits ?? [];
+  if (uses.length === 0 && !view.waiting_for.some((wait) => wait.kind === "limit")) {
+    return null;
+  }
+  return (
+    <p class="run-limits" data-run-limits>
+      priority <strong data-priority>{view.priority}</strong>
+      {uses.map((use) => (
+        <span key={use.limit} data-run-limit={use.limit} data-status={use.status}>
+          {" "}
+          · limit{" "}
+          <Link href={limitHref(use.limit, use.key)} class="mono">
+            {use.limit}
+          </Link>{" "}
+          key <span class="mono">{keyText(use.key)}</span> <StatusBadge status={use.status} /> since{" "}
+          <Time at={use.since} />
+        </span>
+      ))}
+    </p>
   );
 }
 

@@ -5,32 +5,51 @@
  * it is answered; a child links to the child run; an event wait names the
  * names it takes and its match, counts down to its timeout when it has one,
  * and opens a form that sends this run a signal (signal-form.tsx), for a
- * principal that may signal runs.
+ * principal that may signal runs. A step waiting for room in a limit, and a
+ * run queued for a slot of its workflow's limits (the view's `limits`), name
+ * the limit (linked to its status on the Limits page for that key), the key
+ * and how long it has waited, live.
  */
-import { useEffect, useState } from "preact/hooks";
+import { keyText } from "../../lib/limit-text.ts";
 import type { RunView, RunWait } from "../../schemas/api.ts";
+import { useNow } from "./hooks.ts";
 import type { PlanStep } from "./plan-graph.ts";
 import { useMay } from "./principal.tsx";
 import { Link } from "./router.tsx";
+import { limitHref } from "./routes.ts";
 import { SignalForm } from "./signal-form.tsx";
 import { Time } from "./ui.tsx";
-import { formatCountdown, gateAnchor, waitPlace } from "./waits.ts";
-
-const TICK_MS = 1_000;
+import { formatCountdown, formatWaited, gateAnchor, waitPlace } from "./waits.ts";
 
 export function WaitingFor(props: { view: RunView; plan: readonly PlanStep[] | null; onDone: () => void }) {
   const waits = props.view.waiting_for;
+  const queued = (props.view.limits ?? []).filter((use) => use.status === "waiting");
   const now = useNow(
-    waits.some((wait) => wait.kind === "timer" || (wait.kind === "event" && wait.expires_at !== null)),
+    queued.length > 0 ||
+      waits.some(
+        (wait) => wait.kind === "timer" || wait.kind === "limit" || (wait.kind === "event" && wait.expires_at !== null),
+      ),
   );
   const maySignal = useMay("signalRun");
-  if (waits.length === 0) {
+  if (waits.length === 0 && queued.length === 0) {
     return null;
   }
   return (
     <section class="waiting-for" data-waiting-for aria-label="Waiting for">
       <h2>Waiting for</h2>
       <ul>
+        {queued.map((use) => (
+          <li key={`run-limit-${use.limit}`} data-wait="run-limit" data-limit={use.limit}>
+            <span class="wait-place">the run</span> · a slot of{" "}
+            <LimitWait
+              limit={use.limit}
+              limitKey={use.key}
+              since={use.since}
+              now={now}
+              note={`, before its first node, at priority ${props.view.priority}`}
+            />
+          </li>
+        ))}
         {waits.map((wait, index) => (
           <li key={index} data-wait={wait.kind}>
             <span class="wait-place">{waitPlace(wait, props.plan)}</span>{" "}
@@ -84,6 +103,13 @@ function WaitLine(props: { wait: RunWait; now: number; gates: RunView["gates"] }
   if (wait.kind === "event") {
     return <EventLine wait={wait} now={props.now} />;
   }
+  if (wait.kind === "limit") {
+    return (
+      <span>
+        · room in <LimitWait limit={wait.limit} limitKey={wait.key} since={wait.since} now={props.now} />
+      </span>
+    );
+  }
   if (wait.kind === "tools") {
     const running = wait.calls.filter((call) => call.status === "running" || call.status === "pending");
     return (
@@ -95,6 +121,11 @@ function WaitLine(props: { wait: RunWait; now: number; gates: RunView["gates"] }
       </span>
     );
   }
+  return <ChildLine wait={wait} />;
+}
+
+function ChildLine(props: { wait: Extract<RunWait, { kind: "child" }> }) {
+  const { wait } = props;
   return (
     <span>
       · child run of <span class="mono">{wait.workflow}</span>:{" "}
@@ -106,6 +137,27 @@ function WaitLine(props: { wait: RunWait; now: number; gates: RunView["gates"] }
         </Link>
       )}
     </span>
+  );
+}
+
+/** `limit api-quota for key "acme" · waiting 12s (since …)`, the limit linked to its status for that key. */
+function LimitWait(props: { limit: string; limitKey: string; since: string; now: number; note?: string }) {
+  const waited = formatWaited(props.now - Date.parse(props.since));
+  return (
+    <>
+      limit{" "}
+      <Link href={limitHref(props.limit, props.limitKey)} class="mono" title="its status on the Limits page">
+        {props.limit}
+      </Link>{" "}
+      for key <span class="mono">{keyText(props.limitKey)}</span>
+      {props.note ?? ""} ·{" "}
+      <strong class="countdown" data-waited>
+        {waited === null ? "waiting now" : `waiting ${waited}`}
+      </strong>{" "}
+      <span class="muted">
+        (since <Time at={props.since} />)
+      </span>
+    </>
   );
 }
 
@@ -135,18 +187,4 @@ function EventLine(props: { wait: Extract<RunWait, { kind: "event" }>; now: numb
       )}
     </span>
   );
-}
-
-/** The time now, read again every second while `ticking`. */
-function useNow(ticking: boolean): number {
-  const [now, setNow] = useState(Date.now);
-  useEffect(() => {
-    if (!ticking) {
-      return undefined;
-    }
-    setNow(Date.now());
-    const timer = setInterval(() => setNow(Date.now()), TICK_MS);
-    return () => clearInterval(timer);
-  }, [ticking]);
-  return now;
 }

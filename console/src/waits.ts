@@ -46,6 +46,11 @@ export function formatCountdown(ms: number): string | null {
   return minutes > 0 ? `${minutes}m ${two(seconds)}s` : `${seconds}s`;
 }
 
+/** How long a wait has gone on, to the second (rounded down): `42s`, `1m 05s`; null under a second. */
+export function formatWaited(ms: number): string | null {
+  return formatCountdown(Math.floor(ms / 1_000) * 1_000);
+}
+
 /** A signal's body from the form's fields, or what is wrong with them. */
 export type SignalBody = { ok: true; body: EventInput } | { ok: false; error: string };
 

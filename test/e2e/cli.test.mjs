@@ -198,6 +198,54 @@ describe("the trellis CLI", () => {
     assert.match(tampered.stdout, new RegExp(`^FAIL: .*seq ${journal.entries[1].seq}`));
   });
 
+  test("lists limits with their status, prints one key's status, starts a run with --priority and shows it queued for its workflow's limit", async () => {
+    const ids = { limit: uid("cli-limit"), workflow: uid("cli-limited") };
+    const folder = join(dir, ids.workflow);
+    mkdirSync(folder);
+    writeFileSync(
+      join(folder, "limited.yaml"),
+      `limits:
+  - { id: ${ids.limit}, concurrency: 1, rate: { limit: 10, period_ms: 60000 } }
+workflows:
+  - id: ${ids.workflow}
+    limits: [{ limit: ${ids.limit}, key: input.tenant }]
+    nodes:
+      rest: { task: { steps: [{ ref: nap, action: { kind: sleep, implementation: { duration_ms: 60000 } } }] } }
+`,
+    );
+    assert.equal((await trellis(["define", folder])).code, 0);
+    const input = ["--input", '{"tenant": "acme"}'];
+    const first = /^(run_[0-9a-f]{32})\s/.exec((await trellis(["run", ids.workflow, ...input])).stdout)?.[1];
+    const started = await trellis(["run", ids.workflow, ...input, "--priority", "8"]);
+    assert.equal(started.code, 0, started.stderr);
+    const second = /^(run_[0-9a-f]{32})\s+queued$/m.exec(started.stdout)?.[1];
+    assert.ok(first && second, `${first} ${started.stdout}`);
+
+    const status = await waitFor(async () => {
+      const answer = await trellis(["limits", "status", ids.limit, "--key", "acme"]);
+      return /in use {3}1\/1\n {2}waiting {2}1\n/.test(answer.stdout) ? answer.stdout : undefined;
+    });
+    assert.match(status, new RegExp(`^${ids.limit}@1 {2}key "acme" {2}concurrency 1 · rate 10 per 1m\n`));
+    assert.match(status, /\n {2}rate 1\/10 per 1m {2}resets \d{4}-\d\d-\d\dT/);
+    const listed = await trellis(["limits"]);
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.match(listed.stdout, /^id +budgets +in use +waiting +window used +resets at\n/);
+    // The key "" is another budget: nothing holds or waits there.
+    assert.match(
+      listed.stdout,
+      new RegExp(`\n${ids.limit}@1 +concurrency 1 · rate 10 per 1m +0/1 +0 +rate 0/10 per 1m +- *(\n|$)`),
+    );
+    const shown = await trellis(["show", second]);
+    assert.match(shown.stdout, /\npriority 8\n/);
+    assert.match(shown.stdout, new RegExp(`\n {2}limit ${ids.limit} key "acme" waiting since `));
+    const bad = await trellis(["run", ids.workflow, "--priority", "10"]);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /^error: cli\.invalid_priority: /);
+    for (const runId of [second, first]) {
+      assert.equal((await trellis(["cancel", runId])).code, 0);
+    }
+  });
+
   test("prints the API's code, message and each problem's path in terms of its file, and exits 1", async () => {
     const folder = join(dir, uid("cli-bad"));
     mkdirSync(folder);

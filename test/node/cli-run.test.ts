@@ -42,6 +42,8 @@ const view = (status: string) => ({
   start_at: null,
   nodes: {},
   gates: [],
+  waiting_for: [],
+  priority: 5,
   usage: { input_tokens: 0, output_tokens: 0, cost_usd: 0 },
   parent: null,
   children: [],

@@ -5,8 +5,15 @@
 import { describe, expect, test } from "vitest";
 import { layersOf, layoutDag, NODE_WIDTH_PX } from "../../console/src/dag-layout.ts";
 import { childrenByNode, summarizeEntry } from "../../console/src/journal-summary.ts";
-import { parseRoute } from "../../console/src/routes.ts";
-import { formatCountdown, gateAnchor, signalAnswerText, toSignalBody, waitPlace } from "../../console/src/waits.ts";
+import { limitHref, parseRoute } from "../../console/src/routes.ts";
+import {
+  formatCountdown,
+  formatWaited,
+  gateAnchor,
+  signalAnswerText,
+  toSignalBody,
+  waitPlace,
+} from "../../console/src/waits.ts";
 import { fieldsOf, valueOf } from "../../console/src/schema-fields.ts";
 import { SseParser } from "../../console/src/sse.ts";
 
@@ -198,6 +205,29 @@ describe("journal timeline lines", () => {
     ).toEqual({ node: null, step: null, summary: "signal customer.replied (evt_2) received" });
   });
 
+  test("summarize a step's limit wait and a run's workflow limits: which limit and key, the wait, the priority", () => {
+    const place = { node: "call", item: null, step: "get", key: "run_1/0/call/0/1/get" };
+    const limit = { limit: { id: "api-quota", version: 2 }, limit_key: "acme" };
+    expect(summarizeEntry("limit.waiting", { ...place, ...limit })).toEqual({
+      node: "call",
+      step: "get",
+      summary: 'waits for room in limit api-quota@2, key "acme"',
+    });
+    expect(summarizeEntry("limit.granted", { ...place, item: 3, ...limit, waited_ms: 2_950 }).summary).toBe(
+      'item 3 served by limit api-quota@2, key "acme", after 2950 ms',
+    );
+    expect(summarizeEntry("limit.withdrawn", { ...place, ...limit, reason: "run cancelled" }).summary).toBe(
+      'stopped waiting for limit api-quota@2, key "acme": run cancelled',
+    );
+    const run = { limit: { id: "runs-per-tenant", version: 1 }, limit_key: "" };
+    expect(summarizeEntry("run.limit_waiting", { ...run, priority: 7 }).summary).toBe(
+      'queued for limit runs-per-tenant@1, key "", at priority 7',
+    );
+    expect(summarizeEntry("run.limit_granted", { ...run, waited_ms: 0 }).summary).toBe(
+      'holds limit runs-per-tenant@1, key "", after 0 ms',
+    );
+  });
+
   test("list the child runs each node started", () => {
     const entries = [
       { kind: "child.started", body: { node: "sub", child_run_id: "run_a" } },
@@ -244,6 +274,30 @@ describe("what a run waits for", () => {
     );
     expect(gateAnchor("gate_1")).toBe("gate-gate_1");
   });
+
+  test("how long a wait has gone on, to the second, rounded down; null under a second", () => {
+    expect([0, 999, 1_000, 1_999, 65_400, 3_600_000].map(formatWaited)).toEqual([
+      null,
+      null,
+      "1s",
+      "1s",
+      "1m 05s",
+      "1h 00m 00s",
+    ]);
+  });
+
+  test("a limit wait's place, and its link to the Limits page at its limit and key", () => {
+    const wait = { kind: "limit" as const, limit: "api-quota", key: "acme", since: "2026-12-01T08:00:00.000Z" };
+    expect(waitPlace({ ...wait, node: "call", item: 2, step: "get" }, null)).toBe("call[2] / get");
+    const href = limitHref("api-quota", "a&b =");
+    expect(href).toBe("/limits?limit=api-quota&key=a%26b+%3D");
+    const [path, search] = href.split("?");
+    const route = parseRoute(path ?? "", `?${search ?? ""}`);
+    expect(route.page === "limits" && [route.query.get("limit"), route.query.get("key")]).toEqual([
+      "api-quota",
+      "a&b =",
+    ]);
+  });
 });
 
 describe("a signal sent from the run page", () => {
@@ -277,10 +331,12 @@ describe("routes", () => {
     expect(parseRoute("/runs/run_abc", "")).toEqual({ page: "run", runId: "run_abc" });
     expect(parseRoute("/workflows", "")).toEqual({ page: "workflows" });
     expect(parseRoute("/workflows/my%20flow/", "")).toEqual({ page: "workflow", id: "my flow" });
+    const limits = parseRoute("/limits", "");
+    expect(limits.page === "limits" && limits.query.size).toBe(0);
   });
 
   test("anything else is not found, a malformed escape included", () => {
-    for (const path of ["/runs", "/runs/a/b", "/workflows/a/b", "/nope", "/runs/%E0%A4%A"]) {
+    for (const path of ["/runs", "/runs/a/b", "/workflows/a/b", "/limits/a", "/nope", "/runs/%E0%A4%A"]) {
       expect(parseRoute(path, "")).toEqual({ page: "not_found", path });
     }
   });
