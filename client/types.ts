@@ -861,6 +861,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "llm";
   implementation: {
     prompt: Reference | {
@@ -927,6 +931,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "mcp";
   implementation: McpImplementation;
 } | {
@@ -944,6 +952,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "http";
   implementation: HttpImplementation;
 } | {
@@ -961,6 +973,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "tool";
   implementation: ToolImplementation;
 } | {
@@ -978,6 +994,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "shell";
   implementation: ShellImplementation;
 } | {
@@ -995,6 +1015,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "workflow";
   implementation: WorkflowImplementation;
 } | {
@@ -1012,6 +1036,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "human";
   implementation: HumanImplementation;
 } | {
@@ -1029,6 +1057,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "vector";
   implementation: VectorImplementation;
 } | {
@@ -1046,6 +1078,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "metric";
   implementation: MetricImplementation;
 } | {
@@ -1063,6 +1099,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "context";
   implementation: ContextImplementation;
 } | {
@@ -1080,6 +1120,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "sleep";
   implementation: SleepImplementation;
 } | {
@@ -1097,6 +1141,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "event";
   implementation: EventImplementation;
 } | {
@@ -1114,6 +1162,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "plan";
   implementation: PlanImplementation;
 };
@@ -1236,6 +1288,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "llm";
       implementation: {
         prompt: Reference | {
@@ -1303,6 +1359,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "mcp";
       implementation: McpImplementation;
     } | {
@@ -1321,6 +1381,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "http";
       implementation: HttpImplementation;
     } | {
@@ -1339,6 +1403,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "tool";
       implementation: ToolImplementation;
     } | {
@@ -1357,6 +1425,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "shell";
       implementation: ShellImplementation;
     } | {
@@ -1375,6 +1447,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "workflow";
       implementation: WorkflowImplementation;
     } | {
@@ -1393,6 +1469,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "human";
       implementation: HumanImplementation;
     } | {
@@ -1411,6 +1491,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "vector";
       implementation: VectorImplementation;
     } | {
@@ -1429,6 +1513,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "metric";
       implementation: MetricImplementation;
     } | {
@@ -1447,6 +1535,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "context";
       implementation: ContextImplementation;
     } | {
@@ -1465,6 +1557,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "sleep";
       implementation: SleepImplementation;
     } | {
@@ -1483,6 +1579,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "event";
       implementation: EventImplementation;
     } | {
@@ -1501,6 +1601,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "plan";
       implementation: PlanImplementation;
     };
