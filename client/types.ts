@@ -1939,6 +1939,7 @@ export type PlanRequest = {
   mode?: "auto" | "approval" | "preview";
   approved_steps?: string[];
   idempotency_key?: string;
+  priority?: number;
 };
 
 /** A prompt: messages rendered with Handlebars over the action input. */
@@ -2351,6 +2352,7 @@ export type StartRunBody = {
   mode?: "auto" | "approval" | "preview";
   start_at?: string;
   delay_ms?: number;
+  priority?: number;
 };
 
 /** A started run (or, for a preview, run_id null, status "preview" and the plan). */
