@@ -1221,6 +1221,23 @@ export type Jwks = {
   })[];
 };
 
+/** One key of a limit: slots in use, holders waiting, the tokens (else rate) window's use and when it next frees room, the rate window too when it has both, and until when a Retry-After pauses it. */
+export type LimitStatus = {
+  limit: string;
+  key: string;
+  in_use: number;
+  waiting: number;
+  window: {
+    used: number;
+    resets_at: string | null;
+  };
+  rate_window?: {
+    used: number;
+    resets_at: string | null;
+  };
+  paused_until: string | null;
+};
+
 /** The implementation of an action of kind "llm" (docs/definitions.md#implementation-per-kind). */
 export type LlmImplementation = {
   prompt: Reference | {
@@ -2557,6 +2574,7 @@ export interface Components {
   JsonSchema: JsonSchema;
   JsonValue: JsonValue;
   Jwks: Jwks;
+  LimitStatus: LimitStatus;
   LlmImplementation: LlmImplementation;
   McpImplementation: McpImplementation;
   McpServer: McpServer;

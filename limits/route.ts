@@ -18,7 +18,8 @@ export interface LimitKeeperApi {
   release(request: ReleaseRequest): Promise<Result<{ released: boolean }>>;
   renew(request: RenewRequest): Promise<Result<{ held: string[] }>>;
   withdraw(request: WithdrawRequest): Promise<Result<{ released: number; withdrawn: number }>>;
-  status(): Promise<Result<LimitStatus>>;
+  /** What `GET /v1/limits/{id}/status?key=` answers: the object is told its limit id and key (its name holds both). */
+  status(limitId: string, key: string): Promise<Result<LimitStatus>>;
 }
 
 /**
