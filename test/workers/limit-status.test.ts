@@ -1,5 +1,7 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, it } from "vitest";
+import { parse } from "yaml";
+import summarizeUnderBudget from "../../examples/summarize-under-budget.yaml?raw";
 import { limitObject } from "../../limits/route.ts";
 import { unwrap } from "../../lib/result.ts";
 import { MAX_LIMIT_KEY_CHARS } from "../../schemas/limits.ts";
@@ -80,5 +82,22 @@ describe("GET /v1/limits/{id}/status", () => {
     for (const runId of [holder, queued]) {
       await api("POST", `/v1/runs/${runId}/cancel`);
     }
+  });
+
+  it("counts the tokens llm calls report against their model's tokens budget, for their key only", async ({
+    expect,
+  }) => {
+    await register(parse(summarizeUnderBudget));
+    const tenant = uniqueId("tenant");
+    const documents = ["one report", "two invoices", "three tickets", "four emails"];
+    const run = await waitForRun(await start("summarize-under-budget", { input: { tenant, documents } }));
+    expect(run.status).toBe("completed");
+
+    const status = await api("GET", `/v1/limits/summarizer-budget/status?key=${tenant}`);
+    expect(status.json).toMatchObject({ key: tenant, in_use: 0, waiting: 0, paused_until: null });
+    expect(status.json.window.used).toBe(run.usage.input_tokens + run.usage.output_tokens);
+    expect(status.json.window.resets_at).toEqual(expect.any(String));
+    const other = await api("GET", `/v1/limits/summarizer-budget/status?key=${uniqueId("tenant")}`);
+    expect(other.json.window).toEqual({ used: 0, resets_at: null });
   });
 });
