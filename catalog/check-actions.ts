@@ -11,6 +11,7 @@ import {
 import { parseReference } from "../schemas/common.ts";
 import { ToolGrant } from "../schemas/definitions.ts";
 import { isToolName, TOOL_NAMES } from "../schemas/tools.ts";
+import { checkLimitUses } from "./check-limits.ts";
 import { checkAgent } from "./check-tools.ts";
 import {
   CEL_SCOPES,
@@ -155,6 +156,7 @@ export function checkAction(action: InlineAction, path: string, check: CheckCont
   if (action.undo !== undefined) {
     checkUndo(action.undo, `${path}.undo`, check);
   }
+  checkLimitUses(action.limits, `${path}.limits`, action.kind === "llm" ? "llm" : "action", check);
 }
 
 /** An undo's action (a registered one, or inline and checked as any action) and its mapping over `{ input, output }`. */
@@ -209,7 +211,7 @@ function checkPromptOrModel(
   } else if ("messages" in value) {
     checkPrompt(value, path, check.report, check.problems);
   } else {
-    checkModel(value, path, check.report);
+    checkModel(value, path, check);
   }
 }
 
@@ -227,10 +229,11 @@ export function checkPrompt(prompt: Omit<Prompt, "id">, path: string, report: Re
   }
 }
 
-export function checkModel(model: Omit<Model, "id">, path: string, report: Report): void {
-  checkSecret(model.api_key, `${path}.api_key`, report);
+export function checkModel(model: Omit<Model, "id">, path: string, check: CheckContext): void {
+  checkSecret(model.api_key, `${path}.api_key`, check.report);
+  checkLimitUses(model.limits, `${path}.limits`, "model", check);
   if (model.provider === "openai-compatible" && model.base_url === undefined) {
-    report(
+    check.report(
       `${path}.base_url`,
       'an "openai-compatible" model needs a base_url (the server\'s OpenAI-style API root, e.g. http://host/v1)',
       "definition.missing_base_url",

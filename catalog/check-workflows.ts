@@ -1,5 +1,6 @@
 import type { InlineTask, Node, Step, Workflow } from "../schemas/definitions.ts";
 import { checkAction } from "./check-actions.ts";
+import { checkLimitUses } from "./check-limits.ts";
 import {
   CEL_SCOPES,
   checkCel,
@@ -17,6 +18,7 @@ export function checkWorkflow(workflow: Workflow, path: string, check: CheckCont
   for (const [nodeId, node] of Object.entries(workflow.nodes)) {
     checkNode(workflow, nodeId, node, `${path}.nodes.${nodeId}`, check);
   }
+  checkLimitUses(workflow.limits, `${path}.limits`, "workflow", check);
   workflow.triggers?.forEach((trigger, i) => {
     checkCel(trigger.if, `${path}.triggers.${i}.if`, check.report, CEL_SCOPES.trigger);
     checkMappings(trigger.input, `${path}.triggers.${i}.input`, check.report, CEL_SCOPES.trigger);

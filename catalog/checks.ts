@@ -92,6 +92,8 @@ export const CEL_SCOPES = {
   trigger: { variables: ["event"], run: [] },
   /** A webhook's `event` fields: the delivery's headers and parsed body. */
   webhook: { variables: ["headers", "body"], run: [] },
+  /** A limit's `key` (on a workflow, an action or a model): the run's or the step's input. */
+  limitKey: { variables: ["input"], run: [] },
   /** An undo's `input_mapping`: the original call's input and output. */
   undo: { variables: ["input", "output", "run"], run: STEP_RUN_FIELDS },
 } as const satisfies Record<string, { variables: readonly string[]; run: readonly string[] }>;

@@ -152,7 +152,7 @@ function resolveUndo(reader: DefinitionReader, undo: Undo, inlineId: string): Re
 /** An action resolved as one call ({@link resolveImplementation}), with its `limits` frozen in. */
 function resolveKind(
   reader: DefinitionReader,
-  { id, version, definition }: { id: string; version: number; definition: InlineUndoAction & { limits?: LimitUse[] } },
+  { id, version, definition }: { id: string; version: number; definition: InlineUndoAction },
 ): ResolvedUndoAction {
   const { limits, ...rest } = definition;
   const resolved = resolveImplementation(reader, { id, version, definition: rest });
@@ -166,7 +166,8 @@ function resolveKind(
  */
 function resolveImplementation(
   reader: DefinitionReader,
-  { id, version, definition }: { id: string; version: number; definition: InlineUndoAction },
+  // Its limits are resolved by the caller (`resolveKind`): written here, they would pass through unresolved.
+  { id, version, definition }: { id: string; version: number; definition: InlineUndoAction & { limits?: never } },
 ): ResolvedUndoAction {
   switch (definition.kind) {
     case "workflow": {

@@ -29,7 +29,7 @@ export function checkBundle(
   bundle.tasks?.forEach((task, i) => checkTask(task, `tasks.${i}`, check));
   bundle.actions?.forEach((action, i) => checkAction(action, `actions.${i}`, check));
   bundle.prompts?.forEach((prompt, i) => checkPrompt(prompt, `prompts.${i}`, report, problems));
-  bundle.models?.forEach((model, i) => checkModel(model, `models.${i}`, report));
+  bundle.models?.forEach((model, i) => checkModel(model, `models.${i}`, check));
   bundle.mcp_servers?.forEach((server, i) => checkHeaders(server.headers, `mcp_servers.${i}.headers`, report, false));
   bundle.schedules?.forEach((schedule, i) => checkSchedule(schedule, `schedules.${i}`, check));
   bundle.webhooks?.forEach((webhook, i) => checkWebhook(webhook, `webhooks.${i}`, report));

@@ -45,6 +45,7 @@ export interface RunOptions {
   version?: string;
   mode?: string;
   idempotencyKey?: string;
+  priority?: string;
   wait?: boolean;
   follow?: boolean;
 }
@@ -55,6 +56,7 @@ export async function runCommand(io: Io, workflow: string, options: RunOptions):
     ...(options.version === undefined ? {} : { version: toVersion(options.version) }),
     ...(options.mode === undefined ? {} : { mode: options.mode }),
     ...(options.idempotencyKey === undefined ? {} : { idempotency_key: options.idempotencyKey }),
+    ...(options.priority === undefined ? {} : { priority: toPriority(options.priority) }),
   };
   // `--wait` asks the start itself to wait (Prefer: wait, docs/api.md): a short run is over when it answers.
   const waits = options.wait === true && options.follow !== true;
@@ -131,6 +133,18 @@ function toVersion(version: string): number {
   const number = Number(version);
   if (!Number.isInteger(number) || number < 1) {
     throw new CliError("cli.invalid_version", `--version must be a version number, not ${version}`);
+  }
+  return number;
+}
+
+/** A run's place in the queues of limits (docs/api.md): an integer from 0 to 9. */
+function toPriority(priority: string): number {
+  const number = Number(priority);
+  if (priority.trim() === "" || !Number.isInteger(number) || number < 0 || number > 9) {
+    throw new CliError(
+      "cli.invalid_priority",
+      `--priority must be an integer from 0 (lowest) to 9 (highest), not ${priority}`,
+    );
   }
   return number;
 }

@@ -110,6 +110,7 @@ function authoring({ cli, command, act }: Builder): void {
     .option("--version <n>", "a version of the workflow (default: the latest)")
     .addOption(new Option("--mode <mode>", "how it starts").choices(["auto", "approval", "preview"]))
     .option("--idempotency-key <key>", "start at most one run for this key")
+    .option("--priority <n>", "its place in the queues of limits: 0 (lowest) to 9 (highest); default 5")
     .option("--wait", "wait until the run ends; exit 1 unless it completed")
     .option("--follow", "show live progress until the run ends; exit 1 unless it completed")
     .action(act((io, workflow: string, options: RunOptions) => runCommand(io, workflow, options)));

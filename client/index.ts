@@ -30,6 +30,7 @@ import type {
   JournalEntry,
   JournalResponse,
   Jwks,
+  LimitStatus,
   OpenGateList,
   RegisterResponse,
   RunList,
@@ -70,7 +71,16 @@ export type Result<T> = { ok: true; value: T } | { ok: false; error: ErrorData }
 
 /** A definition kind as `getDefinition` takes it (`_` may be written `-`). */
 export type DefinitionKindName =
-  "workflows" | "tasks" | "actions" | "prompts" | "models" | "mcp_servers" | "mcp-servers" | "schedules" | "webhooks";
+  | "workflows"
+  | "tasks"
+  | "actions"
+  | "prompts"
+  | "models"
+  | "mcp_servers"
+  | "mcp-servers"
+  | "schedules"
+  | "webhooks"
+  | "limits";
 
 /**
  * The `TrellisApi` entrypoint (src/rpc.ts) as a caller sees it: each method is
@@ -150,6 +160,11 @@ export interface TrellisApi {
   journalKeys(): Promise<Result<Jwks>>;
   /** `GET /v1/schedules/{id}/status`: paused or not, the next 5 slots, the recent slots and their runs. */
   scheduleStatus(id: string): Promise<Result<ScheduleStatus>>;
+  /**
+   * `GET /v1/limits/{id}/status?key=`: one key's slots in use, holders waiting and window; no key is the empty key
+   * (a limit named without `key`). A limit that is not registered is `limit.not_found`.
+   */
+  limitStatus(id: string, key?: string): Promise<Result<LimitStatus>>;
   /** `POST /v1/schedules/{id}/pause`. */
   pauseSchedule(id: string): Promise<Result<ScheduleStatus>>;
   /** `POST /v1/schedules/{id}/resume`: slots start again from now on. */

@@ -861,6 +861,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "llm";
   implementation: {
     prompt: Reference | {
@@ -927,6 +931,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "mcp";
   implementation: McpImplementation;
 } | {
@@ -944,6 +952,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "http";
   implementation: HttpImplementation;
 } | {
@@ -961,6 +973,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "tool";
   implementation: ToolImplementation;
 } | {
@@ -978,6 +994,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "shell";
   implementation: ShellImplementation;
 } | {
@@ -995,6 +1015,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "workflow";
   implementation: WorkflowImplementation;
 } | {
@@ -1012,6 +1036,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "human";
   implementation: HumanImplementation;
 } | {
@@ -1029,6 +1057,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "vector";
   implementation: VectorImplementation;
 } | {
@@ -1046,6 +1078,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "metric";
   implementation: MetricImplementation;
 } | {
@@ -1063,6 +1099,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "context";
   implementation: ContextImplementation;
 } | {
@@ -1080,6 +1120,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "sleep";
   implementation: SleepImplementation;
 } | {
@@ -1097,6 +1141,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "event";
   implementation: EventImplementation;
 } | {
@@ -1114,6 +1162,10 @@ export type InlineUndoAction = {
     emails?: string[];
   };
   id?: string;
+  limits?: ({
+    limit: Reference;
+    key?: string;
+  })[];
   kind: "plan";
   implementation: PlanImplementation;
 };
@@ -1167,6 +1219,23 @@ export type Jwks = {
     use: "sig";
     [key: string]: unknown;
   })[];
+};
+
+/** One key of a limit: slots in use, holders waiting, the tokens (else rate) window's use and when it next frees room, the rate window too when it has both, and until when a Retry-After pauses it. */
+export type LimitStatus = {
+  limit: string;
+  key: string;
+  in_use: number;
+  waiting: number;
+  window: {
+    used: number;
+    resets_at: string | null;
+  };
+  rate_window?: {
+    used: number;
+    resets_at: string | null;
+  };
+  paused_until: string | null;
 };
 
 /** The implementation of an action of kind "llm" (docs/definitions.md#implementation-per-kind). */
@@ -1236,6 +1305,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "llm";
       implementation: {
         prompt: Reference | {
@@ -1303,6 +1376,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "mcp";
       implementation: McpImplementation;
     } | {
@@ -1321,6 +1398,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "http";
       implementation: HttpImplementation;
     } | {
@@ -1339,6 +1420,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "tool";
       implementation: ToolImplementation;
     } | {
@@ -1357,6 +1442,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "shell";
       implementation: ShellImplementation;
     } | {
@@ -1375,6 +1464,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "workflow";
       implementation: WorkflowImplementation;
     } | {
@@ -1393,6 +1486,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "human";
       implementation: HumanImplementation;
     } | {
@@ -1411,6 +1508,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "vector";
       implementation: VectorImplementation;
     } | {
@@ -1429,6 +1530,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "metric";
       implementation: MetricImplementation;
     } | {
@@ -1447,6 +1552,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "context";
       implementation: ContextImplementation;
     } | {
@@ -1465,6 +1574,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "sleep";
       implementation: SleepImplementation;
     } | {
@@ -1483,6 +1596,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "event";
       implementation: EventImplementation;
     } | {
@@ -1501,6 +1618,10 @@ export type LlmImplementation = {
       };
       id?: string;
       undo?: Undo;
+      limits?: ({
+        limit: Reference;
+        key?: string;
+      })[];
       kind: "plan";
       implementation: PlanImplementation;
     };
@@ -1835,6 +1956,7 @@ export type PlanRequest = {
   mode?: "auto" | "approval" | "preview";
   approved_steps?: string[];
   idempotency_key?: string;
+  priority?: number;
 };
 
 /** A prompt: messages rendered with Handlebars over the action input. */
@@ -2247,6 +2369,7 @@ export type StartRunBody = {
   mode?: "auto" | "approval" | "preview";
   start_at?: string;
   delay_ms?: number;
+  priority?: number;
 };
 
 /** A started run (or, for a preview, run_id null, status "preview" and the plan). */
@@ -2451,6 +2574,7 @@ export interface Components {
   JsonSchema: JsonSchema;
   JsonValue: JsonValue;
   Jwks: Jwks;
+  LimitStatus: LimitStatus;
   LlmImplementation: LlmImplementation;
   McpImplementation: McpImplementation;
   McpServer: McpServer;

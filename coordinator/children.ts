@@ -125,6 +125,7 @@ export async function startChildRun(peers: RunPeers, parentRunId: string, comman
       trigger: { kind: "parent", run_id: parentRunId, key: command.key },
       ...(command.resources ? { inherited_resources: command.resources } : {}),
       ...(start.value.plan ? { plan: start.value.plan } : {}),
+      ...(command.priority === undefined ? {} : { priority: command.priority }),
     } satisfies CreateRunRequest);
     return created.ok ? { type: "child_started", key: command.key, run_id: childRunId } : failed(created.error);
   } catch (error) {

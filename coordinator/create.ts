@@ -5,6 +5,7 @@ import type { JournalBody, JournalKind } from "../schemas/journal-bodies.ts";
 import type { ResourceHandle } from "../schemas/payload.ts";
 import type { PlanOrigin } from "../schemas/plans.ts";
 import type { RunSnapshot } from "../schemas/resolved.ts";
+import { DEFAULT_PRIORITY } from "../schemas/limits.ts";
 import type { NodeRecord, PlanStepRecord, RunMode, RunRecord, RunTrigger } from "../schemas/run.ts";
 import type { RunState } from "./decide.ts";
 
@@ -36,6 +37,8 @@ export interface CreateRunRequest {
   start_at?: number;
   /** …or how long after its creation (counted on the coordinator's clock, the one its timers use). */
   delay_ms?: number;
+  /** Its place in the queues of limits, 0–9 (a child's is its parent's); absent: 5. */
+  priority?: number;
 }
 
 /**
@@ -95,6 +98,10 @@ export function newRunState(request: CreateRunRequest, now: number): RunState {
       journal_seq: 1,
       idempotency_key: request.idempotency_key,
       request_hash: request.request_hash,
+      // Kept only when it is not the default: a record without one is at 5.
+      ...(request.priority === undefined || request.priority === DEFAULT_PRIORITY
+        ? {}
+        : { priority: request.priority }),
     },
     nodes,
   };

@@ -40,6 +40,8 @@ export type Command =
       depth: number;
       resources?: Record<string, ResourceHandle>;
       plan?: ChildPlan & { parent_tools: string[] };
+      /** The parent's priority, which the child inherits (absent: 5). */
+      priority?: number;
     }
   /** Cancel the child runs started under these keys: some of the run's `pending_cancels`, sent by a wake. */
   | { kind: "cancel_children"; keys: string[] }

@@ -86,5 +86,6 @@ export function requestChild(
     depth: draft.record.depth + 1,
     ...(resources ? { resources } : {}),
     ...(plan ? { plan: { ...plan, parent_tools: draft.workflow.tools ?? [] } } : {}),
+    ...(draft.record.priority === undefined ? {} : { priority: draft.record.priority }),
   });
 }

@@ -422,7 +422,10 @@ export const ToolRef = z.union([
 const PIN = z.string().regex(/^sha256:[0-9a-f]{64}$/, "must be sha256:<64 lowercase hex>");
 
 /** An action written inline as an undo: an action of its own, which declares no undo and no tools itself. */
-export const InlineUndoAction = actionUnion({ id: DefinitionId.optional() }, BASE_IMPLEMENTATIONS);
+export const InlineUndoAction = actionUnion(
+  { id: DefinitionId.optional(), limits: LimitUses.optional() },
+  BASE_IMPLEMENTATIONS,
+);
 export type InlineUndoAction = z.infer<typeof InlineUndoAction>;
 
 /**
@@ -442,7 +445,7 @@ export type Undo = z.infer<typeof Undo>;
 
 /** An action written inline as a tool: any kind, an `llm` without tools of its own. */
 export const InlineToolAction = actionUnion(
-  { id: DefinitionId.optional(), undo: Undo.optional() },
+  { id: DefinitionId.optional(), undo: Undo.optional(), limits: LimitUses.optional() },
   BASE_IMPLEMENTATIONS,
 );
 export type InlineToolAction = z.infer<typeof InlineToolAction>;

@@ -5,6 +5,7 @@ import { Tokens } from "./agent.ts";
 import { JsonValue } from "./common.ts";
 import { DefinitionKind } from "./definitions.ts";
 import { ErrorDetail, ErrorInfo, ErrorSummary, Failure } from "./errors.ts";
+import { Priority } from "./limits.ts";
 import { StepRecord } from "./payload.ts";
 import { ToolResult } from "./plans.ts";
 import {
@@ -40,6 +41,8 @@ export const StartRunBody = z
     mode: RunMode.optional(),
     start_at: z.iso.datetime({ offset: true }).optional(),
     delay_ms: z.number().int().min(0).max(MAX_START_DELAY_MS).optional(),
+    /** Its place in the queues of limits: 0 (lowest) to 9 (highest). @default 5 */
+    priority: Priority.optional(),
   })
   .check((ctx) => {
     if (ctx.value.start_at !== undefined && ctx.value.delay_ms !== undefined) {

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { ApprovedSteps, JsonSchema, JsonValue, PlanTools } from "./common.ts";
 import { RunMode } from "./run.ts";
 import { Failure } from "./errors.ts";
+import { Priority } from "./limits.ts";
 
 /**
  * Agent plans (docs/plans.md): the two notations `POST /v1/plans` accepts as
@@ -92,6 +93,8 @@ export const PlanRequest = z.strictObject({
   /** High-risk steps that run without an approval gate (when the deployment allows it). */
   approved_steps: ApprovedSteps.optional(),
   idempotency_key: z.string().min(1).max(256).optional(),
+  /** The run's place in the queues of limits: 0 (lowest) to 9 (highest). @default 5 */
+  priority: Priority.optional(),
 });
 export type PlanRequest = z.infer<typeof PlanRequest>;
 

@@ -17,6 +17,7 @@ import { listOpenGates } from "./gate-list.ts";
 import { answererOf, answerLink, createGateLink, LINK_PATH, linkPage, type LinkTarget } from "./gate-links.ts";
 import { mcpServerTools } from "./mcp-tools.ts";
 import { approveRun, startPlan } from "./plans.ts";
+import { limitStatus } from "./limit-status.ts";
 import { listRuns } from "./run-list.ts";
 import { SCHEDULE_CONTROL_CALLS, SCHEDULE_CONTROLS, scheduleStatus } from "../schedules/index.ts";
 import * as service from "./service.ts";
@@ -53,6 +54,7 @@ export function createApp(): Hono<App> {
   runRoutes(app);
   eventRoutes(app);
   scheduleRoutes(app);
+  limitRoutes(app);
   tokenRoutes(app);
   // After the run routes: `/v1/:kind/:id` would otherwise take `/v1/runs/<id>`.
   definitionRoutes(app);
@@ -171,6 +173,13 @@ function scheduleRoutes(app: Hono<App>): void {
       return c.json(answer, control === "backfill" ? 202 : 200);
     });
   }
+}
+
+/** A limit object's state (docs/api.md, "GET /v1/limits/{id}/status"); `key` absent is the empty key. */
+function limitRoutes(app: Hono<App>): void {
+  app.get("/v1/limits/:id/status", allow("limitStatus"), async (c) =>
+    c.json(await limitStatus(c.env, c.req.param("id"), c.req.query("key"))),
+  );
 }
 
 /** Tokens as data (docs/api.md, "Tokens"): admin only. */

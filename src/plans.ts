@@ -52,6 +52,7 @@ export async function startPlan(
       by: byOf(principal),
       trigger: { kind: "plan" },
       plan,
+      ...(request.priority === undefined ? {} : { priority: request.priority }),
     },
     waitMs,
   );

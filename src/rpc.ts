@@ -20,12 +20,14 @@ import type {
 import type { EventTriggers, SendEventsResponse } from "../schemas/events.ts";
 import type { Jwks } from "../schemas/journal.ts";
 import type { StartPlanResponse } from "../schemas/plans.ts";
+import type { LimitStatus } from "../schemas/limits.ts";
 import type { BackfillAnswer, ScheduleStatus, SlotRecord } from "../schemas/schedules.ts";
 import * as schedules from "../schedules/index.ts";
 import type { RunControl } from "../coordinator/controls.ts";
 import type { TrellisApi as TrellisApiClient } from "../client/index.ts";
 import { eventTriggers, sendEvents } from "../events/index.ts";
 import { listOpenGates } from "./gate-list.ts";
+import { limitStatus } from "./limit-status.ts";
 import { startPlan } from "./plans.ts";
 import { listRuns } from "./run-list.ts";
 import * as service from "./service.ts";
@@ -233,6 +235,15 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
   /** `GET /v1/schedules/{id}/status`. */
   scheduleStatus(id: string): Promise<Result<ScheduleStatus>> {
     return call("scheduleStatus", () => schedules.scheduleStatus(this.env, idArgument(id, "id")));
+  }
+
+  /** `GET /v1/limits/{id}/status?key=`; no key is the empty key. */
+  limitStatus(id: string, key?: string): Promise<Result<LimitStatus>> {
+    return call("limitStatus", () => {
+      // A key is at most MAX_LIMIT_KEY_CHARS (256): as an id argument it is checked, and limitStatus says 400 past 256.
+      const limitKey = key === undefined ? undefined : idArgument(key, "key");
+      return limitStatus(this.env, idArgument(id, "id"), limitKey);
+    });
   }
 
   pauseSchedule(id: string): Promise<Result<ScheduleStatus>> {

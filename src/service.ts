@@ -30,6 +30,7 @@ import { byOf, type By, type Principal } from "../schemas/auth.ts";
 import type { JsonObject } from "../schemas/common.ts";
 import { DefinitionKind } from "../schemas/definitions.ts";
 import type { SendEventsResponse } from "../schemas/events.ts";
+import { DEFAULT_PRIORITY } from "../schemas/limits.ts";
 import { Jwks, type PublicJwk } from "../schemas/journal.ts";
 
 /**
@@ -177,11 +178,8 @@ export async function startRun(
       },
     };
   }
-  // The delay as sent, and only when sent: a retry with the same delay_ms is the same request.
-  const { start_at, delay_ms } = request;
-  const requestHash = await sha256Hex(
-    canonicalJson({ workflow: workflowId, version: request.version ?? null, input, mode, start_at, delay_ms }),
-  );
+  const priority = request.priority === DEFAULT_PRIORITY ? undefined : request.priority;
+  const requestHash = await startRequestHash(workflowId, request, input, mode, priority);
   const runId =
     request.idempotency_key === undefined ? newRunId() : await idempotentRunId(workflowId, request.idempotency_key);
   return createRun(
@@ -197,9 +195,28 @@ export async function startRun(
       by: byOf(principal),
       trigger: { kind: "api" },
       ...delay,
+      ...(priority === undefined ? {} : { priority }),
     },
     waitMs,
   );
+}
+
+/**
+ * What makes two starts with one idempotency key the same request. The delay
+ * as sent, and only when sent: a retry with the same delay_ms is the same
+ * request. A priority likewise, 5 being none: a retry that adds `priority: 5`
+ * asks for the same run.
+ */
+function startRequestHash(
+  workflowId: string,
+  request: StartRunBody,
+  input: unknown,
+  mode: string,
+  priority: number | undefined,
+): Promise<string> {
+  const { start_at, delay_ms } = request;
+  const version = request.version ?? null;
+  return sha256Hex(canonicalJson({ workflow: workflowId, version, input, mode, start_at, delay_ms, priority }));
 }
 
 /**

@@ -26,6 +26,7 @@ import { DefinitionBundle } from "../../schemas/definitions.ts";
 import { EventTriggers, SendEventsBody, SendEventsResponse } from "../../schemas/events.ts";
 import { JournalEntry, JournalResponse, Jwks } from "../../schemas/journal.ts";
 import { PlanRequest, ApproveBody, StartPlanResponse } from "../../schemas/plans.ts";
+import { LimitStatus } from "../../schemas/limits.ts";
 import { BackfillAnswer, BackfillBody, ScheduleStatus, SlotRecord } from "../../schemas/schedules.ts";
 
 /** Request bodies, by their OpenAPI component name (converted as input: what a client sends). */
@@ -70,6 +71,7 @@ export const RESPONSE_SCHEMAS = {
   ScheduleStatus,
   SlotRecord,
   BackfillAnswer,
+  LimitStatus,
   EventTriggers,
   CreatedToken,
   TokenList,
@@ -124,6 +126,8 @@ export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName,
   SlotRecord:
     "One slot of a schedule: its time, its run (null when none started) and the run's status, or skipped/buffered/start_failed with a reason.",
   BackfillAnswer: "How many slots a backfill queued, and the first and last of them.",
+  LimitStatus:
+    "One key of a limit: slots in use, holders waiting, the tokens (else rate) window's use and when it next frees room, the rate window too when it has both, and until when a Retry-After pauses it.",
   CreateTokenBody:
     "A token to make: its name, roles (reader, runner, approver, author, admin), the workflows it is limited to (id patterns, * for any characters), and when it expires.",
   CreatedToken: "The token made, with its secret: shown this once, stored only as a keyed hash.",

@@ -70,9 +70,11 @@ export function openApiDocument(): Doc {
         "A durable workflow engine on Cloudflare Workers (docs/api.md). Generated from the zod " +
         "schemas in schemas/ and the route table in src/contracts/routes.ts by `npm run schemas`; do not edit.",
     },
-    tags: ["meta", "definitions", "runs", "gates", "journal", "events", "schedules", "tokens"].map((name) => ({
-      name,
-    })),
+    tags: ["meta", "definitions", "runs", "gates", "journal", "events", "schedules", "limits", "tokens"].map(
+      (name) => ({
+        name,
+      }),
+    ),
     security: [{ bearer: [] }],
     paths,
     components: {

@@ -55,7 +55,7 @@ export type RouteSpec = RouteAccess & {
   summary: string;
   /** The heading of docs/api.md that documents the route. */
   docs: string;
-  tag: "meta" | "definitions" | "runs" | "gates" | "journal" | "events" | "schedules" | "tokens";
+  tag: "meta" | "definitions" | "runs" | "gates" | "journal" | "events" | "schedules" | "limits" | "tokens";
   query?: Record<string, QueryParam>;
   /** Request headers the route reads. */
   headers?: Record<string, QueryParam>;
@@ -83,7 +83,7 @@ export const NOT_API_ROUTES: string[] = [
 
 /** Every path parameter of the API, described once. */
 export const PATH_PARAMS: Record<string, string> = {
-  kind: "A definition kind as in the bundle, `_` written `-`: workflows, tasks, actions, prompts, models, mcp-servers, schedules, webhooks.",
+  kind: "A definition kind as in the bundle, `_` written `-`: workflows, tasks, actions, prompts, models, mcp-servers, schedules, webhooks, limits.",
   id: "A definition id (`^[a-z][a-z0-9_-]{0,62}$`).",
   version: "A version number, 1 or more.",
   run_id: "A run id, as returned when the run started.",
@@ -181,6 +181,31 @@ const SCHEDULE_ROUTES: RouteSpec[] = [
     body: { schema: "BackfillBody", required: true },
     responses: { 202: { description: "The slots queued.", schema: "BackfillAnswer" } },
     errors: [404],
+  },
+];
+
+/** A limit object's state (limits/keeper.ts). */
+const LIMIT_ROUTES: RouteSpec[] = [
+  {
+    method: "get",
+    path: "/v1/limits/{id}/status",
+    operationId: "limitStatus",
+    summary: "One key's slots in use, runs and calls waiting, and window of a limit (its Retry-After pause too).",
+    auth: "bearer",
+    role: "reader",
+    // Counts only, no run or workflow named: a token limited to workflows may watch the limits its runs wait for.
+    grant: "any",
+    docs: "GET /v1/limits/{id}/status",
+    tag: "limits",
+    query: {
+      key: {
+        type: "string",
+        description:
+          'The key\'s value (at most 256 characters); absent or empty: "", the key of a limit named without `key`.',
+      },
+    },
+    responses: { 200: { description: "The limit object's state for that key.", schema: "LimitStatus" } },
+    errors: [400, 404],
   },
 ];
 
@@ -636,5 +661,6 @@ export const API_ROUTES: RouteSpec[] = [
     errors: [403, 404, 409],
   },
   ...SCHEDULE_ROUTES,
+  ...LIMIT_ROUTES,
   ...TOKEN_ROUTES,
 ];

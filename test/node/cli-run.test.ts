@@ -10,13 +10,20 @@ interface Call {
   headers: Record<string, string>;
 }
 
-/** An Io whose API answers `answers[path]` and records each call; what is printed is collected. */
-function recording(answers: Record<string, unknown>): { io: Io; calls: Call[]; printed: () => string } {
+/** An Io whose API answers `answers[path]` and records each call and its body; what is printed is collected. */
+function recording(answers: Record<string, unknown>): {
+  io: Io;
+  calls: Call[];
+  bodies: unknown[];
+  printed: () => string;
+} {
   const calls: Call[] = [];
+  const bodies: unknown[] = [];
   let printed = "";
   const api = {
     json: (method: string, path: string, options: RequestOptions = {}) => {
       calls.push({ method, path, headers: options.headers ?? {} });
+      bodies.push(options.body);
       if (!(path in answers)) {
         return Promise.reject(new Error(`unexpected ${method} ${path}`));
       }
@@ -25,7 +32,7 @@ function recording(answers: Record<string, unknown>): { io: Io; calls: Call[]; p
     stream: (path: string) => Promise.reject(new Error(`unexpected stream ${path}`)),
   } as unknown as Api;
   const out = { write: (text: string) => ((printed += text), true), isTTY: false } as unknown as NodeJS.WriteStream;
-  return { io: { api, json: false, out }, calls, printed: () => printed };
+  return { io: { api, json: false, out }, calls, bodies, printed: () => printed };
 }
 
 const RUN = "run_0123456789abcdef0123456789abcdef";
@@ -79,6 +86,25 @@ describe("trellis run --wait", () => {
     });
     expect(await runCommand(io, "greet", {})).toBe(0);
     expect(calls).toEqual([{ method: "POST", path: "/v1/workflows/greet/runs", headers: {} }]);
+  });
+});
+
+describe("trellis run --priority", () => {
+  it("sends the run's priority with its start", async ({ expect }) => {
+    const { io, bodies } = recording({
+      "/v1/workflows/greet/runs": { run_id: RUN, status: "running", workflow: { id: "greet", version: 1 } },
+    });
+    expect(await runCommand(io, "greet", { priority: "8" })).toBe(0);
+    expect(await runCommand(io, "greet", {})).toBe(0);
+    expect(bodies).toEqual([{ input: {}, priority: 8 }, { input: {} }]);
+  });
+
+  it("refuses a priority that is not an integer from 0 to 9, before any request", async ({ expect }) => {
+    for (const priority of ["10", "-1", "2.5", "high", ""]) {
+      const { io, calls } = recording({});
+      await expect(runCommand(io, "greet", { priority })).rejects.toMatchObject({ code: "cli.invalid_priority" });
+      expect(calls).toEqual([]);
+    }
   });
 });
 
