@@ -341,6 +341,64 @@ describe("the journal of real runs", () => {
     });
     expect((await api("POST", `/v1/runs/${stuckAgent}/cancel`, { reason: "enough" })).status).toBe(200);
 
+    // Limits: a step that waits for a slot and is served, one withdrawn by its run's cancel, and a run
+    // queued behind its workflow's limit that is served when the holder is cancelled.
+    const ids = {
+      step: uniqueId("slot"),
+      run: uniqueId("run-slot"),
+      limited: uniqueId("limited"),
+      queued: uniqueId("queued"),
+    };
+    const ask = { kind: "human", implementation: { prompt_template: "go?", input_schema: { type: "object" } } };
+    await register({
+      limits: [
+        { id: ids.step, concurrency: 1 },
+        { id: ids.run, concurrency: 1 },
+      ],
+      workflows: [
+        {
+          id: ids.limited,
+          nodes: {
+            call: {
+              task: {
+                steps: [
+                  {
+                    ref: "get",
+                    action: {
+                      kind: "http",
+                      implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=800` },
+                      limits: [{ limit: ids.step }],
+                    },
+                  },
+                ],
+              },
+            },
+          },
+        },
+        {
+          id: ids.queued,
+          limits: [{ limit: ids.run }],
+          nodes: { ask: { task: { steps: [{ ref: "ask", action: ask }] } } },
+        },
+      ],
+    });
+    const holding = await start(ids.limited);
+    await waitForRun(holding, (run) => run.nodes.call?.status === "running");
+    const served = await start(ids.limited);
+    const withdrawn = await start(ids.limited);
+    runs.push(holding, served, withdrawn);
+    await waitForRun(withdrawn, (run) => run.status === "waiting");
+    expect((await api("POST", `/v1/runs/${withdrawn}/cancel`, {})).status).toBe(200);
+    expect((await waitForRun(served)).status).toBe("completed");
+    const first = await start(ids.queued);
+    await waitForRun(first, (run) => run.status === "waiting");
+    const second = await start(ids.queued);
+    runs.push(first, second);
+    await waitForRun(second, (run) => run.limits?.[0]?.status === "waiting");
+    expect((await api("POST", `/v1/runs/${first}/cancel`, {})).status).toBe(200);
+    await waitForRun(second, (run) => run.status === "waiting");
+    expect((await api("POST", `/v1/runs/${second}/cancel`, {})).status).toBe(200);
+
     const kinds = new Set<string>();
     for (const runId of runs) {
       const entries = await journal(runId);
