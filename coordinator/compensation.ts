@@ -210,6 +210,7 @@ function dispatchUndo(draft: Draft, index: number, undo: UndoRecord): void {
       resources: {},
       timeout_ms: timeoutMs,
       retry_attempt: attempt - 1,
+      one_call: true,
     },
   });
 }

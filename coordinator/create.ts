@@ -133,6 +133,7 @@ export function runCreatedEntry(
       ...(record.start_at === undefined ? {} : { start_at: new Date(record.start_at).toISOString() }),
       ...(request.plan ? { plan: request.plan.origin } : {}),
       trigger: request.trigger,
+      ...(record.priority === undefined ? {} : { priority: record.priority }),
       ...(request.by === undefined ? {} : { by: request.by }),
     },
   };

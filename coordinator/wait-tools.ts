@@ -238,6 +238,7 @@ function dispatchTool(
       resources: resourcesOf(draft, draft.nodeDefinition(at.nodeId).resource_bindings),
       timeout_ms: send.timeoutMs,
       retry_attempt: send.attempt - 1,
+      one_call: true,
       ...(send.approved ? { resume: { mode: "approved" as const, step_index: 0, context } } : {}),
     },
   });

@@ -116,15 +116,12 @@ export function holderIdOf(payload: TaskPayload, place: CallPlace, call: number)
 }
 
 /**
- * A task the coordinator made to run one call for a step: an agent's tool
- * call (`<task>/<step>/tools/<tool>`) or an undo (`<task>/<step>/undo`). Its id
- * has two `/` or more; a task's own has none (a registered task) or one (an
- * inline one: `<workflow>/<node>`), since definition and node ids contain no
- * `/`. Its result settles the call: it cannot wait for a limit.
+ * A task the coordinator made to run one call for a step (an agent's tool
+ * call, an undo; `one_call` on its payload): its result settles the call, so
+ * it cannot wait for a limit.
  */
-export function isOneCallTask(payload: Pick<TaskPayload, "task_id">): boolean {
-  const first = payload.task_id.indexOf("/");
-  return first !== -1 && payload.task_id.includes("/", first + 1);
+export function isOneCallTask(payload: Pick<TaskPayload, "one_call">): boolean {
+  return payload.one_call === true;
 }
 
 /** A limit as a call holds it: the definition the run resolved, the key for this step's input. */

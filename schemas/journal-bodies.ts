@@ -70,8 +70,8 @@ export const RUN_STATUS_REASONS = {
   started: "started",
   /** queued → running. */
   dispatching: "dispatching",
-  /** running → waiting: nothing is in flight and only timers, gates, child runs or events are pending. */
-  waiting: "waiting for timers, gates, child runs or events",
+  /** running → waiting: nothing is in flight and only timers, gates, child runs, events or limits are pending. */
+  waiting: "waiting for timers, gates, child runs, events or limits",
   /** waiting → running. */
   workResumed: "work resumed",
   paused: "paused by request",
@@ -108,6 +108,8 @@ export const JOURNAL_BODIES = {
     plan: PlanOrigin.optional(),
     /** How the run was started (absent: by the API). */
     trigger: RunTrigger.optional(),
+    /** Its place in the queues of limits, when not the default 5. */
+    priority: z.number().int().min(0).max(9).optional(),
     by: CausedBy,
   }),
   /** `by` on the transitions a control causes (cancel, pause, resume, approve, redrive). */

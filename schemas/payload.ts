@@ -95,6 +95,12 @@ export const TaskPayload = z.strictObject({
   resume: TaskResume.optional(),
   /** The run's priority (0–9, default 5): its place in the queues of limits. */
   priority: Priority.optional(),
+  /**
+   * A task the coordinator made to run one call for a step (an agent's tool
+   * call, an undo): its result settles that call, so it cannot suspend, and a
+   * limit without room fails the call (`limit.no_room`, retryable) instead.
+   */
+  one_call: z.literal(true).optional(),
 });
 export type TaskPayload = z.infer<typeof TaskPayload>;
 

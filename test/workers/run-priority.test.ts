@@ -1,7 +1,7 @@
 import { exports } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import type { TrellisApi } from "../../src/rpc.ts";
-import { api, httpTarget, register, start, uniqueId, waitForRun } from "./helpers.ts";
+import { api, httpTarget, journal, register, start, uniqueId, waitForRun } from "./helpers.ts";
 
 /** A workflow of one step that writes `v`: it completes at once. */
 const quick = (id: string) => ({
@@ -28,6 +28,9 @@ describe("a run's priority", () => {
       const run = await waitForRun(await start(id, { input: {}, ...body }));
       expect(run.status).toBe("completed");
       expect(run.priority, JSON.stringify(body)).toBe(priority);
+      // The signed record of its start says a priority that is not the default.
+      const created = (await journal(run.run_id)).find((entry) => entry.kind === "run.created");
+      expect(created?.body.priority).toBe(priority === 5 ? undefined : priority);
     }
   });
 

@@ -463,7 +463,7 @@ describe("a limit without room", () => {
       version: 0,
       steps: [{ ...step, output_mapping: { "output.result": "$" } }],
     };
-    const result = await run(payload([], { task_id: task.id, task, token_id: "run_lim.12" }), limits);
+    const result = await run(payload([], { task_id: task.id, task, token_id: "run_lim.12", one_call: true }), limits);
     expect(result.suspended).toBeUndefined();
     const attempts = result.steps?.[0]?.attempts ?? [];
     expect(attempts.map((attempt) => attempt.error?.code)).toEqual(["limit.no_room", "limit.no_room"]);
@@ -475,14 +475,11 @@ describe("a limit without room", () => {
 });
 
 describe("tasks that cannot wait", () => {
-  it("are the coordinator's one-call tasks: an agent's tool call and an undo, never a task of a definition", ({
+  it("are those the coordinator marks one_call (an agent's tool call, an undo), never a task of a definition", ({
     expect,
   }) => {
-    expect(isOneCallTask({ task_id: "wf/n/agent/tools/fetch" })).toBe(true);
-    expect(isOneCallTask({ task_id: "tidy/charge/undo" })).toBe(true);
-    expect(isOneCallTask({ task_id: "wf/n/charge/undo" })).toBe(true);
-    expect(isOneCallTask({ task_id: "tidy" })).toBe(false);
-    expect(isOneCallTask({ task_id: "wf/undo" })).toBe(false);
+    expect(isOneCallTask({ one_call: true })).toBe(true);
+    expect(isOneCallTask({})).toBe(false);
   });
 });
 
