@@ -246,4 +246,37 @@ describe("limits across runs", () => {
     const status = await api("GET", `/v1/limits/${limit}/status`);
     expect(status.json.window.used).toBeGreaterThanOrEqual(1);
   });
+
+  it("a 429 with Retry-After pauses the limit for every run using it, not only the caller", async ({ expect }) => {
+    const limit = uniqueId("lim");
+    const [throttled, calm] = [uniqueId("throttled"), uniqueId("calm")];
+    const target = uniqueId("after-pause");
+    const step = (url: string) => ({
+      ref: "call",
+      action: {
+        kind: "http",
+        implementation: { method: "GET", url_template: url },
+        limits: [{ limit }],
+        execution: { retry_policy: { max_attempts: 1 } },
+      },
+      on_failure: "continue",
+      output_mapping: { "output.call": "$.body" },
+    });
+    await register({
+      limits: [{ id: limit, concurrency: 10 }],
+      workflows: [
+        singleTaskWorkflow(throttled, [step(`${httpTarget()}/status/429?retry_after=2`)]),
+        singleTaskWorkflow(calm, [step(`${httpTarget()}/slow/${target}?ms=1&stamp=1`)]),
+      ],
+    });
+    const answered429At = Date.now();
+    await waitForRun(await start(throttled, { input: {} }));
+    const paused = (await api("GET", `/v1/limits/${limit}/status`)).json;
+    expect(paused.paused_until).not.toBeNull();
+    // Another run, another action, the same limit: its call waits until the pause ends.
+    const run = await waitForRun(await start(calm, { input: {} }), undefined, 15_000);
+    expect(run.status).toBe("completed");
+    expect(Stamped.parse(run.output.result.call).started_at).toBeGreaterThanOrEqual(answered429At + 2000 - 100);
+    expect((await journal(run.run_id)).some((entry) => entry.kind === "limit.waiting")).toBe(true);
+  });
 });
