@@ -1,27 +1,11 @@
 import { describe, it } from "vitest";
-import { CliError, type Api, type RequestOptions } from "../../cli/api.ts";
-import type { Io } from "../../cli/commands.ts";
+import { CliError } from "../../cli/api.ts";
 import { entryLine, runText } from "../../cli/format.ts";
 import { limitsCommand, limitStatusCommand } from "../../cli/limits.ts";
 import type { RunView } from "../../schemas/index.ts";
+import { recording } from "./cli-recording.ts";
 
 /** `trellis limits`, `trellis limits status`, and a run's limits in `show` and `tail`, against a recording stand-in for the API (docs/cli.md). */
-
-function recording(answers: Record<string, unknown>, json = false) {
-  const calls: string[] = [];
-  const bodies: unknown[] = [];
-  let printed = "";
-  const api = {
-    json: (method: string, path: string, options: RequestOptions = {}) => {
-      calls.push(`${method} ${path}`);
-      bodies.push(options.body);
-      return path in answers ? Promise.resolve(answers[path]) : Promise.reject(new Error(`unexpected ${path}`));
-    },
-  } as unknown as Api;
-  const out = { write: (text: string) => ((printed += text), true), isTTY: false } as unknown as NodeJS.WriteStream;
-  const io: Io = { api, json, out };
-  return { io, calls, bodies, printed: () => printed };
-}
 
 const summary = (id: string, version: number) => ({
   kind: "limits",

@@ -1,29 +1,9 @@
 import { describe, it } from "vitest";
-import { CliError, type Api, type RequestOptions } from "../../cli/api.ts";
-import type { Io } from "../../cli/commands.ts";
+import { CliError } from "../../cli/api.ts";
 import { tokensCommand } from "../../cli/tokens.ts";
+import { recording } from "./cli-recording.ts";
 
 /** `trellis tokens create|list|revoke` against a recording stand-in for the API (docs/cli.md). */
-
-function recording(answers: Record<string, unknown>): {
-  io: Io;
-  calls: string[];
-  bodies: unknown[];
-  printed: () => string;
-} {
-  const calls: string[] = [];
-  const bodies: unknown[] = [];
-  let printed = "";
-  const api = {
-    json: (method: string, path: string, options: RequestOptions = {}) => {
-      calls.push(`${method} ${path}`);
-      bodies.push(options.body);
-      return path in answers ? Promise.resolve(answers[path]) : Promise.reject(new Error(`unexpected ${path}`));
-    },
-  } as unknown as Api;
-  const out = { write: (text: string) => ((printed += text), true), isTTY: false } as unknown as NodeJS.WriteStream;
-  return { io: { api, json: false, out }, calls, bodies, printed: () => printed };
-}
 
 const token = {
   token_id: "tok_0123456789abcdef0123",
