@@ -46,8 +46,7 @@ export function holdRunLimits(draft: Draft): boolean {
   if (use === undefined || limit === undefined) {
     return true;
   }
-  const unanswered = limit.requested_at !== null && !limit.queued;
-  if (limit.requested_at === null || (unanswered && draft.now - limit.requested_at >= QUEUE_RETRY_MS)) {
+  if (dueToAsk(limit, draft.now)) {
     draft.commands.push({
       kind: "queue_for_limit",
       limit: use.limit,
@@ -58,6 +57,14 @@ export function holdRunLimits(draft: Draft): boolean {
     setLimit(draft, index, { requested_at: draft.now });
   }
   return false;
+}
+
+/** A request never sent, or sent and unanswered for QUEUE_RETRY_MS (queueing is idempotent per holder). */
+function dueToAsk(limit: RunLimit, now: number): boolean {
+  if (limit.requested_at === null) {
+    return true;
+  }
+  return !limit.queued && now - limit.requested_at >= QUEUE_RETRY_MS;
 }
 
 /** Each limit's key over the run's input, all waiting; null (and the run failed) when one does not evaluate. */
