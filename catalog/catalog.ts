@@ -16,7 +16,9 @@ import { EventName } from "../schemas/events.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import type { DefinitionPointer, ResolvedRun, RunSnapshot } from "../schemas/resolved.ts";
 import type { TokenList, TokenRecord } from "../schemas/auth.ts";
-import { listLatest, listVersions, type ListPage } from "./listing.ts";
+import type { ExposedWorkflow } from "../schemas/mcp.ts";
+import { z } from "zod";
+import { listExposed, listLatest, listVersions, type ListPage } from "./listing.ts";
 import {
   resolveRunSnapshot,
   resolveWorkflowSnapshot,
@@ -29,6 +31,8 @@ import { TokenTable } from "./tokens.ts";
 import { checkTriggerLimits, TriggerIndex } from "./triggers.ts";
 import { checkBundle, checkReservedMappingKeys } from "./validate.ts";
 
+/** `exposedWorkflows`' arguments, as they cross RPC. */
+const ExposedQuery = z.strictObject({ grant: z.array(z.string()).nullable(), id: z.string().optional() });
 /** What `resolveRun` answers: a resolution, or that the cached one it was shown is still current. */
 export type Resolution = ResolvedRun | { current: true };
 
@@ -110,6 +114,17 @@ export class Catalog extends DurableObject<Env> {
   /** The latest version of each definition of a kind, a page at a time (catalog/listing.ts). */
   async list(page: ListPage): Promise<Result<DefinitionList>> {
     return toResult(() => listLatest(this.sql, page));
+  }
+
+  /**
+   * The workflows exposed as MCP tools (catalog/listing.ts `listExposed`): of
+   * `grant` (null: every workflow), or the one named `id` when it is exposed.
+   */
+  async exposedWorkflows(grant: readonly string[] | null, id?: string): Promise<Result<ExposedWorkflow[]>> {
+    return toResult(() => {
+      const asked = parseOrThrow(ExposedQuery, { grant, id }, "request.invalid_argument", "the exposed query");
+      return listExposed(this.sql, asked.grant, asked.id);
+    });
   }
 
   /** Every version of one definition, a page at a time. */

@@ -1,4 +1,4 @@
-import type { InlineTask, Node, Step, Workflow } from "../schemas/definitions.ts";
+import { MCP_TOOL_PREFIX, type InlineTask, type Node, type Step, type Workflow } from "../schemas/definitions.ts";
 import { checkAction } from "./check-actions.ts";
 import { checkLimitUses } from "./check-limits.ts";
 import {
@@ -23,6 +23,14 @@ export function checkWorkflow(workflow: Workflow, path: string, check: CheckCont
     checkCel(trigger.if, `${path}.triggers.${i}.if`, check.report, CEL_SCOPES.trigger);
     checkMappings(trigger.input, `${path}.triggers.${i}.input`, check.report, CEL_SCOPES.trigger);
   });
+  if (workflow.mcp?.expose === true && workflow.id.startsWith(MCP_TOOL_PREFIX)) {
+    // Its tool would shadow, or be shadowed by, one of the MCP server's own tools (src/mcp/tools.ts).
+    check.report(
+      `${path}.mcp.expose`,
+      `an exposed workflow's id names its MCP tool, and ids starting with "${MCP_TOOL_PREFIX}" are the server's own`,
+      "workflow.mcp_reserved_name",
+    );
+  }
   const cycle = findCycle(workflow);
   if (cycle) {
     check.report(

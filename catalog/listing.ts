@@ -1,6 +1,7 @@
 import { EngineError } from "../lib/errors.ts";
 import type { DefinitionList, DefinitionListCursor, DefinitionSummary, DefinitionVersions } from "../schemas/api.ts";
 import type { DefinitionKind } from "../schemas/definitions.ts";
+import { ExposedWorkflow, MAX_EXPOSED_WORKFLOWS } from "../schemas/mcp.ts";
 
 /** A page request as the catalog takes it: the cursor already decoded and checked by the API. */
 export interface ListPage {
@@ -120,4 +121,37 @@ export function decodeCursor(text: string): unknown {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The latest version of each workflow whose `mcp.expose` is true, by id, at
+ * most {@link MAX_EXPOSED_WORKFLOWS}; of `grant`'s workflows when given (a
+ * token's grant, as {@link listLatest} reads it). `id` keeps that one only.
+ */
+export function listExposed(sql: SqlStorage, grant: readonly string[] | null, id?: string): ExposedWorkflow[] {
+  const granted = grant === null ? "" : `AND (0${grant.map(() => " OR id GLOB ?").join("")})`;
+  const rows = sql
+    .exec<{ id: string; version: number; body: string }>(
+      `SELECT id, version, body FROM definitions AS d
+       WHERE kind = 'workflows' AND (? IS NULL OR id = ?)
+         AND version = (SELECT MAX(version) FROM definitions WHERE kind = d.kind AND id = d.id)
+         AND json_extract(body, '$.mcp.expose') = 1 ${granted}
+       ORDER BY id LIMIT ?`,
+      id ?? null,
+      id ?? null,
+      ...(grant ?? []),
+      MAX_EXPOSED_WORKFLOWS,
+    )
+    .toArray();
+  return rows.map((row) => {
+    const body = JSON.parse(row.body) as Record<string, unknown>;
+    return ExposedWorkflow.parse({
+      id: row.id,
+      version: row.version,
+      description: body.description,
+      mcp: body.mcp,
+      input_schema: body.input_schema,
+      output_schema: body.output_schema,
+    });
+  });
 }

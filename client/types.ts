@@ -1644,6 +1644,41 @@ export type McpImplementation = {
   pin?: string;
 };
 
+/** A JSON-RPC 2.0 message of the Model Context Protocol, or a batch of them (docs/mcp.md). */
+export type McpMessage = {
+  jsonrpc: "2.0";
+  id?: string | number;
+  method?: string;
+  params?: {
+    [key: string]: unknown;
+  };
+  result?: {
+    [key: string]: unknown;
+  };
+  error?: {
+    code: number;
+    message: string;
+    [key: string]: unknown;
+  };
+  [key: string]: unknown;
+} | ({
+  jsonrpc: "2.0";
+  id?: string | number;
+  method?: string;
+  params?: {
+    [key: string]: unknown;
+  };
+  result?: {
+    [key: string]: unknown;
+  };
+  error?: {
+    code: number;
+    message: string;
+    [key: string]: unknown;
+  };
+  [key: string]: unknown;
+})[];
+
 /** An MCP server: url, headers (credentials written $env:NAME), allowed_tools. */
 export type McpServer = {
   id: string;
@@ -2522,6 +2557,10 @@ export type Workflow = {
     if?: string;
     input?: InputMapping;
   })[];
+  mcp?: {
+    expose: boolean;
+    description?: string;
+  };
   nodes: {
     [key: string]: Node;
   };
@@ -2577,6 +2616,7 @@ export interface Components {
   LimitStatus: LimitStatus;
   LlmImplementation: LlmImplementation;
   McpImplementation: McpImplementation;
+  McpMessage: McpMessage;
   McpServer: McpServer;
   McpToolList: McpToolList;
   MetricImplementation: MetricImplementation;

@@ -1,10 +1,11 @@
 import { DurableObject } from "cloudflare:workers";
+import { z } from "zod";
 import { EngineError } from "../lib/errors.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import { By } from "../schemas/auth.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import type { SignedEntryText } from "../lib/journal/index.ts";
-import type { GateView, RunView, NodeDetail } from "../schemas/api.ts";
+import { MAX_START_WAIT_MS, type GateView, type RunView, type NodeDetail } from "../schemas/api.ts";
 import { Answerer } from "../schemas/approvers.ts";
 import type { JournalEntry } from "../schemas/journal.ts";
 import type { TaskPayload, TaskResult } from "../schemas/payload.ts";
@@ -54,6 +55,11 @@ interface Decided {
 
 /** Journal entries returned by one events call. */
 const EVENTS_PAGE = 500;
+/** `settle`'s arguments, as they cross RPC. */
+const SettleWait = z.strictObject({
+  waitMs: z.number().int().min(0).max(MAX_START_WAIT_MS),
+  asked: z.array(z.string()).max(1_000),
+});
 
 /**
  * One run: its lifecycle, schedule, timers and signed journal. This class
@@ -148,6 +154,25 @@ export class Coordinator extends DurableObject<Env> {
 
   async get(): Promise<Result<RunView>> {
     return toResult(() => this.view());
+  }
+
+  /**
+   * The run view once the run has ended or has an open gate that `asked`
+   * does not name, or after `waitMs` (at most MAX_START_WAIT_MS), whichever
+   * comes first: how the MCP server follows a run it answers for
+   * (src/mcp/follow.ts), one call however long it waits.
+   */
+  async settle(waitMs: number, asked: string[] = []): Promise<Result<RunView>> {
+    return toResult(async () => {
+      const wait = parseOrThrow(SettleWait, { waitMs, asked }, "request.invalid_argument", "the wait");
+      const settled = (): boolean => {
+        const { record } = this.requireRun();
+        const open = record.gates.filter((gate) => gate.status === "open" && !wait.asked.includes(gate.gate_id));
+        return isTerminal(record.status) || open.length > 0;
+      };
+      await this.journalWaiters.until(settled, wait.waitMs);
+      return this.view();
+    });
   }
 
   /** One node in full: its invocations, each with its dispatches' step records read from the journal. */

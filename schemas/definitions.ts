@@ -134,6 +134,16 @@ export const TriggerList = z.strictObject({
 });
 export type TriggerList = z.infer<typeof TriggerList>;
 
+/** `mcp` on a workflow (docs/mcp.md): `expose: true` makes it a tool of `/v1/mcp` named after its id; `description` overrides the workflow's. */
+export const WorkflowMcp = z.strictObject({
+  expose: z.boolean(),
+  description: Description,
+});
+export type WorkflowMcp = z.infer<typeof WorkflowMcp>;
+
+/** The prefix of the server's own tools: an exposed workflow may not be named with it (registration refuses it). */
+export const MCP_TOOL_PREFIX = "trellis_";
+
 export const Workflow = z.strictObject({
   id: DefinitionId,
   description: Description,
@@ -152,6 +162,8 @@ export const Workflow = z.strictObject({
     .array(WorkflowTrigger)
     .max(MAX_TRIGGERS_PER_WORKFLOW, `a workflow declares at most ${MAX_TRIGGERS_PER_WORKFLOW} triggers`)
     .optional(),
+  /** A tool of the MCP server at `/v1/mcp` (docs/mcp.md), named after the workflow's id. */
+  mcp: WorkflowMcp.optional(),
   nodes: z
     .record(z.string().regex(NODE_ID_PATTERN, "node ids must match ^[a-z][a-z0-9_-]{0,62}$"), Node)
     .refine((nodes) => Object.keys(nodes).length > 0, "a workflow needs at least one node"),

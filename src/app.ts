@@ -16,6 +16,7 @@ import { streamRunEvents } from "./events.ts";
 import { listOpenGates } from "./gate-list.ts";
 import { answererOf, answerLink, createGateLink, LINK_PATH, linkPage, type LinkTarget } from "./gate-links.ts";
 import { mcpServerTools } from "./mcp-tools.ts";
+import { handleMcp } from "./mcp/server.ts";
 import { approveRun, startPlan } from "./plans.ts";
 import { limitStatus } from "./limit-status.ts";
 import { listRuns } from "./run-list.ts";
@@ -56,6 +57,7 @@ export function createApp(): Hono<App> {
   scheduleRoutes(app);
   limitRoutes(app);
   tokenRoutes(app);
+  mcpRoutes(app);
   // After the run routes: `/v1/:kind/:id` would otherwise take `/v1/runs/<id>`.
   definitionRoutes(app);
   return app;
@@ -191,6 +193,22 @@ function tokenRoutes(app: Hono<App>): void {
   app.get("/v1/tokens", allow("listTokens"), async (c) => c.json(await listTokens(c.env)));
   app.delete("/v1/tokens/:tokenId", allow("revokeToken"), async (c) =>
     c.json(await revokeToken(c.env, c.req.param("tokenId"))),
+  );
+}
+
+/**
+ * The MCP server (src/mcp/server.ts, docs/mcp.md): JSON-RPC messages over
+ * POST. It offers no stream to GET and keeps no session to DELETE, which
+ * Streamable HTTP answers with 405.
+ */
+function mcpRoutes(app: Hono<App>): void {
+  app.post("/v1/mcp", allow("mcp"), async (c) => handleMcp(c.env, c.req.raw, await readJson(c), c.get("principal")));
+  app.on(["GET", "DELETE"], "/v1/mcp", (c) =>
+    c.json(
+      { error: { code: "mcp.method_not_allowed", message: `${c.req.method} /v1/mcp is not offered: send POST` } },
+      405,
+      { allow: "POST" },
+    ),
   );
 }
 

@@ -30,6 +30,7 @@ import { byOf, type By, type Principal } from "../schemas/auth.ts";
 import type { JsonObject } from "../schemas/common.ts";
 import { DefinitionKind } from "../schemas/definitions.ts";
 import type { SendEventsResponse } from "../schemas/events.ts";
+import type { ExposedWorkflow } from "../schemas/mcp.ts";
 import { DEFAULT_PRIORITY } from "../schemas/limits.ts";
 import { Jwks, type PublicJwk } from "../schemas/journal.ts";
 
@@ -57,6 +58,7 @@ type CatalogApi = Pick<
   | "listTokens"
   | "tokenByHash"
   | "revokeToken"
+  | "exposedWorkflows"
 >;
 type CoordinatorApi = Pick<
   Coordinator,
@@ -73,6 +75,7 @@ type CoordinatorApi = Pick<
   | "linkGate"
   | "linkedGate"
   | "answerByLink"
+  | "settle"
 >;
 
 export function catalog(env: Env): CatalogApi {
@@ -109,6 +112,18 @@ export async function listDefinitions(
 ): Promise<DefinitionList> {
   const page = toPage(toKind(kind), query);
   return unwrap(await catalog(env).list(grant === null ? page : { ...page, grant }));
+}
+
+/**
+ * The workflows exposed as MCP tools (their latest versions), of `grant` (a
+ * token's workflows; null: all); `id` keeps that one only, when exposed.
+ */
+export async function exposedWorkflows(
+  env: Env,
+  grant: readonly string[] | null,
+  id?: string,
+): Promise<ExposedWorkflow[]> {
+  return unwrap(await catalog(env).exposedWorkflows(grant, id));
 }
 
 /** `GET /v1/{kind}/{id}/versions`: every version of one definition, highest first. */
@@ -249,6 +264,14 @@ export async function createRun(env: Env, request: CreateRunRequest, waitMs: num
 
 export async function getRun(env: Env, runId: string): Promise<RunView> {
   return unwrap(await coordinator(env, runId).get());
+}
+
+/**
+ * The run once it has ended or has an open gate not in `asked`, or after
+ * `waitMs` (at most MAX_START_WAIT_MS): what the MCP server answers with.
+ */
+export async function settleRun(env: Env, runId: string, waitMs: number, asked: string[] = []): Promise<RunView> {
+  return unwrap(await coordinator(env, runId).settle(waitMs, asked));
 }
 
 /** One node of a run in full, its dispatches' step records included. */

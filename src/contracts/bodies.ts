@@ -27,6 +27,7 @@ import { EventTriggers, SendEventsBody, SendEventsResponse } from "../../schemas
 import { JournalEntry, JournalResponse, Jwks } from "../../schemas/journal.ts";
 import { PlanRequest, ApproveBody, StartPlanResponse } from "../../schemas/plans.ts";
 import { LimitStatus } from "../../schemas/limits.ts";
+import { McpMessage } from "../../schemas/mcp.ts";
 import { BackfillAnswer, BackfillBody, ScheduleStatus, SlotRecord } from "../../schemas/schedules.ts";
 
 /** Request bodies, by their OpenAPI component name (converted as input: what a client sends). */
@@ -44,6 +45,7 @@ export const REQUEST_SCHEMAS = {
   /** A webhook delivery: whatever JSON its sender signed. */
   WebhookDelivery: z.unknown(),
   CreateTokenBody,
+  McpMessage,
 } as const satisfies Record<string, z.ZodType>;
 
 /** Response bodies, by their OpenAPI component name (converted as output: what the server sends). */
@@ -136,4 +138,5 @@ export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName,
   Whoami:
     "The caller: a token (kind token: token_id, name) or a Cloudflare Access identity (kind access: email, groups), its roles, the workflows it is limited to (null: every workflow) and the created_by its runs record.",
   JsonDocument: "A JSON document: the generated JSON Schema or OpenAPI document.",
+  McpMessage: "A JSON-RPC 2.0 message of the Model Context Protocol, or a batch of them (docs/mcp.md).",
 };

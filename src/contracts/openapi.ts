@@ -70,7 +70,7 @@ export function openApiDocument(): Doc {
         "A durable workflow engine on Cloudflare Workers (docs/api.md). Generated from the zod " +
         "schemas in schemas/ and the route table in src/contracts/routes.ts by `npm run schemas`; do not edit.",
     },
-    tags: ["meta", "definitions", "runs", "gates", "journal", "events", "schedules", "limits", "tokens"].map(
+    tags: ["meta", "definitions", "runs", "gates", "journal", "events", "schedules", "limits", "tokens", "mcp"].map(
       (name) => ({
         name,
       }),
@@ -183,20 +183,26 @@ function successResponses(route: RouteSpec): Record<string, Doc> {
       status,
       {
         description: response.description,
-        content:
-          response.schema === "events"
-            ? {
-                "text/event-stream": {
-                  schema: {
-                    type: "string",
-                    description: "Server-Sent Events; each data is a JournalEntry (a component).",
-                  },
-                },
-              }
-            : { "application/json": { schema: { $ref: `${COMPONENT_REF}${response.schema}` } } },
+        ...(response.schema === "empty" ? {} : { content: contentOf(response.schema) }),
       },
     ]),
   );
+}
+
+function contentOf(schema: ResponseSchemaName | "events" | "mcp"): Doc {
+  const stream = (data: string): Doc => ({
+    "text/event-stream": { schema: { type: "string", description: `Server-Sent Events; each data is ${data}.` } },
+  });
+  if (schema === "events") {
+    return stream("a JournalEntry (a component)");
+  }
+  if (schema === "mcp") {
+    return {
+      ...stream("a JSON-RPC message (McpMessage, a component)"),
+      "application/json": { schema: { $ref: `${COMPONENT_REF}McpMessage` } },
+    };
+  }
+  return { "application/json": { schema: { $ref: `${COMPONENT_REF}${schema}` } } };
 }
 
 /** 401 on every bearer route, 400 and 413 on every route with a body, and the route's own. */

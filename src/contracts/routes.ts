@@ -55,22 +55,29 @@ export type RouteSpec = RouteAccess & {
   summary: string;
   /** The heading of docs/api.md that documents the route. */
   docs: string;
-  tag: "meta" | "definitions" | "runs" | "gates" | "journal" | "events" | "schedules" | "limits" | "tokens";
+  tag: "meta" | "definitions" | "runs" | "gates" | "journal" | "events" | "schedules" | "limits" | "tokens" | "mcp";
   query?: Record<string, QueryParam>;
   /** Request headers the route reads. */
   headers?: Record<string, QueryParam>;
   /** `required: false`: an empty body is `{}`. `yaml`: also accepted as application/yaml. */
   body?: { schema: RequestSchemaName; required: boolean; yaml?: boolean };
-  /** Success statuses; `events` is a Server-Sent Events stream of journal entries. */
-  responses: Partial<Record<200 | 201 | 202, { description: string; schema: ResponseSchemaName | "events" }>>;
+  /**
+   * Success statuses; `events` is a Server-Sent Events stream of journal
+   * entries, `mcp` MCP's answer (JSON-RPC as JSON, or as a Server-Sent Events
+   * stream), `empty` no body.
+   */
+  responses: Partial<
+    Record<200 | 201 | 202, { description: string; schema: ResponseSchemaName | "events" | "mcp" | "empty" }>
+  >;
   /** Error statuses beyond those every route of its kind has (401 with a token, 400/413 with a body). */
   errors?: (400 | 401 | 403 | 404 | 409 | 500 | 503)[];
 };
 
 /**
  * Routes of the app that are not API and so not in the OpenAPI document: the
- * web console's pages (docs/api.md, "The web console": `GET /`, `/runs/{run_id}`, `/workflows/{id}`)
- * and an approval link's HTML page and form (docs/api.md, "Approval links"),
+ * web console's pages (docs/api.md, "The web console": `GET /`, `/runs/{run_id}`, `/workflows/{id}`),
+ * an approval link's HTML page and form (docs/api.md, "Approval links"), and
+ * the methods of `/v1/mcp` that only say 405,
  * as `METHOD /path` (parameters in either `:name` or `{name}` form).
  */
 export const NOT_API_ROUTES: string[] = [
@@ -79,6 +86,9 @@ export const NOT_API_ROUTES: string[] = [
   "GET /workflows/{id}",
   "GET /v1/links/{run_id}/{link_id}/{secret}",
   "POST /v1/links/{run_id}/{link_id}/{secret}",
+  // The MCP server's transport offers no stream to GET and no session to DELETE: both answer 405 (docs/mcp.md).
+  "GET /v1/mcp",
+  "DELETE /v1/mcp",
 ];
 
 /** Every path parameter of the API, described once. */
@@ -663,4 +673,23 @@ export const API_ROUTES: RouteSpec[] = [
   ...SCHEDULE_ROUTES,
   ...LIMIT_ROUTES,
   ...TOKEN_ROUTES,
+  {
+    method: "post",
+    path: "/v1/mcp",
+    operationId: "mcp",
+    summary:
+      "The MCP server (Streamable HTTP, stateless): exposed workflows and the trellis_* tools; each tool checks the role of its API twin.",
+    auth: "bearer",
+    // Any caller may talk to the server; each tool needs what its route needs (docs/mcp.md, "Who sees which tool").
+    role: "any",
+    grant: "any",
+    docs: "POST /v1/mcp",
+    tag: "mcp",
+    body: { schema: "McpMessage", required: true },
+    responses: {
+      200: { description: "The answer to the requests: JSON-RPC, as a Server-Sent Events stream.", schema: "mcp" },
+      202: { description: "The body held only notifications or responses (an elicitation's answer).", schema: "empty" },
+    },
+    errors: [404, 409],
+  },
 ];

@@ -56,6 +56,7 @@ const EXPECTED_ACCESS: Record<string, [RouteRole, Grant] | "public"> = {
   listTokens: ["admin", "every"],
   revokeToken: ["admin", "every"],
   whoami: ["any", "any"],
+  mcp: ["any", "any"],
 };
 
 /** What the fixture is: a workflow with one human gate, and a run of it that completed after its gate was answered. */
@@ -126,6 +127,8 @@ function requests(f: Fixture): Record<string, { method: string; path: string; bo
     listTokens: { method: "GET", path: "/v1/tokens", ok: 200 },
     revokeToken: { method: "DELETE", path: "/v1/tokens/tok_nosuchtoken", ok: 404 },
     whoami: { method: "GET", path: "/v1/whoami", ok: 200 },
+    // Any caller reaches the MCP server; each of its tools checks its API twin's role (test/e2e/mcp-server.test.mjs).
+    mcp: { method: "POST", path: "/v1/mcp", body: { jsonrpc: "2.0", id: 1, method: "ping" }, ok: 200 },
   };
 }
 
@@ -154,6 +157,8 @@ async function call(
     method,
     headers: {
       authorization: `Bearer ${token}`,
+      // What an MCP client sends (POST /v1/mcp refuses a request that does not take both); no other route reads it.
+      accept: "application/json, text/event-stream",
       ...(body === undefined ? {} : { "content-type": "application/json" }),
     },
     body: body === undefined ? undefined : JSON.stringify(body),
