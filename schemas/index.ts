@@ -23,3 +23,4 @@ export * from "./schedules.ts";
 export * from "./tools.ts";
 export * from "./webhooks.ts";
 export * from "./limits.ts";
+export * from "./telemetry.ts";

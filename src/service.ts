@@ -32,6 +32,7 @@ import { DefinitionKind } from "../schemas/definitions.ts";
 import type { SendEventsResponse } from "../schemas/events.ts";
 import { DEFAULT_PRIORITY } from "../schemas/limits.ts";
 import { Jwks, type PublicJwk } from "../schemas/journal.ts";
+import type { TraceParent } from "../schemas/telemetry.ts";
 
 /**
  * The operations of the API, shared by the HTTP routes and the Workers RPC
@@ -150,7 +151,9 @@ function toPage(kind: DefinitionKind, query: unknown, id?: string): ListPage {
 /**
  * Starts a run: 201 with a new run, or 200 with the run an idempotency key
  * already started. Given `waitMs`, answers once the run has ended (with its
- * output and error) or that long has passed.
+ * output and error) or that long has passed. Given a `traceparent`, the run
+ * joins that trace (docs/telemetry.md); it is not part of what makes two
+ * starts with one idempotency key the same request.
  */
 export async function startRun(
   env: Env,
@@ -158,6 +161,7 @@ export async function startRun(
   body: unknown,
   principal: Principal,
   waitMs = 0,
+  traceparent: TraceParent | null = null,
 ): Promise<{ created: boolean; run: StartRunResponse }> {
   const request = parseOrThrow(StartRunBody, body ?? {}, "run.invalid_request", "the run request");
   const delay = delayedStart(request, Date.now());
@@ -196,6 +200,7 @@ export async function startRun(
       trigger: { kind: "api" },
       ...delay,
       ...(priority === undefined ? {} : { priority }),
+      ...(traceparent === null ? {} : { traceparent }),
     },
     waitMs,
   );
