@@ -1,7 +1,23 @@
-import { describe, it } from "vitest";
+import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { exports } from "cloudflare:workers";
+import { describe, it, vi } from "vitest";
+import { childSpanSymbol, spanIdOf } from "../../telemetry/ids.ts";
+import { stubOf } from "./durable-helpers.ts";
 import { TEST_SECRETS } from "../secrets.ts";
-import { callOf, httpTarget, journal, llmServer, register, start, uniqueId, waitForRun } from "./helpers.ts";
-import { requestsOf, treeOf, untilRunSpan, type ReceivedSpan } from "./telemetry-helpers.ts";
+import {
+  callOf,
+  httpStep,
+  httpTarget,
+  journal,
+  llmServer,
+  register,
+  registerWorkflow,
+  start,
+  TOKEN,
+  uniqueId,
+  waitForRun,
+} from "./helpers.ts";
+import { accept, refuse, requestsOf, spansOf, treeOf, untilRunSpan, type ReceivedSpan } from "./telemetry-helpers.ts";
 
 /**
  * Runs exported as OpenTelemetry traces (docs/telemetry.md) to the local OTLP
@@ -170,5 +186,175 @@ describe("a run is exported as a trace over OTLP/HTTP", () => {
         expect(request.raw).not.toContain(secret);
       }
     }
+  });
+});
+
+/** A workflow of one http step, GETting the HTTP target's `/echo`. */
+const echoWorkflow = (id: string) => ({
+  id,
+  nodes: { call: { task: { steps: [httpStep("get", `${httpTarget()}/echo`)] } } },
+});
+
+/** The run's export cursor in its own storage. */
+function cursorOf(runId: string) {
+  return runInDurableObject(
+    stubOf(runId),
+    (_instance, state) =>
+      state.storage.sql
+        .exec<{ seq: number; attempts: number; retry_at: number | null; dropped: number }>(
+          "SELECT seq, attempts, retry_at, dropped FROM otel_outbox",
+        )
+        .toArray()[0],
+  );
+}
+
+describe("the export is off the run's path, and retried", () => {
+  it("a collector that is down slows and fails no run; once it is up, the alarm's retry delivers the spans", async ({
+    expect,
+  }) => {
+    const workflow = uniqueId("otel-down");
+    await registerWorkflow(echoWorkflow(workflow));
+    await refuse(workflow, "reset");
+    const started = Date.now();
+    const runId = await start(workflow);
+    const run = await waitForRun(runId);
+    expect(run.status).toBe("completed");
+    // The run ended as fast as any one-step run: it never waited for the collector.
+    expect(Date.now() - started).toBeLessThan(3_000);
+
+    // The export tried, failed, and scheduled its retry on the run's alarm.
+    await vi.waitUntil(async () => ((await cursorOf(runId))?.attempts ?? 0) >= 1, { timeout: 10_000 });
+    const failed = await cursorOf(runId);
+    expect(failed?.seq).toBe(0);
+    expect(failed?.retry_at).toBeGreaterThan(started);
+    expect(await spansOf(runId)).toEqual([]);
+
+    // The collector comes back; the retry (the run's alarm) sends every span.
+    expect(await accept(workflow)).toBeGreaterThanOrEqual(1);
+    await vi.waitUntil(
+      async () => {
+        await runDurableObjectAlarm(stubOf(runId));
+        return (await spansOf(runId)).length === 3;
+      },
+      { timeout: 15_000, interval: 500 },
+    );
+    const spans = await spansOf(runId);
+    expect(spans.map((span) => span.name).sort()).toEqual(["GET", "node call", `run ${workflow}`].sort());
+    const after = await cursorOf(runId);
+    expect(after).toMatchObject({ attempts: 0, retry_at: null, dropped: 0 });
+    expect(after?.seq).toBe((await journal(runId)).length);
+  });
+
+  it("exporting a journal again gives the same trace and span ids", async ({ expect }) => {
+    const workflow = uniqueId("otel-again");
+    await registerWorkflow(echoWorkflow(workflow));
+    const runId = await start(workflow);
+    await waitForRun(runId);
+    const first = await untilRunSpan(runId);
+    expect(first).toHaveLength(3);
+
+    // Forget what was exported, and restart the object: its next export folds the whole journal again.
+    await runInDurableObject(stubOf(runId), (_instance, state) => {
+      state.storage.sql.exec("DELETE FROM otel_outbox");
+    });
+    await abortAllDurableObjects();
+    await vi.waitUntil(
+      async () => {
+        await runDurableObjectAlarm(stubOf(runId));
+        return (await spansOf(runId)).length === 6;
+      },
+      { timeout: 15_000, interval: 500 },
+    );
+    const again = (await spansOf(runId)).slice(3);
+    const ids = (spans: ReceivedSpan[]) =>
+      spans.map(({ traceId, spanId, parentSpanId, name, start, end }) => ({
+        traceId,
+        spanId,
+        parentSpanId,
+        name,
+        start,
+        end,
+      }));
+    expect(ids(again)).toEqual(ids(first));
+  });
+});
+
+describe("trace context", () => {
+  it("a start with a traceparent joins that trace: the run span is a child of the caller's span", async ({
+    expect,
+  }) => {
+    const workflow = uniqueId("otel-join");
+    await registerWorkflow(echoWorkflow(workflow));
+    const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const callerSpan = "00f067aa0ba902b7";
+    const response = await exports.default.fetch(`http://trellis.test/v1/workflows/${workflow}/runs`, {
+      method: "POST",
+      headers: {
+        "authorization": `Bearer ${TOKEN}`,
+        "content-type": "application/json",
+        "traceparent": `00-${traceId}-${callerSpan}-01`,
+      },
+      body: JSON.stringify({ input: {} }),
+    });
+    expect(response.status).toBe(201);
+    const runId = String(((await response.json()) as { run_id: string }).run_id);
+    await waitForRun(runId);
+    const spans = await untilRunSpan(runId);
+    expect(new Set(spans.map((span) => span.traceId))).toEqual(new Set([traceId]));
+    const root = only(spans, (span) => span.name === `run ${workflow}`);
+    expect(root.parentSpanId).toBe(callerSpan);
+    // Recorded where it cannot be lost: on run.created (signed) and so on every export.
+    const created = (await journal(runId))[0];
+    expect(created?.body.traceparent).toBe(`00-${traceId}-${callerSpan}-01`);
+
+    // An invalid traceparent is ignored: the run has a trace of its own.
+    const other = await exports.default.fetch(`http://trellis.test/v1/workflows/${workflow}/runs`, {
+      method: "POST",
+      headers: { "authorization": `Bearer ${TOKEN}`, "content-type": "application/json", "traceparent": "00-xyz-01" },
+      body: JSON.stringify({ input: {} }),
+    });
+    expect(other.status).toBe(201);
+    const otherRun = String(((await other.json()) as { run_id: string }).run_id);
+    expect((await journal(otherRun))[0]?.body.traceparent).toBeUndefined();
+  });
+
+  it("a child run's span nests under its parent's span for it, under the step that started it, in the parent's trace", async ({
+    expect,
+  }) => {
+    const child = uniqueId("otel-child");
+    const parent = uniqueId("otel-parent");
+    await register({
+      workflows: [
+        echoWorkflow(child),
+        {
+          id: parent,
+          nodes: {
+            delegate: {
+              task: { steps: [{ ref: "sub", action: { kind: "workflow", implementation: { workflow: child } } }] },
+            },
+          },
+        },
+      ],
+    });
+    const parentRun = await start(parent);
+    expect((await waitForRun(parentRun)).status).toBe("completed");
+    const parentSpans = await untilRunSpan(parentRun);
+    const childRunId = String(
+      (await journal(parentRun)).find((entry) => entry.kind === "child.started")?.body.child_run_id,
+    );
+    const childSpans = await untilRunSpan(childRunId);
+    console.log(`the span tree of run ${parentRun} and its child:\n${treeOf([...parentSpans, ...childSpans])}`);
+
+    const step = only(
+      parentSpans,
+      (span) => span.name === "workflow sub" && span.attributes["trellis.step.status"] === "suspended",
+    );
+    const wait = only(parentSpans, (span) => span.name === `workflow ${child}@1`);
+    const childRoot = only(childSpans, (span) => span.name === `run ${child}`);
+    expect(wait.parentSpanId).toBe(step.spanId);
+    expect(wait.spanId).toBe(await spanIdOf(parentRun, childSpanSymbol(childRunId)));
+    expect(childRoot.parentSpanId).toBe(wait.spanId);
+    expect(new Set([...parentSpans, ...childSpans].map((span) => span.traceId)).size).toBe(1);
+    expect(childRoot.attributes["trellis.parent_run.id"]).toBe(parentRun);
   });
 });
