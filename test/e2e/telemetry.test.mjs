@@ -12,7 +12,9 @@ async function spansOf(/** @type {string} */ runId) {
   const deadline = Date.now() + 15_000;
   for (;;) {
     const { spans } = await (await fetch(`${otlp}/spans?run_id=${runId}`)).json();
-    if (spans.some((/** @type {any} */ span) => span.name.startsWith("run "))) return spans;
+    if (spans.some((/** @type {any} */ span) => span.name.startsWith("run "))) {
+      return spans;
+    }
     assert.ok(Date.now() < deadline, `no run span for ${runId}: ${JSON.stringify(spans)}`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
