@@ -65,6 +65,12 @@ interface Env {
   VECTORIZE?: Vectorize;
   /** Analytics Engine dataset that `metric` actions write to. */
   METRICS?: AnalyticsEngineDataset;
+  /** The OTLP/HTTP base endpoint runs are exported to as traces (`<it>/v1/traces`); unset: no export (docs/telemetry.md). */
+  OTEL_EXPORTER_OTLP_ENDPOINT?: string;
+  /** Secret: headers of each export, `k=v,k2=v2` (values percent-encoded), e.g. the collector's API key. */
+  OTEL_EXPORTER_OTLP_HEADERS?: string;
+  /** The exported spans' `service.name`; default `trellis`. */
+  OTEL_SERVICE_NAME?: string;
 }
 
 declare namespace Cloudflare {

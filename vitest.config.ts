@@ -63,6 +63,9 @@ export default defineConfig({
                 WORKFLOW_SECRETS: `LLM_API_KEY, MCP_TOKEN, UNSET_SECRET, ${Object.keys(WEBHOOK_SECRETS).join(", ")}`,
                 // Plain configuration definitions may name as `$env:NAME` (peers' base URLs); not scrubbed.
                 WORKFLOW_VARS: "HTTP_TARGET_URL, LLM_SERVER_URL, MCP_SERVER_URL",
+                // Every run is exported as a trace to the local OTLP receiver (docs/telemetry.md).
+                OTEL_EXPORTER_OTLP_ENDPOINT: inject<string>("otlpReceiverUrl"),
+                OTEL_EXPORTER_OTLP_HEADERS: `authorization=Bearer%20${TEST_SECRETS.OTLP_API_KEY}`,
                 CONTAINER_MODE: "local",
                 SHELL_SERVER_URL: inject<string>("shellServerUrl"),
                 SHELL_SERVER_TOKEN: inject<string>("shellServerToken"),

@@ -1,6 +1,8 @@
 import { z } from "zod";
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { runIdFor, sha256Hex } from "../lib/ids.ts";
+import type { TraceParent } from "../schemas/telemetry.ts";
+import { childTraceParent } from "../telemetry/ids.ts";
 import type { Result } from "../lib/result.ts";
 import type { GateView } from "../schemas/api.ts";
 import { JsonValue, type Json } from "../schemas/common.ts";
@@ -89,7 +91,12 @@ interface ChildStart {
  * key), and returns the event that records the outcome: `child_started`, or
  * `child_finished` as failed when it could not start.
  */
-export async function startChildRun(peers: RunPeers, parentRunId: string, command: StartChild): Promise<RunEvent> {
+export async function startChildRun(
+  peers: RunPeers,
+  parent: { runId: string; traceparent: TraceParent | null },
+  command: StartChild,
+): Promise<RunEvent> {
+  const parentRunId = parent.runId;
   const failed = (error: ErrorSummary): RunEvent => ({
     type: "child_finished",
     outcome: {
@@ -126,6 +133,8 @@ export async function startChildRun(peers: RunPeers, parentRunId: string, comman
       ...(command.resources ? { inherited_resources: command.resources } : {}),
       ...(start.value.plan ? { plan: start.value.plan } : {}),
       ...(command.priority === undefined ? {} : { priority: command.priority }),
+      // The child's run span nests under the parent's span for it (telemetry/ids.ts).
+      traceparent: await childTraceParent(parentRunId, parent.traceparent, childRunId),
     } satisfies CreateRunRequest);
     return created.ok ? { type: "child_started", key: command.key, run_id: childRunId } : failed(created.error);
   } catch (error) {

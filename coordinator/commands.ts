@@ -1,6 +1,7 @@
 import { ensureEngineError } from "../lib/errors.ts";
 import { resolvePlanSnapshot, resolveSnapshotResult } from "../catalog/snapshots.ts";
 import type { JournalEntry } from "../schemas/journal.ts";
+import type { TraceParent } from "../schemas/telemetry.ts";
 import { cancelChildRuns, notifyParentRun, startChildRun, type RunPeer, type RunPeers } from "./children.ts";
 import type { Command } from "./draft.ts";
 import type { RunEvent } from "./events.ts";
@@ -24,6 +25,8 @@ export interface CommandDeps {
   apply: (event: RunEvent) => Promise<void>;
   /** The run's id, or null before it exists. */
   runId: () => string | null;
+  /** The W3C trace context the run joined, or null (its own trace): handed on to its children. */
+  traceParent: () => TraceParent | null;
   /** The attestation that closes this run's journal, read from storage. */
   attestation: () => Attestation | null;
 }
@@ -226,7 +229,7 @@ async function startChild(deps: CommandDeps, command: Extract<Command, { kind: "
   }
   // While starting, the key is live: a wake meanwhile must not ask for the child again.
   await deps.live.during(deps.live.childStarts, [command.key], async () =>
-    deps.apply(await startChildRun(peersOf(deps.env), runId, command)),
+    deps.apply(await startChildRun(peersOf(deps.env), { runId, traceparent: deps.traceParent() }, command)),
   );
 }
 

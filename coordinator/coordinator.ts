@@ -28,6 +28,8 @@ import { isTerminal } from "./lifecycle.ts";
 import { LiveSet, NOTHING_LIVE, toLiveWork } from "./live.ts";
 import { assertSameRequest, assertValidInput, toGateAnswer } from "./requests.ts";
 import { RunIndexSync } from "./run-index.ts";
+import { TelemetryExport } from "./telemetry-export.ts";
+import { otlpConfigOf } from "../telemetry/otlp.ts";
 import { JournalSigner, journalOf } from "./signer.ts";
 import { newStats, type CoordinatorStats } from "./stats.ts";
 import { CallBudget } from "./call-budget.ts";
@@ -78,6 +80,7 @@ export class Coordinator extends DurableObject<Env> {
   private readonly wakes: WakeScheduler;
   private readonly inbox: EventInbox;
   private readonly index: RunIndexSync;
+  private readonly telemetry: TelemetryExport;
   /** What this instance has in flight (any other running dispatch or child start was lost). */
   private readonly live = new LiveSet();
   private readonly commandDeps: CommandDeps;
@@ -99,9 +102,15 @@ export class Coordinator extends DurableObject<Env> {
       storage: ctx.storage,
       waitUntil,
       selfWake: () => (env.COORDINATOR.get(ctx.id) as unknown as { wake(self: boolean): Promise<void> }).wake(true),
-      heldUntil: (now) => this.index.heldUntil(now),
+      heldUntil: (now) => earliest(this.index.heldUntil(now), this.telemetry.heldUntil(now)),
     });
     this.index = new RunIndexSync({ outbox: this.store, db: env.RUN_INDEX, waitUntil, wakes: this.wakes });
+    this.telemetry = new TelemetryExport({
+      config: otlpConfigOf(env),
+      outbox: this.store,
+      waitUntil,
+      wakes: this.wakes,
+    });
     this.inbox = new EventInbox(
       (events, budget) => this.applyNow(events, budget),
       () => this.live.isBusy(),
@@ -112,6 +121,7 @@ export class Coordinator extends DurableObject<Env> {
       waitUntil,
       apply: (event) => this.inbox.apply(event),
       runId: () => this.state?.record.run_id ?? null,
+      traceParent: () => this.state?.record.traceparent ?? null,
       attestation: () => this.attestation(),
     };
     void ctx.blockConcurrencyWhile(() => this.load());
@@ -125,6 +135,7 @@ export class Coordinator extends DurableObject<Env> {
       await this.signer.restore(loaded.state.record.run_id, loaded.lastHash);
       await this.wakes.restore(loaded.state);
       this.index.flush();
+      this.telemetry.flush();
     }
   }
 
@@ -369,6 +380,7 @@ export class Coordinator extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     this.wakes.alarmFired();
     this.index.flush(); // the retry of a failed index write, or its backstop
+    this.telemetry.flush(); // likewise for the spans not yet exported
     await this.wake();
   }
 
@@ -488,6 +500,7 @@ export class Coordinator extends DurableObject<Env> {
     }
     perform(commands, this.commandDeps, entries.at(-1));
     this.index.flush();
+    this.telemetry.flush();
     await this.wakes.scheduleWake(wakeAt, now);
   }
 
@@ -514,6 +527,11 @@ export class Coordinator extends DurableObject<Env> {
   private view(): RunView {
     return toRunView(this.requireRun(), this.snapshot);
   }
+}
+
+/** The earlier of two alarm times, either of which may be absent. */
+function earliest(a: number | null, b: number | null): number | null {
+  return a === null ? b : b === null ? a : Math.min(a, b);
 }
 
 /** The SHA-256 of an approval link's secret, as the run keeps it. */

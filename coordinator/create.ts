@@ -5,6 +5,7 @@ import type { JournalBody, JournalKind } from "../schemas/journal-bodies.ts";
 import type { ResourceHandle } from "../schemas/payload.ts";
 import type { PlanOrigin } from "../schemas/plans.ts";
 import type { RunSnapshot } from "../schemas/resolved.ts";
+import type { TraceParent } from "../schemas/telemetry.ts";
 import { DEFAULT_PRIORITY } from "../schemas/limits.ts";
 import type { NodeRecord, PlanStepRecord, RunMode, RunRecord, RunTrigger } from "../schemas/run.ts";
 import type { RunState } from "./decide.ts";
@@ -39,6 +40,8 @@ export interface CreateRunRequest {
   delay_ms?: number;
   /** Its place in the queues of limits, 0–9 (a child's is its parent's); absent: 5. */
   priority?: number;
+  /** The W3C trace context the run joins (a valid `traceparent`, or absent: a trace of its own). */
+  traceparent?: TraceParent;
 }
 
 /**
@@ -98,6 +101,7 @@ export function newRunState(request: CreateRunRequest, now: number): RunState {
       journal_seq: 1,
       idempotency_key: request.idempotency_key,
       request_hash: request.request_hash,
+      ...(request.traceparent === undefined ? {} : { traceparent: request.traceparent }),
       // Kept only when it is not the default: a record without one is at 5.
       ...(request.priority === undefined || request.priority === DEFAULT_PRIORITY
         ? {}
@@ -135,6 +139,7 @@ export function runCreatedEntry(
       trigger: request.trigger,
       ...(record.priority === undefined ? {} : { priority: record.priority }),
       ...(request.by === undefined ? {} : { by: request.by }),
+      ...(record.traceparent === undefined ? {} : { traceparent: record.traceparent }),
     },
   };
 }

@@ -6,6 +6,9 @@ import { InvocationRecord, NodeRecord, RunRecord } from "../schemas/run.ts";
 import type { SignedEntryText } from "../lib/journal/index.ts";
 import type { RunState } from "./decide.ts";
 import { isIndexChange, toIndexRow, type IndexOutbox, type StagedIndexRow } from "./run-index.ts";
+import { SpanFoldState } from "../schemas/telemetry.ts";
+import { emptyFoldState } from "../telemetry/spans.ts";
+import type { ExportCursor, ExportOutbox } from "./telemetry-export.ts";
 
 /**
  * SQLite rows hold at most 2 MB; JSON values are split into chunks of this
@@ -29,6 +32,10 @@ export const RUN_TABLES = `CREATE TABLE IF NOT EXISTS blobs (key TEXT NOT NULL, 
   CREATE TABLE IF NOT EXISTS index_outbox (k INTEGER PRIMARY KEY CHECK (k = 0), seq INTEGER NOT NULL,
     row TEXT NOT NULL, written INTEGER NOT NULL, attempts INTEGER NOT NULL, retry_at INTEGER);`;
 
+/** The OTLP export's cursor: the last seq exported, the spans still open, and how the retries go. */
+const EXPORT_TABLE = `CREATE TABLE IF NOT EXISTS otel_outbox (k INTEGER PRIMARY KEY CHECK (k = 0), seq INTEGER NOT NULL,
+  state TEXT NOT NULL, attempts INTEGER NOT NULL, retry_at INTEGER, dropped INTEGER NOT NULL)`;
+
 /** A journal entry decided and committed, waiting to be chained and signed. */
 /** Journal entries returned by one journal call, at most: a long journal is read in pages, no answer grows with the run. */
 export const JOURNAL_PAGE = 1_000;
@@ -46,7 +53,7 @@ export type UnsignedEntry = z.infer<typeof UnsignedEntry>;
  * a commit that changes the run's status stages the new row in the same
  * transaction, and the row stays staged until D1 has it.
  */
-export class RunStore implements IndexOutbox {
+export class RunStore implements IndexOutbox, ExportOutbox {
   private readonly sql: SqlStorage;
   /** Whether the context blob exists (a run stored by an older version keeps the context in its record). */
   private contextStored = false;
@@ -267,6 +274,42 @@ export class RunStore implements IndexOutbox {
       attempts,
       retryAt,
       seq,
+    );
+  }
+
+  /**
+   * The OTLP export's cursor (coordinator/telemetry-export.ts). Its table is
+   * made by the first read, so a deployment that exports nothing has none.
+   */
+  exportCursor(): ExportCursor | null {
+    if (!this.hasTables) {
+      return null;
+    }
+    this.sql.exec(EXPORT_TABLE);
+    const row = this.sql
+      .exec<{ seq: number; state: string; attempts: number; retry_at: number | null; dropped: number }>(
+        "SELECT seq, state, attempts, retry_at, dropped FROM otel_outbox",
+      )
+      .toArray()[0];
+    if (row === undefined) {
+      return { seq: 0, state: emptyFoldState(), attempts: 0, retry_at: null, dropped: 0 };
+    }
+    const state = SpanFoldState.parse(JSON.parse(row.state));
+    return { seq: row.seq, state, attempts: row.attempts, retry_at: row.retry_at, dropped: row.dropped };
+  }
+
+  lastJournalSeq(): number {
+    return this.sql.exec<{ seq: number | null }>("SELECT MAX(seq) AS seq FROM journal").one().seq ?? 0;
+  }
+
+  saveExportCursor(cursor: ExportCursor): void {
+    this.sql.exec(
+      "INSERT OR REPLACE INTO otel_outbox (k, seq, state, attempts, retry_at, dropped) VALUES (0, ?, ?, ?, ?, ?)",
+      cursor.seq,
+      JSON.stringify(cursor.state),
+      cursor.attempts,
+      cursor.retry_at,
+      cursor.dropped,
     );
   }
 

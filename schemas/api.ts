@@ -8,6 +8,7 @@ import { ErrorDetail, ErrorInfo, ErrorSummary, Failure } from "./errors.ts";
 import { Priority } from "./limits.ts";
 import { StepRecord } from "./payload.ts";
 import { ToolResult } from "./plans.ts";
+import { TraceParent } from "./telemetry.ts";
 import {
   ChildLink,
   COMPENSATION_TRIGGERS,
@@ -368,6 +369,8 @@ export const MAX_START_WAIT_MS = 60_000;
 /** What an RPC `startRun` may be asked besides its request: how long to wait for the run to end. */
 export const StartRunOptions = z.strictObject({
   wait_ms: z.number().int().min(0).max(MAX_START_WAIT_MS).optional(),
+  /** A W3C `traceparent` whose trace the run joins (docs/telemetry.md); for `startRun` only. */
+  traceparent: TraceParent.optional(),
 });
 export type StartRunResponse = z.infer<typeof StartRunResponse>;
 

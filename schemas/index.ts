@@ -24,3 +24,4 @@ export * from "./tools.ts";
 export * from "./webhooks.ts";
 export * from "./limits.ts";
 export * from "./mcp.ts";
+export * from "./telemetry.ts";

@@ -5,6 +5,7 @@ import { ATTEST_KIND, JournalAttestationBody, Sha256Hex } from "./journal.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
 import { StepRecord } from "./payload.ts";
 import { PlanOrigin } from "./plans.ts";
+import { TraceParent } from "./telemetry.ts";
 import { COMPENSATION_TRIGGERS, RunMode, RunStatus, RunTrigger, ToolCallRef } from "./run.ts";
 
 /**
@@ -111,6 +112,8 @@ export const JOURNAL_BODIES = {
     /** Its place in the queues of limits, when not the default 5. */
     priority: z.number().int().min(0).max(9).optional(),
     by: CausedBy,
+    /** The W3C trace context the run joins: the start request's `traceparent`, or its parent run's. */
+    traceparent: TraceParent.optional(),
   }),
   /** `by` on the transitions a control causes (cancel, pause, resume, approve, redrive). */
   "run.status": z.strictObject({ from: RunStatus, to: RunStatus, reason: z.string(), by: CausedBy }),

@@ -7,6 +7,7 @@ import { ErrorSummary, Failure } from "./errors.ts";
 import { AgentState } from "./agent.ts";
 import { ChildPlan, ResourceHandle, StepRecord, TaskContext, TaskResume } from "./payload.ts";
 import { LimitConfig, LimitHolder, LimitKey, Priority } from "./limits.ts";
+import { TraceParent } from "./telemetry.ts";
 
 /** A plan step as a plan run's record keeps it, for the run view's `results` (docs/plans.md). */
 export const PlanStepRecord = z.strictObject({ id: z.string(), tool: z.string() });
@@ -392,6 +393,8 @@ export const RunRecord = z.strictObject({
   created_by: z.string(),
   /** How the run was started; a record without one was started by the API. */
   trigger: RunTrigger.optional(),
+  /** The W3C trace context the run joins (docs/telemetry.md); absent: a trace of its own. */
+  traceparent: TraceParent.optional(),
   /** Declared resources a parent handed down (by resource name): the parent's containers, used as theirs. */
   inherited_resources: z.record(z.string(), ResourceHandle),
   /** Only on a plan run: its steps in plan order, for the run view's `results`. */

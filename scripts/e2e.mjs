@@ -7,7 +7,8 @@
  * fresh API token and journal key) for the whole suite, runs
  * `node --test test/e2e/*.test.mjs` with their addresses in TRELLIS_URL,
  * TRELLIS_TOKEN and TRELLIS_HTTP_TARGET_URL, then stops both and exits with the
- * test runner's code.
+ * test runner's code. Runs are exported as traces to a local OTLP receiver
+ * (scripts/lib/otlp-receiver.mjs) at TRELLIS_OTLP_URL, whose key is TRELLIS_OTLP_KEY.
  *
  * Output: the spec reporter on stdout; a TAP copy in $TRELLIS_E2E_TAP (default
  * .test-results/e2e.tap, which scripts/test.mjs counts); wrangler's own output
@@ -20,6 +21,7 @@ import { spawn } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
+import { startOtlpReceiver } from "./lib/otlp-receiver.mjs";
 import { startPeers } from "./lib/peers.mjs";
 import { repoRoot, resolveNode, startWranglerDev } from "./lib/wrangler-dev.mjs";
 
@@ -46,21 +48,21 @@ async function main() {
   const target = { url: peers.vars.HTTP_TARGET_URL ?? "" };
   const token = `e2e-${randomBytes(12).toString("hex")}`;
   const signingKey = freshSigningKey();
+  // The collector runs are exported to as traces (docs/telemetry.md), with a key of its own.
+  const otlpKey = `otlp-${randomBytes(12).toString("hex")}`;
+  const otlp = await startOtlpReceiver({ authorization: `Bearer ${otlpKey}` });
 
-  let dev;
-  try {
-    dev = await startWranglerDev({
-      vars: {
-        API_TOKENS: `${token},e2e-second-token`,
-        JOURNAL_SIGNING_KEY: signingKey,
-        ...peers.vars,
-        ...peers.secrets,
-      },
-    });
-  } catch (err) {
-    writeFileSync(wranglerLog, String(/** @type {any} */ (err)?.output ?? ""));
-    log(`wrangler dev did not start: ${/** @type {any} */ (err)?.message ?? err}`);
+  const dev = await startDev({
+    API_TOKENS: `${token},e2e-second-token`,
+    JOURNAL_SIGNING_KEY: signingKey,
+    ...peers.vars,
+    ...peers.secrets,
+    OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
+    OTEL_EXPORTER_OTLP_HEADERS: `authorization=Bearer%20${otlpKey}`,
+  });
+  if (dev === null) {
     await peers.stop();
+    await otlp.close();
     return 1;
   }
   log(`wrangler dev ready at ${dev.url} in ${dev.startupMs} ms; http target at ${target.url}`);
@@ -71,7 +73,13 @@ async function main() {
   try {
     code = await runNodeTest(
       files,
-      { TRELLIS_URL: dev.url, TRELLIS_TOKEN: token, TRELLIS_HTTP_TARGET_URL: target.url },
+      {
+        TRELLIS_URL: dev.url,
+        TRELLIS_TOKEN: token,
+        TRELLIS_HTTP_TARGET_URL: target.url,
+        TRELLIS_OTLP_URL: otlp.url,
+        TRELLIS_OTLP_KEY: otlpKey,
+      },
       measurements,
     );
   } finally {
@@ -82,9 +90,25 @@ async function main() {
     }
     await dev.stop();
     await peers.stop();
+    await otlp.close();
   }
   for (const m of measurements) process.stdout.write(`${m}\n`);
   return code;
+}
+
+/**
+ * `wrangler dev` with the suite's vars; null when it does not start (what it printed is kept in
+ * .test-results/wrangler.log).
+ * @param {Record<string, unknown>} vars
+ */
+async function startDev(vars) {
+  try {
+    return await startWranglerDev({ vars });
+  } catch (err) {
+    writeFileSync(wranglerLog, String(/** @type {any} */ (err)?.output ?? ""));
+    log(`wrangler dev did not start: ${/** @type {any} */ (err)?.message ?? err}`);
+    return null;
+  }
 }
 
 /** The suite's files, `test/e2e/*.test.mjs`, relative to the repository root. */

@@ -24,6 +24,7 @@ import { SCHEDULE_CONTROL_CALLS, SCHEDULE_CONTROLS, scheduleStatus } from "../sc
 import * as service from "./service.ts";
 import { createToken, listTokens, revokeToken } from "./tokens.ts";
 import { receiveWebhook } from "./webhooks.ts";
+import { toTraceParent } from "../telemetry/ids.ts";
 
 type App = { Bindings: Env; Variables: { principal: Principal } };
 
@@ -94,14 +95,22 @@ function linkTarget(c: Context<App>): LinkTarget {
   };
 }
 
+/**
+ * `POST /v1/workflows/{id}/runs`. A valid W3C `traceparent` header makes the run join that trace
+ * (docs/telemetry.md); an invalid one is ignored, as Trace Context asks.
+ */
+async function startWorkflowRun(c: Context<App>): Promise<Response> {
+  const waitMs = preferredWaitMs(c.req.header("prefer"));
+  const body = await readJson(c, {});
+  const traceparent = toTraceParent(c.req.header("traceparent"));
+  const principal = c.get("principal");
+  const started = await service.startRun(c.env, c.req.param("id") ?? "", body, principal, waitMs ?? 0, traceparent);
+  return startAnswer(c, started, waitMs);
+}
+
 /** Starting, listing, reading and steering runs; their journals and gates. */
 function runRoutes(app: Hono<App>): void {
-  app.post("/v1/workflows/:id/runs", allow("startRun"), async (c) => {
-    const waitMs = preferredWaitMs(c.req.header("prefer"));
-    const body = await readJson(c, {});
-    const started = await service.startRun(c.env, c.req.param("id"), body, c.get("principal"), waitMs ?? 0);
-    return startAnswer(c, started, waitMs);
-  });
+  app.post("/v1/workflows/:id/runs", allow("startRun"), startWorkflowRun);
   app.post("/v1/plans", allow("startPlan"), async (c) => {
     const waitMs = preferredWaitMs(c.req.header("prefer"));
     return startAnswer(c, await startPlan(c.env, await readJson(c), c.get("principal"), waitMs ?? 0), waitMs);

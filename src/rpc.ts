@@ -19,6 +19,7 @@ import type {
 } from "../schemas/api.ts";
 import type { EventTriggers, SendEventsResponse } from "../schemas/events.ts";
 import type { Jwks } from "../schemas/journal.ts";
+import type { TraceParent } from "../schemas/telemetry.ts";
 import type { StartPlanResponse } from "../schemas/plans.ts";
 import type { LimitStatus } from "../schemas/limits.ts";
 import type { BackfillAnswer, ScheduleStatus, SlotRecord } from "../schemas/schedules.ts";
@@ -111,7 +112,8 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
     return call("startRun", async () => {
       const id = idArgument(workflowId, "workflowId");
       checkBodyLimits(request);
-      const { created, run } = await service.startRun(this.env, id, request, RPC_PRINCIPAL, startWaitMs(options));
+      const { wait_ms: waitMs, traceparent } = startOptions(options);
+      const { created, run } = await service.startRun(this.env, id, request, RPC_PRINCIPAL, waitMs, traceparent);
       return { ...run, created };
     });
   }
@@ -296,7 +298,13 @@ function idArgument(value: unknown, name: string): string {
 
 /** How long a start waits for its run to end: `options.wait_ms`, 0 when not given. */
 function startWaitMs(options: unknown): number {
-  return parseOrThrow(StartRunOptions, options ?? {}, "request.invalid_argument", "options").wait_ms ?? 0;
+  return startOptions(options).wait_ms;
+}
+
+/** A start's options: how long to wait for the run, and the trace it joins (`traceparent`). */
+function startOptions(options: unknown): { wait_ms: number; traceparent: TraceParent | null } {
+  const parsed = parseOrThrow(StartRunOptions, options ?? {}, "request.invalid_argument", "options");
+  return { wait_ms: parsed.wait_ms ?? 0, traceparent: parsed.traceparent ?? null };
 }
 
 /** An optional integer argument, at least `min`; undefined when not given. */

@@ -33,6 +33,7 @@ import type { SendEventsResponse } from "../schemas/events.ts";
 import type { ExposedWorkflow } from "../schemas/mcp.ts";
 import { DEFAULT_PRIORITY } from "../schemas/limits.ts";
 import { Jwks, type PublicJwk } from "../schemas/journal.ts";
+import type { TraceParent } from "../schemas/telemetry.ts";
 
 /**
  * The operations of the API, shared by the HTTP routes and the Workers RPC
@@ -165,7 +166,9 @@ function toPage(kind: DefinitionKind, query: unknown, id?: string): ListPage {
 /**
  * Starts a run: 201 with a new run, or 200 with the run an idempotency key
  * already started. Given `waitMs`, answers once the run has ended (with its
- * output and error) or that long has passed.
+ * output and error) or that long has passed. Given a `traceparent`, the run
+ * joins that trace (docs/telemetry.md); it is not part of what makes two
+ * starts with one idempotency key the same request.
  */
 export async function startRun(
   env: Env,
@@ -173,6 +176,7 @@ export async function startRun(
   body: unknown,
   principal: Principal,
   waitMs = 0,
+  traceparent: TraceParent | null = null,
 ): Promise<{ created: boolean; run: StartRunResponse }> {
   const request = parseOrThrow(StartRunBody, body ?? {}, "run.invalid_request", "the run request");
   const delay = delayedStart(request, Date.now());
@@ -211,6 +215,7 @@ export async function startRun(
       trigger: { kind: "api" },
       ...delay,
       ...(priority === undefined ? {} : { priority }),
+      ...(traceparent === null ? {} : { traceparent }),
     },
     waitMs,
   );

@@ -7,6 +7,8 @@ import { startShellServer } from "../containers/shell-server/server.mjs";
 import { startHttpTarget } from "../scripts/lib/http-target.mjs";
 import { startLlmServer } from "../scripts/lib/llm-server.mjs";
 import { startMcpPeer } from "../scripts/lib/mcp-peer.mjs";
+import { startOtlpReceiver } from "../scripts/lib/otlp-receiver.mjs";
+import { TEST_SECRETS } from "./secrets.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -17,6 +19,7 @@ declare module "vitest" {
     mcpSseServerUrl: string;
     shellServerUrl: string;
     shellServerToken: string;
+    otlpReceiverUrl: string;
     callerScript: string;
   }
 }
@@ -37,6 +40,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const shell = await startShellServer({ port: 0 });
   project.provide("shellServerUrl", shell.url);
   project.provide("shellServerToken", shell.token);
+  // The collector runs are exported to as traces (docs/telemetry.md); it wants the key the Worker is given.
+  const otlp = await startOtlpReceiver({ port: 0, authorization: `Bearer ${TEST_SECRETS.OTLP_API_KEY}` });
+  project.provide("otlpReceiverUrl", otlp.url);
   // The example caller Worker (examples/caller), run beside the Worker under test (vitest.config.ts).
   project.provide("callerScript", callerScript());
   return async () => {
@@ -44,6 +50,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await llm.close();
     await mcp.close();
     await shell.close();
+    await otlp.close();
   };
 }
 

@@ -7,6 +7,8 @@
 export const TEST_SECRETS = {
   LLM_API_KEY: "sk-trellis-test-9f2c41d7e0b3a6",
   MCP_TOKEN: "mcp-trellis-test-5b8e02a9c4f1d3",
+  /** The local OTLP receiver's key, sent in OTEL_EXPORTER_OTLP_HEADERS (vitest.config.ts). */
+  OTLP_API_KEY: "otlp-trellis-test-7d1e93b0a25c48",
 } as const;
 
 /**

@@ -57,6 +57,11 @@ export const EXPECTED = {
   SANDBOX_SLEEP_AFTER: { kind: "var" },
   // "allow" lets a plan request pre-approve high-risk steps (docs/plans.md); off when unset.
   PLAN_PREAPPROVAL: { kind: "var" },
+  // OpenTelemetry export of runs as traces (docs/telemetry.md): off unless the endpoint is set.
+  OTEL_EXPORTER_OTLP_ENDPOINT: { kind: "var" },
+  // The collector's headers (an API key): a secret, never in [vars].
+  OTEL_EXPORTER_OTLP_HEADERS: { kind: "secret" },
+  OTEL_SERVICE_NAME: { kind: "var" },
 };
 
 /**

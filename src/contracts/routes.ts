@@ -415,6 +415,11 @@ export const API_ROUTES: RouteSpec[] = [
         description:
           "`wait=N` (RFC 7240): answer once the run has ended, with its output and error, or after N seconds (at most 60), whichever is first; the answer says `Preference-Applied: wait=N`.",
       },
+      traceparent: {
+        type: "string",
+        description:
+          "W3C Trace Context: the run's exported spans join this trace, its run span a child of this span (docs/telemetry.md); an invalid value is ignored.",
+      },
     },
     body: { schema: "StartRunBody", required: false },
     responses: {

@@ -6,6 +6,7 @@
  *   TRELLIS_URL              the Worker, e.g. http://127.0.0.1:41234
  *   TRELLIS_TOKEN            a valid bearer token
  *   TRELLIS_HTTP_TARGET_URL  the HTTP target (scripts/lib/http-target.mjs)
+ *   TRELLIS_OTLP_URL         the OTLP receiver runs are exported to (scripts/lib/otlp-receiver.mjs)
  *
  * Run alone (`node --test test/e2e/greet.test.mjs`), a test file starts its own
  * pair and stops it when its tests end. Pointing TRELLIS_URL at a running
@@ -17,6 +18,7 @@ import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { after } from "node:test";
 import { fileURLToPath } from "node:url";
 import { startHttpTarget } from "../../scripts/lib/http-target.mjs";
+import { startOtlpReceiver } from "../../scripts/lib/otlp-receiver.mjs";
 import { startPeers } from "../../scripts/lib/peers.mjs";
 import { startWranglerDev } from "../../scripts/lib/wrangler-dev.mjs";
 
@@ -24,7 +26,7 @@ export const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 /** A dotted error code such as `auth.missing_token`. */
 export const DOTTED_CODE = /^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)+$/;
 
-/** @type {Promise<{ url: string, token: string, target: string }> | undefined} */
+/** @type {Promise<{ url: string, token: string, target: string, otlp: string }> | undefined} */
 let envPromise;
 /** @type {Array<() => Promise<void>>} */
 const ownStops = [];
@@ -39,7 +41,7 @@ after(async () => {
 /**
  * The suite's environment, starting a private HTTP target and `wrangler dev`
  * when scripts/e2e.mjs did not provide one.
- * @returns {Promise<{ url: string, token: string, target: string }>}
+ * @returns {Promise<{ url: string, token: string, target: string, otlp: string }>}
  */
 export function env() {
   envPromise ??= (async () => {
@@ -48,22 +50,28 @@ export function env() {
         url: process.env.TRELLIS_URL.replace(/\/$/, ""),
         token: process.env.TRELLIS_TOKEN ?? "dev-token",
         target: process.env.TRELLIS_HTTP_TARGET_URL ?? (await ownTarget()),
+        otlp: process.env.TRELLIS_OTLP_URL ?? "",
       };
     }
     const token = "e2e-token";
     // The peers scripts/e2e.mjs and `npm run dev` start (scripts/lib/peers.mjs), containers in local mode.
     const peers = await startPeers();
     ownStops.push(peers.stop);
+    const otlpKey = `otlp-${randomBytes(12).toString("hex")}`;
+    const otlp = await startOtlpReceiver({ authorization: `Bearer ${otlpKey}` });
+    ownStops.push(otlp.close);
     const dev = await startWranglerDev({
       vars: {
         API_TOKENS: `${token},e2e-second-token`,
         JOURNAL_SIGNING_KEY: freshSigningKey(),
         ...peers.vars,
         ...peers.secrets,
+        OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
+        OTEL_EXPORTER_OTLP_HEADERS: `authorization=Bearer%20${otlpKey}`,
       },
     });
     ownStops.push(dev.stop);
-    return { url: dev.url, token, target: peers.vars.HTTP_TARGET_URL ?? "" };
+    return { url: dev.url, token, target: peers.vars.HTTP_TARGET_URL ?? "", otlp: otlp.url };
   })();
   return envPromise;
 }
