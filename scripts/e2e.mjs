@@ -83,17 +83,25 @@ async function main() {
       measurements,
     );
   } finally {
-    writeFileSync(wranglerLog, dev.output());
-    if (code !== 0) {
-      const tail = dev.output().trimEnd().split("\n").slice(-60).join("\n");
-      log(`wrangler output (last 60 lines; all of it in ${relative(repoRoot, wranglerLog)}):\n${tail}`);
-    }
+    keepOutput(dev, code);
     await dev.stop();
     await peers.stop();
     await otlp.close();
   }
   for (const m of measurements) process.stdout.write(`${m}\n`);
   return code;
+}
+
+/**
+ * Keeps what wrangler printed in .test-results/wrangler.log, and shows its end when the suite failed.
+ * @param {{ output(): string }} dev @param {number} code
+ */
+function keepOutput(dev, code) {
+  writeFileSync(wranglerLog, dev.output());
+  if (code !== 0) {
+    const tail = dev.output().trimEnd().split("\n").slice(-60).join("\n");
+    log(`wrangler output (last 60 lines; all of it in ${relative(repoRoot, wranglerLog)}):\n${tail}`);
+  }
 }
 
 /**
