@@ -280,12 +280,18 @@ export class Coordinator extends DurableObject<Env> {
     });
   }
 
-  /** Keeps an approval link of an open gate (coordinator/gate-links.ts); the API made its secret and sends its hash. */
-  async linkGate(gateId: string, request: unknown): Promise<Result<{ expires_at: string }>> {
+  /**
+   * Keeps an approval link of an open gate (coordinator/gate-links.ts); the API made its secret and sends its hash.
+   * `made: false`: a request with `once` found the live link the same caller made for the same approver.
+   */
+  async linkGate(gateId: string, request: unknown): Promise<Result<{ expires_at: string; made: boolean }>> {
     return toResult(async () => {
       const event = toGateLink(this.requireRun().record, gateId, request, Date.now());
+      if ("existing" in event) {
+        return { expires_at: new Date(event.existing.expires_at).toISOString(), made: false };
+      }
       await this.inbox.apply(event);
-      return { expires_at: new Date(event.link.expires_at).toISOString() };
+      return { expires_at: new Date(event.link.expires_at).toISOString(), made: true };
     });
   }
 

@@ -27,17 +27,32 @@ export const GateLinkRequest = z.strictObject({
   approver: z.string().min(1).max(254),
   expires_at: z.number().int(),
   created_by: By,
+  /**
+   * Make none when the gate keeps a live link (unused, unexpired) made by the
+   * same caller for the same approver: the MCP server's reports ask this, so a
+   * client that polls a waiting run does not use up the gate's links.
+   */
+  once: z.boolean().optional(),
 });
+export type GateLinkRequest = z.infer<typeof GateLinkRequest>;
 
-/** The event that keeps a new link: the gate must be open, name the approver (when it declares approvers) and have room. */
+/**
+ * The event that keeps a new link: the gate must be open, name the approver
+ * (when it declares approvers) and have room. With `once`, the live link the
+ * same caller made for the same approver instead, when there is one.
+ */
 export function toGateLink(
   record: RunRecord,
   gateId: string,
   request: unknown,
   now: number,
-): Extract<RunEvent, { type: "gate_link" }> {
+): Extract<RunEvent, { type: "gate_link" }> | { existing: GateLink } {
   const asked = parseOrThrow(GateLinkRequest, request, "gate.invalid_link", "the link");
   const gate = openGateOf(record.gates, gateId);
+  const existing = asked.once ? liveLinkOf(gate, asked, now) : undefined;
+  if (existing !== undefined) {
+    return { existing };
+  }
   const answerer: Answerer = { by: { link: asked.link_id, approver: asked.approver }, roles: [] };
   if (gate.approvers !== undefined && !isApprover(gate.approvers, answerer)) {
     throw EngineError.terminal(
@@ -51,6 +66,18 @@ export function toGateLink(
   const { link_id, secret_sha256, approver, expires_at, created_by } = asked;
   const link: GateLink = { link_id, approver, secret_sha256, created_at: now, expires_at, used_at: null, created_by };
   return { type: "gate_link", gate_id: gateId, link };
+}
+
+/** A link of the gate, unused and unexpired, that the same caller made for the same approver. */
+function liveLinkOf(gate: GateRecord, asked: GateLinkRequest, now: number): GateLink | undefined {
+  const creator = JSON.stringify(asked.created_by);
+  return gate.links?.find(
+    (link) =>
+      link.used_at === null &&
+      now < link.expires_at &&
+      link.approver === asked.approver &&
+      JSON.stringify(link.created_by) === creator,
+  );
 }
 
 /**

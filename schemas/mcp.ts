@@ -27,6 +27,18 @@ export type ExposedWorkflow = z.infer<typeof ExposedWorkflow>;
 export const RunHandle = z.strictObject({ run_id: z.string(), status: RunStatus, url: z.string() });
 export type RunHandle = z.infer<typeof RunHandle>;
 
+/**
+ * An approval link of an open gate, made for the caller, in a report that the
+ * run needs input: `url` null when a live link the caller made earlier stands
+ * (its URL was shown once, in the report that made it).
+ */
+export const ApprovalLink = z.strictObject({
+  url: z.string().nullable(),
+  approver: z.string(),
+  expires_at: z.string(),
+});
+export type ApprovalLink = z.infer<typeof ApprovalLink>;
+
 const RunId = z.string().min(1).max(200).describe("A run id, as a workflow tool or trellis_list_runs answered it.");
 
 /** `trellis_get_run`, `trellis_cancel_run`'s run. */

@@ -1,4 +1,4 @@
-import { ensureEngineError } from "../lib/errors.ts";
+import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { sha256Hex } from "../lib/ids.ts";
 import { toHex } from "../lib/journal/encoding.ts";
 import { unwrap } from "../lib/result.ts";
@@ -40,6 +40,26 @@ export async function createGateLink(
   origin: string,
 ): Promise<GateLinkAnswer> {
   const asked = parseOrThrow(GateLinkBody, body, "gate.invalid_link", "the link request");
+  const link = await makeGateLink(env, target, { ...asked, once: false }, principal, origin);
+  if (!link.made) {
+    throw new EngineError("internal.error", "a link asked without once was not made");
+  }
+  return { url: link.url, link_id: link.link_id, expires_at: link.expires_at };
+}
+
+/**
+ * Makes a link of the gate for `asked.approver`, by `principal` (its checks
+ * made by the caller). With `once`, the live link the same principal made for
+ * the same approver stands instead: its id and expiry, and no URL (the
+ * secret was shown once, when it was made).
+ */
+export async function makeGateLink(
+  env: Env,
+  target: { runId: string; gateId: string },
+  asked: GateLinkBody & { once: boolean },
+  principal: Principal,
+  origin: string,
+): Promise<MadeLink> {
   const random = (bytes: number): string => toHex(crypto.getRandomValues(new Uint8Array(bytes)));
   const linkId = `lnk_${random(8)}`;
   const secret = random(32);
@@ -49,14 +69,23 @@ export async function createGateLink(
     approver: asked.approver,
     expires_at: Date.now() + (asked.expires_in_ms ?? DEFAULT_LINK_TTL_MS),
     created_by: byOf(principal),
+    ...(asked.once ? { once: true } : {}),
   };
   const made = unwrap(await coordinator(env, target.runId).linkGate(target.gateId, request));
+  if (!made.made) {
+    return { made: false, expires_at: made.expires_at };
+  }
   return {
+    made: true,
     url: `${origin}${LINK_PATH}/${target.runId}/${linkId}/${secret}`,
     link_id: linkId,
     expires_at: made.expires_at,
   };
 }
+
+/** A link just made (its URL carries the secret, shown only now), or the live one that stood instead. */
+export type MadeLink =
+  { made: true; url: string; link_id: string; expires_at: string } | { made: false; expires_at: string };
 
 /** What a link's URL names: the run, the link and its secret. */
 export interface LinkTarget {

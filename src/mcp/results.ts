@@ -2,7 +2,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { EngineError, ensureEngineError } from "../../lib/errors.ts";
 import type { GateView, RunView } from "../../schemas/api.ts";
 import type { Json, JsonObject } from "../../schemas/common.ts";
-import type { RunHandle } from "../../schemas/mcp.ts";
+import type { ApprovalLink, RunHandle } from "../../schemas/mcp.ts";
 import { errorBody, statusOf } from "../errors.ts";
 import { toStructured, type ToolSchema } from "./schema-map.ts";
 
@@ -27,8 +27,8 @@ export interface RunAnswerContext {
   waitedSeconds: number;
   /** Gates asked through elicitation during this call, still open. */
   asked: readonly string[];
-  /** Approval links made for the caller, by gate id. */
-  links?: Readonly<Record<string, string>>;
+  /** Approval links made for the caller, by gate id (src/mcp/links.ts). */
+  links?: Readonly<Record<string, ApprovalLink>>;
 }
 
 /** The run's page in the web console. */
@@ -91,8 +91,20 @@ function stillGoing(view: RunView, gates: GateView[], context: RunAnswerContext)
   return (
     `Run ${view.run_id} needs input (${waits}). Answer with trellis_answer_gate ` +
     `{"run_id","gate_id","response"} (response matching the gate's input_schema), then ${follow}.` +
-    (asked.length > 0 ? ` The form already shown for ${asked.join(", ")} still answers it when submitted.` : "")
+    (asked.length > 0 ? ` The form already shown for ${asked.join(", ")} still answers it when submitted.` : "") +
+    linkSentence(gates, context)
   );
+}
+
+/** What the text says of the approval links made for the caller: each URL, once. */
+function linkSentence(gates: GateView[], context: RunAnswerContext): string {
+  const links = gates.flatMap((gate) => {
+    const link = context.links?.[gate.gate_id];
+    return link?.url ? [`gate ${gate.gate_id}: ${link.url} (until ${link.expires_at})`] : [];
+  });
+  return links.length === 0
+    ? ""
+    : ` The person behind this client may answer in a browser instead: ${links.join("; ")}.`;
 }
 
 /** An open gate as a report shows it: what to answer, and how. */
@@ -109,7 +121,7 @@ export function gateReport(gate: GateView, context: Pick<RunAnswerContext, "aske
     ...(gate.approvers === undefined ? {} : { approvers: gate.approvers as Json }),
     answer_with: "trellis_answer_gate",
     ...(context.asked.includes(gate.gate_id) ? { elicited: true } : {}),
-    ...(link === undefined ? {} : { link }),
+    ...(link === undefined ? {} : { approval_link: link }),
   };
 }
 

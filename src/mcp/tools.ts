@@ -19,6 +19,7 @@ import { answererOf } from "../gate-links.ts";
 import { listRuns } from "../run-list.ts";
 import { answerGate, controlRun, exposedWorkflows, getRun, listDefinitions } from "../service.ts";
 import { followRun, waitBounds } from "./follow.ts";
+import { reportLinks } from "./links.ts";
 import { runResult, runUrl, trimRun, valueResult } from "./results.ts";
 import type { SessionTraits } from "./session.ts";
 
@@ -118,8 +119,8 @@ export const SERVER_TOOLS: readonly ServerTool[] = [
     name: "trellis_wait_run",
     operation: "getRun",
     description:
-      "Waits up to wait_seconds (default 25) for a run to end, then answers like a workflow's tool: its output, its error, or its handle and the input it needs. Asks a waiting gate through elicitation when the client supports it.",
-    annotations: READ_ONLY,
+      "Waits up to wait_seconds (default 25) for a run to end, then answers like a workflow's tool: its output, its error, or its handle and the input it needs (with an approval link for the caller when it may make one). Asks a waiting gate through elicitation when the client supports it.",
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     args: WaitRunArgs,
     async call(context, args) {
       const bounds = waitBounds(args.wait_seconds === undefined ? undefined : args.wait_seconds * 1000);
@@ -130,7 +131,8 @@ export const SERVER_TOOLS: readonly ServerTool[] = [
         bounds,
       );
       const waitedSeconds = Math.round((Date.now() - started) / 1000);
-      return runResult(view, { origin: context.origin, outputSchema: undefined, waitedSeconds, asked });
+      const links = await reportLinks(context.env, view, context.principal, context.origin);
+      return runResult(view, { origin: context.origin, outputSchema: undefined, waitedSeconds, asked, links });
     },
   }),
   tool({

@@ -5,6 +5,7 @@ import type { ExposedWorkflow } from "../../schemas/mcp.ts";
 import { accessOf, authorize, inGrant } from "../access.ts";
 import { exposedWorkflows, startRun } from "../service.ts";
 import { followRun, waitBounds } from "./follow.ts";
+import { reportLinks } from "./links.ts";
 import { runResult, toolError } from "./results.ts";
 import { toRunInput, toToolInputSchema, toToolOutputSchema } from "./schema-map.ts";
 import { toolCallKey, toolCallWaitMs } from "./session.ts";
@@ -64,7 +65,8 @@ export async function callWorkflowTool(
       waitBounds(toolCallWaitMs(context.meta)),
     );
     const waitedSeconds = Math.round((Date.now() - started) / 1000);
-    return runResult(view, { origin: context.origin, outputSchema, waitedSeconds, asked });
+    const links = await reportLinks(context.env, view, context.principal, context.origin);
+    return runResult(view, { origin: context.origin, outputSchema, waitedSeconds, asked, links });
   } catch (thrown) {
     return toolError(thrown, name, outputSchema !== undefined);
   }
