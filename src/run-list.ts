@@ -13,12 +13,23 @@ export const DEFAULT_RUNS_PAGE = 20;
  * of the page before, base64url-encoded JSON: opaque to clients, checked when
  * it comes back. Pages are keyset pages, so a run created meanwhile never
  * shifts a page: no duplicates and no gaps across pages. `grant` (a token's
- * workflows, null for every workflow) leaves out the runs of other workflows.
+ * workflows, null for every workflow) leaves out the runs of other workflows;
+ * `createdBy` (not a query parameter: the MCP server's `tasks/list`) keeps
+ * the runs that principal started.
  */
-export async function listRuns(db: D1Database, rawQuery: unknown, grant: readonly string[] | null): Promise<RunList> {
+export async function listRuns(
+  db: D1Database,
+  rawQuery: unknown,
+  grant: readonly string[] | null,
+  createdBy?: string,
+): Promise<RunList> {
   const query = parseOrThrow(ListRunsQuery, rawQuery, "request.invalid_query", "the query");
   const limit = query.limit ?? DEFAULT_RUNS_PAGE;
   const { where, params } = toWhere(query);
+  if (createdBy !== undefined) {
+    where.push("created_by = ?");
+    params.push(createdBy);
+  }
   if (grant !== null) {
     const granted = grantCondition(grant);
     where.push(granted.condition);

@@ -1,12 +1,13 @@
-import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
+import type { CallToolResult, CreateTaskResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { EngineError } from "../../lib/errors.ts";
 import type { JsonObject } from "../../schemas/common.ts";
 import type { ExposedWorkflow } from "../../schemas/mcp.ts";
 import { accessOf, authorize, inGrant } from "../access.ts";
-import { exposedWorkflows, startRun } from "../service.ts";
+import { exposedWorkflows, getRun, startRun } from "../service.ts";
 import { followRun, waitBounds } from "./follow.ts";
 import { reportLinks } from "./links.ts";
 import { runResult, toolError } from "./results.ts";
+import { taskRequestError, toTask } from "./tasks.ts";
 import { toRunInput, toToolInputSchema, toToolOutputSchema } from "./schema-map.ts";
 import { toolCallKey, toolCallWaitMs } from "./session.ts";
 import { mayCall, type ToolContext } from "./tools.ts";
@@ -34,6 +35,7 @@ export function toWorkflowTool(workflow: ExposedWorkflow): Tool {
     description: workflow.mcp.description ?? workflow.description ?? `Runs the Trellis workflow ${workflow.id}.`,
     inputSchema: toToolInputSchema(workflow.input_schema).schema as Tool["inputSchema"],
     ...(output === undefined ? {} : { outputSchema: output.schema as Tool["outputSchema"] }),
+    execution: { taskSupport: "optional" },
   };
 }
 
@@ -47,10 +49,7 @@ export async function callWorkflowTool(
   name: string,
   args: JsonObject,
 ): Promise<CallToolResult | null> {
-  if (!inGrant(context.principal, name)) {
-    return null;
-  }
-  const [workflow] = await exposedWorkflows(context.env, context.principal.workflows, name);
+  const workflow = await exposedTool(context, name);
   if (workflow === undefined) {
     return null;
   }
@@ -69,6 +68,39 @@ export async function callWorkflowTool(
     return runResult(view, { origin: context.origin, outputSchema, waitedSeconds, asked, links });
   } catch (thrown) {
     return toolError(thrown, name, outputSchema !== undefined);
+  }
+}
+
+/** The exposed workflow the principal sees as the tool `name`. */
+async function exposedTool(context: ToolContext, name: string): Promise<ExposedWorkflow | undefined> {
+  if (!inGrant(context.principal, name)) {
+    return undefined;
+  }
+  const [workflow] = await exposedWorkflows(context.env, context.principal.workflows, name);
+  return workflow;
+}
+
+/**
+ * Calls the workflow tool `name` as a task (docs/mcp.md, "Tasks"): starts
+ * its run (one per call, as a plain call) and answers at once with the run
+ * as a task. Null for an unknown tool; an error of the start is the
+ * request's JSON-RPC error, with the API's problems: no run, no task.
+ */
+export async function startWorkflowTask(
+  context: ToolContext,
+  name: string,
+  args: JsonObject,
+): Promise<CreateTaskResult | null> {
+  const workflow = await exposedTool(context, name);
+  if (workflow === undefined) {
+    return null;
+  }
+  try {
+    authorize(context.principal, accessOf("startRun"));
+    const runId = await startToolRun(context, workflow, args);
+    return { task: toTask(await getRun(context.env, runId)) };
+  } catch (thrown) {
+    throw taskRequestError(thrown);
   }
 }
 
