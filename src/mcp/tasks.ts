@@ -144,7 +144,7 @@ export async function listTasks(
  * task named in `_meta`. While a gate is open it asks it through elicitation,
  * once, when the client declared it; either way it waits on (the person may
  * answer through a link, the console or another client). After
- * `TASK_RESULT_WAIT_MS`, or when the client goes away, it answers `-32001`.
+ * `TASK_RESULT_WAIT_MS` (or once the request is aborted) it answers `-32001`.
  */
 export async function taskResult(context: TaskContext, taskId: string, signal: AbortSignal): Promise<CallToolResult> {
   const started = await taskRun(context, taskId, "getRun");

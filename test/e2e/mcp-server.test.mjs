@@ -4,10 +4,11 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { CreateTaskResultSchema, ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { api, env, register, show, uid } from "./helpers.mjs";
 
 const OK_SCHEMA = { type: "object", required: ["ok"], properties: { ok: { type: "boolean" } } };
+const SLEPT_SCHEMA = { type: "object", required: ["slept"], properties: { slept: { type: "boolean" } } };
 
 /** A workflow of one context step: `v` = `n` + 1. */
 function addOne(id, extra = {}) {
@@ -119,7 +120,13 @@ function jsonOf(result) {
 }
 
 describe("the MCP server at /v1/mcp", () => {
-  const ids = { fast: uid("mcp-fast"), hidden: uid("mcp-hidden"), slow: uid("mcp-slow"), gated: uid("mcp-gated") };
+  const ids = {
+    fast: uid("mcp-fast"),
+    hidden: uid("mcp-hidden"),
+    slow: uid("mcp-slow"),
+    typedSlow: uid("mcp-typed-slow"),
+    gated: uid("mcp-gated"),
+  };
   /** @type {Client} */
   let client;
 
@@ -130,6 +137,7 @@ describe("the MCP server at /v1/mcp", () => {
         addOne(ids.fast, { mcp: { expose: true, description: "Adds one to n." } }),
         addOne(ids.hidden),
         sleeper(ids.slow, 3_000),
+        { ...sleeper(ids.typedSlow, 3_000), output_schema: SLEPT_SCHEMA },
         asker(ids.gated),
       ],
     });
@@ -243,6 +251,22 @@ describe("the MCP server at /v1/mcp", () => {
     assert.equal(gate.prompt, "ship v2?");
     assert.deepEqual(gate.input_schema, OK_SCHEMA);
     assert.equal(gate.answer_with, "trellis_answer_gate");
+    // An approval link for the caller itself: the person behind the agent may answer in a browser.
+    const whoami = await api("GET", "/v1/whoami");
+    assert.equal(gate.approval_link.approver, whoami.json.principal.name, JSON.stringify(gate));
+    assert.match(gate.approval_link.url, new RegExp(`/v1/links/${report.run_id}/lnk_[0-9a-f]{16}/[0-9a-f]{64}$`));
+    assert.ok(result.content[0].text.includes(gate.approval_link.url), result.content[0].text);
+    const page = await fetch(gate.approval_link.url);
+    assert.equal(page.status, 200);
+    assert.match(await page.text(), /ship v2\?/);
+    const polled = await client.callTool({
+      name: "trellis_wait_run",
+      arguments: { run_id: report.run_id, wait_seconds: 0 },
+    });
+    assert.deepEqual(polled.structuredContent.needs_input[0].approval_link, {
+      ...gate.approval_link,
+      url: null,
+    });
     const bad = await client.callTool({
       name: "trellis_answer_gate",
       arguments: { run_id: report.run_id, gate_id: gate.gate_id, response: { ok: "yes" } },
@@ -297,6 +321,70 @@ describe("the MCP server at /v1/mcp", () => {
       assert.equal(report.needs_input[0].elicited, true, JSON.stringify(result));
       const cancelled = await eliciting.callTool({ name: "trellis_cancel_run", arguments: { run_id: report.run_id } });
       assert.equal(cancelled.structuredContent.status, "cancelled");
+    } finally {
+      await eliciting.close();
+    }
+  });
+
+  test("a client that supports tasks gets the run as a task, and its output (matching the output schema) from tasks/result", async () => {
+    const { tools } = await client.listTools();
+    assert.deepEqual(tools.find((tool) => tool.name === ids.typedSlow)?.execution, { taskSupport: "optional" });
+    // Called plainly, a typed tool's run still going is an error result that says it has not failed.
+    const plain = await client.callTool({ name: ids.typedSlow, arguments: {}, _meta: { "trellis/wait_seconds": 0 } });
+    assert.equal(plain.isError, true);
+    assert.match(plain.content[0].text, /has not failed/);
+    const messages = [];
+    for await (const message of client.experimental.tasks.callToolStream({ name: ids.typedSlow, arguments: {} })) {
+      messages.push(message);
+    }
+    const created = messages.find((message) => message.type === "taskCreated");
+    assert.ok(created, JSON.stringify(messages));
+    const taskId = created.task.taskId;
+    const run = await api("GET", `/v1/runs/${taskId}`);
+    assert.equal(run.json.workflow.id, ids.typedSlow, show(run));
+    assert.ok(messages.some((message) => message.type === "taskStatus" && message.task.status === "working"));
+    const last = messages.at(-1);
+    assert.equal(last.type, "result", JSON.stringify(last));
+    assert.deepEqual(last.result.structuredContent, { slept: true });
+    assert.equal(last.result.isError, undefined);
+    assert.deepEqual(last.result._meta["io.modelcontextprotocol/related-task"], { taskId });
+    const task = await client.experimental.tasks.getTask(taskId);
+    assert.equal(task.status, "completed");
+    assert.equal(task.ttl, null);
+  });
+
+  test("a task's gate is asked by elicitation on tasks/result; tasks/cancel cancels a run; tasks/list lists the caller's", async () => {
+    const { token } = await env();
+    const asked = [];
+    const eliciting = await connect(token, async (params) => {
+      asked.push(params);
+      return { action: "accept", content: { ok: true } };
+    });
+    try {
+      await eliciting.listTools();
+      const messages = [];
+      const stream = eliciting.experimental.tasks.callToolStream({ name: ids.gated, arguments: { what: "v5" } });
+      for await (const message of stream) {
+        messages.push(message);
+      }
+      assert.deepEqual(messages.at(-1)?.result?.structuredContent, { ok: true }, JSON.stringify(messages));
+      assert.equal(asked.length, 1);
+      assert.equal(asked[0].message, "ship v5?");
+
+      const created = await eliciting.request(
+        { method: "tools/call", params: { name: ids.slow, arguments: {}, task: {} } },
+        CreateTaskResultSchema,
+      );
+      const cancelled = await eliciting.experimental.tasks.cancelTask(created.task.taskId);
+      assert.equal(cancelled.status, "cancelled");
+      assert.equal((await api("GET", `/v1/runs/${created.task.taskId}`)).json.status, "cancelled");
+      await assert.rejects(eliciting.experimental.tasks.cancelTask(created.task.taskId), /already cancelled/);
+      let listed = [];
+      for (let i = 0; i < 50 && !listed.includes(created.task.taskId); i += 1) {
+        listed = (await eliciting.experimental.tasks.listTasks()).tasks.map((task) => task.taskId);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      assert.ok(listed.includes(created.task.taskId), JSON.stringify(listed));
     } finally {
       await eliciting.close();
     }
