@@ -19,6 +19,8 @@ import { openGateOf } from "./requests.ts";
 
 /** The most links one gate keeps. */
 export const MAX_LINKS_PER_GATE = 20;
+/** The most links a request with `once` (the MCP server's reports) may leave a gate with: the rest stay for the API. */
+export const MAX_REPORT_LINKS_PER_GATE = 10;
 
 /** What the API sends the run to make a link: its id, the secret's hash, its approver and expiry, and who made it. */
 export const GateLinkRequest = z.strictObject({
@@ -59,6 +61,9 @@ export function toGateLink(
       "auth.forbidden",
       `a link of gate ${gateId} must be made for one of its approvers: ${describeApprovers(gate.approvers)}`,
     );
+  }
+  if (asked.once && (gate.links ?? []).length >= MAX_REPORT_LINKS_PER_GATE) {
+    throw EngineError.terminal("gate.too_many_links", `gate ${gateId} has ${MAX_REPORT_LINKS_PER_GATE} links already`);
   }
   if ((gate.links ?? []).length >= MAX_LINKS_PER_GATE) {
     throw EngineError.terminal("gate.too_many_links", `gate ${gateId} has ${MAX_LINKS_PER_GATE} links already`);

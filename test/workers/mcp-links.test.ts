@@ -96,6 +96,19 @@ describe("approval links in needs-input reports", () => {
     expect(await linkEntries(byEmail.run_id)).toHaveLength(1);
   });
 
+  it("leaves half of a gate's links to the API: reports make at most 10", async ({ expect }) => {
+    const view = await openGate();
+    const gateId = view.gates[0]?.gate_id ?? "";
+    for (let i = 0; i < 10; i += 1) {
+      const made = await reportLinks(env, view, token(`caller${i}`, ["approver"]), ORIGIN);
+      expect(made[gateId]?.url).toMatch(/\/v1\/links\//);
+    }
+    expect(await reportLinks(env, view, token("caller10", ["approver"]), ORIGIN)).toEqual({});
+    const byApi = await api("POST", `/v1/runs/${view.run_id}/gates/${gateId}/links`, { approver: "ops@example.com" });
+    expect(byApi.status).toBe(201);
+    expect(await linkEntries(view.run_id)).toHaveLength(11);
+  });
+
   it("makes none for a run that ended, and bounds a link by the gate's own expiry", async ({ expect }) => {
     const view = await openGate();
     const gateId = view.gates[0]?.gate_id ?? "";
