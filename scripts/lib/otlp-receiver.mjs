@@ -32,9 +32,18 @@ const require = createRequire(import.meta.url);
 const root = require("otlp-transformer-protobufjs/build/src/generated/root.js");
 const ExportTraceServiceRequest = root.opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest;
 
+/**
+ * A span as the receiver keeps it (see `flatten`).
+ * @typedef {{ traceId: string, spanId: string, parentSpanId: string | null, name: string, kind: number,
+ *   start: number, end: number, attributes: Record<string, unknown>,
+ *   events: { name: string, time: number, attributes: Record<string, unknown> }[],
+ *   status: { code: number, message: string }, flags: number, resource: Record<string, unknown>, scope: string }} ReceivedSpan
+ */
+/** @typedef {{ spans: ReceivedSpan[], text: string, raw: string }} ReceivedRequest */
+
 /** @param {{ port?: number, authorization?: string }} [options] */
 export async function startOtlpReceiver({ port = 0, authorization } = {}) {
-  /** @type {{ spans: any[], text: string, raw: string }[]} */
+  /** @type {ReceivedRequest[]} */
   const received = [];
   /** @type {Map<string, { mode: string, refused: number }>} */
   const refusals = new Map();
@@ -59,7 +68,7 @@ export async function startOtlpReceiver({ port = 0, authorization } = {}) {
   };
 }
 
-/** @param {import("node:http").IncomingMessage} req @param {import("node:http").ServerResponse} res @param {any} state */
+/** @param {import("node:http").IncomingMessage} req @param {import("node:http").ServerResponse} res @param {{ received: ReceivedRequest[], refusals: Map<string, { mode: string, refused: number }>, authorization?: string }} state */
 async function handle(req, res, state) {
   const url = new URL(req.url ?? "/", "http://localhost");
   const body = await readBody(req);
@@ -70,14 +79,14 @@ async function handle(req, res, state) {
     const runId = url.searchParams.get("run_id");
     const traceId = url.searchParams.get("trace_id");
     const spans = state.received
-      .flatMap((/** @type {any} */ request) => request.spans)
-      .filter((/** @type {any} */ span) => span.attributes["trellis.run.id"] === runId || span.traceId === traceId);
+      .flatMap((request) => request.spans)
+      .filter((span) => span.attributes["trellis.run.id"] === runId || span.traceId === traceId);
     return send(res, 200, { spans });
   }
   if (req.method === "GET" && url.pathname === "/requests") {
     const workflow = url.searchParams.get("workflow");
-    const requests = state.received.filter((/** @type {any} */ request) =>
-      request.spans.some((/** @type {any} */ span) => span.attributes["trellis.workflow.id"] === workflow),
+    const requests = state.received.filter((request) =>
+      request.spans.some((span) => span.attributes["trellis.workflow.id"] === workflow),
     );
     return send(res, 200, { requests: requests.map(({ text, raw }) => ({ text, raw })) });
   }

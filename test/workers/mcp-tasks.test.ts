@@ -1,6 +1,7 @@
 import { env, exports } from "cloudflare:workers";
 import { McpError, RELATED_TASK_META_KEY, type Task } from "@modelcontextprotocol/sdk/types.js";
 import { describe, it } from "vitest";
+import { z } from "zod";
 import type { RunView } from "../../schemas/api.ts";
 import type { Principal } from "../../schemas/auth.ts";
 import { cancelTask, getTask, listTasks, taskResult, toTaskStatus, type TaskContext } from "../../src/mcp/tasks.ts";
@@ -200,44 +201,61 @@ describe("runs as tasks", () => {
 
 describe("tasks over the transport", () => {
   it("declares the tasks capability and lists workflow tools as optionally taskable", async ({ expect }) => {
-    const init = await rpc({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "initialize",
-      params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "t", version: "1" } },
-    });
+    const init = await rpc(
+      {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "t", version: "1" } },
+      },
+      z.object({ result: z.object({ capabilities: z.object({ tasks: z.unknown() }) }) }),
+    );
     expect(init.result.capabilities.tasks).toEqual({ list: {}, cancel: {}, requests: { tools: { call: {} } } });
     const id = await registerAsker();
-    const listed = await rpc({ jsonrpc: "2.0", id: 2, method: "tools/list", params: {} });
-    const tools = listed.result.tools as Array<{ name: string; execution?: unknown }>;
+    const listed = await rpc(
+      { jsonrpc: "2.0", id: 2, method: "tools/list", params: {} },
+      z.object({
+        result: z.object({ tools: z.array(z.object({ name: z.string(), execution: z.unknown().optional() })) }),
+      }),
+    );
+    const tools = listed.result.tools;
     expect(tools.find((tool) => tool.name === id)?.execution).toEqual({ taskSupport: "optional" });
     expect(tools.find((tool) => tool.name === "trellis_get_run")?.execution).toBeUndefined();
-    const refused = await rpc({
-      jsonrpc: "2.0",
-      id: 3,
-      method: "tools/call",
-      params: { name: "trellis_list_runs", arguments: {}, task: {} },
-    });
+    const refused = await rpc(
+      {
+        jsonrpc: "2.0",
+        id: 3,
+        method: "tools/call",
+        params: { name: "trellis_list_runs", arguments: {}, task: {} },
+      },
+      z.object({ error: z.object({ code: z.number() }) }),
+    );
     expect(refused.error.code).toBe(-32601);
-    const created = await rpc({
-      jsonrpc: "2.0",
-      id: 4,
-      method: "tools/call",
-      params: { name: id, arguments: {}, task: {} },
-    });
+    const created = await rpc(
+      {
+        jsonrpc: "2.0",
+        id: 4,
+        method: "tools/call",
+        params: { name: id, arguments: {}, task: {} },
+      },
+      z.object({ result: z.object({ task: z.object({ taskId: z.string() }) }) }),
+    );
     expect(created.result.task.taskId).toMatch(/^run_/);
-    const got = await rpc({
-      jsonrpc: "2.0",
-      id: 5,
-      method: "tasks/get",
-      params: { taskId: created.result.task.taskId },
-    });
+    const got = await rpc(
+      {
+        jsonrpc: "2.0",
+        id: 5,
+        method: "tasks/get",
+        params: { taskId: created.result.task.taskId },
+      },
+      z.object({ result: z.object({ taskId: z.string() }) }),
+    );
     expect(got.result.taskId).toBe(created.result.task.taskId);
   });
 });
 
-/** One JSON-RPC request to `/v1/mcp` with the suite's token; its answer, from the event stream. */
-async function rpc(message: unknown): Promise<any> {
+/** One JSON-RPC request to `/v1/mcp` with the suite's token; its answer, from the event stream, parsed by `answer`. */
+async function rpc<T>(message: unknown, answer: z.ZodType<T>): Promise<T> {
   const response = await exports.default.fetch("http://trellis.test/v1/mcp", {
     method: "POST",
     headers: {
@@ -254,5 +272,5 @@ async function rpc(message: unknown): Promise<any> {
     .filter((line) => line.startsWith("data: "))
     .map((line) => line.slice(6))
     .at(-1);
-  return JSON.parse(data ?? text);
+  return answer.parse(JSON.parse(data ?? text));
 }
