@@ -24,6 +24,10 @@ interface Env {
   RUN_INDEX: D1Database;
   /** Artifacts of the `write_artifact` tool (R2), keyed `runs/<run_id>/artifacts/<name>`. */
   ARTIFACTS?: R2Bucket;
+  /** Large values, once each, keyed `sha256/<hex>` (blobs/store.ts; docs/architecture.md, "Blobs"). */
+  BLOBS: R2Bucket;
+  /** A value whose canonical JSON is over this many bytes is stored as a blob (default 65536). */
+  BLOB_THRESHOLD_BYTES?: string;
   /** `local`: the Sandbox forwards to the shell server at SHELL_SERVER_URL instead of a container (docs/containers.md). */
   CONTAINER_MODE?: string;
   SHELL_SERVER_URL?: string;

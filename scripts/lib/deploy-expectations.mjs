@@ -26,6 +26,8 @@ export const EXPECTED = {
   EXECUTOR: { kind: "service", entrypoint: "Executor" },
   RUN_INDEX: { kind: "d1" },
   ARTIFACTS: { kind: "r2" },
+  // Large values, content-addressed (blobs/store.ts).
+  BLOBS: { kind: "r2" },
   AI: { kind: "ai" },
   VECTORIZE: { kind: "vectorize" },
   METRICS: { kind: "analytics_engine" },
@@ -39,6 +41,8 @@ export const EXPECTED = {
   EVENT_HUB_SHARDS: { kind: "var" },
   // How long a step's slot of a limit stays held without a renewal (limits/route.ts); 30000 when unset.
   LIMIT_LEASE_MS: { kind: "var" },
+  // A value over this many bytes (canonical JSON, UTF-8) is stored as a blob (blobs/offload.ts); 65536 when unset.
+  BLOB_THRESHOLD_BYTES: { kind: "var" },
   API_TOKENS: { kind: "secret" },
   JOURNAL_SIGNING_KEY: { kind: "secret" },
   JOURNAL_RETIRED_KEYS: { kind: "var" },
