@@ -22,9 +22,20 @@ interface Env {
   SANDBOX?: SandboxNamespace;
   /** The run index (D1, migrations/): one row per run, written by its coordinator, read by `GET /v1/runs`. */
   RUN_INDEX: D1Database;
+  /** Days a completed run is kept, fractions allowed (a workflow's `retention` overrides it); unset: kept. */
+  RETENTION_COMPLETED_DAYS?: string;
+  /** Days a failed run is kept; unset: kept. */
+  RETENTION_FAILED_DAYS?: string;
+  /** Days a cancelled run is kept; unset: kept. */
+  RETENTION_CANCELLED_DAYS?: string;
+  /** `true`: archive the journal before deleting a run whose workflow's `retention` does not say (default false). */
+  RETENTION_ARCHIVE?: string;
   /** Artifacts of the `write_artifact` tool (R2), keyed `runs/<run_id>/artifacts/<name>`. */
   ARTIFACTS?: R2Bucket;
-  /** Large values, once each, keyed `sha256/<hex>` (blobs/store.ts; docs/architecture.md, "Blobs"). */
+  /**
+   * Large values, once each, keyed `sha256/<hex>` (blobs/store.ts; docs/architecture.md, "Blobs"), and
+   * archived journals, `archive/<run_id>/journal.json` (coordinator/retention.ts).
+   */
   BLOBS: R2Bucket;
   /** A value whose canonical JSON is over this many bytes is stored as a blob (default 65536). */
   BLOB_THRESHOLD_BYTES?: string;

@@ -23,6 +23,7 @@ import type {
   DefinitionList,
   DefinitionRecord,
   DefinitionVersions,
+  DeletedRun,
   EventTriggers,
   GateAnswerBody,
   GateList,
@@ -119,6 +120,8 @@ export interface TrellisApi {
   getRun(runId: string): Promise<Result<RunView>>;
   /** `GET /v1/runs`: the query's parameters as strings, e.g. `{ status: "failed", limit: "10" }`. */
   listRuns(query?: Record<string, string>): Promise<Result<RunList>>;
+  /** `DELETE /v1/runs/{run_id}`: deletes a run that has ended, now (role admin). */
+  deleteRun(runId: string): Promise<Result<DeletedRun>>;
   /** `GET /v1/runs/{run_id}/journal`. */
   getJournal(runId: string): Promise<Result<JournalResponse>>;
   /** `POST /v1/runs/{run_id}/cancel`. */

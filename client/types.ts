@@ -419,6 +419,16 @@ export type DefinitionVersions = {
   next_cursor: string | null;
 };
 
+/** A run deleted: when, why, the status it ended with, and whether its journal was archived. */
+export type DeletedRun = {
+  run_id: string;
+  status: "deleted";
+  ended: "drafting" | "queued" | "running" | "waiting" | "paused" | "completed" | "failed" | "cancelled";
+  deleted_at: string;
+  reason: "retention" | "operator";
+  archived: boolean;
+};
+
 /** The body of every error: a dotted code, a message, and the problems with their paths. */
 export type ErrorBody = {
   error: {
@@ -2046,7 +2056,7 @@ export type RunList = {
       id: string;
       version: number;
     };
-    status: "drafting" | "queued" | "running" | "waiting" | "paused" | "completed" | "failed" | "cancelled";
+    status: "drafting" | "queued" | "running" | "waiting" | "paused" | "completed" | "failed" | "cancelled" | "deleted";
     mode: "auto" | "approval" | "preview";
     parent: string | null;
     created_by: string;
@@ -2054,6 +2064,7 @@ export type RunList = {
     created_at: string;
     updated_at: string;
     finished_at: string | null;
+    deleted_at: string | null;
     error: {
       code: string;
       message: string;
@@ -2547,6 +2558,12 @@ export type Workflow = {
   timeout_ms?: number;
   tools?: string[];
   compensate?: "on_failure" | "on_cancel" | "always" | "never";
+  retention?: {
+    completed_days?: number;
+    failed_days?: number;
+    cancelled_days?: number;
+    archive?: boolean;
+  };
   resources?: {
     [key: string]: {
       type: "container";
@@ -2592,6 +2609,7 @@ export interface Components {
   DefinitionList: DefinitionList;
   DefinitionRecord: DefinitionRecord;
   DefinitionVersions: DefinitionVersions;
+  DeletedRun: DeletedRun;
   ErrorBody: ErrorBody;
   EventImplementation: EventImplementation;
   EventTriggers: EventTriggers;

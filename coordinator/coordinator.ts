@@ -38,6 +38,9 @@ import { toNodeDetail, toRunView, toStartSummary } from "./view.ts";
 import { agentStepsOf } from "./agent-view.ts";
 import { WakeScheduler } from "./wakes.ts";
 import { LimitGrant, type LimitGrantAnswer } from "../schemas/limits.ts";
+import { RunTombstone, type DeletedRun } from "../schemas/retention.ts";
+import { deleteRun, deletionDueAt, deletionRefusal, retentionOf, TOMBSTONE_KEY } from "./retention.ts";
+import { ensureEngineError } from "../lib/errors.ts";
 import { wantsLimitGrant } from "./wait-limits.ts";
 
 export type { CoordinatorStats } from "./stats.ts";
@@ -87,6 +90,10 @@ export class Coordinator extends DurableObject<Env> {
   /** Long polls waiting for the next journal entries. */
   private readonly journalWaiters = new JournalWaiters();
   private readonly stats: CoordinatorStats = newStats();
+  /** What is left of a deleted run (retention.ts): every call answers 410 `run.deleted`. */
+  private tombstone: RunTombstone | null = null;
+  /** The clock the retention deadline is checked against when the alarm fires; tests move it days ahead. */
+  retentionClock: () => number = Date.now;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -102,7 +109,9 @@ export class Coordinator extends DurableObject<Env> {
       storage: ctx.storage,
       waitUntil,
       selfWake: () => (env.COORDINATOR.get(ctx.id) as unknown as { wake(self: boolean): Promise<void> }).wake(true),
-      heldUntil: (now) => earliest(this.index.heldUntil(now), this.telemetry.heldUntil(now)),
+      // The retention deadline too: a run kept for days keeps its alarm at the time it is deleted.
+      heldUntil: (now) =>
+        earliest(earliest(this.index.heldUntil(now), this.telemetry.heldUntil(now)), this.deletionAt()),
     });
     this.index = new RunIndexSync({ outbox: this.store, db: env.RUN_INDEX, waitUntil, wakes: this.wakes });
     this.telemetry = new TelemetryExport({
@@ -134,9 +143,14 @@ export class Coordinator extends DurableObject<Env> {
       this.snapshot = loaded.snapshot;
       await this.signer.restore(loaded.state.record.run_id, loaded.lastHash);
       await this.wakes.restore(loaded.state);
+      // A run that ended before its retention applied (or a deployment default changed) gets its deadline now.
+      await this.wakes.setAlarm(this.deletionAt());
       this.index.flush();
       this.telemetry.flush();
+      return;
     }
+    const tombstone = await this.ctx.storage.get(TOMBSTONE_KEY);
+    this.tombstone = tombstone === undefined ? null : RunTombstone.parse(tombstone);
   }
 
   /**
@@ -147,6 +161,7 @@ export class Coordinator extends DurableObject<Env> {
   async create(request: CreateRunRequest, waitMs = 0): Promise<Result<CreateRunOutcome>> {
     return toResult(async () => {
       const created = this.state === null;
+      this.assertNotDeleted();
       if (this.state) {
         const { record } = this.state;
         assertSameRequest(record, request);
@@ -384,7 +399,16 @@ export class Coordinator extends DurableObject<Env> {
   }
 
   override async alarm(): Promise<void> {
+    if (this.tombstone) {
+      return;
+    }
     this.wakes.alarmFired();
+    const due = this.deletionAt();
+    if (this.state && due !== null && due <= this.retentionClock()) {
+      // A failure throws: the platform retries the alarm, and the run stays whole until a retry succeeds.
+      await this.deleteNow("retention");
+      return;
+    }
     this.index.flush(); // the retry of a failed index write, or its backstop
     this.telemetry.flush(); // likewise for the spans not yet exported
     await this.wake();
@@ -523,7 +547,84 @@ export class Coordinator extends DurableObject<Env> {
     return last ? { seq: last.seq, hash: last.hash } : null;
   }
 
+  /**
+   * Deletes the run now (`DELETE /v1/runs/{id}`, docs/api.md): a run that has
+   * not ended is 409 `run.not_terminal`; a run already deleted answers as it is.
+   */
+  async deleteRun(): Promise<Result<DeletedRun>> {
+    return toResult(async () => {
+      if (this.tombstone) {
+        return toDeletedRun(this.tombstone);
+      }
+      const { record } = this.requireRun();
+      const refusal = deletionRefusal(record.status, record);
+      if (refusal) {
+        throw refusal;
+      }
+      return toDeletedRun(await this.deleteNow("operator"));
+    });
+  }
+
+  /** When retention deletes the run (retention.ts), or null. */
+  private deletionAt(): number | null {
+    const record = this.state?.record;
+    return record ? deletionDueAt(record, retentionOf(this.snapshot?.workflow.definition.retention, this.env)) : null;
+  }
+
+  /**
+   * Deletes the run with every other event of the object held back, so that
+   * nothing (a redrive, a signal) changes the run while it is archived and
+   * deleted. The callback never throws: a throw would reset the object.
+   */
+  private async deleteNow(reason: RunTombstone["reason"]): Promise<RunTombstone> {
+    const outcome = await this.ctx.blockConcurrencyWhile(async () => {
+      try {
+        return { tombstone: await this.deleteHeld(reason) };
+      } catch (error) {
+        return { error: ensureEngineError(error) };
+      }
+    });
+    if ("error" in outcome) {
+      throw outcome.error;
+    }
+    return outcome.tombstone;
+  }
+
+  private async deleteHeld(reason: RunTombstone["reason"]): Promise<RunTombstone> {
+    if (this.tombstone) {
+      return this.tombstone;
+    }
+    const { record } = this.requireRun();
+    const refusal = deletionRefusal(record.status, record);
+    if (refusal) {
+      throw refusal;
+    }
+    const policy = retentionOf(this.snapshot?.workflow.definition.retention, this.env);
+    const deps = {
+      storage: this.ctx.storage,
+      db: this.env.RUN_INDEX,
+      bucket: this.env.BLOBS,
+      journal: () => this.store.journal(0, Number.MAX_SAFE_INTEGER),
+    };
+    const tombstone = await deleteRun(deps, record, { archive: policy.archive, reason, now: Date.now() });
+    this.state = null;
+    this.snapshot = null;
+    this.tombstone = tombstone;
+    this.store.drop();
+    this.journalWaiters.release();
+    return tombstone;
+  }
+
+  /** A deleted run is gone: 410 `run.deleted`, saying when. */
+  private assertNotDeleted(): void {
+    if (this.tombstone) {
+      const at = new Date(this.tombstone.deleted_at).toISOString();
+      throw EngineError.terminal("run.deleted", `run ${this.tombstone.run_id} was deleted at ${at}`);
+    }
+  }
+
   private requireRun(): RunState {
+    this.assertNotDeleted();
     if (!this.state) {
       throw EngineError.terminal("run.not_found", "no such run");
     }
@@ -533,6 +634,19 @@ export class Coordinator extends DurableObject<Env> {
   private view(): RunView {
     return toRunView(this.requireRun(), this.snapshot);
   }
+}
+
+/** What `DELETE /v1/runs/{id}` answers of a tombstone. */
+function toDeletedRun(tombstone: RunTombstone): DeletedRun {
+  const { run_id, ended, reason, archived } = tombstone;
+  return {
+    run_id,
+    status: "deleted",
+    ended,
+    deleted_at: new Date(tombstone.deleted_at).toISOString(),
+    reason,
+    archived,
+  };
 }
 
 /** The earlier of two alarm times, either of which may be absent. */

@@ -81,6 +81,7 @@ export function toIndexRow(record: RunRecord): RunIndexRow {
     seq: record.journal_seq,
     open_gates: openGatesOf(record),
     trigger_kind: triggerOf(record).kind,
+    deleted_at: null,
   };
 }
 
@@ -95,7 +96,7 @@ const UPSERT = `INSERT INTO runs (run_id, workflow_id, workflow_version, status,
   ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at,
     finished_at = excluded.finished_at, error_code = excluded.error_code,
     error_message = excluded.error_message, seq = excluded.seq, open_gates = excluded.open_gates
-  WHERE excluded.seq > runs.seq`;
+  WHERE excluded.seq > runs.seq AND runs.status != 'deleted'`;
 
 /** Writes a row to the index: inserted, or replacing an older row of the same run (never a newer one). */
 export async function upsertIndexRow(db: D1Database, row: RunIndexRow): Promise<void> {
@@ -117,6 +118,43 @@ export async function upsertIndexRow(db: D1Database, row: RunIndexRow): Promise<
       row.seq,
       row.open_gates,
       row.trigger_kind,
+    )
+    .run();
+}
+
+/**
+ * Marks the run deleted in the index (coordinator/retention.ts): its last row,
+ * with status `deleted` and `deleted_at`, inserted or replacing whatever row
+ * the index has. `seq` is one past the run's last entry, so no index write of
+ * the run still in flight replaces it; a second call keeps the first time.
+ */
+const MARK_DELETED = `INSERT INTO runs (run_id, workflow_id, workflow_version, status, mode, parent_run_id, created_by,
+    created_at, updated_at, finished_at, error_code, error_message, seq, open_gates, trigger_kind, deleted_at)
+  VALUES (?1, ?2, ?3, 'deleted', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0, ?13, ?14)
+  ON CONFLICT (run_id) DO UPDATE SET status = 'deleted', deleted_at = excluded.deleted_at, seq = excluded.seq,
+    updated_at = excluded.updated_at, finished_at = excluded.finished_at, error_code = excluded.error_code,
+    error_message = excluded.error_message, open_gates = 0
+  WHERE runs.status != 'deleted'`;
+
+/** Writes the deleted run's row: `row` is the run's last row (toIndexRow), `deletedAt` when it was deleted. */
+export async function markIndexDeleted(db: D1Database, row: RunIndexRow, deletedAt: number): Promise<void> {
+  await db
+    .prepare(MARK_DELETED)
+    .bind(
+      row.run_id,
+      row.workflow_id,
+      row.workflow_version,
+      row.mode,
+      row.parent_run_id,
+      row.created_by,
+      row.created_at,
+      row.updated_at,
+      row.finished_at,
+      row.error_code,
+      row.error_message,
+      row.seq + 1,
+      row.trigger_kind,
+      deletedAt,
     )
     .run();
 }

@@ -73,6 +73,12 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     }
   }
 
+  /** The object's storage was deleted with its run (coordinator/retention.ts): it holds no run from now on. */
+  drop(): void {
+    this.hasTables = false;
+    this.chunks.clear();
+  }
+
   /** The run, or null when this object holds none yet. */
   load(): { state: RunState; snapshot: RunSnapshot; lastHash: string | null } | null {
     if (!this.hasTables) {
@@ -265,10 +271,16 @@ export class RunStore implements IndexOutbox, ExportOutbox {
   }
 
   indexRowWritten(seq: number): void {
+    if (!this.hasTables) {
+      return; // The run was deleted while its row was being written.
+    }
     this.sql.exec("UPDATE index_outbox SET written = 1, attempts = 0, retry_at = NULL WHERE seq = ?", seq);
   }
 
   indexRowFailed(seq: number, attempts: number, retryAt: number): void {
+    if (!this.hasTables) {
+      return;
+    }
     this.sql.exec(
       "UPDATE index_outbox SET attempts = ?, retry_at = ? WHERE seq = ? AND written = 0",
       attempts,
@@ -299,10 +311,16 @@ export class RunStore implements IndexOutbox, ExportOutbox {
   }
 
   lastJournalSeq(): number {
+    if (!this.hasTables) {
+      return 0; // The run was deleted (drop): nothing is left to export.
+    }
     return this.sql.exec<{ seq: number | null }>("SELECT MAX(seq) AS seq FROM journal").one().seq ?? 0;
   }
 
   saveExportCursor(cursor: ExportCursor): void {
+    if (!this.hasTables) {
+      return;
+    }
     this.sql.exec(
       "INSERT OR REPLACE INTO otel_outbox (k, seq, state, attempts, retry_at, dropped) VALUES (0, ?, ?, ?, ?, ?)",
       cursor.seq,

@@ -8,6 +8,7 @@ import { ErrorDetail, ErrorInfo, ErrorSummary, Failure } from "./errors.ts";
 import { Priority } from "./limits.ts";
 import { StepRecord } from "./payload.ts";
 import { ToolResult } from "./plans.ts";
+import { IndexedRunStatus } from "./run-index.ts";
 import { TraceParent } from "./telemetry.ts";
 import {
   ChildLink,
@@ -378,7 +379,7 @@ export type StartRunResponse = z.infer<typeof StartRunResponse>;
 export const RunSummary = z.strictObject({
   run_id: z.string(),
   workflow: z.strictObject({ id: z.string(), version: z.number().int() }),
-  status: RunStatus,
+  status: IndexedRunStatus,
   mode: RunMode,
   parent: z.string().nullable(),
   created_by: z.string(),
@@ -387,6 +388,8 @@ export const RunSummary = z.strictObject({
   created_at: z.string(),
   updated_at: z.string(),
   finished_at: z.string().nullable(),
+  /** When the run's object deleted the run (status `deleted`), else null. */
+  deleted_at: z.string().nullable(),
   error: z.strictObject({ code: z.string(), message: z.string() }).nullable(),
 });
 export type RunSummary = z.infer<typeof RunSummary>;

@@ -104,6 +104,29 @@ export type CompensatePolicy = z.infer<typeof CompensatePolicy>;
 /** A workflow that says nothing compensates whenever it does not complete. */
 export const DEFAULT_COMPENSATE_POLICY: CompensatePolicy = "always";
 
+/** The longest a retention may keep a run, in days (100 years): past it, say nothing and keep the run. */
+export const MAX_RETENTION_DAYS = 36_500;
+const RetentionDays = z
+  .number()
+  .positive("must be more than 0 (leave it out to keep such runs)")
+  .max(MAX_RETENTION_DAYS, `must be at most ${MAX_RETENTION_DAYS} days`);
+
+/**
+ * How long the run's object keeps a run after it ended, per terminal status
+ * (docs/definitions.md, "Retention"): days, fractions allowed; a status with
+ * no days here takes the deployment's default (`RETENTION_<STATUS>_DAYS`),
+ * and with none there either the run is kept. `archive: true` writes the
+ * journal to R2 first, where `GET /v1/runs/{id}/journal` still reads it.
+ */
+export const Retention = z.strictObject({
+  completed_days: RetentionDays.optional(),
+  failed_days: RetentionDays.optional(),
+  cancelled_days: RetentionDays.optional(),
+  /** @default false (or the deployment's RETENTION_ARCHIVE) */
+  archive: z.boolean().optional(),
+});
+export type Retention = z.infer<typeof Retention>;
+
 /** The most triggers one workflow declares. */
 export const MAX_TRIGGERS_PER_WORKFLOW = 10;
 /** The most workflows (latest versions) with a trigger on one event name: each event of it starts at most this many runs. */
@@ -157,6 +180,8 @@ export const Workflow = z.strictObject({
   tools: z.array(ToolGrant).optional(),
   /** @default "always" */
   compensate: CompensatePolicy.optional(),
+  /** When the run's object deletes the run once it ended; absent: the deployment's defaults. */
+  retention: Retention.optional(),
   resources: z.record(z.string().min(1), z.strictObject({ type: z.literal("container") })).optional(),
   triggers: z
     .array(WorkflowTrigger)

@@ -18,6 +18,7 @@ export * from "./plans.ts";
 export * from "./resolved.ts";
 export * from "./run.ts";
 export * from "./run-index.ts";
+export * from "./retention.ts";
 export * from "./sandbox.ts";
 export * from "./schedules.ts";
 export * from "./tools.ts";

@@ -1,6 +1,13 @@
 import { z } from "zod";
 import { Reference } from "./common.ts";
-import { RunMode, RunStatus, TRIGGER_KINDS } from "./run.ts";
+import { RUN_STATUSES, RunMode, TRIGGER_KINDS } from "./run.ts";
+
+/**
+ * A run's status as the run index lists it: one of the run's own, or
+ * `deleted` once its object deleted it (docs/architecture.md, "Retention").
+ */
+export const IndexedRunStatus = z.enum([...RUN_STATUSES, "deleted"]);
+export type IndexedRunStatus = z.infer<typeof IndexedRunStatus>;
 
 /**
  * One row of the run index (the D1 table `runs`, migrations/0001_runs.sql):
@@ -12,7 +19,7 @@ export const RunIndexRow = z.strictObject({
   run_id: z.string(),
   workflow_id: z.string(),
   workflow_version: z.number().int(),
-  status: RunStatus,
+  status: IndexedRunStatus,
   mode: RunMode,
   parent_run_id: z.string().nullable(),
   /** Who started the run, as the run record has it (`token:<keyed digest>`, `rpc`, `run:<parent>`): never a token. */
@@ -27,6 +34,8 @@ export const RunIndexRow = z.strictObject({
   open_gates: z.number().int().min(0).default(0),
   /** How the run was started: its trigger's kind (`api` in a row staged before the column existed). */
   trigger_kind: z.enum(TRIGGER_KINDS).default("api"),
+  /** When the run was deleted (status `deleted`), else null (and in a row staged before the column existed). */
+  deleted_at: z.number().int().nullable().default(null),
 });
 export type RunIndexRow = z.infer<typeof RunIndexRow>;
 
@@ -46,7 +55,7 @@ export const ListRunsQuery = z.strictObject({
   status: z
     .string()
     .transform((value) => value.split(",").map((part) => part.trim()))
-    .pipe(z.array(RunStatus).min(1))
+    .pipe(z.array(IndexedRunStatus).min(1))
     .optional(),
   parent: z.string().min(1).max(200).optional(),
   /** How the runs were started: a trigger kind (`api`, `plan`, `parent`, `schedule`, `event`, `webhook`). */

@@ -91,9 +91,30 @@ export async function assertRunVisible(env: Env, principal: Principal, runId: st
   if (principal.workflows === null) {
     return;
   }
-  const run = await getRun(env, runId);
-  if (!inGrant(principal, run.workflow.id)) {
+  const workflowId = await workflowOfRun(env, runId);
+  if (!inGrant(principal, workflowId)) {
     throw EngineError.terminal("run.not_found", `no run "${runId}"`);
+  }
+}
+
+/**
+ * The workflow of a run; of a deleted run, as the run index keeps it (its
+ * object answers only 410), so that a token outside its grant still meets 404.
+ */
+async function workflowOfRun(env: Env, runId: string): Promise<string> {
+  try {
+    return (await getRun(env, runId)).workflow.id;
+  } catch (error) {
+    if (!(error instanceof EngineError && error.code === "run.deleted")) {
+      throw error;
+    }
+    const row = await env.RUN_INDEX.prepare("SELECT workflow_id FROM runs WHERE run_id = ?")
+      .bind(runId)
+      .first<{ workflow_id: string }>();
+    if (row === null) {
+      throw EngineError.terminal("run.not_found", `no run "${runId}"`);
+    }
+    return row.workflow_id;
   }
 }
 

@@ -119,6 +119,9 @@ function runRoutes(app: Hono<App>): void {
     c.json(await listRuns(c.env.RUN_INDEX, c.req.query(), c.get("principal").workflows)),
   );
   app.get("/v1/runs/:runId", allow("getRun"), async (c) => c.json(await service.getRun(c.env, c.req.param("runId"))));
+  app.delete("/v1/runs/:runId", allow("deleteRun"), async (c) =>
+    c.json(await service.deleteRun(c.env, c.req.param("runId"))),
+  );
   app.get("/v1/runs/:runId/nodes/:node", allow("getNode"), async (c) =>
     c.json(await service.getNode(c.env, c.req.param("runId"), c.req.param("node"))),
   );

@@ -28,6 +28,10 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   "request.reserved_key": 400,
   "request.invalid_argument": 400,
   "run.terminal": 409,
+  // Retention (docs/architecture.md, "Retention"): a deleted run is gone for good; only a run that ended can be deleted.
+  "run.deleted": 410,
+  "run.not_terminal": 409,
+  "retention.archive_unavailable": 503,
   "run.signals_full": 409,
   "run.idempotency_conflict": 409,
   "run.conflict": 409,

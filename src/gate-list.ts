@@ -3,6 +3,7 @@ import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { parseOrThrow } from "../lib/validation.ts";
 import type { OpenGate, OpenGateList } from "../schemas/api.ts";
 import { ListGatesQuery, RunIndexRow } from "../schemas/run-index.ts";
+import { RunStatus } from "../schemas/run.ts";
 import { decodeCursor, encodeCursor, grantCondition } from "./run-list.ts";
 import { listGates } from "./service.ts";
 
@@ -14,8 +15,10 @@ const GatedRun = RunIndexRow.pick({
   run_id: true,
   workflow_id: true,
   workflow_version: true,
-  status: true,
   created_at: true,
+}).extend({
+  // A run with open gates has not ended, let alone been deleted (its deleted row has no open gates).
+  status: RunStatus,
 });
 type GatedRun = z.infer<typeof GatedRun>;
 

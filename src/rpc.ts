@@ -19,6 +19,7 @@ import type {
 } from "../schemas/api.ts";
 import type { EventTriggers, SendEventsResponse } from "../schemas/events.ts";
 import type { Jwks } from "../schemas/journal.ts";
+import type { DeletedRun } from "../schemas/retention.ts";
 import type { TraceParent } from "../schemas/telemetry.ts";
 import type { StartPlanResponse } from "../schemas/plans.ts";
 import type { LimitStatus } from "../schemas/limits.ts";
@@ -120,6 +121,11 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
 
   getRun(runId: string): Promise<Result<RunView>> {
     return call("getRun", () => service.getRun(this.env, idArgument(runId, "runId")));
+  }
+
+  /** `DELETE /v1/runs/{run_id}`: deletes a run that has ended, now. */
+  deleteRun(runId: string): Promise<Result<DeletedRun>> {
+    return call("deleteRun", () => service.deleteRun(this.env, idArgument(runId, "runId")));
   }
 
   getJournal(runId: string): Promise<Result<{ entries: JournalEntry[] }>> {

@@ -119,6 +119,7 @@ function toRunSummary(row: RunIndexRow): RunSummary {
     created_at: new Date(row.created_at).toISOString(),
     updated_at: new Date(row.updated_at).toISOString(),
     finished_at: row.finished_at === null ? null : new Date(row.finished_at).toISOString(),
+    deleted_at: row.deleted_at === null ? null : new Date(row.deleted_at).toISOString(),
     error: row.error_code === null ? null : { code: row.error_code, message: row.error_message ?? "" },
   };
 }

@@ -34,6 +34,8 @@ import type { ExposedWorkflow } from "../schemas/mcp.ts";
 import { DEFAULT_PRIORITY } from "../schemas/limits.ts";
 import { Jwks, type PublicJwk } from "../schemas/journal.ts";
 import type { TraceParent } from "../schemas/telemetry.ts";
+import type { DeletedRun } from "../schemas/retention.ts";
+import { readArchivedJournal } from "./archive.ts";
 
 /**
  * The operations of the API, shared by the HTTP routes and the Workers RPC
@@ -77,6 +79,7 @@ type CoordinatorApi = Pick<
   | "linkedGate"
   | "answerByLink"
   | "settle"
+  | "deleteRun"
 >;
 
 export function catalog(env: Env): CatalogApi {
@@ -284,16 +287,31 @@ export async function getNode(env: Env, runId: string, nodeId: string): Promise<
   return unwrap(await coordinator(env, runId).node(nodeId));
 }
 
-/** The whole journal, read from the run's coordinator a page at a time. */
+/**
+ * The whole journal, read from the run's coordinator a page at a time; of a
+ * deleted run, from its archive when its journal was archived (else 410).
+ */
 export async function getJournal(env: Env, runId: string): Promise<{ entries: JournalEntry[] }> {
   const entries: JournalEntry[] = [];
   for (;;) {
-    const page = unwrap(await coordinator(env, runId).journal(entries.at(-1)?.seq ?? 0, JOURNAL_PAGE));
+    const answer = await coordinator(env, runId).journal(entries.at(-1)?.seq ?? 0, JOURNAL_PAGE);
+    if (!answer.ok && answer.error.code === "run.deleted") {
+      return (await readArchivedJournal(env, runId)) ?? unwrap(answer);
+    }
+    const page = unwrap(answer);
     entries.push(...page);
     if (page.length < JOURNAL_PAGE) {
       return { entries };
     }
   }
+}
+
+/**
+ * `DELETE /v1/runs/{run_id}`: deletes a run that has ended, now (coordinator/retention.ts);
+ * a run already deleted answers as it is.
+ */
+export async function deleteRun(env: Env, runId: string): Promise<DeletedRun> {
+  return unwrap(await coordinator(env, runId).deleteRun());
 }
 
 export async function listGates(env: Env, runId: string): Promise<{ gates: GateView[] }> {

@@ -66,6 +66,11 @@ export const EXPECTED = {
   // The collector's headers (an API key): a secret, never in [vars].
   OTEL_EXPORTER_OTLP_HEADERS: { kind: "secret" },
   OTEL_SERVICE_NAME: { kind: "var" },
+  // Retention (docs/architecture.md#retention): days a run is kept per end status, and archiving; unset: kept.
+  RETENTION_COMPLETED_DAYS: { kind: "var" },
+  RETENTION_FAILED_DAYS: { kind: "var" },
+  RETENTION_CANCELLED_DAYS: { kind: "var" },
+  RETENTION_ARCHIVE: { kind: "var" },
 };
 
 /**

@@ -26,6 +26,7 @@ import { DefinitionBundle } from "../../schemas/definitions.ts";
 import { EventTriggers, SendEventsBody, SendEventsResponse } from "../../schemas/events.ts";
 import { JournalEntry, JournalResponse, Jwks } from "../../schemas/journal.ts";
 import { PlanRequest, ApproveBody, StartPlanResponse } from "../../schemas/plans.ts";
+import { DeletedRun } from "../../schemas/retention.ts";
 import { LimitStatus } from "../../schemas/limits.ts";
 import { McpMessage } from "../../schemas/mcp.ts";
 import { BackfillAnswer, BackfillBody, ScheduleStatus, SlotRecord } from "../../schemas/schedules.ts";
@@ -59,6 +60,7 @@ export const RESPONSE_SCHEMAS = {
   StartRunResponse,
   StartPlanResponse,
   RunView,
+  DeletedRun,
   RunList,
   NodeDetail,
   McpToolList,
@@ -109,6 +111,7 @@ export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName,
   DefinitionList: "The latest version of each definition of a kind, newest first, and the next page's cursor.",
   DefinitionVersions: "Every version of one definition, highest first, and the next page's cursor.",
   StartRunResponse: 'A started run (or, for a preview, run_id null, status "preview" and the plan).',
+  DeletedRun: "A run deleted: when, why, the status it ended with, and whether its journal was archived.",
   RunView: "A run: status, input, output, error, nodes, gates, usage, parent and children.",
   RunList: "A page of runs from the run index, newest first, and the cursor of the next page (null at the end).",
   McpToolList:

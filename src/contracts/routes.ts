@@ -70,7 +70,7 @@ export type RouteSpec = RouteAccess & {
     Record<200 | 201 | 202, { description: string; schema: ResponseSchemaName | "events" | "mcp" | "empty" }>
   >;
   /** Error statuses beyond those every route of its kind has (401 with a token, 400/413 with a body). */
-  errors?: (400 | 401 | 403 | 404 | 409 | 500 | 503)[];
+  errors?: (400 | 401 | 403 | 404 | 409 | 410 | 500 | 503)[];
 };
 
 /**
@@ -128,7 +128,7 @@ const CONTROL_ROUTES: RouteSpec[] = [
   ...(control === "cancel" ? { body: { schema: "CancelBody", required: false } } : {}),
   ...(control === "approve" ? { body: { schema: "ApproveBody", required: false } } : {}),
   responses: { 200: { description: "The run after the control.", schema: "RunView" } },
-  errors: [404, 409],
+  errors: [404, 409, 410],
 }));
 
 /** A schedule's status and controls (schedules/route.ts), each named as its RPC method. */
@@ -570,7 +570,21 @@ export const API_ROUTES: RouteSpec[] = [
     docs: "GET /v1/runs/{run_id}",
     tag: "runs",
     responses: { 200: { description: "The run view.", schema: "RunView" } },
-    errors: [404],
+    errors: [404, 410],
+  },
+  {
+    method: "delete",
+    path: "/v1/runs/{run_id}",
+    operationId: "deleteRun",
+    summary:
+      "Delete a run that has ended, now: its object's storage (its journal archived first when its retention says so).",
+    auth: "bearer",
+    role: "admin",
+    grant: "run",
+    docs: "DELETE /v1/runs/{run_id}",
+    tag: "runs",
+    responses: { 200: { description: "The run, deleted (also when it already was).", schema: "DeletedRun" } },
+    errors: [404, 409, 503],
   },
   {
     method: "get",
@@ -583,7 +597,7 @@ export const API_ROUTES: RouteSpec[] = [
     docs: "GET /v1/runs/{run_id}/nodes/{node}",
     tag: "runs",
     responses: { 200: { description: "The node.", schema: "NodeDetail" } },
-    errors: [404],
+    errors: [404, 410],
   },
   {
     method: "get",
@@ -596,7 +610,7 @@ export const API_ROUTES: RouteSpec[] = [
     docs: "GET /v1/runs/{run_id}/journal",
     tag: "journal",
     responses: { 200: { description: "Every entry, in seq order.", schema: "JournalResponse" } },
-    errors: [404],
+    errors: [404, 410],
   },
   {
     method: "get",
@@ -613,7 +627,7 @@ export const API_ROUTES: RouteSpec[] = [
     responses: {
       200: { description: "One event per entry: id = seq, event = kind, data = the entry.", schema: "events" },
     },
-    errors: [400, 404],
+    errors: [400, 404, 410],
   },
   ...CONTROL_ROUTES,
   {
@@ -627,7 +641,7 @@ export const API_ROUTES: RouteSpec[] = [
     docs: "GET /v1/runs/{run_id}/gates",
     tag: "gates",
     responses: { 200: { description: "Every gate of the run.", schema: "GateList" } },
-    errors: [404],
+    errors: [404, 410],
   },
   {
     method: "get",

@@ -33,6 +33,7 @@ const EXPECTED_ACCESS: Record<string, [RouteRole, Grant] | "public"> = {
   mcpServerTools: ["reader", "any"],
   listRuns: ["reader", "listing"],
   getRun: ["reader", "run"],
+  deleteRun: ["admin", "run"],
   getNode: ["reader", "run"],
   getJournal: ["reader", "run"],
   runEvents: ["reader", "run"],
@@ -99,6 +100,8 @@ function requests(f: Fixture): Record<string, { method: string; path: string; bo
     mcpServerTools: { method: "GET", path: "/v1/mcp_servers/no-such-server/tools", ok: 404 },
     listRuns: { method: "GET", path: "/v1/runs", ok: 200 },
     getRun: { method: "GET", path: run, ok: 200 },
+    // A run that does not exist: deleting the fixture's would change it for every other cell.
+    deleteRun: { method: "DELETE", path: "/v1/runs/run_nosuchrun", ok: 404 },
     getNode: { method: "GET", path: `${run}/nodes/ask`, ok: 200 },
     getJournal: { method: "GET", path: `${run}/journal`, ok: 200 },
     runEvents: { method: "GET", path: `${run}/events`, ok: 200 },

@@ -102,6 +102,7 @@ describe("GET /v1/runs lists runs from the run index", () => {
       created_at: okView.created_at,
       updated_at: expect.any(String),
       finished_at: expect.any(String),
+      deleted_at: null,
       error: null,
     });
     // The token itself never reaches the index, only its keyed digest.
