@@ -163,6 +163,7 @@ interface RunListing {
     workflow: { id: string; version: number };
     status: string;
     created_at: string;
+    deleted_at?: string | null;
     error: { code: string } | null;
   }[];
   next_cursor: string | null;
@@ -185,7 +186,7 @@ export async function runsCommand(io: Io, options: RunsOptions): Promise<Exit> {
             `${run.workflow.id}@${run.workflow.version}`.padEnd(24),
             run.status.padEnd(9),
             run.created_at,
-            run.error?.code ?? "",
+            run.deleted_at ? `deleted ${run.deleted_at}` : (run.error?.code ?? ""),
           ]
             .join("  ")
             .trimEnd(),
@@ -257,6 +258,14 @@ export async function controlCommand(
     body: reason === undefined ? {} : { reason },
   });
   print(io, answer, () => `${runId}  ${answer.status}`);
+  return 0;
+}
+
+/** `trellis delete <run_id>`: deletes a run that has ended, now (`DELETE /v1/runs/{run_id}`, role admin). */
+export async function deleteCommand(io: Io, runId: string): Promise<Exit> {
+  const answer = await io.api.json<{ ended: string; deleted_at: string; archived: boolean }>("DELETE", runPath(runId));
+  const archived = answer.archived ? "; its journal is archived" : "";
+  print(io, answer, () => `${runId}  deleted at ${answer.deleted_at} (it had ${answer.ended})${archived}`);
   return 0;
 }
 
