@@ -4,11 +4,13 @@
  * gates, children, events, with a form to send a signal), the controls the run accepts, its gates
  * with their answers, the DAG (a plan run's drawn from its plan), the node
  * durations on a time axis, the compensation, the verification of the
- * journal in this browser, and the journal as a timeline.
+ * journal in this browser, and the journal as a timeline. A deleted run's
+ * page says when it was deleted, with its archived journal if it has one.
  */
 import { useMemo, useState } from "preact/hooks";
 import type { RunView } from "../../schemas/api.ts";
 import { DagGraph } from "./dag.tsx";
+import { DeletedRunPage, isRunDeleted } from "./deleted-run.tsx";
 import type { ReceivedEntry } from "./events.ts";
 import { cancelReasonOf, childrenByNode } from "./journal-summary.ts";
 import { JournalTimeline } from "./journal-timeline.tsx";
@@ -28,6 +30,9 @@ export function RunPage(props: { runId: string }) {
   const entries = useMemo(() => state.entries.map((received) => received.entry), [state.entries]);
   const plan = useMemo(() => planStepsOf(entries.slice(0, 1)), [entries.length > 0]);
   const { view } = state;
+  if (view === undefined && isRunDeleted(state.error)) {
+    return <DeletedRunPage runId={props.runId} error={state.error} />;
+  }
   if (view === undefined) {
     return (
       <>

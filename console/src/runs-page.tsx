@@ -115,8 +115,8 @@ function RunTable(props: { runs: RunSummary[] }) {
               <td>
                 <Time at={run.created_at} />
               </td>
-              <td>
-                <Time at={run.updated_at} />
+              <td title={run.deleted_at === null ? undefined : "deleted"}>
+                <Time at={run.deleted_at ?? run.updated_at} />
               </td>
               <td class="error-cell" title={run.error?.message}>
                 {run.error?.code ?? ""}
@@ -166,7 +166,7 @@ function Filters(props: { query: URLSearchParams }) {
         Status
         <select value={values.status} onChange={set("status")}>
           <option value="">any</option>
-          {RUN_STATUSES.map((status) => (
+          {[...RUN_STATUSES, "deleted"].map((status) => (
             <option value={status}>{status}</option>
           ))}
         </select>
