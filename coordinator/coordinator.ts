@@ -144,7 +144,11 @@ export class Coordinator extends DurableObject<Env> {
       await this.signer.restore(loaded.state.record.run_id, loaded.lastHash);
       await this.wakes.restore(loaded.state);
       // A run that ended before its retention applied (or a deployment default changed) gets its deadline now.
-      await this.wakes.setAlarm(this.deletionAt());
+      // Only ever a time: setAlarm(null) would clear the alarm the run's own timers need.
+      const deletionAt = this.deletionAt();
+      if (deletionAt !== null) {
+        await this.wakes.setAlarm(deletionAt);
+      }
       this.index.flush();
       this.telemetry.flush();
       return;
