@@ -1,7 +1,10 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, it, vi } from "vitest";
-import { DAY_MS, daysOf, retentionOf } from "../../coordinator/retention.ts";
+import { newRunState } from "../../coordinator/create.ts";
+import { DAY_MS, daysOf, deletionDueAt, retentionOf } from "../../coordinator/retention.ts";
+import { RunSnapshot } from "../../schemas/resolved.ts";
+import type { RunRecord } from "../../schemas/run.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import type { RunSummary } from "../../schemas/index.ts";
 import { archiveKeyOf } from "../../schemas/retention.ts";
@@ -299,6 +302,63 @@ describe("what a run costs to keep", () => {
       JSON.stringify({ kept_bytes: kept, journal_json_bytes: JSON.stringify(journal.json).length, left_bytes: left }),
     );
     expect(left).toBeLessThan(kept);
+  });
+});
+
+/** A run record as the coordinator keeps it, ended (or not) with `changes`. */
+function recordOf(changes: Partial<RunRecord>): RunRecord {
+  const snapshot = RunSnapshot.parse({
+    workflow: { id: "kept", version: 1, definition: { id: "kept", nodes: { a: { task: "t" } } } },
+    tasks: {},
+    workflows: {},
+  });
+  const request = {
+    run_id: "run_test",
+    snapshot,
+    input: {},
+    mode: "auto" as const,
+    idempotency_key: null,
+    request_hash: "hash",
+    created_by: "token:tester",
+    trigger: { kind: "api" as const },
+  };
+  return { ...newRunState(request, 1_000).record, ...changes };
+}
+
+describe("the deadline", () => {
+  const policy = retentionOf({ completed_days: 1, failed_days: 2 }, {});
+  const ended = 10_000;
+  it("counts from the end, or from the end of a compensation after it; none while it runs, compensates or owes cleanup", ({
+    expect,
+  }) => {
+    const cases: [string, Partial<RunRecord>, number | null][] = [
+      ["completed", { status: "completed", updated_at: ended }, ended + DAY_MS],
+      ["failed", { status: "failed", updated_at: ended }, ended + 2 * DAY_MS],
+      ["cancelled: no days, kept", { status: "cancelled", updated_at: ended }, null],
+      ["redriven: queued again", { status: "queued", updated_at: ended }, null],
+      [
+        "compensating after the attestation",
+        {
+          status: "failed",
+          updated_at: ended,
+          compensation: { status: "running", trigger: "manual", started_at: ended + 5, finished_at: null },
+        },
+        null,
+      ],
+      [
+        "compensated after the attestation",
+        {
+          status: "failed",
+          updated_at: ended,
+          compensation: { status: "completed", trigger: "manual", started_at: ended + 5, finished_at: ended + 500 },
+        },
+        ended + 500 + 2 * DAY_MS,
+      ],
+      ["still cancelling a child", { status: "failed", updated_at: ended, pending_cancels: ["key"] }, null],
+    ];
+    expect(cases.map(([name, changes]) => [name, deletionDueAt(recordOf(changes), policy)])).toEqual(
+      cases.map(([name, , due]) => [name, due]),
+    );
   });
 });
 
