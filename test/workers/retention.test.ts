@@ -270,6 +270,25 @@ describe("DELETE /v1/runs/{run_id}", () => {
     expect([again.status, again.json.error?.code]).toEqual([410, "run.deleted"]);
   });
 
+  it("a token limited to other workflows meets 404 for a deleted run, one granted its workflow 410 and the archive", async ({
+    expect,
+  }) => {
+    const workflow = uniqueId("delete-grant");
+    await register({ workflows: [callWorkflow(workflow, `/mark/${workflow}`, { archive: true })] });
+    const runId = await runCompleted(workflow);
+    expect((await api("DELETE", `/v1/runs/${runId}`)).status).toBe(200);
+    const token = async (workflows: string[]) =>
+      (await api("POST", "/v1/tokens", { name: "limited", roles: ["reader"], workflows })).json.token as string;
+    const elsewhere = await token(["elsewhere-*"]);
+    const granted = await token([workflow]);
+    const hidden = await api("GET", `/v1/runs/${runId}`, undefined, elsewhere);
+    expect([hidden.status, hidden.json.error.code]).toEqual([404, "run.not_found"]);
+    expect((await api("GET", `/v1/runs/${runId}/journal`, undefined, elsewhere)).status).toBe(404);
+    const gone = await api("GET", `/v1/runs/${runId}`, undefined, granted);
+    expect([gone.status, gone.json.error.code]).toEqual([410, "run.deleted"]);
+    expect((await api("GET", `/v1/runs/${runId}/journal`, undefined, granted)).status).toBe(200);
+  });
+
   it("404s a run that never existed", async ({ expect }) => {
     const missing = await api("DELETE", `/v1/runs/run_${"0".repeat(32)}`);
     expect([missing.status, missing.json.error.code]).toEqual([404, "run.not_found"]);
