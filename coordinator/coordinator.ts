@@ -41,6 +41,7 @@ import { LimitGrant, type LimitGrantAnswer } from "../schemas/limits.ts";
 import { RunTombstone, type DeletedRun } from "../schemas/retention.ts";
 import { deleteRun, deletionDueAt, deletionRefusal, retentionOf, TOMBSTONE_KEY } from "./retention.ts";
 import { ensureEngineError } from "../lib/errors.ts";
+import { releaseRunBlobs } from "../blobs/store.ts";
 import { wantsLimitGrant } from "./wait-limits.ts";
 
 export type { CoordinatorStats } from "./stats.ts";
@@ -609,6 +610,7 @@ export class Coordinator extends DurableObject<Env> {
       db: this.env.RUN_INDEX,
       bucket: this.env.BLOBS,
       journal: () => this.store.journal(0, Number.MAX_SAFE_INTEGER),
+      releaseBlobs: (runId: string) => releaseRunBlobs(this.env, runId),
     };
     const tombstone = await deleteRun(deps, record, { archive: policy.archive, reason, now: Date.now() });
     this.state = null;

@@ -95,15 +95,19 @@ export function deletionRefusal(status: RunStatus, record: RunRecord): EngineErr
 export interface DeletionDeps {
   storage: DurableObjectStorage;
   db: D1Database;
-  /** The R2 bucket archives go to (binding BLOBS), when bound. */
-  bucket: R2Bucket | undefined;
+  /** The R2 bucket archives go to (binding BLOBS). */
+  bucket: R2Bucket;
   /** The run's whole journal, in seq order. */
   journal: () => JournalEntry[];
+  /** Gives up the run's holding of its blobs (blobs/store.ts `releaseRunBlobs`): idempotent. */
+  releaseBlobs: (runId: string) => Promise<unknown>;
 }
 
 /**
  * Deletes the run: archives its journal when asked, marks it deleted in the
- * run index, then deletes the object's storage and keeps only the tombstone.
+ * run index, releases its blobs (an archived journal keeps their references,
+ * which verify without the bytes), then deletes the object's storage and
+ * keeps only the tombstone.
  * Each step is idempotent, and the storage goes last: a failure (an alarm
  * retries it, an operator asks again) leaves the run whole.
  */
@@ -121,6 +125,14 @@ export async function deleteRun(
     throw EngineError.retryable(
       "index.unavailable",
       `the run index cannot be written: ${ensureEngineError(error).message}`,
+    );
+  }
+  try {
+    await deps.releaseBlobs(record.run_id);
+  } catch (error) {
+    throw EngineError.retryable(
+      "retention.blobs_unavailable",
+      `the run's blobs could not be released: ${ensureEngineError(error).message}`,
     );
   }
   const tombstone: RunTombstone = {
@@ -142,12 +154,6 @@ export const TOMBSTONE_KEY = "deleted";
 
 /** Writes the journal to R2, as `GET /v1/runs/{id}/journal` answers it. */
 async function archiveJournal(deps: DeletionDeps, runId: string): Promise<void> {
-  if (deps.bucket === undefined) {
-    throw EngineError.retryable(
-      "retention.archive_unavailable",
-      "the run's workflow asks to archive its journal, but the Worker has no BLOBS bucket bound",
-    );
-  }
   const body = JSON.stringify({ entries: deps.journal() });
   try {
     await deps.bucket.put(archiveKeyOf(runId), body, { httpMetadata: { contentType: "application/json" } });

@@ -9,7 +9,7 @@ import { archiveKeyOf } from "../schemas/retention.ts";
  * verifies as it did. Parsed as it is read: R2 is a boundary like any other.
  */
 export async function readArchivedJournal(env: Env, runId: string): Promise<JournalResponse | null> {
-  const object = await env.BLOBS?.get(archiveKeyOf(runId));
+  const object = await env.BLOBS.get(archiveKeyOf(runId));
   if (!object) {
     return null;
   }

@@ -32,6 +32,7 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   "run.deleted": 410,
   "run.not_terminal": 409,
   "retention.archive_unavailable": 503,
+  "retention.blobs_unavailable": 503,
   "run.signals_full": 409,
   "run.idempotency_conflict": 409,
   "run.conflict": 409,

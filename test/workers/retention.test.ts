@@ -1,6 +1,8 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, it, vi } from "vitest";
+import { blobKey } from "../../blobs/ref.ts";
+import { putBlob } from "../../blobs/store.ts";
 import { newRunState } from "../../coordinator/create.ts";
 import { DAY_MS, daysOf, deletionDueAt, retentionOf } from "../../coordinator/retention.ts";
 import { RunSnapshot } from "../../schemas/resolved.ts";
@@ -287,6 +289,22 @@ describe("DELETE /v1/runs/{run_id}", () => {
     const gone = await api("GET", `/v1/runs/${runId}`, undefined, granted);
     expect([gone.status, gone.json.error.code]).toEqual([410, "run.deleted"]);
     expect((await api("GET", `/v1/runs/${runId}/journal`, undefined, granted)).status).toBe(200);
+  });
+
+  it("releases the run's blobs: one no other run holds is deleted, one another run holds is kept", async ({
+    expect,
+  }) => {
+    const workflow = uniqueId("delete-blobs");
+    await register({ workflows: [callWorkflow(workflow, `/mark/${workflow}`, {})] });
+    const [runId, other] = [await runCompleted(workflow), await runCompleted(workflow)];
+    const own = await putBlob(env, { only: runId }, { runId, workflowId: workflow });
+    const shared = await putBlob(env, { shared: workflow }, { runId, workflowId: workflow });
+    await putBlob(env, { shared: workflow }, { runId: other, workflowId: workflow });
+    expect((await api("DELETE", `/v1/runs/${runId}`)).status).toBe(200);
+    expect(await env.BLOBS.head(blobKey(own.$blob))).toBeNull();
+    expect(await env.BLOBS.head(blobKey(shared.$blob))).not.toBeNull();
+    const rows = await env.RUN_INDEX.prepare("SELECT digest FROM blob_holders WHERE run_id = ?").bind(runId).all();
+    expect(rows.results).toEqual([]);
   });
 
   it("404s a run that never existed", async ({ expect }) => {
