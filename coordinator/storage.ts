@@ -352,6 +352,9 @@ export class RunStore implements IndexOutbox, ExportOutbox {
    * is read whole by each client that follows it) cost more than the run.
    */
   journal(afterSeq = 0, limit = 10_000): JournalEntry[] {
+    if (!this.hasTables) {
+      return []; // The run was deleted (drop) while a long poll waited for entries.
+    }
     return this.sql
       .exec<{ entry: string }>("SELECT entry FROM journal WHERE seq > ? ORDER BY seq LIMIT ?", afterSeq, limit)
       .toArray()
