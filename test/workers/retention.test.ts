@@ -6,6 +6,7 @@ import { putBlob } from "../../blobs/store.ts";
 import { newRunState } from "../../coordinator/create.ts";
 import { DAY_MS, daysOf, deletionDueAt, retentionOf } from "../../coordinator/retention.ts";
 import { RunSnapshot } from "../../schemas/resolved.ts";
+import { runEvents } from "../../src/service.ts";
 import type { RunRecord } from "../../schemas/run.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import type { RunSummary } from "../../schemas/index.ts";
@@ -305,6 +306,17 @@ describe("DELETE /v1/runs/{run_id}", () => {
     expect(await env.BLOBS.head(blobKey(shared.$blob))).not.toBeNull();
     const rows = await env.RUN_INDEX.prepare("SELECT digest FROM blob_holders WHERE run_id = ?").bind(runId).all();
     expect(rows.results).toEqual([]);
+  });
+
+  it("answers a long poll of the journal that the deletion ends with no entries, not an error", async ({ expect }) => {
+    const workflow = uniqueId("delete-poll");
+    await register({ workflows: [callWorkflow(workflow, `/mark/${workflow}`, {})] });
+    const runId = await runCompleted(workflow);
+    const last = (await api("GET", `/v1/runs/${runId}/journal`)).json.entries.length as number;
+    const poll = runEvents(env, runId, last, 5_000);
+    await new Promise((resolve) => setTimeout(resolve, 50)); // the poll is waiting
+    expect((await api("DELETE", `/v1/runs/${runId}`)).status).toBe(200);
+    await expect(poll).resolves.toEqual([]);
   });
 
   it("404s a run that never existed", async ({ expect }) => {
