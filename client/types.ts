@@ -419,6 +419,11 @@ export type DefinitionVersions = {
   next_cursor: string | null;
 };
 
+/** Why the run is erased (required, at most 1,000 characters), recorded in its journal's erased entry. */
+export type EraseBody = {
+  reason: string;
+};
+
 /** The body of every error: a dotted code, a message, and the problems with their paths. */
 export type ErrorBody = {
   error: {
@@ -2284,6 +2289,21 @@ export type RunView = {
     };
   })[];
   controls: ("cancel" | "pause" | "resume" | "redrive" | "compensate" | "approve")[];
+  erased?: {
+    at: string;
+    by?: {
+      token_id: string;
+      name: string;
+    } | {
+      email: string;
+    } | {
+      link: string;
+      approver: string;
+    };
+    reason: string;
+    seqs: number[];
+    blobs: string[];
+  };
 };
 
 /** A schedule: whether it is paused, its next 5 slots, and what became of its recent slots. */
@@ -2592,6 +2612,7 @@ export interface Components {
   DefinitionList: DefinitionList;
   DefinitionRecord: DefinitionRecord;
   DefinitionVersions: DefinitionVersions;
+  EraseBody: EraseBody;
   ErrorBody: ErrorBody;
   EventImplementation: EventImplementation;
   EventTriggers: EventTriggers;
