@@ -1,4 +1,5 @@
 import { exports } from "cloudflare:workers";
+import type { TrellisApi } from "../../src/rpc.ts";
 import { describe, expect, it } from "vitest";
 import { formatReport, verifyJournal } from "../../lib/journal/index.ts";
 import {
@@ -227,5 +228,17 @@ describe("erasing a run", () => {
     expect(refused.status).toBe(403);
     expect(refused.json.error.code).toBe("auth.forbidden");
     expect((await api("GET", `/v1/runs/${runId}`)).json.erased).toBeUndefined();
+  });
+
+  it("is offered over Workers RPC as eraseRun(runId, reason), as an admin", async () => {
+    const { runId } = await completedRun();
+    const rpc = exports.TrellisApi as unknown as TrellisApi;
+    expect(await rpc.eraseRun(runId, "")).toMatchObject({ ok: false, error: { code: "request.invalid_body" } });
+    const erased = await rpc.eraseRun(runId, "asked over RPC");
+    expect(erased).toMatchObject({
+      ok: true,
+      value: { erased: { reason: "asked over RPC", by: { token_id: "rpc" } } },
+    });
+    expect(textOf(await journal(runId))).not.toContain("swordfish");
   });
 });
