@@ -352,10 +352,14 @@ const STEP_RECORD_KINDS: ReadonlySet<string> = new Set([
 
 const NO_MEMBERS: readonly string[] = [];
 
+/** What a step record's call holds of the run's data (docs/journal.md, "Step records"): prompts, answers, arguments, results. */
+const CALL_CONTENT = ["messages", "answer", "arguments", "result"] as const;
+
 /**
  * The pointers to seal in a body of `kind`: its kind's {@link SEALED_MEMBERS}
- * and `/steps/<i>/undo/input` of each step record that enqueued an undo.
- * An empty list (the same one) for every other kind, at no cost.
+ * and, in its step records, each undo's input and each call's prompt,
+ * answer, arguments and result. An empty list (the same one) for every other
+ * kind, at no cost.
  */
 export function sealedPointersOf(kind: string, body: Record<string, unknown>): readonly string[] {
   const members = Object.hasOwn(SEALED_MEMBERS, kind)
@@ -365,14 +369,31 @@ export function sealedPointersOf(kind: string, body: Record<string, unknown>): r
   if (!Array.isArray(steps)) {
     return members;
   }
-  const undoInputs: string[] = [];
-  steps.forEach((step: unknown, index) => {
-    const undo: unknown = typeof step === "object" && step !== null ? Reflect.get(step, "undo") : undefined;
-    if (typeof undo === "object" && undo !== null && Object.hasOwn(undo, "input")) {
-      undoInputs.push(`/steps/${index}/undo/input`);
+  const inSteps = stepPointers(steps);
+  return inSteps.length === 0 ? members : [...members, ...inSteps];
+}
+
+/** `/steps/<i>/undo/input` and `/steps/<i>/attempts/<j>/call/<member>` of each step record that has one. */
+function stepPointers(steps: readonly unknown[]): string[] {
+  const pointers: string[] = [];
+  const member = (value: unknown, name: string): unknown =>
+    typeof value === "object" && value !== null && !Array.isArray(value) ? Reflect.get(value, name) : undefined;
+  steps.forEach((step, index) => {
+    const undo = member(step, "undo");
+    if (member(undo, "input") !== undefined) {
+      pointers.push(`/steps/${index}/undo/input`);
     }
+    const attempts = member(step, "attempts");
+    (Array.isArray(attempts) ? attempts : []).forEach((attempt: unknown, at) => {
+      const call = member(attempt, "call");
+      for (const name of CALL_CONTENT) {
+        if (member(call, name) !== undefined) {
+          pointers.push(`/steps/${index}/attempts/${at}/call/${name}`);
+        }
+      }
+    });
   });
-  return undoInputs.length === 0 ? members : [...members, ...undoInputs];
+  return pointers;
 }
 
 /**

@@ -18,6 +18,7 @@ import {
   type VerifyReport,
 } from "../../lib/journal/index.ts";
 import type { Jwks } from "../../schemas/journal.ts";
+import { parseJournalBody, sealedPointersOf } from "../../schemas/journal-bodies.ts";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const RUN = "run_sealed";
@@ -196,6 +197,72 @@ describe("sealed members", () => {
       first.body = body as JournalEntry["body"];
       expect(failureOf(await verifyJournal(entries, jwks)), JSON.stringify(change)).toEqual({ reason, seq: 1 });
     }
+  });
+});
+
+describe("what the engine seals", () => {
+  const completed = {
+    node: "a",
+    item: null,
+    token: "t",
+    attempt: 1,
+    duration_ms: 5,
+    output: { summary: "…" },
+    steps: [
+      {
+        step: "ask",
+        action: "llm ask@1",
+        status: "completed",
+        duration_ms: 4,
+        attempts: [
+          { attempt: 1, duration_ms: 1, error: { code: "llm.overloaded", message: "busy", retryable: true } },
+          {
+            attempt: 2,
+            duration_ms: 3,
+            call: { provider: "openai", model: "m", messages: [{ role: "user", content: "Ada?" }], answer: "yes" },
+          },
+        ],
+      },
+      {
+        step: "book",
+        action: "http book@1",
+        status: "completed",
+        duration_ms: 1,
+        attempts: [{ attempt: 1, duration_ms: 1, call: { method: "POST", url: "https://x.test/b", status: 200 } }],
+        undo: { action: "http unbook@1", input: { id: 7 } },
+      },
+    ],
+  };
+
+  it("seals a kind's content members, each call's prompt and answer and each undo's input, and nothing of a kind without content", () => {
+    expect(sealedPointersOf("task.completed", completed)).toEqual([
+      "/output",
+      "/steps/0/attempts/1/call/messages",
+      "/steps/0/attempts/1/call/answer",
+      "/steps/1/undo/input",
+    ]);
+    expect(sealedPointersOf("run.created", { input: 1 })).toEqual(["/input"]);
+    expect(sealedPointersOf("run.status", { from: "a", to: "b", reason: "r" })).toEqual([]);
+    expect(sealedPointersOf("node.started", { node: "a" })).toBe(sealedPointersOf("run.status", {}));
+  });
+
+  it("reads an erased body with its kind's schema, each erased value as null", async () => {
+    const entry = await signEntry(
+      key,
+      { seq: 1, run_id: RUN, kind: "task.completed", at: "2026-11-28T16:00:00.000Z", body: completed, prev: null },
+      { seal: sealedPointersOf("task.completed", completed) },
+    );
+    expect(parseJournalBody("task.completed", entry.body)).toMatchObject({ success: true, data: completed });
+    const { body } = eraseSealed(entry.body);
+    expect(JSON.stringify(body)).not.toMatch(/Ada|yes|"id":7|summary/);
+    const parsed = parseJournalBody("task.completed", body);
+    expect(parsed.success && parsed.data.output).toBeNull();
+    expect(parsed.success && parsed.data.steps?.[0]?.attempts[1]?.call).toEqual({
+      provider: "openai",
+      model: "m",
+      messages: null,
+      answer: null,
+    });
   });
 });
 
