@@ -269,6 +269,23 @@ export async function deleteCommand(io: Io, runId: string): Promise<Exit> {
   return 0;
 }
 
+/**
+ * `trellis erase <run> --reason text`: erases an ended run's data
+ * (`POST /v1/runs/{id}/erase`, an admin's): prints how many journal entries
+ * lost their values and how many blobs the run gave up.
+ */
+export async function eraseCommand(io: Io, runId: string, reason: string): Promise<Exit> {
+  const answer = await io.api.json<{ erased?: { seqs: number[]; blobs: string[] } }>(
+    "POST",
+    `${runPath(runId)}/erase`,
+    { body: { reason } },
+  );
+  const seqs = answer.erased?.seqs.length ?? 0;
+  const blobs = answer.erased?.blobs.length ?? 0;
+  print(io, answer, () => `${runId}  erased: the values of ${seqs} journal entries, ${blobs} blobs`);
+  return 0;
+}
+
 export async function verifyCommand(io: Io, target: string, jwks: string | undefined): Promise<Exit> {
   const report = await verify(io.api, target, jwks);
   print(io, report, () => formatReport(report));

@@ -10,7 +10,7 @@
  *   npx trellis schedule nightly-report trigger --follow   start one run of a schedule now
  *   npx trellis tokens create ci --roles runner --workflows 'billing-*'   a token with roles (admin only)
  *   npx trellis limits status api-quota --key acme   one limit's slots, queue and windows for a key
- *   npx trellis runs | show | tail | gates | answer | approve | cancel | pause | resume | redrive | compensate | delete | verify | mcp tools | schedules | limits | tokens
+ *   npx trellis runs | show | tail | gates | answer | approve | cancel | pause | resume | redrive | compensate | delete | erase | verify | mcp tools | schedules | limits | tokens
  *
  * Talks to TRELLIS_URL (default http://127.0.0.1:$PORT, port 8787 without PORT) with TRELLIS_TOKEN
  * (default: the first of API_TOKENS in ./.dev.vars), or --url/--token.
@@ -25,6 +25,7 @@ import {
   controlCommand,
   defineCommand,
   deleteCommand,
+  eraseCommand,
   gatesCommand,
   mcpToolsCommand,
   runCommand,
@@ -192,6 +193,11 @@ function controlling({ cli, command, act }: Builder): void {
     .argument("<run_id>")
     .description("delete a run that has ended, now: only its index row (and an archived journal) stays (admin)")
     .action(act((io, runId: string) => deleteCommand(io, runId)));
+  command(cli, "erase")
+    .argument("<run_id>")
+    .description("erase an ended run's inputs, outputs and answers (admin); its journal still verifies")
+    .requiredOption("--reason <text>", "why (recorded in the journal's erased entry)")
+    .action(act((io, runId: string, options: { reason: string }) => eraseCommand(io, runId, options.reason)));
   for (const control of CONTROLS) {
     command(cli, control)
       .argument("<run_id>")

@@ -429,6 +429,11 @@ export type DeletedRun = {
   archived: boolean;
 };
 
+/** Why the run is erased (required, at most 1,000 characters), recorded in its journal's erased entry. */
+export type EraseBody = {
+  reason: string;
+};
+
 /** The body of every error: a dotted code, a message, and the problems with their paths. */
 export type ErrorBody = {
   error: {
@@ -2295,6 +2300,21 @@ export type RunView = {
     };
   })[];
   controls: ("cancel" | "pause" | "resume" | "redrive" | "compensate" | "approve")[];
+  erased?: {
+    at: string;
+    by?: {
+      token_id: string;
+      name: string;
+    } | {
+      email: string;
+    } | {
+      link: string;
+      approver: string;
+    };
+    reason: string;
+    seqs: number[];
+    blobs: string[];
+  };
 };
 
 /** A schedule: whether it is paused, its next 5 slots, and what became of its recent slots. */
@@ -2610,6 +2630,7 @@ export interface Components {
   DefinitionRecord: DefinitionRecord;
   DefinitionVersions: DefinitionVersions;
   DeletedRun: DeletedRun;
+  EraseBody: EraseBody;
   ErrorBody: ErrorBody;
   EventImplementation: EventImplementation;
   EventTriggers: EventTriggers;

@@ -1,8 +1,9 @@
+import { openSealed } from "../lib/journal/seal.ts";
 import { recordable } from "../lib/recordable.ts";
 import { MAX_VIEW_TOOL_CALLS, type AgentView } from "../schemas/api.ts";
 import { DEFAULT_LLM_MAX_TURNS } from "../schemas/actions.ts";
 import { JsonValue, type Json } from "../schemas/common.ts";
-import { JOURNAL_BODIES, type JournalBody } from "../schemas/journal-bodies.ts";
+import { JOURNAL_BODIES, parseJournalBody, type JournalBody } from "../schemas/journal-bodies.ts";
 import type { JournalEntry } from "../schemas/journal.ts";
 import { StepRecord } from "../schemas/payload.ts";
 import type { ResolvedTask } from "../schemas/resolved.ts";
@@ -72,7 +73,7 @@ class LoopReader {
     if (entry.kind === "task.dispatched") {
       this.continues = entry.body.resume === "tools";
     } else if (entry.kind === "task.completed" || entry.kind === "task.failed" || entry.kind === "task.suspended") {
-      this.readSteps(entry.body.steps);
+      this.readSteps(openSealed(entry.body)["steps"] as Json | undefined);
     } else if (isToolCallKind(entry.kind)) {
       this.readCall(entry.kind, entry);
     } else if (entry.kind === "approval.requested") {
@@ -122,7 +123,7 @@ class LoopReader {
 
   /** A high-risk tool's call waits for its approval gate until it is dispatched (or rejected: `tool_call.failed`). */
   private readApproval(entry: JournalEntry): void {
-    const body = JOURNAL_BODIES["approval.requested"].safeParse(entry.body);
+    const body = parseJournalBody("approval.requested", entry.body);
     const ref = body.success ? body.data.tool_call : undefined;
     const call =
       ref && body.success ? this.loops.get(body.data.step)?.calls.get(`${ref.turn}/${ref.index}`) : undefined;
@@ -140,7 +141,7 @@ class LoopReader {
     }
     const id = `${place.data.turn}/${place.data.index}`;
     if (kind === "tool_call.requested") {
-      const body = JOURNAL_BODIES[kind].safeParse(entry.body);
+      const body = parseJournalBody(kind, entry.body);
       if (body.success) {
         loop.calls.set(id, requested(body.data));
       }
@@ -160,12 +161,11 @@ const CallPlace = z.looseObject({ step: z.string().nullable(), turn: z.number().
 function onEntry<K extends ToolCallKind>(
   kind: K,
   apply: (call: CallState, body: JournalBody<K>, at: number) => void,
-): (call: CallState, body: unknown, at: number) => void {
+): (call: CallState, body: Record<string, unknown>, at: number) => void {
   return (call, body, at) => {
-    const parsed = JOURNAL_BODIES[kind].safeParse(body);
+    const parsed = parseJournalBody(kind, body);
     if (parsed.success) {
-      // `JOURNAL_BODIES[kind]` is the schema of `JournalBody<K>`; TypeScript does not narrow a generic index.
-      apply(call, parsed.data as JournalBody<K>, at);
+      apply(call, parsed.data, at);
     }
   };
 }
@@ -176,7 +176,7 @@ function onEntry<K extends ToolCallKind>(
  */
 const TOOL_CALL_ENTRIES: Record<
   Exclude<ToolCallKind, "tool_call.requested">,
-  (call: CallState, body: unknown, at: number) => void
+  (call: CallState, body: Record<string, unknown>, at: number) => void
 > = {
   "tool_call.dispatched": onEntry("tool_call.dispatched", (call, _body, at) => {
     call.status = "running";

@@ -80,6 +80,16 @@ export const CONTROLS = {
 
 export { RUN_CONTROLS, statusAllows, type RunControl };
 
+/** Each control as a refusal of an erased run names it. */
+const PAST: Record<RunControl, string> = {
+  cancel: "cancelled",
+  pause: "paused",
+  resume: "resumed",
+  redrive: "redriven",
+  compensate: "compensated",
+  approve: "approved",
+};
+
 /** `{ by }` when a caller is known, else nothing (the body's `by` is optional, never null). */
 export function withBy(by: By | undefined): { by?: By } {
   return by === undefined ? {} : { by };
@@ -105,13 +115,17 @@ function refusalOf(
   if (!row.statuses.includes(record.status)) {
     return { code, message: `${row.refusal} ${record.status}` };
   }
+  if (record.erased !== undefined) {
+    // Its inputs, results and undo inputs are gone: nothing can run again (docs/security.md, "Erasure").
+    return { code: "run.erased", message: `the run was erased; it cannot be ${PAST[control]}` };
+  }
   const guarded = row.guard?.(record, workflow) ?? null;
   return guarded === null ? null : { code, message: guarded };
 }
 
 /**
  * Throws the control's refusal (`run.terminal` for an ended run, else
- * `run.conflict`) unless the run allows it; `workflow` lets a refusal name the
+ * `run.conflict`, and `run.erased` for one an erased run's status would allow) unless the run allows it; `workflow` lets a refusal name the
  * run's compensate policy (absent: the default).
  */
 export function assertAllowed(control: RunControl, record: RunRecord, workflow?: CompensationPolicyOf): void {

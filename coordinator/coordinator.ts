@@ -5,7 +5,7 @@ import { parseOrThrow } from "../lib/validation.ts";
 import { By } from "../schemas/auth.ts";
 import { toResult, type Result } from "../lib/result.ts";
 import type { SignedEntryText } from "../lib/journal/index.ts";
-import { MAX_START_WAIT_MS, type GateView, type RunView, type NodeDetail } from "../schemas/api.ts";
+import { EraseBody, MAX_START_WAIT_MS, type GateView, type RunView, type NodeDetail } from "../schemas/api.ts";
 import { Answerer } from "../schemas/approvers.ts";
 import type { JournalEntry } from "../schemas/journal.ts";
 import type { TaskPayload, TaskResult } from "../schemas/payload.ts";
@@ -13,6 +13,7 @@ import type { RunSnapshot } from "../schemas/resolved.ts";
 import { ChildNotification, toGateView } from "./children.ts";
 import { perform, type CommandDeps } from "./commands.ts";
 import { assertAllowed, CONTROLS, isRunControl, type RunControl } from "./controls.ts";
+import { assertErasable, erasedEntry, erasedRows, erasedState } from "./erase.ts";
 import { toStepApproval } from "./standing-approvals.ts";
 import { gateOfLink, toGateLink } from "./gate-links.ts";
 import { chunk, dispatchGroup } from "./executor-client.ts";
@@ -271,6 +272,53 @@ export class Coordinator extends DurableObject<Env> {
       await (row.wakes ? this.applyAndWake([event]) : this.inbox.apply(event));
       return this.view();
     });
+  }
+
+  /**
+   * Erases the ended run's data (coordinator/erase.ts): its state without
+   * inputs, outputs and answers, its journal rows without their sealed values,
+   * and a signed `erased` entry after its attestation, in one transaction.
+   * Alone (no event is applied meanwhile). A run erased already answers as it
+   * is: nothing is erased twice, no second entry is written.
+   */
+  async erase(reason: unknown, by?: unknown): Promise<Result<RunView>> {
+    return toResult(() =>
+      this.inbox.exclusive(async () => {
+        const caller = parseBy(by);
+        const body = parseOrThrow(EraseBody, { reason }, "request.invalid_body", "the erase body");
+        const before = this.requireRun();
+        if (before.record.erased !== undefined) {
+          return this.view();
+        }
+        assertErasable(before.record);
+        const runId = before.record.run_id;
+        await this.signer.flush(runId);
+        const blobs = await this.releaseBlobs(runId);
+        const rows = erasedRows(this.store.sealedRows());
+        const erasure = { at: Date.now(), by: caller, reason: body.reason, seqs: rows.map((row) => row.seq), blobs };
+        const after = erasedState(before, erasure);
+        const entry = erasedEntry(before.record, after.record.erased ?? erasure);
+        const save = () => {
+          this.store.save(before, after);
+          this.store.rewriteJournal(rows);
+        };
+        const send = () => {
+          this.state = after;
+        };
+        await this.signer.commit({ runId, journal: [entry], save, send }, []);
+        this.index.flush();
+        return this.view();
+      }),
+    );
+  }
+
+  /**
+   * Gives up the run's blobs as it is erased (blobs/store.ts): the digests
+   * it held, whether deleted or kept for another run that holds them too.
+   */
+  private async releaseBlobs(runId: string): Promise<string[]> {
+    const { deleted, kept } = await releaseRunBlobs(this.env, runId);
+    return [...deleted, ...kept];
   }
 
   /** Standing approvals of plan steps (coordinator/standing-approvals.ts): `{ steps, responder }`. */

@@ -44,6 +44,11 @@ export class EventInbox {
     private readonly isBusy: () => boolean,
   ) {}
 
+  /** Runs `work` between batches, alone: nothing is applied while it runs (an erasure). */
+  exclusive<T>(work: () => Promise<T>): Promise<T> {
+    return this.mutex.run(work);
+  }
+
   /**
    * Queues an event; resolves once a batch holding it is applied. A batch
    * runs in the event of the call that set it going (the mutex keeps the

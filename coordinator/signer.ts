@@ -1,4 +1,5 @@
 import { importSigningKey, signEntryText, type JournalSigningKey, type SignedEntryText } from "../lib/journal/index.ts";
+import { sealedPointersOf } from "../schemas/journal-bodies.ts";
 import type { TaskPayload } from "../schemas/payload.ts";
 import { ensureEngineError } from "../lib/errors.ts";
 import { Mutex } from "../lib/mutex.ts";
@@ -138,6 +139,11 @@ export class JournalSigner {
     return [];
   }
 
+  /** Signs now whatever a wide wave left unsigned, so that the stored journal is the whole journal. */
+  flush(runId: string): Promise<SignedEntryText[]> {
+    return this.chain.run(() => this.signUnsigned(runId));
+  }
+
   /**
    * Signs the entries a wide dispatch wave left unsigned (or a restart found
    * unsigned) and appends them to the journal.
@@ -163,7 +169,10 @@ export class JournalSigner {
     const entries: SignedEntryText[] = [];
     let prev = this.lastHash;
     for (const { seq, kind, at, body } of unsigned) {
-      const entry = await signEntryText(key, { seq, run_id: runId, kind, at, body, prev });
+      // Content members are sealed with a fresh salt (docs/journal.md, "Sealed values and erasure").
+      const seal = sealedPointersOf(kind, body);
+      const fields = { seq, run_id: runId, kind, at, body, prev };
+      const entry = await signEntryText(key, fields, seal.length === 0 ? {} : { seal });
       entries.push(entry);
       prev = entry.hash;
     }

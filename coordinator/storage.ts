@@ -247,6 +247,25 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     }
   }
 
+  /** The journal rows whose entries hold sealed values (they have `$salt`), in seq order: what an erasure rewrites. */
+  sealedRows(): { seq: number; entry: string }[] {
+    return this.sql
+      .exec<{ seq: number; entry: string }>(
+        `SELECT seq, entry FROM journal WHERE json_extract(entry, '$.body."$salt"') IS NOT NULL ORDER BY seq`,
+      )
+      .toArray();
+  }
+
+  /**
+   * Rewrites journal rows in place: an erasure's, each entry without its
+   * sealed values (what is signed is unchanged). Call inside a storage transaction.
+   */
+  rewriteJournal(rows: readonly { seq: number; entry: string }[]): void {
+    for (const { seq, entry } of rows) {
+      this.sql.exec("UPDATE journal SET entry = ? WHERE seq = ?", entry, seq);
+    }
+  }
+
   /** Stages the run's index row, replacing any older one, written or not. Call inside the commit's transaction. */
   stageIndexRow(row: RunIndexRow): void {
     this.sql.exec(

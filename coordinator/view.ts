@@ -1,3 +1,4 @@
+import { openSealed } from "../lib/journal/seal.ts";
 import { DEFAULT_PRIORITY } from "../schemas/limits.ts";
 import type { AgentView, DispatchView, NodeDetail, NodeView, RunView, RunWait } from "../schemas/api.ts";
 import { toFailureView } from "../schemas/errors.ts";
@@ -89,6 +90,9 @@ export function toRunView(state: RunState, snapshot: RunSnapshot | null): RunVie
     ...(record.plan_steps ? { results: toPlanResults(record.plan_steps, state.nodes, record.context.state) } : {}),
     ...(record.undos === undefined ? {} : { compensation: toCompensationView(record) }),
     controls: RUN_CONTROLS.filter((control) => allows(control, record)),
+    ...(record.erased === undefined
+      ? {}
+      : { erased: { ...record.erased, at: new Date(record.erased.at).toISOString() } }),
   };
 }
 
@@ -221,7 +225,8 @@ export async function toNodeDetail(
       continue;
     }
     const index = typeof entry.body.item === "number" ? entry.body.item : 0;
-    const steps = StepRecord.array().safeParse(entry.body.steps ?? []);
+    // An erased undo input reads as null (its step record stays).
+    const steps = StepRecord.array().safeParse(openSealed(entry.body)["steps"] ?? []);
     const list = dispatches.get(index) ?? [];
     list.push({
       seq: entry.seq,

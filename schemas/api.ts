@@ -345,8 +345,35 @@ export const RunView = z.strictObject({
   results: z.array(ToolResult).optional(),
   /** The controls the run accepts now (its status and each control's guard), in the control table's order. */
   controls: z.array(RunControlName),
+  /**
+   * Present once the run was erased (`POST /v1/runs/{run_id}/erase`): when, by
+   * whom, why, the seqs of the journal entries whose values were removed and
+   * the blobs released. Its input, outputs and answers then read as null.
+   */
+  erased: z
+    .strictObject({
+      at: z.string(),
+      by: By.optional(),
+      reason: z.string(),
+      seqs: z.array(z.number().int().min(1)),
+      blobs: z.array(z.string()),
+    })
+    .optional(),
 });
 export type RunView = z.infer<typeof RunView>;
+
+/** The longest reason an erasure records. */
+export const MAX_ERASE_REASON = 1_000;
+
+/** `POST /v1/runs/{run_id}/erase`'s body: why (required, recorded in the journal's `erased` entry). */
+export const EraseBody = z.strictObject({
+  reason: z
+    .string()
+    .trim()
+    .min(1, "a reason is required")
+    .max(MAX_ERASE_REASON, `at most ${MAX_ERASE_REASON} characters`),
+});
+export type EraseBody = z.infer<typeof EraseBody>;
 
 /**
  * `POST /v1/workflows/{id}/runs` → 201 (new) or 200 (same idempotency key).

@@ -1,7 +1,8 @@
 import { z } from "zod";
+import { openSealed } from "../lib/journal/seal.ts";
 import { By } from "./auth.ts";
 import { JsonValue } from "./common.ts";
-import { ATTEST_KIND, JournalAttestationBody, Sha256Hex } from "./journal.ts";
+import { ATTEST_KIND, ERASED_KIND, JournalAttestationBody, JournalErasedBody, Sha256Hex } from "./journal.ts";
 import { ErrorSummary, Failure } from "./errors.ts";
 import { StepRecord } from "./payload.ts";
 import { PlanOrigin } from "./plans.ts";
@@ -302,6 +303,8 @@ export const JOURNAL_BODIES = {
     /** On the attestation that closes a compensation: how it ended. */
     compensation: CompensationOutcome.optional(),
   }),
+  /** The run's values were erased (after its last attestation; nothing follows): why, which entries, which blobs, by whom. */
+  [ERASED_KIND]: z.strictObject({ ...JournalErasedBody.shape, by: CausedBy }),
 } as const;
 
 /** Every kind of journal entry the engine writes. */
@@ -315,4 +318,93 @@ export const JOURNAL_KINDS = Object.keys(JOURNAL_BODIES) as JournalKind[];
 /** Whether a kind is one the engine writes. */
 export function isJournalKind(kind: string): kind is JournalKind {
   return Object.hasOwn(JOURNAL_BODIES, kind);
+}
+
+/**
+ * The members of each kind's body that hold a run's data (its input, an
+ * output, an answer, a chosen value), as RFC 6901 pointers: sealed when the
+ * entry is signed, so that an erasure can remove them and the journal still
+ * verifies (docs/journal.md, "Sealed values and erasure"). A kind not here
+ * has no such member, and its entries are signed as they are.
+ */
+export const SEALED_MEMBERS: Partial<Record<JournalKind, readonly string[]>> = {
+  "run.created": ["/input"],
+  "task.completed": ["/output"],
+  "gate.answered": ["/response"],
+  "gate.expired": ["/response"],
+  "workflow.chosen": ["/value"],
+  "tool_call.requested": ["/input"],
+  "tool_call.completed": ["/output"],
+  "undo.completed": ["/output"],
+  [ATTEST_KIND]: ["/output"],
+};
+
+/** Kinds whose `steps` (step records) may carry an undo's input, sealed too. */
+const STEP_RECORD_KINDS: ReadonlySet<string> = new Set([
+  "task.completed",
+  "task.failed",
+  "task.suspended",
+  "tool_call.completed",
+  "tool_call.failed",
+  "undo.completed",
+  "undo.failed",
+]);
+
+const NO_MEMBERS: readonly string[] = [];
+
+/** What a step record's call holds of the run's data (docs/journal.md, "Step records"): prompts, answers, arguments, results. */
+const CALL_CONTENT = ["messages", "answer", "arguments", "result"] as const;
+
+/**
+ * The pointers to seal in a body of `kind`: its kind's {@link SEALED_MEMBERS}
+ * and, in its step records, each undo's input and each call's prompt,
+ * answer, arguments and result. An empty list (the same one) for every other
+ * kind, at no cost.
+ */
+export function sealedPointersOf(kind: string, body: Record<string, unknown>): readonly string[] {
+  const members = Object.hasOwn(SEALED_MEMBERS, kind)
+    ? (SEALED_MEMBERS[kind as JournalKind] ?? NO_MEMBERS)
+    : NO_MEMBERS;
+  const steps = STEP_RECORD_KINDS.has(kind) ? body["steps"] : undefined;
+  if (!Array.isArray(steps)) {
+    return members;
+  }
+  const inSteps = stepPointers(steps);
+  return inSteps.length === 0 ? members : [...members, ...inSteps];
+}
+
+/** `/steps/<i>/undo/input` and `/steps/<i>/attempts/<j>/call/<member>` of each step record that has one. */
+function stepPointers(steps: readonly unknown[]): string[] {
+  const pointers: string[] = [];
+  const member = (value: unknown, name: string): unknown =>
+    typeof value === "object" && value !== null && !Array.isArray(value) ? Reflect.get(value, name) : undefined;
+  steps.forEach((step, index) => {
+    const undo = member(step, "undo");
+    if (member(undo, "input") !== undefined) {
+      pointers.push(`/steps/${index}/undo/input`);
+    }
+    const attempts = member(step, "attempts");
+    (Array.isArray(attempts) ? attempts : []).forEach((attempt: unknown, at) => {
+      const call = member(attempt, "call");
+      for (const name of CALL_CONTENT) {
+        if (member(call, name) !== undefined) {
+          pointers.push(`/steps/${index}/attempts/${at}/call/${name}`);
+        }
+      }
+    });
+  });
+  return pointers;
+}
+
+/**
+ * A served body of `kind` parsed with its kind's schema: its `$sealed` and
+ * `$salt` set aside and each erased value read as `null` (docs/journal.md,
+ * "Sealed values and erasure"). What every reader of bodies parses with.
+ */
+export function parseJournalBody<K extends JournalKind>(
+  kind: K,
+  body: Record<string, unknown>,
+): z.ZodSafeParseResult<JournalBody<K>> {
+  const schema = JOURNAL_BODIES[kind] as unknown as z.ZodType<JournalBody<K>>;
+  return schema.safeParse(openSealed(body));
 }

@@ -24,6 +24,12 @@ export const REDRIVE_KIND = "run.redriven";
  */
 export const COMPENSATION_KIND = "compensation.started";
 
+/**
+ * The kind of the entry that records a run's erasure: it follows the run's
+ * last attestation, and nothing follows it.
+ */
+export const ERASED_KIND = "erased";
+
 /** One journal entry, exactly the nine envelope fields (extra fields are rejected: they would not be signed). */
 export const JournalEntry = z.strictObject({
   seq: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
@@ -68,6 +74,19 @@ export const JournalAttestationBody = z.looseObject({
 });
 /** Body of the terminal `attest` entry. */
 export type JournalAttestationBody = z.infer<typeof JournalAttestationBody>;
+
+/**
+ * Body of the `erased` entry as the verifier reads it: why, the `seq`s of
+ * the entries whose sealed values were erased, and the blobs released
+ * (`sha256:<hex>`). Extra fields are kept (the engine adds `by`).
+ */
+export const JournalErasedBody = z.looseObject({
+  reason: z.string().min(1),
+  seqs: z.array(z.number().int().min(1)),
+  blobs: z.array(z.string()),
+});
+/** Body of the `erased` entry. */
+export type JournalErasedBody = z.infer<typeof JournalErasedBody>;
 
 /** A public Ed25519 key as a JWK (RFC 8037), `kid` being its RFC 7638 thumbprint. */
 export const PublicJwk = z.looseObject({

@@ -367,6 +367,20 @@ export const RunLimit = z.strictObject({
 });
 export type RunLimit = z.infer<typeof RunLimit>;
 
+/**
+ * A run's erasure (`POST /v1/runs/{run_id}/erase`, docs/security.md, "Erasure"):
+ * when, by whom and why, the seqs of the journal entries whose sealed values
+ * were removed, and the blobs the run gave up.
+ */
+export const RunErasure = z.strictObject({
+  at: z.number(),
+  by: By.optional(),
+  reason: z.string(),
+  seqs: z.array(z.number().int().min(1)),
+  blobs: z.array(z.string()),
+});
+export type RunErasure = z.infer<typeof RunErasure>;
+
 /** The run's durable state, everything but its nodes. */
 export const RunRecord = z.strictObject({
   run_id: z.string(),
@@ -429,6 +443,8 @@ export const RunRecord = z.strictObject({
   undos: z.array(UndoRecord).optional(),
   /** Absent until the run compensates. */
   compensation: CompensationRecord.optional(),
+  /** Absent unless the run was erased: its inputs, outputs and answers are gone. */
+  erased: RunErasure.optional(),
   /** What started it: an idempotency key and the hash of the request, to detect reuse with other input. */
   idempotency_key: z.string().nullable(),
   request_hash: z.string(),

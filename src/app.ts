@@ -143,6 +143,9 @@ function runRoutes(app: Hono<App>): void {
       return c.json(await service.controlRun(c.env, c.req.param("runId"), control, reason, byOf(principal)));
     });
   }
+  app.post("/v1/runs/:runId/erase", allow("eraseRun"), async (c) =>
+    c.json(await service.eraseRun(c.env, c.req.param("runId"), await readJson(c), byOf(c.get("principal")))),
+  );
   app.get("/v1/runs/:runId/events", allow("runEvents"), (c) => streamRunEvents(c, c.req.param("runId")));
   app.get("/v1/gates", allow("listOpenGates"), async (c) =>
     c.json(await listOpenGates(c.env, c.req.query(), c.get("principal").workflows)),

@@ -36,6 +36,8 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   "run.signals_full": 409,
   "run.idempotency_conflict": 409,
   "run.conflict": 409,
+  // Erasure (docs/security.md, "Erasure"): only an ended run (run.not_terminal, above); an erased run cannot run again.
+  "run.erased": 409,
   "gate.answered": 409,
   // A bad signing key is the operator's misconfiguration, not the client's.
   "journal.bad_key": 500,

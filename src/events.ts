@@ -1,3 +1,4 @@
+import { ATTEST_KIND, ERASED_KIND } from "../schemas/journal.ts";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import { EngineError } from "../lib/errors.ts";
@@ -13,7 +14,7 @@ const STREAM_LIFETIME_MS = 5 * 60_000;
  * `GET /v1/runs/{id}/events`: the run's journal as Server-Sent Events, one
  * event per entry (`id` = seq, `event` = kind, `data` = the signed entry).
  * Resumable: `Last-Event-ID` (or `?after=`) names the last seq seen. The
- * stream closes after the attestation that ends the run.
+ * stream closes after the attestation that ends the run, or after its erasure.
  */
 export async function streamRunEvents(
   c: Context<{ Bindings: Env; Variables: { principal: Principal } }>,
@@ -33,7 +34,10 @@ export async function streamRunEvents(
         await stream.writeSSE({ id: String(entry.seq), event: entry.kind, data: JSON.stringify(entry) });
         after = entry.seq;
       }
-      const ended = entries.at(-1)?.kind === "attest" && (await runEvents(c.env, runId, after, 0)).length === 0;
+      const last = entries.at(-1)?.kind;
+      // Nothing follows an erasure; an attestation may yet be followed (a redrive, a compensation, an erasure).
+      const ended =
+        last === ERASED_KIND || (last === ATTEST_KIND && (await runEvents(c.env, runId, after, 0)).length === 0);
       if (ended || stream.aborted || Date.now() - started > STREAM_LIFETIME_MS) {
         return;
       }

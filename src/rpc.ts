@@ -175,6 +175,14 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
     );
   }
 
+  /** Erases an ended run's inputs, outputs and answers (docs/api.md, `POST /v1/runs/{run_id}/erase`). */
+  eraseRun(runId: string, reason: string): Promise<Result<RunView>> {
+    return call("eraseRun", () => {
+      checkBodyLimits(reason, "reason");
+      return service.eraseRun(this.env, idArgument(runId, "runId"), { reason }, RPC_BY);
+    });
+  }
+
   approveRun(runId: string): Promise<Result<RunView>> {
     return call("approveRun", () =>
       service.controlRun(this.env, idArgument(runId, "runId"), "approve", undefined, RPC_BY),

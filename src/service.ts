@@ -14,6 +14,7 @@ import { armSchedules } from "../schedules/index.ts";
 import {
   DefinitionListCursor,
   DefinitionListQuery,
+  EraseBody,
   MAX_START_DELAY_MS,
   StartRunBody,
   type DefinitionList,
@@ -70,6 +71,7 @@ type CoordinatorApi = Pick<
   | "journal"
   | "events"
   | "control"
+  | "erase"
   | "gates"
   | "answerGate"
   | "node"
@@ -342,6 +344,15 @@ export async function controlRun(
   by: By,
 ): Promise<RunView> {
   return unwrap(await coordinator(env, runId).control(control, reason, by));
+}
+
+/**
+ * `POST /v1/runs/{run_id}/erase` `{ reason }`: erases an ended run's data
+ * (coordinator/erase.ts); `by` is who asked, recorded in the `erased` entry.
+ */
+export async function eraseRun(env: Env, runId: string, body: unknown, by: By): Promise<RunView> {
+  const { reason } = parseOrThrow(EraseBody, body, "request.invalid_body", "the erase body");
+  return unwrap(await coordinator(env, runId).erase(reason, by));
 }
 
 /** Journal entries after `afterSeq`, waiting up to `waitMs` for new ones when there are none. */

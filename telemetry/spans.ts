@@ -1,6 +1,5 @@
-import type { z } from "zod";
 import type { JournalEntry } from "../schemas/journal.ts";
-import { JOURNAL_BODIES, type JournalBody, type JournalKind } from "../schemas/journal-bodies.ts";
+import { parseJournalBody, type JournalBody, type JournalKind } from "../schemas/journal-bodies.ts";
 import type { StepRecord } from "../schemas/payload.ts";
 import type { OpenSpan, SpanFoldState } from "../schemas/telemetry.ts";
 import { childSpanSymbol } from "./ids.ts";
@@ -119,9 +118,8 @@ type Typed<K extends JournalKind> = { seq: number; at: string; body: JournalBody
 
 /** A handler of one kind, given its body parsed; an entry whose body does not parse is left out. */
 function on<K extends JournalKind>(kind: K, handle: (fold: SpanFold, entry: Typed<K>) => void): Handler {
-  const schema = JOURNAL_BODIES[kind] as unknown as z.ZodType<JournalBody<K>>;
   return (fold, entry) => {
-    const body = schema.safeParse(entry.body);
+    const body = parseJournalBody(kind, entry.body);
     if (body.success) {
       handle(fold, { seq: entry.seq, at: entry.at, body: body.data });
     }

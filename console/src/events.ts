@@ -71,7 +71,7 @@ async function readOnce(
   for (;;) {
     const { done, value } = await reader.read();
     if (done) {
-      return lastKind === "attest";
+      return lastKind === "attest" || lastKind === "erased";
     }
     const batch: ReceivedEntry[] = [];
     for (const event of parser.push(value)) {

@@ -101,6 +101,9 @@ const SUMMARIES: Record<string, (body: Body) => string> = {
   "undo.failed": (b) => `undo ${text(b["undo"])}, attempt ${text(b["attempt"])}: ${errorText(b["error"])}`,
   "compensation.finished": (b) => `${text(b["status"])}: ${text(b["undone"])} of ${text(b["undos"])} undone`,
   "attest": (b) => `${text(b["outcome"])}: ${text(b["reason"])} (cites ${text(b["cited"])})`,
+  "erased": (b) =>
+    `${text(b["reason"])} (the values of ${Array.isArray(b["seqs"]) ? b["seqs"].length : "?"} entries, ` +
+    `${Array.isArray(b["blobs"]) ? b["blobs"].length : "?"} blobs)`,
 };
 
 /**

@@ -8,6 +8,7 @@
  * page says when it was deleted, with its archived journal if it has one.
  */
 import { useMemo, useState } from "preact/hooks";
+import { describeBy } from "../../lib/journal/by.ts";
 import type { RunView } from "../../schemas/api.ts";
 import { DagGraph } from "./dag.tsx";
 import { DeletedRunPage, isRunDeleted } from "./deleted-run.tsx";
@@ -45,6 +46,7 @@ export function RunPage(props: { runId: string }) {
   return (
     <>
       <RunHeader view={view} cancelReason={cancelReasonOf(entries)} />
+      <ErasedNote view={view} />
       <WaitingFor view={view} plan={plan} onDone={state.refresh} />
       <ErrorNote error={state.error} />
       <RunControls view={view} onDone={state.refresh} />
@@ -95,6 +97,21 @@ function RunDetails(props: { view: RunView; entries: readonly ReceivedEntry[] })
         <JsonBlock value={view.output} />
       </Section>
     </>
+  );
+}
+
+/** An erased run says so: when, by whom and why; its input, outputs and answers are gone. */
+function ErasedNote(props: { view: RunView }) {
+  const { erased } = props.view;
+  if (erased === undefined) {
+    return null;
+  }
+  return (
+    <p class="erased" data-erased={erased.at} role="note">
+      Erased {erased.at}
+      {erased.by === undefined ? "" : ` by ${describeBy(erased.by)}`}: {erased.reason}. Its input, outputs and answers
+      are gone; the journal keeps their digests.
+    </p>
   );
 }
 

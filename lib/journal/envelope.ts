@@ -1,14 +1,17 @@
 import {
   ATTEST_KIND,
   COMPENSATION_KIND,
+  ERASED_KIND,
   JournalAttestationBody,
   JournalEntry,
+  JournalErasedBody,
   REDRIVE_KIND,
 } from "../../schemas/journal.ts";
 import { causedBy, type CausedEntry } from "./by.ts";
 import { canonicalBytes } from "./canonical.ts";
 import { base64UrlDecode, toHex } from "./encoding.ts";
 import { readJwks, type WebCryptoKey } from "./keys.ts";
+import { checkSealed } from "./seal.ts";
 
 /**
  * The journal envelope (docs/journal.md, "The envelope", a contract):
@@ -43,7 +46,33 @@ export type VerifyFailureReason =
   | "unknown_kid"
   | "bad_signature"
   | "missing_attestation"
-  | "after_attestation";
+  | "after_attestation"
+  | "bad_sealed_value"
+  | "after_erasure";
+
+/** An entry whose sealed values were erased (docs/journal.md, "Sealed values and erasure"). */
+export interface ErasedValues {
+  seq: number;
+  kind: string;
+  /** The pointers of the values erased. */
+  pointers: string[];
+}
+
+/** What a journal's sealed members came to: values checked against their digests, and values erased. */
+export interface SealedSummary {
+  /** Sealed values present and matching their digests. */
+  checked: number;
+  /** The entries with values erased, in journal order. */
+  erased: ErasedValues[];
+}
+
+/** The journal's `erased` entry: when, why and by whom its run's values were erased. */
+export interface ErasureSummary {
+  seq: number;
+  at: string;
+  reason: string;
+  by?: unknown;
+}
 
 /**
  * The verdict on a journal. On success, `by` lists who caused each entry
@@ -53,7 +82,18 @@ export type VerifyFailureReason =
  * that entry's `seq` field when it is an integer, and `message` names both.
  */
 export type VerifyReport =
-  | { ok: true; entries: number; run_id: string | null; attested: boolean; outcome?: string; by?: CausedEntry[] }
+  | {
+      ok: true;
+      entries: number;
+      run_id: string | null;
+      attested: boolean;
+      outcome?: string;
+      by?: CausedEntry[];
+      /** Present when some entry seals values. */
+      sealed?: SealedSummary;
+      /** Present when the journal ends with an `erased` entry. */
+      erasure?: ErasureSummary;
+    }
   | { ok: false; seq: number | null; index: number; reason: VerifyFailureReason; message: string };
 
 /** Options of {@link verifyJournal}. */
@@ -85,6 +125,8 @@ const LABELS: Record<VerifyFailureReason, string> = {
   bad_signature: "bad signature",
   missing_attestation: "missing attestation",
   after_attestation: "after attestation",
+  bad_sealed_value: "bad sealed value",
+  after_erasure: "after erasure",
 };
 
 function failure(reason: VerifyFailureReason, index: number, seq: number | null, detail: string): VerifyFailure {
@@ -141,6 +183,8 @@ export async function verifyJournal(
   let previous: JournalEntry | undefined;
   let runId: string | null = null;
   const caused: CausedEntry[] = [];
+  const sealed: SealedSummary = { checked: 0, erased: [] };
+  let sealing = false;
   for (const [index, raw] of list.entries()) {
     const entry = readEntry(raw, index, previous);
     // A failure report has no `hash`; every entry that passed its schema has one.
@@ -148,18 +192,31 @@ export async function verifyJournal(
       return entry;
     }
     const expectedRun = index === 0 ? options.runId : runId;
-    const problem = checkChain(entry, index, previous, expectedRun) ?? (await checkSignature(entry, index, keys));
+    const chained = checkChain(entry, index, previous, expectedRun);
+    if (chained !== null) {
+      return chained;
+    }
+    const seal = await checkSealed(entry.body);
+    if (!seal.ok) {
+      return failure(seal.reason, index, entry.seq, seal.detail);
+    }
+    const problem = await checkSignature({ ...entry, body: seal.signed as JournalEntry["body"] }, index, keys);
     if (problem !== null) {
       return problem;
     }
     runId = entry.run_id;
     previous = entry;
+    sealing ||= seal.signed !== entry.body || seal.erased.length > 0;
+    sealed.checked += seal.present.length;
+    if (seal.erased.length > 0) {
+      sealed.erased.push({ seq: entry.seq, kind: entry.kind, pointers: seal.erased });
+    }
     const who = causedBy(entry.body);
     if (who !== null) {
       caused.push({ seq: entry.seq, kind: entry.kind, by: entry.body["by"], who });
     }
   }
-  return conclude(list.length, previous, runId, caused, options);
+  return conclude(list, caused, sealing ? sealed : null, runId, options);
 }
 
 type VerifyFailure = Extract<VerifyReport, { ok: false }>;
@@ -174,10 +231,16 @@ function readEntry(raw: unknown, index: number, previous: JournalEntry | undefin
   }
   const entry: JournalEntry = { ...parsed.data, body: bodyOf(raw) };
   const { seq } = entry;
+  if (previous?.kind === ERASED_KIND) {
+    return failure("after_erasure", index, seq, `the journal was closed by the erasure at seq ${previous.seq}`);
+  }
   // An attestation closes the journal; only a redrive of a failed run, or the compensation
-  // of a failed or cancelled one, may reopen it.
+  // of a failed or cancelled one, may reopen it, and an erasure may follow it.
   if (previous?.kind === ATTEST_KIND && !mayReopen(previous, entry.kind)) {
     return failure("after_attestation", index, seq, `the journal was closed by the attestation at seq ${previous.seq}`);
+  }
+  if (entry.kind === ERASED_KIND) {
+    return readErasure(entry, index, previous);
   }
   if (entry.kind === ATTEST_KIND) {
     const body = JournalAttestationBody.safeParse(entry.body);
@@ -190,6 +253,28 @@ function readEntry(raw: unknown, index: number, previous: JournalEntry | undefin
         `attestation body ${issue === undefined ? "invalid" : `${issue.path.join(".")}: ${issue.message}`}`,
       );
     }
+  }
+  return entry;
+}
+
+/** An `erased` entry: right after an attestation, with its body's contract. */
+function readErasure(
+  entry: JournalEntry,
+  index: number,
+  previous: JournalEntry | undefined,
+): JournalEntry | VerifyFailure {
+  if (previous?.kind !== ATTEST_KIND) {
+    return failure("malformed", index, entry.seq, "an erasure must follow the run's attestation");
+  }
+  const body = JournalErasedBody.safeParse(entry.body);
+  if (!body.success) {
+    const issue = body.error.issues[0];
+    return failure(
+      "malformed",
+      index,
+      entry.seq,
+      `erasure body ${issue === undefined ? "invalid" : `${issue.path.join(".")}: ${issue.message}`}`,
+    );
   }
   return entry;
 }
@@ -273,24 +358,30 @@ async function checkSignature(
 
 /** The verdict once every entry has passed: the attestation requirement, then the summary. */
 function conclude(
-  count: number,
-  previous: JournalEntry | undefined,
-  runId: string | null,
+  list: unknown[],
   caused: CausedEntry[],
+  sealed: SealedSummary | null,
+  runId: string | null,
   options: VerifyOptions,
 ): VerifyReport {
-  if (options.requireAttestation === true && previous?.kind !== ATTEST_KIND) {
-    if (previous === undefined) {
+  const count = list.length;
+  const last = count === 0 ? undefined : (list[count - 1] as JournalEntry);
+  // An erasure follows the attestation: the journal stays attested.
+  const erasure = last?.kind === ERASED_KIND ? last : undefined;
+  const closing = erasure === undefined ? last : (list[count - 2] as JournalEntry);
+  if (options.requireAttestation === true && closing?.kind !== ATTEST_KIND) {
+    if (last === undefined) {
       return failure("missing_attestation", -1, null, "the journal is empty, so it has no attestation");
     }
     return failure(
       "missing_attestation",
       count - 1,
-      previous.seq,
-      `the last entry is a ${JSON.stringify(previous.kind)} entry, not an attestation (the journal is incomplete or truncated)`,
+      last.seq,
+      `the last entry is a ${JSON.stringify(last.kind)} entry, not an attestation (the journal is incomplete or truncated)`,
     );
   }
-  const attestation = previous?.kind === ATTEST_KIND ? JournalAttestationBody.safeParse(previous.body) : undefined;
+  const attestation = closing?.kind === ATTEST_KIND ? JournalAttestationBody.safeParse(closing.body) : undefined;
+  const erased = erasure === undefined ? undefined : JournalErasedBody.parse(erasure.body);
   return {
     ok: true,
     entries: count,
@@ -298,6 +389,17 @@ function conclude(
     attested: attestation?.success === true,
     ...(attestation?.success === true ? { outcome: attestation.data.outcome } : {}),
     ...(caused.length > 0 ? { by: caused } : {}),
+    ...(sealed === null ? {} : { sealed }),
+    ...(erasure === undefined || erased === undefined
+      ? {}
+      : {
+          erasure: {
+            seq: erasure.seq,
+            at: erasure.at,
+            reason: erased.reason,
+            ...(erased.by === undefined ? {} : { by: erased.by }),
+          },
+        }),
   };
 }
 
@@ -316,13 +418,34 @@ export function formatReport(report: VerifyReport): string {
   const attested = report.attested ? `attested ${report.outcome ?? ""}`.trimEnd() : "not attested";
   const summary = `OK: ${report.entries} ${report.entries === 1 ? "entry" : "entries"}, ${run}, ${attested}`;
   const causes = (report.by ?? []).map((entry) => `  seq ${entry.seq} ${entry.kind} by ${entry.who}`);
-  return [summary, ...causes].join("\n");
+  return [summary, ...sealedLines(report), ...causes].join("\n");
 }
 
-/** Whether an entry of `kind` may follow the attestation `attest` (docs/journal.md, "The attestation"). */
+/** The lines about sealed values: how many were checked, which were erased, and the erasure. */
+function sealedLines(report: Extract<VerifyReport, { ok: true }>): string[] {
+  const { sealed, erasure } = report;
+  if (sealed === undefined && erasure === undefined) {
+    return [];
+  }
+  const erasedCount = (sealed?.erased ?? []).reduce((sum, entry) => sum + entry.pointers.length, 0);
+  const lines = [
+    `  sealed values: ${sealed?.checked ?? 0} match their digests, ${erasedCount} erased` +
+      (erasedCount > 0 ? ` (verified with values erased: ${sealed?.erased.length ?? 0} entries)` : ""),
+  ];
+  for (const entry of sealed?.erased ?? []) {
+    lines.push(`  seq ${entry.seq} ${entry.kind}: erased ${entry.pointers.join(", ")}`);
+  }
+  if (erasure !== undefined) {
+    lines.push(`  erased at seq ${erasure.seq} (${erasure.at}): ${erasure.reason}`);
+  }
+  return lines;
+}
+
+/** Whether an entry of `kind` may follow the attestation `attest` (docs/journal.md, "The attestation", "Sealed values and erasure"). */
 function mayReopen(attest: JournalEntry, kind: string): boolean {
   const outcome = attest.body.outcome;
   return (
+    kind === ERASED_KIND ||
     (kind === REDRIVE_KIND && outcome === "failed") ||
     (kind === COMPENSATION_KIND && (outcome === "failed" || outcome === "cancelled"))
   );

@@ -22,14 +22,29 @@ export {
   signedBytes,
   verifyJournal,
   type EntryFields,
+  type ErasedValues,
+  type ErasureSummary,
+  type SealedSummary,
   type VerifyFailureReason,
   type VerifyOptions,
   type VerifyReport,
 } from "./envelope.ts";
-export { signEntry, signEntryText, type SignedEntryText } from "./sign.ts";
+export { signEntry, signEntryText, type SealOptions, type SignedEntryText } from "./sign.ts";
+export {
+  checkSealed,
+  eraseSealed,
+  parsePointer,
+  SALT_MEMBER,
+  sealBody,
+  SEALED_MEMBER,
+  toPointer,
+  type SealedCheck,
+} from "./seal.ts";
 export {
   ATTEST_KIND,
+  ERASED_KIND,
   JournalAttestationBody,
+  JournalErasedBody,
   JournalEntry,
   JournalSignedFields,
   Jwks,

@@ -4,6 +4,13 @@ import { canonicalJson, canonicalString } from "./canonical.ts";
 import type { EntryFields } from "./envelope.ts";
 import { base64UrlEncode, toHex } from "./encoding.ts";
 import type { JournalSigningKey } from "./keys.ts";
+import { newSalt, sealBody } from "./seal.ts";
+
+/** Members to seal as an entry is signed (lib/journal/seal.ts): their pointers, and the salt (absent: a fresh one). */
+export interface SealOptions {
+  seal?: readonly string[];
+  salt?: Uint8Array;
+}
 
 /** The signed fields but the body, checked when signing (the body is checked by canonicalization). */
 const JournalHeaderFields = JournalSignedFields.omit({ body: true });
@@ -18,8 +25,12 @@ const JournalHeaderFields = JournalSignedFields.omit({ body: true });
  *   (seq < 1, `at` not ISO-8601, `prev` not a hash or not null, …), or
  *   `journal.not_canonicalizable` when the body is not JSON.
  */
-export async function signEntry(key: JournalSigningKey, fields: EntryFields): Promise<JournalEntry> {
-  const { header, bodyText, hash, sig } = await signParts(key, fields);
+export async function signEntry(
+  key: JournalSigningKey,
+  fields: EntryFields,
+  options: SealOptions = {},
+): Promise<JournalEntry> {
+  const { header, bodyText, hash, sig } = await signParts(key, fields, options);
   const { seq, run_id, kind, at, prev } = header;
   const body = JSON.parse(bodyText) as JournalEntry["body"];
   return { seq, run_id, kind, at, body, prev, hash, sig, kid: key.kid }; // the envelope's order
@@ -39,8 +50,12 @@ export interface SignedEntryText {
  * put together from the signed parts, so the entry is neither read back nor
  * written out again (the coordinator signs every entry of every run).
  */
-export async function signEntryText(key: JournalSigningKey, fields: EntryFields): Promise<SignedEntryText> {
-  const { header, bodyText, hash, sig } = await signParts(key, fields);
+export async function signEntryText(
+  key: JournalSigningKey,
+  fields: EntryFields,
+  options: SealOptions = {},
+): Promise<SignedEntryText> {
+  const { header, bodyText, hash, sig } = await signParts(key, fields, options);
   const { seq, run_id, kind, at, prev } = header;
   const text =
     `{"seq":${String(seq)},"run_id":${JSON.stringify(run_id)},"kind":${JSON.stringify(kind)},` +
@@ -49,10 +64,15 @@ export async function signEntryText(key: JournalSigningKey, fields: EntryFields)
   return { seq, kind, hash, text };
 }
 
-/** The checked header, the body's canonical JSON, and the hash and signature of the whole. */
+/**
+ * The checked header, the body as it is served (with its sealed values and
+ * salt, when `options.seal` names members it has), and the hash and signature
+ * of the whole as signed.
+ */
 async function signParts(
   key: JournalSigningKey,
   fields: EntryFields,
+  options: SealOptions,
 ): Promise<{ header: Omit<EntryFields, "body">; bodyText: string; hash: string; sig: string }> {
   const { seq, run_id, kind, at, body, prev } = fields;
   // The scalar fields go through their schema (unless they plainly fit it: the
@@ -67,7 +87,11 @@ async function signParts(
     );
   }
   const header = parsed.data;
-  const bodyText = canonicalJson(body, "$.body");
+  const sealed =
+    options.seal === undefined || options.seal.length === 0
+      ? null
+      : await sealBody(body, options.seal, options.salt ?? newSalt());
+  const bodyText = sealed === null ? canonicalJson(body, "$.body") : sealed.signedText;
   // JCS({ seq, run_id, kind, at, body, prev }): the members in code-unit order, put together around the body.
   const text =
     `{"at":${canonicalString(header.at, "$.at")},"body":${bodyText},"kind":${canonicalString(header.kind, "$.kind")},` +
@@ -80,7 +104,7 @@ async function signParts(
   ]);
   return {
     header: { seq: header.seq, run_id: header.run_id, kind: header.kind, at: header.at, prev: header.prev },
-    bodyText,
+    bodyText: sealed === null ? bodyText : sealed.servedText,
     hash: toHex(new Uint8Array(digest)),
     sig: base64UrlEncode(new Uint8Array(signature)),
   };

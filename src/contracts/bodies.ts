@@ -17,6 +17,7 @@ import {
   OpenGateList,
   RegisterResponse,
   RunList,
+  EraseBody,
   RunView,
   StartRunBody,
   StartRunResponse,
@@ -39,6 +40,7 @@ export const REQUEST_SCHEMAS = {
   GateLinkBody,
   /** Only `cancel` reads a body: an optional reason, recorded on the run. */
   CancelBody: z.object({ reason: z.string().optional() }),
+  EraseBody,
   PlanRequest,
   ApproveBody,
   SendEventsBody,
@@ -94,6 +96,7 @@ export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName,
   StartRunBody: "How to start a run: its input, a pinned version, an idempotency key, a mode.",
   GateAnswerBody: "The answer to a gate: a response matching its input_schema, and who responded.",
   CancelBody: "An optional reason for a cancel, recorded on the run.",
+  EraseBody: "Why the run is erased (required, at most 1,000 characters), recorded in its journal's erased entry.",
   PlanRequest:
     "An agent plan in either notation, its tools allowlist, input, mode, pre-approved steps (docs/plans.md).",
   ApproveBody: "Optional: approved_steps answers every matching open approval gate (step-02 matches step-02-*).",

@@ -587,6 +587,21 @@ export const API_ROUTES: RouteSpec[] = [
     errors: [404, 409, 503],
   },
   {
+    method: "post",
+    path: "/v1/runs/{run_id}/erase",
+    operationId: "eraseRun",
+    summary:
+      "Erase an ended run's data: its input, outputs, step results, answers and blobs; the journal keeps their digests and still verifies.",
+    auth: "bearer",
+    role: "admin",
+    grant: "run",
+    docs: "POST /v1/runs/{run_id}/erase",
+    tag: "runs",
+    body: { schema: "EraseBody", required: true },
+    responses: { 200: { description: "The run view, erased.", schema: "RunView" } },
+    errors: [404, 409],
+  },
+  {
     method: "get",
     path: "/v1/runs/{run_id}/nodes/{node}",
     operationId: "getNode",

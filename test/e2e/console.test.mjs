@@ -635,7 +635,11 @@ describe("web console in headless Chromium", () => {
     await page.goto(`${url}/runs/${runId}`);
     const failed = page.locator('.verify[data-state="failed"]');
     await failed.waitFor({ timeout: UI_TIMEOUT_MS });
-    assert.match(await failed.innerText(), /^not verified: entry seq 1 \(index 0\): .*hash/);
+    // The input is sealed (docs/journal.md, "Sealed values and erasure"): its digest no longer matches.
+    assert.match(
+      await failed.innerText(),
+      /^not verified: entry seq 1 \(index 0\): bad sealed value — the value at \/input/,
+    );
     await context.close();
   });
 

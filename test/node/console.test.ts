@@ -158,6 +158,9 @@ describe("journal timeline lines", () => {
       "sleep cancelled: run cancelled",
     );
     expect(summarizeEntry("some.new_kind", { a: "x".repeat(400) }).summary).toHaveLength(160);
+    expect(summarizeEntry("erased", { reason: "asked", seqs: [1, 4], blobs: [] }).summary).toBe(
+      "asked (the values of 2 entries, 0 blobs)",
+    );
   });
 
   test("summarize an event wait: what it waits for, what it took, its timeout, its cancelling, and a signal", () => {

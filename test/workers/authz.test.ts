@@ -42,6 +42,7 @@ const EXPECTED_ACCESS: Record<string, [RouteRole, Grant] | "public"> = {
   resumeRun: ["runner", "run"],
   redriveRun: ["runner", "run"],
   compensateRun: ["runner", "run"],
+  eraseRun: ["admin", "run"],
   approveRun: ["approver", "run"],
   listGates: ["reader", "run"],
   listOpenGates: ["reader", "listing"],
@@ -106,6 +107,8 @@ function requests(f: Fixture): Record<string, { method: string; path: string; bo
     getJournal: { method: "GET", path: `${run}/journal`, ok: 200 },
     runEvents: { method: "GET", path: `${run}/events`, ok: 200 },
     ...Object.fromEntries(controls),
+    // Without a reason: an admin is refused the body (400), and the fixture's run is not erased.
+    eraseRun: { method: "POST", path: `${run}/erase`, body: {}, ok: 400 },
     listGates: { method: "GET", path: `${run}/gates`, ok: 200 },
     listOpenGates: { method: "GET", path: "/v1/gates", ok: 200 },
     answerGate: { method: "POST", path: `${run}/gates/${f.gateId}`, body: { response: { ok: true } }, ok: 409 },

@@ -1,5 +1,6 @@
 import { describe, it } from "vitest";
-import { isJournalKind, JOURNAL_BODIES } from "../../schemas/journal-bodies.ts";
+import { openSealed } from "../../lib/journal/seal.ts";
+import { isJournalKind, parseJournalBody } from "../../schemas/journal-bodies.ts";
 import { api, journal, register, start, uniqueId, verifyRun, waitForRun } from "./helpers.ts";
 
 /**
@@ -38,13 +39,15 @@ async function registerChildren() {
 }
 
 const chosenEntries = async (runId: string) =>
-  (await journal(runId)).filter((entry) => entry.kind === "workflow.chosen").map((entry) => entry.body);
+  (await journal(runId))
+    .filter((entry) => entry.kind === "workflow.chosen")
+    .map((entry) => openSealed(entry.body) as typeof entry.body);
 
 async function expectVerifiedOnTable(runId: string, expect: (value: unknown) => { toMatchObject(v: unknown): void }) {
   expect(await verifyRun(runId)).toMatchObject({ ok: true, attested: true });
   const entries = await journal(runId);
   const offTable = entries.filter(
-    (entry) => !isJournalKind(entry.kind) || !JOURNAL_BODIES[entry.kind].safeParse(entry.body).success,
+    (entry) => !isJournalKind(entry.kind) || !parseJournalBody(entry.kind, entry.body).success,
   );
   expect({ offTable }).toMatchObject({ offTable: [] });
 }

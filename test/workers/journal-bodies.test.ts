@@ -10,7 +10,7 @@ import {
   type RunState,
 } from "../../coordinator/decide.ts";
 import { RunSnapshot } from "../../schemas/index.ts";
-import { isJournalKind, JOURNAL_BODIES } from "../../schemas/journal-bodies.ts";
+import { isJournalKind, JOURNAL_KINDS, parseJournalBody } from "../../schemas/journal-bodies.ts";
 import {
   riskyStep,
   api,
@@ -38,7 +38,7 @@ function offTable(entries: readonly { seq: number; kind: string; body: unknown }
     if (!isJournalKind(entry.kind)) {
       return [`seq ${entry.seq}: unknown kind ${entry.kind}`];
     }
-    const parsed = JOURNAL_BODIES[entry.kind].safeParse(entry.body);
+    const parsed = parseJournalBody(entry.kind, entry.body as Record<string, unknown>);
     return parsed.success ? [] : [`seq ${entry.seq} ${entry.kind}: ${parsed.error.message}`];
   });
 }
@@ -263,6 +263,8 @@ describe("the journal of real runs", () => {
     expect(link.status).toBe(201);
     await api("POST", `/v1/runs/${parentRun}/gates/${waiting.gates[0].gate_id}`, { response: { ok: true } });
     expect((await waitForRun(parentRun)).status).toBe("completed");
+    // Erased once it ended: its bodies still parse, with their values erased, and its journal ends in `erased`.
+    expect((await api("POST", `/v1/runs/${parentRun}/erase`, { reason: "a subject's request" })).status).toBe(200);
 
     // Gates that expire: with the default answer, and failing the run, which then compensates.
     const expiringRun = await start(expiring);
@@ -412,7 +414,7 @@ describe("the journal of real runs", () => {
     }
     // The runs above reach every kind but a lost or timed-out task (the decisions below have those), and
     // a late result only when a cancelled task's result happens to arrive after the cancel.
-    const unreached = Object.keys(JOURNAL_BODIES).filter((kind) => !kinds.has(kind));
+    const unreached = JOURNAL_KINDS.filter((kind) => !kinds.has(kind));
     expect(unreached.filter((kind) => kind !== "task.result_ignored").sort()).toEqual(["task.lost", "task.timeout"]);
   });
 });
