@@ -5,6 +5,7 @@
  * budget: docs/definitions.md ("Mappings", "Budgets"). Selected values are the document's own,
  * not copies: callers must not mutate them.
  */
+import { viewOf } from "./blob-scope.ts";
 import { setBounded } from "../bounded-cache.ts";
 import { jsonpath, type JSONValue } from "json-p3";
 import { EngineError } from "../errors.ts";
@@ -146,7 +147,8 @@ export function compileJsonPath(path: string): { ok: true } | { ok: false; messa
  *   `expr.budget_exceeded` when it takes more than {@link MAX_JSONPATH_STEPS} steps, or
  *   more than its work-budget scope has left (`work-budget.ts`).
  */
-export function selectJsonPath(path: string, doc: unknown): JsonPathSelection {
+export function selectJsonPath(path: string, given: unknown): JsonPathSelection {
+  const doc = viewOf(given);
   const compiled = compileInScope(JSONPATH_PROGRAMS, path, compile);
   if (!compiled.ok) {
     throw new EngineError("expr.invalid", compiled.message);

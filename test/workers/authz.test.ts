@@ -35,6 +35,7 @@ const EXPECTED_ACCESS: Record<string, [RouteRole, Grant] | "public"> = {
   getRun: ["reader", "run"],
   getNode: ["reader", "run"],
   getJournal: ["reader", "run"],
+  getBlob: ["reader", "listing"],
   runEvents: ["reader", "run"],
   cancelRun: ["runner", "run"],
   pauseRun: ["runner", "run"],
@@ -101,6 +102,8 @@ function requests(f: Fixture): Record<string, { method: string; path: string; bo
     getRun: { method: "GET", path: run, ok: 200 },
     getNode: { method: "GET", path: `${run}/nodes/ask`, ok: 200 },
     getJournal: { method: "GET", path: `${run}/journal`, ok: 200 },
+    // No run holds this blob: 404 to every reader (test/workers/blobs.test.ts reads held ones).
+    getBlob: { method: "GET", path: `/v1/blobs/sha256:${"0".repeat(64)}`, ok: 404 },
     runEvents: { method: "GET", path: `${run}/events`, ok: 200 },
     ...Object.fromEntries(controls),
     listGates: { method: "GET", path: `${run}/gates`, ok: 200 },
