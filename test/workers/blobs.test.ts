@@ -1,8 +1,19 @@
-import { env } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { blobKey, isBlobRef } from "../../blobs/ref.ts";
 import { canonicalBytes } from "../../lib/journal/canonical.ts";
-import { httpStep, httpTarget, journal, registerWorkflow, start, uniqueId, verified, waitForRun } from "./helpers.ts";
+import {
+  api,
+  httpStep,
+  httpTarget,
+  journal,
+  registerWorkflow,
+  start,
+  TOKEN,
+  uniqueId,
+  verified,
+  waitForRun,
+} from "./helpers.ts";
 
 /**
  * Large values as blobs (docs/architecture.md, "Blobs"): over the threshold (64 KiB of
@@ -137,5 +148,176 @@ describe("mappings and conditions over a blob", () => {
     // Neither the journal nor the run's state holds the list itself: only its reference, wherever it went.
     expect(JSON.stringify(entries)).not.toContain("item-999");
     expect(await verified(run.run_id)).toBe(true);
+  });
+});
+
+describe("a blob whose bytes were changed", () => {
+  it("is never used by a step (blob.corrupt) nor served (502)", async ({ expect }) => {
+    const id = uniqueId("blob-tamper");
+    await registerWorkflow({
+      id,
+      nodes: { size: { task: measure("size(input.data)"), input_mapping: { data: "$.input.data" } } },
+    });
+    const data = `${uniqueId("t")}${"z".repeat(BIG)}`;
+    const first = await waitForRun(await start(id, { input: { data } }));
+    expect(first.status).toBe("completed");
+    const ref = first.input.data;
+    const served = await fetchBlob(ref.$blob);
+    expect(served.status).toBe(200);
+    expect(served.headers.get("content-type")).toBe("application/json");
+    expect(await sha256Hex(new Uint8Array(await served.arrayBuffer()))).toBe(ref.$blob.slice("sha256:".length));
+
+    // The same length, other bytes: only the digest tells.
+    await env.BLOBS.put(blobKey(ref.$blob), JSON.stringify(data.replace(/z$/, "!")));
+    const second = await waitForRun(await start(id, { input: { data } }));
+    expect(second.status).toBe("failed");
+    expect(second.error.code).toBe("blob.corrupt");
+    const refused = await fetchBlob(ref.$blob);
+    expect(refused.status).toBe(502);
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("blob.corrupt");
+  });
+});
+
+async function fetchBlob(digest: string, token = TOKEN): Promise<Response> {
+  return exports.default.fetch(`http://trellis.test/v1/blobs/${digest}`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
+}
+
+describe("GET /v1/blobs/{digest}", () => {
+  it("serves a blob to a reader of a workflow whose run holds it, and to no other", async ({ expect }) => {
+    const id = uniqueId("blob-auth");
+    await registerWorkflow({
+      id,
+      nodes: { size: { task: measure("size(input.data)"), input_mapping: { data: "$.input.data" } } },
+    });
+    const run = await waitForRun(await start(id, { input: { data: `${uniqueId("a")}${"q".repeat(BIG)}` } }));
+    const digest = run.input.data.$blob;
+    const token = async (workflows: string[]) =>
+      (await api("POST", "/v1/tokens", { name: uniqueId("reader"), roles: ["reader"], workflows })).json.token;
+    expect((await fetchBlob(digest, await token([id]))).status).toBe(200);
+    const elsewhere = await fetchBlob(digest, await token(["elsewhere-*"]));
+    expect(elsewhere.status).toBe(404);
+    expect(((await elsewhere.json()) as { error: { code: string } }).error.code).toBe("blob.not_found");
+    expect((await fetchBlob(`sha256:${"0".repeat(64)}`)).status).toBe(404);
+    expect((await fetchBlob("sha256:nothex")).status).toBe(400);
+  });
+});
+
+describe("values that enter a waiting run", () => {
+  it("a gate answer over the threshold is kept as a blob, and the next step sees the value", async ({ expect }) => {
+    const id = uniqueId("blob-gate");
+    await registerWorkflow({
+      id,
+      nodes: {
+        ask: {
+          task: {
+            steps: [
+              {
+                ref: "ask",
+                action: {
+                  kind: "human",
+                  implementation: { prompt_template: "Paste it", input_schema: { type: "object" } },
+                },
+                output_mapping: { "output.answer": "$" },
+              },
+            ],
+          },
+        },
+        size: {
+          depends_on: ["ask"],
+          task: measure("size(input.text)"),
+          input_mapping: { text: "$.state.ask.answer.response.text" },
+          output_mapping: { "output.size": "$.v" },
+        },
+      },
+    });
+    const runId = await start(id);
+    await waitForRun(runId, (run) => run.gates?.some((gate: { status: string }) => gate.status === "open"));
+    const gateId = (await api("GET", `/v1/runs/${runId}/gates`)).json.gates[0].gate_id;
+    const text = "g".repeat(BIG);
+    expect((await api("POST", `/v1/runs/${runId}/gates/${gateId}`, { response: { text } })).status).toBe(200);
+    const run = await waitForRun(runId);
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(run.output.size).toBe(BIG);
+    const answered = (await journal(runId)).find((entry) => entry.kind === "gate.answered");
+    expect(isBlobRef(answered?.body.response.text)).toBe(true);
+    expect(await verified(runId)).toBe(true);
+  });
+
+  it("a signal's and an event's data over the threshold are kept as blobs, and the steps see the values", async ({
+    expect,
+  }) => {
+    const id = uniqueId("blob-event");
+    const name = uniqueId("big-event");
+    const waitFor = (ref: string, event: string) => ({
+      ref,
+      action: { kind: "event", implementation: { name: event } },
+      output_mapping: { "output.got": "$" },
+    });
+    await registerWorkflow({
+      id,
+      nodes: {
+        signal: { task: { steps: [waitFor("signal", "signalled")] } },
+        event: { task: { steps: [waitFor("event", name)] } },
+        sizes: {
+          depends_on: ["signal", "event"],
+          task: measure("size(input.signal) + size(input.event)"),
+          input_mapping: { signal: "$.state.signal.got.data.text", event: "$.state.event.got.data.text" },
+          output_mapping: { "output.sizes": "$.v" },
+        },
+      },
+    });
+    const runId = await start(id);
+    await waitForRun(
+      runId,
+      (run) => run.waiting_for?.filter((wait: { kind: string }) => wait.kind === "event").length === 2,
+    );
+    const signalled = await api("POST", `/v1/runs/${runId}/signals`, {
+      name: "signalled",
+      data: { text: "s".repeat(BIG) },
+    });
+    expect(signalled.status).toBe(202);
+    expect((await api("POST", "/v1/events", { name, data: { text: "e".repeat(BIG + 1) } })).status).toBe(202);
+    const run = await waitForRun(runId);
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(run.output.sizes).toBe(2 * BIG + 1);
+    const entries = await journal(runId);
+    expect(JSON.stringify(entries)).not.toContain("s".repeat(1000));
+    expect(JSON.stringify(entries)).not.toContain("e".repeat(1000));
+    expect(await verified(runId)).toBe(true);
+  });
+});
+
+describe("x-trellis-sensitive", () => {
+  it("makes an input field a blob whatever its size, which steps read as the value", async ({ expect }) => {
+    const id = uniqueId("blob-sensitive");
+    await registerWorkflow({
+      id,
+      input_schema: {
+        type: "object",
+        required: ["email"],
+        properties: { email: { "type": "string", "x-trellis-sensitive": true }, plan: { type: "string" } },
+      },
+      nodes: {
+        greet: {
+          task: measure("'mail ' + input.email"),
+          input_mapping: { email: "$.input.email" },
+          output_mapping: { "output.said": "$.v" },
+        },
+      },
+    });
+    const run = await waitForRun(await start(id, { input: { email: "ada@example.com", plan: "pro" } }));
+    expect(run.status).toBe("completed");
+    expect(run.output.said).toBe("mail ada@example.com");
+    expect(run.input.plan).toBe("pro");
+    expect(run.input.email).toEqual({
+      $blob: `sha256:${await sha256Hex(canonicalBytes("ada@example.com"))}`,
+      size: canonicalBytes("ada@example.com").byteLength,
+    });
+    // The input as journaled holds the digest only (what a step derives from it is the step's output).
+    expect(JSON.stringify(await createdInput(run.run_id))).not.toContain("ada@example.com");
+    const invalid = await api("POST", `/v1/workflows/${id}/runs`, { input: { email: 42 } });
+    expect(invalid.status).toBe(400);
   });
 });
