@@ -496,7 +496,8 @@ export class Coordinator extends DurableObject<Env> {
       });
       return { state, wakeAt, commands, changedNodes };
     };
-    const decided = await this.blobs.decide(decideBatch);
+    // A run without blobs decides at once, as before (run-blobs.ts).
+    const decided = this.blobs.active ? await this.blobs.decide(decideBatch) : decideBatch();
     this.stats.events += events.length;
     await this.commit({ before, snapshot, now, lead: [], ...decided }, budget);
   }

@@ -41,11 +41,17 @@ export async function offloadResult(env: Env, payload: TaskPayload, result: Task
   const threshold = blobThreshold(env);
   const write = blobWriter(env, { runId: payload.workflow_run_id, workflowId: payload.workflow_id });
   const offload = (value: Json) => offloadValue(value, threshold, write);
-  const output = result.output === undefined ? {} : { output: await offloadOutput(result.output, offload) };
+  const kept = result.output === undefined ? undefined : await offloadOutput(result.output, offload);
+  const undoInputs = result.steps?.some((step) => step.undo !== undefined && "input" in step.undo) === true;
+  if (kept === result.output && result.suspended === undefined && result.error === undefined && !undoInputs) {
+    // A success within the threshold (the common case): measured once, answered as it is.
+    return result;
+  }
+  const output = kept === undefined ? {} : { output: kept };
   const suspended =
     result.suspended === undefined ? {} : { suspended: await offloadSuspension(result.suspended, threshold, write) };
   const steps =
-    result.steps === undefined
+    result.steps === undefined || !undoInputs
       ? {}
       : {
           steps: await Promise.all(

@@ -1,4 +1,4 @@
-import { rerefOf } from "./blob-scope.ts";
+import { inBlobScope, rerefOf } from "./blob-scope.ts";
 import { EngineError } from "../errors.ts";
 import { evalCel } from "./cel.ts";
 import { selectJsonPath } from "./jsonpath.ts";
@@ -88,7 +88,7 @@ export function evaluateSource(source: unknown, doc: Record<string, unknown>, st
 
 function evaluateIn(source: unknown, scope: SourceScope): Selected {
   const selected = evaluateUnkept(source, scope);
-  return selected.found ? { found: true, value: rerefOf(selected.value) } : selected;
+  return selected.found && inBlobScope() ? { found: true, value: rerefOf(selected.value) } : selected;
 }
 
 function evaluateUnkept(source: unknown, scope: SourceScope): Selected {

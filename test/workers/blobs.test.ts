@@ -1,5 +1,5 @@
 import { env, exports } from "cloudflare:workers";
-import { describe, it } from "vitest";
+import { describe, it, vi } from "vitest";
 import { blobKey, isBlobRef } from "../../blobs/ref.ts";
 import { canonicalBytes } from "../../lib/journal/canonical.ts";
 import {
@@ -319,5 +319,48 @@ describe("x-trellis-sensitive", () => {
     expect(JSON.stringify(await createdInput(run.run_id))).not.toContain("ada@example.com");
     const invalid = await api("POST", `/v1/workflows/${id}/runs`, { input: { email: 42 } });
     expect(invalid.status).toBe(400);
+  });
+});
+
+describe("an event trigger over an event whose data is a blob", () => {
+  it("reads into the data for its `if` and `input`, and hands a part it takes whole on as a reference", async ({
+    expect,
+  }) => {
+    const id = uniqueId("blob-trigger");
+    const name = uniqueId("big.upload");
+    await registerWorkflow({
+      id,
+      triggers: [
+        {
+          event: name,
+          if: "event.data.items[3].name == 'item-3'",
+          input: { first: "$.data.items[0].name", all: "$.data" },
+        },
+      ],
+      nodes: {
+        count: {
+          task: measure("input.first + ' of ' + string(size(input.all.items))"),
+          input_mapping: { first: "$.input.first", all: "$.input.all" },
+          output_mapping: { "output.said": "$.v" },
+        },
+      },
+    });
+    const eventId = uniqueId("evt");
+    expect((await api("POST", "/v1/events", { name, id: eventId, data: { items: ITEMS } })).status).toBe(202);
+    let runId: string | undefined;
+    await vi.waitUntil(
+      async () => {
+        const triggers = (await api("GET", `/v1/events/${eventId}/triggers?name=${name}`)).json;
+        runId = triggers.starts?.find((start: { status: string }) => start.status === "started")?.run_id;
+        return runId !== undefined || triggers.starts?.some((start: { status: string }) => start.status === "failed");
+      },
+      { timeout: 10_000, interval: 50 },
+    );
+    expect(runId).toBeDefined();
+    const run = await waitForRun(String(runId));
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(run.output.said).toBe("item-0 of 1000");
+    expect(run.input.first).toBe("item-0");
+    expect(isBlobRef(run.input.all.items)).toBe(true);
   });
 });
