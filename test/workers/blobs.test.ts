@@ -1,4 +1,5 @@
 import { env, exports } from "cloudflare:workers";
+import type { TrellisApi } from "../../src/rpc.ts";
 import { describe, it, vi } from "vitest";
 import { blobKey, isBlobRef } from "../../blobs/ref.ts";
 import { canonicalBytes } from "../../lib/journal/canonical.ts";
@@ -172,6 +173,12 @@ describe("a blob whose bytes were changed", () => {
     const second = await waitForRun(await start(id, { input: { data } }));
     expect(second.status).toBe("failed");
     expect(second.error.code).toBe("blob.corrupt");
+    // The coordinator does not use it either: a condition that reads into it fails its node.
+    const reads = uniqueId("blob-tamper-when");
+    await registerWorkflow({ id: reads, nodes: { check: { task: measure("1"), when: "size(input.data) > 0" } } });
+    const third = await waitForRun(await start(reads, { input: { data } }));
+    expect(third.status).toBe("failed");
+    expect(third.error).toMatchObject({ code: "blob.corrupt", node: "check" });
     const refused = await fetchBlob(ref.$blob);
     expect(refused.status).toBe(502);
     expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("blob.corrupt");
@@ -201,6 +208,11 @@ describe("GET /v1/blobs/{digest}", () => {
     expect(((await elsewhere.json()) as { error: { code: string } }).error.code).toBe("blob.not_found");
     expect((await fetchBlob(`sha256:${"0".repeat(64)}`)).status).toBe(404);
     expect((await fetchBlob("sha256:nothex")).status).toBe(400);
+    // Over Workers RPC (an admin of this account): the same bytes.
+    const rpc = exports.TrellisApi as unknown as TrellisApi;
+    const read = await rpc.getBlob(digest);
+    expect(read.ok && read.value.media_type).toBe("application/json");
+    expect(read.ok && (await sha256Hex(new Uint8Array(read.value.bytes)))).toBe(digest.slice("sha256:".length));
   });
 });
 
