@@ -376,3 +376,37 @@ describe("an event trigger over an event whose data is a blob", () => {
     expect(isBlobRef(run.input.all.items)).toBe(true);
   });
 });
+
+describe("a child run given a blob reference", () => {
+  it("holds the blob too, checks its input against the value, and its steps read it", async ({ expect }) => {
+    const child = uniqueId("blob-child");
+    const parent = uniqueId("blob-parent");
+    await registerWorkflow({
+      id: child,
+      input_schema: { type: "object", required: ["data"], properties: { data: { type: "string", minLength: BIG } } },
+      nodes: {
+        size: {
+          task: measure("size(input.data)"),
+          input_mapping: { data: "$.input.data" },
+          output_mapping: { "output.size": "$.v" },
+        },
+      },
+    });
+    await registerWorkflow({
+      id: parent,
+      nodes: {
+        call: { workflow: child, input_mapping: { data: "$.input.data" }, output_mapping: { "output.child": "$" } },
+      },
+    });
+    const data = `${uniqueId("c")}${"k".repeat(BIG)}`;
+    const run = await waitForRun(await start(parent, { input: { data } }));
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(run.output.child.size).toBe(data.length);
+    const started = (await journal(run.run_id)).find((entry) => entry.kind === "child.started");
+    const childRunId = started?.body.run_id ?? started?.body.child_run_id;
+    expect(typeof childRunId).toBe("string");
+    const childRun = await waitForRun(String(childRunId));
+    expect(childRun.input.data).toEqual(run.input.data);
+    expect(await holders(run.input.data.$blob)).toEqual([run.run_id, childRunId].sort());
+  });
+});
