@@ -64,22 +64,39 @@ export class BlobNeeded extends Error {
  * outside a scope.
  */
 export function viewOf(value: unknown): unknown {
-  return current === undefined ? value : substitute(value, current);
+  return current === undefined ? value : substitute(value, current, "object");
 }
 
-function substitute(value: unknown, scope: Scope): unknown {
+/**
+ * The same view with the stand-ins shaped as arrays, or undefined when it would have none.
+ * JSONPath looks into an array only through an index and into an object only through a
+ * name, and a stand-in cannot be both before its blob is read: a path is tried over this
+ * view too (its result dropped), so that an index into a blob not read yet needs it.
+ */
+export function arrayViewOf(value: unknown): unknown {
+  if (current === undefined) {
+    return undefined;
+  }
+  const made = { standIns: 0 };
+  const view = substitute(value, current, "array", made);
+  return made.standIns === 0 ? undefined : view;
+}
+
+type Shape = "object" | "array";
+
+function substitute(value: unknown, scope: Scope, shape: Shape, made?: { standIns: number }): unknown {
   if (typeof value !== "object" || value === null) {
     return value;
   }
   if (isBlobRef(value)) {
-    return standIn(value, scope);
+    return standIn(value, scope, shape, made);
   }
   let copy: unknown[] | Record<string, unknown> | null = null;
   const entries: [string | number, unknown][] = Array.isArray(value)
     ? value.map((member, index) => [index, member])
     : Object.entries(value);
   for (const [key, member] of entries) {
-    const seen = substitute(member, scope);
+    const seen = substitute(member, scope, shape, made);
     if (seen !== member) {
       copy ??= Array.isArray(value) ? [...value] : { ...value };
       (copy as Record<string | number, unknown>)[key] = seen;
@@ -88,7 +105,7 @@ function substitute(value: unknown, scope: Scope): unknown {
   return copy ?? value;
 }
 
-function standIn(ref: BlobRef, scope: Scope): unknown {
+function standIn(ref: BlobRef, scope: Scope, shape: Shape, made?: { standIns: number }): unknown {
   const value = scope.lookup.cached(ref);
   if (value !== undefined) {
     if (typeof value === "object" && value !== null) {
@@ -102,10 +119,16 @@ function standIn(ref: BlobRef, scope: Scope): unknown {
     scope.lookup.need(ref);
     throw new BlobNeeded(ref);
   };
-  const proxy = new Proxy(
-    { ...ref },
-    { get: needed, has: needed, ownKeys: needed, getOwnPropertyDescriptor: needed, set: needed },
-  );
+  if (made !== undefined) {
+    made.standIns += 1;
+  }
+  const proxy = new Proxy(shape === "array" ? [] : { ...ref }, {
+    get: needed,
+    has: needed,
+    ownKeys: needed,
+    getOwnPropertyDescriptor: needed,
+    set: needed,
+  });
   scope.origins.set(proxy, ref);
   scope.standIns.set(proxy, needed);
   return proxy;

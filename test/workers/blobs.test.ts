@@ -152,6 +152,32 @@ describe("mappings and conditions over a blob", () => {
   });
 });
 
+describe("a path alone", () => {
+  it("reads into a blob no condition read first: an index, the last item, a wildcard", async ({ expect }) => {
+    const id = uniqueId("blob-path");
+    const url = await putDocument(uniqueId("doc"), { items: ITEMS });
+    await registerWorkflow({
+      id,
+      nodes: {
+        a: { task: { steps: [httpStep("get", url, { output_mapping: { "output.body": "$.body" } })] } },
+        pick: {
+          depends_on: ["a"],
+          task: measure("input.third + ' ' + input.last + ' ' + string(size(input.names))"),
+          input_mapping: {
+            third: "$.state.a.body.items[3].name",
+            last: "$.state.a.body.items[-1].name",
+            names: "$.state.a.body.items[*].name",
+          },
+          output_mapping: { "output.said": "$.v" },
+        },
+      },
+    });
+    const run = await waitForRun(await start(id));
+    expect(run.status, JSON.stringify(run.error)).toBe("completed");
+    expect(run.output.said).toBe("item-3 item-999 1000");
+  });
+});
+
 describe("a blob whose bytes were changed", () => {
   it("is never used by a step (blob.corrupt) nor served (502)", async ({ expect }) => {
     const id = uniqueId("blob-tamper");
