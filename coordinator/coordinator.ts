@@ -173,8 +173,10 @@ export class Coordinator extends DurableObject<Env> {
           await this.applyAndWake([{ type: "start" }]);
         }
       } else {
-        // A parent may pass blob references on: the input is checked as the values they stand for.
-        const seen = hasBlobRef(request.input) ? await resolveRefs(this.env, request.input) : request.input;
+        // A parent may pass blob references on: the input is checked as the values they stand for
+        // (read only when there is a schema to check them against).
+        const checked = request.snapshot.workflow.definition.input_schema !== undefined;
+        const seen = checked && hasBlobRef(request.input) ? await resolveRefs(this.env, request.input) : request.input;
         assertValidInput(request.snapshot, seen);
         const holder = { runId: request.run_id, workflowId: request.snapshot.workflow.id };
         const sensitive = sensitivePaths(request.snapshot.workflow.definition.input_schema);
