@@ -108,24 +108,12 @@ export async function getBlob(env: Env, ref: BlobRef): Promise<unknown> {
   }
 }
 
-/** Whether any run of these workflows (all runs when `workflows` is null) holds the blob. */
-export async function blobHeldBy(env: Env, digest: string, workflows: readonly string[] | null): Promise<boolean> {
-  if (workflows === null) {
-    const row = await env.RUN_INDEX.prepare("SELECT 1 AS held FROM blob_holders WHERE digest = ? LIMIT 1")
-      .bind(digest)
-      .first();
-    return row !== null;
-  }
-  if (workflows.length === 0) {
-    return false;
-  }
-  const marks = workflows.map(() => "?").join(", ");
-  const row = await env.RUN_INDEX.prepare(
-    `SELECT 1 AS held FROM blob_holders WHERE digest = ? AND workflow_id IN (${marks}) LIMIT 1`,
-  )
-    .bind(digest, ...workflows)
-    .first();
-  return row !== null;
+/** The workflows whose runs hold the blob (none: no run holds it). */
+export async function blobHolderWorkflows(env: Env, digest: string): Promise<string[]> {
+  const rows = await env.RUN_INDEX.prepare("SELECT DISTINCT workflow_id FROM blob_holders WHERE digest = ?")
+    .bind(digest)
+    .all<{ workflow_id: string }>();
+  return rows.results.map((row) => row.workflow_id);
 }
 
 /**

@@ -124,6 +124,8 @@ export interface TrellisApi {
   deleteRun(runId: string): Promise<Result<DeletedRun>>;
   /** `GET /v1/runs/{run_id}/journal`. */
   getJournal(runId: string): Promise<Result<JournalResponse>>;
+  /** `GET /v1/blobs/{digest}`: a blob's bytes (a large value of a run) and their media type. */
+  getBlob(digest: string): Promise<Result<{ media_type: string; bytes: Uint8Array }>>;
   /** `POST /v1/runs/{run_id}/cancel`. */
   cancelRun(runId: string, reason?: string): Promise<Result<RunView>>;
   /** `POST /v1/runs/{run_id}/pause`. */

@@ -44,6 +44,11 @@ import { deleteRun, deletionDueAt, deletionRefusal, retentionOf, TOMBSTONE_KEY }
 import { ensureEngineError } from "../lib/errors.ts";
 import { releaseRunBlobs } from "../blobs/store.ts";
 import { wantsLimitGrant } from "./wait-limits.ts";
+import { RunBlobs } from "./run-blobs.ts";
+import { resolveRefs } from "../blobs/offload.ts";
+import { hasBlobRef } from "../blobs/ref.ts";
+import { sensitivePaths } from "../blobs/sensitive.ts";
+import type { BlobHolder } from "../blobs/store.ts";
 
 export type { CoordinatorStats } from "./stats.ts";
 
@@ -96,10 +101,13 @@ export class Coordinator extends DurableObject<Env> {
   private tombstone: RunTombstone | null = null;
   /** The clock the retention deadline is checked against when the alarm fires; tests move it days ahead. */
   retentionClock: () => number = Date.now;
+  /** The run's blobs: values entering it offloaded, and decisions reading blobs through a cache. */
+  private readonly blobs: RunBlobs;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.store = new RunStore(ctx.storage.sql);
+    this.blobs = new RunBlobs(env);
     const waitUntil = (promise: Promise<unknown>) => ctx.waitUntil(promise);
     this.signer = new JournalSigner({
       storage: ctx.storage,
@@ -130,7 +138,16 @@ export class Coordinator extends DurableObject<Env> {
       env,
       live: this.live,
       waitUntil,
-      apply: (event) => this.inbox.apply(event),
+      apply: async (event) => {
+        if (event.type === "event_registered" && this.state) {
+          // Events the hubs kept refer to their large data: this run holds those blobs once it takes them.
+          await this.blobs.hold(
+            event.events.map((received) => received.event.data),
+            this.holder(),
+          );
+        }
+        return this.inbox.apply(event);
+      },
       runId: () => this.state?.record.run_id ?? null,
       traceParent: () => this.state?.record.traceparent ?? null,
       attestation: () => this.attestation(),
@@ -143,6 +160,7 @@ export class Coordinator extends DurableObject<Env> {
     if (loaded) {
       this.state = loaded.state;
       this.snapshot = loaded.snapshot;
+      this.blobs.notice(loaded.state);
       await this.signer.restore(loaded.state.record.run_id, loaded.lastHash);
       await this.wakes.restore(loaded.state);
       // A run that ended before its retention applied (or a deployment default changed) gets its deadline now.
@@ -176,8 +194,15 @@ export class Coordinator extends DurableObject<Env> {
           await this.applyAndWake([{ type: "start" }]);
         }
       } else {
-        assertValidInput(request.snapshot, request.input);
-        await this.initialize(request, new CallBudget());
+        // A parent may pass blob references on: the input is checked as the values they stand for
+        // (read only when there is a schema to check them against).
+        const checked = request.snapshot.workflow.definition.input_schema !== undefined;
+        const seen = checked && hasBlobRef(request.input) ? await resolveRefs(this.env, request.input) : request.input;
+        assertValidInput(request.snapshot, seen);
+        const holder = { runId: request.run_id, workflowId: request.snapshot.workflow.id };
+        const sensitive = sensitivePaths(request.snapshot.workflow.definition.input_schema);
+        const input = await this.blobs.intake(request.input, holder, sensitive);
+        await this.initialize({ ...request, input }, new CallBudget());
       }
       await this.journalWaiters.until(() => isTerminal(this.requireRun().record.status), waitMs);
       return { created, run: toStartSummary(this.requireRun()) };
@@ -342,7 +367,7 @@ export class Coordinator extends DurableObject<Env> {
     return toResult(async () => {
       const who = parseOrThrow(Answerer, answerer, "request.invalid_argument", "answerer");
       const { gate, event } = toGateAnswer(this.requireRun().record.gates, gateId, body, who);
-      await this.applyAndWake([event]);
+      await this.applyAndWake([{ ...event, response: await this.blobs.intake(event.response, this.holder()) }]);
       const answered = this.requireRun().record.gates.find((candidate) => candidate.gate_id === gateId);
       return toGateView(answered ?? gate);
     });
@@ -378,7 +403,7 @@ export class Coordinator extends DurableObject<Env> {
       const { gate, link } = gateOfLink(this.requireRun().record, linkId, hash, Date.now());
       const answerer = { by: { link: linkId, approver: link.approver }, roles: [] };
       const { event } = toGateAnswer([gate], gate.gate_id, body, answerer);
-      await this.applyAndWake([event]);
+      await this.applyAndWake([{ ...event, response: await this.blobs.intake(event.response, this.holder()) }]);
       const answered = this.requireRun().record.gates.find((candidate) => candidate.gate_id === gate.gate_id);
       if (
         !answered ||
@@ -410,7 +435,12 @@ export class Coordinator extends DurableObject<Env> {
    */
   async signal(body: unknown, by?: unknown): Promise<Result<SendEventsResponse>> {
     return toResult(async () => {
-      const events = await toSignals(this.requireRun().record, toEventList(body), Date.now(), parseBy(by));
+      const inputs = await Promise.all(
+        toEventList(body).map(async (input) =>
+          input.data === undefined ? input : { ...input, data: await this.blobs.intake(input.data, this.holder()) },
+        ),
+      );
+      const events = await toSignals(this.requireRun().record, inputs, Date.now(), parseBy(by));
       await this.applyAndWake(events.filter((event) => event.type === "signal"));
       return { events: events.map(({ answer }) => answer) };
     });
@@ -419,10 +449,11 @@ export class Coordinator extends DurableObject<Env> {
   /** An event hub delivers an event to one of this run's event waits; the hub forgets the wait unless `declined`. */
   async deliverEvent(delivery: unknown): Promise<Result<DeliveryAnswer>> {
     return toResult(async () => {
-      const { wait_key: key, event } = EventDelivery.parse(delivery);
+      const { wait_key: key, event: delivered } = EventDelivery.parse(delivery);
       if (!this.state || !hasEventWait(this.state.nodes, key)) {
         return { outcome: "not_waiting" as const };
       }
+      const event = { ...delivered, data: await this.blobs.intake(delivered.data, this.holder()) };
       const received = { event, data_sha256: await dataDigest(event.data) };
       await this.applyAndWake([{ type: "event_delivered", key, received }]);
       return { outcome: hasEventWait(this.requireRun().nodes, key) ? ("declined" as const) : ("consumed" as const) };
@@ -507,7 +538,7 @@ export class Coordinator extends DurableObject<Env> {
     const wake = { type: "wake", live: NOTHING_LIVE, budget: budget.left() } as const;
     const { state, commands, wakeAt } =
       request.mode === "auto"
-        ? decide(initial, { type: "start" }, context, wake)
+        ? await this.blobs.decide(() => decide(initial, { type: "start" }, context, wake))
         : { state: initial, commands: [], wakeAt: null };
     this.signer.startChain();
     await this.commit(
@@ -529,21 +560,25 @@ export class Coordinator extends DurableObject<Env> {
     }
     const now = Date.now();
     const context = { snapshot, now, random: Math.random };
-    let state = before;
-    let wakeAt: number | null = null;
-    const commands: Command[] = [];
-    const changedNodes = new Set<string>();
-    const take = (event: RunEvent, follow?: RunEvent) => {
-      const decision = decide(state, event, context, follow);
-      ({ state, wakeAt } = decision);
-      commands.push(...decision.commands);
-      decision.changedNodes.forEach((id) => changedNodes.add(id));
-    };
     const batch = coalesceResults(events);
     const follow = events.some((event) => event.type === "wake") ? undefined : this.followingWake(budget);
-    batch.forEach((event, index) => take(event, index === batch.length - 1 ? follow : undefined));
+    const decideBatch = () => {
+      let state = before;
+      let wakeAt: number | null = null;
+      const commands: Command[] = [];
+      const changedNodes = new Set<string>();
+      batch.forEach((event, index) => {
+        const decision = decide(state, event, context, index === batch.length - 1 ? follow : undefined);
+        ({ state, wakeAt } = decision);
+        commands.push(...decision.commands);
+        decision.changedNodes.forEach((id) => changedNodes.add(id));
+      });
+      return { state, wakeAt, commands, changedNodes };
+    };
+    // A run without blobs decides at once, as before (run-blobs.ts).
+    const decided = this.blobs.active ? await this.blobs.decide(decideBatch) : decideBatch();
     this.stats.events += events.length;
-    await this.commit({ before, state, snapshot, commands, wakeAt, now, lead: [], changedNodes }, budget);
+    await this.commit({ before, snapshot, now, lead: [], ...decided }, budget);
   }
 
   /** The wake a batch's decision includes when it leaves work due now, within what the event's calls have left. */
@@ -590,7 +625,10 @@ export class Coordinator extends DurableObject<Env> {
   /** Sends a group of tasks in one executor call; each result is applied in `budget`'s event as it streams back. */
   private dispatchGroup(payloads: readonly TaskPayload[], budget: CallBudget | null): void {
     this.stats.dispatches += payloads.length;
-    const deliver = (result: TaskResult) => this.inbox.apply({ type: "task_result", result }, budget);
+    const deliver = (result: TaskResult) => {
+      this.blobs.notice(result);
+      return this.inbox.apply({ type: "task_result", result }, budget);
+    };
     this.ctx.waitUntil(dispatchGroup(this.env.EXECUTOR, this.live, payloads, deliver));
   }
 
@@ -675,6 +713,12 @@ export class Coordinator extends DurableObject<Env> {
       const at = new Date(this.tombstone.deleted_at).toISOString();
       throw EngineError.terminal("run.deleted", `run ${this.tombstone.run_id} was deleted at ${at}`);
     }
+  }
+
+  /** This run, as the holder of the blobs its values are offloaded to. */
+  private holder(): BlobHolder {
+    const { record } = this.requireRun();
+    return { runId: record.run_id, workflowId: record.workflow.id };
   }
 
   private requireRun(): RunState {

@@ -1,4 +1,5 @@
 import { validateJson } from "../lib/json-schema.ts";
+import { viewOf } from "../lib/expr/blob-scope.ts";
 import { RUN_STATUS_REASONS } from "../schemas/journal-bodies.ts";
 import type { RunStatus } from "../schemas/run.ts";
 import { hasPendingCleanup } from "./cleanup.ts";
@@ -57,7 +58,8 @@ export function advance(draft: Draft): void {
     return;
   }
   if (allNodesSettled(draft)) {
-    const problems = validateJson(draft.workflow.output_schema, draft.record.context.output, "output");
+    // Checked as the values its blob references stand for (lib/expr/blob-scope.ts).
+    const problems = validateJson(draft.workflow.output_schema, viewOf(draft.record.context.output), "output");
     if (problems.length > 0) {
       const message = problems.map((problem) => `${problem.path}: ${problem.message}`).join("; ");
       draft.finish("failed", RUN_STATUS_REASONS.invalidOutput, { code: "run.invalid_output", message });

@@ -1,4 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
+import { preloadBlobs } from "../blobs/preload.ts";
 import { z } from "zod";
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { newEventId } from "../lib/ids.ts";
@@ -158,6 +159,7 @@ export class EventHub extends DurableObject<Env> {
       now: () => this.now(),
       triggersFor: async (name) => unwrap(await catalog(this.env).triggersFor(name)),
       startRun: (start) => this.startRun(start),
+      readBlobs: (values) => preloadBlobs(this.env, values),
     });
     const now = this.now();
     if (!more) {

@@ -1,4 +1,5 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
+import { offloadForRun } from "../blobs/offload.ts";
 import type { z } from "zod";
 import type { ErrorDetail } from "../lib/errors.ts";
 import { unwrap, type Result } from "../lib/result.ts";
@@ -186,7 +187,9 @@ export async function sendEvents(env: Env, body: unknown, by?: By): Promise<Send
  * @throws EngineError `events.too_many_names` (400), `events.unavailable` (503, retryable).
  */
 export async function acceptEvents(env: Env, sent: readonly HubEventInput[]): Promise<SendEventsResponse> {
-  const events = sent.map((event) => ({ ...event, id: event.id ?? newEventId() }));
+  const events = await Promise.all(
+    sent.map((event) => withLargeDataAsBlobs(env, { ...event, id: event.id ?? newEventId() })),
+  );
   const byName = new Map<string, { indexes: number[]; events: HubEventInput[] }>();
   events.forEach((event, index) => {
     const group = byName.get(event.name) ?? { indexes: [], events: [] };
@@ -219,6 +222,18 @@ export async function acceptEvents(env: Env, sent: readonly HubEventInput[]): Pr
     ),
   );
   return { events: events.map((event, index) => ({ event_id: event.id, duplicate: duplicate[index] ?? false })) };
+}
+
+/**
+ * An event whose `data` is over the blob threshold keeps its large parts as blobs
+ * (docs/architecture.md, "Blobs"), held by the event (`event:<id>`) until a run that
+ * takes it holds them too: the hubs keep the references, never the bytes.
+ */
+async function withLargeDataAsBlobs<E extends HubEventInput & { id: string }>(env: Env, event: E): Promise<E> {
+  if (event.data === undefined) {
+    return event;
+  }
+  return { ...event, data: await offloadForRun(env, event.data, { runId: `event:${event.id}`, workflowId: "" }) };
 }
 
 /**

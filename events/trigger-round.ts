@@ -1,5 +1,6 @@
 import { ensureEngineError } from "../lib/errors.ts";
 import { MAX_EVENT_WORK_UNITS, WorkBudget, withWorkBudget } from "../lib/expr/work-budget.ts";
+import { withBlobLookup, type BlobLookup } from "../lib/expr/blob-scope.ts";
 import type { CreateRunOutcome } from "../coordinator/index.ts";
 import type { Json } from "../schemas/common.ts";
 import type { TriggerList } from "../schemas/definitions.ts";
@@ -25,6 +26,8 @@ export interface TriggerRoundDeps {
   now: () => number;
   triggersFor: (name: string) => Promise<TriggerList>;
   startRun: (start: TriggeredStart) => Promise<CreateRunOutcome>;
+  /** Reads ahead the blobs events' data refer to, for triggers' `if` and `input` to read into (blobs/preload.ts). */
+  readBlobs: (values: readonly unknown[]) => Promise<BlobLookup | null>;
 }
 
 /**
@@ -54,6 +57,15 @@ async function matchEvents(deps: TriggerRoundDeps): Promise<boolean> {
   const lists = new Map(
     await Promise.all(names.map(async (name) => [name, await settle(deps.triggersFor(name))] as const)),
   );
+  // Only events whose triggers read them (an `if`, an `input` mapping) have their blobs read.
+  const read = taken.filter(({ event }) => {
+    const list = lists.get(event.name);
+    return (
+      list?.ok === true &&
+      list.value.triggers.some((trigger) => trigger.if !== undefined || trigger.input !== undefined)
+    );
+  });
+  const blobs = await deps.readBlobs(read.map(({ event }) => event.data));
   const after = deps.now();
   deps.transaction(() => {
     for (const { seq, attempts, event } of taken) {
@@ -61,11 +73,8 @@ async function matchEvents(deps: TriggerRoundDeps): Promise<boolean> {
       if (list?.ok === true) {
         // Each event's expressions with a budget of their own: one costly event does not fail the others'.
         const budget = new WorkBudget(MAX_EVENT_WORK_UNITS, "event trigger match");
-        deps.outbox.expand(
-          seq,
-          withWorkBudget(budget, () => planStarts(event, list.value.triggers)),
-          after,
-        );
+        const plan = () => withWorkBudget(budget, () => planStarts(event, list.value.triggers));
+        deps.outbox.expand(seq, blobs === null ? plan() : withBlobLookup(blobs, plan), after);
       } else {
         deps.outbox.retryEvent(seq, retryAt(attempts + 1, after), attempts + 1);
         logFailure("event trigger match failed", event, list?.error);

@@ -5,6 +5,7 @@ import { fromTaskGroup, type TaskPayload, type TaskResult } from "../schemas/pay
 import { checkTaskGroup } from "./task-check.ts";
 import { runTask } from "./run-task.ts";
 import { SYSTEM_CLOCK } from "./invoke.ts";
+import { offloadResult, resolvePayload } from "./blobs.ts";
 
 /**
  * The stateless executor: `TaskPayload → TaskResult` over RPC. It keeps
@@ -78,14 +79,28 @@ export class Executor extends WorkerEntrypoint<Env> {
   }
 
   private async execute(payload: TaskPayload): Promise<TaskResult> {
+    let resolved: TaskPayload;
     try {
-      return await runTask(payload, {
+      // Steps see values: the payload's blob references are read (and checked) first (executor/blobs.ts).
+      resolved = await resolvePayload(this.env, payload);
+    } catch (thrown) {
+      return blobFailure(payload.token_id, thrown);
+    }
+    let result: TaskResult;
+    try {
+      result = await runTask(resolved, {
         context: { env: this.env, fetch: (input, init) => fetch(input, init) },
         clock: SYSTEM_CLOCK,
       });
     } catch (thrown) {
       // runTask returns its failures; reaching here is a bug, reported as data all the same.
       return failure(payload.token_id, "executor.internal", ensureEngineError(thrown).message);
+    }
+    try {
+      // Large values leave as blobs: the coordinator keeps references, never the bytes.
+      return await offloadResult(this.env, payload, result);
+    } catch (thrown) {
+      return blobFailure(payload.token_id, thrown);
     }
   }
 }
@@ -108,11 +123,20 @@ function tokenOf(payload: unknown): string {
  * journal as it is (its text well-formed; run-task.ts `finalizeResult` checks the others), so the
  * coordinator applies results without checking them again.
  */
-function failure(token: string, type: string, message: string): TaskResult {
+/** A blob that could not be read or written: as it says, or a retryable `blob.unavailable` when R2 failed. */
+function blobFailure(token: string, thrown: unknown): TaskResult {
+  const error =
+    thrown instanceof EngineError
+      ? thrown
+      : EngineError.retryable("blob.unavailable", `the blob store failed: ${ensureEngineError(thrown).message}`);
+  return failure(token, error.code, error.message, error.retryable);
+}
+
+function failure(token: string, type: string, message: string, retryable = false): TaskResult {
   return {
     token_id: token.toWellFormed(),
     success: false,
-    error: toTaskError(EngineError.terminal(type, message.toWellFormed()), null, null),
+    error: toTaskError(new EngineError(type, message.toWellFormed(), { retryable }), null, null),
     metrics: { duration_ms: 0, steps_executed: 0, llm_tokens: { input: 0, output: 0, cost_usd: 0 } },
   };
 }

@@ -10,7 +10,7 @@ import { SYSTEM_CLOCK, type Clock } from "./invoke.ts";
 import { failureResult, metricsOf, outputProblem, successResult, suspendedResult } from "./task-result.ts";
 import { startOf } from "./task-start.ts";
 
-export { MAX_TASK_OUTPUT_CHARS } from "./task-result.ts";
+export { MAX_SNAPSHOT_CHARS } from "./task-result.ts";
 
 /** Levels a result adds around the values it carries (`error.context_snapshot.state.<ref>`, mapped target paths). */
 const RESULT_WRAPPING_DEPTH = 16;

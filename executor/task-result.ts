@@ -6,11 +6,11 @@ import type { LoopEnd, StepTally } from "./step-loop.ts";
 import type { TaskFailure } from "./step-outcome.ts";
 
 /**
- * The largest task output, in characters of JSON (about 1 MB). Outputs are
- * journaled and stored in the run's SQLite rows (2 MB each at most); larger
- * data belongs in an artifact, passed by reference.
+ * The largest failure snapshot (a task context) kept with an error, in characters
+ * of JSON: a larger one is left out of the report. (A task's output has no limit of
+ * its own here: its large values leave as blobs, up to MAX_VALUE_BYTES, blobs/offload.ts.)
  */
-export const MAX_TASK_OUTPUT_CHARS = 1_000_000;
+export const MAX_SNAPSHOT_CHARS = 1_000_000;
 
 type Metrics = TaskResult["metrics"];
 
@@ -32,17 +32,9 @@ export function outputProblem(payload: TaskPayload, output: TaskContext["output"
   );
 }
 
-/** A task that succeeded, unless its output is too large to journal and store. */
+/** A task that succeeded (its large values leave as blobs afterwards: executor/blobs.ts). */
 export function successResult(payload: TaskPayload, output: Json, metrics: Metrics): TaskResult {
-  const size = JSON.stringify(output).length;
-  if (size <= MAX_TASK_OUTPUT_CHARS) {
-    return { token_id: payload.token_id, success: true, output, metrics };
-  }
-  const tooLarge = EngineError.terminal(
-    "task.output_too_large",
-    `the task output is ${size} characters of JSON; the limit is ${MAX_TASK_OUTPUT_CHARS} (store large data elsewhere, e.g. as an artifact, and pass a reference)`,
-  );
-  return failureResult(payload, { error: tooLarge, stepRef: null, context: null }, metrics);
+  return { token_id: payload.token_id, success: true, output, metrics };
 }
 
 /** A task that failed, in the step and with the context its failure names. */
@@ -76,6 +68,6 @@ export function toTaskError(
   context: TaskContext | null,
 ): NonNullable<TaskResult["error"]> {
   // A snapshot too large to travel and store is left out rather than failing the report.
-  const snapshot = context !== null && JSON.stringify(context).length <= MAX_TASK_OUTPUT_CHARS ? context : null;
+  const snapshot = context !== null && JSON.stringify(context).length <= MAX_SNAPSHOT_CHARS ? context : null;
   return engineErrorToTaskError(error, stepRef, snapshot);
 }

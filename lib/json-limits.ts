@@ -8,8 +8,16 @@ import { EngineError, type ErrorDetail } from "./errors.ts";
  * never a run that breaks later.
  */
 
-/** Request bodies (and RPC arguments, as compact JSON) larger than this are 413 `request.too_large`. */
-export const MAX_BODY_BYTES = 1_048_576;
+/**
+ * Request bodies (and RPC arguments, as compact JSON) larger than this are 413 `request.too_large`:
+ * 24 MiB, under what one Workers RPC call may carry (32 MiB, which a start's input shares with its
+ * snapshot on its way to the run's coordinator) and the Worker's memory (128 MB). A run keeps a
+ * large value as a blob (docs/architecture.md, "Blobs"), never inline.
+ */
+export const MAX_BODY_BYTES = 24 * 1024 * 1024;
+
+/** Bodies read before the caller is known (a webhook delivery before its signature, a link's form): 1 MiB. */
+export const MAX_UNAUTHENTICATED_BODY_BYTES = 1_048_576;
 
 /**
  * The deepest a body may nest arrays and objects: the body itself is level 1,

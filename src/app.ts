@@ -1,7 +1,8 @@
 import { Hono, type Context, type MiddlewareHandler } from "hono";
+import { readBlob } from "./blobs.ts";
 import { RUN_CONTROLS } from "../coordinator/controls.ts";
 import { EngineError } from "../lib/errors.ts";
-import { checkBodyLimits, MAX_BODY_BYTES } from "../lib/json-limits.ts";
+import { checkBodyLimits, MAX_BODY_BYTES, MAX_UNAUTHENTICATED_BODY_BYTES } from "../lib/json-limits.ts";
 import { parseYamlBody } from "../lib/yaml-body.ts";
 import DEFINITIONS_SCHEMA from "../schemas/json/definitions.schema.json";
 import OPENAPI from "../schemas/json/openapi.json";
@@ -54,6 +55,7 @@ export function createApp(): Hono<App> {
   });
   app.use("/v1/*", bearerAuth());
   runRoutes(app);
+  blobRoutes(app);
   eventRoutes(app);
   scheduleRoutes(app);
   limitRoutes(app);
@@ -75,13 +77,13 @@ function publicRoutes(app: Hono<App>): void {
   app.get("/v1/openapi.json", (c) => c.json(OPENAPI, 200, PUBLIC_DOCUMENT));
   // A webhook's sender holds no token: the delivery's signature is its credential (src/webhooks.ts).
   app.post("/v1/hooks/:id", async (c) => {
-    const delivery = { body: await readBytes(c), headers: c.req.raw.headers };
+    const delivery = { body: await readBytes(c, MAX_UNAUTHENTICATED_BODY_BYTES), headers: c.req.raw.headers };
     return c.json(await receiveWebhook(c.env, c.req.param("id"), delivery), 202);
   });
   // An approval link's secret is its credential (src/gate-links.ts): a GET shows the gate, only the form's POST answers.
   app.get(`${LINK_PATH}/:runId/:linkId/:secret`, (c) => linkPage(c.env, linkTarget(c)));
   app.post(`${LINK_PATH}/:runId/:linkId/:secret`, async (c) => {
-    const form = new URLSearchParams(new TextDecoder().decode(await readBytes(c)));
+    const form = new URLSearchParams(new TextDecoder().decode(await readBytes(c, MAX_UNAUTHENTICATED_BODY_BYTES)));
     return answerLink(c.env, linkTarget(c), form);
   });
 }
@@ -165,6 +167,16 @@ function runRoutes(app: Hono<App>): void {
     const { runId, gateId } = c.req.param();
     const origin = new URL(c.req.url).origin;
     return c.json(await createGateLink(c.env, { runId, gateId }, await readJson(c), c.get("principal"), origin), 201);
+  });
+}
+
+/** Large values of runs, by digest (docs/api.md, "Large values (blobs)"): to a reader of a run that holds one. */
+function blobRoutes(app: Hono<App>): void {
+  app.get("/v1/blobs/:digest", allow("getBlob"), async (c) => {
+    const blob = await readBlob(c.env, c.req.param("digest"), c.get("principal"));
+    return new Response(blob.bytes, {
+      headers: { "content-type": blob.mediaType, "cache-control": "private, max-age=31536000, immutable" },
+    });
   });
 }
 
@@ -298,15 +310,15 @@ async function readJson(c: Context<App>, empty?: unknown): Promise<unknown> {
   return body;
 }
 
-/** The raw body, at most {@link MAX_BODY_BYTES} (`request.too_large`, 413, by its declared length or as read). */
-async function readBytes(c: Context<App>): Promise<Uint8Array> {
+/** The raw body, at most `max` bytes (`request.too_large`, 413, by its declared length or as read). */
+async function readBytes(c: Context<App>, max: number = MAX_BODY_BYTES): Promise<Uint8Array> {
   const declared = Number(c.req.header("content-length") ?? "0");
-  if (declared > MAX_BODY_BYTES) {
-    throw EngineError.terminal("request.too_large", `the body is larger than ${MAX_BODY_BYTES} bytes`);
+  if (declared > max) {
+    throw EngineError.terminal("request.too_large", `the body is larger than ${max} bytes`);
   }
   const bytes = await c.req.arrayBuffer();
-  if (bytes.byteLength > MAX_BODY_BYTES) {
-    throw EngineError.terminal("request.too_large", `the body is larger than ${MAX_BODY_BYTES} bytes`);
+  if (bytes.byteLength > max) {
+    throw EngineError.terminal("request.too_large", `the body is larger than ${max} bytes`);
   }
   return new Uint8Array(bytes);
 }

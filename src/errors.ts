@@ -58,6 +58,10 @@ const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   "plan.tool_not_allowed": 403,
   "plan.preapproval_disabled": 403,
   "plan.too_large": 413,
+  // Blobs (docs/api.md, "GET /v1/blobs/{digest}"): bytes that do not hash to their digest are never served.
+  "blob.corrupt": 502,
+  "blob.too_large": 413,
+  "blob.unavailable": 503,
 };
 
 /** The rest by their last segment: `*.not_found` is 404, `*.invalid*` is 400, … */

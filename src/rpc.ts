@@ -1,4 +1,5 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
+import { readBlob } from "./blobs.ts";
 import { EngineError } from "../lib/errors.ts";
 import { checkBodyLimits } from "../lib/json-limits.ts";
 import type { JournalEntry } from "../lib/journal/index.ts";
@@ -130,6 +131,17 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
 
   getJournal(runId: string): Promise<Result<{ entries: JournalEntry[] }>> {
     return call("getJournal", () => service.getJournal(this.env, idArgument(runId, "runId")));
+  }
+
+  /**
+   * `GET /v1/blobs/{digest}`: a blob's bytes and media type (a value's canonical JSON:
+   * `application/json`); `blob.corrupt` for bytes that do not hash to the digest.
+   */
+  getBlob(digest: string): Promise<Result<{ media_type: string; bytes: Uint8Array }>> {
+    return call("getBlob", async () => {
+      const blob = await readBlob(this.env, idArgument(digest, "digest"), RPC_PRINCIPAL);
+      return { media_type: blob.mediaType, bytes: blob.bytes };
+    });
   }
 
   /** `GET /v1/runs`: the query's parameters as an object of strings, e.g. `{ status: "failed", limit: "10" }`. */

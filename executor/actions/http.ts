@@ -1,7 +1,7 @@
 import { EngineError } from "../../lib/errors.ts";
 import { retryAfterMs } from "../../lib/retry.ts";
 import { buildValue } from "../../lib/expr/mapping.ts";
-import { MAX_TEMPLATE_OUTPUT, renderTemplate } from "../../lib/expr/template.ts";
+import { renderTemplate } from "../../lib/expr/template.ts";
 import { isCredentialHeader, type Json } from "../../schemas/common.ts";
 import { resolveSecrets } from "../secrets.ts";
 import type { ActionContext, ActionHandler } from "./types.ts";
@@ -10,17 +10,17 @@ import type { ActionContext, ActionHandler } from "./types.ts";
  * The largest response body read, in bytes: a peer that answers more fails
  * the call with `http.response_too_large` (not retryable) instead of filling
  * the executor's memory (128 MB per isolate, shared by the tasks of a group).
- * A task's output is capped far lower anyway (1,000,000 characters of JSON);
- * this leaves room for a mapping that keeps only part of a larger answer.
+ * A body this large leaves the task as a blob (docs/architecture.md, "Blobs"),
+ * and the next step reads it back whole, so it is bounded by memory, not by a row.
  */
-export const MAX_HTTP_RESPONSE_BYTES = 4 * 1024 * 1024;
+export const MAX_HTTP_RESPONSE_BYTES = 32 * 1024 * 1024;
 
 /**
  * The most characters of JSON the values computed for a structured `body` may total
- * (`mapping.too_large`): a `body_template`'s output limit, so either way of writing a
- * body has the same bound.
+ * (`mapping.too_large`): as large as a response body, so a step can send on what
+ * another received. A `body_template` renders at most MAX_TEMPLATE_OUTPUT characters.
  */
-export const MAX_HTTP_BODY_CHARS = MAX_TEMPLATE_OUTPUT;
+export const MAX_HTTP_BODY_CHARS = MAX_HTTP_RESPONSE_BYTES;
 
 /**
  * `http`: one request rendered from Handlebars templates over the action

@@ -11,6 +11,7 @@ import {
 import { toJson } from "@bufbuild/protobuf";
 import { isReflectMessage } from "@bufbuild/protobuf/reflect";
 import { EngineError } from "../errors.ts";
+import { readingValue } from "./blob-scope.ts";
 import { type CelMeter, CEL_STRING_CHARS_PER_COST_UNIT } from "./cel-budget.ts";
 
 // ---------------------------------------------------------------------------
@@ -121,6 +122,7 @@ export function toCelValue(value: unknown): CelValue {
       if (Array.isArray(value)) {
         return new JsonList(value) as unknown as CelList;
       }
+      readingValue(value);
       if (isPlainObject(value)) {
         return new JsonMap(value) as unknown as CelMap;
       }

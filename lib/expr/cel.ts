@@ -14,6 +14,7 @@
  * (`work-budget.ts`), may spend no more than the scope has left, which it is charged.
  */
 
+import { viewOf } from "./blob-scope.ts";
 import { setBounded } from "../bounded-cache.ts";
 import { type CelError, type CelInput, type CelValue, isCelError, parse, plan } from "@bufbuild/cel";
 import type { SourceInfo } from "@bufbuild/cel-spec/cel/expr/syntax_pb.js";
@@ -68,7 +69,7 @@ export function evalCel(source: string, vars: Record<string, unknown>): unknown 
   if (!compiled.ok) {
     throw new EngineError("expr.invalid", compiled.message);
   }
-  return compiled.program.evaluate(vars);
+  return compiled.program.evaluate(viewOf(vars) as Record<string, unknown>);
 }
 
 /**

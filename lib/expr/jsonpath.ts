@@ -5,6 +5,7 @@
  * budget: docs/definitions.md ("Mappings", "Budgets"). Selected values are the document's own,
  * not copies: callers must not mutate them.
  */
+import { arrayViewOf, viewOf } from "./blob-scope.ts";
 import { setBounded } from "../bounded-cache.ts";
 import { jsonpath, type JSONValue } from "json-p3";
 import { EngineError } from "../errors.ts";
@@ -146,7 +147,8 @@ export function compileJsonPath(path: string): { ok: true } | { ok: false; messa
  *   `expr.budget_exceeded` when it takes more than {@link MAX_JSONPATH_STEPS} steps, or
  *   more than its work-budget scope has left (`work-budget.ts`).
  */
-export function selectJsonPath(path: string, doc: unknown): JsonPathSelection {
+export function selectJsonPath(path: string, given: unknown): JsonPathSelection {
+  const doc = viewOf(given);
   const compiled = compileInScope(JSONPATH_PROGRAMS, path, compile);
   if (!compiled.ok) {
     throw new EngineError("expr.invalid", compiled.message);
@@ -165,6 +167,7 @@ export function selectJsonPath(path: string, doc: unknown): JsonPathSelection {
     ),
   );
   let values: JSONValue[];
+  probeBlobArrays(compiled.query, given, allowance.limit);
   try {
     values = queryMetered(compiled.query, doc, meter);
   } catch (thrown) {
@@ -185,6 +188,19 @@ export function selectJsonPath(path: string, doc: unknown): JsonPathSelection {
     : first === undefined
       ? { found: false }
       : { found: true, value: first };
+}
+
+/** Tries the path over the view whose unread blobs stand as arrays (blob-scope.ts `arrayViewOf`); drops the result. */
+function probeBlobArrays(query: JSONPathQuery, given: unknown, limit: number): void {
+  const arrays = arrayViewOf(given);
+  if (arrays === undefined) {
+    return;
+  }
+  try {
+    queryMetered(query, arrays, new SelectionMeter(limit, "a probe for the blobs a path reads"));
+  } catch {
+    // A blob it reached is recorded as needed; any other failure is the real evaluation's to report.
+  }
 }
 
 function queryMetered(query: JSONPathQuery, doc: unknown, meter: SelectionMeter): JSONValue[] {

@@ -1,3 +1,4 @@
+import { inBlobScope, rerefOf } from "./blob-scope.ts";
 import { EngineError } from "../errors.ts";
 import { evalCel } from "./cel.ts";
 import { selectJsonPath } from "./jsonpath.ts";
@@ -86,6 +87,11 @@ export function evaluateSource(source: unknown, doc: Record<string, unknown>, st
 }
 
 function evaluateIn(source: unknown, scope: SourceScope): Selected {
+  const selected = evaluateUnkept(source, scope);
+  return selected.found && inBlobScope() ? { found: true, value: rerefOf(selected.value) } : selected;
+}
+
+function evaluateUnkept(source: unknown, scope: SourceScope): Selected {
   const path = pathSourceOf(source);
   if (path !== undefined) {
     const selected = selectJsonPath(path.path, scope.doc);

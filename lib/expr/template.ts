@@ -21,6 +21,7 @@
  * - templates never write anything: nothing can pollute a prototype.
  */
 
+import { viewOf } from "./blob-scope.ts";
 import { setBounded } from "../bounded-cache.ts";
 import { type AST, parse } from "@handlebars/parser";
 import { EngineError } from "../errors.ts";
@@ -139,5 +140,5 @@ export function renderTemplate(source: string, data: unknown, options?: RenderOp
   if (!compiled.ok) {
     throw new EngineError(compiled.code, compiled.message);
   }
-  return compiled.template.render(data, options);
+  return compiled.template.render(viewOf(data), options);
 }

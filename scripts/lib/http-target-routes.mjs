@@ -4,6 +4,8 @@
  * itself counts every request and reads its body before a route runs.
  */
 
+import { createHash } from "node:crypto";
+
 const MAX_SLOW_MS = 60_000;
 
 /**
@@ -47,6 +49,7 @@ export const ROUTES = {
   "slow": slowRoute,
   "mark": markRoute,
   "document": documentRoute,
+  "sha256": sha256Route,
 };
 
 /** @param {TargetRequest} request */
@@ -81,6 +84,11 @@ async function bigRoute({ res, url }) {
     if (!res.write(piece)) await new Promise((resolve) => res.once("drain", resolve).once("close", resolve));
   }
   return res.end();
+}
+
+/** @param {TargetRequest} request */
+function sha256Route({ res, body }) {
+  return sendJson(res, 200, { sha256: createHash("sha256").update(body).digest("hex"), bytes: body.length });
 }
 
 /** @param {TargetRequest} request */

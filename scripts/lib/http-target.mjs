@@ -14,6 +14,8 @@
  *   /broken-json               200 `application/json` whose body is not JSON: the
  *                              text "headers: " and the request's headers (to test
  *                              that echoed credentials are scrubbed from errors).
+ *   POST /sha256               200 { sha256, bytes }: the hex SHA-256 and the length of
+ *                              the request body as it arrived (at most 64 MiB)
  *   /big?bytes=N[&chunked=1]   200 text/plain of N bytes "x" (at most 64 MiB), with a
  *                              Content-Length, or streamed in chunks without one.
  *   /json?a=1&b=x&c=true       200 an object built from the query: values that look
@@ -62,7 +64,7 @@
  * or "no side effects".
  *
  * Robustness: bad input never crashes the server (bad URLs, bad JSON, huge
- * bodies: 413 past 8 MiB, aborted requests). The server listens on 127.0.0.1 only.
+ * bodies: 413 past 64 MiB, aborted requests). The server listens on 127.0.0.1 only.
  *
  * Standalone: `node scripts/lib/http-target.mjs [--port N]` prints its URL on
  * stdout and exits when its standard input closes (Ctrl-D, or the parent going
@@ -74,7 +76,7 @@ import { ROUTES, routeNotFound, sendJson } from "./http-target-routes.mjs";
 
 /** @typedef {import("./http-target-routes.mjs").TargetState} TargetState */
 
-const MAX_BODY_BYTES = 8 * 1024 * 1024;
+const MAX_BODY_BYTES = 64 * 1024 * 1024;
 const STANDALONE_MAX_LIFETIME_MS = 30 * 60_000;
 
 /**

@@ -30,11 +30,12 @@ const ERROR_STATUSES: Record<number, string> = {
   400: "Invalid request: `details` lists each problem with its path.",
   401: "No bearer token, an unknown one, or an expired one (auth.token_expired); a Cloudflare Access assertion that does not verify.",
   403: "The caller lacks the role this route needs, or a grant of every workflow, or is not one of the gate's approvers (auth.forbidden).",
-  404: "No such definition, run, node or gate.",
+  404: "No such definition, run, node, gate or blob.",
   409: "Conflict: a terminal run, an answered or expired gate, another body under the same idempotency key; a run that has not ended (run.not_terminal).",
   410: "The run was deleted (run.deleted): by its retention or by an operator.",
   413: "The body is larger than the input limits allow.",
   500: "The deployment is misconfigured (a webhook's secret is not set).",
+  502: "A blob's stored bytes do not hash to its digest (blob.corrupt): they are never served.",
   503: "A part of the service (the run index, an event hub) is unavailable for now: try again.",
 };
 
@@ -190,12 +191,18 @@ function successResponses(route: RouteSpec): Record<string, Doc> {
   );
 }
 
-function contentOf(schema: ResponseSchemaName | "events" | "mcp"): Doc {
+function contentOf(schema: ResponseSchemaName | "events" | "mcp" | "blob"): Doc {
   const stream = (data: string): Doc => ({
     "text/event-stream": { schema: { type: "string", description: `Server-Sent Events; each data is ${data}.` } },
   });
   if (schema === "events") {
     return stream("a JournalEntry (a component)");
+  }
+  if (schema === "blob") {
+    return {
+      "application/json": { schema: { description: "The value whose canonical JSON (UTF-8) the bytes are." } },
+      "application/octet-stream": { schema: { type: "string", format: "binary" } },
+    };
   }
   if (schema === "mcp") {
     return {

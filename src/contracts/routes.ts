@@ -29,7 +29,8 @@ export interface QueryParam {
  * - `workflow`: it starts a run of the workflow it names; outside the grant, 404 `workflow.not_found`;
  * - `definition`: it names a definition; a workflow outside the grant is 404 `definition.not_found`
  *   (other kinds are shared by every workflow);
- * - `listing`: it lists runs, gates or definitions; those of workflows outside the grant are left out;
+ * - `listing`: it lists runs, gates or definitions; those of workflows outside the grant are left out
+ *   (a blob that only runs of workflows outside the grant hold is 404 `blob.not_found`);
  * - `any`: it touches no workflow's runs;
  * - `every`: it acts across workflows (events, plans, registrations, schedules, tokens): only a token
  *   of every workflow may call it, any other gets 403 `auth.forbidden`.
@@ -67,10 +68,10 @@ export type RouteSpec = RouteAccess & {
    * stream), `empty` no body.
    */
   responses: Partial<
-    Record<200 | 201 | 202, { description: string; schema: ResponseSchemaName | "events" | "mcp" | "empty" }>
+    Record<200 | 201 | 202, { description: string; schema: ResponseSchemaName | "events" | "mcp" | "empty" | "blob" }>
   >;
   /** Error statuses beyond those every route of its kind has (401 with a token, 400/413 with a body). */
-  errors?: (400 | 401 | 403 | 404 | 409 | 410 | 500 | 503)[];
+  errors?: (400 | 401 | 403 | 404 | 409 | 410 | 500 | 502 | 503)[];
 };
 
 /**
@@ -101,6 +102,7 @@ export const PATH_PARAMS: Record<string, string> = {
   gate_id: "A gate id, as listed by GET /v1/runs/{run_id}/gates.",
   event_id: "An event id, as POST /v1/events answered it.",
   token_id: "A token id, as POST /v1/tokens answered it (tok_…).",
+  digest: "A blob's digest as its references name it: `sha256:` and 64 lowercase hex digits.",
 };
 
 /** The run controls (coordinator/controls.ts): `POST /v1/runs/{run_id}/<control>`, each answering the run view. */
@@ -626,6 +628,24 @@ export const API_ROUTES: RouteSpec[] = [
     tag: "journal",
     responses: { 200: { description: "Every entry, in seq order.", schema: "JournalResponse" } },
     errors: [404, 410],
+  },
+  {
+    method: "get",
+    path: "/v1/blobs/{digest}",
+    operationId: "getBlob",
+    summary: "A blob's bytes (a large value of a run, stored once), to a token that may read a run holding it.",
+    auth: "bearer",
+    role: "reader",
+    grant: "listing",
+    docs: "GET /v1/blobs/{digest}",
+    tag: "journal",
+    responses: {
+      200: {
+        description: "The bytes, with their media type (a value's canonical JSON: application/json).",
+        schema: "blob",
+      },
+    },
+    errors: [400, 404, 502],
   },
   {
     method: "get",

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { request } from "node:http";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startHttpTarget } from "../../scripts/lib/http-target.mjs";
@@ -182,11 +183,17 @@ describe("http target", () => {
     expect((await fetch(`${target.url}/flaky/k1?fail=1`)).status).toBe(503);
   });
 
+  it("answers the SHA-256 and the length of a body it received", async () => {
+    const body = "x".repeat(3 * 1024 * 1024);
+    const answer = await (await fetch(`${target.url}/sha256`, { method: "POST", body })).json();
+    expect(answer).toEqual({ sha256: createHash("sha256").update(body).digest("hex"), bytes: body.length });
+  });
+
   it("survives bad input", async () => {
     expect((await fetch(`${target.url}/nowhere`)).status).toBe(404);
     // A non-number `fail` falls back to the default of one failure.
     expect((await fetch(`${target.url}/flaky/%E0%A4%A?fail=abc`)).status).toBe(503);
-    const big = await fetch(`${target.url}/echo`, { method: "POST", body: "x".repeat(9 * 1024 * 1024) }).catch(
+    const big = await fetch(`${target.url}/echo`, { method: "POST", body: "x".repeat(65 * 1024 * 1024) }).catch(
       () => null,
     );
     if (big) {

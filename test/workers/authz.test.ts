@@ -36,6 +36,7 @@ const EXPECTED_ACCESS: Record<string, [RouteRole, Grant] | "public"> = {
   deleteRun: ["admin", "run"],
   getNode: ["reader", "run"],
   getJournal: ["reader", "run"],
+  getBlob: ["reader", "listing"],
   runEvents: ["reader", "run"],
   cancelRun: ["runner", "run"],
   pauseRun: ["runner", "run"],
@@ -105,6 +106,8 @@ function requests(f: Fixture): Record<string, { method: string; path: string; bo
     deleteRun: { method: "DELETE", path: "/v1/runs/run_nosuchrun", ok: 404 },
     getNode: { method: "GET", path: `${run}/nodes/ask`, ok: 200 },
     getJournal: { method: "GET", path: `${run}/journal`, ok: 200 },
+    // No run holds this blob: 404 to every reader (test/workers/blobs.test.ts reads held ones).
+    getBlob: { method: "GET", path: `/v1/blobs/sha256:${"0".repeat(64)}`, ok: 404 },
     runEvents: { method: "GET", path: `${run}/events`, ok: 200 },
     ...Object.fromEntries(controls),
     // Without a reason: an admin is refused the body (400), and the fixture's run is not erased.

@@ -1,4 +1,5 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { MAX_BODY_BYTES } from "../../lib/json-limits.ts";
 import { env, exports } from "cloudflare:workers";
 import { describe, it, vi } from "vitest";
 import {
@@ -452,7 +453,7 @@ describe("POST /v1/events", () => {
       expect(response.json.error.code).toBe(code);
       expect(response.json.error.details.map((detail: { path: string }) => detail.path)).toEqual(paths);
     }
-    const huge = await api("POST", "/v1/events", { name: "a", data: "x".repeat(1_048_576) });
+    const huge = await api("POST", "/v1/events", { name: "a", data: "x".repeat(MAX_BODY_BYTES) });
     expect(huge.status).toBe(413);
     expect(huge.json.error.code).toBe("request.too_large");
   });

@@ -1,4 +1,5 @@
 import { describe, it } from "vitest";
+import { MAX_VALUE_BYTES } from "../../blobs/offload.ts";
 import { MAX_HTTP_RESPONSE_BYTES } from "../../executor/actions/http.ts";
 import { cappedFetch, MAX_RESPONSE_BYTES } from "../../executor/capped-fetch.ts";
 import { api, uniqueId, httpTarget, hits, runWorkflow } from "./helpers.ts";
@@ -131,30 +132,27 @@ describe("the http action", () => {
 });
 
 describe("limits", () => {
-  it("fails a task whose output is larger than the limit with task.output_too_large, not a crash", async ({
+  it("keeps a large task output as blobs, and fails one over the largest value with task.output_too_large", async ({
     expect,
   }) => {
-    // 600 kB of input (under the 1 MB body limit), doubled into 1.2 MB of output.
-    const run = await runSteps(
-      [
-        {
-          ref: "big",
-          action: {
-            kind: "context",
-            implementation: {
-              updates: [
-                { path: "a", expr: "input.s" },
-                { path: "b", expr: "input.s" },
-              ],
-            },
-          },
-          output_mapping: { "output.a": "$.a", "output.b": "$.b" },
-        },
-      ],
-      { s: "x".repeat(600_000) },
-    );
-    expect(run.status).toBe("failed");
-    expect(run.error.code).toBe("task.output_too_large");
+    // A string of 1,000,000 characters, copied into `copies` members of the output.
+    const copies = (n: number) => ({
+      ref: "big",
+      action: {
+        kind: "context",
+        implementation: { updates: Array.from({ length: n }, (_, i) => ({ path: `c${i}`, expr: "input.s" })) },
+      },
+      output_mapping: { "output.copies": "$" },
+    });
+    const input = { s: "x".repeat(1_000_000) };
+    const kept = await runSteps([copies(2)], input);
+    expect(kept.status, JSON.stringify(kept.error)).toBe("completed");
+    expect(Object.keys(kept.output.result.copies)).toEqual(["c0", "c1"]);
+    expect(kept.output.result.copies.c0).toEqual(kept.output.result.copies.c1);
+    expect(kept.output.result.copies.c0).toMatchObject({ size: 1_000_002 });
+    const over = await runSteps([copies(Math.ceil(MAX_VALUE_BYTES / 1_000_000) + 1)], input);
+    expect(over.status).toBe("failed");
+    expect(over.error.code).toBe("task.output_too_large");
   });
 });
 
@@ -176,16 +174,17 @@ describe("the http action's response budget", () => {
     });
   }
 
-  it("reads a body of exactly the limit", async ({ expect }) => {
+  it("reads a body of exactly the limit, which the task's output keeps as a blob", async ({ expect }) => {
     const run = await runSteps([
       httpStep(
         `${httpTarget()}/big?bytes=${MAX_HTTP_RESPONSE_BYTES}&chunked=1`,
         {},
-        { output_mapping: { "output.size": { expr: "size(output.body)" } } },
+        { output_mapping: { "output.body": "$.body" } },
       ),
     ]);
     expect(run.status, JSON.stringify(run.error)).toBe("completed");
-    expect(run.output.result.size).toBe(MAX_HTTP_RESPONSE_BYTES);
+    // The body's JSON: the text in quotes.
+    expect(run.output.result.body).toMatchObject({ size: MAX_HTTP_RESPONSE_BYTES + 2 });
   });
 });
 

@@ -1,4 +1,5 @@
 import { exports } from "cloudflare:workers";
+import { MAX_BODY_BYTES } from "../../lib/json-limits.ts";
 import { it } from "vitest";
 import type { TrellisApi } from "../../src/rpc.ts";
 import { oneStepWorkflow, uniqueId, waitForRun } from "./helpers.ts";
@@ -120,7 +121,9 @@ it("holds RPC arguments to the HTTP body limits: lone surrogates, depth, size, s
     shared = [shared, shared];
   }
   expect(refused(await rpc.startRun(id, { input: shared })).code).toBe("request.too_large");
-  expect(refused(await rpc.startRun(id, { input: { text: "x".repeat(1_100_000) } })).code).toBe("request.too_large");
+  expect(refused(await rpc.startRun(id, { input: { text: "x".repeat(MAX_BODY_BYTES) } })).code).toBe(
+    "request.too_large",
+  );
 
   const wrongTypes = [
     await rpc.getRun(42 as unknown as string),

@@ -2,7 +2,7 @@ import { runInDurableObject } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, it, vi } from "vitest";
 import { HubStore } from "../../events/store.ts";
-import { MAX_BODY_BYTES } from "../../lib/json-limits.ts";
+import { MAX_UNAUTHENTICATED_BODY_BYTES } from "../../lib/json-limits.ts";
 import { receiveWebhook } from "../../src/webhooks.ts";
 import { SCHEMES } from "../../webhooks/index.ts";
 import { WEBHOOK_SECRETS } from "../secrets.ts";
@@ -350,7 +350,7 @@ describe("the hooks route", () => {
 
   it("answer 413 to a body over the cap, before verifying or storing anything", async ({ expect }) => {
     const hook = await webhook("github", "WEBHOOK_GITHUB_SECRET");
-    const body = `"${"a".repeat(MAX_BODY_BYTES)}"`;
+    const body = `"${"a".repeat(MAX_UNAUTHENTICATED_BODY_BYTES)}"`;
     const refused = await deliver(hook.id, body, await signedGitHub(body));
     expect(refused.status).toBe(413);
     expect(refused.json.error.code).toBe("request.too_large");
