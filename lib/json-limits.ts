@@ -20,6 +20,13 @@ export const MAX_BODY_BYTES = 24 * 1024 * 1024;
 export const MAX_UNAUTHENTICATED_BODY_BYTES = 1_048_576;
 
 /**
+ * Definitions (`POST /v1/definitions`): 1 MiB. They are kept inline in the
+ * catalog (SQLite rows hold at most 2 MB) and copied into every run's snapshot;
+ * large data belongs in a run's input, where it becomes a blob.
+ */
+export const MAX_DEFINITIONS_BODY_BYTES = 1_048_576;
+
+/**
  * The deepest a body may nest arrays and objects: the body itself is level 1,
  * so `{ "input": [[1]] }` is 3 levels deep. Half the depth a journal entry may
  * have (`MAX_CANONICAL_DEPTH`, 128), which leaves room for what the engine wraps

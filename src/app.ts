@@ -2,7 +2,12 @@ import { Hono, type Context, type MiddlewareHandler } from "hono";
 import { readBlob } from "./blobs.ts";
 import { RUN_CONTROLS } from "../coordinator/controls.ts";
 import { EngineError } from "../lib/errors.ts";
-import { checkBodyLimits, MAX_BODY_BYTES, MAX_UNAUTHENTICATED_BODY_BYTES } from "../lib/json-limits.ts";
+import {
+  checkBodyLimits,
+  MAX_BODY_BYTES,
+  MAX_DEFINITIONS_BODY_BYTES,
+  MAX_UNAUTHENTICATED_BODY_BYTES,
+} from "../lib/json-limits.ts";
 import { parseYamlBody } from "../lib/yaml-body.ts";
 import DEFINITIONS_SCHEMA from "../schemas/json/definitions.schema.json";
 import OPENAPI from "../schemas/json/openapi.json";
@@ -242,7 +247,7 @@ function mcpRoutes(app: Hono<App>): void {
 /** Registering and reading definitions, and what an MCP server offers. */
 function definitionRoutes(app: Hono<App>): void {
   app.post("/v1/definitions", allow("registerDefinitions"), async (c) =>
-    c.json(await service.registerDefinitions(c.env, await readJson(c)), 201),
+    c.json(await service.registerDefinitions(c.env, await readJson(c, undefined, MAX_DEFINITIONS_BODY_BYTES)), 201),
   );
   app.get("/v1/mcp_servers/:id/tools", allow("mcpServerTools"), async (c) =>
     c.json(await mcpServerTools(c.env, c.req.param("id"))),
@@ -289,15 +294,15 @@ function allow(operationId: string): MiddlewareHandler<App> {
 }
 
 /**
- * The request body as JSON (or YAML, by its content type), bounded to
- * {@link MAX_BODY_BYTES} and checked against the ingress limits
+ * The request body as JSON (or YAML, by its content type), bounded to `max`
+ * ({@link MAX_BODY_BYTES} unless the route says) and checked against the ingress limits
  * (`checkBodyLimits`: depth, well-formed text, reserved keys) before any route
  * sees it. An empty body is `empty` when given (routes whose body is
  * optional), else a 400.
  */
-async function readJson(c: Context<App>, empty?: unknown): Promise<unknown> {
+async function readJson(c: Context<App>, empty?: unknown, max: number = MAX_BODY_BYTES): Promise<unknown> {
   // Read as bytes whatever the content type says, then decoded as UTF-8 (invalid sequences become U+FFFD).
-  const text = new TextDecoder().decode(await readBytes(c));
+  const text = new TextDecoder().decode(await readBytes(c, max));
   if (text.trim() === "") {
     if (empty !== undefined) {
       return empty;

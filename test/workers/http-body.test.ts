@@ -1,5 +1,5 @@
 import { describe, it } from "vitest";
-import { MAX_HTTP_BODY_CHARS } from "../../executor/actions/http.ts";
+import { MAX_HTTP_BODY_CHARS, MAX_HTTP_RESPONSE_BYTES } from "../../executor/actions/http.ts";
 import { buildValue } from "../../lib/expr/mapping.ts";
 import { MAX_TEMPLATE_OUTPUT } from "../../lib/expr/template.ts";
 import { api, hits, httpTarget, runWorkflow, uniqueId } from "./helpers.ts";
@@ -155,8 +155,11 @@ describe("a structured body", () => {
     expect(received).toBe(0);
   });
 
-  it("bounds the JSON its sources compute, as a body_template's output is bounded", ({ expect }) => {
-    expect(MAX_HTTP_BODY_CHARS).toBe(MAX_TEMPLATE_OUTPUT);
+  it("bounds the JSON its sources compute as a response body is bounded, so a step can send on what another received", ({
+    expect,
+  }) => {
+    expect(MAX_HTTP_BODY_CHARS).toBe(MAX_HTTP_RESPONSE_BYTES);
+    expect(MAX_HTTP_BODY_CHARS).toBeGreaterThanOrEqual(MAX_TEMPLATE_OUTPUT);
     const doc = { input: { s: "x".repeat(100) } };
     expect(buildValue(["$.input.s", "$.input.s"], doc, "body", 204)).toEqual({
       found: true,
