@@ -117,28 +117,27 @@ export async function blobHolderWorkflows(env: Env, digest: string): Promise<str
 }
 
 /**
- * Gives up one run's holding of its blobs (on delete and on erase): removes
- * the run's holder rows, then deletes from R2 each blob no other run holds.
- * Idempotent: a second call finds no rows and deletes nothing.
+ * Gives up one run's holding of its blobs (on delete and on erase): deletes
+ * from R2 each blob no other run holds, then removes the run's holder rows.
+ * The rows go last, so a release that fails part way leaves them, and the
+ * retry (the alarm's, or the operator's second request) finds every blob it
+ * still has to delete. Idempotent: a second call finds no rows.
  */
 export async function releaseRunBlobs(env: Env, runId: string): Promise<{ deleted: string[]; kept: string[] }> {
   const held = await env.RUN_INDEX.prepare("SELECT digest FROM blob_holders WHERE run_id = ?").bind(runId).all<{
     digest: string;
   }>();
-  const digests = held.results.map((row) => row.digest);
-  await env.RUN_INDEX.prepare("DELETE FROM blob_holders WHERE run_id = ?").bind(runId).run();
   const deleted: string[] = [];
   const kept: string[] = [];
-  for (const digest of digests) {
-    const other = await env.RUN_INDEX.prepare("SELECT 1 AS held FROM blob_holders WHERE digest = ? LIMIT 1")
-      .bind(digest)
-      .first();
-    if (other === null) {
+  const other = env.RUN_INDEX.prepare("SELECT 1 AS held FROM blob_holders WHERE digest = ? AND run_id != ? LIMIT 1");
+  for (const { digest } of held.results) {
+    if ((await other.bind(digest, runId).first()) === null) {
       await env.BLOBS.delete(blobKey(digest));
       deleted.push(digest);
     } else {
       kept.push(digest);
     }
   }
+  await env.RUN_INDEX.prepare("DELETE FROM blob_holders WHERE run_id = ?").bind(runId).run();
   return { deleted, kept };
 }

@@ -139,7 +139,7 @@ export interface TrellisApi {
   /** `POST /v1/runs/{run_id}/approve`. */
   approveRun(runId: string): Promise<Result<RunView>>;
   /** `POST /v1/runs/{run_id}/erase` `{ reason }`: an ended run's inputs, outputs and answers erased. */
-  eraseRun(runId: string, reason: string): Promise<Result<RunView>>;
+  eraseRun(runId: string, reason: string): Promise<Result<RunView | DeletedRun>>;
   /** Up to 500 journal entries after `afterSeq`; with none yet, waits up to `waitMs` (≤ 30 s) for the next. */
   runEvents(runId: string, afterSeq?: number, waitMs?: number): Promise<Result<JournalEntry[]>>;
   /** `GET /v1/runs/{run_id}/gates`. */

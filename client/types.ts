@@ -427,12 +427,30 @@ export type DeletedRun = {
   deleted_at: string;
   reason: "retention" | "operator";
   archived: boolean;
+  erased?: {
+    at: string;
+    by?: {
+      token_id: string;
+      name: string;
+    } | {
+      email: string;
+    } | {
+      link: string;
+      approver: string;
+    };
+    reason: string;
+    seqs: number[];
+    blobs: string[];
+  };
 };
 
 /** Why the run is erased (required, at most 1,000 characters), recorded in its journal's erased entry. */
 export type EraseBody = {
   reason: string;
 };
+
+/** The run erased (a run view with erased), or a deleted run whose archived journal was erased (with erased). */
+export type ErasedRun = RunView | DeletedRun;
 
 /** The body of every error: a dotted code, a message, and the problems with their paths. */
 export type ErrorBody = {
@@ -2631,6 +2649,7 @@ export interface Components {
   DefinitionVersions: DefinitionVersions;
   DeletedRun: DeletedRun;
   EraseBody: EraseBody;
+  ErasedRun: ErasedRun;
   ErrorBody: ErrorBody;
   EventImplementation: EventImplementation;
   EventTriggers: EventTriggers;

@@ -14,6 +14,7 @@ import { ChildNotification, toGateView } from "./children.ts";
 import { perform, type CommandDeps } from "./commands.ts";
 import { assertAllowed, CONTROLS, isRunControl, type RunControl } from "./controls.ts";
 import { assertErasable, erasedEntry, erasedRows, erasedState } from "./erase.ts";
+import { eraseArchive } from "./erase-archive.ts";
 import { toStepApproval } from "./standing-approvals.ts";
 import { gateOfLink, toGateLink } from "./gate-links.ts";
 import { chunk, dispatchGroup } from "./executor-client.ts";
@@ -306,11 +307,14 @@ export class Coordinator extends DurableObject<Env> {
    * Alone (no event is applied meanwhile). A run erased already answers as it
    * is: nothing is erased twice, no second entry is written.
    */
-  async erase(reason: unknown, by?: unknown): Promise<Result<RunView>> {
+  async erase(reason: unknown, by?: unknown): Promise<Result<RunView | DeletedRun>> {
     return toResult(() =>
-      this.inbox.exclusive(async () => {
+      this.inbox.exclusive(async (): Promise<RunView | DeletedRun> => {
         const caller = parseBy(by);
         const body = parseOrThrow(EraseBody, { reason }, "request.invalid_body", "the erase body");
+        if (this.tombstone?.archived) {
+          return toDeletedRun(await this.eraseArchived(body.reason, caller));
+        }
         const before = this.requireRun();
         if (before.record.erased !== undefined) {
           return this.view();
@@ -335,6 +339,18 @@ export class Coordinator extends DurableObject<Env> {
         return this.view();
       }),
     );
+  }
+
+  /** Erases a deleted run's archived journal (erase-archive.ts) and keeps the erasure in its tombstone. */
+  private async eraseArchived(reason: string, by: By | undefined): Promise<RunTombstone> {
+    const tombstone = this.tombstone as RunTombstone;
+    const bucket = this.env.BLOBS;
+    const secret = this.env.JOURNAL_SIGNING_KEY ?? "";
+    const erased = await eraseArchive(bucket, secret, tombstone.run_id, { at: Date.now(), by, reason });
+    const after = { ...tombstone, erased };
+    await this.ctx.storage.put(TOMBSTONE_KEY, after);
+    this.tombstone = after;
+    return after;
   }
 
   /**
@@ -736,7 +752,7 @@ export class Coordinator extends DurableObject<Env> {
 
 /** What `DELETE /v1/runs/{id}` answers of a tombstone. */
 function toDeletedRun(tombstone: RunTombstone): DeletedRun {
-  const { run_id, ended, reason, archived } = tombstone;
+  const { run_id, ended, reason, archived, erased } = tombstone;
   return {
     run_id,
     status: "deleted",
@@ -744,6 +760,7 @@ function toDeletedRun(tombstone: RunTombstone): DeletedRun {
     deleted_at: new Date(tombstone.deleted_at).toISOString(),
     reason,
     archived,
+    ...(erased === undefined ? {} : { erased: { ...erased, at: new Date(erased.at).toISOString() } }),
   };
 }
 

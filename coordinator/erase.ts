@@ -55,6 +55,11 @@ export function erasedRows(rows: readonly { seq: number; entry: string }[]): Era
 
 /** The `erased` entry: it follows the run's last entry (its attestation). */
 export function erasedEntry(record: RunRecord, erasure: RunErasure): UnsignedEntry {
+  return erasedEntryAt(record.journal_seq + 1, erasure);
+}
+
+/** The `erased` entry at `seq`: the seq after the journal's last entry. */
+export function erasedEntryAt(seq: number, erasure: RunErasure): UnsignedEntry {
   const body: JournalBody<typeof ERASED_KIND> = {
     reason: erasure.reason,
     seqs: erasure.seqs,
@@ -62,7 +67,7 @@ export function erasedEntry(record: RunRecord, erasure: RunErasure): UnsignedEnt
     ...(erasure.by === undefined ? {} : { by: erasure.by }),
   };
   return {
-    seq: record.journal_seq + 1,
+    seq,
     kind: ERASED_KIND,
     at: new Date(erasure.at).toISOString(),
     body,

@@ -1,6 +1,6 @@
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { MAX_RETENTION_DAYS, type Retention } from "../schemas/definitions.ts";
-import type { JournalEntry } from "../schemas/journal.ts";
+import { JournalResponse, type JournalEntry } from "../schemas/journal.ts";
 import { archiveKeyOf, type RunTombstone } from "../schemas/retention.ts";
 import type { RunRecord, RunStatus } from "../schemas/run.ts";
 import { hasPendingCleanup } from "./cleanup.ts";
@@ -163,4 +163,22 @@ async function archiveJournal(deps: DeletionDeps, runId: string): Promise<void> 
       `the journal could not be archived: ${ensureEngineError(error).message}`,
     );
   }
+}
+
+/**
+ * The archived journal of a deleted run, or null when it has none: `{ entries }`
+ * as `GET /v1/runs/{id}/journal` answered it before the run was deleted, signed
+ * entries unchanged (but for an erasure's), so it verifies as it did. Parsed as
+ * it is read: R2 is a boundary like any other.
+ */
+export async function readArchivedJournal(bucket: R2Bucket, runId: string): Promise<JournalResponse | null> {
+  const object = await bucket.get(archiveKeyOf(runId));
+  if (!object) {
+    return null;
+  }
+  const parsed = JournalResponse.safeParse(await object.json());
+  if (!parsed.success) {
+    throw new EngineError("retention.archive_corrupt", `the archived journal of ${runId} is not a journal`);
+  }
+  return parsed.data;
 }

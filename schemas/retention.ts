@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { RunStatus } from "./run.ts";
+import { By } from "./auth.ts";
+import { RunErasure, RunStatus } from "./run.ts";
 
 /**
  * What a run's object keeps once it deleted the run (coordinator/retention.ts,
@@ -18,6 +19,8 @@ export const RunTombstone = z.strictObject({
   reason: z.enum(["retention", "operator"]),
   /** The journal was written to R2 first (`archive/<run_id>/journal.json`). */
   archived: z.boolean(),
+  /** The archived journal's values were erased (`POST /v1/runs/{id}/erase` after the deletion). */
+  erased: RunErasure.optional(),
 });
 export type RunTombstone = z.infer<typeof RunTombstone>;
 
@@ -30,6 +33,16 @@ export const DeletedRun = z.strictObject({
   deleted_at: z.string(),
   reason: z.enum(["retention", "operator"]),
   archived: z.boolean(),
+  /** Present once its archived journal was erased: as a run view's `erased`. */
+  erased: z
+    .strictObject({
+      at: z.string(),
+      by: By.optional(),
+      reason: z.string(),
+      seqs: z.array(z.number().int().min(1)),
+      blobs: z.array(z.string()),
+    })
+    .optional(),
 });
 export type DeletedRun = z.infer<typeof DeletedRun>;
 

@@ -188,7 +188,7 @@ export class TrellisApi extends WorkerEntrypoint<Env> implements ControlMethods,
   }
 
   /** Erases an ended run's inputs, outputs and answers (docs/api.md, `POST /v1/runs/{run_id}/erase`). */
-  eraseRun(runId: string, reason: string): Promise<Result<RunView>> {
+  eraseRun(runId: string, reason: string): Promise<Result<RunView | DeletedRun>> {
     return call("eraseRun", () => {
       checkBodyLimits(reason, "reason");
       return service.eraseRun(this.env, idArgument(runId, "runId"), { reason }, RPC_BY);

@@ -36,7 +36,7 @@ import { DEFAULT_PRIORITY } from "../schemas/limits.ts";
 import { Jwks, type PublicJwk } from "../schemas/journal.ts";
 import type { TraceParent } from "../schemas/telemetry.ts";
 import type { DeletedRun } from "../schemas/retention.ts";
-import { readArchivedJournal } from "./archive.ts";
+import { readArchivedJournal } from "../coordinator/retention.ts";
 
 /**
  * The operations of the API, shared by the HTTP routes and the Workers RPC
@@ -298,7 +298,7 @@ export async function getJournal(env: Env, runId: string): Promise<{ entries: Jo
   for (;;) {
     const answer = await coordinator(env, runId).journal(entries.at(-1)?.seq ?? 0, JOURNAL_PAGE);
     if (!answer.ok && answer.error.code === "run.deleted") {
-      return (await readArchivedJournal(env, runId)) ?? unwrap(answer);
+      return (await readArchivedJournal(env.BLOBS, runId)) ?? unwrap(answer);
     }
     const page = unwrap(answer);
     entries.push(...page);
@@ -350,7 +350,7 @@ export async function controlRun(
  * `POST /v1/runs/{run_id}/erase` `{ reason }`: erases an ended run's data
  * (coordinator/erase.ts); `by` is who asked, recorded in the `erased` entry.
  */
-export async function eraseRun(env: Env, runId: string, body: unknown, by: By): Promise<RunView> {
+export async function eraseRun(env: Env, runId: string, body: unknown, by: By): Promise<RunView | DeletedRun> {
   const { reason } = parseOrThrow(EraseBody, body, "request.invalid_body", "the erase body");
   return unwrap(await coordinator(env, runId).erase(reason, by));
 }

@@ -63,6 +63,8 @@ export const RESPONSE_SCHEMAS = {
   StartPlanResponse,
   RunView,
   DeletedRun,
+  /** `POST /v1/runs/{id}/erase`: the run erased, or a deleted run whose archived journal was. */
+  ErasedRun: z.union([RunView, DeletedRun]),
   RunList,
   NodeDetail,
   McpToolList,
@@ -115,6 +117,8 @@ export const SCHEMA_DESCRIPTIONS: Record<RequestSchemaName | ResponseSchemaName,
   DefinitionVersions: "Every version of one definition, highest first, and the next page's cursor.",
   StartRunResponse: 'A started run (or, for a preview, run_id null, status "preview" and the plan).',
   DeletedRun: "A run deleted: when, why, the status it ended with, and whether its journal was archived.",
+  ErasedRun:
+    "The run erased (a run view with erased), or a deleted run whose archived journal was erased (with erased).",
   RunView: "A run: status, input, output, error, nodes, gates, usage, parent and children.",
   RunList: "A page of runs from the run index, newest first, and the cursor of the next page (null at the end).",
   McpToolList:

@@ -600,8 +600,14 @@ export const API_ROUTES: RouteSpec[] = [
     docs: "POST /v1/runs/{run_id}/erase",
     tag: "runs",
     body: { schema: "EraseBody", required: true },
-    responses: { 200: { description: "The run view, erased.", schema: "RunView" } },
-    errors: [404, 409],
+    responses: {
+      200: {
+        description:
+          "The run view, erased; of a deleted run whose journal was archived, the deleted run with its archive erased.",
+        schema: "ErasedRun",
+      },
+    },
+    errors: [404, 409, 410],
   },
   {
     method: "get",

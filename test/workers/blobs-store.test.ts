@@ -87,6 +87,34 @@ describe("the blob store", () => {
     expect((await releaseRunBlobs(env, runB)).deleted).toEqual([shared.$blob]);
     expect(await env.BLOBS.head(blobKey(shared.$blob))).toBeNull();
   });
+
+  it("keeps a run's holder rows until its blobs are deleted, so a release that fails part way is finished by the next", async ({
+    expect,
+  }) => {
+    const runId = uniqueId("run");
+    const holder = { runId, workflowId: "wf-release" };
+    const first = await putBlob(env, { text: "f".repeat(1000), n: uniqueId("v") }, holder);
+    const second = await putBlob(env, { text: "s".repeat(1000), n: uniqueId("v") }, holder);
+    // R2 fails after one delete: the release stops there.
+    let deletes = 0;
+    const failing = Object.create(env.BLOBS) as R2Bucket;
+    failing.delete = async (key: string | string[]) => {
+      deletes += 1;
+      if (deletes > 1) {
+        throw new Error("R2 is unavailable");
+      }
+      await env.BLOBS.delete(key);
+    };
+    await expect(releaseRunBlobs({ ...env, BLOBS: failing }, runId)).rejects.toThrow("R2 is unavailable");
+    expect(await holders(first.$blob)).toEqual([runId]);
+    expect(await holders(second.$blob)).toEqual([runId]);
+
+    const retried = await releaseRunBlobs(env, runId);
+    expect(retried.deleted.sort()).toEqual([first.$blob, second.$blob].sort());
+    expect(await env.BLOBS.head(blobKey(first.$blob))).toBeNull();
+    expect(await env.BLOBS.head(blobKey(second.$blob))).toBeNull();
+    expect(await holders(first.$blob)).toEqual([]);
+  });
 });
 
 describe("offloading a value, largest members first", () => {

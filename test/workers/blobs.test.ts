@@ -360,6 +360,44 @@ describe("x-trellis-sensitive", () => {
   });
 });
 
+describe("erasing a run that holds blobs", () => {
+  it("deletes the blobs only it holds, keeps one another run holds, and its journal verifies before and after", async ({
+    expect,
+  }) => {
+    const id = uniqueId("blob-erase");
+    await registerWorkflow({
+      id,
+      input_schema: {
+        type: "object",
+        properties: { email: { "type": "string", "x-trellis-sensitive": true }, doc: { type: "string" } },
+      },
+      nodes: { size: { task: measure("size(input.doc)"), input_mapping: { doc: "$.input.doc" } } },
+    });
+    const email = `${uniqueId("ada")}@example.com`;
+    const doc = `${uniqueId("doc")}${"d".repeat(BIG)}`;
+    const erased = await waitForRun(await start(id, { input: { email, doc } }));
+    const other = await waitForRun(await start(id, { input: { email: "grace@example.com", doc } }));
+    expect([erased.status, other.status]).toEqual(["completed", "completed"]);
+    const own: string = erased.input.email.$blob;
+    const shared: string = erased.input.doc.$blob;
+    expect(other.input.doc.$blob).toBe(shared);
+    expect(await verified(erased.run_id)).toBe(true);
+
+    const answer = await api("POST", `/v1/runs/${erased.run_id}/erase`, { reason: "the subject asked" });
+    expect(answer.status).toBe(200);
+    expect([...answer.json.erased.blobs].sort()).toEqual([own, shared].sort());
+    expect(await env.BLOBS.head(blobKey(own))).toBeNull();
+    expect((await fetchBlob(own)).status).toBe(404);
+    // The document another run holds too stays, for that run only.
+    expect(await holders(shared)).toEqual([other.run_id]);
+    expect((await fetchBlob(shared)).status).toBe(200);
+    const entries = await journal(erased.run_id);
+    expect(entries.find((entry) => entry.kind === "run.created")?.body.input).toBeUndefined();
+    expect(entries.at(-1)?.kind).toBe("erased");
+    expect(await verified(erased.run_id)).toBe(true);
+  });
+});
+
 describe("an event trigger over an event whose data is a blob", () => {
   it("reads into the data for its `if` and `input`, and hands a part it takes whole on as a reference", async ({
     expect,

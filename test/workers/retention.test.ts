@@ -200,6 +200,52 @@ describe("archive: the journal outlives the run", () => {
     expect((await verifyJournal(tampered, jwks, { requireAttestation: true })).ok).toBe(false);
   });
 
+  it("erases a deleted run's archive: its values leave it, a signed erased entry closes it, and it verifies", async ({
+    expect,
+  }) => {
+    const workflow = uniqueId("archived-erase");
+    await register({ workflows: [callWorkflow(workflow, `/mark/${workflow}`, { archive: true })] });
+    const email = `${uniqueId("ada")}@example.com`;
+    const runId = await start(workflow, { input: { email } });
+    expect((await waitForRun(runId)).status).toBe("completed");
+    expect((await api("DELETE", `/v1/runs/${runId}`)).status).toBe(200);
+    const archived = (await api("GET", `/v1/runs/${runId}/journal`)).json.entries;
+    expect(JSON.stringify(archived)).toContain(email);
+    const sealed = archived
+      .filter((entry: { body: object }) => "$salt" in entry.body)
+      .map((entry: { seq: number }) => entry.seq);
+    expect(sealed).toContain(1); // run.created, with the input
+
+    const erased = await api("POST", `/v1/runs/${runId}/erase`, { reason: "the subject asked" });
+    expect(erased.status).toBe(200);
+    expect(erased.json).toMatchObject({
+      run_id: runId,
+      status: "deleted",
+      archived: true,
+      erased: { reason: "the subject asked", seqs: sealed, blobs: [] },
+    });
+    const after = (await api("GET", `/v1/runs/${runId}/journal`)).json.entries;
+    expect(JSON.stringify(after)).not.toContain(email);
+    expect(after.slice(0, -1).map((entry: { hash: string }) => entry.hash)).toEqual(
+      archived.map((entry: { hash: string }) => entry.hash),
+    );
+    expect(after.at(-1)).toMatchObject({ seq: archived.length + 1, kind: "erased", prev: archived.at(-1).hash });
+    const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
+    const report = await verifyJournal(after, jwks, { requireAttestation: true });
+    expect(report).toMatchObject({ ok: true, attested: true, erasure: { reason: "the subject asked" } });
+
+    // Once is enough: a second erasure answers the first and writes nothing.
+    const again = await api("POST", `/v1/runs/${runId}/erase`, { reason: "again" });
+    expect(again.json.erased).toEqual(erased.json.erased);
+    expect((await api("GET", `/v1/runs/${runId}/journal`)).json.entries).toHaveLength(after.length);
+    // A deleted run without an archive has nothing left to erase: 410.
+    const plain = uniqueId("unarchived-erase");
+    await register({ workflows: [callWorkflow(plain, `/mark/${plain}`, {})] });
+    const gone = await runCompleted(plain);
+    await api("DELETE", `/v1/runs/${gone}`);
+    expect((await api("POST", `/v1/runs/${gone}/erase`, { reason: "x" })).status).toBe(410);
+  });
+
   it("without archive, the journal of a deleted run is 410 like the run", async ({ expect }) => {
     const workflow = uniqueId("unarchived");
     await register({ workflows: [callWorkflow(workflow, `/mark/${workflow}`, { completed_days: 1 })] });
