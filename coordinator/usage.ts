@@ -106,17 +106,14 @@ export class UsageMeter {
 
   /** `ctx` whose `storage` is counted (`storage` below); the rest is the object's own. */
   state<S extends { storage: DurableObjectStorage }>(ctx: S): S {
-    const storage = this.storage(ctx.storage);
-    return new Proxy(ctx, {
-      get: (target, name: string | symbol) => (name === "storage" ? storage : ownMember(target, name)),
-    });
+    return withMembers(ctx, { storage: this.storage(ctx.storage) });
   }
 
   /** `storage` with its SQL statements, alarms and key-value calls counted. */
   storage(storage: DurableObjectStorage): DurableObjectStorage {
     const sql = this.sql(storage.sql);
     const counts = this.counts;
-    const counted: Partial<Record<keyof DurableObjectStorage, unknown>> = {
+    return withMembers(storage, {
       sql,
       setAlarm: (at: number | Date, options?: DurableObjectSetAlarmOptions) => {
         counts.alarmsSet += 1;
@@ -135,36 +132,21 @@ export class UsageMeter {
         counts.rowsWritten += Array.isArray(keys) ? keys.length : 1;
         return storage.delete(keys as string[], options);
       },
-    };
-    return new Proxy(storage, {
-      get: (target, name: string | symbol) => {
-        const own = typeof name === "string" ? counted[name as keyof DurableObjectStorage] : undefined;
-        if (own !== undefined) {
-          return own;
-        }
-        return ownMember(target, name);
-      },
     });
   }
 
   /** `sql` with each statement's rows counted. */
   sql(sql: SqlStorage): SqlStorage {
     this.sqlStorage = sql;
-    return new Proxy(sql, {
-      get: (target, name: string | symbol) => {
-        if (name === "exec") {
-          return (query: string, ...bindings: unknown[]) => {
-            const cursor = target.exec(query, ...bindings);
-            const list = query.includes("index_outbox") ? this.indexPending : this.pending;
-            if (list.push(cursor) >= PENDING_CURSORS) {
-              this.sum(list, PENDING_CURSORS / 2);
-            }
-            return cursor;
-          };
-        }
-        return ownMember(target, name);
-      },
-    });
+    const exec = (query: string, ...bindings: unknown[]) => {
+      const cursor = sql.exec(query, ...bindings);
+      const list = query.includes("index_outbox") ? this.indexPending : this.pending;
+      if (list.push(cursor) >= PENDING_CURSORS) {
+        this.sum(list, PENDING_CURSORS / 2);
+      }
+      return cursor;
+    };
+    return withMembers(sql, { exec });
   }
 
   /**
@@ -235,8 +217,24 @@ export class UsageMeter {
   }
 }
 
-/** A member of a platform object, its methods bound to it (a native method called on a proxy throws). */
-function ownMember(target: object, name: string | symbol): unknown {
-  const value: unknown = Reflect.get(target, name, target);
-  return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+/**
+ * `target` with the members of `replaced` in place of its own; its other
+ * methods are bound to it (a native method called on a proxy throws), once each.
+ */
+function withMembers<T extends object>(target: T, replaced: { [K in keyof T]?: unknown }): T {
+  const members = new Map<string | symbol, unknown>(Object.entries(replaced));
+  return new Proxy(target, {
+    get: (inner, name: string | symbol) => {
+      if (members.has(name)) {
+        return members.get(name);
+      }
+      const value: unknown = Reflect.get(inner, name, inner);
+      if (typeof value !== "function") {
+        return value;
+      }
+      const bound = (value as (...args: unknown[]) => unknown).bind(inner);
+      members.set(name, bound);
+      return bound;
+    },
+  });
 }

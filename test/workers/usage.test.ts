@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import type { RunUsage } from "../../coordinator/usage.ts";
-import { runWorkflow, uniqueId } from "./helpers.ts";
+import { register, runWorkflow, start, uniqueId, waitForRun } from "./helpers.ts";
 
 /** A chain of `length` nodes, each one `context` step that sets `v`, each after the one before. */
 function noopChain(length: number): Record<string, unknown> {
@@ -56,5 +56,29 @@ describe("a run's usage", () => {
     // Rows written grow with the nodes: three more nodes write at least a row each.
     expect(c.rowsWritten - a.rowsWritten).toBeGreaterThanOrEqual(3);
     expect(c.rowsRead).toBeGreaterThan(a.rowsRead);
+  });
+
+  it("counts a child run's start as calls into Durable Objects, and a sleep's alarm", async ({ expect }) => {
+    const child = { id: uniqueId("usage-child"), nodes: noopChain(1) };
+    const parent = {
+      id: uniqueId("usage-parent"),
+      nodes: {
+        sub: {
+          task: { steps: [{ ref: "sub", action: { kind: "workflow", implementation: { workflow: child.id } } }] },
+        },
+        nap: {
+          depends_on: ["sub"],
+          task: { steps: [{ ref: "nap", action: { kind: "sleep", implementation: { duration_ms: 50 } } }] },
+        },
+      },
+    };
+    await register({ workflows: [child, parent] });
+    const run = await waitForRun(await start(parent.id));
+    expect(run.status).toBe("completed");
+    const usage = await usageAtEnd(run.run_id);
+    // The child's start is two calls (the catalog, then the child's coordinator); the sleep ends on an alarm.
+    expect(usage.objectCalls).toBeGreaterThanOrEqual(2);
+    expect(usage.alarms).toBeGreaterThanOrEqual(1);
+    expect(usage.alarmsSet).toBeGreaterThanOrEqual(1);
   });
 });
