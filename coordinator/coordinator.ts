@@ -34,6 +34,7 @@ import { TelemetryExport } from "./telemetry-export.ts";
 import { otlpConfigOf } from "../telemetry/otlp.ts";
 import { JournalSigner, journalOf } from "./signer.ts";
 import { newStats, type CoordinatorStats } from "./stats.ts";
+import { UsageMeter, type RunUsage } from "./usage.ts";
 import { CallBudget } from "./call-budget.ts";
 import { JOURNAL_PAGE, RunStore, type UnsignedEntry } from "./storage.ts";
 import { toNodeDetail, toRunView, toStartSummary } from "./view.ts";
@@ -98,6 +99,8 @@ export class Coordinator extends DurableObject<Env> {
   /** Long polls waiting for the next journal entries. */
   private readonly journalWaiters = new JournalWaiters();
   private readonly stats: CoordinatorStats = newStats();
+  /** What this object costs on the platform's meters (usage.ts): its storage and calls are counted through it. */
+  private readonly usage = new UsageMeter();
   /** What is left of a deleted run (retention.ts): every call answers 410 `run.deleted`. */
   private tombstone: RunTombstone | null = null;
   /** The clock the retention deadline is checked against when the alarm fires; tests move it days ahead. */
@@ -107,6 +110,9 @@ export class Coordinator extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
+    // Every storage call and every call out of this object goes through the usage meter from here on.
+    this.ctx = ctx = this.usage.state(this.ctx);
+    this.env = env = this.usage.env(env);
     this.store = new RunStore(ctx.storage.sql);
     this.blobs = new RunBlobs(env);
     const waitUntil = (promise: Promise<unknown>) => ctx.waitUntil(promise);
@@ -493,12 +499,13 @@ export class Coordinator extends DurableObject<Env> {
     });
   }
 
-  /** For tests: counters of executor calls per event. */
-  async getStats(): Promise<CoordinatorStats> {
-    return { ...this.stats };
+  /** For tests: counters of executor calls per event, the usage so far and when the run ended (usage.ts). */
+  async getStats(): Promise<CoordinatorStats & { usage: RunUsage; usageAtEnd: RunUsage | null }> {
+    return { ...this.stats, usage: this.usage.read(), usageAtEnd: this.usage.readAtEnd() };
   }
 
   override async alarm(): Promise<void> {
+    this.usage.alarmFired();
     if (this.tombstone) {
       return;
     }
@@ -636,6 +643,7 @@ export class Coordinator extends DurableObject<Env> {
     this.index.flush();
     this.telemetry.flush();
     await this.wakes.scheduleWake(wakeAt, now);
+    this.usage.logIfEnded(before?.record.status ?? null, state.record);
   }
 
   /** Sends a group of tasks in one executor call; each result is applied in `budget`'s event as it streams back. */

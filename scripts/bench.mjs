@@ -28,7 +28,16 @@
  * Output format (kept stable so later work can compare):
  *   scenario | metric | median | min–max | unit | note
  *
- * Options: BENCH_REPEATS=N (default 3); `--profile[=<scenario>]` also records
+ * Then what a step costs (scripts/lib/bench-cost.mjs): for each scenario that
+ * runs a run, its usage as the run's coordinator counted it (Durable Object
+ * requests, Worker invocations, SQLite rows read and written, bytes stored)
+ * per run and per step, priced in dollars per million steps, beside the same
+ * steps on Cloudflare Workflows:
+ *   scenario | meter | per run | min–max | per step | $ per million steps
+ *
+ * Options: BENCH_REPEATS=N (default 3); BENCH_SCENARIOS=a,b (default all of
+ * ORDER, then `plans` and `limits`; a list runs only what it names);
+ * BENCH_JSON=<file> also writes both tables there as JSON; `--profile[=<scenario>]` also records
  * a CPU profile of workerd (through wrangler's inspector) during that
  * scenario's measured runs (default: the fan-out), writes it to a .cpuprofile
  * file (open it in Chrome DevTools) and prints the functions with the most samples.
@@ -44,14 +53,17 @@ import { join } from "node:path";
 import { ACTION_WAIT_MS, benchClient, benchWorkflows, startWaitPeerProcess } from "./lib/bench-client.mjs";
 import { measurePlans } from "./lib/bench-plans.mjs";
 import { measureLimitChain, measureLimitGrants } from "./lib/bench-limits.mjs";
+import { costRows, PRICES, usageOf, WORKFLOWS } from "./lib/bench-cost.mjs";
 import { chooseScenarios, fmt, median, printTable, SCENARIO_NAMES } from "./lib/bench-scenarios.mjs";
 import { assertPerfAvailable, perfV8Flags, reportPerf, startPerf } from "./lib/perf-record.mjs";
 import { cpuMeter, TICK_MS } from "./lib/proc-cpu.mjs";
 import { startWranglerDev } from "./lib/wrangler-dev.mjs";
 
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
-/** The scenarios measured, in this order. */
+/** The scenarios measured, in this order (then agent plans and limits). */
 const ORDER = "idle,single,chain,chain-http,fanout,foreach";
+/** What BENCH_SCENARIOS names, or everything. */
+const CHOSEN = (process.env.BENCH_SCENARIOS ?? `${ORDER},plans,limits`).split(",");
 /**
  * The scenario named by `--<option>` or `--<option>=<scenario>`, `fallback` for the bare flag, null without it.
  * @param {string} option @param {string} fallback @returns {string | null}
@@ -88,6 +100,8 @@ async function main() {
   });
   const client = benchClient(dev.url, token);
   const tree = { client, meter: cpuMeter(dev.pid), flows: benchWorkflows("bench", peer.url) };
+  /** @type {string[][]} */
+  const costs = [];
   const profiler = PROFILE ? await Profiler.attach(dev.inspectorPort) : null;
   try {
     await client.api("POST", "/v1/definitions", {
@@ -98,9 +112,17 @@ async function main() {
     /** Per measured fan-out run: milliseconds spent in each phase. */
     const phases = { dispatch: [], spread: [], tail: [] };
     const rows = [];
-    for (const scenario of chooseScenarios(ORDER)) {
+    const names = ORDER.split(",").filter((name) => CHOSEN.includes(name));
+    for (const scenario of chooseScenarios(names.join(","))) {
       const around = scenario.name === "fanout" ? withPeerLog(peer.url, phases) : (run) => run();
-      rows.push(...(await measureScenario(scenario, tree, around, profiler)));
+      const measured = await measureScenario(scenario, tree, around, profiler);
+      rows.push(...measured.rows);
+      if (measured.costs.length > 0) {
+        const samples = await Promise.all(
+          measured.costs.map(async (run) => ({ ...run, usage: await usageOf(dev.output, run.id) })),
+        );
+        costs.push(...costRows(scenario.title, samples));
+      }
       if (scenario.name === "single") {
         rows.push(await peerFloor(peer.url));
       }
@@ -108,14 +130,18 @@ async function main() {
     // Agent plans: N independent 300 ms steps against the same steps chained (docs/plans.md).
     // Limits: a limit on every call of the http chain against none; one limit object's grant rate.
     const ratioRows = [
-      ...(await measurePlans(client, peer.url, REPEATS)),
-      ...(await measureLimitChain(client, peer.url, REPEATS)),
-      ...(await measureLimitGrants(REPEATS)),
+      ...(CHOSEN.includes("plans") ? await measurePlans(client, peer.url, REPEATS) : []),
+      ...(CHOSEN.includes("limits") ? await measureLimitChain(client, peer.url, REPEATS) : []),
+      ...(CHOSEN.includes("limits") ? await measureLimitGrants(REPEATS) : []),
     ];
     for (const [scenario, metric, value, unit, ratio, meaning] of ratioRows) {
       rows.push([scenario, metric, fmt(value), "", unit, `${fmt(ratio)}: ${meaning}`]);
     }
     printSummary(rows, phases, tree.meter.pids.length);
+    printCosts(costs);
+    if (process.env.BENCH_JSON) {
+      writeFileSync(process.env.BENCH_JSON, `${JSON.stringify(jsonOf(rows, costs), null, 2)}\n`);
+    }
   } finally {
     profiler?.close();
     await dev.stop();
@@ -125,7 +151,8 @@ async function main() {
 
 /**
  * One unmeasured run, then REPEATS measured runs of `scenario` (each inside
- * `around`), under the profiler when it is the one asked for. Gives its rows.
+ * `around`), under the profiler when it is the one asked for. Gives its rows
+ * and, for the cost table, each measured run with its steps.
  * @param {ReturnType<typeof chooseScenarios>[number]} scenario
  * @param {import("./lib/bench-scenarios.mjs").Tree} tree
  * @param {(run: () => ReturnType<typeof scenario.measure>) => ReturnType<typeof scenario.measure>} around
@@ -141,10 +168,15 @@ async function measureScenario(scenario, tree, around, profiler) {
   const perf = scenario.name === PERF ? await startPerf(tree.meter.pids, perfFile) : null;
   /** @type {Record<string, number[]>} */
   const samples = Object.fromEntries(scenario.metrics.map((metric) => [metric.key, []]));
+  /** @type {{ id: string, ms: number, cpuMs: number, steps: number }[]} */
+  const costs = [];
   for (let i = 0; i < REPEATS; i += 1) {
-    const { metrics } = await around(() => scenario.measure(tree));
+    const { metrics, run } = await around(() => scenario.measure(tree));
     for (const metric of scenario.metrics) {
       samples[metric.key].push(metrics[metric.key]);
+    }
+    if (run !== undefined && scenario.steps !== undefined) {
+      costs.push({ ...run, steps: scenario.steps });
     }
   }
   if (profiling) {
@@ -154,11 +186,44 @@ async function measureScenario(scenario, tree, around, profiler) {
     await perf.stop();
     reportPerf(perfFile, PERF_JIT_DIR, scenario.name, REPEATS);
   }
-  return scenario.metrics.map((metric) => {
+  const rows = scenario.metrics.map((metric) => {
     const values = samples[metric.key];
     const spread = `${fmt(Math.min(...values))}–${fmt(Math.max(...values))}`;
     return [scenario.title, metric.label, fmt(median(values)), spread, metric.unit, ""];
   });
+  return { rows, costs };
+}
+
+/** The cost table and what its dollars assume. @param {string[][]} costs */
+function printCosts(costs) {
+  if (costs.length === 0) {
+    return;
+  }
+  console.log(
+    `\nWhat a step costs (median of ${REPEATS}; counts from each run's coordinator, coordinator/usage.ts; ` +
+      `$ = Workers Paid prices beyond the included usage, scripts/lib/bench-cost.mjs)\n`,
+  );
+  printTable(["scenario", "meter", "per run", "min–max", "per step", "$ per million steps"], costs);
+  console.log(
+    `\ncounted = requests, invocations, rows and one month of storage (the same on any machine); measured = ` +
+      `Durable Object duration (the run's journal time × 128 MB) and workerd's CPU (all of it, as Worker CPU: ` +
+      `an upper bound), this machine's speed. Cloudflare Workflows: one request per instance, ` +
+      `${WORKFLOWS.cpuMsPerStep} ms CPU and ${WORKFLOWS.bytesPerStep} bytes per step kept ` +
+      `${WORKFLOWS.retentionDays} days (assumed). Client status reads are not counted.`,
+  );
+}
+
+/** Both tables as JSON, with the prices the dollars used. @param {string[][]} rows @param {string[][]} costs */
+function jsonOf(rows, costs) {
+  const keyed = (/** @type {string[]} */ header, /** @type {string[][]} */ table) =>
+    table.map((row) => Object.fromEntries(header.map((name, column) => [name, row[column]])));
+  return {
+    repeats: REPEATS,
+    results: keyed(["scenario", "metric", "median", "range", "unit", "note"], rows),
+    cost: keyed(["scenario", "meter", "perRun", "range", "perStep", "usdPerMillionSteps"], costs),
+    prices: PRICES,
+    workflowsAssumptions: WORKFLOWS,
+  };
 }
 
 /**
@@ -197,6 +262,9 @@ function printSummary(rows, phases, processes) {
   printTable(["scenario", "metric", "median", "min–max", "unit", "note"], rows);
   // A phase the journal has no entries for (its kinds changed) reads as "–", not as a number.
   const mid = (/** @type {number[]} */ values) => fmt(median(values.filter(Number.isFinite)));
+  if (phases.dispatch.length === 0) {
+    return; // the fan-out did not run
+  }
   console.log(
     `\nfan-out phases (median ms): run.created → first request at the peer ${mid(phases.dispatch)}; ` +
       `first → last request ${mid(phases.spread)}; last answer → last result journaled ${mid(phases.tail)}`,

@@ -47,7 +47,7 @@ async function api(conn, method, path, body) {
 }
 
 /**
- * Starts a run, waits for it to complete and returns its duration (ms, from
+ * Starts a run, waits for it to complete and returns its id, its duration (ms, from
  * `run.created` to the attestation, in its journal), its journal entries
  * and, given a CPU meter (proc-cpu.mjs), the workerd CPU time (ms) the run
  * cost, in all and on the JavaScript threads: from a quiet workerd before the
@@ -77,7 +77,7 @@ async function timedRun(conn, workflowId, input = {}, meter) {
       }
       const { entries } = await api(conn, "GET", `/v1/runs/${runId}/journal`);
       const ms = Date.parse(entries.at(-1).at) - Date.parse(entries[0].at);
-      return { ms, entries, cpuMs: cpuAt - cpuBefore, mainCpuMs: mainAt - mainBefore };
+      return { runId, ms, entries, cpuMs: cpuAt - cpuBefore, mainCpuMs: mainAt - mainBefore };
     }
     if (Date.now() > deadline) {
       throw new Error(`run ${runId} did not finish`);
@@ -101,7 +101,7 @@ function delay(ms) {
  * `engine` `run.created` to the last entry, `returnPath` the last entry to
  * the client knowing; the three add up to `latency` give or take the
  * journal's 1 ms resolution (client and workerd read the same clock).
- * `answered` is when the start request's answer arrived.
+ * `answered` is when the start request's answer arrived. Gives the run's id and those metrics.
  * @param {Conn} conn @param {string} workflowId @param {unknown} [input]
  */
 async function latencyRun(conn, workflowId, input = {}) {
@@ -130,13 +130,14 @@ async function latencyRun(conn, workflowId, input = {}) {
   const entries = streamed ?? (await api(conn, "GET", `/v1/runs/${runId}/journal`)).entries;
   const createdAt = Date.parse(entries[0].at);
   const lastAt = Date.parse(entries.at(-1).at);
-  return {
+  const metrics = {
     latency: seen - sent,
     startPath: createdAt - sentAt,
     engine: lastAt - createdAt,
     returnPath: seenAt - lastAt,
     answered,
   };
+  return { runId, metrics };
 }
 
 /**

@@ -32,7 +32,15 @@ import { ACTION_WAIT_MS, CHAIN_LENGTH } from "./bench-client.mjs";
  * @typedef {object} Scenario
  * @property {string} title
  * @property {Metric[]} metrics
- * @property {(tree: Tree) => Promise<{ metrics: Record<string, number>, entries?: JournalEntryTimes[] }>} measure
+ * @property {number} [steps]  the steps (tasks) one run of it runs, for its cost per step (none: it runs no run)
+ * @property {(tree: Tree) => Promise<{ metrics: Record<string, number>, entries?: JournalEntryTimes[], run?: MeasuredRun }>} measure
+ */
+
+/**
+ * @typedef {object} MeasuredRun  the run a scenario's `measure` ran, for its cost (bench-cost.mjs)
+ * @property {string} id
+ * @property {number} ms  `run.created` to its last journal entry
+ * @property {number} cpuMs  workerd's CPU over the run (NaN when not measured)
  */
 
 /**
@@ -53,8 +61,11 @@ const measureChain = (flow) => async (tree) => {
   const { workflow, input } = tree.flows[flow];
   const run = await tree.client.timedRun(workflow.id, input, tree.meter);
   const metrics = { time: run.ms / CHAIN_LENGTH, cpu: run.cpuMs / CHAIN_LENGTH, mainCpu: run.mainCpuMs / CHAIN_LENGTH };
-  return { metrics, entries: run.entries };
+  return { metrics, entries: run.entries, run: measuredRun(run) };
 };
+
+/** What the cost table needs of a timed run. @param {{ runId: string, ms: number, cpuMs: number }} run */
+const measuredRun = (run) => ({ id: run.runId, ms: run.ms, cpuMs: run.cpuMs });
 
 /** How long the `idle` scenario measures nothing happening. */
 const IDLE_MS = 1_000;
@@ -63,16 +74,19 @@ const IDLE_MS = 1_000;
 export const SCENARIOS = {
   "chain": {
     title: `chain of ${CHAIN_LENGTH} context tasks`,
+    steps: CHAIN_LENGTH,
     metrics: chainMetrics,
     measure: measureChain("chain"),
   },
   "chain-http": {
     title: `chain of ${CHAIN_LENGTH} http tasks (peer answers at once)`,
+    steps: CHAIN_LENGTH,
     metrics: chainMetrics,
     measure: measureChain("chainHttp"),
   },
   "single": {
     title: "one-node run",
+    steps: 1,
     metrics: [
       { key: "latency", label: "client latency", unit: "ms", target: { ratio: 0.5 } },
       { key: "startPath", label: "  start path: request → run.created", unit: "ms" },
@@ -82,11 +96,13 @@ export const SCENARIOS = {
     ],
     measure: async (tree) => {
       const { workflow, input } = tree.flows.single;
-      return { metrics: await tree.client.latencyRun(workflow.id, input) };
+      const { runId, metrics } = await tree.client.latencyRun(workflow.id, input);
+      return { metrics, run: { id: runId, ms: metrics.engine, cpuMs: Number.NaN } };
     },
   },
   "fanout": {
     title: `fan-out 100 × ${ACTION_WAIT_MS} ms http`,
+    steps: 100,
     metrics: [
       { key: "makespan", label: `makespan ÷ ${ACTION_WAIT_MS} ms`, unit: "×", target: { absolute: 1.25 } },
       { key: "cpu", label: "CPU per run", unit: "ms" },
@@ -96,11 +112,12 @@ export const SCENARIOS = {
       const { workflow, input } = tree.flows.fanout;
       const run = await tree.client.timedRun(workflow.id, input, tree.meter);
       const metrics = { makespan: run.ms / ACTION_WAIT_MS, cpu: run.cpuMs, mainCpu: run.mainCpuMs };
-      return { metrics, entries: run.entries };
+      return { metrics, entries: run.entries, run: measuredRun(run) };
     },
   },
   "foreach": {
     title: "foreach of 1,000 no-op items",
+    steps: 1000,
     metrics: [
       { key: "time", label: "total", unit: "ms", target: { ratio: 0.5 } },
       { key: "cpu", label: "CPU per run", unit: "ms" },
@@ -109,7 +126,8 @@ export const SCENARIOS = {
     measure: async (tree) => {
       const { workflow, input } = tree.flows.foreach;
       const run = await tree.client.timedRun(workflow.id, input, tree.meter);
-      return { metrics: { time: run.ms, cpu: run.cpuMs, mainCpu: run.mainCpuMs }, entries: run.entries };
+      const metrics = { time: run.ms, cpu: run.cpuMs, mainCpu: run.mainCpuMs };
+      return { metrics, entries: run.entries, run: measuredRun(run) };
     },
   },
   // The CPU meter's own check: nothing runs, so this should read 0 give or take a tick.

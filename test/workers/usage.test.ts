@@ -1,0 +1,84 @@
+import { env } from "cloudflare:workers";
+import { describe, it } from "vitest";
+import type { RunUsage } from "../../coordinator/usage.ts";
+import { register, runWorkflow, start, uniqueId, waitForRun } from "./helpers.ts";
+
+/** A chain of `length` nodes, each one `context` step that sets `v`, each after the one before. */
+function noopChain(length: number): Record<string, unknown> {
+  const task = {
+    steps: [{ ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } }],
+  };
+  return Object.fromEntries(
+    Array.from({ length }, (_, i) => [`n${i}`, { task, ...(i > 0 ? { depends_on: [`n${i - 1}`] } : {}) }]),
+  );
+}
+
+/** The coordinator's usage counters when the run ended. */
+async function usageAtEnd(runId: string): Promise<RunUsage> {
+  const stub = env.COORDINATOR.get(env.COORDINATOR.idFromName(runId)) as unknown as {
+    getStats(): Promise<{ usageAtEnd: RunUsage | null }>;
+  };
+  const { usageAtEnd } = await stub.getStats();
+  if (usageAtEnd === null) {
+    throw new Error(`run ${runId} has no usage at its end`);
+  }
+  return usageAtEnd;
+}
+
+describe("a run's usage", () => {
+  it("counts executor calls, rows and bytes; the same run twice counts the same; more nodes write more rows", async ({
+    expect,
+  }) => {
+    const three = { id: uniqueId("usage-3"), nodes: noopChain(3) };
+    const six = { id: uniqueId("usage-6"), nodes: noopChain(6) };
+    const first = await runWorkflow(three);
+    const second = await runWorkflow(three);
+    const longer = await runWorkflow(six);
+    expect([first.status, second.status, longer.status]).toEqual(["completed", "completed", "completed"]);
+    const a = await usageAtEnd(first.run_id);
+    const b = await usageAtEnd(second.run_id);
+    const c = await usageAtEnd(longer.run_id);
+    // One executor call per node of a chain; rows read and written by its statements; a database of some size.
+    expect(a.executorCalls).toBe(3);
+    expect(c.executorCalls).toBe(6);
+    expect(a.rowsWritten).toBeGreaterThan(3);
+    expect(a.rowsRead).toBeGreaterThan(0);
+    expect(a.databaseBytes).toBeGreaterThan(0);
+    // Deterministic: a second identical run costs exactly the same, but for the run index's
+    // outbox, whose rows follow D1's answers (at most one more read-back and mark).
+    const apart = ({ indexRowsRead, indexRowsWritten, ...rest }: RunUsage) => ({
+      ...rest,
+      rowsRead: rest.rowsRead - indexRowsRead,
+      rowsWritten: rest.rowsWritten - indexRowsWritten,
+    });
+    expect(apart(b)).toEqual(apart(a));
+    expect(Math.abs(b.indexRowsWritten - a.indexRowsWritten)).toBeLessThanOrEqual(1);
+    // Rows written grow with the nodes: three more nodes write at least a row each.
+    expect(c.rowsWritten - a.rowsWritten).toBeGreaterThanOrEqual(3);
+    expect(c.rowsRead).toBeGreaterThan(a.rowsRead);
+  });
+
+  it("counts a child run's start as calls into Durable Objects, and a sleep's alarm", async ({ expect }) => {
+    const child = { id: uniqueId("usage-child"), nodes: noopChain(1) };
+    const parent = {
+      id: uniqueId("usage-parent"),
+      nodes: {
+        sub: {
+          task: { steps: [{ ref: "sub", action: { kind: "workflow", implementation: { workflow: child.id } } }] },
+        },
+        nap: {
+          depends_on: ["sub"],
+          task: { steps: [{ ref: "nap", action: { kind: "sleep", implementation: { duration_ms: 50 } } }] },
+        },
+      },
+    };
+    await register({ workflows: [child, parent] });
+    const run = await waitForRun(await start(parent.id));
+    expect(run.status).toBe("completed");
+    const usage = await usageAtEnd(run.run_id);
+    // The child's start is two calls (the catalog, then the child's coordinator); the sleep ends on an alarm.
+    expect(usage.objectCalls).toBeGreaterThanOrEqual(2);
+    expect(usage.alarms).toBeGreaterThanOrEqual(1);
+    expect(usage.alarmsSet).toBeGreaterThanOrEqual(1);
+  });
+});
