@@ -164,10 +164,17 @@ test("a run that spans a rotation of the journal key verifies with trellis verif
     });
     assert.equal(cli.code, 0, cli.stdout + cli.stderr);
     const byOps = `by token "rotation-ops" (${made.json.token_id})`;
+    // Each sealed value of each entry (its input, outputs, the answer) checked against its digest.
+    const sealedCount = entries.reduce(
+      (/** @type {number} */ sum, /** @type {{ body: { $sealed?: object } }} */ entry) =>
+        sum + Object.keys(entry.body.$sealed ?? {}).length,
+      0,
+    );
     assert.equal(
       cli.stdout,
       [
         `OK: ${entries.length} entries, run ${runId}, attested completed`,
+        `  sealed values: ${sealedCount} match their digests, 0 erased`,
         `  seq 1 run.created ${byOps}`,
         `  seq ${answerEntry?.seq} gate.answered ${byOps}`,
         "",
