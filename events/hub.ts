@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { preloadBlobs } from "../blobs/preload.ts";
+import { releaseRunBlobs } from "../blobs/store.ts";
 import { z } from "zod";
 import { EngineError, ensureEngineError } from "../lib/errors.ts";
 import { newEventId } from "../lib/ids.ts";
@@ -49,6 +50,11 @@ export const MAX_LOOKBACK_CHARS = 1_048_576;
  * (as the coordinator's self-wakes, coordinator/wakes.ts).
  */
 const MAX_SELF_CALL_STREAK = 4;
+/** Pruned events whose blobs one alarm releases at most (each is a few D1 and R2 calls); the rest follow. */
+const BLOB_RELEASES_PER_ALARM = 20;
+/** The first retry of a failed release of an event's blobs, doubled each time (up to a day). */
+const BLOB_RELEASE_RETRY_MS = 60_000;
+
 /** The alarm set behind a self-call, in case that call is lost. */
 const SELF_CALL_BACKSTOP_MS = 2_000;
 
@@ -222,12 +228,35 @@ export class EventHub extends DurableObject<Env> {
     this.selfCallStreak = 0;
     this.triggerStreak = 0;
     this.store.prune(this.now());
+    await this.releaseBlobs();
     await this.round();
     const now = this.now();
     const trigger = this.store.nextTriggerAt();
     if (trigger !== null && trigger <= now) {
       this.callTriggersSoon(now); // its own event: the round above may have spent this one's calls
     }
+  }
+
+  /**
+   * Gives up the blobs of the events pruned (each was held by `event:<id>`
+   * since it was accepted; the runs that took it hold their own): a blob no
+   * run holds is deleted. A failure is tried again later, with backoff.
+   */
+  private async releaseBlobs(): Promise<void> {
+    const now = this.now();
+    for (const { event_id, attempts } of this.store.dueReleases(now, BLOB_RELEASES_PER_ALARM)) {
+      try {
+        await releaseRunBlobs(this.env, `event:${event_id}`);
+        this.store.settleRelease(event_id, null);
+      } catch (error) {
+        const retryAt = now + Math.min(BLOB_RELEASE_RETRY_MS * 2 ** attempts, EVENT_RETENTION_MS);
+        this.store.settleRelease(event_id, retryAt);
+        console.error(
+          JSON.stringify({ msg: "releasing an event's blobs failed", error: ensureEngineError(error).message }),
+        );
+      }
+    }
+    await this.armNext();
   }
 
   /** A self-call of {@link runTriggers} (a fresh event with calls of its own), behind a backstop alarm. */

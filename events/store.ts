@@ -75,6 +75,8 @@ const SCHEMA = [
     status TEXT NOT NULL, due_at INTEGER, attempts INTEGER NOT NULL, run_id TEXT, error TEXT,
     PRIMARY KEY (seq, workflow))`,
   "CREATE INDEX IF NOT EXISTS trigger_starts_by_due ON trigger_starts (due_at)",
+  // Events pruned whose data held blob references: their `event:<id>` holding is still to be given up.
+  "CREATE TABLE IF NOT EXISTS blob_releases (event_id TEXT PRIMARY KEY, due_at INTEGER NOT NULL, attempts INTEGER NOT NULL)",
 ];
 
 /** Waits whose `expires_at` is older than the given time. */
@@ -252,6 +254,13 @@ export class HubStore {
    */
   prune(now: number): void {
     const cutoff = now - EVENT_RETENTION_MS;
+    // An event whose data holds blob references gives up its holding once it is forgotten (blobs/store.ts).
+    this.sql.exec(
+      `INSERT OR IGNORE INTO blob_releases (event_id, due_at, attempts)
+         SELECT event_id, ?, 0 FROM events WHERE received_at <= ? AND instr(data, '"$blob":"sha256:') > 0`,
+      now,
+      cutoff,
+    );
     for (const table of ["deliveries", "trigger_events", "trigger_starts"]) {
       this.sql.exec(`DELETE FROM ${table} WHERE seq IN (SELECT seq FROM events WHERE received_at <= ?)`, cutoff);
     }
@@ -264,7 +273,36 @@ export class HubStore {
 
   /** When the next delivery, trigger work or prune is due, or null when the hub holds nothing that will need one. */
   nextDueAt(): number | null {
-    return earliest([this.nextDeliveryAt(), this.nextTriggerAt(), this.nextPruneAt()]);
+    return earliest([this.nextDeliveryAt(), this.nextTriggerAt(), this.nextPruneAt(), this.nextReleaseAt()]);
+  }
+
+  /** When the next release of a pruned event's blobs is due, or null when none is pending. */
+  nextReleaseAt(): number | null {
+    return this.sql.exec<{ at: number | null }>("SELECT MIN(due_at) AS at FROM blob_releases").one().at;
+  }
+
+  /** Pruned events whose blobs are due to be released, at most `limit`. */
+  dueReleases(now: number, limit: number): { event_id: string; attempts: number }[] {
+    return this.sql
+      .exec<{ event_id: string; attempts: number }>(
+        "SELECT event_id, attempts FROM blob_releases WHERE due_at <= ? ORDER BY due_at LIMIT ?",
+        now,
+        limit,
+      )
+      .toArray();
+  }
+
+  /** A release done (`retryAt` null), or failed and due again at `retryAt`. */
+  settleRelease(eventId: string, retryAt: number | null): void {
+    if (retryAt === null) {
+      this.sql.exec("DELETE FROM blob_releases WHERE event_id = ?", eventId);
+    } else {
+      this.sql.exec(
+        "UPDATE blob_releases SET due_at = ?, attempts = attempts + 1 WHERE event_id = ?",
+        retryAt,
+        eventId,
+      );
+    }
   }
 
   /** When the next trigger match or start may run, or null when none is pending. */

@@ -114,6 +114,29 @@ describe("accepting events", () => {
     expect(await count(name, "events")).toBe(2);
   });
 
+  it("gives up an event's blobs once the event is forgotten, and deletes those no run holds", async ({ expect }) => {
+    const name = uniqueId("doc.uploaded");
+    const sent = await api("POST", "/v1/events", { name, data: { text: `${uniqueId("t")}${"x".repeat(100_000)}` } });
+    expect(sent.status).toBe(202);
+    const eventId: string = sent.json.events[0].event_id;
+    const held = await env.RUN_INDEX.prepare("SELECT digest FROM blob_holders WHERE run_id = ?")
+      .bind(`event:${eventId}`)
+      .all<{ digest: string }>();
+    expect(held.results).toHaveLength(1);
+    const digest = held.results[0]?.digest ?? "";
+    const key = `sha256/${digest.slice("sha256:".length)}`;
+    expect(await env.BLOBS.head(key)).not.toBeNull();
+
+    // A day on, the hub's alarm prunes the event and gives up its holding: nobody else holds the blob.
+    await shiftClock(name, EVENT_RETENTION_MS + 1);
+    expect(await runDurableObjectAlarm(hubStub(name))).toBe(true);
+    expect(await count(name, "events")).toBe(0);
+    expect(await count(name, "blob_releases")).toBe(0);
+    const after = await env.RUN_INDEX.prepare("SELECT 1 FROM blob_holders WHERE digest = ?").bind(digest).all();
+    expect(after.results).toHaveLength(0);
+    expect(await env.BLOBS.head(key)).toBeNull();
+  });
+
   it("refuses a batch that is not events, naming the path of each problem", async ({ expect }) => {
     const name = uniqueId("bad");
     const refused = await hub(name).raw.accept([{ name, nope: 1 } as never]);
