@@ -5,10 +5,12 @@ import { RunIndexRow } from "../schemas/run-index.ts";
 import { InvocationRecord, NodeRecord, RunRecord } from "../schemas/run.ts";
 import type { SignedEntryText } from "../lib/journal/index.ts";
 import type { RunState } from "./decide.ts";
+import { pendingNode } from "./create.ts";
 import { isIndexChange, toIndexRow, type IndexOutbox, type StagedIndexRow } from "./run-index.ts";
 import { SpanFoldState } from "../schemas/telemetry.ts";
 import { emptyFoldState } from "../telemetry/spans.ts";
 import type { ExportCursor, ExportOutbox } from "./telemetry-export.ts";
+import { JOURNAL_PAGES_TABLE, journalTable, type JournalTable } from "./journal-store.ts";
 
 /**
  * SQLite rows hold at most 2 MB; JSON values are split into chunks of this
@@ -22,12 +24,14 @@ const BATCH_CHARS = 200_000;
 /**
  * The run's tables. Node and invocation rows are small and rewritten in place
  * by every event: WITHOUT ROWID keeps each in one B-tree (no separate key
- * index to update). Tables of objects created before keep theirs.
+ * index to update). Tables of objects created before keep theirs, and a run
+ * whose object has the `journal` table (one row an entry) keeps its journal
+ * there (journal-store.ts).
  */
 export const RUN_TABLES = `CREATE TABLE IF NOT EXISTS blobs (key TEXT NOT NULL, chunk INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (key, chunk));
   CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;
   CREATE TABLE IF NOT EXISTS invocations (node TEXT NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (node, idx)) WITHOUT ROWID;
-  CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, entry TEXT NOT NULL);
+  ${JOURNAL_PAGES_TABLE}
   CREATE TABLE IF NOT EXISTS journal_unsigned (seq INTEGER PRIMARY KEY, fields TEXT NOT NULL);
   CREATE TABLE IF NOT EXISTS index_outbox (k INTEGER PRIMARY KEY CHECK (k = 0), seq INTEGER NOT NULL,
     row TEXT NOT NULL, written INTEGER NOT NULL, attempts INTEGER NOT NULL, retry_at INTEGER);`;
@@ -57,10 +61,14 @@ export class RunStore implements IndexOutbox, ExportOutbox {
   private readonly sql: SqlStorage;
   /** Whether the context blob exists (a run stored by an older version keeps the context in its record). */
   private contextStored = false;
+  /** Nodes that have (or may have) invocation rows: a node with more than one invocation, or any of a run stored before. */
+  private invocationRows = new Set<string>();
   /** How many chunks each blob has in storage, once this instance knows (read or written it). */
   private readonly chunks = new Map<string, number>();
   /** Whether the tables exist: false in a new object until its run is created. */
   private hasTables: boolean;
+  /** The journal's table, in the layout of the run's object; null while it has no tables. */
+  private journalRows: JournalTable | null = null;
 
   constructor(sql: SqlStorage) {
     this.sql = sql;
@@ -70,12 +78,14 @@ export class RunStore implements IndexOutbox, ExportOutbox {
       sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'").toArray().length > 0;
     if (this.hasTables) {
       sql.exec(RUN_TABLES);
+      this.journalRows = journalTable(sql);
     }
   }
 
   /** The object's storage was deleted with its run (coordinator/retention.ts): it holds no run from now on. */
   drop(): void {
     this.hasTables = false;
+    this.journalRows = null;
     this.chunks.clear();
   }
 
@@ -93,6 +103,26 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     // The context has a blob of its own; a run stored before that keeps it in the record.
     this.contextStored = context !== undefined;
     const record = context === undefined ? stored : { ...(stored as object), context };
+    const parsedSnapshot = RunSnapshot.parse(snapshot);
+    const nodes = this.loadNodes(Object.keys(parsedSnapshot.workflow.definition.nodes));
+    const last = this.journalRows?.last();
+    const parsed = RunRecord.parse(record);
+    if (this.sql.exec("SELECT k FROM index_outbox").toArray().length === 0) {
+      this.stageIndexRow(toIndexRow(parsed)); // A run created before the index existed: indexed now.
+    }
+    return {
+      state: { record: parsed, nodes },
+      snapshot: parsedSnapshot,
+      lastHash: last ? JournalEntry.parse(last).hash : null,
+    };
+  }
+
+  /**
+   * The run's nodes: each node row, with its invocations in it or, for a node
+   * with more than one (and every node of a run stored before), in rows of
+   * their own; a node of the definition without a row has not started.
+   */
+  private loadNodes(ids: readonly string[]): Record<string, NodeRecord> {
     const invocations = new Map<string, InvocationRecord[]>();
     for (const row of this.sql.exec<{ node: string; data: string }>(
       "SELECT node, data FROM invocations ORDER BY node, idx",
@@ -101,23 +131,17 @@ export class RunStore implements IndexOutbox, ExportOutbox {
       list.push(InvocationRecord.parse(JSON.parse(row.data)));
       invocations.set(row.node, list);
     }
+    this.invocationRows = new Set(invocations.keys());
     const nodes: Record<string, NodeRecord> = {};
     for (const row of this.sql.exec<{ id: string; data: string }>("SELECT id, data FROM nodes")) {
-      nodes[row.id] = NodeRecord.parse({
-        ...(JSON.parse(row.data) as object),
-        invocations: invocations.get(row.id) ?? [],
-      });
+      const data = JSON.parse(row.data) as { invocations?: unknown };
+      // Invocations in the node row are its own; rows of a node that has them are left over.
+      nodes[row.id] = NodeRecord.parse({ invocations: invocations.get(row.id) ?? [], ...data });
     }
-    const last = this.sql.exec<{ entry: string }>("SELECT entry FROM journal ORDER BY seq DESC LIMIT 1").toArray()[0];
-    const parsed = RunRecord.parse(record);
-    if (this.sql.exec("SELECT k FROM index_outbox").toArray().length === 0) {
-      this.stageIndexRow(toIndexRow(parsed)); // A run created before the index existed: indexed now.
+    for (const id of ids) {
+      nodes[id] ??= pendingNode();
     }
-    return {
-      state: { record: parsed, nodes },
-      snapshot: RunSnapshot.parse(snapshot),
-      lastHash: last ? JournalEntry.parse(JSON.parse(last.entry)).hash : null,
-    };
+    return nodes;
   }
 
   /** Writes a new run. Call inside a storage transaction with its first journal entries. */
@@ -125,7 +149,9 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     // Every time, not once: a transaction that failed took the tables (and any blob rows) back with it.
     this.sql.exec(RUN_TABLES);
     this.hasTables = true;
+    this.journalRows = journalTable(this.sql);
     this.chunks.clear();
+    this.invocationRows.clear();
     this.putJson("snapshot", snapshot);
     this.save(null, state);
   }
@@ -155,19 +181,9 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     for (const id of changed !== undefined && before !== null ? changed : Object.keys(after.nodes)) {
       const node = after.nodes[id];
       const previous = before?.nodes[id];
-      if (node === undefined || previous === node) {
-        continue;
+      if (node !== undefined && previous !== node) {
+        this.nodeRows(id, node, previous ?? null, nodeRows, rows);
       }
-      const { invocations, ...rest } = node;
-      nodeRows.push([id, JSON.stringify(rest)]);
-      if (previous && previous.invocations.length > invocations.length) {
-        this.sql.exec("DELETE FROM invocations WHERE node = ? AND idx >= ?", id, invocations.length);
-      }
-      invocations.forEach((invocation, index) => {
-        if (previous?.invocations[index] !== invocation) {
-          rows.push([id, index, JSON.stringify(invocation)]);
-        }
-      });
     }
     // A wave of a hundred dispatches or results is one call into SQLite, not a hundred.
     this.insertRows("INSERT INTO nodes (id, data)", nodeRows, "ON CONFLICT (id) DO UPDATE SET data = excluded.data");
@@ -178,12 +194,58 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     );
   }
 
+  /**
+   * A changed node's rows, pushed onto `nodeRows` and `rows`. A node with at
+   * most one invocation (a chain's node) is one row, its invocation in it; a
+   * node with more (a foreach's) has a row an invocation, so that an item's
+   * result writes its own row, not the node's every item. A pending node
+   * of a new run has no row (loadNodes).
+   */
+  private nodeRows(
+    id: string,
+    node: NodeRecord,
+    previous: NodeRecord | null,
+    nodeRows: [string, string][],
+    rows: [string, number, string][],
+  ): void {
+    const { invocations, ...rest } = node;
+    if (invocations.length <= 1) {
+      if (previous !== null || !isDeepPending(node)) {
+        nodeRows.push([id, JSON.stringify(node)]);
+      }
+      if (this.invocationRows.has(id)) {
+        // Rows it had are left over: deleted, so that none keeps a value an erasure removed.
+        this.sql.exec("DELETE FROM invocations WHERE node = ?", id);
+      }
+      return;
+    }
+    nodeRows.push([id, JSON.stringify(rest)]);
+    const moved = (previous?.invocations.length ?? 0) <= 1;
+    if (this.invocationRows.has(id) && (moved || (previous?.invocations.length ?? 0) > invocations.length)) {
+      this.sql.exec("DELETE FROM invocations WHERE node = ? AND idx >= ?", id, invocations.length);
+    }
+    // Never taken out of the set: a transaction that fails takes back what it wrote, not the set.
+    this.invocationRows.add(id);
+    invocations.forEach((invocation, index) => {
+      if (moved || previous?.invocations[index] !== invocation) {
+        rows.push([id, index, JSON.stringify(invocation)]);
+      }
+    });
+  }
+
   /** Appends signed entries, each stored as the text it was signed into (lib/journal `signEntryText`). */
   appendJournal(entries: readonly Pick<SignedEntryText, "seq" | "text">[]): void {
-    this.insertRows(
-      "INSERT INTO journal (seq, entry)",
-      entries.map((entry) => [entry.seq, entry.text]),
-    );
+    if (entries.length > 0) {
+      this.journalTable().append(entries);
+    }
+  }
+
+  /** The journal's table; throws when the object holds no run (a caller's bug: nothing writes a journal before `create`). */
+  private journalTable(): JournalTable {
+    if (this.journalRows === null) {
+      throw new Error("the run's journal is read or written before the run exists");
+    }
+    return this.journalRows;
   }
 
   /**
@@ -249,11 +311,7 @@ export class RunStore implements IndexOutbox, ExportOutbox {
 
   /** The journal rows whose entries hold sealed values (they have `$salt`), in seq order: what an erasure rewrites. */
   sealedRows(): { seq: number; entry: string }[] {
-    return this.sql
-      .exec<{ seq: number; entry: string }>(
-        `SELECT seq, entry FROM journal WHERE json_extract(entry, '$.body."$salt"') IS NOT NULL ORDER BY seq`,
-      )
-      .toArray();
+    return this.journalTable().sealed();
   }
 
   /**
@@ -261,9 +319,7 @@ export class RunStore implements IndexOutbox, ExportOutbox {
    * sealed values (what is signed is unchanged). Call inside a storage transaction.
    */
   rewriteJournal(rows: readonly { seq: number; entry: string }[]): void {
-    for (const { seq, entry } of rows) {
-      this.sql.exec("UPDATE journal SET entry = ? WHERE seq = ?", entry, seq);
-    }
+    this.journalTable().rewrite(rows);
   }
 
   /** Stages the run's index row, replacing any older one, written or not. Call inside the commit's transaction. */
@@ -333,7 +389,7 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     if (!this.hasTables) {
       return 0; // The run was deleted (drop): nothing is left to export.
     }
-    return this.sql.exec<{ seq: number | null }>("SELECT MAX(seq) AS seq FROM journal").one().seq ?? 0;
+    return this.journalTable().lastSeq();
   }
 
   saveExportCursor(cursor: ExportCursor): void {
@@ -355,17 +411,13 @@ export class RunStore implements IndexOutbox, ExportOutbox {
    * section was opened after it (docs/journal.md), where it is the last `attest`.
    */
   lastAttestation(): JournalEntry | undefined {
-    const row = this.sql
-      .exec<{ entry: string }>(
-        "SELECT entry FROM journal WHERE json_extract(entry, '$.kind') = 'attest' ORDER BY seq DESC LIMIT 1",
-      )
-      .toArray()[0];
-    return row ? JournalEntry.parse(JSON.parse(row.entry)) : undefined;
+    const entry = this.journalTable().lastAttestation();
+    return entry === undefined ? undefined : JournalEntry.parse(entry);
   }
 
   /**
-   * Journal entries after `afterSeq`. Rows are read back as written: only
-   * appendJournal writes this table, with entries signEntry built and checked,
+   * Journal entries after `afterSeq`. Entries are read back as written: only
+   * appendJournal writes them, with entries signEntry built and checked,
    * and every reader can verify each one against its hash and signature;
    * checking them against their schema again on every read (a run's journal
    * is read whole by each client that follows it) cost more than the run.
@@ -374,10 +426,7 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     if (!this.hasTables) {
       return []; // The run was deleted (drop) while a long poll waited for entries.
     }
-    return this.sql
-      .exec<{ entry: string }>("SELECT entry FROM journal WHERE seq > ? ORDER BY seq LIMIT ?", afterSeq, limit)
-      .toArray()
-      .map((row) => JSON.parse(row.entry) as JournalEntry);
+    return this.journalTable().read(afterSeq, limit);
   }
 
   private putJson(key: string, value: unknown): void {
@@ -409,6 +458,13 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     return rows.length === 0 ? undefined : (JSON.parse(rows.map((row) => row.data).join("")) as unknown);
   }
 }
+
+/** Whether `node` is as a new run's node is: pending, never started. */
+function isDeepPending(node: NodeRecord): boolean {
+  return JSON.stringify(node) === PENDING_NODE;
+}
+
+const PENDING_NODE = JSON.stringify(pendingNode());
 
 function isHighSurrogate(code: number): boolean {
   return code >= 0xd800 && code <= 0xdbff;

@@ -72,6 +72,37 @@ const newState = (runId: string, input: RunState["record"]["context"]["input"] =
     1,
   );
 
+/** The tables of an object that a version before journal pages created: one journal row an entry. */
+const TABLES_BEFORE_PAGES = `CREATE TABLE blobs (key TEXT NOT NULL, chunk INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (key, chunk));
+  CREATE TABLE nodes (id TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;
+  CREATE TABLE invocations (node TEXT NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (node, idx)) WITHOUT ROWID;
+  CREATE TABLE journal (seq INTEGER PRIMARY KEY, entry TEXT NOT NULL);
+  CREATE TABLE journal_unsigned (seq INTEGER PRIMARY KEY, fields TEXT NOT NULL);
+  CREATE TABLE index_outbox (k INTEGER PRIMARY KEY CHECK (k = 0), seq INTEGER NOT NULL,
+    row TEXT NOT NULL, written INTEGER NOT NULL, attempts INTEGER NOT NULL, retry_at INTEGER);`;
+
+/** `count` signed entries chained from seq 1, of kind `test.entry` but for those in `attests`. */
+async function signedEntries(count: number, attests: readonly number[] = []): Promise<SignedEntryText[]> {
+  const key = await importSigningKey(env.JOURNAL_SIGNING_KEY ?? "");
+  const entries: SignedEntryText[] = [];
+  let prev: string | null = null;
+  for (let seq = 1; seq <= count; seq += 1) {
+    const kind = attests.includes(seq) ? "attest" : "test.entry";
+    const fields = {
+      seq,
+      run_id: "run_pages",
+      kind,
+      at: new Date(1_700_000_000_000).toISOString(),
+      body: { seq },
+      prev,
+    };
+    const entry: SignedEntryText = await signEntryText(key, fields);
+    entries.push(entry);
+    prev = entry.hash;
+  }
+  return entries;
+}
+
 /** Text that breaks naive quoting: quotes, backslashes, controls, a surrogate pair, SQL. */
 const AWKWARD = `"quoted" \\ back\\slash \n\t\u0000 é 😀 '); DROP TABLE journal; --`;
 
@@ -148,7 +179,7 @@ describe("RunStore", () => {
     expect(seen.before).toEqual([]);
     expect(seen.empty).toEqual({ load: null, staged: null, tables: [] });
     expect(seen.afterRollback).toEqual([]);
-    expect(seen.after).toEqual(["blobs", "index_outbox", "invocations", "journal", "journal_unsigned", "nodes"]);
+    expect(seen.after).toEqual(["blobs", "index_outbox", "invocations", "journal_pages", "journal_unsigned", "nodes"]);
     expect(seen.reopened).toBe("run_tables");
   });
 
@@ -280,5 +311,118 @@ describe("RunStore", () => {
     });
     expect(seen.legacy.context).toEqual({ input: { n: 1 }, state: {}, output: {} });
     expect(seen.after).toMatchObject({ journal_seq: 9, context: { input: { n: 1 }, state: {}, output: {} } });
+  });
+});
+
+describe("RunStore's rows", () => {
+  it("stores a commit's journal entries in one row and reads any range of them", async ({ expect }) => {
+    const entries = await signedEntries(12, [5, 11]);
+    const seen = await withStore((open) => {
+      const store = open();
+      for (const [from, to] of [
+        [0, 1],
+        [1, 5],
+        [5, 9],
+        [9, 12],
+      ] as const) {
+        store.appendJournal(entries.slice(from, to));
+      }
+      const sql = (store as unknown as { sql: SqlStorage }).sql;
+      const reopened = open();
+      return {
+        pages: sql.exec("SELECT last_seq FROM journal_pages").toArray().length,
+        all: reopened.journal().map((entry) => entry.seq),
+        middle: reopened.journal(2, 5).map((entry) => entry.seq),
+        tail: reopened.journal(11).map((entry) => entry.seq),
+        lastSeq: reopened.lastJournalSeq(),
+        attest: reopened.lastAttestation()?.seq,
+        lastHash: (() => {
+          reopened.create(newState("run_pages"), SNAPSHOT);
+          return open().load()?.lastHash;
+        })(),
+      };
+    });
+    expect(seen.pages).toBe(4);
+    expect(seen.all).toEqual(entries.map((entry) => entry.seq));
+    expect(seen.middle).toEqual([3, 4, 5, 6, 7]);
+    expect(seen.tail).toEqual([12]);
+    expect(seen.lastSeq).toBe(12);
+    expect(seen.attest).toBe(11);
+    expect(seen.lastHash).toBe(entries.at(-1)?.hash);
+  });
+
+  it("keeps reading and writing a run stored one journal row an entry, its invocations in rows of their own", async ({
+    expect,
+  }) => {
+    const entries = await signedEntries(5);
+    const key = await importSigningKey(env.JOURNAL_SIGNING_KEY ?? "");
+    const running = withInvocations(newState("run_before_pages"), [invocation(0, { n: 0 })]);
+    const namespace = env.COORDINATOR;
+    const stub = namespace.get(namespace.idFromName(uniqueId("before-pages")));
+    const seen = await runInDurableObject(stub, (_instance, state) => {
+      const sql = state.storage.sql;
+      // As the version before wrote it: a row an entry, a node row without its invocations, an invocation row.
+      sql.exec(TABLES_BEFORE_PAGES);
+      const { context, ...record } = running.record;
+      sql.exec("INSERT INTO blobs (key, chunk, data) VALUES ('record', 0, ?)", JSON.stringify(record));
+      sql.exec("INSERT INTO blobs (key, chunk, data) VALUES ('context', 0, ?)", JSON.stringify(context));
+      sql.exec("INSERT INTO blobs (key, chunk, data) VALUES ('snapshot', 0, ?)", JSON.stringify(SNAPSHOT));
+      const { invocations, ...node } = running.nodes.each ?? newState("x").nodes.each ?? {};
+      sql.exec("INSERT INTO nodes (id, data) VALUES ('each', ?)", JSON.stringify(node));
+      sql.exec("INSERT INTO invocations (node, idx, data) VALUES ('each', 0, ?)", JSON.stringify(invocations?.[0]));
+      for (const entry of entries.slice(0, 3)) {
+        sql.exec("INSERT INTO journal (seq, entry) VALUES (?, ?)", entry.seq, entry.text);
+      }
+      const store = new RunStore(sql);
+      const loaded = store.load();
+      store.appendJournal(entries.slice(3));
+      const done = withInvocations(running, [invocation(0, { n: "done" })]);
+      store.save(running, done);
+      return {
+        loaded: loaded?.state,
+        lastHash: loaded?.lastHash,
+        rows: sql.exec("SELECT seq FROM journal").toArray().length,
+        journal: new RunStore(sql).journal(),
+        invocationRows: sql.exec("SELECT idx FROM invocations").toArray().length,
+        after: new RunStore(sql).load()?.state,
+        expected: done,
+      };
+    });
+    expect(seen.loaded).toEqual(JSON.parse(JSON.stringify(running)));
+    expect(seen.lastHash).toBe(entries[2]?.hash);
+    expect(seen.rows).toBe(5);
+    expect(seen.journal.map((entry) => JSON.stringify(entry))).toEqual(entries.map((entry) => entry.text));
+    expect(await verifyJournal(seen.journal, toJwks([key.publicJwk]))).toMatchObject({ ok: true, entries: 5 });
+    // Its one invocation moved into the node's row: the row it had is gone.
+    expect(seen.invocationRows).toBe(0);
+    expect(seen.after).toEqual(JSON.parse(JSON.stringify(seen.expected)));
+  });
+
+  it("keeps a node's one invocation in its row, more in rows of their own, and no row for a node not started", async ({
+    expect,
+  }) => {
+    const initial = newState("run_node_rows");
+    const one = withInvocations(initial, [invocation(0, { n: 0 })]);
+    const three = withInvocations(
+      one,
+      [0, 1, 2].map((index) => invocation(index, { n: index })),
+    );
+    const again = withInvocations(three, [invocation(0, { n: "again" })]);
+    const seen = await withStore((open) => {
+      const store = open();
+      const sql = (store as unknown as { sql: SqlStorage }).sql;
+      const count = (table: string) => sql.exec(`SELECT 1 FROM ${table}`).toArray().length;
+      const step = (before: RunState, after: RunState) => {
+        store.save(before, after);
+        return { nodes: count("nodes"), invocations: count("invocations"), state: open().load()?.state };
+      };
+      store.create(initial, SNAPSHOT);
+      const created = { nodes: count("nodes"), state: open().load()?.state };
+      return { created, one: step(initial, one), three: step(one, three), again: step(three, again) };
+    });
+    expect(seen.created).toEqual({ nodes: 0, state: JSON.parse(JSON.stringify(initial)) });
+    expect(seen.one).toEqual({ nodes: 1, invocations: 0, state: JSON.parse(JSON.stringify(one)) });
+    expect(seen.three).toEqual({ nodes: 1, invocations: 3, state: JSON.parse(JSON.stringify(three)) });
+    expect(seen.again).toEqual({ nodes: 1, invocations: 0, state: JSON.parse(JSON.stringify(again)) });
   });
 });
