@@ -32,6 +32,23 @@ export interface JournalTable {
 /** Entries a page holds, at most about this many characters of them (≤ 1.5 MB of UTF-8); a larger entry has a page of its own. */
 const PAGE_CHARS = 500_000;
 
+/** `entries` in pages of at most PAGE_CHARS characters of their texts, in order (a longer one alone). */
+export function pagesOf<T extends { text: string }>(entries: readonly T[]): T[][] {
+  const pages: T[][] = [];
+  let chars = Infinity;
+  for (const entry of entries) {
+    const page = pages.at(-1);
+    if (page === undefined || chars + entry.text.length > PAGE_CHARS) {
+      pages.push([entry]);
+      chars = entry.text.length + 1;
+    } else {
+      page.push(entry);
+      chars += entry.text.length + 1;
+    }
+  }
+  return pages;
+}
+
 export const JOURNAL_PAGES_TABLE =
   "CREATE TABLE IF NOT EXISTS journal_pages (last_seq INTEGER PRIMARY KEY, entries TEXT NOT NULL);";
 
@@ -46,18 +63,7 @@ export class JournalPages implements JournalTable {
   constructor(private readonly sql: SqlStorage) {}
 
   append(entries: readonly Pick<SignedEntryText, "seq" | "text">[]): void {
-    let page: Pick<SignedEntryText, "seq" | "text">[] = [];
-    let chars = 0;
-    for (const entry of entries) {
-      if (page.length > 0 && chars + entry.text.length > PAGE_CHARS) {
-        this.write(page);
-        page = [];
-        chars = 0;
-      }
-      page.push(entry);
-      chars += entry.text.length + 1;
-    }
-    if (page.length > 0) {
+    for (const page of pagesOf(entries)) {
       this.write(page);
     }
   }

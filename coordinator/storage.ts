@@ -10,7 +10,7 @@ import { isIndexChange, toIndexRow, type IndexOutbox, type StagedIndexRow } from
 import { SpanFoldState } from "../schemas/telemetry.ts";
 import { emptyFoldState } from "../telemetry/spans.ts";
 import type { ExportCursor, ExportOutbox } from "./telemetry-export.ts";
-import { JOURNAL_PAGES_TABLE, journalTable, type JournalTable } from "./journal-store.ts";
+import { JOURNAL_PAGES_TABLE, journalTable, pagesOf, type JournalTable } from "./journal-store.ts";
 
 /**
  * SQLite rows hold at most 2 MB; JSON values are split into chunks of this
@@ -287,17 +287,23 @@ export class RunStore implements IndexOutbox, ExportOutbox {
    * they are signed finds them here and signs them first.
    */
   putUnsigned(entries: readonly UnsignedEntry[]): void {
+    // One row a commit, as the journal (journal-store.ts): a JSON array of the entries, keyed by the first seq.
+    const texts = entries.map((entry) => ({ seq: entry.seq, text: JSON.stringify(entry) }));
     this.insertRows(
       "INSERT INTO journal_unsigned (seq, fields)",
-      entries.map((entry) => [entry.seq, JSON.stringify(entry)]),
+      pagesOf(texts).map((page) => [page[0]?.seq ?? 0, `[${page.map((entry) => entry.text).join(",")}]`]),
     );
   }
 
+  /** The entries committed unsigned, in seq order: a row holds a page of them, or one (as stored before pages). */
   unsigned(): UnsignedEntry[] {
     return this.sql
       .exec<{ fields: string }>("SELECT fields FROM journal_unsigned ORDER BY seq")
       .toArray()
-      .map((row) => UnsignedEntry.parse(JSON.parse(row.fields)));
+      .flatMap((row) => {
+        const fields: unknown = JSON.parse(row.fields);
+        return (Array.isArray(fields) ? fields : [fields]).map((entry) => UnsignedEntry.parse(entry));
+      });
   }
 
   /** Appends signed entries and forgets their unsigned drafts. Call inside a storage transaction. */

@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { newRunState } from "../../coordinator/create.ts";
 import type { RunState } from "../../coordinator/decide.ts";
-import { RUN_TABLES, RunStore } from "../../coordinator/storage.ts";
+import { RUN_TABLES, RunStore, type UnsignedEntry } from "../../coordinator/storage.ts";
 import {
   importSigningKey,
   signEntryText,
@@ -396,6 +396,36 @@ describe("RunStore's rows", () => {
     // Its one invocation moved into the node's row: the row it had is gone.
     expect(seen.invocationRows).toBe(0);
     expect(seen.after).toEqual(JSON.parse(JSON.stringify(seen.expected)));
+  });
+
+  it("keeps a commit's unsigned entries in one row, reads those stored a row an entry, and forgets them once signed", async ({
+    expect,
+  }) => {
+    const signed = await signedEntries(5);
+    const unsigned = signed.map((entry) => {
+      const { seq, kind, at, body } = JSON.parse(entry.text) as UnsignedEntry;
+      return { seq, kind, at, body };
+    });
+    const seen = await withStore((open) => {
+      const store = open();
+      const sql = (store as unknown as { sql: SqlStorage }).sql;
+      const rows = () => sql.exec("SELECT seq FROM journal_unsigned").toArray().length;
+      // Seq 1 as a version before pages stored it, a row of its own; then a commit of four.
+      sql.exec("INSERT INTO journal_unsigned (seq, fields) VALUES (1, ?)", JSON.stringify(unsigned[0]));
+      store.putUnsigned(unsigned.slice(1));
+      const stored = { rows: rows(), entries: open().unsigned() };
+      store.appendSigned(signed);
+      return {
+        stored,
+        afterSigning: rows(),
+        journal: open()
+          .journal()
+          .map((entry) => entry.seq),
+      };
+    });
+    expect(seen.stored).toEqual({ rows: 2, entries: unsigned });
+    expect(seen.afterSigning).toBe(0);
+    expect(seen.journal).toEqual([1, 2, 3, 4, 5]);
   });
 
   it("keeps a node's one invocation in its row, more in rows of their own, and no row for a node not started", async ({
