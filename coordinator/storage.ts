@@ -2,7 +2,7 @@ import type { z } from "zod";
 import { JournalEntry, JournalSignedFields } from "../schemas/journal.ts";
 import { RunSnapshot } from "../schemas/resolved.ts";
 import { RunIndexRow } from "../schemas/run-index.ts";
-import { InvocationRecord, NodeRecord, RunRecord } from "../schemas/run.ts";
+import { InvocationRecord, NodeRecord, RunRecord, type RunContext } from "../schemas/run.ts";
 import type { SignedEntryText } from "../lib/journal/index.ts";
 import type { RunState } from "./decide.ts";
 import { pendingNode } from "./create.ts";
@@ -20,6 +20,14 @@ const CHUNK_CHARS = 500_000;
 
 /** Rows inserted together are bound as one JSON text of about this many characters at most. */
 const BATCH_CHARS = 200_000;
+
+/**
+ * A run context of at most this many characters of JSON is stored in the run
+ * record's row, rewritten with it; a longer one has a blob of its own, written
+ * only when it changed (so that an event that moves only the record does not
+ * write out a large context again).
+ */
+const INLINE_CONTEXT_CHARS = 16_384;
 
 /**
  * The run's tables. Node and invocation rows are small and rewritten in place
@@ -59,8 +67,10 @@ export type UnsignedEntry = z.infer<typeof UnsignedEntry>;
  */
 export class RunStore implements IndexOutbox, ExportOutbox {
   private readonly sql: SqlStorage;
-  /** Whether the context blob exists (a run stored by an older version keeps the context in its record). */
+  /** Whether the context blob exists (a short context is kept in the record, as a run stored before the blob kept it). */
   private contextStored = false;
+  /** The context last written and its text: an unchanged context is not written out again. */
+  private contextText: { context: RunContext; text: string } | null = null;
   /** Nodes that have (or may have) invocation rows: a node with more than one invocation, or any of a run stored before. */
   private invocationRows = new Set<string>();
   /** How many chunks each blob has in storage, once this instance knows (read or written it). */
@@ -100,9 +110,10 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     if (stored === undefined || snapshot === undefined) {
       return null;
     }
-    // The context has a blob of its own; a run stored before that keeps it in the record.
+    // A short context is in the record (as a run stored before the blob keeps it); a longer one has a blob.
     this.contextStored = context !== undefined;
-    const record = context === undefined ? stored : { ...(stored as object), context };
+    const inline = typeof stored === "object" && stored !== null && "context" in stored;
+    const record = inline || context === undefined ? stored : { ...(stored as object), context };
     const parsedSnapshot = RunSnapshot.parse(snapshot);
     const nodes = this.loadNodes(Object.keys(parsedSnapshot.workflow.definition.nodes));
     const last = this.journalRows?.last();
@@ -163,15 +174,7 @@ export class RunStore implements IndexOutbox, ExportOutbox {
    */
   save(before: RunState | null, after: RunState, changed?: ReadonlySet<string>): void {
     if (before?.record !== after.record) {
-      // The run context (input, state, output) grows with the run and changes less
-      // often than the record (every event moves journal_seq): it is written apart,
-      // and only when it changed.
-      const { context, ...rest } = after.record;
-      this.putJson("record", rest);
-      if (before?.record.context !== context || !this.contextStored) {
-        this.putJson("context", context);
-        this.contextStored = true;
-      }
+      this.saveRecord(before?.record ?? null, after.record);
       if (isIndexChange(before?.record ?? null, after.record)) {
         this.stageIndexRow(toIndexRow(after.record));
       }
@@ -192,6 +195,34 @@ export class RunStore implements IndexOutbox, ExportOutbox {
       rows,
       "ON CONFLICT (node, idx) DO UPDATE SET data = excluded.data",
     );
+  }
+
+  /**
+   * Writes the record. The run context (input, state, output) grows with the run
+   * and changes less often than the record (every event moves journal_seq): while
+   * its text is short it goes in the record's row (one row written, not two); once
+   * longer it is a blob of its own, written only when it changed.
+   */
+  private saveRecord(before: RunRecord | null, after: RunRecord): void {
+    const { context, ...rest } = after;
+    const changed = before?.context !== context || this.contextText?.context !== context;
+    const contextText = changed || this.contextText === null ? JSON.stringify(context) : this.contextText.text;
+    this.contextText = { context, text: contextText };
+    const recordText = JSON.stringify(rest);
+    if (contextText.length <= INLINE_CONTEXT_CHARS) {
+      this.putText("record", `${recordText.slice(0, -1)},"context":${contextText}}`);
+      if (this.contextStored) {
+        this.sql.exec("DELETE FROM blobs WHERE key = 'context'");
+        this.chunks.set("context", 0);
+        this.contextStored = false;
+      }
+      return;
+    }
+    this.putText("record", recordText);
+    if (changed || !this.contextStored) {
+      this.putText("context", contextText);
+      this.contextStored = true;
+    }
   }
 
   /**
@@ -436,7 +467,10 @@ export class RunStore implements IndexOutbox, ExportOutbox {
   }
 
   private putJson(key: string, value: unknown): void {
-    const text = JSON.stringify(value);
+    this.putText(key, JSON.stringify(value));
+  }
+
+  private putText(key: string, text: string): void {
     if (text.length <= CHUNK_CHARS && this.chunks.get(key) === 1) {
       // One chunk before and after (the usual case): the row is rewritten in place.
       this.sql.exec("UPDATE blobs SET data = ? WHERE key = ? AND chunk = 0", text, key);

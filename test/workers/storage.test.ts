@@ -240,7 +240,8 @@ describe("RunStore", () => {
   });
 
   it("writes the run context only when it changed, apart from the record", async ({ expect }) => {
-    const initial = newState("run_ctx", { big: "z".repeat(1000) });
+    // Longer than a context kept in the record's row.
+    const initial = newState("run_ctx", { big: "z".repeat(20_000) });
     const seen = await withStore((open) => {
       const store = open();
       store.create(initial, SNAPSHOT);
@@ -260,7 +261,11 @@ describe("RunStore", () => {
     });
     expect(seen.afterRecordOnly?.journal_seq).toBe(5);
     expect(seen.afterRecordOnly?.context.state).toEqual({ marker: true });
-    expect(seen.afterContext?.context).toEqual({ input: { big: "z".repeat(1000) }, state: {}, output: { done: true } });
+    expect(seen.afterContext?.context).toEqual({
+      input: { big: "z".repeat(20_000) },
+      state: {},
+      output: { done: true },
+    });
   });
 
   it("rewrites a one-chunk context in place, and keeps it whole as it grows past one chunk and shrinks back", async ({
@@ -276,24 +281,57 @@ describe("RunStore", () => {
       store.create(initial, SNAPSHOT);
       const sql = (store as unknown as { sql: SqlStorage }).sql;
       const chunks = () => sql.exec("SELECT chunk FROM blobs WHERE key = 'context'").toArray().length;
-      const small = withState(initial, { a: "x" });
+      // Each longer than a context kept in the record's row, all but one shorter than a chunk.
+      const small = withState(initial, { a: "x".repeat(20_000) });
       store.save(initial, small);
       const big = withState(small, { a: "y".repeat(1_200_000) }); // three chunks of 500,000 characters
       store.save(small, big);
       const grown = { chunks: chunks(), state: open().load()?.state.record.context.state };
-      const back = withState(big, { a: "z" });
+      const back = withState(big, { a: "z".repeat(20_000) });
       store.save(big, back);
-      const again = withState(back, { a: "w" }); // in place: one chunk before and after
+      const again = withState(back, { a: "w".repeat(20_000) }); // in place: one chunk before and after
       store.save(back, again);
       return { grown, chunks: chunks(), state: open().load()?.state.record.context.state };
     });
     expect(seen.grown.chunks).toBe(3);
     expect(seen.grown.state).toEqual({ a: "y".repeat(1_200_000) });
     expect(seen.chunks).toBe(1);
-    expect(seen.state).toEqual({ a: "w" });
+    expect(seen.state).toEqual({ a: "w".repeat(20_000) });
   });
 
-  it("loads a run stored with its context inside the record (before the split) and splits it on the next save", async ({
+  it("keeps a short context in the record's row, and moves it to a blob of its own and back as it grows and shrinks", async ({
+    expect,
+  }) => {
+    const initial = newState("run_inline");
+    const withState = (before: RunState, state: Record<string, string>): RunState => ({
+      ...before,
+      record: { ...before.record, context: { ...before.record.context, state } },
+    });
+    const longer = withState(initial, { a: "x".repeat(20_000) });
+    const shorter = withState(longer, { a: "y" });
+    const seen = await withStore((open) => {
+      const store = open();
+      const sql = (store as unknown as { sql: SqlStorage }).sql;
+      const look = () => ({
+        keys: sql
+          .exec<{ key: string }>("SELECT DISTINCT key FROM blobs ORDER BY key")
+          .toArray()
+          .map((row) => row.key),
+        context: open().load()?.state.record.context,
+      });
+      store.create(initial, SNAPSHOT);
+      const created = look();
+      store.save(initial, longer);
+      const grown = look();
+      store.save(longer, shorter);
+      return { created, grown, shrunk: look() };
+    });
+    expect(seen.created).toEqual({ keys: ["record", "snapshot"], context: initial.record.context });
+    expect(seen.grown).toEqual({ keys: ["context", "record", "snapshot"], context: longer.record.context });
+    expect(seen.shrunk).toEqual({ keys: ["record", "snapshot"], context: shorter.record.context });
+  });
+
+  it("loads a run stored with its context inside the record (before the split) and reads it back after the next save", async ({
     expect,
   }) => {
     const initial = newState("run_legacy", { n: 1 });
