@@ -163,6 +163,7 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     this.journalRows = journalTable(this.sql);
     this.chunks.clear();
     this.invocationRows.clear();
+    this.contextStored = false;
     this.putJson("snapshot", snapshot);
     this.save(null, state);
   }
@@ -205,8 +206,9 @@ export class RunStore implements IndexOutbox, ExportOutbox {
    */
   private saveRecord(before: RunRecord | null, after: RunRecord): void {
     const { context, ...rest } = after;
-    const changed = before?.context !== context || this.contextText?.context !== context;
-    const contextText = changed || this.contextText === null ? JSON.stringify(context) : this.contextText.text;
+    const changed = before?.context !== context;
+    // The text of the same context object, if this instance made it already.
+    const contextText = this.contextText?.context === context ? this.contextText.text : JSON.stringify(context);
     this.contextText = { context, text: contextText };
     const recordText = JSON.stringify(rest);
     if (contextText.length <= INLINE_CONTEXT_CHARS) {
