@@ -143,14 +143,19 @@ export class RunStore implements IndexOutbox, ExportOutbox {
       invocations.set(row.node, list);
     }
     this.invocationRows = new Set(invocations.keys());
-    const nodes: Record<string, NodeRecord> = {};
+    const stored = new Map<string, NodeRecord>();
     for (const row of this.sql.exec<{ id: string; data: string }>("SELECT id, data FROM nodes")) {
       const data = JSON.parse(row.data) as { invocations?: unknown };
       // Invocations in the node row are its own; rows of a node that has them are left over.
-      nodes[row.id] = NodeRecord.parse({ invocations: invocations.get(row.id) ?? [], ...data });
+      stored.set(row.id, NodeRecord.parse({ invocations: invocations.get(row.id) ?? [], ...data }));
     }
+    // In the definition's order, as a new run has them.
+    const nodes: Record<string, NodeRecord> = {};
     for (const id of ids) {
-      nodes[id] ??= pendingNode();
+      nodes[id] = stored.get(id) ?? pendingNode();
+    }
+    for (const [id, node] of stored) {
+      nodes[id] ??= node;
     }
     return nodes;
   }

@@ -1,7 +1,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
-import { newRunState } from "../../coordinator/create.ts";
+import { newRunState, pendingNode } from "../../coordinator/create.ts";
 import type { RunState } from "../../coordinator/decide.ts";
 import { RUN_TABLES, RunStore, type UnsignedEntry } from "../../coordinator/storage.ts";
 import {
@@ -464,6 +464,35 @@ describe("RunStore's rows", () => {
     expect(seen.stored).toEqual({ rows: 2, entries: unsigned });
     expect(seen.afterSigning).toBe(0);
     expect(seen.journal).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  it("loads the nodes in the definition's order, those not started among them", async ({ expect }) => {
+    const definition = SNAPSHOT.workflow.definition;
+    const node = definition.nodes.each;
+    const snapshot = RunSnapshot.parse({
+      ...SNAPSHOT,
+      workflow: { ...SNAPSHOT.workflow, definition: { ...definition, nodes: { a: node, b: node, c: node } } },
+    });
+    const initial = newRunState(
+      {
+        run_id: "run_order",
+        input: {},
+        mode: "auto",
+        idempotency_key: null,
+        request_hash: "h",
+        snapshot,
+        created_by: "token:t",
+        trigger: { kind: "api" },
+      },
+      1,
+    );
+    const started = { ...initial, nodes: { ...initial.nodes, c: { ...pendingNode(), status: "running" as const } } };
+    const order = await withStore((open) => {
+      const store = open();
+      store.create(started, snapshot);
+      return Object.keys(open().load()?.state.nodes ?? {});
+    });
+    expect(order).toEqual(["a", "b", "c"]);
   });
 
   it("keeps a node's one invocation in its row, more in rows of their own, and no row for a node not started", async ({
