@@ -56,6 +56,20 @@ export interface CreateRunOutcome {
   run: Pick<RunView, "run_id" | "status" | "workflow"> & Partial<Pick<RunView, "output" | "error">>;
 }
 
+/** A node of a new run: `pending`, never started. */
+export function pendingNode(): NodeRecord {
+  return {
+    status: "pending",
+    attempts: 0,
+    started_at: null,
+    finished_at: null,
+    error: null,
+    invocations: [],
+    settled_seq: null,
+    iterations: 0,
+  };
+}
+
 /** A run in `drafting`, every node `pending`. */
 export function newRunState(request: CreateRunRequest, now: number): RunState {
   const workflow = request.snapshot.workflow;
@@ -65,16 +79,7 @@ export function newRunState(request: CreateRunRequest, now: number): RunState {
   const deadlineAt = timeout === undefined ? null : Math.max(now, startAt ?? now) + timeout;
   const nodes: Record<string, NodeRecord> = {};
   for (const nodeId of Object.keys(workflow.definition.nodes)) {
-    nodes[nodeId] = {
-      status: "pending",
-      attempts: 0,
-      started_at: null,
-      finished_at: null,
-      error: null,
-      invocations: [],
-      settled_seq: null,
-      iterations: 0,
-    };
+    nodes[nodeId] = pendingNode();
   }
   return {
     record: {

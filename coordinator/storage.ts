@@ -2,13 +2,15 @@ import type { z } from "zod";
 import { JournalEntry, JournalSignedFields } from "../schemas/journal.ts";
 import { RunSnapshot } from "../schemas/resolved.ts";
 import { RunIndexRow } from "../schemas/run-index.ts";
-import { InvocationRecord, NodeRecord, RunRecord } from "../schemas/run.ts";
+import { InvocationRecord, NodeRecord, RunRecord, type RunContext } from "../schemas/run.ts";
 import type { SignedEntryText } from "../lib/journal/index.ts";
 import type { RunState } from "./decide.ts";
+import { pendingNode } from "./create.ts";
 import { isIndexChange, toIndexRow, type IndexOutbox, type StagedIndexRow } from "./run-index.ts";
 import { SpanFoldState } from "../schemas/telemetry.ts";
 import { emptyFoldState } from "../telemetry/spans.ts";
 import type { ExportCursor, ExportOutbox } from "./telemetry-export.ts";
+import { JOURNAL_PAGES_TABLE, journalTable, pagesOf, type JournalTable } from "./journal-store.ts";
 
 /**
  * SQLite rows hold at most 2 MB; JSON values are split into chunks of this
@@ -20,14 +22,24 @@ const CHUNK_CHARS = 500_000;
 const BATCH_CHARS = 200_000;
 
 /**
+ * A run context of at most this many characters of JSON is stored in the run
+ * record's row, rewritten with it; a longer one has a blob of its own, written
+ * only when it changed (so that an event that moves only the record does not
+ * write out a large context again).
+ */
+const INLINE_CONTEXT_CHARS = 16_384;
+
+/**
  * The run's tables. Node and invocation rows are small and rewritten in place
  * by every event: WITHOUT ROWID keeps each in one B-tree (no separate key
- * index to update). Tables of objects created before keep theirs.
+ * index to update). Tables of objects created before keep theirs, and a run
+ * whose object has the `journal` table (one row an entry) keeps its journal
+ * there (journal-store.ts).
  */
 export const RUN_TABLES = `CREATE TABLE IF NOT EXISTS blobs (key TEXT NOT NULL, chunk INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (key, chunk));
   CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;
   CREATE TABLE IF NOT EXISTS invocations (node TEXT NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (node, idx)) WITHOUT ROWID;
-  CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, entry TEXT NOT NULL);
+  ${JOURNAL_PAGES_TABLE}
   CREATE TABLE IF NOT EXISTS journal_unsigned (seq INTEGER PRIMARY KEY, fields TEXT NOT NULL);
   CREATE TABLE IF NOT EXISTS index_outbox (k INTEGER PRIMARY KEY CHECK (k = 0), seq INTEGER NOT NULL,
     row TEXT NOT NULL, written INTEGER NOT NULL, attempts INTEGER NOT NULL, retry_at INTEGER);`;
@@ -55,12 +67,18 @@ export type UnsignedEntry = z.infer<typeof UnsignedEntry>;
  */
 export class RunStore implements IndexOutbox, ExportOutbox {
   private readonly sql: SqlStorage;
-  /** Whether the context blob exists (a run stored by an older version keeps the context in its record). */
+  /** Whether the context blob exists (a short context is kept in the record, as a run stored before the blob kept it). */
   private contextStored = false;
+  /** The context last written and its text: an unchanged context is not written out again. */
+  private contextText: { context: RunContext; text: string } | null = null;
+  /** Nodes that have (or may have) invocation rows: a node with more than one invocation, or any of a run stored before. */
+  private invocationRows = new Set<string>();
   /** How many chunks each blob has in storage, once this instance knows (read or written it). */
   private readonly chunks = new Map<string, number>();
   /** Whether the tables exist: false in a new object until its run is created. */
   private hasTables: boolean;
+  /** The journal's table, in the layout of the run's object; null while it has no tables. */
+  private journalRows: JournalTable | null = null;
 
   constructor(sql: SqlStorage) {
     this.sql = sql;
@@ -70,12 +88,14 @@ export class RunStore implements IndexOutbox, ExportOutbox {
       sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'").toArray().length > 0;
     if (this.hasTables) {
       sql.exec(RUN_TABLES);
+      this.journalRows = journalTable(sql);
     }
   }
 
   /** The object's storage was deleted with its run (coordinator/retention.ts): it holds no run from now on. */
   drop(): void {
     this.hasTables = false;
+    this.journalRows = null;
     this.chunks.clear();
   }
 
@@ -90,9 +110,30 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     if (stored === undefined || snapshot === undefined) {
       return null;
     }
-    // The context has a blob of its own; a run stored before that keeps it in the record.
+    // A short context is in the record (as a run stored before the blob keeps it); a longer one has a blob.
     this.contextStored = context !== undefined;
-    const record = context === undefined ? stored : { ...(stored as object), context };
+    const inline = typeof stored === "object" && stored !== null && "context" in stored;
+    const record = inline || context === undefined ? stored : { ...(stored as object), context };
+    const parsedSnapshot = RunSnapshot.parse(snapshot);
+    const nodes = this.loadNodes(Object.keys(parsedSnapshot.workflow.definition.nodes));
+    const last = this.journalRows?.last();
+    const parsed = RunRecord.parse(record);
+    if (this.sql.exec("SELECT k FROM index_outbox").toArray().length === 0) {
+      this.stageIndexRow(toIndexRow(parsed)); // A run created before the index existed: indexed now.
+    }
+    return {
+      state: { record: parsed, nodes },
+      snapshot: parsedSnapshot,
+      lastHash: last ? JournalEntry.parse(last).hash : null,
+    };
+  }
+
+  /**
+   * The run's nodes: each node row, with its invocations in it or, for a node
+   * with more than one (and every node of a run stored before), in rows of
+   * their own; a node of the definition without a row has not started.
+   */
+  private loadNodes(ids: readonly string[]): Record<string, NodeRecord> {
     const invocations = new Map<string, InvocationRecord[]>();
     for (const row of this.sql.exec<{ node: string; data: string }>(
       "SELECT node, data FROM invocations ORDER BY node, idx",
@@ -101,23 +142,22 @@ export class RunStore implements IndexOutbox, ExportOutbox {
       list.push(InvocationRecord.parse(JSON.parse(row.data)));
       invocations.set(row.node, list);
     }
-    const nodes: Record<string, NodeRecord> = {};
+    this.invocationRows = new Set(invocations.keys());
+    const stored = new Map<string, NodeRecord>();
     for (const row of this.sql.exec<{ id: string; data: string }>("SELECT id, data FROM nodes")) {
-      nodes[row.id] = NodeRecord.parse({
-        ...(JSON.parse(row.data) as object),
-        invocations: invocations.get(row.id) ?? [],
-      });
+      const data = JSON.parse(row.data) as { invocations?: unknown };
+      // Invocations in the node row are its own; rows of a node that has them are left over.
+      stored.set(row.id, NodeRecord.parse({ invocations: invocations.get(row.id) ?? [], ...data }));
     }
-    const last = this.sql.exec<{ entry: string }>("SELECT entry FROM journal ORDER BY seq DESC LIMIT 1").toArray()[0];
-    const parsed = RunRecord.parse(record);
-    if (this.sql.exec("SELECT k FROM index_outbox").toArray().length === 0) {
-      this.stageIndexRow(toIndexRow(parsed)); // A run created before the index existed: indexed now.
+    // In the definition's order, as a new run has them.
+    const nodes: Record<string, NodeRecord> = {};
+    for (const id of ids) {
+      nodes[id] = stored.get(id) ?? pendingNode();
     }
-    return {
-      state: { record: parsed, nodes },
-      snapshot: RunSnapshot.parse(snapshot),
-      lastHash: last ? JournalEntry.parse(JSON.parse(last.entry)).hash : null,
-    };
+    for (const [id, node] of stored) {
+      nodes[id] ??= node;
+    }
+    return nodes;
   }
 
   /** Writes a new run. Call inside a storage transaction with its first journal entries. */
@@ -125,7 +165,10 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     // Every time, not once: a transaction that failed took the tables (and any blob rows) back with it.
     this.sql.exec(RUN_TABLES);
     this.hasTables = true;
+    this.journalRows = journalTable(this.sql);
     this.chunks.clear();
+    this.invocationRows.clear();
+    this.contextStored = false;
     this.putJson("snapshot", snapshot);
     this.save(null, state);
   }
@@ -137,15 +180,7 @@ export class RunStore implements IndexOutbox, ExportOutbox {
    */
   save(before: RunState | null, after: RunState, changed?: ReadonlySet<string>): void {
     if (before?.record !== after.record) {
-      // The run context (input, state, output) grows with the run and changes less
-      // often than the record (every event moves journal_seq): it is written apart,
-      // and only when it changed.
-      const { context, ...rest } = after.record;
-      this.putJson("record", rest);
-      if (before?.record.context !== context || !this.contextStored) {
-        this.putJson("context", context);
-        this.contextStored = true;
-      }
+      this.saveRecord(before?.record ?? null, after.record);
       if (isIndexChange(before?.record ?? null, after.record)) {
         this.stageIndexRow(toIndexRow(after.record));
       }
@@ -155,19 +190,9 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     for (const id of changed !== undefined && before !== null ? changed : Object.keys(after.nodes)) {
       const node = after.nodes[id];
       const previous = before?.nodes[id];
-      if (node === undefined || previous === node) {
-        continue;
+      if (node !== undefined && previous !== node) {
+        this.nodeRows(id, node, previous ?? null, nodeRows, rows);
       }
-      const { invocations, ...rest } = node;
-      nodeRows.push([id, JSON.stringify(rest)]);
-      if (previous && previous.invocations.length > invocations.length) {
-        this.sql.exec("DELETE FROM invocations WHERE node = ? AND idx >= ?", id, invocations.length);
-      }
-      invocations.forEach((invocation, index) => {
-        if (previous?.invocations[index] !== invocation) {
-          rows.push([id, index, JSON.stringify(invocation)]);
-        }
-      });
     }
     // A wave of a hundred dispatches or results is one call into SQLite, not a hundred.
     this.insertRows("INSERT INTO nodes (id, data)", nodeRows, "ON CONFLICT (id) DO UPDATE SET data = excluded.data");
@@ -178,12 +203,87 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     );
   }
 
+  /**
+   * Writes the record. The run context (input, state, output) grows with the run
+   * and changes less often than the record (every event moves journal_seq): while
+   * its text is short it goes in the record's row (one row written, not two); once
+   * longer it is a blob of its own, written only when it changed.
+   */
+  private saveRecord(before: RunRecord | null, after: RunRecord): void {
+    const { context, ...rest } = after;
+    const changed = before?.context !== context;
+    // The text of the same context object, if this instance made it already.
+    const contextText = this.contextText?.context === context ? this.contextText.text : JSON.stringify(context);
+    this.contextText = { context, text: contextText };
+    const recordText = JSON.stringify(rest);
+    if (contextText.length <= INLINE_CONTEXT_CHARS) {
+      this.putText("record", `${recordText.slice(0, -1)},"context":${contextText}}`);
+      if (this.contextStored) {
+        this.sql.exec("DELETE FROM blobs WHERE key = 'context'");
+        this.chunks.set("context", 0);
+        this.contextStored = false;
+      }
+      return;
+    }
+    this.putText("record", recordText);
+    if (changed || !this.contextStored) {
+      this.putText("context", contextText);
+      this.contextStored = true;
+    }
+  }
+
+  /**
+   * A changed node's rows, pushed onto `nodeRows` and `rows`. A node with at
+   * most one invocation (a chain's node) is one row, its invocation in it; a
+   * node with more (a foreach's) has a row an invocation, so that an item's
+   * result writes its own row, not the node's every item. A pending node
+   * of a new run has no row (loadNodes).
+   */
+  private nodeRows(
+    id: string,
+    node: NodeRecord,
+    previous: NodeRecord | null,
+    nodeRows: [string, string][],
+    rows: [string, number, string][],
+  ): void {
+    const { invocations, ...rest } = node;
+    if (invocations.length <= 1) {
+      if (previous !== null || !isDeepPending(node)) {
+        nodeRows.push([id, JSON.stringify(node)]);
+      }
+      if (this.invocationRows.has(id)) {
+        // Rows it had are left over: deleted, so that none keeps a value an erasure removed.
+        this.sql.exec("DELETE FROM invocations WHERE node = ?", id);
+      }
+      return;
+    }
+    nodeRows.push([id, JSON.stringify(rest)]);
+    const moved = (previous?.invocations.length ?? 0) <= 1;
+    if (this.invocationRows.has(id) && (moved || (previous?.invocations.length ?? 0) > invocations.length)) {
+      this.sql.exec("DELETE FROM invocations WHERE node = ? AND idx >= ?", id, invocations.length);
+    }
+    // Never taken out of the set: a transaction that fails takes back what it wrote, not the set.
+    this.invocationRows.add(id);
+    invocations.forEach((invocation, index) => {
+      if (moved || previous?.invocations[index] !== invocation) {
+        rows.push([id, index, JSON.stringify(invocation)]);
+      }
+    });
+  }
+
   /** Appends signed entries, each stored as the text it was signed into (lib/journal `signEntryText`). */
   appendJournal(entries: readonly Pick<SignedEntryText, "seq" | "text">[]): void {
-    this.insertRows(
-      "INSERT INTO journal (seq, entry)",
-      entries.map((entry) => [entry.seq, entry.text]),
-    );
+    if (entries.length > 0) {
+      this.journalTable().append(entries);
+    }
+  }
+
+  /** The journal's table; throws when the object holds no run (a caller's bug: nothing writes a journal before `create`). */
+  private journalTable(): JournalTable {
+    if (this.journalRows === null) {
+      throw new Error("the run's journal is read or written before the run exists");
+    }
+    return this.journalRows;
   }
 
   /**
@@ -225,17 +325,23 @@ export class RunStore implements IndexOutbox, ExportOutbox {
    * they are signed finds them here and signs them first.
    */
   putUnsigned(entries: readonly UnsignedEntry[]): void {
+    // One row a commit, as the journal (journal-store.ts): a JSON array of the entries, keyed by the first seq.
+    const texts = entries.map((entry) => ({ seq: entry.seq, text: JSON.stringify(entry) }));
     this.insertRows(
       "INSERT INTO journal_unsigned (seq, fields)",
-      entries.map((entry) => [entry.seq, JSON.stringify(entry)]),
+      pagesOf(texts).map((page) => [page[0]?.seq ?? 0, `[${page.map((entry) => entry.text).join(",")}]`]),
     );
   }
 
+  /** The entries committed unsigned, in seq order: a row holds a page of them, or one (as stored before pages). */
   unsigned(): UnsignedEntry[] {
     return this.sql
       .exec<{ fields: string }>("SELECT fields FROM journal_unsigned ORDER BY seq")
       .toArray()
-      .map((row) => UnsignedEntry.parse(JSON.parse(row.fields)));
+      .flatMap((row) => {
+        const fields: unknown = JSON.parse(row.fields);
+        return (Array.isArray(fields) ? fields : [fields]).map((entry) => UnsignedEntry.parse(entry));
+      });
   }
 
   /** Appends signed entries and forgets their unsigned drafts. Call inside a storage transaction. */
@@ -249,11 +355,7 @@ export class RunStore implements IndexOutbox, ExportOutbox {
 
   /** The journal rows whose entries hold sealed values (they have `$salt`), in seq order: what an erasure rewrites. */
   sealedRows(): { seq: number; entry: string }[] {
-    return this.sql
-      .exec<{ seq: number; entry: string }>(
-        `SELECT seq, entry FROM journal WHERE json_extract(entry, '$.body."$salt"') IS NOT NULL ORDER BY seq`,
-      )
-      .toArray();
+    return this.journalTable().sealed();
   }
 
   /**
@@ -261,9 +363,7 @@ export class RunStore implements IndexOutbox, ExportOutbox {
    * sealed values (what is signed is unchanged). Call inside a storage transaction.
    */
   rewriteJournal(rows: readonly { seq: number; entry: string }[]): void {
-    for (const { seq, entry } of rows) {
-      this.sql.exec("UPDATE journal SET entry = ? WHERE seq = ?", entry, seq);
-    }
+    this.journalTable().rewrite(rows);
   }
 
   /** Stages the run's index row, replacing any older one, written or not. Call inside the commit's transaction. */
@@ -333,7 +433,7 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     if (!this.hasTables) {
       return 0; // The run was deleted (drop): nothing is left to export.
     }
-    return this.sql.exec<{ seq: number | null }>("SELECT MAX(seq) AS seq FROM journal").one().seq ?? 0;
+    return this.journalTable().lastSeq();
   }
 
   saveExportCursor(cursor: ExportCursor): void {
@@ -355,17 +455,13 @@ export class RunStore implements IndexOutbox, ExportOutbox {
    * section was opened after it (docs/journal.md), where it is the last `attest`.
    */
   lastAttestation(): JournalEntry | undefined {
-    const row = this.sql
-      .exec<{ entry: string }>(
-        "SELECT entry FROM journal WHERE json_extract(entry, '$.kind') = 'attest' ORDER BY seq DESC LIMIT 1",
-      )
-      .toArray()[0];
-    return row ? JournalEntry.parse(JSON.parse(row.entry)) : undefined;
+    const entry = this.journalTable().lastAttestation();
+    return entry === undefined ? undefined : JournalEntry.parse(entry);
   }
 
   /**
-   * Journal entries after `afterSeq`. Rows are read back as written: only
-   * appendJournal writes this table, with entries signEntry built and checked,
+   * Journal entries after `afterSeq`. Entries are read back as written: only
+   * appendJournal writes them, with entries signEntry built and checked,
    * and every reader can verify each one against its hash and signature;
    * checking them against their schema again on every read (a run's journal
    * is read whole by each client that follows it) cost more than the run.
@@ -374,14 +470,14 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     if (!this.hasTables) {
       return []; // The run was deleted (drop) while a long poll waited for entries.
     }
-    return this.sql
-      .exec<{ entry: string }>("SELECT entry FROM journal WHERE seq > ? ORDER BY seq LIMIT ?", afterSeq, limit)
-      .toArray()
-      .map((row) => JSON.parse(row.entry) as JournalEntry);
+    return this.journalTable().read(afterSeq, limit);
   }
 
   private putJson(key: string, value: unknown): void {
-    const text = JSON.stringify(value);
+    this.putText(key, JSON.stringify(value));
+  }
+
+  private putText(key: string, text: string): void {
     if (text.length <= CHUNK_CHARS && this.chunks.get(key) === 1) {
       // One chunk before and after (the usual case): the row is rewritten in place.
       this.sql.exec("UPDATE blobs SET data = ? WHERE key = ? AND chunk = 0", text, key);
@@ -409,6 +505,13 @@ export class RunStore implements IndexOutbox, ExportOutbox {
     return rows.length === 0 ? undefined : (JSON.parse(rows.map((row) => row.data).join("")) as unknown);
   }
 }
+
+/** Whether `node` is as a new run's node is: pending, never started. */
+function isDeepPending(node: NodeRecord): boolean {
+  return JSON.stringify(node) === PENDING_NODE;
+}
+
+const PENDING_NODE = JSON.stringify(pendingNode());
 
 function isHighSurrogate(code: number): boolean {
   return code >= 0xd800 && code <= 0xdbff;

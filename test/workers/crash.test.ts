@@ -120,7 +120,21 @@ describe("crash safety", () => {
           JSON.stringify({ seq: entry.seq, kind: entry.kind, at: entry.at, body: entry.body }),
         );
       }
-      sql.exec("DELETE FROM journal WHERE seq > ?", cut);
+      // The journal as it stood before the wave was signed: a page (a commit's entries) past the cut goes, one across it is cut short.
+      const pages = sql
+        .exec<{ last_seq: number; entries: string }>(
+          "SELECT last_seq, entries FROM journal_pages WHERE last_seq > ?",
+          cut,
+        )
+        .toArray();
+      for (const page of pages) {
+        sql.exec("DELETE FROM journal_pages WHERE last_seq = ?", page.last_seq);
+        const kept = (JSON.parse(page.entries) as { seq: number }[]).filter((entry) => entry.seq <= cut);
+        const last = kept.at(-1);
+        if (last !== undefined) {
+          sql.exec("INSERT INTO journal_pages (last_seq, entries) VALUES (?, ?)", last.seq, JSON.stringify(kept));
+        }
+      }
     });
     // Aborted, not evicted: in this test runtime an evicted object's executor streams
     // still deliver into the old instance, which a real restart would not allow.

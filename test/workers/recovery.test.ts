@@ -376,13 +376,14 @@ describe("recovery needs no reader", () => {
       nodes: { mark: { task: { steps: [httpStep("mark", `${httpTarget()}/mark/${key}`)] } } },
     });
     const runId = await runIdFor(`${id}\n${idempotencyKey}`);
-    // Staged crash: any commit of a journal entry after `run.created` fails, as if the
+    // Staged crash: any commit of a journal entry after `run.created` fails (a page of
+    // entries, one commit's, that ends past seq 1), as if the
     // process died between the two (seq 2 is the start's `run.status`).
     // A new object makes its tables with its run, in the same transaction: made here first to hold the trigger.
     await runInDurableObject(stubOf(runId), (_instance, state) => {
       state.storage.sql.exec(RUN_TABLES);
       state.storage.sql.exec(
-        "CREATE TRIGGER staged_crash BEFORE INSERT ON journal WHEN NEW.seq >= 2 BEGIN SELECT RAISE(ABORT, 'staged crash'); END",
+        "CREATE TRIGGER staged_crash BEFORE INSERT ON journal_pages WHEN NEW.last_seq >= 2 BEGIN SELECT RAISE(ABORT, 'staged crash'); END",
       );
     });
     const failed = await api("POST", `/v1/workflows/${id}/runs`, { input: {}, idempotency_key: idempotencyKey });

@@ -58,6 +58,17 @@ describe("a run's usage", () => {
     expect(c.rowsRead).toBeGreaterThan(a.rowsRead);
   });
 
+  it("writes at most 4.5 rows a node of a chain: one journal row a commit, a node's one invocation in its row, a short context in the record", async ({
+    expect,
+  }) => {
+    const run = await runWorkflow({ id: uniqueId("usage-50"), nodes: noopChain(50) });
+    expect(run.status).toBe("completed");
+    const usage = await usageAtEnd(run.run_id);
+    // Each node's commit writes its journal entries (one row), the node it ends and the node it
+    // starts (a row each), the run's record and its context; the run's start and end add a few.
+    expect(usage.rowsWritten / 50).toBeLessThanOrEqual(4.5); // 4.4 when measured (220 rows); 11.5 before
+  });
+
   it("counts a child run's start as calls into Durable Objects, and a sleep's alarm", async ({ expect }) => {
     const child = { id: uniqueId("usage-child"), nodes: noopChain(1) };
     const parent = {
