@@ -30,6 +30,8 @@ interface Env {
   RETENTION_CANCELLED_DAYS?: string;
   /** `true`: archive the journal before deleting a run whose workflow's `retention` does not say (default false). */
   RETENTION_ARCHIVE?: string;
+  /** `on`: each run's coordinator counts its Durable Object calls, rows and bytes and logs them when it ends (coordinator/usage.ts; the bench turns it on). */
+  USAGE_METER?: string;
   /** Artifacts of the `write_artifact` tool (R2), keyed `runs/<run_id>/artifacts/<name>`. */
   ARTIFACTS?: R2Bucket;
   /**

@@ -66,6 +66,8 @@ export default defineConfig({
                 // Every run is exported as a trace to the local OTLP receiver (docs/telemetry.md).
                 OTEL_EXPORTER_OTLP_ENDPOINT: inject<string>("otlpReceiverUrl"),
                 OTEL_EXPORTER_OTLP_HEADERS: `authorization=Bearer%20${TEST_SECRETS.OTLP_API_KEY}`,
+                // Each run counts what it costs (coordinator/usage.ts): test/workers/usage.test.ts reads it.
+                USAGE_METER: "on",
                 CONTAINER_MODE: "local",
                 SHELL_SERVER_URL: inject<string>("shellServerUrl"),
                 SHELL_SERVER_TOKEN: inject<string>("shellServerToken"),

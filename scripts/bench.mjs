@@ -95,7 +95,7 @@ async function main() {
     .privateKey.export({ type: "pkcs8", format: "der" })
     .toString("base64");
   const dev = await startWranglerDev({
-    vars: { API_TOKENS: token, JOURNAL_SIGNING_KEY: signingKey },
+    vars: { API_TOKENS: token, JOURNAL_SIGNING_KEY: signingKey, USAGE_METER: "on" },
     ...(PERF === null ? {} : { v8Flags: perfV8Flags(PERF_JIT_DIR) }),
   });
   const client = benchClient(dev.url, token);
