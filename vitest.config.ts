@@ -33,6 +33,18 @@ const quietMissingSources: Plugin = {
   },
 };
 
+/** The events queue's consumer as wrangler.toml declares it (retried twice here, at once), and the dead-letter queue's. */
+const QUEUE_CONSUMERS = {
+  "trellis-events": {
+    maxBatchSize: 10,
+    maxBatchTimeout: 1,
+    maxRetries: 2,
+    retryDelay: 0,
+    deadLetterQueue: "trellis-events-dlq",
+  },
+  "trellis-events-dlq": { maxBatchSize: 10, maxBatchTimeout: 1 },
+};
+
 export default defineConfig({
   plugins: [quietMissingSources],
   test: {
@@ -77,16 +89,7 @@ export default defineConfig({
               // a producer to the events queue (EVENTS_QUEUE), and a consumer of the dead-letter queue that keeps what
               // lands there in R2 (test/worker.ts), so a test reads it. Miniflare runs the queues locally.
               queueProducers: { EVENTS_QUEUE: "trellis-events", EVENTS_DLQ: "trellis-events-dlq" },
-              queueConsumers: {
-                "trellis-events": {
-                  maxBatchSize: 10,
-                  maxBatchTimeout: 1,
-                  maxRetries: 2,
-                  retryDelay: 0,
-                  deadLetterQueue: "trellis-events-dlq",
-                },
-                "trellis-events-dlq": { maxBatchSize: 10, maxBatchTimeout: 1 },
-              },
+              queueConsumers: QUEUE_CONSUMERS,
               // The example caller Worker (examples/caller), beside the Worker under test: tests reach it through
               // CALLER, and it reaches Trellis through its own service binding to the TrellisApi entrypoint.
               serviceBindings: { CALLER: "trellis-caller" },
