@@ -71,6 +71,7 @@ export const EXPECTED = {
   RETENTION_FAILED_DAYS: { kind: "var" },
   RETENTION_CANCELLED_DAYS: { kind: "var" },
   RETENTION_ARCHIVE: { kind: "var" },
+  USAGE_METER: { kind: "var" },
 };
 
 /**
