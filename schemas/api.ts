@@ -24,6 +24,7 @@ import {
   RunTrigger,
   UndoRecord,
   Usage,
+  ErasureView,
 } from "./run.ts";
 
 /** The furthest ahead a delayed start may be: 365 days. */
@@ -350,15 +351,7 @@ export const RunView = z.strictObject({
    * whom, why, the seqs of the journal entries whose values were removed and
    * the blobs released. Its input, outputs and answers then read as null.
    */
-  erased: z
-    .strictObject({
-      at: z.string(),
-      by: By.optional(),
-      reason: z.string(),
-      seqs: z.array(z.number().int().min(1)),
-      blobs: z.array(z.string()),
-    })
-    .optional(),
+  erased: ErasureView.optional(),
 });
 export type RunView = z.infer<typeof RunView>;
 

@@ -1,6 +1,5 @@
 import { z } from "zod";
-import { By } from "./auth.ts";
-import { RunErasure, RunStatus } from "./run.ts";
+import { ErasureView, RunErasure, RunStatus } from "./run.ts";
 
 /**
  * What a run's object keeps once it deleted the run (coordinator/retention.ts,
@@ -34,15 +33,7 @@ export const DeletedRun = z.strictObject({
   reason: z.enum(["retention", "operator"]),
   archived: z.boolean(),
   /** Present once its archived journal was erased: as a run view's `erased`. */
-  erased: z
-    .strictObject({
-      at: z.string(),
-      by: By.optional(),
-      reason: z.string(),
-      seqs: z.array(z.number().int().min(1)),
-      blobs: z.array(z.string()),
-    })
-    .optional(),
+  erased: ErasureView.optional(),
 });
 export type DeletedRun = z.infer<typeof DeletedRun>;
 

@@ -381,6 +381,10 @@ export const RunErasure = z.strictObject({
 });
 export type RunErasure = z.infer<typeof RunErasure>;
 
+/** A run's erasure as the API shows it: {@link RunErasure} with `at` as an ISO-8601 time. */
+export const ErasureView = RunErasure.extend({ at: z.string() });
+export type ErasureView = z.infer<typeof ErasureView>;
+
 /** The run's durable state, everything but its nodes. */
 export const RunRecord = z.strictObject({
   run_id: z.string(),
