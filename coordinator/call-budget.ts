@@ -1,4 +1,5 @@
 import { FULL_WAKE_BUDGET } from "./dispatch.ts";
+import { PureTaskBudget } from "./pure-tasks.ts";
 import type { Command } from "./draft.ts";
 import type { WakeBudget } from "./events.ts";
 import type { CoordinatorStats } from "./stats.ts";
@@ -12,6 +13,8 @@ import type { CoordinatorStats } from "./stats.ts";
  * fresh event (a self-wake or the alarm), as before.
  */
 export class CallBudget {
+  /** The pure tasks the event runs itself (pure-tasks.ts): they make no call, but count all the same. */
+  readonly pure = new PureTaskBudget();
   private executorCalls = 0;
   private tasks = 0;
   private childStarts = 0;

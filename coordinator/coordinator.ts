@@ -18,7 +18,18 @@ import { eraseArchive } from "./erase-archive.ts";
 import { toStepApproval } from "./standing-approvals.ts";
 import { gateOfLink, toGateLink } from "./gate-links.ts";
 import { chunk, dispatchGroup } from "./executor-client.ts";
-import { decide, TASKS_PER_EXECUTOR_CALL, type Command, type RunEvent, type RunState } from "./decide.ts";
+import {
+  decide,
+  TASKS_PER_EXECUTOR_CALL,
+  type Command,
+  type DecideContext,
+  type Decision,
+  type RunEvent,
+  type RunState,
+} from "./decide.ts";
+import { runPureTasks } from "./pure-tasks.ts";
+import { executeTask } from "../executor/execute.ts";
+import { MAX_TASK_WORK_UNITS, WorkBudget } from "../lib/expr/work-budget.ts";
 import { newRunState, runCreatedEntry, type CreateRunOutcome, type CreateRunRequest } from "./create.ts";
 import { coalesceResults, EventInbox } from "./inbox.ts";
 import { toEventList } from "../events/route.ts";
@@ -564,7 +575,11 @@ export class Coordinator extends DurableObject<Env> {
     const wake = { type: "wake", live: NOTHING_LIVE, budget: budget.left() } as const;
     const { state, commands, wakeAt } =
       request.mode === "auto"
-        ? await this.blobs.decide(() => decide(initial, { type: "start" }, context, wake))
+        ? await this.runPure(
+            await this.blobs.decide(() => decide(initial, { type: "start" }, context, wake)),
+            context,
+            budget,
+          )
         : { state: initial, commands: [], wakeAt: null };
     this.signer.startChain();
     await this.commit(
@@ -588,23 +603,71 @@ export class Coordinator extends DurableObject<Env> {
     const context = { snapshot, now, random: Math.random };
     const batch = coalesceResults(events);
     const follow = events.some((event) => event.type === "wake") ? undefined : this.followingWake(budget);
-    const decideBatch = () => {
+    const decideBatch = (): Decision => {
       let state = before;
       let wakeAt: number | null = null;
+      let workUnits = 0;
       const commands: Command[] = [];
       const changedNodes = new Set<string>();
       batch.forEach((event, index) => {
         const decision = decide(state, event, context, index === batch.length - 1 ? follow : undefined);
         ({ state, wakeAt } = decision);
+        workUnits += decision.workUnits;
         commands.push(...decision.commands);
         decision.changedNodes.forEach((id) => changedNodes.add(id));
       });
-      return { state, wakeAt, commands, changedNodes };
+      return { state, wakeAt, commands, changedNodes, workUnits };
     };
     // A run without blobs decides at once, as before (run-blobs.ts).
     const decided = this.blobs.active ? await this.blobs.decide(decideBatch) : decideBatch();
     this.stats.events += events.length;
-    await this.commit({ before, snapshot, now, lead: [], ...decided }, budget);
+    const settled = await this.runPure(decided, context, budget);
+    await this.commit({ before, snapshot, now, lead: [], ...settled }, budget);
+  }
+
+  /**
+   * Runs the pure tasks `decision` dispatched, here, and decides their
+   * results (pure-tasks.ts): a chain of them advances without an executor
+   * call or a commit per node, within what the event may spend on them.
+   */
+  private async runPure(decision: Decision, context: DecideContext, budget: CallBudget | null): Promise<Decision> {
+    if (!decision.commands.some((command) => command.kind === "dispatch")) {
+      return decision;
+    }
+    const pure = (budget ?? new CallBudget()).pure;
+    const settled = await runPureTasks(decision, {
+      budget: pure,
+      run: async (payload) => {
+        const work = new WorkBudget(MAX_TASK_WORK_UNITS, "task");
+        const result = await executeTask(this.env, payload, work);
+        pure.spend(work.spent);
+        this.blobs.notice(result);
+        this.stats.pureTasks += 1;
+        return result;
+      },
+      decide: (state, results, pending) => {
+        const follow = this.pureFollow(budget, pending);
+        return this.blobs.decide(() => decide(state, { type: "task_results", results }, context, follow));
+      },
+    });
+    this.stats.maxPureTasksPerEvent = Math.max(this.stats.maxPureTasksPerEvent, pure.taken);
+    return settled;
+  }
+
+  /** The wake after pure tasks' results: the dispatches `pending` will send count as in flight and against the event's calls. */
+  private pureFollow(budget: CallBudget | null, pending: readonly Command[]): RunEvent | undefined {
+    const sending = pending.flatMap((command) => (command.kind === "dispatch" ? [command.payload.token_id] : []));
+    const left = budget?.left();
+    const executorCalls = (left?.executorCalls ?? 0) - Math.ceil(sending.length / TASKS_PER_EXECUTOR_CALL);
+    if (left === undefined || executorCalls <= 0) {
+      return undefined;
+    }
+    const tokens = [...this.live.tokens, ...this.inbox.queuedTokens(), ...sending];
+    return {
+      type: "wake",
+      live: toLiveWork({ ...this.live, tokens }),
+      budget: { executorCalls, otherCalls: left.otherCalls },
+    };
   }
 
   /** The wake a batch's decision includes when it leaves work due now, within what the event's calls have left. */

@@ -64,6 +64,8 @@ export interface Decision {
   wakeAt: number | null;
   /** The nodes whose records differ from the state decided on (storage writes only these). */
   changedNodes: ReadonlySet<string>;
+  /** The expression work units the decision spent (lib/expr/work-budget.ts). */
+  workUnits: number;
 }
 
 type Handlers = { [K in RunEvent["type"]]: (draft: Draft, event: Extract<RunEvent, { type: K }>) => void };
@@ -186,22 +188,32 @@ const HANDLERS: Handlers = {
  */
 export function decide(state: RunState, event: RunEvent, context: DecideContext, follow?: RunEvent): Decision {
   const draft = new Draft(state, context);
-  let wakeAt = decideOn(draft, event, state.record.status);
+  const budget = new WorkBudget(MAX_EVENT_WORK_UNITS, "coordinator event");
+  let wakeAt = decideOn(draft, event, state.record.status, budget);
+  let workUnits = budget.spent;
   if (follow !== undefined && wakeAt !== null && wakeAt <= context.now) {
     // What a fresh draft of the event's decision would start with: no cleanup deferred yet.
     draft.cleanupDeferred = false;
-    wakeAt = decideOn(draft, follow, draft.record.status);
+    const followBudget = new WorkBudget(MAX_EVENT_WORK_UNITS, "coordinator event");
+    wakeAt = decideOn(draft, follow, draft.record.status, followBudget);
+    workUnits += followBudget.spent;
   }
   // An event that changed nothing in the record (a liveness wake that found
   // everything live) hands the same record back, so storage writes nothing.
   const record = sameFields(draft.record, state.record) ? state.record : draft.record;
-  return { state: { record, nodes: draft.nodes }, commands: draft.commands, wakeAt, changedNodes: draft.changedNodes };
+  const { commands, changedNodes } = draft;
+  return { state: { record, nodes: draft.nodes }, commands, wakeAt, changedNodes, workUnits };
 }
 
 /** Applies one event to the draft and settles what follows from it; returns when the run next needs a wake. */
-function decideOn(draft: Draft, event: RunEvent, statusBefore: RunState["record"]["status"]): number | null {
+function decideOn(
+  draft: Draft,
+  event: RunEvent,
+  statusBefore: RunState["record"]["status"],
+  budget: WorkBudget,
+): number | null {
   // Every expression the event evaluates draws from one budget: a failed node past it, never a runaway event.
-  return withWorkBudget(new WorkBudget(MAX_EVENT_WORK_UNITS, "coordinator event"), () => {
+  return withWorkBudget(budget, () => {
     HANDLERS[event.type](draft as never, event as never);
     advance(draft);
     compensateOnEnd(draft, statusBefore);

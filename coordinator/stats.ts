@@ -10,8 +10,12 @@ export interface CoordinatorStats {
   maxChildStartsPerEvent: number;
   /** The most cancels of child runs and releases of containers sent within one event (one call each). */
   maxCleanupCallsPerEvent: number;
-  /** Tasks dispatched in all. */
+  /** Tasks sent to the executor in all. */
   dispatches: number;
+  /** Pure tasks the coordinator ran itself (pure-tasks.ts). */
+  pureTasks: number;
+  /** The most pure tasks run within one event. */
+  maxPureTasksPerEvent: number;
   events: number;
 }
 
@@ -23,6 +27,8 @@ export function newStats(): CoordinatorStats {
     maxChildStartsPerEvent: 0,
     maxCleanupCallsPerEvent: 0,
     dispatches: 0,
+    pureTasks: 0,
+    maxPureTasksPerEvent: 0,
     events: 0,
   };
 }

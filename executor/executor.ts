@@ -1,11 +1,8 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
-import { EngineError, ensureEngineError, toTaskError } from "../lib/errors.ts";
 import { summarize } from "../lib/validation.ts";
-import { fromTaskGroup, type TaskPayload, type TaskResult } from "../schemas/payload.ts";
+import { fromTaskGroup, type TaskResult } from "../schemas/payload.ts";
 import { checkTaskGroup } from "./task-check.ts";
-import { runTask } from "./run-task.ts";
-import { SYSTEM_CLOCK } from "./invoke.ts";
-import { offloadResult, resolvePayload } from "./blobs.ts";
+import { executeTask, taskFailure } from "./execute.ts";
 
 /**
  * The stateless executor: `TaskPayload → TaskResult` over RPC. It keeps
@@ -63,7 +60,7 @@ export class Executor extends WorkerEntrypoint<Env> {
     if ("details" in parsed) {
       const { details } = parsed;
       for (const token of tokensOf(group)) {
-        await send(failure(token, "executor.invalid_payload", `the task group is invalid: ${summarize(details)}`));
+        await send(taskFailure(token, "executor.invalid_payload", `the task group is invalid: ${summarize(details)}`));
       }
       return;
     }
@@ -71,37 +68,11 @@ export class Executor extends WorkerEntrypoint<Env> {
       fromTaskGroup(parsed.group).map(async (payload) =>
         send(
           "missing" in payload
-            ? failure(payload.missing, "executor.invalid_payload", "the task group names a task it does not carry")
-            : await this.execute(payload),
+            ? taskFailure(payload.missing, "executor.invalid_payload", "the task group names a task it does not carry")
+            : await executeTask(this.env, payload),
         ),
       ),
     );
-  }
-
-  private async execute(payload: TaskPayload): Promise<TaskResult> {
-    let resolved: TaskPayload;
-    try {
-      // Steps see values: the payload's blob references are read (and checked) first (executor/blobs.ts).
-      resolved = await resolvePayload(this.env, payload);
-    } catch (thrown) {
-      return blobFailure(payload.token_id, thrown);
-    }
-    let result: TaskResult;
-    try {
-      result = await runTask(resolved, {
-        context: { env: this.env, fetch: (input, init) => fetch(input, init) },
-        clock: SYSTEM_CLOCK,
-      });
-    } catch (thrown) {
-      // runTask returns its failures; reaching here is a bug, reported as data all the same.
-      return failure(payload.token_id, "executor.internal", ensureEngineError(thrown).message);
-    }
-    try {
-      // Large values leave as blobs: the coordinator keeps references, never the bytes.
-      return await offloadResult(this.env, payload, result);
-    } catch (thrown) {
-      return blobFailure(payload.token_id, thrown);
-    }
   }
 }
 
@@ -116,27 +87,4 @@ function tokenOf(payload: unknown): string {
   const token =
     typeof payload === "object" && payload !== null ? (payload as Record<string, unknown>).token_id : undefined;
   return typeof token === "string" && token.length > 0 ? token : "unknown";
-}
-
-/**
- * A failure the executor answers itself. Like every result it sends, it can be signed into the
- * journal as it is (its text well-formed; run-task.ts `finalizeResult` checks the others), so the
- * coordinator applies results without checking them again.
- */
-/** A blob that could not be read or written: as it says, or a retryable `blob.unavailable` when R2 failed. */
-function blobFailure(token: string, thrown: unknown): TaskResult {
-  const error =
-    thrown instanceof EngineError
-      ? thrown
-      : EngineError.retryable("blob.unavailable", `the blob store failed: ${ensureEngineError(thrown).message}`);
-  return failure(token, error.code, error.message, error.retryable);
-}
-
-function failure(token: string, type: string, message: string, retryable = false): TaskResult {
-  return {
-    token_id: token.toWellFormed(),
-    success: false,
-    error: toTaskError(new EngineError(type, message.toWellFormed(), { retryable }), null, null),
-    metrics: { duration_ms: 0, steps_executed: 0, llm_tokens: { input: 0, output: 0, cost_usd: 0 } },
-  };
 }

@@ -22,6 +22,12 @@ export interface RunTaskDeps {
    * @default SYSTEM_CLOCK
    */
   clock?: Clock;
+  /**
+   * The budget every expression of the task draws from; a caller that counts
+   * what tasks spend passes its own.
+   * @default a fresh budget of MAX_TASK_WORK_UNITS
+   */
+  workBudget?: WorkBudget;
 }
 
 /**
@@ -31,7 +37,8 @@ export interface RunTaskDeps {
  */
 export async function runTask(payload: TaskPayload, deps: RunTaskDeps): Promise<TaskResult> {
   // Every expression of the task (its steps' conditions and mappings, its actions' CEL and templates) draws from one budget.
-  const result = await withWorkBudget(new WorkBudget(MAX_TASK_WORK_UNITS, "task"), () => runToResult(payload, deps));
+  const budget = deps.workBudget ?? new WorkBudget(MAX_TASK_WORK_UNITS, "task");
+  const result = await withWorkBudget(budget, () => runToResult(payload, deps));
   return finalizeResult(result, scrubbedSecretValues(deps.context.env));
 }
 

@@ -11,9 +11,10 @@
  *
  * Per run it records:
  *   client_ms  wall-clock at this driver, from just before the start request
- *              until the driver sees the run completed (Trellis and CF
- *              Workflows: polled every POLL_MS; Restate: the ingress call
- *              itself returns on completion)
+ *              until the driver sees the run completed (Trellis: the start
+ *              answers once the run ended, `Prefer: wait`; CF Workflows:
+ *              polled every POLL_MS; Restate: the ingress call itself returns
+ *              on completion)
  *   engine_ms  the engine's own timestamps: Trellis journal run.created → attest;
  *              CF Workflows Date.now() in the fetch handler before create() →
  *              Date.now() at the end of run(); Restate sys_invocation
@@ -27,13 +28,16 @@
  * once, in an order rotated every round.
  *
  * Configuration (env): TRELLIS_DIR, CFWF_DIR, RESTATE_DIR (installed projects;
- * run.sh prepares them), REPEATS (15), WARMUP (2), POLL_MS (20, the chains
- * and the fan-out), POLL_MS_SINGLE (2), SETTLE_MS (300), ENGINES
+ * run.sh prepares them), REPEATS (15), WARMUP (2), TRELLIS_WAIT_S (60: Trellis's
+ * start waits this long for its run to end, `Prefer: wait`; 0: it answers at
+ * once), POLL_MS (20, the chains and the fan-out; the Workers engines' runs
+ * still going), POLL_MS_SINGLE (2), SETTLE_MS (300), ENGINES
  * (trellis,cfwf,restate), WORKLOADS (single,chain,chain-http,fanout), OUT_DIR (where
  * results go; default <tmpdir>/peerbench-results), MAX_LIFETIME_S (7200: every
  * engine process is under `timeout`), FSYNC_PROBE (1: after the measurement,
  * count fsync-like calls of one chain and one single run per engine under
- * strace). Any RESTATE_* variable is passed to
+ * strace), PLATFORM_FLOOR (0: skip the platform's floor, timed after the
+ * rounds through the cfwf Worker). Any RESTATE_* variable is passed to
  * restate-server (e.g. RESTATE_LOG_SERVER__ROCKSDB_DISABLE_WAL_FSYNC=true).
  */
 import { execFileSync, spawn } from "node:child_process";
@@ -71,6 +75,8 @@ const CFG = {
     "fanout": Number(env.POLL_MS ?? 20),
   },
   settleMs: Number(env.SETTLE_MS ?? 300),
+  /** Trellis's start waits this long for the run to end (`Prefer: wait`); 0 answers at once and the run is polled. */
+  startWaitS: Number(env.TRELLIS_WAIT_S ?? 60),
   engines: (env.ENGINES ?? "trellis,cfwf,restate").split(",").filter(Boolean),
   workloads: (env.WORKLOADS ?? WORKLOADS.join(",")).split(",").filter(Boolean),
   outDir: resolve(env.OUT_DIR ?? join(tmpdir(), "peerbench-results")),
@@ -392,14 +398,32 @@ function trellisFlows(targetUrl) {
   };
 }
 
+/** Polls a Trellis run still going (the start's wait ran out) until it completed; returns the number of polls. */
+async function trellisUntilEnded(api, started, pollMs) {
+  let polls = 0;
+  const deadline = Date.now() + CFG.runTimeoutMs;
+  for (let run = started; ;) {
+    if (["completed", "failed", "cancelled"].includes(run.status)) {
+      if (run.status !== "completed")
+        throw new Error(`trellis run ${run.run_id} ended ${run.status}: ${JSON.stringify(run.error)}`);
+      return polls;
+    }
+    if (Date.now() > deadline)
+      throw new Error(`trellis run ${run.run_id} not done after ${CFG.runTimeoutMs} ms (status ${run.status})`);
+    await sleep(pollMs);
+    run = await api("GET", `/v1/runs/${started.run_id}`);
+    polls += 1;
+  }
+}
+
 async function startTrellis(targetUrl) {
   const token = `peerbench-${randomBytes(8).toString("hex")}`;
   const key = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "der" }).toString("base64");
   const { url } = await startWrangler("trellis", CFG.trellisDir, { API_TOKENS: token, JOURNAL_SIGNING_KEY: key });
-  const api = async (method, path, body) => {
+  const api = async (method, path, body, headers = {}) => {
     const response = await fetch(`${url}${path}`, {
       method,
-      headers: { "authorization": `Bearer ${token}`, "content-type": "application/json" },
+      headers: { "authorization": `Bearer ${token}`, "content-type": "application/json", ...headers },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const json = await response.json();
@@ -413,22 +437,17 @@ async function startTrellis(targetUrl) {
       const flow = flows[workload];
       const t0 = performance.now();
       const startedAt = Date.now();
-      const { run_id: runId } = await api("POST", `/v1/workflows/${flow.workflow.id}/runs`, { input: flow.input });
+      // The start waits for the run to end (Prefer: wait, at most 60 s), as Restate's call does;
+      // a run still going after that is polled.
+      const started = await api(
+        "POST",
+        `/v1/workflows/${flow.workflow.id}/runs`,
+        { input: flow.input },
+        { prefer: `wait=${CFG.startWaitS}` },
+      );
+      const runId = started.run_id;
       const startMs = performance.now() - t0;
-      let polls = 0;
-      const deadline = Date.now() + CFG.runTimeoutMs;
-      for (;;) {
-        const run = await api("GET", `/v1/runs/${runId}`);
-        polls += 1;
-        if (["completed", "failed", "cancelled"].includes(run.status)) {
-          if (run.status !== "completed")
-            throw new Error(`trellis run ${runId} ended ${run.status}: ${JSON.stringify(run.error)}`);
-          break;
-        }
-        if (Date.now() > deadline)
-          throw new Error(`trellis run ${runId} not done after ${CFG.runTimeoutMs} ms (status ${run.status})`);
-        await sleep(CFG.pollMs[workload]);
-      }
+      const polls = await trellisUntilEnded(api, started, CFG.pollMs[workload]);
       const client = performance.now() - t0;
       const endedAt = Date.now();
       // Read after the CPU window closes (see measure): the journal read is not part of the run.
@@ -451,6 +470,7 @@ async function startTrellis(targetUrl) {
 
 async function startCfwf(targetUrl) {
   const { url } = await startWrangler("cfwf", CFG.cfwfDir, { PEERBENCH: "1" });
+  floorUrl = url;
   const params = {
     "single": { kind: "single", n: 1 },
     "chain": { kind: "chain", n: CFG.chainN },
@@ -494,6 +514,49 @@ async function startCfwf(targetUrl) {
       };
     },
   };
+}
+
+/** The cfwf Worker's URL: its `/floor/*` routes measure the platform under `wrangler dev` with no engine. */
+let floorUrl = null;
+
+/**
+ * The platform's floor (PLATFORM_FLOOR, on unless 0; needs the cfwf engine), after the rounds:
+ * the parts every engine on Workers is built from, timed through the same `wrangler dev`.
+ * Medians in ms: a request answered at once; a new SQLite Durable Object that writes one
+ * row; and per step of 200 in one object, a row written then a GET of the target's /now,
+ * from the object itself and through a service-binding call (an executor's hop).
+ */
+async function platformFloor(targetUrl) {
+  if (floorUrl === null || env.PLATFORM_FLOOR === "0") return null;
+  const timed = async (times, request) => {
+    const values = [];
+    for (let i = 0; i < times; i += 1) {
+      const t0 = performance.now();
+      const response = await request();
+      const body = await response.json().catch(() => null);
+      if (!response.ok) throw new Error(`floor request → ${response.status}`);
+      values.push(body?.ms ?? performance.now() - t0);
+    }
+    return median(values);
+  };
+  const post = (path, body) => () => fetch(`${floorUrl}${path}`, { method: "POST", body: JSON.stringify(body) });
+  const chain = (rpc) => post("/floor/chain-http", { n: CFG.chainN, url: `${targetUrl}/now`, rpc });
+  return {
+    noopMs: await timed(30, () => fetch(`${floorUrl}/floor/noop`)),
+    newObjectMs: await timed(30, post("/floor/object", {})),
+    chainHttpMsPerStep: (await timed(5, chain(false))) / CFG.chainN,
+    chainHttpRpcMsPerStep: (await timed(5, chain(true))) / CFG.chainN,
+  };
+}
+
+function floorText(floor) {
+  if (floor === null) return "";
+  return (
+    `\nPlatform floor under wrangler dev (the cfwf Worker's /floor routes, no engine), medians: ` +
+    `a request answered at once ${fmt(floor.noopMs)} ms; a new SQLite Durable Object writing one row ${fmt(floor.newObjectMs)} ms; ` +
+    `per step of ${CFG.chainN} (write a row, then GET /now) ${fmt(floor.chainHttpMsPerStep, 2)} ms, ` +
+    `with the GET through a service-binding call ${fmt(floor.chainHttpRpcMsPerStep, 2)} ms\n`
+  );
 }
 
 function restateBinary(dir) {
@@ -1019,6 +1082,7 @@ async function main() {
   await warmUp(engines, targetUrl);
   const idle = await idleCpu();
   const { samples, floors, noise } = await measuredRounds(engines, targetUrl, idle);
+  const floor = await platformFloor(targetUrl);
   const probe = env.FSYNC_PROBE === "1" ? await fsyncProbe(engines) : null;
   const { memory, text: memLines } = memoryReport();
   const { summary, text } = summarize(samples, floors, noise);
@@ -1027,7 +1091,7 @@ async function main() {
     `# Peer benchmark ${stamp}\n\n` +
     `repeats ${CFG.repeats} (after ${CFG.warmup} warm-up runs of each), engines interleaved, order rotated each round; ` +
     `poll every ${CFG.pollMs.chain} ms (single: ${CFG.pollMs.single} ms); settle ${CFG.settleMs} ms after each run\n` +
-    `versions: ${JSON.stringify(info)}\n\n${text}\n\nMemory:\n${memLines}\n${probeText(probe)}`;
+    `versions: ${JSON.stringify(info)}\n\n${text}\n${floorText(floor)}\nMemory:\n${memLines}\n${probeText(probe)}`;
   const base = join(CFG.outDir, `peerbench-${stamp}`);
   writeFileSync(
     `${base}.json`,
@@ -1041,6 +1105,7 @@ async function main() {
         memory,
         noise,
         fsyncProbe: probe,
+        platformFloor: floor,
         restateConfig: restateInfo.config ?? null,
       },
       null,

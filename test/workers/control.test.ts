@@ -201,7 +201,8 @@ describe("pause, resume and redrive", () => {
     // The view lists the controls a drafted run accepts.
     expect(drafted.controls).toEqual(["cancel", "approve"]);
     const approved = await api("POST", `/v1/runs/${runId}/approve`);
-    expect(approved.json.status).toBe("running");
+    // Its one task is pure: the approval's own event may run it to the end.
+    expect(["running", "completed"]).toContain(approved.json.status);
     expect((await waitForRun(runId)).status).toBe("completed");
     expect((await api("POST", `/v1/runs/${runId}/approve`)).status).toBe(409);
   });

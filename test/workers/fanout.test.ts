@@ -2,6 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import { JOURNAL_PAGE } from "../../coordinator/index.ts";
 import { MAX_FOREACH_ITEMS } from "../../coordinator/nodes.ts";
+import { MAX_PURE_TASKS_PER_EVENT } from "../../coordinator/pure-tasks.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
 import { api, uniqueId, httpTarget, runWorkflow, httpStep } from "./helpers.ts";
 
@@ -9,6 +10,8 @@ interface Stats {
   maxDispatchesPerEvent: number;
   maxTasksPerCall: number;
   dispatches: number;
+  pureTasks: number;
+  maxPureTasksPerEvent: number;
 }
 
 async function statsOf(runId: string): Promise<Stats> {
@@ -191,10 +194,10 @@ describe("foreach", () => {
 });
 
 describe("scale", () => {
-  it("completes a 1,000-item foreach with outputs in item order, never over 20 executor calls per event nor 6 tasks per call", async ({
+  it("runs a 1,200-item foreach of pure tasks in the coordinator, at most 1,000 an event, the rest through the executor, outputs in item order", async ({
     expect,
   }) => {
-    const items = Array.from({ length: 1000 }, (_, i) => i);
+    const items = Array.from({ length: 1200 }, (_, i) => i);
     const result = await run(
       {
         id: uniqueId("k1"),
@@ -214,7 +217,10 @@ describe("scale", () => {
     expect(result.status).toBe("completed");
     expect(result.output.sq).toEqual(items.map((n) => n * n));
     const stats = await statsOf(result.run_id);
-    expect(stats.dispatches).toBe(1000);
+    expect(stats.pureTasks + stats.dispatches).toBe(1200);
+    expect(stats.maxPureTasksPerEvent).toBe(MAX_PURE_TASKS_PER_EVENT);
+    // The dispatches left once an event has run its 1,000 go to the executor, within its bounds.
+    expect(stats.dispatches).toBeGreaterThan(0);
     expect(stats.maxDispatchesPerEvent).toBeLessThanOrEqual(20);
     expect(stats.maxTasksPerCall).toBeLessThanOrEqual(6);
     // Over 2,000 entries: the API reads them from the coordinator in pages and returns them all.
@@ -222,7 +228,11 @@ describe("scale", () => {
       .entries;
     expect(entries.length).toBeGreaterThan(2 * JOURNAL_PAGE);
     expect(entries.map((entry) => entry.seq)).toEqual(entries.map((_, index) => index + 1));
+    expect(entries.filter((entry) => entry.kind === "task.dispatched")).toHaveLength(1200);
+    expect(entries.filter((entry) => entry.kind === "task.completed")).toHaveLength(1200);
     expect(entries.at(-1)?.kind).toBe("attest");
+    const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
+    expect(await verifyJournal(entries as never, jwks, { requireAttestation: true })).toMatchObject({ ok: true });
   }, 180_000);
 
   it("completes a 300-item foreach of http tasks (waves sent before they are signed) within the same bounds, and its journal verifies", async ({
@@ -263,7 +273,9 @@ describe("scale", () => {
     expect(await verifyJournal(entries, jwks, { requireAttestation: true })).toMatchObject({ ok: true });
   }, 180_000);
 
-  it("completes a 200-node chain, never over 20 executor calls per event nor 6 tasks per call", async ({ expect }) => {
+  it("runs a 200-node chain of pure tasks in the coordinator, each node's result the next one's input", async ({
+    expect,
+  }) => {
     const nodes: Record<string, unknown> = {};
     for (let i = 0; i < 200; i += 1) {
       nodes[`n${i}`] = {
@@ -279,14 +291,36 @@ describe("scale", () => {
             },
           ],
         },
+        ...(i === 199 ? { output_mapping: { "output.last": "$.sq" } } : {}),
       };
     }
     const result = await run({ id: uniqueId("chain"), nodes }, {}, 120_000);
     expect(result.status).toBe("completed");
-    const state = (await api("GET", `/v1/runs/${result.run_id}/journal`)).json.entries.at(-1);
-    expect(state.body.outcome).toBe("completed");
+    expect(result.output.last).toBe(201);
+    const entries = (await api("GET", `/v1/runs/${result.run_id}/journal`)).json.entries;
+    expect(entries.at(-1).body.outcome).toBe("completed");
+    expect(entries.filter((entry: { kind: string }) => entry.kind === "task.completed")).toHaveLength(200);
     const stats = await statsOf(result.run_id);
-    expect(stats.dispatches).toBe(200);
+    expect(stats.pureTasks).toBe(200);
+    expect(stats.dispatches).toBe(0);
+  }, 180_000);
+
+  it("completes a 60-node chain of http tasks, never over 20 executor calls per event nor 6 tasks per call", async ({
+    expect,
+  }) => {
+    const key = uniqueId("chain-http");
+    const nodes: Record<string, unknown> = {};
+    for (let i = 0; i < 60; i += 1) {
+      nodes[`n${i}`] = {
+        ...(i > 0 ? { depends_on: [`n${i - 1}`] } : {}),
+        task: { steps: [httpStep("call", `${httpTarget()}/json?n=${i}&key=${key}`)] },
+      };
+    }
+    const result = await run({ id: uniqueId("chain-http"), nodes }, {}, 120_000);
+    expect(result.status).toBe("completed");
+    expect(((await (await fetch(`${httpTarget()}/hits/${key}`)).json()) as { count: number }).count).toBe(60);
+    const stats = await statsOf(result.run_id);
+    expect(stats.dispatches).toBe(60);
     // Each node leaves with its predecessor's result, inside the event whose call returned
     // it: one event carries the chain until its 20 calls are spent, never more.
     expect(stats.maxDispatchesPerEvent).toBe(20);

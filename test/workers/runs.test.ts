@@ -108,7 +108,9 @@ describe("scheduling", () => {
 
   it("sends tasks in executor calls of at most 6, at most 20 calls in one event", async ({ expect }) => {
     const id = uniqueId("wide");
-    const nodes = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`n${i}`, { task: contextTask(`${i}`) }]));
+    // http tasks: pure ones would run in the coordinator, with no executor call.
+    const task = { steps: [httpStep("call", `${httpTarget()}/echo`)] };
+    const nodes = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`n${i}`, { task }]));
     await registerWorkflow({ id, max_parallel: 100, nodes });
     const run = await waitForRun(await start(id));
     expect(run.status).toBe("completed");

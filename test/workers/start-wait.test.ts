@@ -124,11 +124,29 @@ describe("a start that waits for its run", () => {
   });
 
   it("answers at once without a wait preference, and ignores one it cannot read", async ({ expect }) => {
-    const id = await plusOne();
+    // A first node that waits 300 ms on the target: the run is still going when the start answers.
+    const id = uniqueId("no-wait");
+    const slow = {
+      ref: "slow",
+      action: { kind: "http", implementation: { method: "GET", url_template: `${httpTarget()}/slow?ms=300` } },
+    };
+    await registerWorkflow({
+      id,
+      nodes: {
+        slow: { task: { steps: [slow] } },
+        add: {
+          depends_on: ["slow"],
+          task: { steps: [contextStep("s", "sum", "input.n + 1")] },
+          input_mapping: { n: "$.input.n" },
+          output_mapping: { "output.sum": "$.sum" },
+        },
+      },
+    });
     for (const prefer of [undefined, "wait=soon", "respond-async", "wait=-1"]) {
       const started = await startRun(id, { input: { n: 1 } }, prefer ? { prefer } : {});
       expect(started.status).toBe(201);
       expect(started.headers.get("preference-applied")).toBeNull();
+      expect(started.json.status).toBe("running");
       expect(started.json).not.toHaveProperty("output");
       expect(await waitForRun(String(started.json.run_id))).toMatchObject({ status: "completed", output: { sum: 2 } });
     }

@@ -1,13 +1,18 @@
 import { env } from "cloudflare:workers";
 import { describe, it } from "vitest";
 import type { RunUsage } from "../../coordinator/usage.ts";
-import { register, runWorkflow, start, uniqueId, waitForRun } from "./helpers.ts";
+import { httpStep, httpTarget, register, runWorkflow, start, uniqueId, waitForRun } from "./helpers.ts";
 
-/** A chain of `length` nodes, each one `context` step that sets `v`, each after the one before. */
-function noopChain(length: number): Record<string, unknown> {
-  const task = {
-    steps: [{ ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } }],
-  };
+/**
+ * A chain of `length` nodes, each after the one before: a pure task (one `context` step that
+ * sets `v`; the coordinator runs it) or an `http` task (a GET of the local target; the executor runs it).
+ */
+function chain(length: number, kind: "pure" | "http" = "pure"): Record<string, unknown> {
+  const step =
+    kind === "pure"
+      ? { ref: "s", action: { kind: "context", implementation: { updates: [{ path: "v", expr: "1" }] } } }
+      : httpStep("s", `${httpTarget()}/echo`);
+  const task = { steps: [step] };
   return Object.fromEntries(
     Array.from({ length }, (_, i) => [`n${i}`, { task, ...(i > 0 ? { depends_on: [`n${i - 1}`] } : {}) }]),
   );
@@ -29,8 +34,8 @@ describe("a run's usage", () => {
   it("counts executor calls, rows and bytes; the same run twice counts the same; more nodes write more rows", async ({
     expect,
   }) => {
-    const three = { id: uniqueId("usage-3"), nodes: noopChain(3) };
-    const six = { id: uniqueId("usage-6"), nodes: noopChain(6) };
+    const three = { id: uniqueId("usage-3"), nodes: chain(3, "http") };
+    const six = { id: uniqueId("usage-6"), nodes: chain(6, "http") };
     const first = await runWorkflow(three);
     const second = await runWorkflow(three);
     const longer = await runWorkflow(six);
@@ -38,7 +43,7 @@ describe("a run's usage", () => {
     const a = await usageAtEnd(first.run_id);
     const b = await usageAtEnd(second.run_id);
     const c = await usageAtEnd(longer.run_id);
-    // One executor call per node of a chain; rows read and written by its statements; a database of some size.
+    // One executor call per node of a chain of http tasks; rows read and written by its statements; a database of some size.
     expect(a.executorCalls).toBe(3);
     expect(c.executorCalls).toBe(6);
     expect(a.rowsWritten).toBeGreaterThan(3);
@@ -61,7 +66,7 @@ describe("a run's usage", () => {
   it("writes at most 4.5 rows a node of a chain: one journal row a commit, a node's one invocation in its row, a short context in the record", async ({
     expect,
   }) => {
-    const run = await runWorkflow({ id: uniqueId("usage-50"), nodes: noopChain(50) });
+    const run = await runWorkflow({ id: uniqueId("usage-50"), nodes: chain(50, "http") });
     expect(run.status).toBe("completed");
     const usage = await usageAtEnd(run.run_id);
     // Each node's commit writes its journal entries (one row), the node it ends and the node it
@@ -69,8 +74,17 @@ describe("a run's usage", () => {
     expect(usage.rowsWritten / 50).toBeLessThanOrEqual(4.5); // 4.4 when measured (220 rows); 11.5 before
   });
 
+  it("runs a chain of pure tasks with no executor call, in one commit of about a row a node", async ({ expect }) => {
+    const run = await runWorkflow({ id: uniqueId("usage-pure-50"), nodes: chain(50) });
+    expect(run.status).toBe("completed");
+    const usage = await usageAtEnd(run.run_id);
+    expect(usage.executorCalls).toBe(0);
+    // Each node's row, the journal's pages, the run's record and context, and the run index.
+    expect(usage.rowsWritten / 50).toBeLessThanOrEqual(1.5);
+  });
+
   it("counts a child run's start as calls into Durable Objects, and a sleep's alarm", async ({ expect }) => {
-    const child = { id: uniqueId("usage-child"), nodes: noopChain(1) };
+    const child = { id: uniqueId("usage-child"), nodes: chain(1) };
     const parent = {
       id: uniqueId("usage-parent"),
       nodes: {
