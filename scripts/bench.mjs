@@ -206,7 +206,7 @@ function printCosts(costs) {
   printTable(["scenario", "meter", "per run", "min–max", "per step", "$ per million steps"], costs);
   console.log(
     `\ncounted = requests, invocations, rows and one month of storage (the same on any machine); measured = ` +
-      `Durable Object duration (the run's journal time × 128 MB) and workerd's CPU (all of it, as Worker CPU: ` +
+      `Durable Object duration (the run's time, journal or client, whichever is longer, × 128 MB) and workerd's CPU (all of it, as Worker CPU: ` +
       `an upper bound), this machine's speed. Cloudflare Workflows: one request per instance, ` +
       `${WORKFLOWS.cpuMsPerStep} ms CPU and ${WORKFLOWS.bytesPerStep} bytes per step kept ` +
       `${WORKFLOWS.retentionDays} days (assumed). Client status reads are not counted.`,

@@ -33,10 +33,10 @@ export function benchClient(baseUrl, token) {
 }
 
 /** @param {Conn} conn @param {string} method @param {string} path @param {unknown} [body] */
-async function api(conn, method, path, body) {
+async function api(conn, method, path, body, headers = {}) {
   const response = await fetch(`${conn.baseUrl}${path}`, {
     method,
-    headers: { "authorization": `Bearer ${conn.token}`, "content-type": "application/json" },
+    headers: { "authorization": `Bearer ${conn.token}`, "content-type": "application/json", ...headers },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const json = await response.json();
@@ -48,41 +48,43 @@ async function api(conn, method, path, body) {
 
 /**
  * Starts a run, waits for it to complete and returns its id, its duration (ms, from
- * `run.created` to the attestation, in its journal), its journal entries
- * and, given a CPU meter (proc-cpu.mjs), the workerd CPU time (ms) the run
- * cost, in all and on the JavaScript threads: from a quiet workerd before the
- * start request to a quiet workerd after the run, so work it leaves for later
- * (`waitUntil`, the run index) counts.
+ * `run.created` to the attestation, in its journal), the client's time (`clientMs`, from
+ * just before the start request until the client knows the run ended), its journal entries
+ * and, given a CPU meter (proc-cpu.mjs), the workerd CPU time (ms) the run cost, in all and
+ * on the JavaScript threads: from a quiet workerd before the start request to a quiet
+ * workerd after the run, so work it leaves for later (`waitUntil`, the run index) counts.
  *
- * With a meter it asks whether the run has ended only when workerd has gone
- * quiet, never on a timer: each status read costs workerd ~2–3 ms of CPU,
- * which a timer would add in proportion to wall time (and so to the machine's
- * load). A run that waits on I/O (the fan-out) goes quiet while it waits and
- * is asked then; those reads count.
+ * The start asks to wait for the run (`Prefer: wait=30`), so the client knows at once
+ * when it ends and asks nothing while it runs (each status read costs workerd ~2–3 ms of
+ * CPU). A run still going after the wait is polled, with a meter only once workerd has gone
+ * quiet. The journal's time is the engine's, except for work done in one event without
+ * I/O (a chain of pure tasks), whose entries carry one time: workerd's clock stands still
+ * while code runs; `clientMs` is the measure there.
  * @param {Conn} conn @param {string} workflowId @param {unknown} [input]
  * @param {import("./proc-cpu.mjs").CpuMeter} [meter]
  */
 async function timedRun(conn, workflowId, input = {}, meter) {
   const cpuBefore = meter ? await meter.quiet() : 0;
   const mainBefore = meter ? meter.readMain() : 0;
-  const { run_id: runId } = await api(conn, "POST", `/v1/workflows/${workflowId}/runs`, { input });
+  const sent = performance.now();
+  let run = await api(conn, "POST", `/v1/workflows/${workflowId}/runs`, { input }, { prefer: "wait=30" });
   const deadline = Date.now() + 300_000;
-  for (;;) {
-    const cpuAt = meter ? await meter.quiet() : await delay(POLL_MS);
-    const mainAt = meter ? meter.readMain() : Number.NaN;
-    const run = await api(conn, "GET", `/v1/runs/${runId}`);
-    if (["completed", "failed", "cancelled"].includes(run.status)) {
-      if (run.status !== "completed") {
-        throw new Error(`run ${runId} of ${workflowId} ended ${run.status}: ${JSON.stringify(run.error)}`);
-      }
-      const { entries } = await api(conn, "GET", `/v1/runs/${runId}/journal`);
-      const ms = Date.parse(entries.at(-1).at) - Date.parse(entries[0].at);
-      return { runId, ms, entries, cpuMs: cpuAt - cpuBefore, mainCpuMs: mainAt - mainBefore };
-    }
+  while (!["completed", "failed", "cancelled"].includes(run.status)) {
     if (Date.now() > deadline) {
-      throw new Error(`run ${runId} did not finish`);
+      throw new Error(`run ${run.run_id} did not finish`);
     }
+    await (meter ? meter.quiet() : delay(POLL_MS));
+    run = await api(conn, "GET", `/v1/runs/${run.run_id}`);
   }
+  const clientMs = performance.now() - sent;
+  const cpuAt = meter ? await meter.quiet() : Number.NaN;
+  const mainAt = meter ? meter.readMain() : Number.NaN;
+  if (run.status !== "completed") {
+    throw new Error(`run ${run.run_id} of ${workflowId} ended ${run.status}: ${JSON.stringify(run.error)}`);
+  }
+  const { entries } = await api(conn, "GET", `/v1/runs/${run.run_id}/journal`);
+  const ms = Date.parse(entries.at(-1).at) - Date.parse(entries[0].at);
+  return { runId: run.run_id, ms, clientMs, entries, cpuMs: cpuAt - cpuBefore, mainCpuMs: mainAt - mainBefore };
 }
 
 /** @param {number} ms @returns {Promise<number>} NaN, after `ms` */

@@ -8,7 +8,8 @@
  * Counted (the same on any machine): Durable Object requests, Worker
  * invocations, SQLite rows read and written, bytes stored. Measured (this
  * machine's speed): Durable Object duration (the run's time in its journal,
- * the coordinator being active throughout) and CPU (all of workerd's CPU
+ * the coordinator being active throughout, or the client's time when longer:
+ * work done in one event has one time in the journal) and CPU (all of workerd's CPU
  * over the run, billed as Worker CPU: an upper bound).
  */
 import { fmt, median } from "./bench-scenarios.mjs";

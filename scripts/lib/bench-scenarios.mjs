@@ -49,9 +49,13 @@ import { ACTION_WAIT_MS, CHAIN_LENGTH } from "./bench-client.mjs";
  */
 const MAIN_CPU_LABEL = "  of which the JavaScript threads";
 
-/** The chain metrics: journal time and workerd CPU, each ÷ the chain's length. */
+/**
+ * The chain metrics: the client's time (start request to the run's end, known at once:
+ * the start waits for it) and workerd CPU, each ÷ the chain's length. Not the journal's
+ * time: a chain of pure tasks is one event, whose entries all carry one time.
+ */
 const chainMetrics = [
-  { key: "time", label: "time per node", unit: "ms/node", target: { ratio: 0.4 } },
+  { key: "time", label: "time per node (client)", unit: "ms/node", target: { ratio: 0.4 } },
   { key: "cpu", label: "CPU per node", unit: "ms/node", target: { ratio: 0.4 } },
   { key: "mainCpu", label: MAIN_CPU_LABEL, unit: "ms/node" },
 ];
@@ -60,12 +64,20 @@ const chainMetrics = [
 const measureChain = (flow) => async (tree) => {
   const { workflow, input } = tree.flows[flow];
   const run = await tree.client.timedRun(workflow.id, input, tree.meter);
-  const metrics = { time: run.ms / CHAIN_LENGTH, cpu: run.cpuMs / CHAIN_LENGTH, mainCpu: run.mainCpuMs / CHAIN_LENGTH };
+  const metrics = {
+    time: run.clientMs / CHAIN_LENGTH,
+    cpu: run.cpuMs / CHAIN_LENGTH,
+    mainCpu: run.mainCpuMs / CHAIN_LENGTH,
+  };
   return { metrics, entries: run.entries, run: measuredRun(run) };
 };
 
-/** What the cost table needs of a timed run. @param {{ runId: string, ms: number, cpuMs: number }} run */
-const measuredRun = (run) => ({ id: run.runId, ms: run.ms, cpuMs: run.cpuMs });
+/**
+ * What the cost table needs of a timed run: its object's active time is at most the
+ * client's (the journal's is 0 for work done in one event).
+ * @param {{ runId: string, ms: number, clientMs: number, cpuMs: number }} run
+ */
+const measuredRun = (run) => ({ id: run.runId, ms: Math.max(run.ms, run.clientMs), cpuMs: run.cpuMs });
 
 /** How long the `idle` scenario measures nothing happening. */
 const IDLE_MS = 1_000;
@@ -119,14 +131,14 @@ export const SCENARIOS = {
     title: "foreach of 1,000 no-op items",
     steps: 1000,
     metrics: [
-      { key: "time", label: "total", unit: "ms", target: { ratio: 0.5 } },
+      { key: "time", label: "total (client)", unit: "ms", target: { ratio: 0.5 } },
       { key: "cpu", label: "CPU per run", unit: "ms" },
       { key: "mainCpu", label: MAIN_CPU_LABEL, unit: "ms" },
     ],
     measure: async (tree) => {
       const { workflow, input } = tree.flows.foreach;
       const run = await tree.client.timedRun(workflow.id, input, tree.meter);
-      const metrics = { time: run.ms, cpu: run.cpuMs, mainCpu: run.mainCpuMs };
+      const metrics = { time: run.clientMs, cpu: run.cpuMs, mainCpu: run.mainCpuMs };
       return { metrics, entries: run.entries, run: measuredRun(run) };
     },
   },
