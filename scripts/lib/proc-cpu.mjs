@@ -26,13 +26,15 @@ export const TICK_MS = (() => {
 })();
 
 /**
- * The pids of `root`'s descendants whose command is `name`, from `ps`.
- * @param {number} root @param {string} name
+ * `root` and every process below it, with its command, from `ps`.
+ * @param {number} root
+ * @returns {{ pid: number, comm: string }[]}
  */
-function descendantsNamed(root, name) {
+export function processTree(root) {
   const table = execFileSync("ps", ["-A", "-o", "pid=,ppid=,comm="], { encoding: "utf8" });
   /** @type {Map<number, { pid: number, comm: string }[]>} */
   const children = new Map();
+  let self = { pid: root, comm: "" };
   for (const line of table.split("\n")) {
     const [pid, ppid, comm] = line.trim().split(/\s+/);
     if (comm === undefined) {
@@ -41,18 +43,26 @@ function descendantsNamed(root, name) {
     const list = children.get(Number(ppid)) ?? [];
     list.push({ pid: Number(pid), comm });
     children.set(Number(ppid), list);
-  }
-  const found = [];
-  const queue = [root];
-  while (queue.length > 0) {
-    for (const child of children.get(/** @type {number} */ (queue.shift())) ?? []) {
-      queue.push(child.pid);
-      if (child.comm === name) {
-        found.push(child.pid);
-      }
+    if (Number(pid) === root) {
+      self = { pid: root, comm };
     }
   }
+  const found = [self];
+  for (let i = 0; i < found.length; i += 1) {
+    found.push(...(children.get(found[i].pid) ?? []));
+  }
   return found;
+}
+
+/**
+ * The pids of `root`'s descendants whose command is `name`.
+ * @param {number} root @param {string} name
+ */
+export function descendantsNamed(root, name) {
+  return processTree(root)
+    .slice(1)
+    .filter((process) => process.comm === name)
+    .map((process) => process.pid);
 }
 
 /**
