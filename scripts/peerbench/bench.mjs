@@ -8,6 +8,10 @@
  *   chain       200 sequential no-op steps
  *   chain-http  200 sequential steps, each GET <target>/now (answered at once)
  *   fanout      100 parallel steps, each GET <target>/sleep?ms=100
+ *   burst       (only when WORKLOADS names it) BURST_RUNS (1,000) runs of a
+ *               BURST_STEPS-step (3) no-op chain, started at once by
+ *               BURST_CLIENTS (100) concurrent clients: start throughput, time
+ *               until the last run completed, per-run p50/p99 (runBurst)
  *
  * Per run it records:
  *   client_ms  wall-clock at this driver, from just before the start request
@@ -32,7 +36,9 @@
  * start waits this long for its run to end, `Prefer: wait`; 0: it answers at
  * once), POLL_MS (20, the chains and the fan-out; the Workers engines' runs
  * still going), POLL_MS_SINGLE (2), SETTLE_MS (300), ENGINES
- * (trellis,cfwf,restate), WORKLOADS (single,chain,chain-http,fanout), OUT_DIR (where
+ * (trellis,cfwf,restate), WORKLOADS (single,chain,chain-http,fanout; burst too when
+ * named), BURST_RUNS, BURST_CLIENTS, BURST_STEPS, BURST_POLLERS (10: status polls
+ * in flight), BURST_TIMEOUT_S (600), OUT_DIR (where
  * results go; default <tmpdir>/peerbench-results), MAX_LIFETIME_S (7200: every
  * engine process is under `timeout`), FSYNC_PROBE (1: after the measurement,
  * count fsync-like calls of one chain and one single run per engine under
@@ -48,6 +54,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { prepareTrellisState } from "./trellis-state.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const env = process.env;
@@ -59,8 +66,9 @@ const need = (name) => {
   return resolve(env[name]);
 };
 
-/** Every workload, in the order each round runs them. */
-const WORKLOADS = ["single", "chain", "chain-http", "fanout"];
+/** Every workload, in the order each round runs them; `burst` only when WORKLOADS names it. */
+const WORKLOADS = ["single", "chain", "chain-http", "fanout", "burst"];
+const DEFAULT_WORKLOADS = ["single", "chain", "chain-http", "fanout"];
 
 const CFG = {
   trellisDir: need("TRELLIS_DIR"),
@@ -73,18 +81,26 @@ const CFG = {
     "chain": Number(env.POLL_MS ?? 20),
     "chain-http": Number(env.POLL_MS ?? 20),
     "fanout": Number(env.POLL_MS ?? 20),
+    "burst": Number(env.POLL_MS ?? 20),
   },
   settleMs: Number(env.SETTLE_MS ?? 300),
   /** Trellis's start waits this long for the run to end (`Prefer: wait`); 0 answers at once and the run is polled. */
   startWaitS: Number(env.TRELLIS_WAIT_S ?? 60),
   engines: (env.ENGINES ?? "trellis,cfwf,restate").split(",").filter(Boolean),
-  workloads: (env.WORKLOADS ?? WORKLOADS.join(",")).split(",").filter(Boolean),
+  workloads: (env.WORKLOADS ?? DEFAULT_WORKLOADS.join(",")).split(",").filter(Boolean),
   outDir: resolve(env.OUT_DIR ?? join(tmpdir(), "peerbench-results")),
   maxLifetimeS: Number(env.MAX_LIFETIME_S ?? 7200),
   chainN: 200,
   fanoutN: 100,
   sleepMs: 100,
   runTimeoutMs: 120_000,
+  burst: {
+    runs: Number(env.BURST_RUNS ?? 1000),
+    clients: Number(env.BURST_CLIENTS ?? 100),
+    steps: Number(env.BURST_STEPS ?? 3),
+    pollers: Number(env.BURST_POLLERS ?? 10),
+    timeoutMs: Number(env.BURST_TIMEOUT_S ?? 600) * 1000,
+  },
 };
 for (const [name, list, known] of [
   ["ENGINES", CFG.engines, ["trellis", "cfwf", "restate"]],
@@ -302,10 +318,11 @@ const node22 = (dir) => {
 // ---------------------------------------------------------------- engines
 
 /** `wrangler dev --local` with the same flags and environment for both Workers projects. */
-async function startWrangler(name, dir, vars) {
+async function startWrangler(name, dir, vars, prepare = async () => {}) {
   const port = await freePort();
   const inspectorPort = await freePort();
   const tmp = tempDir(`peerbench-${name}-`);
+  await prepare({ stateDir: join(tmp, "state"), logDir: join(tmp, "logs") });
   const envFile = join(tmp, "vars.env");
   writeFileSync(
     envFile,
@@ -362,6 +379,16 @@ async function startWrangler(name, dir, vars) {
   return { url, entry };
 }
 
+/** The run index writes Trellis logged as failed: none unless the setup is broken (they load the engine). */
+const trellisLog = { indexFailures: 0 };
+function countIndexFailures(entry) {
+  for (const stream of [entry.child.stdout, entry.child.stderr]) {
+    createInterface({ input: stream }).on("line", (line) => {
+      if (line.includes("writing the run index failed")) trellisLog.indexFailures += 1;
+    });
+  }
+}
+
 /**
  * Trellis's workflows, in the shapes of `npm run bench` (scripts/lib/bench-client.mjs): a no-op
  * `context` task, chains of 200 nodes each `depends_on` the one before, the fan-out as a
@@ -374,9 +401,9 @@ function trellisFlows(targetUrl) {
   const httpTask = (ref, url) => ({
     steps: [{ ref, action: { kind: "http", implementation: { method: "GET", url_template: url } } }],
   });
-  const chainOf = (task) => {
+  const chainOf = (task, n = CFG.chainN) => {
     const nodes = {};
-    for (let i = 0; i < CFG.chainN; i += 1) nodes[`n${i}`] = { task, ...(i > 0 ? { depends_on: [`n${i - 1}`] } : {}) };
+    for (let i = 0; i < n; i += 1) nodes[`n${i}`] = { task, ...(i > 0 ? { depends_on: [`n${i - 1}`] } : {}) };
     return nodes;
   };
   const wait = httpTask("wait", `${targetUrl}/sleep?ms=${CFG.sleepMs}`);
@@ -395,6 +422,7 @@ function trellisFlows(targetUrl) {
       },
       input: { items: Array.from({ length: CFG.fanoutN }, (_, i) => i) },
     },
+    "burst": { workflow: { id: "peerbench-burst", nodes: chainOf(noopTask, CFG.burst.steps) }, input: {} },
   };
 }
 
@@ -416,15 +444,28 @@ async function trellisUntilEnded(api, started, pollMs) {
   }
 }
 
-async function startTrellis(targetUrl) {
+/** Trellis's `wrangler dev`, after the run index's D1 migrations (as `npm run dev` applies them: trellis-state.mjs). */
+async function launchTrellis() {
   const token = `peerbench-${randomBytes(8).toString("hex")}`;
   const key = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "der" }).toString("base64");
-  const { url } = await startWrangler("trellis", CFG.trellisDir, { API_TOKENS: token, JOURNAL_SIGNING_KEY: key });
+  const { url, entry } = await startWrangler(
+    "trellis",
+    CFG.trellisDir,
+    { API_TOKENS: token, JOURNAL_SIGNING_KEY: key },
+    (dirs) => prepareTrellisState({ trellisDir: CFG.trellisDir, ...dirs }),
+  );
+  countIndexFailures(entry);
+  return { url, token };
+}
+
+async function startTrellis(targetUrl) {
+  const { url, token } = await launchTrellis();
   const api = async (method, path, body, headers = {}) => {
     const response = await fetch(`${url}${path}`, {
       method,
       headers: { "authorization": `Bearer ${token}`, "content-type": "application/json", ...headers },
       body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(CFG.runTimeoutMs),
     });
     const json = await response.json();
     if (response.status >= 400) throw new Error(`${method} ${path} → ${response.status}: ${JSON.stringify(json)}`);
@@ -465,6 +506,23 @@ async function startTrellis(targetUrl) {
       };
       return { client, startMs, polls, startedAt, endedAt, id: runId, later };
     },
+    burst: trellisBurst(api, flows.burst.workflow.id),
+  };
+}
+
+/** Trellis's side of the burst: a start is `POST /v1/workflows/{id}/runs`; completion is polled run by run. */
+function trellisBurst(api, workflowId) {
+  return {
+    start: async () => (await api("POST", `/v1/workflows/${workflowId}/runs`, { input: {} })).run_id,
+    // Engine-side: the run's created_at → its updated_at, the time of the commit that completed it.
+    observe: (runs, deadline) =>
+      pollEach(runs, deadline, async (id) => {
+        const run = await api("GET", `/v1/runs/${id}`);
+        if (run.status === "completed") return { engineMs: Date.parse(run.updated_at) - Date.parse(run.created_at) };
+        if (["failed", "cancelled"].includes(run.status))
+          return { error: `ended ${run.status}: ${JSON.stringify(run.error)}` };
+        return null;
+      }),
   };
 }
 
@@ -513,6 +571,36 @@ async function startCfwf(targetUrl) {
         id,
       };
     },
+    burst: cfwfBurst(url),
+  };
+}
+
+/** Cloudflare Workflows' side of the burst: a start is the Worker's `POST /start`; completion is polled run by run. */
+function cfwfBurst(url) {
+  return {
+    async start() {
+      const response = await fetch(`${url}/start`, {
+        method: "POST",
+        body: JSON.stringify({ kind: "chain", n: CFG.burst.steps, url: "" }),
+        signal: AbortSignal.timeout(CFG.runTimeoutMs),
+      });
+      if (response.status !== 200)
+        throw new Error(`/start → ${response.status}: ${(await response.text()).slice(0, 200)}`);
+      return (await response.json()).id;
+    },
+    // Engine-side: Date.now() before create() in the fetch handler → Date.now() at the end of run().
+    observe: (runs, deadline) =>
+      pollEach(runs, deadline, async (id) => {
+        const response = await fetch(`${url}/status?id=${encodeURIComponent(id)}`, {
+          signal: AbortSignal.timeout(CFG.runTimeoutMs),
+        });
+        if (response.status !== 200) throw new Error(`/status → ${response.status}`);
+        const status = await response.json();
+        if (status.status === "complete") return { engineMs: status.output.tEnd - status.output.t0 };
+        if (["errored", "terminated"].includes(status.status))
+          return { error: `ended ${status.status}: ${JSON.stringify(status.error)}` };
+        return null;
+      }),
   };
 }
 
@@ -691,6 +779,166 @@ async function startRestate(targetUrl) {
       };
       return { client, polls: 0, startedAt, endedAt, id: key, later };
     },
+    burst: restateBurst(ingress, query),
+  };
+}
+
+/**
+ * Restate's side of the burst: each start is the ingress's `…/run/send`, which answers once
+ * the invocation is accepted (durably logged), not when it completes. Completion is read from
+ * Restate's own table, sys_invocation, one query of the burst's keys per POLL_MS.
+ */
+function restateBurst(ingress, query) {
+  let prefix = "";
+  return {
+    async start(i) {
+      if (i === 0) prefix = `burst-${randomBytes(4).toString("hex")}`;
+      const key = `${prefix}-${i}`;
+      const response = await fetch(`${ingress}/BenchChain/${key}/run/send`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ n: CFG.burst.steps }),
+        signal: AbortSignal.timeout(CFG.runTimeoutMs),
+      });
+      const text = await response.text();
+      if (response.status >= 300) throw new Error(`send → ${response.status}: ${text.slice(0, 200)}`);
+      return key;
+    },
+    async observe(runs, deadline) {
+      const byKey = new Map(runs.map((run) => [run.id, run]));
+      let polls = 0;
+      let pollErrors = 0;
+      while (byKey.size > 0 && performance.now() < deadline) {
+        polls += 1;
+        try {
+          const rows = await query(
+            `SELECT target_service_key, status, completion_result, completion_failure, created_at, completed_at ` +
+              `FROM sys_invocation WHERE target_service_name = 'BenchChain' AND target_service_key LIKE '${prefix}-%'`,
+          );
+          const seenAt = performance.now();
+          for (const row of rows) {
+            const run = byKey.get(row.target_service_key);
+            if (!run || row.status !== "completed") continue;
+            run.doneAt = seenAt;
+            if (row.completion_result === "success")
+              run.engineMs = Date.parse(row.completed_at) - Date.parse(row.created_at);
+            else run.error = `ended ${row.completion_result}: ${row.completion_failure}`;
+            byKey.delete(run.id);
+          }
+        } catch (error) {
+          pollErrors += 1;
+          if (pollErrors === 1) log(`restate burst query: ${error.message}`);
+        }
+        if (byKey.size > 0) await sleep(CFG.pollMs.burst);
+      }
+      for (const run of byKey.values()) run.error = `not completed after ${CFG.burst.timeoutMs} ms`;
+      return { polls, pollErrors };
+    },
+  };
+}
+
+// ---------------------------------------------------------------- burst
+
+/**
+ * Polls each run's status until it has ended: BURST_POLLERS polls in flight at most, the runs
+ * taken in turn, no run polled more often than every POLL_MS. `pollOne(id)` answers null while
+ * the run goes on, `{ engineMs }` when it completed, `{ error }` when it ended otherwise; a poll
+ * that throws is counted and the run polled again later.
+ */
+async function pollEach(runs, deadline, pollOne) {
+  const queue = [...runs];
+  let polls = 0;
+  let pollErrors = 0;
+  const poller = async () => {
+    while (queue.length > 0) {
+      const run = queue.shift();
+      const wait = (run.polledAt ?? 0) + CFG.pollMs.burst - performance.now();
+      if (wait > 0) await sleep(wait);
+      run.polledAt = performance.now();
+      polls += 1;
+      let answer = null;
+      try {
+        answer = await pollOne(run.id);
+      } catch (error) {
+        pollErrors += 1;
+        if (pollErrors <= 3) log(`burst poll ${run.id}: ${error.message}`);
+      }
+      if (answer === null) {
+        if (performance.now() < deadline) queue.push(run);
+        else run.error = `not completed after ${CFG.burst.timeoutMs} ms`;
+        continue;
+      }
+      run.doneAt = performance.now();
+      if (answer.error) run.error = answer.error;
+      else run.engineMs = answer.engineMs;
+    }
+  };
+  await Promise.all(Array.from({ length: CFG.burst.pollers }, poller));
+  return { polls, pollErrors };
+}
+
+/** The p-th percentile (nearest rank) of the finite values, or null. */
+function percentile(values, p) {
+  const sorted = values.filter((v) => v !== null && Number.isFinite(v)).sort((a, b) => a - b);
+  if (!sorted.length) return null;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+}
+
+/**
+ * One burst on one engine: BURST_RUNS starts from BURST_CLIENTS concurrent clients, each sending
+ * its next start as soon as its last one was answered. Completion is observed only once every
+ * start has been answered, so that no poll competes with the starts being measured (the engine's
+ * `observe`). Times are from the first start request sent.
+ */
+async function runBurst(adapter) {
+  const { runs: n, clients, timeoutMs } = CFG.burst;
+  const runs = Array.from({ length: n }, (_, i) => ({ i, id: null, error: null, doneAt: null, engineMs: null }));
+  const t0 = performance.now();
+  const startedAt = Date.now();
+  let next = 0;
+  const client = async () => {
+    while (next < n) {
+      const run = runs[next++];
+      run.sentAt = performance.now();
+      try {
+        run.id = await adapter.start(run.i);
+      } catch (error) {
+        run.error = `start: ${String(error.message).slice(0, 300)}`;
+      }
+      run.answeredAt = performance.now();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(clients, n) }, client));
+  const startSpanMs = Math.max(...runs.map((run) => run.answeredAt)) - t0;
+  const started = runs.filter((run) => run.id !== null);
+  const { polls, pollErrors } = await adapter.observe(started, t0 + timeoutMs);
+  const completed = runs.filter((run) => run.doneAt !== null && run.error === null);
+  const failed = runs.filter((run) => run.error !== null);
+  const lastDone = Math.max(...completed.map((run) => run.doneAt));
+  const clientRun = completed.map((run) => run.doneAt - run.sentAt);
+  const engineRun = completed.map((run) => run.engineMs);
+  const startRequest = started.map((run) => run.answeredAt - run.sentAt);
+  return {
+    client: completed.length ? lastDone - t0 : null,
+    startSpanMs,
+    startsPerS: started.length / (startSpanMs / 1000),
+    runs: n,
+    started: started.length,
+    completed: completed.length,
+    failed: failed.length,
+    failures: failed.slice(0, 5).map((run) => run.error),
+    polls,
+    pollErrors,
+    startP50: percentile(startRequest, 50),
+    startP99: percentile(startRequest, 99),
+    clientP50: percentile(clientRun, 50),
+    clientP99: percentile(clientRun, 99),
+    engineP50: percentile(engineRun, 50),
+    engineP99: percentile(engineRun, 99),
+    engineMs: null,
+    startedAt,
+    endedAt: Date.now(),
+    ...(failed.length ? { error: `${failed.length} of ${n} runs did not complete: ${failed[0].error}` } : {}),
   };
 }
 
@@ -772,7 +1020,7 @@ async function measure(engines, engine, workload, targetUrl, round) {
   const cpuBefore = cpuMs(engine);
   let sample;
   try {
-    sample = await engines[engine].run(workload);
+    sample = workload === "burst" ? await runBurst(engines[engine].burst) : await engines[engine].run(workload);
   } catch (error) {
     log(`ERROR ${engine} ${workload} round ${round}: ${error.message}`);
     sample = { error: String(error.message).slice(0, 1000) };
@@ -881,6 +1129,69 @@ function summarizeEngine(samples, workload, engine) {
   };
 }
 
+/** The burst's numbers of one engine: medians over its bursts, and every burst's failures. */
+function summarizeBurst(samples, engine) {
+  const mine = samples.filter((s) => s.engine === engine && s.workload === "burst");
+  const measured = mine.filter((s) => s.startsPerS !== undefined);
+  const sum = (key) => measured.reduce((a, s) => a + s[key], 0);
+  const ratio = (key) =>
+    measured
+      .map((s) => {
+        const t = samples.find((x) => x.engine === "trellis" && x.workload === "burst" && x.round === s.round);
+        return t?.[key] ? s[key] / t[key] : null;
+      })
+      .filter((v) => v !== null);
+  const med = (key) => median(measured.map((s) => s[key]));
+  return {
+    bursts: mine.length,
+    harnessErrors: mine.length - measured.length,
+    runs: sum("runs"),
+    started: sum("started"),
+    completed: sum("completed"),
+    failed: sum("failed"),
+    pollErrors: sum("pollErrors"),
+    startsPerS: spread(measured.map((s) => s.startsPerS)),
+    startSpanMs: spread(measured.map((s) => s.startSpanMs)),
+    lastDoneMs: spread(measured.map((s) => s.client)),
+    ratioStartsPerS: spread(ratio("startsPerS")),
+    ratioLastDone: spread(ratio("client")),
+    startP50: med("startP50"),
+    startP99: med("startP99"),
+    clientP50: med("clientP50"),
+    clientP99: med("clientP99"),
+    engineP50: med("engineP50"),
+    engineP99: med("engineP99"),
+    polls: med("polls"),
+    cpuMsPerBurst: measured.length ? sum("cpuMs") / measured.length : null,
+  };
+}
+
+/** The burst's table: one row per engine. */
+function burstTable(summary) {
+  const { runs, clients, steps } = CFG.burst;
+  const range = (x, d = 1) => `${fmt(x.median, d)} (${fmt(x.min, d)}–${fmt(x.max, d)})`;
+  const lines = [
+    "",
+    `Burst: ${runs} runs of a ${steps}-step chain, started by ${clients} concurrent clients; medians over the bursts (min–max); per-run percentiles are each burst's, then the median over bursts:`,
+    "",
+    `| engine | bursts | runs completed / started / failed | starts/s | all starts answered, ms | last run completed, ms | starts/s ratio vs Trellis | last-completed ratio vs Trellis | start request p50 / p99 ms | per run, client p50 / p99 ms | per run, engine-side p50 / p99 ms | polls per burst (failed, all bursts) | CPU ms per burst |`,
+    `|---|---|---|---|---|---|---|---|---|---|---|---|---|`,
+  ];
+  for (const engine of CFG.engines) {
+    const b = summary.burst[engine];
+    lines.push(
+      `| ${engine} | ${b.bursts}${b.harnessErrors ? ` (+${b.harnessErrors} not measured)` : ""} | ${b.completed} / ${b.started} / ${b.failed} of ${b.runs} | ` +
+        `${range(b.startsPerS)} | ${range(b.startSpanMs, 0)} | ${range(b.lastDoneMs, 0)} | ${range(b.ratioStartsPerS, 2)} | ${range(b.ratioLastDone, 2)} | ` +
+        `${fmt(b.startP50, 0)} / ${fmt(b.startP99, 0)} | ${fmt(b.clientP50, 0)} / ${fmt(b.clientP99, 0)} | ${fmt(b.engineP50, 0)} / ${fmt(b.engineP99, 0)} | ` +
+        `${fmt(b.polls, 0)} (${b.pollErrors}) | ${fmt(b.cpuMsPerBurst, 0)} |`,
+    );
+  }
+  return lines;
+}
+
+/** The workloads that are one run at a time (all but the burst), as the main table shows them. */
+const perRunWorkloads = () => CFG.workloads.filter((w) => w !== "burst");
+
 /** The main table: one row per workload and engine. */
 function summaryTable(summary) {
   const perStep = ["per step", CFG.chainN, "ms/step"];
@@ -894,7 +1205,7 @@ function summaryTable(summary) {
     `| workload | engine | n | client median ms (min–max) | ratio vs Trellis, same round (min–max) | engine-side median ms (min–max) | engine-side ratio (min–max) | derived (client / engine) | CPU ms per run |`,
     `|---|---|---|---|---|---|---|---|---|`,
   ];
-  for (const workload of CFG.workloads) {
+  for (const workload of perRunWorkloads()) {
     for (const engine of CFG.engines) {
       const s = summary[workload][engine];
       const [label, div, u] = unit[workload];
@@ -915,7 +1226,7 @@ function summaryNotes(summary, floors) {
     "",
     `Start request (POST that creates the run, until its answer; Restate has none, its one call waits for the result), medians in ms:`,
   ];
-  for (const workload of CFG.workloads) {
+  for (const workload of perRunWorkloads()) {
     lines.push(
       `- ${workload}: ${CFG.engines.map((e) => `${e} ${fmt(summary[workload][e].startRequestMs)}`).join(", ")}`,
     );
@@ -923,7 +1234,7 @@ function summaryNotes(summary, floors) {
   if (CFG.engines.includes("trellis")) {
     lines.push(
       `- Trellis, client time split (medians, ms): before run.created (start request, catalog, new coordinator) | journal | after the attestation (until the driver's poll saw it): ` +
-        CFG.workloads
+        perRunWorkloads()
           .map(
             (w) =>
               `${w} ${fmt(summary[w].trellis.beforeJournalMs, 0)} | ${fmt(summary[w].trellis.engine.median, 0)} | ${fmt(summary[w].trellis.afterJournalMs, 0)}`,
@@ -952,11 +1263,15 @@ function summaryNotes(summary, floors) {
 function summarize(samples, floors, noise) {
   const summary = {};
   for (const workload of CFG.workloads) {
-    summary[workload] = Object.fromEntries(
-      CFG.engines.map((engine) => [engine, summarizeEngine(samples, workload, engine)]),
-    );
+    const one = workload === "burst" ? summarizeBurst : (s, e) => summarizeEngine(s, workload, e);
+    summary[workload] = Object.fromEntries(CFG.engines.map((engine) => [engine, one(samples, engine)]));
   }
-  const lines = [...summaryTable(summary), ...summaryNotes(summary, floors), "", `Noise: ${noise}`];
+  const lines = [
+    ...(perRunWorkloads().length ? [...summaryTable(summary), ...summaryNotes(summary, floors)] : []),
+    ...(CFG.workloads.includes("burst") ? burstTable(summary) : []),
+    "",
+    `Noise: ${noise}`,
+  ];
   return { summary, text: lines.join("\n") };
 }
 
@@ -977,7 +1292,7 @@ async function warmUp(engines, targetUrl) {
     for (const workload of CFG.workloads) {
       for (const engine of CFG.engines) {
         const s = await measure(engines, engine, workload, targetUrl, -1 - i);
-        log(`  warm ${engine} ${workload}: ${s.error ? `ERROR ${s.error}` : `${fmt(s.client)} ms`}`);
+        log(`  warm ${engine} ${workload}: ${sampleLine(s)}`);
       }
     }
   }
@@ -1001,6 +1316,20 @@ const ourCpuMs = () =>
   process.cpuUsage().user / 1000 +
   process.cpuUsage().system / 1000;
 
+/** One sample, as the log shows it. */
+function sampleLine(s) {
+  if (s.workload === "burst" && s.startsPerS !== undefined) {
+    return (
+      `${s.started}/${s.runs} started, ${s.completed} completed, ${s.failed} failed${s.error ? ` (${s.error})` : ""}; ` +
+      `${fmt(s.startsPerS)} starts/s, last completed at ${fmt(s.client, 0)} ms; per run p50/p99 client ` +
+      `${fmt(s.clientP50, 0)}/${fmt(s.clientP99, 0)} ms, engine ${fmt(s.engineP50, 0)}/${fmt(s.engineP99, 0)} ms; ` +
+      `cpu ${fmt(s.cpuMs, 0)} ms, polls ${s.polls} (${s.pollErrors} failed)`
+    );
+  }
+  if (s.error) return `ERROR ${s.error}`;
+  return `client ${fmt(s.client)} ms, engine ${fmt(s.engineMs)} ms, cpu ${fmt(s.cpuMs, 0)} ms, polls ${s.polls}`;
+}
+
 /** The measured rounds; returns the samples, the peer floors, and how busy the machine was meanwhile. */
 async function measuredRounds(engines, targetUrl, idle) {
   const floors = [];
@@ -1012,9 +1341,7 @@ async function measuredRounds(engines, targetUrl, idle) {
       for (const engine of order) {
         const s = await measure(engines, engine, workload, targetUrl, round);
         samples.push(s);
-        log(
-          `round ${round} ${workload} ${engine}: ${s.error ? `ERROR ${s.error}` : `client ${fmt(s.client)} ms, engine ${fmt(s.engineMs)} ms, cpu ${fmt(s.cpuMs, 0)} ms, polls ${s.polls}`} (load ${s.loadavg1.toFixed(2)})`,
-        );
+        log(`round ${round} ${workload} ${engine}: ${sampleLine(s)} (load ${s.loadavg1.toFixed(2)})`);
       }
     }
     if (CFG.workloads.includes("fanout")) floors.push(await peerFloor(targetUrl));
@@ -1085,12 +1412,20 @@ async function main() {
   const floor = await platformFloor(targetUrl);
   const probe = env.FSYNC_PROBE === "1" ? await fsyncProbe(engines) : null;
   const { memory, text: memLines } = memoryReport();
-  const { summary, text } = summarize(samples, floors, noise);
+  const { summary, text } = summarize(
+    samples,
+    floors,
+    CFG.engines.includes("trellis")
+      ? `${noise}; Trellis's run index writes that failed: ${trellisLog.indexFailures}`
+      : noise,
+  );
   const info = versions();
   const report =
     `# Peer benchmark ${stamp}\n\n` +
     `repeats ${CFG.repeats} (after ${CFG.warmup} warm-up runs of each), engines interleaved, order rotated each round; ` +
-    `poll every ${CFG.pollMs.chain} ms (single: ${CFG.pollMs.single} ms); settle ${CFG.settleMs} ms after each run\n` +
+    `poll every ${CFG.pollMs.chain} ms (single: ${CFG.pollMs.single} ms); settle ${CFG.settleMs} ms after each run` +
+    (CFG.workloads.includes("burst") ? `; burst ${JSON.stringify(CFG.burst)}` : "") +
+    "\n" +
     `versions: ${JSON.stringify(info)}\n\n${text}\n${floorText(floor)}\nMemory:\n${memLines}\n${probeText(probe)}`;
   const base = join(CFG.outDir, `peerbench-${stamp}`);
   writeFileSync(
