@@ -27,9 +27,9 @@ import {
   type RunEvent,
   type RunState,
 } from "./decide.ts";
-import { runPureTasks } from "./pure-tasks.ts";
+import { PURE_TASK_WORK_UNITS, runPureTasks } from "./pure-tasks.ts";
 import { executeTask } from "../executor/execute.ts";
-import { MAX_TASK_WORK_UNITS, WorkBudget } from "../lib/expr/work-budget.ts";
+import { WorkBudget } from "../lib/expr/work-budget.ts";
 import { newRunState, runCreatedEntry, type CreateRunOutcome, type CreateRunRequest } from "./create.ts";
 import { coalesceResults, EventInbox } from "./inbox.ts";
 import { toEventList } from "../events/route.ts";
@@ -638,9 +638,13 @@ export class Coordinator extends DurableObject<Env> {
     const settled = await runPureTasks(decision, {
       budget: pure,
       run: async (payload) => {
-        const work = new WorkBudget(MAX_TASK_WORK_UNITS, "task");
+        const work = new WorkBudget(PURE_TASK_WORK_UNITS, "task");
         const result = await executeTask(this.env, payload, work);
         pure.spend(work.spent);
+        if (work.spent >= PURE_TASK_WORK_UNITS) {
+          // Past its allowance here: the executor runs it, with its whole task budget.
+          return null;
+        }
         this.blobs.notice(result);
         this.stats.pureTasks += 1;
         return result;

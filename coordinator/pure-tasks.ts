@@ -16,14 +16,20 @@ import type { Command } from "./draft.ts";
  * holds both. Nothing leaves before that commit, and a crash before it loses
  * nothing that a rerun would not compute again.
  *
- * One event runs pure tasks until it has run {@link MAX_PURE_TASKS_PER_EVENT},
- * or its pure tasks and the decisions about their results have spent
- * {@link MAX_EVENT_WORK_UNITS} of expression work; the dispatches left then go
- * to the executor, as all dispatches did before.
+ * Each pure task runs here with an allowance of {@link PURE_TASK_WORK_UNITS}
+ * of expression work; one that passes it is sent to the executor instead,
+ * where its full task budget applies (so where a task runs never changes its
+ * result). One event grants pure tasks only as long as its work left covers
+ * each one's whole allowance, stops once they and the decisions on their
+ * results have spent {@link MAX_EVENT_WORK_UNITS}, and runs at most
+ * {@link MAX_PURE_TASKS_PER_EVENT}; the dispatches left go to the executor, as
+ * all dispatches did before.
  */
 
 /** Pure tasks one Durable Object event runs at most. */
 export const MAX_PURE_TASKS_PER_EVENT = 1_000;
+/** The expression work a pure task may spend in the coordinator (about 25 ms at worst); past it, the executor runs it. */
+export const PURE_TASK_WORK_UNITS = 100_000;
 
 /** Whether a dispatch is a pure task the coordinator may run: only `context` steps, none holding a limit, asking an approval or retrying. */
 export function isPureTask(payload: TaskPayload): boolean {
@@ -49,12 +55,13 @@ export class PureTaskBudget {
     return this.tasks;
   }
 
-  /** How many of `wanted` pure tasks the event may still run; they count as run. */
+  /**
+   * How many of `wanted` pure tasks the event may still run, each of whose whole
+   * allowance its work left covers; they count as run.
+   */
   take(wanted: number): number {
-    if (this.workUnits >= MAX_EVENT_WORK_UNITS) {
-      return 0;
-    }
-    const granted = Math.max(0, Math.min(wanted, MAX_PURE_TASKS_PER_EVENT - this.tasks));
+    const byWork = Math.floor((MAX_EVENT_WORK_UNITS - this.workUnits) / PURE_TASK_WORK_UNITS);
+    const granted = Math.max(0, Math.min(wanted, byWork, MAX_PURE_TASKS_PER_EVENT - this.tasks));
     this.tasks += granted;
     return granted;
   }
@@ -66,8 +73,11 @@ export class PureTaskBudget {
 
 export interface PureTaskDeps {
   budget: PureTaskBudget;
-  /** Runs one task as the executor would; adds its work units to the budget. */
-  run: (payload: TaskPayload) => Promise<TaskResult>;
+  /**
+   * Runs one task as the executor would, within {@link PURE_TASK_WORK_UNITS}; adds its work
+   * units to the budget. Null when it passed that allowance: the executor runs it.
+   */
+  run: (payload: TaskPayload) => Promise<TaskResult | null>;
   /**
    * Decides `results` on `state`, then the wake they make due, which counts
    * the dispatches `pending` will send as in flight.
@@ -94,10 +104,20 @@ export async function runPureTasks(first: Decision, deps: PureTaskDeps): Promise
     if (picked.length === 0) {
       return decided;
     }
-    const results = await Promise.all(picked.map((command) => deps.run(command.payload)));
-    const ran = new Set<Command>(picked);
-    const pending = decided.commands.filter((command) => !ran.has(command));
-    const next = await deps.decide(decided.state, results, pending);
+    const outcomes = await Promise.all(
+      picked.map(async (command) => ({ command, result: await deps.run(command.payload) })),
+    );
+    const ran = outcomes.flatMap(({ command, result }) => (result === null ? [] : [{ command, result }]));
+    if (ran.length === 0) {
+      return decided;
+    }
+    const done = new Set<Command>(ran.map(({ command }) => command));
+    const pending = decided.commands.filter((command) => !done.has(command));
+    const next = await deps.decide(
+      decided.state,
+      ran.map(({ result }) => result),
+      pending,
+    );
     deps.budget.spend(next.workUnits);
     decided = merge(decided, pending, next);
   }

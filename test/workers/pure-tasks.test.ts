@@ -6,6 +6,7 @@ import { toLiveWork } from "../../coordinator/live.ts";
 import {
   isPureTask,
   MAX_PURE_TASKS_PER_EVENT,
+  PURE_TASK_WORK_UNITS,
   PureTaskBudget,
   runPureTasks,
   type PureTaskDeps,
@@ -13,6 +14,7 @@ import {
 import { executeTask } from "../../executor/execute.ts";
 import { MAX_EVENT_WORK_UNITS } from "../../lib/expr/work-budget.ts";
 import { RunSnapshot, type TaskPayload, type TaskResult } from "../../schemas/index.ts";
+import { runWorkflow, uniqueId } from "./helpers.ts";
 
 /**
  * The coordinator's pure tasks, on plain objects: a real `decide` and the
@@ -132,19 +134,55 @@ describe("pure tasks", () => {
     expect(decided.commands).toEqual(withCleanup.commands);
   });
 
-  it("stop at the event's budget: its count of tasks, or its expression work", async ({ expect }) => {
+  it("stop at the event's budget: its count of tasks, or work left that covers each one's whole allowance", async ({
+    expect,
+  }) => {
     const byCount = new PureTaskBudget();
-    expect(byCount.take(MAX_PURE_TASKS_PER_EVENT + 500)).toBe(MAX_PURE_TASKS_PER_EVENT);
-    expect(byCount.take(1)).toBe(0);
+    // Nothing spent: the event's work covers 100 allowances at once.
+    expect(byCount.take(MAX_PURE_TASKS_PER_EVENT)).toBe(MAX_EVENT_WORK_UNITS / PURE_TASK_WORK_UNITS);
+    let taken = byCount.taken;
+    while (byCount.take(100) > 0) {
+      taken = byCount.taken;
+    }
+    expect(taken).toBe(MAX_PURE_TASKS_PER_EVENT);
     const byWork = new PureTaskBudget();
-    byWork.spend(MAX_EVENT_WORK_UNITS);
-    expect(byWork.take(1)).toBe(0);
+    byWork.spend(MAX_EVENT_WORK_UNITS - 2 * PURE_TASK_WORK_UNITS + 1);
+    expect(byWork.take(5)).toBe(1);
+    byWork.spend(PURE_TASK_WORK_UNITS);
+    expect(byWork.take(5)).toBe(0);
     // A spent budget leaves the chain's first dispatch to the executor.
     const snapshot = chainSnapshot([contextAction("a")]);
     const deps = realDeps(snapshot, byWork);
     const decided = await runPureTasks(started(snapshot), deps);
     expect(deps.ran).toEqual([]);
     expect(decided.commands.filter((command) => command.kind === "dispatch")).toHaveLength(1);
+  });
+
+  it("that pass their allowance run in the executor instead, with the whole task budget, to the same result", async ({
+    expect,
+  }) => {
+    // 200 × 200 sums: about 160,000 work units, over the coordinator's allowance, under one evaluation's and a task's budgets.
+    const list = `[${Array.from({ length: 200 }, () => "1").join(",")}]`;
+    const heavy = `${list}.map(x, ${list}.map(y, x + y)).size()`;
+    const step = {
+      ref: "s",
+      action: { kind: "context", implementation: { updates: [{ path: "n", expr: heavy }] } },
+      output_mapping: { "output.n": "$.n" },
+    };
+    const light = { ...step, action: { kind: "context", implementation: { updates: [{ path: "n", expr: "1" }] } } };
+    const run = await runWorkflow({
+      id: uniqueId("pure-heavy"),
+      nodes: {
+        heavy: { task: { steps: [step] }, output_mapping: { "output.heavy": "$.n" } },
+        light: { task: { steps: [light] }, output_mapping: { "output.light": "$.n" } },
+      },
+    });
+    expect(run.error).toBeNull();
+    expect(run.output).toEqual({ heavy: 200, light: 1 });
+    const stub = env.COORDINATOR.get(env.COORDINATOR.idFromName(run.run_id)) as unknown as {
+      getStats(): Promise<{ pureTasks: number; dispatches: number }>;
+    };
+    expect(await stub.getStats()).toMatchObject({ pureTasks: 1, dispatches: 1 });
   });
 
   it("are only tasks of context steps that hold no limit, ask no approval, retry nothing and resume nothing", ({
