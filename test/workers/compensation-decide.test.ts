@@ -10,6 +10,7 @@ import {
   type TaskPayload,
   type TaskResult,
 } from "../../schemas/index.ts";
+import { apiStartRequest } from "./run-request.ts";
 
 /**
  * Compensation decided with plain objects (decide.test.ts style): a snapshot
@@ -75,19 +76,7 @@ const madeStep = (input: Json): StepRecord => ({
 
 function makeRun(ids: string[], compensate?: CompensatePolicy) {
   const snapshot = makeSnapshot(ids, compensate);
-  let state: RunState = newRunState(
-    {
-      run_id: "run_test",
-      snapshot,
-      input: {},
-      mode: "auto",
-      idempotency_key: null,
-      request_hash: "hash",
-      created_by: "token:tester",
-      trigger: { kind: "api" },
-    },
-    NOW,
-  );
+  let state: RunState = newRunState(apiStartRequest("run_test", snapshot), NOW);
   const run = {
     get state() {
       return state;

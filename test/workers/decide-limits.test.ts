@@ -6,6 +6,7 @@ import { QUEUE_RETRY_MS } from "../../coordinator/run-limits.ts";
 import { wantsLimitGrant } from "../../coordinator/wait-limits.ts";
 import type { AgentState } from "../../schemas/agent.ts";
 import { RunSnapshot, type Json, type LimitConfig, type TaskPayload, type TaskResult } from "../../schemas/index.ts";
+import { apiStartRequest } from "./run-request.ts";
 
 /**
  * Limits as the coordinator decides them, with plain objects (decide.test.ts
@@ -41,19 +42,7 @@ function makeSnapshot(limits?: { limit: LimitConfig; key?: string }[]): RunSnaps
 }
 
 function makeRun(snapshot: RunSnapshot, options: { input?: Json; priority?: number } = {}) {
-  let state: RunState = newRunState(
-    {
-      run_id: RUN_ID,
-      snapshot,
-      input: options.input ?? {},
-      mode: "auto",
-      idempotency_key: null,
-      request_hash: "hash",
-      created_by: "token:tester",
-      trigger: { kind: "api" },
-    },
-    NOW,
-  );
+  let state: RunState = newRunState(apiStartRequest(RUN_ID, snapshot, options.input ?? {}), NOW);
   if (options.priority !== undefined) {
     state = { ...state, record: { ...state.record, priority: options.priority } };
   }

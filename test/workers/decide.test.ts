@@ -27,6 +27,7 @@ import {
   type TaskResult,
   type Workflow,
 } from "../../schemas/index.ts";
+import { apiStartRequest } from "./run-request.ts";
 
 /**
  * `decide` is pure: these tests feed it plain objects (a snapshot, a state,
@@ -98,17 +99,7 @@ function makeSnapshot(
 type StartRequest = Partial<Pick<CreateRunRequest, "input" | "mode" | "start_at" | "delay_ms">>;
 
 function makeRequest(snapshot: RunSnapshot, request: StartRequest = {}): CreateRunRequest {
-  return {
-    run_id: RUN_ID,
-    snapshot,
-    input: {},
-    mode: "auto",
-    idempotency_key: null,
-    request_hash: "hash",
-    created_by: "token:tester",
-    trigger: { kind: "api" },
-    ...request,
-  };
+  return { ...apiStartRequest(RUN_ID, snapshot), ...request };
 }
 
 function makeState(snapshot: RunSnapshot, request: StartRequest = {}): RunState {

@@ -19,6 +19,7 @@ import {
 } from "../../lib/expr/work-budget.ts";
 import { RunSnapshot, type Node, type Json } from "../../schemas/index.ts";
 import { uniqueId, runWorkflow, verifyRun } from "./helpers.ts";
+import { apiStartRequest } from "./run-request.ts";
 
 /**
  * One work budget per scope (a coordinator event, a task) shared by every CEL, JSONPath
@@ -234,19 +235,7 @@ function makeState(nodes: Record<string, Partial<Node>>, input: Json): { state: 
     workflows: {},
   });
   return {
-    state: newRunState(
-      {
-        run_id: "run_budget",
-        snapshot,
-        input,
-        mode: "auto",
-        idempotency_key: null,
-        request_hash: "hash",
-        created_by: "token:tester",
-        trigger: { kind: "api" },
-      },
-      NOW,
-    ),
+    state: newRunState(apiStartRequest("run_budget", snapshot, input), NOW),
     snapshot,
   };
 }

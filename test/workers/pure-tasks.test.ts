@@ -15,6 +15,7 @@ import { executeTask } from "../../executor/execute.ts";
 import { MAX_EVENT_WORK_UNITS } from "../../lib/expr/work-budget.ts";
 import { RunSnapshot, type TaskPayload, type TaskResult } from "../../schemas/index.ts";
 import { runWorkflow, uniqueId } from "./helpers.ts";
+import { apiStartRequest } from "./run-request.ts";
 
 /**
  * The coordinator's pure tasks, on plain objects: a real `decide` and the
@@ -58,19 +59,7 @@ function chainSnapshot(actions: Record<string, unknown>[]): RunSnapshot {
 }
 
 function started(snapshot: RunSnapshot): Decision {
-  const state = newRunState(
-    {
-      run_id: "run_pure",
-      snapshot,
-      input: {},
-      mode: "auto",
-      idempotency_key: null,
-      request_hash: "hash",
-      created_by: "token:tester",
-      trigger: { kind: "api" },
-    },
-    NOW,
-  );
+  const state = newRunState(apiStartRequest("run_pure", snapshot), NOW);
   const wake = { type: "wake", live: toLiveWork({}) } as const;
   return decide(state, { type: "start" }, { snapshot, now: NOW, random: () => 0 }, wake);
 }
