@@ -1,9 +1,11 @@
 import { env } from "cloudflare:workers";
+import { z } from "zod";
 import { describe, it } from "vitest";
 import { JOURNAL_PAGE } from "../../coordinator/index.ts";
 import { MAX_FOREACH_ITEMS } from "../../coordinator/nodes.ts";
 import { MAX_PURE_TASKS_PER_EVENT } from "../../coordinator/pure-tasks.ts";
 import { verifyJournal } from "../../lib/journal/index.ts";
+import { JournalEntry } from "../../schemas/journal.ts";
 import { api, uniqueId, httpTarget, runWorkflow, httpStep } from "./helpers.ts";
 
 interface Stats {
@@ -224,15 +226,14 @@ describe("scale", () => {
     expect(stats.maxDispatchesPerEvent).toBeLessThanOrEqual(20);
     expect(stats.maxTasksPerCall).toBeLessThanOrEqual(6);
     // Over 2,000 entries: the API reads them from the coordinator in pages and returns them all.
-    const entries: { seq: number; kind: string }[] = (await api("GET", `/v1/runs/${result.run_id}/journal`)).json
-      .entries;
+    const entries = z.array(JournalEntry).parse((await api("GET", `/v1/runs/${result.run_id}/journal`)).json.entries);
     expect(entries.length).toBeGreaterThan(2 * JOURNAL_PAGE);
     expect(entries.map((entry) => entry.seq)).toEqual(entries.map((_, index) => index + 1));
     expect(entries.filter((entry) => entry.kind === "task.dispatched")).toHaveLength(1200);
     expect(entries.filter((entry) => entry.kind === "task.completed")).toHaveLength(1200);
     expect(entries.at(-1)?.kind).toBe("attest");
     const jwks = (await api("GET", "/v1/journal-keys", undefined, null)).json;
-    expect(await verifyJournal(entries as never, jwks, { requireAttestation: true })).toMatchObject({ ok: true });
+    expect(await verifyJournal(entries, jwks, { requireAttestation: true })).toMatchObject({ ok: true });
   }, 180_000);
 
   it("completes a 300-item foreach of http tasks (waves sent before they are signed) within the same bounds, and its journal verifies", async ({

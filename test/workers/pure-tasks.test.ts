@@ -16,6 +16,7 @@ import { MAX_EVENT_WORK_UNITS } from "../../lib/expr/work-budget.ts";
 import { RunSnapshot, type TaskPayload, type TaskResult } from "../../schemas/index.ts";
 import { runWorkflow, uniqueId } from "./helpers.ts";
 import { apiStartRequest } from "./run-request.ts";
+import { stubOf } from "./durable-helpers.ts";
 
 /**
  * The coordinator's pure tasks, on plain objects: a real `decide` and the
@@ -168,10 +169,7 @@ describe("pure tasks", () => {
     });
     expect(run.error).toBeNull();
     expect(run.output).toEqual({ heavy: 200, light: 1 });
-    const stub = env.COORDINATOR.get(env.COORDINATOR.idFromName(run.run_id)) as unknown as {
-      getStats(): Promise<{ pureTasks: number; dispatches: number }>;
-    };
-    expect(await stub.getStats()).toMatchObject({ pureTasks: 1, dispatches: 1 });
+    expect(await stubOf(run.run_id).getStats()).toMatchObject({ pureTasks: 1, dispatches: 1 });
   });
 
   it("are only tasks of context steps that hold no limit, ask no approval, retry nothing and resume nothing", ({
