@@ -107,8 +107,10 @@ export class Draft {
   readonly changedNodes = new Set<string>();
   /** Nodes whose invocation list this draft has copied and may update in place. */
   private readonly ownedInvocations = new Set<string>();
-  /** Dispatch token → invocation, built on first use and kept current by setInvocation. */
+  /** Dispatch token → invocation of the active nodes, built on first use and kept current by setInvocation. */
   private tokens: Map<string, { nodeId: string; index: number }> | null = null;
+  /** The ids of the nodes running or waiting, in the run's order: made on first use, dropped when a status changes. */
+  private active: string[] | null = null;
   /**
    * Cleanup (a child to cancel, a container to release) is pending that no
    * call carries yet and this event did not send: only a wake sends cleanup,
@@ -171,6 +173,7 @@ export class Draft {
     this.changedNodes.add(nodeId);
     if (next.status !== before.status) {
       this.statusChanged.push(nodeId);
+      this.active = null;
     }
     if (patch.invocations !== undefined) {
       // A list from elsewhere: copy it before changing an item, and re-index its tokens.
@@ -212,21 +215,48 @@ export class Draft {
     }
   }
 
-  /** The invocation that holds this dispatch token, if any. */
+  /**
+   * The ids of the nodes that are running or waiting: only they hold a
+   * dispatch in flight or a suspended invocation (a pending node has none
+   * yet, a settled one none any more). A decision asks several times, and a
+   * long chain has one such node among hundreds.
+   */
+  activeNodeIds(): readonly string[] {
+    this.active ??= Object.keys(this.nodes).filter((id) => {
+      const status = this.nodes[id]?.status;
+      return status === "running" || status === "waiting";
+    });
+    return this.active;
+  }
+
+  /**
+   * The invocation that holds this dispatch token, if any: looked up among the
+   * active nodes' tokens first (a result's dispatch is in flight), then among
+   * every node's (a late result of a settled one).
+   */
   findByToken(token: string): { nodeId: string; invocation: InvocationRecord } | undefined {
     if (this.tokens === null) {
       this.tokens = new Map();
-      for (const [nodeId, node] of Object.entries(this.nodes)) {
-        for (const invocation of node.invocations) {
-          if (invocation.token !== null) {
-            this.tokens.set(invocation.token, { nodeId, index: invocation.index });
-          }
-        }
+      for (const nodeId of this.activeNodeIds()) {
+        this.indexTokens(this.tokens, nodeId);
       }
     }
-    const found = this.tokens.get(token);
+    let found = this.tokens.get(token);
+    if (found === undefined) {
+      const all = new Map<string, { nodeId: string; index: number }>();
+      Object.keys(this.nodes).forEach((nodeId) => this.indexTokens(all, nodeId));
+      found = all.get(token);
+    }
     const invocation = found && this.invocation(found.nodeId, found.index);
     return found && invocation?.token === token ? { nodeId: found.nodeId, invocation } : undefined;
+  }
+
+  private indexTokens(tokens: Map<string, { nodeId: string; index: number }>, nodeId: string): void {
+    for (const invocation of this.node(nodeId).invocations) {
+      if (invocation.token !== null) {
+        tokens.set(invocation.token, { nodeId, index: invocation.index });
+      }
+    }
   }
 
   /** Appends a journal entry (only a kind of the table in schemas/journal-bodies.ts, with its body); returns its seq. */

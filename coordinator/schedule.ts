@@ -89,7 +89,8 @@ function allNodesSettled(draft: Draft): boolean {
 
 /** `running` while something executes or is ready to; `waiting` while only timers are pending. */
 function refreshActivity(draft: Draft, inFlight: number): void {
-  for (const [nodeId, node] of Object.entries(draft.nodes)) {
+  for (const nodeId of draft.activeNodeIds()) {
+    const node = draft.node(nodeId);
     if (node.status === "running" || node.status === "waiting") {
       const active = node.invocations.some(
         (invocation) => invocation.status === "running" || invocation.status === "pending",

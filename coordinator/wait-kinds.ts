@@ -124,7 +124,7 @@ export function suspendInvocation(
 /** The open waits of the run (or of one node): suspended invocations of nodes not settled. */
 export function openWaits(draft: Draft, onlyNode?: string): OpenWait[] {
   const found: OpenWait[] = [];
-  const nodeIds = onlyNode === undefined ? Object.keys(draft.nodes) : [onlyNode];
+  const nodeIds = onlyNode === undefined ? draft.activeNodeIds() : [onlyNode];
   for (const nodeId of nodeIds) {
     const node = draft.nodes[nodeId];
     if (node === undefined || (node.status !== "running" && node.status !== "waiting")) {

@@ -36,8 +36,8 @@ export function findWaiter(
   draft: Draft,
   predicate: (waitingFor: Suspension["waiting_for"]) => boolean,
 ): { nodeId: string; invocation: InvocationRecord; suspension: Suspension } | undefined {
-  for (const [nodeId, node] of Object.entries(draft.nodes)) {
-    for (const invocation of node.invocations) {
+  for (const nodeId of draft.activeNodeIds()) {
+    for (const invocation of draft.node(nodeId).invocations) {
       const suspension = invocation.suspension;
       if (invocation.status === "suspended" && suspension !== undefined && predicate(suspension.waiting_for)) {
         return { nodeId, invocation, suspension };

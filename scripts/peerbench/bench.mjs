@@ -43,7 +43,10 @@
  * engine process is under `timeout`), FSYNC_PROBE (1: after the measurement,
  * count fsync-like calls of one chain and one single run per engine under
  * strace), PLATFORM_FLOOR (0: skip the platform's floor, timed after the
- * rounds through the cfwf Worker). Any RESTATE_* variable is passed to
+ * rounds through the cfwf Worker), ENGINE_CPUS (empty: every engine may use
+ * every CPU; "1": each engine's processes run under `taskset -c 1`, so that an
+ * engine that spreads its work over threads and one that runs on one thread
+ * get the same CPU; the target stays unconfined). Any RESTATE_* variable is passed to
  * restate-server (e.g. RESTATE_LOG_SERVER__ROCKSDB_DISABLE_WAL_FSYNC=true).
  */
 import { execFileSync, spawn } from "node:child_process";
@@ -90,6 +93,8 @@ const CFG = {
   workloads: (env.WORKLOADS ?? DEFAULT_WORKLOADS.join(",")).split(",").filter(Boolean),
   outDir: resolve(env.OUT_DIR ?? join(tmpdir(), "peerbench-results")),
   maxLifetimeS: Number(env.MAX_LIFETIME_S ?? 7200),
+  /** CPUs every engine process is confined to (`taskset -c`), e.g. "1"; empty: any. The target is not confined. */
+  engineCpus: env.ENGINE_CPUS ?? "",
   chainN: 200,
   fanoutN: 100,
   sleepMs: 100,
@@ -122,9 +127,12 @@ const log = (...args) => console.error(`[${new Date().toISOString().slice(11, 23
 /** Every child this script spawned: { name, child, output() }. Each is its own process group. */
 const children = [];
 
-function launch(name, command, args, { cwd, env: childEnv, stdin = "ignore" } = {}) {
+function launch(name, command, args, { cwd, env: childEnv, stdin = "ignore", pinned = true } = {}) {
   // `timeout` ends the engine even if this driver is killed without cleaning up.
-  const child = spawn("timeout", ["-k", "10", String(CFG.maxLifetimeS), command, ...args], {
+  const timed = ["timeout", "-k", "10", String(CFG.maxLifetimeS), command, ...args];
+  // Under ENGINE_CPUS every engine process (and all it starts) runs on those CPUs only.
+  const argv = pinned && CFG.engineCpus !== "" ? ["taskset", "-c", CFG.engineCpus, ...timed] : timed;
+  const child = spawn(argv[0], argv.slice(1), {
     cwd,
     env: childEnv ?? process.env,
     detached: true,
@@ -1094,6 +1102,7 @@ function versions() {
     node22: execFileSync(node22(CFG.restateDir), ["--version"], { encoding: "utf8" }).trim(),
     driverNode: process.version,
     cpus: cpus().length,
+    engineCpus: CFG.engineCpus || "any",
   };
 }
 
@@ -1412,7 +1421,7 @@ function probeText(probe) {
 async function main() {
   mkdirSync(CFG.outDir, { recursive: true });
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
-  const target = launch("target", node22(CFG.restateDir), [join(HERE, "target.mjs")], { stdin: "pipe" });
+  const target = launch("target", node22(CFG.restateDir), [join(HERE, "target.mjs")], { stdin: "pipe", pinned: false });
   const targetUrl = await firstLine(target);
   engineRoots.target = [target.child.pid];
   log(`target ${targetUrl}`);

@@ -1,6 +1,7 @@
 import { describe, it } from "vitest";
 import { newRunState, runCreatedEntry, type CreateRunRequest } from "../../coordinator/create.ts";
 import { MAX_CLEANUP_CALLS_PER_EVENT } from "../../coordinator/cleanup.ts";
+import { Draft } from "../../coordinator/draft.ts";
 import { toLiveWork } from "../../coordinator/live.ts";
 import { MAX_CHILD_STARTS_PER_EVENT } from "../../coordinator/waits.ts";
 import {
@@ -1163,6 +1164,10 @@ describe("results", () => {
     run.succeed(token);
     const again = run.succeed(token);
     expect(kindsOf(again)).toEqual(["task.result_ignored"]);
+    // A completed invocation gives up its token: the second copy names no dispatch in flight.
+    expect(journalOf(again).map((entry) => entry.body)).toEqual([
+      { token, reason: "no dispatch in flight has this token", success: true },
+    ]);
     expect(again.state.nodes.a?.status).toBe("completed");
   });
 });
@@ -2288,5 +2293,26 @@ describe("timers", () => {
     expect(cancelled.state.record.status).toBe("cancelled");
     expect(bodiesOf(cancelled, "timer.cancelled")).toEqual([expect.objectContaining({ step: "nap" })]);
     expect(cancelled.wakeAt).toBeNull();
+  });
+});
+
+describe("the draft's active nodes", () => {
+  it("lists the nodes running or waiting, and follows a status this draft changes", ({ expect }) => {
+    const run = makeRun({ a: {}, b: { depends_on: ["a"] }, c: { depends_on: ["b"] } });
+    startRun(run);
+    const context = { snapshot: run.snapshot, now: NOW, random: () => 0 };
+    const token = run.token("a");
+    const draft = new Draft(run.state, context);
+    expect(draft.activeNodeIds()).toEqual(["a"]);
+    expect(draft.findByToken(token)?.nodeId).toBe("a");
+
+    const changed = new Draft(run.state, context);
+    changed.setNode("a", { status: "completed" });
+    changed.setNode("b", { status: "waiting" });
+    changed.setNode("c", { status: "running" });
+    expect(changed.activeNodeIds()).toEqual(["b", "c"]);
+    // A token on a node no longer active is still found: the lookup falls back to every node.
+    expect(changed.findByToken(token)?.nodeId).toBe("a");
+    expect(changed.findByToken("no-such-token")).toBeUndefined();
   });
 });
