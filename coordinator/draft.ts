@@ -241,14 +241,18 @@ export class Draft {
         this.indexTokens(this.tokens, nodeId);
       }
     }
-    let found = this.tokens.get(token);
-    if (found === undefined) {
-      const all = new Map<string, { nodeId: string; index: number }>();
-      Object.keys(this.nodes).forEach((nodeId) => this.indexTokens(all, nodeId));
-      found = all.get(token);
-    }
+    const found = this.tokens.get(token);
     const invocation = found && this.invocation(found.nodeId, found.index);
-    return found && invocation?.token === token ? { nodeId: found.nodeId, invocation } : undefined;
+    if (found && invocation?.token === token) {
+      return { nodeId: found.nodeId, invocation };
+    }
+    for (const nodeId of Object.keys(this.nodes)) {
+      const held = this.node(nodeId).invocations.find((candidate) => candidate.token === token);
+      if (held !== undefined) {
+        return { nodeId, invocation: held };
+      }
+    }
+    return undefined;
   }
 
   private indexTokens(tokens: Map<string, { nodeId: string; index: number }>, nodeId: string): void {

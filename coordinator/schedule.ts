@@ -91,14 +91,12 @@ function allNodesSettled(draft: Draft): boolean {
 function refreshActivity(draft: Draft, inFlight: number): void {
   for (const nodeId of draft.activeNodeIds()) {
     const node = draft.node(nodeId);
-    if (node.status === "running" || node.status === "waiting") {
-      const active = node.invocations.some(
-        (invocation) => invocation.status === "running" || invocation.status === "pending",
-      );
-      const nodeStatus = active ? "running" : "waiting";
-      if (nodeStatus !== node.status) {
-        draft.setNode(nodeId, { status: nodeStatus });
-      }
+    const active = node.invocations.some(
+      (invocation) => invocation.status === "running" || invocation.status === "pending",
+    );
+    const nodeStatus = active ? "running" : "waiting";
+    if (nodeStatus !== node.status) {
+      draft.setNode(nodeId, { status: nodeStatus });
     }
   }
   const status = draft.record.status;
