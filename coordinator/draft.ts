@@ -232,7 +232,8 @@ export class Draft {
   /**
    * The invocation that holds this dispatch token, if any: looked up among the
    * active nodes' tokens first (a result's dispatch is in flight), then among
-   * every node's (a late result of a settled one).
+   * every node's (a completed invocation gives its token up, so a late copy
+   * of a result is found in neither).
    */
   findByToken(token: string): { nodeId: string; invocation: InvocationRecord } | undefined {
     if (this.tokens === null) {

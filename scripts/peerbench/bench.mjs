@@ -93,7 +93,7 @@ const CFG = {
   workloads: (env.WORKLOADS ?? DEFAULT_WORKLOADS.join(",")).split(",").filter(Boolean),
   outDir: resolve(env.OUT_DIR ?? join(tmpdir(), "peerbench-results")),
   maxLifetimeS: Number(env.MAX_LIFETIME_S ?? 7200),
-  /** CPUs every engine process is confined to (`taskset -c`), e.g. "1"; empty: any. The target is not confined. */
+  /** CPUs every engine process is confined to (`taskset -c`), e.g. "1"; empty: not confined. The target never is. */
   engineCpus: env.ENGINE_CPUS ?? "",
   chainN: 200,
   fanoutN: 100,
@@ -1102,7 +1102,7 @@ function versions() {
     node22: execFileSync(node22(CFG.restateDir), ["--version"], { encoding: "utf8" }).trim(),
     driverNode: process.version,
     cpus: cpus().length,
-    engineCpus: CFG.engineCpus || "any",
+    engineCpus: CFG.engineCpus || "all",
   };
 }
 
