@@ -67,7 +67,8 @@ export async function startPerf(pids, file) {
  * inject --jit`, which writes one small `.so` per piece of generated code
  * beside the dump: tens of thousands, ≈ 30 s), then prints the CPU per run,
  * the share of each binary, the JavaScript functions with the most samples
- * under them, and the native symbols with the most samples of their own.
+ * under them, the native symbols with the most samples of their own, and the
+ * samples by part ({@link partsOf}).
  * @param {string} recorded @param {string} jitDir @param {string} scenario @param {number} runs
  */
 export function reportPerf(recorded, jitDir, scenario, runs) {
@@ -103,7 +104,111 @@ export function reportPerf(recorded, jitDir, scenario, runs) {
         20,
       ),
   );
+  const parts = partsOf(perfScript(file));
+  console.log(
+    `the engine's own code, with all it calls (its bundle's JavaScript on the stack): ${parts.own.toFixed(1)}%\n` +
+      "by part, each sample to its innermost part (% of all samples):\n" +
+      share(parts.rows, PARTS.length + 3),
+  );
   console.log(`open it: perf report -i ${file} (it names JavaScript from the .so files in ${jitDir}, left for it)`);
+}
+
+/**
+ * What a sample's innermost frame belongs to, tried in order on each frame from
+ * the leaf outwards; a JavaScript frame ends the search (the sample is that
+ * code's own work). Names as `perf script` demangles them.
+ */
+export const PARTS = [
+  { name: "SQLite (statements and commits)", test: /sqlite3|SqliteDatabase|ActorSqlite/ },
+  { name: "fsync and write-back (kernel)", test: /fsync|writepages|jbd2|ext4_/ },
+  { name: "Workers RPC (capnp, serialization)", test: /JsRpc|capnp|ValueSerializer|ValueDeserializer/ },
+  { name: "HTTP client", test: /hyper|httparse|HttpClient|kj_hyper/ },
+  { name: "Ed25519 and SHA-2 (BoringSSL)", test: /ED25519|ed25519|x25519|curve25519|sha256_block|sha512_block/ },
+  { name: "V8 garbage collector", test: /Heap::|Scavenge|MarkCompact|Sweeper|cppgc|HeapTracer/ },
+  { name: "V8 compiler", test: /compiler::|maglev::|Maglev|turboshaft|baseline::/ },
+  { name: "JSON (V8's parser and stringifier)", test: /JsonParser|JsonStringifier/ },
+];
+
+/** Frames of the engine's bundle (wrangler builds it as `index.js`); other JavaScript is the dev server's. */
+const OWN_FRAME = /^JS:.* index\.js:\d+/;
+
+/**
+ * The samples of a `perf script -F comm,tid,time,ip,sym` text (a header line,
+ * then one tab-indented frame a line, leaf first) by part: the share with the
+ * engine's own JavaScript anywhere on the stack, and each part's share of
+ * innermost frames ({@link PARTS}, then the bundle's JavaScript, the dev
+ * server's, and everything else).
+ * @param {string} text
+ * @returns {{ samples: number, own: number, rows: { name: string, percent: number }[] }}
+ */
+export function partsOf(text) {
+  const counts = new Map();
+  let samples = 0;
+  let own = 0;
+  for (const frames of stacksOf(text)) {
+    samples += 1;
+    if (frames.some((frame) => OWN_FRAME.test(frame))) {
+      own += 1;
+    }
+    const part = innermostPart(frames);
+    counts.set(part, (counts.get(part) ?? 0) + 1);
+  }
+  const percent = (/** @type {number} */ count) => (samples === 0 ? 0 : (100 * count) / samples);
+  const rows = [...counts]
+    .map(([name, count]) => ({ name, percent: percent(count) }))
+    .sort((a, b) => b.percent - a.percent);
+  return { samples, own: percent(own), rows };
+}
+
+/** @param {string[]} frames */
+function innermostPart(frames) {
+  for (const frame of frames) {
+    if (frame.startsWith("JS:")) {
+      return OWN_FRAME.test(frame) ? "JavaScript: the engine's own" : "JavaScript: the dev server's";
+    }
+    const part = PARTS.find((each) => each.test.test(frame));
+    if (part !== undefined) {
+      return part.name;
+    }
+  }
+  return "other (workerd, the kernel, the allocator)";
+}
+
+/**
+ * The stacks of a `perf script` text, each its frames' symbols, leaf first.
+ * @param {string} text
+ */
+function* stacksOf(text) {
+  /** @type {string[] | null} */
+  let frames = null;
+  for (const line of text.split("\n")) {
+    if (line.trim() === "") {
+      continue;
+    }
+    if (!line.startsWith("\t") && !line.startsWith(" ")) {
+      if (frames !== null) {
+        yield frames;
+      }
+      frames = [];
+    } else if (frames !== null) {
+      frames.push(line.trim().replace(/^[0-9a-f]+ /, ""));
+    }
+  }
+  if (frames !== null) {
+    yield frames;
+  }
+}
+
+/**
+ * The samples of a recording with their call chains, as text.
+ * @param {string} file
+ */
+function perfScript(file) {
+  return execFileSync("perf", ["script", "-i", file, "-F", "comm,tid,time,ip,sym"], {
+    encoding: "utf8",
+    maxBuffer: 1024 * 1024 * 1024,
+    stdio: ["ignore", "pipe", "ignore"],
+  });
 }
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { byBinary, parsePerfReport } from "../../scripts/lib/perf-record.mjs";
+import { byBinary, parsePerfReport, partsOf } from "../../scripts/lib/perf-record.mjs";
 
 describe("parsePerfReport (npm run bench -- --perf)", () => {
   it("reads the percent under each symbol with --children, dropping [.] and [k]", () => {
@@ -43,5 +43,39 @@ describe("parsePerfReport (npm run bench -- --perf)", () => {
       { percent: 12, count: 120, name: "[kernel.kallsyms]" },
       { percent: 5.5, count: 55, name: "[JIT] V8's generated code" },
     ]);
+  });
+});
+
+describe("partsOf (npm run bench -- --perf: the samples by part)", () => {
+  /** One sample as `perf script -F comm,tid,time,ip,sym` prints it: a header, then its frames, leaf first. */
+  const sample = (...frames: string[]) =>
+    [
+      "workerd 27435 78384.639350: ",
+      ...frames.map((frame, at) => `\t         ${(0x4000 + at).toString(16)} ${frame}`),
+    ].join("\n");
+
+  it("gives each sample to its innermost part, and counts the engine's own code with all it calls", () => {
+    const text = [
+      sample("sqlite3VdbeExec", "workerd::SqliteDatabase::Query::nextRow", "JS:*save index.js:169776:15"),
+      sample("Builtin:KeyedLoadIC_Megamorphic", "JS:*decide index.js:122529:16", "JS:+run index.js:166697:12"),
+      sample("v8::internal::Heap::Scavenge", "v8::internal::Heap::CollectGarbage"),
+      sample("workerd::api::Request::constructor", "JS:^fetch entry.worker.js:5303:14"),
+      sample("<hyper::proto::h1::conn::Conn<I,B,T>>::poll_read_head", "kj::_::ChainPromiseNode::fire"),
+      "",
+    ].join("\n");
+    const parts = partsOf(text);
+    expect(parts.samples).toBe(5);
+    expect(parts.own).toBe(40);
+    expect(parts.rows).toEqual([
+      { name: "SQLite (statements and commits)", percent: 20 },
+      { name: "JavaScript: the engine's own", percent: 20 },
+      { name: "V8 garbage collector", percent: 20 },
+      { name: "JavaScript: the dev server's", percent: 20 },
+      { name: "HTTP client", percent: 20 },
+    ]);
+  });
+
+  it("reads an empty recording as no samples", () => {
+    expect(partsOf("")).toEqual({ samples: 0, own: 0, rows: [] });
   });
 });
