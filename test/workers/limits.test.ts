@@ -128,12 +128,17 @@ describe("limits across runs", () => {
     const starts = callsOf(runs)
       .map((call) => call.started_at)
       .sort((a, b) => a - b);
-    // Spaced where the executor acquires each call; the target sees that give or take each request's own time.
+    // Spaced where the executor acquires each call; the target sees each call later, by the time its
+    // request takes to leave a thread that is also starting the other runs. The first ten calls are
+    // granted as they ask (the window starts empty), so their spread here is that delay, measured.
+    const slack = (starts[9] ?? 0) - (starts[0] ?? 0) + 100;
+    // Eleven calls in one window would arrive far closer than this leaves room for.
+    expect(slack).toBeLessThan(500);
     for (let index = 10; index < starts.length; index += 1) {
-      expect((starts[index] ?? 0) - (starts[index - 10] ?? 0)).toBeGreaterThanOrEqual(1000 - 100);
+      expect((starts[index] ?? 0) - (starts[index - 10] ?? 0)).toBeGreaterThanOrEqual(1000 - slack);
     }
     // 25 calls at 10 per second take at least two windows.
-    expect((starts.at(-1) ?? 0) - (starts[0] ?? 0)).toBeGreaterThanOrEqual(2000 - 100);
+    expect((starts.at(-1) ?? 0) - (starts[0] ?? 0)).toBeGreaterThanOrEqual(2000 - slack);
   });
 
   it("keys give separate budgets: one key's queue never holds up another's", async ({ expect }) => {
