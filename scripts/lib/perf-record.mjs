@@ -118,7 +118,7 @@ export function reportPerf(recorded, jitDir, scenario, runs) {
  * the leaf outwards; a JavaScript frame ends the search (the sample is that
  * code's own work). Names as `perf script` demangles them.
  */
-export const PARTS = [
+const PARTS = [
   { name: "SQLite (statements and commits)", test: /sqlite3|SqliteDatabase|ActorSqlite/ },
   { name: "fsync and write-back (kernel)", test: /fsync|writepages|jbd2|ext4_/ },
   { name: "Workers RPC (capnp, serialization)", test: /JsRpc|capnp|ValueSerializer|ValueDeserializer/ },
