@@ -15,6 +15,9 @@
  * showed a fan-out's signing as zod's `parse`.
  */
 import { execFileSync, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 
 /**
  * V8 flags for a profiled workerd: write a jitdump into `dir` and keep
@@ -129,8 +132,61 @@ const PARTS = [
   { name: "JSON (V8's parser and stringifier)", test: /JsonParser|JsonStringifier/ },
 ];
 
-/** Frames of the engine's bundle (wrangler builds it as `index.js`); other JavaScript is the dev server's. */
-const OWN_FRAME = /^JS:.* index\.js:\d+/;
+/** Frames named after a module `index.js`: the engine's bundle (wrangler builds it so), or one of Miniflare's own workers. */
+const INDEX_FRAME = /^JS:[*+^~]?'?([\w$.]*) index\.js:(\d+):(\d+)/;
+
+/**
+ * Miniflare's own workers whose module is also named `index.js`: the outbound
+ * interceptor every `fetch` of a Worker passes through under `wrangler dev`
+ * (it strips `CF-Connecting-IP`), and the Access identity worker.
+ */
+const DEV_SERVER_INDEX_WORKERS = ["core/outbound.worker.js", "access/access-identity.worker.js"];
+
+/**
+ * The `name index.js:line:column` positions in Miniflare's `index.js` workers
+ * where a name is followed by `(`, as V8 names a function's code: the frames
+ * in them are the dev server's, though they carry the bundle's file name.
+ * @param {string[]} sources the workers' text
+ */
+export function devServerPositions(sources) {
+  const positions = new Set();
+  for (const source of sources) {
+    source.split("\n").forEach((line, index) => {
+      for (const match of line.matchAll(/([\w$]+)\s*\(/g)) {
+        positions.add(`${match[1]} ${index + 1}:${(match.index ?? 0) + match[0].length}`);
+      }
+    });
+  }
+  return positions;
+}
+
+/** {@link devServerPositions} of the installed Miniflare (none if it is not where wrangler has it). */
+function installedDevServerPositions() {
+  try {
+    const miniflare = dirname(createRequire(import.meta.url).resolve("miniflare"));
+    const dir = join(miniflare, "workers");
+    const sources = DEV_SERVER_INDEX_WORKERS.flatMap((file) => {
+      try {
+        return [readFileSync(join(dir, file), "utf8")];
+      } catch {
+        return [];
+      }
+    });
+    return devServerPositions(sources);
+  } catch {
+    return new Set();
+  }
+}
+
+/**
+ * Whether a frame is the engine's own JavaScript: its bundle's `index.js`, and
+ * not a Miniflare worker's at one of `devServer`'s positions.
+ * @param {string} frame @param {Set<string>} devServer
+ */
+function isOwnFrame(frame, devServer) {
+  const match = INDEX_FRAME.exec(frame);
+  return match !== null && !devServer.has(`${match[1]} ${match[2]}:${match[3]}`);
+}
 
 /**
  * The samples of a `perf script -F comm,tid,time,ip,sym` text (a header line,
@@ -139,18 +195,19 @@ const OWN_FRAME = /^JS:.* index\.js:\d+/;
  * innermost frames ({@link PARTS}, then the bundle's JavaScript, the dev
  * server's, and everything else).
  * @param {string} text
+ * @param {Set<string>} [devServer] positions of the dev server's `index.js` workers ({@link devServerPositions})
  * @returns {{ samples: number, own: number, rows: { name: string, percent: number }[] }}
  */
-export function partsOf(text) {
+export function partsOf(text, devServer = installedDevServerPositions()) {
   const counts = new Map();
   let samples = 0;
   let own = 0;
   for (const frames of stacksOf(text)) {
     samples += 1;
-    if (frames.some((frame) => OWN_FRAME.test(frame))) {
+    if (frames.some((frame) => isOwnFrame(frame, devServer))) {
       own += 1;
     }
-    const part = innermostPart(frames);
+    const part = innermostPart(frames, devServer);
     counts.set(part, (counts.get(part) ?? 0) + 1);
   }
   const percent = (/** @type {number} */ count) => (samples === 0 ? 0 : (100 * count) / samples);
@@ -160,11 +217,11 @@ export function partsOf(text) {
   return { samples, own: percent(own), rows };
 }
 
-/** @param {string[]} frames */
-function innermostPart(frames) {
+/** @param {string[]} frames @param {Set<string>} devServer */
+function innermostPart(frames, devServer) {
   for (const frame of frames) {
     if (frame.startsWith("JS:")) {
-      return OWN_FRAME.test(frame) ? "JavaScript: the engine's own" : "JavaScript: the dev server's";
+      return isOwnFrame(frame, devServer) ? "JavaScript: the engine's own" : "JavaScript: the dev server's";
     }
     const part = PARTS.find((each) => each.test.test(frame));
     if (part !== undefined) {

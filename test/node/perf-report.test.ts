@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { byBinary, parsePerfReport, partsOf } from "../../scripts/lib/perf-record.mjs";
+import { byBinary, devServerPositions, parsePerfReport, partsOf } from "../../scripts/lib/perf-record.mjs";
 
 describe("parsePerfReport (npm run bench -- --perf)", () => {
   it("reads the percent under each symbol with --children, dropping [.] and [k]", () => {
@@ -63,7 +63,7 @@ describe("partsOf (npm run bench -- --perf: the samples by part)", () => {
       sample("<hyper::proto::h1::conn::Conn<I,B,T>>::poll_read_head", "kj::_::ChainPromiseNode::fire"),
       "",
     ].join("\n");
-    const parts = partsOf(text);
+    const parts = partsOf(text, new Set());
     expect(parts.samples).toBe(5);
     expect(parts.own).toBe(40);
     expect(parts.rows).toEqual([
@@ -75,7 +75,33 @@ describe("partsOf (npm run bench -- --perf: the samples by part)", () => {
     ]);
   });
 
+  it("gives frames of Miniflare's own index.js workers to the dev server, not to the engine", () => {
+    // The outbound interceptor's module is named index.js too; V8 names a function by the position of its `(`.
+    const interceptor = [
+      "export default {",
+      "  async fetch(request, env) {",
+      "    return fetch(request);",
+      "  }",
+      "};",
+    ];
+    const devServer = devServerPositions([interceptor.join("\n")]);
+    expect(devServer.has("fetch 2:14")).toBe(true);
+    const text = [
+      sample("workerd::api::Request::constructor", "JS:~fetch index.js:2:14"),
+      sample("workerd::api::Request::constructor", "JS:^fetch index.js:166668:36"),
+      "",
+    ].join("\n");
+    expect(partsOf(text, devServer)).toEqual({
+      samples: 2,
+      own: 50,
+      rows: [
+        { name: "JavaScript: the dev server's", percent: 50 },
+        { name: "JavaScript: the engine's own", percent: 50 },
+      ],
+    });
+  });
+
   it("reads an empty recording as no samples", () => {
-    expect(partsOf("")).toEqual({ samples: 0, own: 0, rows: [] });
+    expect(partsOf("", new Set())).toEqual({ samples: 0, own: 0, rows: [] });
   });
 });
