@@ -23,6 +23,13 @@
  *   POST /floor/chain-http {n, url, rpc}   one new object: n times, write a row, then GET url
  *                                          (from the object, or with rpc through a service binding
  *                                          to an entrypoint that GETs it); answers {ms}
+ *   POST /floor/signed-chain-http {n, url} the same through the entrypoint, with what an engine
+ *                                          that keeps Trellis's invariants must do on top and
+ *                                          nothing else: each step signs and hash-chains four
+ *                                          journal entries (SHA-256, Ed25519), writes them with a
+ *                                          state row in one transaction, checks the result's token
+ *                                          against the dispatched one, and sends a task-shaped
+ *                                          payload whose result comes back task-shaped
  */
 import {
   DurableObject,
@@ -70,6 +77,49 @@ export class Getter extends WorkerEntrypoint<Env> {
   async get(url: string): Promise<number> {
     return get(url);
   }
+
+  /** One task of one `http` step, as an executor gets it (a payload) and answers it (a result). */
+  async runTask(task: FloorTask): Promise<FloorResult> {
+    const [step] = task.task.steps;
+    if (step === undefined) throw new Error("a task without steps");
+    const response = await fetch(step.action.url);
+    const text = await response.text();
+    return {
+      token_id: task.token_id,
+      success: response.ok,
+      output: { status: response.status, body: text },
+      metrics: { duration_ms: 0, steps_executed: 1, llm_tokens: { input: 0, output: 0, cost_usd: 0 } },
+    };
+  }
+}
+
+type FloorTask = {
+  token_id: string;
+  workflow_run_id: string;
+  node_id: string;
+  task: { id: string; version: number; steps: { id: string; action: { kind: "http"; method: "GET"; url: string } }[] };
+  input: Record<string, unknown>;
+  timeout_ms: number;
+  retry_attempt: number;
+};
+type FloorResult = {
+  token_id: string;
+  success: boolean;
+  output: { status: number; body: string };
+  metrics: {
+    duration_ms: number;
+    steps_executed: number;
+    llm_tokens: { input: number; output: number; cost_usd: number };
+  };
+};
+
+const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, "0"));
+
+/** Lowercase hex of bytes. */
+function hex(buffer: ArrayBuffer): string {
+  let text = "";
+  for (const byte of new Uint8Array(buffer)) text += HEX[byte];
+  return text;
 }
 
 /**
@@ -92,6 +142,66 @@ export class Floor extends DurableObject<Env> {
     }
     return Date.now() - t0;
   }
+
+  /**
+   * n steps of a chain of `http` tasks with the invariants an engine like Trellis keeps and
+   * no engine logic: per step, the previous result's token checked, four journal entries
+   * signed and chained, written with the run's state in one transaction (durable before the
+   * next call leaves: the output gate), then the next task sent through the entrypoint.
+   */
+  async signedChainHttp(n: number, url: string): Promise<number> {
+    const sql = this.ctx.storage.sql;
+    sql.exec("CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, hash TEXT, text TEXT)");
+    sql.exec("CREATE TABLE IF NOT EXISTS state (id INTEGER PRIMARY KEY, json TEXT)");
+    const key = (await crypto.subtle.generateKey("Ed25519", false, ["sign", "verify"])) as CryptoKeyPair;
+    const encoder = new TextEncoder();
+    let prev: string | null = null;
+    let seq = 0;
+    let result: FloorResult | null = null;
+    const t0 = Date.now();
+    for (let i = 0; i < n; i += 1) {
+      const token = `t${i}`;
+      if (result !== null && result.token_id !== `t${i - 1}`) throw new Error("a result for another dispatch");
+      const at = new Date().toISOString();
+      const bodies = [
+        {
+          kind: "task.completed",
+          body: { node_id: `n${i - 1}`, token_id: `t${i - 1}`, output: result?.output ?? null },
+        },
+        { kind: "node.completed", body: { node_id: `n${i - 1}`, status: "completed" } },
+        { kind: "node.started", body: { node_id: `n${i}` } },
+        { kind: "task.dispatched", body: { node_id: `n${i}`, token_id: token, task_id: "get", attempt: 0 } },
+      ];
+      const entries: { seq: number; hash: string; text: string }[] = [];
+      for (const { kind, body } of bodies) {
+        seq += 1;
+        const text = JSON.stringify({ at, body, kind, prev, run_id: "floor", seq });
+        const bytes = encoder.encode(text);
+        const [digest, signature] = await Promise.all([
+          crypto.subtle.digest("SHA-256", bytes),
+          crypto.subtle.sign("Ed25519", key.privateKey, bytes),
+        ]);
+        prev = hex(digest);
+        entries.push({ seq, hash: prev, text: `${text.slice(0, -1)},"hash":"${prev}","sig":"${hex(signature)}"}` });
+      }
+      this.ctx.storage.transactionSync(() => {
+        for (const entry of entries)
+          sql.exec("INSERT INTO journal VALUES (?, ?, ?)", entry.seq, entry.hash, entry.text);
+        sql.exec("INSERT OR REPLACE INTO state VALUES (1, ?)", JSON.stringify({ seq, node: i, token, prev }));
+      });
+      result = await this.env.GETTER.runTask({
+        token_id: token,
+        workflow_run_id: "floor",
+        node_id: `n${i}`,
+        task: { id: "get", version: 1, steps: [{ id: "get", action: { kind: "http", method: "GET", url } }] },
+        input: {},
+        timeout_ms: 30_000,
+        retry_attempt: 0,
+      });
+      if (!result.success) throw new Error(`target answered ${result.output.status}`);
+    }
+    return Date.now() - t0;
+  }
 }
 
 /** The floor routes (see the header). */
@@ -100,6 +210,7 @@ async function floor(request: Request, env: Env, path: string): Promise<Response
   const stub = env.FLOOR.get(env.FLOOR.newUniqueId());
   if (path === "/floor/object") return Response.json({ rows: await stub.writeOne() });
   const { n, url, rpc } = (await request.json()) as { n: number; url: string; rpc: boolean };
+  if (path === "/floor/signed-chain-http") return Response.json({ ms: await stub.signedChainHttp(n, url) });
   return Response.json({ ms: await stub.chainHttp(n, url, rpc) });
 }
 
