@@ -11,8 +11,10 @@
  * memory: they cover what this instance of the object did since it started
  * (an evicted object starts again from zero).
  *
- * When a commit ends the run, one log line gives the usage so far:
- * `{ "msg": "run usage", "run_id", "status", ...RunUsage }`. What happens
+ * When the meter is on and a commit ends the run, one log line gives the
+ * usage so far: `{ "msg": "run usage", "run_id", "status", ...RunUsage }`
+ * (off, nothing is counted, and a line of zeros would say a run cost
+ * nothing: none is written). What happens
  * after it (the run index's write to D1 marking its outbox row written, reads
  * of the ended run) is not in it.
  */
@@ -78,6 +80,8 @@ export class UsageMeter {
   private sqlStorage: SqlStorage | null = null;
   /** The usage when the commit that ended the run was done (what the log line gave), null before. */
   private atEnd: RunUsage | null = null;
+  /** Whether the object's storage goes through this meter ({@link state}): only then is there usage to log. */
+  private metering = false;
 
   /** The usage so far. */
   read(): RunUsage {
@@ -96,9 +100,12 @@ export class UsageMeter {
     this.counts.alarms += 1;
   }
 
-  /** A commit moved the run from `before` (null: it had none) to `after`: logs the usage when that ended it. */
-  logIfEnded(before: RunStatus | null, after: RunRecord): void {
-    if (isTerminal(after.status) && (before === null || !isTerminal(before))) {
+  /**
+   * A commit moved the run from `before` (null: it had none) to `after`: logs
+   * the usage when that ended it, if this meter counted it.
+   */
+  logIfEnded(before: RunStatus | null, after: Pick<RunRecord, "run_id" | "status">): void {
+    if (this.metering && isTerminal(after.status) && (before === null || !isTerminal(before))) {
       this.atEnd = this.read();
       console.log(JSON.stringify({ msg: "run usage", run_id: after.run_id, status: after.status, ...this.atEnd }));
     }
@@ -106,6 +113,7 @@ export class UsageMeter {
 
   /** `ctx` whose `storage` is counted (`storage` below); the rest is the object's own. */
   state<S extends { storage: DurableObjectStorage }>(ctx: S): S {
+    this.metering = true;
     return withMembers(ctx, { storage: this.storage(ctx.storage) });
   }
 

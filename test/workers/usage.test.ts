@@ -1,6 +1,7 @@
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, it } from "vitest";
-import type { RunUsage } from "../../coordinator/usage.ts";
+import { describe, it, vi } from "vitest";
+import { UsageMeter, type RunUsage } from "../../coordinator/usage.ts";
 import { httpStep, httpTarget, register, runWorkflow, start, uniqueId, waitForRun } from "./helpers.ts";
 
 /**
@@ -105,5 +106,39 @@ describe("a run's usage", () => {
     expect(usage.objectCalls).toBeGreaterThanOrEqual(2);
     expect(usage.alarms).toBeGreaterThanOrEqual(1);
     expect(usage.alarmsSet).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe("the run usage log line", () => {
+  /** The `run usage` lines a meter logs as a run goes from running to completed. */
+  function linesLogged(meter: UsageMeter): string[] {
+    const log = vi.spyOn(console, "log").mockImplementation(() => undefined);
+    try {
+      meter.logIfEnded("running", { run_id: "run_usage_line", status: "completed" });
+      return log.mock.calls.map((args) => String(args[0])).filter((line) => line.includes('"msg":"run usage"'));
+    } finally {
+      log.mockRestore();
+    }
+  }
+
+  it("is written when the meter counts the object's storage (USAGE_METER=on)", async ({ expect }) => {
+    const stub = env.COORDINATOR.get(env.COORDINATOR.idFromName(uniqueId("usage-line")));
+    const lines = await runInDurableObject(stub, (_instance, state) => {
+      const meter = new UsageMeter();
+      meter.state(state);
+      return linesLogged(meter);
+    });
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0] ?? "{}")).toMatchObject({
+      run_id: "run_usage_line",
+      status: "completed",
+      rowsWritten: 0,
+    });
+  });
+
+  it("is not written when nothing was counted (USAGE_METER off): no line of zeros", async ({ expect }) => {
+    const meter = new UsageMeter();
+    expect(linesLogged(meter)).toEqual([]);
+    expect(meter.readAtEnd()).toBeNull();
   });
 });
